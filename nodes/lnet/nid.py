@@ -1,0 +1,201 @@
+"""NIDs and net names, parsed and printed as real LNet does (spec §1.1, nidstrings.c).
+
+Theory of operation: a NID is ``address@net``; a net is ``<lnd name><number>`` where number 0 is
+printed bare (``tcp`` == ``tcp0``). The 64-bit "nid4" packing is ``(net_id << 32) | addr`` with
+``net_id = (lnd_type << 16) | net_num``, the value carried in ``lnet_hdr`` on the wire.
+
+This module owns syntax only; it knows nothing of configured nets.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from nodes.lnet.errors import LNetConfigError, EINVAL
+
+# LND type numbers are stable ids shared with the wire (spec §1.1).
+LOLND = 9
+SOCKLND = 2
+O2IBLND = 5
+GNILND = 13
+GNIIPLND = 14
+PTL4LND = 15
+KFILND = 16
+EFALND = 18
+BXI3LND = 19
+
+#: name -> (lnd type, address is dotted IPv4?)
+LND_NAMES: dict[str, tuple[int, bool]] = {
+    "lo": (LOLND, False),
+    "tcp": (SOCKLND, True),
+    "o2ib": (O2IBLND, True),
+    "gni": (GNILND, False),
+    "gip": (GNIIPLND, True),
+    "ptlf": (PTL4LND, False),
+    "kfi": (KFILND, False),
+    "efa": (EFALND, False),
+    "bxi3f": (BXI3LND, False),
+}
+_LND_BY_TYPE = {t: (name, ip) for name, (t, ip) in LND_NAMES.items()}
+
+LNET_NID_ANY = 0xFFFF_FFFF_FFFF_FFFF
+#: fault rules store ``*@net`` as this address (spec §1.1)
+ADDR_ANY = 0xFFFF_FFFF
+
+_NUM_RE = re.compile(r"^[0-9]+$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Net:
+    """An LNet network id: lnd type and number (``tcp1`` is Net(SOCKLND, 1))."""
+
+    lnd: int
+    num: int = 0
+
+    @property
+    def net_id(self) -> int:
+        return (self.lnd << 16) | self.num
+
+    @classmethod
+    def from_id(cls, net_id: int) -> Net:
+        return cls(net_id >> 16, net_id & 0xFFFF)
+
+    @classmethod
+    def parse(cls, text: str) -> Net:
+        """Parse ``tcp``, ``tcp1``, ``o2ib3``, ``lo``; raise LNetConfigError(-EINVAL) otherwise."""
+        net = parse_net(text)
+        if net is None:
+            raise LNetConfigError(-EINVAL, f"Cannot parse net '{text}'")
+        return net
+
+    @property
+    def lnd_name(self) -> str:
+        entry = _LND_BY_TYPE.get(self.lnd)
+        return entry[0] if entry else f"?{self.lnd}?"
+
+    @property
+    def ip_addressed(self) -> bool:
+        entry = _LND_BY_TYPE.get(self.lnd)
+        return bool(entry and entry[1])
+
+    def __str__(self) -> str:
+        entry = _LND_BY_TYPE.get(self.lnd)
+        if entry is None:
+            return f"<{self.lnd}:{self.num}>"
+        return entry[0] if self.num == 0 else f"{entry[0]}{self.num}"
+
+
+LO_NET = Net(LOLND, 0)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class NID:
+    """A 4-byte-address NID (the nid4 form carried by socklnd V3 and ``lnet_hdr_nid4``)."""
+
+    net: Net
+    addr: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.addr <= 0xFFFF_FFFF:
+            raise LNetConfigError(-EINVAL, f"NID address out of range: {self.addr}")
+
+    @property
+    def nid4(self) -> int:
+        """The 64-bit wire value."""
+        return (self.net.net_id << 32) | self.addr
+
+    @classmethod
+    def from_nid4(cls, value: int) -> NID:
+        return cls(Net.from_id(value >> 32), value & 0xFFFF_FFFF)
+
+    @classmethod
+    def parse(cls, text: str) -> NID:
+        """Parse a NID string; raise LNetConfigError(-EINVAL) naming the bad string."""
+        nid = parse_nid(text)
+        if nid is None:
+            raise LNetConfigError(-EINVAL, f"Cannot parse NID '{text}'")
+        return nid
+
+    @property
+    def ip(self) -> str:
+        """Dotted-quad form of the address (meaningful for tcp/o2ib)."""
+        return str(ipaddress.IPv4Address(self.addr))
+
+    @property
+    def is_lo(self) -> bool:
+        return self.net.lnd == LOLND
+
+    def __str__(self) -> str:
+        if self.nid4 == LNET_NID_ANY:
+            return "<?>"
+        entry = _LND_BY_TYPE.get(self.net.lnd)
+        if entry is None:
+            return f"{self.addr:x}@<{self.net.lnd}:{self.net.num}>"
+        addr = self.ip if entry[1] else str(self.addr)
+        return f"{addr}@{self.net}"
+
+
+LO_NID = NID(LO_NET, 0)
+
+
+def parse_net(text: str) -> Net | None:
+    """``libcfs_str2net``: the longest-known LND name prefix, then an optional decimal number."""
+    text = text.strip()
+    for name, (lnd, _ip) in LND_NAMES.items():
+        if not text.startswith(name):
+            continue
+        rest = text[len(name):]
+        if rest == "":
+            return Net(lnd, 0)
+        if lnd == LOLND or not _NUM_RE.match(rest):
+            continue
+        num = int(rest)
+        if num > 0xFFFF:
+            return None
+        return Net(lnd, num)
+    return None
+
+
+def _parse_ip(text: str) -> int | None:
+    parts = text.split(".")
+    if len(parts) != 4 or not all(_NUM_RE.match(p) for p in parts):
+        return None
+    values = [int(p) for p in parts]
+    if any(v > 255 for v in values):
+        return None
+    return (values[0] << 24) | (values[1] << 16) | (values[2] << 8) | values[3]
+
+
+def parse_nid(text: str) -> NID | None:
+    """``libcfs_str2nid``: ``addr@net``; no ``@`` means ``@tcp``. Returns None when invalid."""
+    text = text.strip()
+    if "@" in text:
+        addr_s, _, net_s = text.partition("@")
+        net = parse_net(net_s)
+        if net is None:
+            return None
+    else:
+        addr_s, net = text, Net(SOCKLND, 0)
+    if net.lnd == LOLND:
+        addr = 0  # libcfs_lo_str2addr ignores the address: anything@lo is 0@lo
+    elif net.ip_addressed:
+        addr = _parse_ip(addr_s)
+    elif _NUM_RE.match(addr_s):
+        addr = int(addr_s)
+        if addr > 0xFFFF_FFFF:
+            return None
+    else:
+        addr = None
+    if addr is None:
+        return None
+    return NID(net, addr)
+
+
+def nid_from_ip(ip: str, net: Net) -> NID:
+    """The NID an IP interface gets on ``net`` (socklnd/o2iblnd use the interface's IPv4)."""
+    addr = _parse_ip(ip)
+    if addr is None:
+        raise LNetConfigError(-EINVAL, f"bad IPv4 address '{ip}'")
+    return NID(net, addr)
