@@ -1,0 +1,74 @@
+"""The LNet message header (``struct lnet_hdr_nid4`` of lnet-idl.h) as a value object.
+
+Theory of operation: the engine builds and reads headers as ``LNetHdr``; ``nodes/lnd/wire.py``
+packs them into the 72 little-endian bytes of the real header and back. The type-specific union
+(``lnet_ack``/``lnet_put``/``lnet_get``/``lnet_reply``/``lnet_hello``) is flattened into named
+fields; which ones are meaningful depends on ``type`` (spec §4.1).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from nodes.lnet.nid import NID
+
+#: LNET_PID_LUSTRE: the pid every kernel LNet endpoint uses (and routed messages are sent to).
+LNET_PID_LUSTRE = 12345
+#: LNET_PID_USERFLAG, set on userspace pids; not used by kernel endpoints.
+LNET_PID_USERFLAG = 0x80000000
+#: lnet_hdr_nid4 is 72 bytes; a message body never exceeds LNET_MTU (spec §0).
+LNET_HDR_SIZE = 72
+LNET_MTU = 1 << 20
+#: Reserved portal and match bits of the ping/push targets (spec §4.1).
+LNET_RESERVED_PORTAL = 0
+LNET_PROTO_PING_MATCHBITS = 0x8000000000000000
+LNET_MAX_PORTALS = 64
+#: Ping target buffer minimum: 16-byte header + 16 entries x 16 bytes (spec §0).
+LNET_PING_INFO_MIN_SIZE = 272
+
+
+class MsgType(enum.IntEnum):
+    """``enum lnet_msg_type``."""
+
+    ACK = 0
+    PUT = 1
+    GET = 2
+    REPLY = 3
+    HELLO = 4
+
+
+@dataclass(frozen=True, slots=True)
+class WireHandle:
+    """``struct lnet_handle_wire``; (~0, ~0) is LNET_WIRE_HANDLE_COOKIE_NONE (no ACK wanted)."""
+
+    interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
+    object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
+
+    @property
+    def is_none(self) -> bool:
+        return self.object_cookie == 0xFFFF_FFFF_FFFF_FFFF
+
+
+WIRE_HANDLE_NONE = WireHandle()
+
+
+@dataclass(frozen=True, slots=True)
+class LNetHdr:
+    """One LNet header. ``wmd`` is ack_wmd (PUT), return_wmd (GET) or dst_wmd (ACK/REPLY)."""
+
+    dest_nid: NID
+    src_nid: NID
+    dest_pid: int
+    src_pid: int
+    type: MsgType
+    payload_length: int
+    wmd: WireHandle = WIRE_HANDLE_NONE
+    match_bits: int = 0
+    hdr_data: int = 0  # PUT
+    ptl_index: int = 0  # PUT / GET
+    offset: int = 0  # PUT offset, GET src_offset
+    sink_length: int = 0  # GET
+    mlength: int = 0  # ACK
+    incarnation: int = 0  # HELLO
+    hello_type: int = 0  # HELLO
