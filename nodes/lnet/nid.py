@@ -13,7 +13,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from nodes.lnet.errors import LNetConfigError, EINVAL
+from nodes.lnet.errors import EINVAL, LNetConfigError
 
 # LND type numbers are stable ids shared with the wire (spec §1.1).
 LOLND = 9

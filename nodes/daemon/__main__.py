@@ -1,0 +1,81 @@
+"""``python -m nodes.daemon``: one emulated LNet node (ARCHITECTURE "node daemon").
+
+Started by the orchestrator inside the node's network namespace. Binds the control socket,
+registers itself by network-namespace inode (so a bare ``lnetctl`` in that namespace finds it),
+serves until ``shutdown`` or SIGTERM, then removes what it registered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from nodes.daemon.client import BY_NETNS_DIR, netns_inode
+from nodes.daemon.control import ControlServer
+from nodes.daemon.runtime import NodeRuntime
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="nodes.daemon", description=__doc__)
+    p.add_argument("--testbed", required=True)
+    p.add_argument("--node", required=True)
+    p.add_argument("--rundir", required=True, type=Path)
+    p.add_argument("--port", type=int, default=988, help="socklnd acceptor port (988)")
+    p.add_argument("--seed", type=int, default=None)
+    return p.parse_args(argv)
+
+
+def _register(sock_path: Path) -> Path | None:
+    try:
+        BY_NETNS_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+        link = BY_NETNS_DIR / str(netns_inode())
+        tmp = link.with_suffix(f".{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(sock_path)
+        tmp.replace(link)
+        return link
+    except OSError as e:
+        logging.getLogger("daemon").warning("cannot register by netns: %s", e)
+        return None
+
+
+async def _amain(ns: argparse.Namespace) -> int:
+    nodes_dir = ns.rundir / "nodes"
+    nodes_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sock_path = nodes_dir / f"{ns.node}.sock"
+    sock_path.unlink(missing_ok=True)
+    seed = ns.seed if ns.seed is not None else int.from_bytes(os.urandom(8), "little")
+    rt = NodeRuntime(seed=seed, port=ns.port)
+    server = ControlServer(rt, ns.node, str(sock_path))
+    os.chmod(sock_path, 0o600)
+    link = _register(sock_path)
+    (nodes_dir / f"{ns.node}.pid").write_text(f"{os.getpid()}\n")
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.stopping.set)
+    logging.getLogger("daemon").info("node %s up (pid %d, seed %d)", ns.node, os.getpid(), seed)
+    try:
+        await server.serve()
+    finally:
+        await server.close()
+        await rt.close()
+        if link is not None and os.path.realpath(link) == str(sock_path.resolve()):
+            link.unlink(missing_ok=True)
+        sock_path.unlink(missing_ok=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _parse(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {ns.node} %(name)s %(levelname)s: %(message)s")
+    return asyncio.run(_amain(ns))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

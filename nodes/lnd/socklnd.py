@@ -1,0 +1,566 @@
+"""socklnd: the asyncio driver around ``framing.KsockConnection`` (aioquic ``protocol.py`` style).
+
+Theory of operation: one acceptor socket per NI on ``ip:port`` (988, ``lnet_acceptor``); one
+TCP connection per (local NI, peer NID) pair, of type SOCKLND_CONN_ANY — i.e. ksocklnd with
+``typed_conns=0`` and ``conns_per_peer=1``, so no CONTROL/BULK_IN/BULK_OUT split. A connection
+is made on demand by ``send`` (``ksocknal_launch_packet`` → ``ksocknal_connect``), bound to the
+NI's IP and, like ``lnet_connect``, to a reserved source port 1023..512 (falling back to an
+ephemeral port without CAP_NET_BIND_SERVICE; the passive side does not treat such a peer as a
+userspace process). A connection accepted from a peer carries our sends to that peer too. When
+both sides connect at once, ``ksocknal_create_conn``'s race resolution applies: the passive side
+refuses (hello with ctype SOCKLND_CONN_NONE) when it is itself connecting and the peer's NID is
+lower, and refuses a duplicate of an established connection unless the peer's incarnation
+changed (then the stale connection is closed, ``ksocknal_close_peer_stale_conns``); the refused
+active side sees EALREADY and waits for the winning connection. Messages on a pair go out in
+FIFO order. No threads; sockets are non-blocking and driven with ``loop.sock_*``.
+
+Every ``send`` ends in exactly one ``on_tx_done(tx_id, rc, hstatus)``:
+
+=========================================  ===========  ================  =====================
+situation                                  rc           hstatus           follows
+=========================================  ===========  ================  =====================
+frame handed to the kernel (no zero-copy)  0            OK                ksocknal_tx_done
+connect/handshake failed: ECONNREFUSED,    -errno       REMOTE_DROPPED    ksocknal_connect →
+ECONNRESET, EHOSTUNREACH, ENETUNREACH                                     ksocknal_txlist_done
+(link down: no route), ENETDOWN
+connect/handshake failed otherwise         -errno       LOCAL_ERROR       ksocknal_txlist_done
+(EADDRNOTAVAIL, EPROTO, ECONNABORTED...)
+connect not done within ``timeout``        -ETIMEDOUT   NETWORK_TIMEOUT   ksocknal_connect
+                                                                          (deadline) → txlist_done
+tx waited ``timeout`` for a connection     -ETIMEDOUT   NETWORK_TIMEOUT   ksocknal_flush_stale_txs
+send queue made no progress (SIOCOUTQ)     -ETIMEDOUT   NETWORK_TIMEOUT   ksocknal_find_timed_out_
+for ``timeout``: conn closed, in-flight                                   conn (*)
+and queued txs fail
+connection died (EOF, reset, protocol      -EIO         LOCAL_ERROR       ksocknal_close_conn_
+error, stale): in-flight and queued txs                                   locked → process_
+                                                                          transmit(-ESHUTDOWN) →
+                                                                          tx_done(resid != 0)
+write to the socket failed with ETIMEDOUT  -EIO         REMOTE_TIMEOUT    ksocknal_process_
+(the tx being written)                                                    transmit
+shutdown_ni / close / send on an NI that   -ECONNABORTED LOCAL_ABORTED    (this API; ksocklnd
+is not up (-ENETDOWN)                      / -ENETDOWN                    uses -ENETDOWN there)
+=========================================  ===========  ================  =====================
+
+(*) ksocknal_find_timed_out_conn marks the conn's queued txs NETWORK_TIMEOUT before closing it
+with -ETIMEDOUT; we keep that status (the kernel's scheduler later overwrites it with
+LOCAL_ERROR when it flushes the closed conn, which looks accidental). Spec §3.7.
+
+Received LNET messages go to ``on_rx``; NOOPs are ignored. A bad connreq/hello (wrong NID,
+protocol) refuses just that connection with a log line; a WireProtocolError on an established
+connection closes just that connection (``on_conn("down", ...)``); the LND keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno as E
+import fcntl
+import logging
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodes.lnd import wire
+from nodes.lnd.framing import (
+    ConnreqReceived,
+    Event,
+    HelloReceived,
+    KsockConnection,
+    LNetMessageReceived,
+)
+from nodes.lnet.errors import WireProtocolError
+from nodes.lnet.hdr import LNET_PID_LUSTRE, LNetHdr
+from nodes.lnet.hstatus import HStatus
+from nodes.lnet.nid import NID
+
+_log = logging.getLogger("lnet.socklnd")
+#: linux/sockios.h SIOCOUTQ (== TIOCOUTQ): bytes not yet acknowledged by the peer
+SIOCOUTQ = 0x5411
+_RECV_CHUNK = 1 << 16
+_REMOTE_DROPPED_ERRNOS = frozenset({E.ENETDOWN, E.EHOSTUNREACH, E.ENETUNREACH, E.ECONNREFUSED,
+                                    E.ECONNRESET})
+
+
+def txlist_hstatus(rc: int) -> HStatus:
+    """``ksocknal_txlist_done``: the hstatus of a tx failed with ``rc`` (spec §3.7)."""
+    if rc == -E.ETIMEDOUT:
+        return HStatus.NETWORK_TIMEOUT
+    if -rc in _REMOTE_DROPPED_ERRNOS:
+        return HStatus.REMOTE_DROPPED
+    return HStatus.LOCAL_ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class RxMsg:
+    """One received LNET message, as handed to the engine."""
+
+    ni: NID
+    peer_nid: NID
+    peer_ip: str
+    hdr: LNetHdr
+    payload: bytes
+
+
+@dataclass(eq=False, slots=True)
+class _Tx:
+    tx_id: int
+    hdr: LNetHdr
+    payload: bytes
+    deadline: float
+    done: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class _Conn:
+    ni: NID
+    peer_nid: NID
+    peer_ip: str
+    sock: socket.socket
+    framer: KsockConnection
+    incarnation: int
+    last_progress: float
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    inflight: _Tx | None = None
+    last_outq: int = 0
+    closed: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class _Peer:
+    ni: NID
+    nid: NID
+    queue: deque[_Tx] = field(default_factory=deque)
+    conn: _Conn | None = None
+    connector: asyncio.Task[None] | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _NetIf:
+    ni: NID
+    ip: str
+    lsock: socket.socket
+    accept_task: asyncio.Task[None] | None = None
+
+
+class SockLND:
+    """The socklnd of one node: NIs, their acceptors, and connections to peer NIs."""
+
+    def __init__(self, *, on_rx: Callable[[RxMsg], None],
+                 on_tx_done: Callable[[int, int, HStatus], None],
+                 on_conn: Callable[[str, NID, NID, str], None] | None = None,
+                 incarnation: int, pid: int = LNET_PID_LUSTRE, timeout: float = 50.0,
+                 port: int = wire.LNET_ACCEPTOR_PORT) -> None:
+        self._on_rx = on_rx
+        self._on_tx_done = on_tx_done
+        self._on_conn = on_conn
+        self._incarnation = incarnation
+        self._pid = pid
+        self._timeout = timeout
+        self._port = port
+        self._nis: dict[NID, _NetIf] = {}
+        self._peers: dict[tuple[NID, NID], _Peer] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._monitor: asyncio.Task[None] | None = None
+
+    # --- public API ---------------------------------------------------------------------
+    async def startup_ni(self, ni: NID, ip: str) -> None:
+        """Start the acceptor of ``ni`` on ``ip:port``. Raises OSError if it cannot bind."""
+        if ni in self._nis:
+            raise OSError(E.EEXIST, f"NI {ni} already started")
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lsock.bind((ip, self._port))
+            lsock.listen(64)
+            lsock.setblocking(False)
+        except OSError:
+            lsock.close()
+            raise
+        netif = _NetIf(ni, ip, lsock)
+        self._nis[ni] = netif
+        netif.accept_task = self._spawn(self._accept_loop(netif))
+        if self._monitor is None:
+            self._monitor = self._spawn(self._monitor_loop())
+
+    async def shutdown_ni(self, ni: NID) -> None:
+        """Close the acceptor and every connection of ``ni``; its pending txs are aborted."""
+        netif = self._nis.pop(ni, None)
+        if netif is None:
+            return
+        waits: list[asyncio.Task[None]] = []
+        if netif.accept_task is not None:
+            netif.accept_task.cancel()
+            waits.append(netif.accept_task)
+        netif.lsock.close()
+        for key, p in list(self._peers.items()):
+            if p.ni != ni:
+                continue
+            if p.connector is not None:
+                p.connector.cancel()
+                waits.append(p.connector)
+            if p.conn is not None:
+                waits.extend(p.conn.tasks)
+                self._close_conn(p, p.conn, "NI shutdown", -E.ECONNABORTED,
+                                 HStatus.LOCAL_ABORTED)
+            self._fail_queue(p, -E.ECONNABORTED, HStatus.LOCAL_ABORTED)
+            del self._peers[key]
+        await asyncio.gather(*waits, return_exceptions=True)
+
+    def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr, payload: bytes) -> None:
+        """Queue one LNET message from ``ni`` to ``peer``; completes via ``on_tx_done``."""
+        loop = asyncio.get_running_loop()
+        if ni not in self._nis:
+            loop.call_soon(self._call_tx_done, tx_id, -E.ENETDOWN, HStatus.LOCAL_ABORTED)
+            return
+        p = self._peers.get((ni, peer))
+        if p is None:
+            p = self._peers[(ni, peer)] = _Peer(ni, peer)
+        p.queue.append(_Tx(tx_id, hdr, payload, loop.time() + self._timeout))
+        if p.conn is not None:
+            p.conn.wake.set()
+        elif p.connector is None:
+            p.connector = self._spawn(self._connect(p))
+
+    def set_timeout(self, seconds: float) -> None:
+        """``lnetctl set lnd_timeout`` equivalent: connect, stale-tx and send-progress timeout."""
+        self._timeout = seconds
+
+    async def close(self) -> None:
+        """Shut every NI down and stop all tasks."""
+        for ni in list(self._nis):
+            await self.shutdown_ni(ni)
+        if self._monitor is not None:
+            self._monitor.cancel()
+            await asyncio.gather(self._monitor, return_exceptions=True)
+            self._monitor = None
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- completion and callbacks ------------------------------------------------------
+    def _call_tx_done(self, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        try:
+            self._on_tx_done(tx_id, rc, hstatus)
+        except Exception:
+            _log.exception("on_tx_done(%d) raised", tx_id)
+
+    def _done(self, tx: _Tx, rc: int, hstatus: HStatus) -> None:
+        if not tx.done:
+            tx.done = True
+            self._call_tx_done(tx.tx_id, rc, hstatus)
+
+    def _fail_queue(self, p: _Peer, rc: int, hstatus: HStatus) -> None:
+        while p.queue:
+            self._done(p.queue.popleft(), rc, hstatus)
+
+    def _conn_event(self, event: str, c: _Conn, reason: str) -> None:
+        if self._on_conn is None:
+            return
+        try:
+            self._on_conn(event, c.ni, c.peer_nid, reason)
+        except Exception:
+            _log.exception("on_conn raised")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("socklnd task failed", exc_info=task.exception())
+
+    # --- active side: ksocknal_connect / lnet_connect ---------------------------------
+    async def _connect(self, p: _Peer) -> None:
+        backoff = 0.05
+        try:
+            while (p.queue and p.conn is None and p.ni in self._nis
+                   and self._peers.get((p.ni, p.nid)) is p):
+                try:
+                    async with asyncio.timeout(self._timeout):
+                        won = await self._attempt(p)
+                except WireProtocolError as exc:
+                    _log.error("socklnd: bad hello from %s: %s", p.nid, exc)
+                    rc = -E.EPROTO
+                except OSError as exc:  # includes TimeoutError from our deadline
+                    rc = -(exc.errno or E.ETIMEDOUT)
+                    _log.warning("socklnd: connect %s -> %s failed: rc = %d", p.ni, p.nid, rc)
+                else:
+                    if won:
+                        return
+                    # EALREADY: lost the race; the peer's connection will carry the queue
+                    await asyncio.sleep(backoff)
+                    backoff = min(2 * backoff, 1.0)
+                    continue
+                self._fail_queue(p, rc, txlist_hstatus(rc))
+                return
+        finally:
+            if p.connector is asyncio.current_task():
+                p.connector = None
+
+    async def _open(self, local_ip: str, peer_ip: str) -> socket.socket:
+        """``lnet_connect``: try source ports 1023..512, then fall back to an ephemeral one."""
+        loop = asyncio.get_running_loop()
+        ports = [*range(wire.LNET_ACCEPTOR_MAX_RESERVED_PORT,
+                        wire.LNET_ACCEPTOR_MIN_RESERVED_PORT - 1, -1), 0]
+        for port in ports:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.setblocking(False)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind((local_ip, port))
+                except OSError as exc:
+                    if port and exc.errno == E.EADDRINUSE:
+                        s.close()
+                        continue
+                    if port and exc.errno in (E.EACCES, E.EPERM):
+                        s.close()
+                        return await self._open_ephemeral(local_ip, peer_ip)
+                    raise
+                try:
+                    await loop.sock_connect(s, (peer_ip, self._port))
+                except OSError as exc:
+                    if port and exc.errno in (E.EADDRINUSE, E.EADDRNOTAVAIL):
+                        s.close()
+                        continue
+                    raise
+                return s
+            except BaseException:
+                s.close()
+                raise
+        raise OSError(E.EADDRINUSE, "no source port available")
+
+    async def _open_ephemeral(self, local_ip: str, peer_ip: str) -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setblocking(False)
+            s.bind((local_ip, 0))
+            await asyncio.get_running_loop().sock_connect(s, (peer_ip, self._port))
+        except BaseException:
+            s.close()
+            raise
+        return s
+
+    async def _attempt(self, p: _Peer) -> bool:
+        """One connection attempt; False when the peer refused it with ctype NONE (EALREADY)."""
+        loop = asyncio.get_running_loop()
+        sock = await self._open(self._nis[p.ni].ip, p.nid.ip)
+        try:
+            framer = KsockConnection(active=True)
+            ours = wire.KsockHello(p.ni, p.nid, self._pid, LNET_PID_LUSTRE, self._incarnation,
+                                   0, wire.SOCKLND_CONN_ANY)
+            await loop.sock_sendall(sock, framer.send_handshake(p.nid, ours))
+            events: list[Event] = []
+            while not events:
+                data = await loop.sock_recv(sock, _RECV_CHUNK)
+                if not data:
+                    raise ConnectionAbortedError(E.ECONNABORTED, "EOF while reading hello")
+                events = framer.receive_data(data)
+            # a framer.error after the hello is the reader's to report, on an "up" conn
+            first = events[0]
+            assert isinstance(first, HelloReceived)
+            hello = first.hello
+            if hello.ctype == wire.SOCKLND_CONN_NONE:
+                sock.close()
+                return False
+            if hello.src_nid != p.nid or hello.dst_nid != p.ni:
+                raise WireProtocolError(
+                    f"connected to {p.nid} but it claimed to be {hello.src_nid} "
+                    f"(for {hello.dst_nid})")
+            if wire.invert_ctype(hello.ctype) != wire.SOCKLND_CONN_ANY:
+                raise WireProtocolError(f"mismatched conn type {hello.ctype}")
+        except BaseException:
+            sock.close()
+            raise
+        self._establish(p, sock, framer, hello.src_incarnation, events[1:])
+        return True
+
+    # --- passive side: lnet_acceptor / lnet_accept / ksocknal_accept -------------------
+    async def _accept_loop(self, netif: _NetIf) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _addr = await loop.sock_accept(netif.lsock)
+            except OSError as exc:
+                if netif.ni not in self._nis:
+                    return
+                _log.warning("socklnd: accept on %s failed: %s", netif.ni, exc)
+                await asyncio.sleep(0.1)
+                continue
+            sock.setblocking(False)
+            self._spawn(self._passive(netif, sock))
+
+    async def _passive(self, netif: _NetIf, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        framer = KsockConnection(active=False)
+        peer_ip = "?"
+        try:
+            peer_ip = sock.getpeername()[0]
+            hello: wire.KsockHello | None = None
+            async with asyncio.timeout(self._timeout):  # lnet_acceptor_timeout
+                while hello is None:
+                    data = await loop.sock_recv(sock, _RECV_CHUNK)
+                    if not data:
+                        raise ConnectionAbortedError(E.ECONNABORTED, "EOF during handshake")
+                    for ev in framer.receive_data(data):
+                        if isinstance(ev, ConnreqReceived) and ev.nid != netif.ni:
+                            raise WireProtocolError(f"connreq for {ev.nid}: No matching NI")
+                        if isinstance(ev, HelloReceived):
+                            hello = ev.hello
+                    if framer.error is not None:
+                        raise framer.error
+            if hello.dst_nid != netif.ni:
+                raise WireProtocolError(f"hello for {hello.dst_nid}: No matching NI")
+            ctype = wire.invert_ctype(hello.ctype)
+            if ctype == wire.SOCKLND_CONN_NONE:
+                raise WireProtocolError(f"unexpected conn type {hello.ctype}")
+            p = self._peers.get((netif.ni, hello.src_nid))
+            if p is None:
+                p = self._peers[(netif.ni, hello.src_nid)] = _Peer(netif.ni, hello.src_nid)
+            refuse = self._refuse(p, hello)
+            reply = wire.KsockHello(netif.ni, hello.src_nid, self._pid, hello.src_pid,
+                                    self._incarnation, hello.src_incarnation,
+                                    wire.SOCKLND_CONN_NONE if refuse else ctype)
+            await loop.sock_sendall(sock, framer.send_hello(reply))
+        except (OSError, WireProtocolError) as exc:
+            _log.error("socklnd: refusing connection from %s on %s: %s", peer_ip, netif.ni, exc)
+            sock.close()
+            return
+        except BaseException:
+            sock.close()
+            raise
+        if refuse or netif.ni not in self._nis:
+            sock.close()
+            return
+        self._establish(p, sock, framer, hello.src_incarnation, [])
+
+    def _refuse(self, p: _Peer, hello: wire.KsockHello) -> bool:
+        """``ksocknal_create_conn`` (passive): race resolution and duplicate refusal."""
+        if p.conn is not None:
+            if p.conn.incarnation == hello.src_incarnation:
+                return True  # duplicate of an established conn: tell the peer with CONN_NONE
+            self._close_conn(p, p.conn, "stale: peer incarnation changed", -E.EIO,
+                             HStatus.LOCAL_ERROR)
+            return False
+        return p.connector is not None and hello.src_nid < p.ni
+
+    # --- established connection -------------------------------------------------------
+    def _establish(self, p: _Peer, sock: socket.socket, framer: KsockConnection,
+                   incarnation: int, early: list[Event]) -> None:
+        if p.conn is not None or self._peers.get((p.ni, p.nid)) is not p:
+            sock.close()  # lost to a connection established meanwhile, or NI shut down
+            return
+        loop = asyncio.get_running_loop()
+        c = _Conn(p.ni, p.nid, sock.getpeername()[0], sock, framer, incarnation, loop.time())
+        p.conn = c
+        self._conn_event("up", c, "active" if framer.active else "passive")
+        c.tasks = [self._spawn(self._reader(p, c, early)), self._spawn(self._writer(p, c))]
+
+    def _deliver(self, c: _Conn, events: list[Event]) -> None:
+        for ev in events:
+            if isinstance(ev, LNetMessageReceived):
+                try:
+                    self._on_rx(RxMsg(c.ni, c.peer_nid, c.peer_ip, ev.hdr, ev.payload))
+                except Exception:
+                    _log.exception("on_rx raised")
+
+    async def _reader(self, p: _Peer, c: _Conn, early: list[Event]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._deliver(c, early)
+            self._deliver(c, c.framer.receive_data(b""))  # bytes held during the handshake
+            while True:
+                if c.framer.error is not None:
+                    raise c.framer.error
+                data = await loop.sock_recv(c.sock, _RECV_CHUNK)
+                if not data:
+                    self._close_conn(p, c, "peer closed the connection", -E.EIO,
+                                     HStatus.LOCAL_ERROR)
+                    return
+                self._deliver(c, c.framer.receive_data(data))
+        except WireProtocolError as exc:
+            _log.error("socklnd: protocol error from %s (%s): %s", c.peer_nid, c.peer_ip, exc)
+            self._close_conn(p, c, f"protocol error: {exc}", -E.EIO, HStatus.LOCAL_ERROR)
+        except OSError as exc:
+            self._close_conn(p, c, f"receive error: {os.strerror(exc.errno or E.EIO)}",
+                             -E.EIO, HStatus.LOCAL_ERROR)
+
+    async def _writer(self, p: _Peer, c: _Conn) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                while not p.queue:
+                    c.wake.clear()
+                    await c.wake.wait()
+                tx = c.inflight = p.queue.popleft()
+                await loop.sock_sendall(c.sock, c.framer.send_lnet(tx.hdr, tx.payload))
+                c.inflight = None
+                c.last_progress = loop.time()
+                self._done(tx, 0, HStatus.OK)
+        except OSError as exc:
+            if c.inflight is not None and exc.errno == E.ETIMEDOUT:
+                self._done(c.inflight, -E.EIO, HStatus.REMOTE_TIMEOUT)
+            self._close_conn(p, c, f"send error: {os.strerror(exc.errno or E.EIO)}", -E.EIO,
+                             HStatus.LOCAL_ERROR)
+
+    def _close_conn(self, p: _Peer, c: _Conn, reason: str, rc: int, hstatus: HStatus) -> None:
+        """``ksocknal_close_conn_locked`` + ``ksocknal_terminate_conn``: fail what it held."""
+        if c.closed:
+            return
+        c.closed = True
+        with contextlib.suppress(Exception):
+            c.framer.close()
+        me = asyncio.current_task()
+        for t in c.tasks:
+            if t is not me:
+                t.cancel()
+        c.sock.close()
+        if p.conn is c:
+            p.conn = None
+        if c.inflight is not None:
+            self._done(c.inflight, rc, hstatus)
+            c.inflight = None
+        self._fail_queue(p, rc, hstatus)
+        _log.info("socklnd: connection %s -> %s (%s) down: %s", c.ni, c.peer_nid, c.peer_ip,
+                  reason)
+        self._conn_event("down", c, reason)
+
+    # --- timeouts: ksocknal_check_peer_timeouts, once a tick ---------------------------
+    async def _monitor_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(1.0, self._timeout / 4))
+            now = loop.time()
+            for p in list(self._peers.values()):
+                if p.conn is None:
+                    # ksocknal_flush_stale_txs: stop at the first tx still in time
+                    while p.queue and p.queue[0].deadline <= now:
+                        self._done(p.queue.popleft(), -E.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+                else:
+                    self._check_progress(p, p.conn, now)
+
+    def _check_progress(self, p: _Peer, c: _Conn, now: float) -> None:
+        """``ksocknal_find_timed_out_conn``: data queued but the send queue is not draining."""
+        try:
+            outq = struct.unpack("i", fcntl.ioctl(c.sock.fileno(), SIOCOUTQ, b"\0" * 4))[0]
+        except OSError:
+            outq = 0
+        busy = c.inflight is not None or outq > 0
+        if not busy or outq < c.last_outq:
+            c.last_progress = now
+        c.last_outq = outq
+        if busy and now - c.last_progress >= self._timeout:
+            _log.error("socklnd: timeout sending data to %s (%s); the network or that node may "
+                       "be down", c.peer_nid, c.peer_ip)
+            self._close_conn(p, c, "timeout sending data", -E.ETIMEDOUT,
+                             HStatus.NETWORK_TIMEOUT)

@@ -1,0 +1,108 @@
+"""Local side: ``lnet_net`` and ``lnet_ni`` with credits, health and statistics (spec §1.2).
+
+Theory of operation: a node has nets (``tcp``, ``tcp1``...), each with one or more NIs
+(cfg-020: several NIs on one net is Multi-Rail). Every NI owns a tx credit pool that the engine
+takes on send and returns on completion; when the pool goes negative the message waits in the
+NI's FIFO queue (spec §1.5, seed 001). The loopback NI ``0@lo`` always exists and bypasses
+credits. Health counters are kept here; the rules that move them live in the engine.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nodes.lnet.counters import IfaceStats
+from nodes.lnet.nid import NID, Net
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+
+if TYPE_CHECKING:
+    from nodes.lnet.msg import Msg
+
+LNET_NI_STATUS_UP = 0x15AAC0DE
+LNET_NI_STATUS_DOWN = 0xDEADFACE
+
+#: LND defaults (spec §0): credits, peer_credits, peer_timeout; socklnd timeout 50 s.
+DEFAULT_CREDITS = 256
+DEFAULT_PEER_CREDITS = 8
+DEFAULT_PEER_TIMEOUT = 180
+SOCKLND_TIMEOUT = 50
+
+
+@dataclass(slots=True)
+class NetTunables:
+    """Per-net tunables shown under ``tunables:`` (spec §9.3)."""
+
+    peer_timeout: int = DEFAULT_PEER_TIMEOUT
+    peer_credits: int = DEFAULT_PEER_CREDITS
+    peer_buffer_credits: int = 0
+    credits: int = DEFAULT_CREDITS
+
+
+@dataclass(slots=True)
+class NIHealthStats:
+    """``health stats:`` of a local NI (spec §4.6)."""
+
+    fatal_error: int = 0
+    interrupts: int = 0
+    dropped: int = 0
+    aborted: int = 0
+    no_route: int = 0
+    timeouts: int = 0
+    error: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class LNetNI:
+    """One local interface. ``interface`` is the device name (``eth0``); cfg-040 is 1:1."""
+
+    nid: NID
+    interface: str
+    net: LNetNet
+    cpts: tuple[int, ...] = (0,)
+    dev_cpt: int = -1
+    status: int = LNET_NI_STATUS_UP
+    healthv: int = LNET_MAX_HEALTH_VALUE
+    fatal_error: bool = False
+    seq: int = 0
+    sel_priority: int = 0xFFFF_FFFF
+    tx_credits: int = DEFAULT_CREDITS
+    max_tx_credits: int = DEFAULT_CREDITS
+    min_tx_credits: int = DEFAULT_CREDITS
+    txq: deque[Msg] = field(default_factory=deque)
+    stats: IfaceStats = field(default_factory=IfaceStats)
+    hstats: NIHealthStats = field(default_factory=NIHealthStats)
+    ping_count: int = 0
+    next_ping: float = 0.0
+    lnd_timeout: int = SOCKLND_TIMEOUT
+    conns_per_peer: int = 1
+
+    @property
+    def is_lo(self) -> bool:
+        return self.nid.is_lo
+
+    @property
+    def status_str(self) -> str:
+        if self.is_lo:
+            return "up"
+        if self.fatal_error:
+            return "down"
+        return "up" if self.status == LNET_NI_STATUS_UP else "down"
+
+
+@dataclass(eq=False, slots=True)
+class LNetNet:
+    """One configured network; ``seq`` is the round-robin stamp of ``lnet_net``."""
+
+    net: Net
+    tunables: NetTunables = field(default_factory=NetTunables)
+    nis: list[LNetNI] = field(default_factory=list)
+    seq: int = 0
+    sel_priority: int = 0xFFFF_FFFF
+
+    @property
+    def healthv(self) -> int:
+        """Net health = best NI health among NIs not in fatal state (api-ni.c)."""
+        values = [ni.healthv for ni in self.nis if not ni.fatal_error]
+        return max(values) if values else 0

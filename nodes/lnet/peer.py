@@ -1,0 +1,205 @@
+"""Remote side: ``lnet_peer`` -> ``lnet_peer_net`` -> ``lnet_peer_ni`` (spec §1.3).
+
+Theory of operation: peers are found by any of their NIDs. A peer created by traffic is
+non-Multi-Rail with that NID as primary; ``lnetctl peer add`` creates a CONFIGURED|MULTI_RAIL
+peer (cfg-070/075) whose NIDs may sit on several nets. A NID belongs to at most one peer
+(cfg-080, snd-065: a duplicate is refused with -EEXIST). Peer NIs carry the tx credits and FIFO
+queue that spec §1.5 takes before the NI's credits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nodes.lnet.counters import IfaceStats
+from nodes.lnet.errors import EEXIST, EINVAL, ENOENT, ENOTUNIQ, EPERM, LNetConfigError
+from nodes.lnet.nid import NID, Net
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+
+if TYPE_CHECKING:
+    from nodes.lnet.msg import Msg
+
+# lp_state bits (spec §1.3)
+LNET_PEER_MULTI_RAIL = 0x1
+LNET_PEER_NO_DISCOVERY = 0x2
+LNET_PEER_ROUTER_ENABLED = 0x4
+LNET_PEER_CONFIGURED = 0x8
+LNET_PEER_DISCOVERED = 0x10
+LNET_PEER_NIDS_UPTODATE = 0x100
+LNET_PEER_LOCK_PRIMARY = 0x100000
+
+
+@dataclass(slots=True)
+class PeerNIHealthStats:
+    """Peer NI ``health stats:`` (spec §4.6)."""
+
+    dropped: int = 0
+    timeout: int = 0
+    error: int = 0
+    network_timeout: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class PeerNI:
+    """``lnet_peer_ni``: one NID of a peer, with credits, health and statistics."""
+
+    nid: NID
+    peer_net: PeerNet
+    healthv: int = LNET_MAX_HEALTH_VALUE
+    seq: int = 0
+    sel_priority: int = 0xFFFF_FFFF
+    tx_credits: int = 0
+    max_tx_credits: int = 0
+    min_tx_credits: int = 0
+    rtr_credits: int = 0
+    min_rtr_credits: int = 0
+    txqnob: int = 0
+    txq: deque[Msg] = field(default_factory=deque)
+    pref_nids: list[NID] = field(default_factory=list)
+    stats: IfaceStats = field(default_factory=IfaceStats)
+    hstats: PeerNIHealthStats = field(default_factory=PeerNIHealthStats)
+    last_alive: float = 0.0
+    ping_count: int = 0
+    next_ping: float = 0.0
+
+    @property
+    def peer(self) -> Peer:
+        return self.peer_net.peer
+
+
+@dataclass(eq=False, slots=True)
+class PeerNet:
+    """``lnet_peer_net``: the peer's NIs on one net; health is the best of them."""
+
+    net: Net
+    peer: Peer
+    lpnis: list[PeerNI] = field(default_factory=list)
+    seq: int = 0
+    sel_priority: int = 0xFFFF_FFFF
+
+    @property
+    def healthv(self) -> int:
+        return max((lpni.healthv for lpni in self.lpnis), default=0)
+
+
+@dataclass(eq=False, slots=True)
+class Peer:
+    """``lnet_peer``: a remote node known by one or more NIDs."""
+
+    primary_nid: NID
+    state: int = 0
+    nets: list[PeerNet] = field(default_factory=list)
+    send_seq: int = 0
+
+    @property
+    def multi_rail(self) -> bool:
+        return bool(self.state & LNET_PEER_MULTI_RAIL)
+
+    @property
+    def lpnis(self) -> list[PeerNI]:
+        return [lpni for pnet in self.nets for lpni in pnet.lpnis]
+
+    @property
+    def nnis(self) -> int:
+        return sum(len(pnet.lpnis) for pnet in self.nets)
+
+    def peer_net(self, net: Net) -> PeerNet | None:
+        return next((p for p in self.nets if p.net == net), None)
+
+
+class PeerTable:
+    """All peers of a node, looked up by NID; the DLC rules of ``peer add/del`` (spec §1.3)."""
+
+    def __init__(self) -> None:
+        self.peers: list[Peer] = []
+        self.by_nid: dict[NID, PeerNI] = {}
+
+    def find_lpni(self, nid: NID) -> PeerNI | None:
+        return self.by_nid.get(nid)
+
+    def find_peer(self, nid: NID) -> Peer | None:
+        lpni = self.by_nid.get(nid)
+        return lpni.peer if lpni else None
+
+    def _add_nid(self, peer: Peer, nid: NID, peer_credits: int) -> PeerNI:
+        pnet = peer.peer_net(nid.net)
+        if pnet is None:
+            pnet = PeerNet(nid.net, peer)
+            peer.nets.append(pnet)
+        lpni = PeerNI(nid, pnet, tx_credits=peer_credits, max_tx_credits=peer_credits,
+                      min_tx_credits=peer_credits, rtr_credits=peer_credits,
+                      min_rtr_credits=peer_credits)
+        pnet.lpnis.append(lpni)
+        self.by_nid[nid] = lpni
+        return lpni
+
+    def traffic_add(self, nid: NID, peer_credits: int) -> PeerNI:
+        """``lnet_peer_ni_traffic_add``: a new non-MR peer whose primary is ``nid``."""
+        peer = Peer(nid)
+        self.peers.append(peer)
+        return self._add_nid(peer, nid, peer_credits)
+
+    def user_add(self, prim: NID, nids: list[NID], non_mr: bool, lock_prim: bool,
+                 credits_for: dict[Net, int]) -> Peer:
+        """``lnet_user_add_peer_ni``: add a configured peer or NIDs to it (cfg-070/075/080)."""
+        for nid in [prim, *nids]:
+            if nid.is_lo:
+                raise LNetConfigError(-EINVAL, f"invalid peer NID {nid}")
+        peer = self.find_peer(prim)
+        if peer is not None and peer.primary_nid != prim:
+            raise LNetConfigError(-EEXIST, f"{prim} is not the primary NID of its peer")
+        if peer is not None and not peer.state & LNET_PEER_CONFIGURED and peer.nnis > 0:
+            # a traffic-created peer becomes configured (DLC wins)
+            peer.state |= LNET_PEER_CONFIGURED
+        if peer is None:
+            peer = Peer(prim, state=LNET_PEER_CONFIGURED)
+            self.peers.append(peer)
+            self._add_nid(peer, prim, credits_for.get(prim.net, 0))
+        if not non_mr:
+            peer.state |= LNET_PEER_MULTI_RAIL
+        if lock_prim:
+            peer.state |= LNET_PEER_LOCK_PRIMARY
+        for nid in nids:
+            owner = self.find_peer(nid)
+            if owner is peer:
+                continue
+            if owner is not None:
+                raise LNetConfigError(-EEXIST, f"NID {nid} already belongs to peer "
+                                               f"{owner.primary_nid}")
+            if not peer.multi_rail and peer.peer_net(nid.net) is not None:
+                raise LNetConfigError(-ENOTUNIQ, f"non-MR peer {prim} may have one NID per net")
+            self._add_nid(peer, nid, credits_for.get(nid.net, 0))
+        return peer
+
+    def user_del(self, prim: NID, nids: list[NID], force: bool) -> None:
+        """``peer del``: the primary (or no --nid) deletes the whole peer (spec §1.3)."""
+        peer = self.find_peer(prim)
+        if peer is None or peer.primary_nid != prim:
+            raise LNetConfigError(-ENOENT, f"peer {prim} not found")
+        if not peer.state & LNET_PEER_CONFIGURED:
+            raise LNetConfigError(-EPERM, f"peer {prim} was not configured")
+        if not nids or prim in nids:
+            if peer.state & LNET_PEER_LOCK_PRIMARY and not force:
+                nids = [lpni.nid for lpni in peer.lpnis if lpni.nid != prim]
+            else:
+                self.delete_peer(peer)
+                return
+        for nid in nids:
+            lpni = self.by_nid.get(nid)
+            if lpni is None or lpni.peer is not peer:
+                raise LNetConfigError(-ENOENT, f"NID {nid} is not a NID of peer {prim}")
+            self._del_lpni(lpni)
+
+    def _del_lpni(self, lpni: PeerNI) -> None:
+        pnet = lpni.peer_net
+        pnet.lpnis.remove(lpni)
+        del self.by_nid[lpni.nid]
+        if not pnet.lpnis:
+            pnet.peer.nets.remove(pnet)
+
+    def delete_peer(self, peer: Peer) -> None:
+        for lpni in list(peer.lpnis):
+            self._del_lpni(lpni)
+        self.peers.remove(peer)

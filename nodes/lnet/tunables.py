@@ -1,0 +1,141 @@
+"""Global LNet tunables: defaults, ``lnetctl set`` range checks and ``global show`` order.
+
+Theory of operation: one ``Tunables`` object per node holds today's module parameters (spec §0)
+with the cross-checks of api-ni.c (``sensitivity_set``, ``retry_count_set``,
+``transaction_to_set``). ``set()`` raises LNetConfigError with the errno lnetctl would report.
+Deprecated knobs (``recovery_interval``, ``router_sensitivity``) are accepted and shown but have
+no effect, as in today's LNet (spec §11.10); the seeds' use of router_sensitivity is a later issue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from nodes.lnet.errors import EINVAL, ERANGE, LNetConfigError
+
+LNET_MAX_HEALTH_VALUE = 1000
+LNET_INTERFACES_MAX_DEFAULT = 4096
+LNET_INTERFACES_MIN = 16
+
+
+@dataclass(slots=True)
+class Tunables:
+    """Values as shown by ``lnetctl global show`` (spec §9.3), plus router/module parameters."""
+
+    numa_range: int = 0
+    max_interfaces: int = LNET_INTERFACES_MAX_DEFAULT
+    discovery: int = 1
+    drop_asym_route: int = 0
+    retry_count: int = 2
+    transaction_timeout: int = 150
+    health_sensitivity: int = 100
+    recovery_interval: int = 1
+    router_sensitivity: int = 100
+    response_tracking: int = 3
+    recovery_limit: int = 0
+    max_recovery_ping_interval: int = 900
+    # not in `global show`, but settable
+    routing: int = 0
+    tiny_buffers: int = 2048
+    small_buffers: int = 16384
+    large_buffers: int = 1024
+
+    @property
+    def lnd_timeout(self) -> int:
+        """``lnet_set_lnd_timeout``: max((tt-1)/(rc+1), 1), shown as lnd_timeout (spec §0)."""
+        return max((self.transaction_timeout - 1) // (self.retry_count + 1), 1)
+
+    def global_show(self) -> dict[str, int]:
+        """The ``global:`` block in lnetctl's key order (spec §9.3)."""
+        return {
+            "numa_range": self.numa_range,
+            "max_interfaces": self.max_interfaces,
+            "discovery": self.discovery,
+            "drop_asym_route": self.drop_asym_route,
+            "retry_count": self.retry_count,
+            "transaction_timeout": self.transaction_timeout,
+            "health_sensitivity": self.health_sensitivity,
+            "recovery_interval": self.recovery_interval,
+            "router_sensitivity": self.router_sensitivity,
+            "lnd_timeout": self.lnd_timeout,
+            "response_tracking": self.response_tracking,
+            "recovery_limit": self.recovery_limit,
+            "max_recovery_ping_interval": self.max_recovery_ping_interval,
+        }
+
+    def set(self, name: str, value: int) -> None:
+        """Apply ``lnetctl set NAME VALUE`` with the kernel's checks; raise LNetConfigError."""
+        setter = _SETTERS.get(name)
+        if setter is None:
+            raise LNetConfigError(-EINVAL, f"unknown tunable '{name}'")
+        setter(self, value)
+
+
+TUNABLE_NAMES = tuple(f.name for f in fields(Tunables))
+
+
+def _bad(what: str, value: int, errno: int = EINVAL) -> LNetConfigError:
+    return LNetConfigError(-errno, f"cannot configure {what} to {value}: Invalid argument")
+
+
+def _set_sensitivity(t: Tunables, v: int) -> None:
+    if not 0 <= v <= LNET_MAX_HEALTH_VALUE:
+        raise LNetConfigError(-EINVAL, "cannot configure health sensitivity: Invalid argument")
+    if v == 0 and t.health_sensitivity != 0:
+        t.retry_count = 0  # api-ni.c sensitivity_set: health off means retries off
+    t.health_sensitivity = v
+
+
+def _set_retry_count(t: Tunables, v: int) -> None:
+    if v < 0 or v > t.transaction_timeout or (v > 0 and t.health_sensitivity == 0):
+        raise LNetConfigError(-EINVAL, "cannot configure retry count: Invalid argument")
+    t.retry_count = v
+
+
+def _set_transaction_timeout(t: Tunables, v: int) -> None:
+    if v <= 0 or v <= t.retry_count:
+        raise LNetConfigError(-EINVAL, "cannot configure transaction timeout: Invalid argument")
+    t.transaction_timeout = v
+
+
+def _set_range(name: str, lo: int, hi: int | None):  # type: ignore[no-untyped-def]
+    def setter(t: Tunables, v: int) -> None:
+        if v < lo or (hi is not None and v > hi):
+            raise _bad(name, v, ERANGE if name == "response_tracking" else EINVAL)
+        setattr(t, name, v)
+
+    return setter
+
+
+def _set_max_interfaces(t: Tunables, v: int) -> None:
+    # the kernel replaces values below the minimum by the default (spec §9.1)
+    t.max_interfaces = LNET_INTERFACES_MAX_DEFAULT if v < LNET_INTERFACES_MIN else v
+
+
+def _set_buffers(name: str):  # type: ignore[no-untyped-def]
+    def setter(t: Tunables, v: int) -> None:
+        if v <= 0:
+            raise LNetConfigError(-EINVAL, "tiny, small and large must be >= 0")
+        setattr(t, name, v)
+
+    return setter
+
+
+_SETTERS = {
+    "health_sensitivity": _set_sensitivity,
+    "retry_count": _set_retry_count,
+    "transaction_timeout": _set_transaction_timeout,
+    "numa_range": _set_range("numa_range", 0, None),
+    "max_interfaces": _set_max_interfaces,
+    "discovery": _set_range("discovery", 0, 1),
+    "drop_asym_route": _set_range("drop_asym_route", 0, 1),
+    "recovery_interval": _set_range("recovery_interval", 1, None),
+    "router_sensitivity": _set_range("router_sensitivity", 0, 100),
+    "response_tracking": _set_range("response_tracking", 0, 3),
+    "recovery_limit": _set_range("recovery_limit", 0, None),
+    "max_recovery_ping_interval": _set_range("max_recovery_ping_interval", 1, None),
+    "routing": _set_range("routing", 0, 1),
+    "tiny_buffers": _set_buffers("tiny_buffers"),
+    "small_buffers": _set_buffers("small_buffers"),
+    "large_buffers": _set_buffers("large_buffers"),
+}

@@ -1,0 +1,119 @@
+"""What lnetctl prints: dicts with the keys, nesting and order of real lnetctl (spec §9).
+
+Theory of operation: pure functions from engine state to ordered dicts; ``nodes/tools/yamlfmt``
+turns them into lnetctl-style YAML. Verbosity follows spec §9.2 (``net show``: 0 base, 1 adds
+statistics/tunables, 2 adds per-type and health stats; ``peer show``: 1 credits, 2 stats, 3 state).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nodes.lnet.errors import ENOENT, LNetConfigError
+from nodes.lnet.nid import NID, Net
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.ni import LNetNI
+    from nodes.lnet.peer import Peer, PeerNI
+
+
+def _cpt_str(cpts: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(c) for c in cpts) + "]"
+
+
+def ni_view(ni: LNetNI, verbose: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"nid": str(ni.nid), "status": ni.status_str}
+    if not ni.is_lo:
+        out["interfaces"] = {0: ni.interface}
+    if verbose >= 1:
+        out["statistics"] = ni.stats.statistics()
+    if verbose >= 2:
+        out["sent_stats"] = ni.stats.sent.show()
+        out["received_stats"] = ni.stats.received.show()
+        out["dropped_stats"] = ni.stats.dropped.show()
+        h = ni.hstats
+        out["health stats"] = {
+            "fatal_error": int(ni.fatal_error), "health value": ni.healthv,
+            "interrupts": h.interrupts, "dropped": h.dropped, "aborted": h.aborted,
+            "no route": h.no_route, "timeouts": h.timeouts, "error": h.error,
+            "ping_count": ni.ping_count, "next_ping": int(ni.next_ping),
+        }
+    if verbose >= 1:
+        t = ni.net.tunables
+        out["tunables"] = {"peer_timeout": t.peer_timeout, "peer_credits": t.peer_credits,
+                           "peer_buffer_credits": t.peer_buffer_credits, "credits": t.credits}
+        if not ni.is_lo:
+            out["lnd tunables"] = {"conns_per_peer": ni.conns_per_peer,
+                                   "timeout": ni.lnd_timeout, "tos": -1}
+        out["dev cpt"] = ni.dev_cpt
+        out["CPT"] = _cpt_str(ni.cpts)
+    return out
+
+
+def net_show(eng: LNetEngine, net: str | None = None, verbose: int = 0) -> dict[str, Any]:
+    nets = list(eng.nets.values())
+    if net is not None:
+        want = Net.parse(net)
+        nets = [n for n in nets if n.net == want]
+        if not nets:
+            raise LNetConfigError(-ENOENT, "cannot get networks: No such file or directory")
+    return {"net": [{"net type": str(n.net),
+                     "local NI(s)": [ni_view(ni, verbose) for ni in n.nis]} for n in nets]}
+
+
+def lpni_view(eng: LNetEngine, lpni: PeerNI, verbose: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"nid": str(lpni.nid), "state": "NA"}
+    if verbose >= 1:
+        out.update({
+            "max_ni_tx_credits": lpni.max_tx_credits,
+            "available_tx_credits": lpni.tx_credits,
+            "min_tx_credits": lpni.min_tx_credits,
+            "tx_q_num_of_buf": lpni.txqnob,
+            "available_rtr_credits": lpni.rtr_credits,
+            "min_rtr_credits": lpni.min_rtr_credits,
+            "refcount": 1 + len(lpni.txq),
+            "statistics": lpni.stats.statistics(),
+        })
+    if verbose >= 2:
+        h = lpni.hstats
+        out["sent_stats"] = lpni.stats.sent.show()
+        out["received_stats"] = lpni.stats.received.show()
+        out["dropped_stats"] = lpni.stats.dropped.show()
+        out["health stats"] = {"health value": lpni.healthv, "dropped": h.dropped,
+                               "timeout": h.timeout, "error": h.error,
+                               "network timeout": h.network_timeout,
+                               "ping_count": lpni.ping_count, "next_ping": int(lpni.next_ping)}
+    return out
+
+
+def peer_view(eng: LNetEngine, peer: Peer, verbose: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"primary nid": str(peer.primary_nid), "Multi-Rail": peer.multi_rail}
+    if verbose >= 3:
+        out["peer state"] = peer.state
+    out["peer ni"] = [lpni_view(eng, lpni, verbose) for lpni in peer.lpnis]
+    return out
+
+
+def peer_show(eng: LNetEngine, nid: str | None = None, verbose: int = 0) -> dict[str, Any]:
+    peers = eng.peers.peers
+    if nid is not None:
+        peer = eng.peers.find_peer(NID.parse(nid))
+        if peer is None:
+            raise LNetConfigError(-ENOENT, "cannot get peer information: No such file or "
+                                           "directory")
+        peers = [peer]
+    return {"peer": [peer_view(eng, p, verbose) for p in peers]}
+
+
+def stats_show(eng: LNetEngine) -> dict[str, Any]:
+    return {"statistics": eng.counters.show()}
+
+
+def global_show(eng: LNetEngine) -> dict[str, Any]:
+    return {"global": eng.tunables.global_show()}
+
+
+def render(eng: LNetEngine, what: str, **kw: Any) -> dict[str, Any]:
+    fn = {"net": net_show, "peer": peer_show, "stats": stats_show, "global": global_show}[what]
+    return fn(eng, **kw)

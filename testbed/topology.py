@@ -1,0 +1,606 @@
+"""Topology YAML -> frozen, validated plan (STYLE rule 8: plan, then apply).
+
+Theory of operation: this module reads a topology file and returns a :class:`Plan` made only of
+frozen dataclasses, tuples and ``ipaddress`` values. It touches no namespace, needs no root and
+has no side effects, so backends (mininet, sim, vagrant) only *realise* a plan and every check
+here is unit-testable. Bad input is never skipped or logged-and-ignored: the first problem
+raises :class:`TopologyError`, whose one-line message names file, line and YAML path::
+
+    topo.yaml:14: nodes.c1.interfaces[1]: unknown network 'lan9' (defined: lan0, lan1)
+
+Schema (every mapping is closed: an unknown key is an error that lists the allowed ones)::
+
+    name: mr2                  # optional testbed name; else the file stem ("default" for text)
+    global:                    # optional `lnetctl set <key> <value>` on every node
+      health_sensitivity: 100
+      retry_count: 2
+      transaction_timeout: 10
+    networks:                  # required, non-empty: L2 segments, one bridge each
+      lan0: {lnet: tcp, subnet: 10.10.0.0/24}    # lnet: LNet net (tcp, tcp1, o2ib2...)
+      lan1: {lnet: tcp, subnet: 10.11.0.0/24}    # subnet: IPv4 network, prefix <= 30
+    nodes:                     # required, non-empty
+      c1: {interfaces: [lan0, lan1]}             # eth0, eth1... one NI each, in list order
+      s1:
+        interfaces: [lan0, {lan1: 10.11.0.50}]   # {segment: address} pins the address
+        global: {retry_count: 3}                 # per-node tunables override the top level
+        peers: [c1]                              # static `lnetctl peer add` for these nodes
+
+Addresses: explicit ones are reserved first; then, node by node in file order and interface by
+interface, each segment hands out its next free host address from ``.1`` (network, broadcast
+and reserved addresses skipped). Names of the testbed, nodes and networks must match
+:data:`NAME_RE` because they reach commands and paths (STYLE rule 10).
+
+To extend the schema (routes, routers, udsp, faults...), add the key to the ``*_KEYS`` table of
+its mapping and a ``_parse_<key>`` step; the tables are the single source of allowed keys.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from nodes.lnet.nid import parse_net
+
+#: Testbed, node and network names: they reach commands, interface names and paths.
+#: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+DEFAULT_TOPOLOGY = Path(__file__).resolve().parent.parent / "topologies" / "default.yaml"
+
+_U32 = 2**32 - 1
+#: `lnetctl set` tunables -> inclusive range, in the order a backend should apply them
+#: (retry_count before transaction_timeout: with LNet's default timeout of 150 s that order
+#: fails only for retry counts above it; the reverse fails for any timeout <= 2).
+TUNABLES: dict[str, tuple[int, int]] = {
+    "numa_range": (0, _U32),
+    "max_interfaces": (0, _U32),  # LNet itself raises values below 16 to its default
+    "discovery": (0, 1),
+    "drop_asym_route": (0, 1),
+    "retry_count": (0, _U32),
+    "transaction_timeout": (1, _U32),  # api-ni.c transaction_to_set refuses 0
+    "health_sensitivity": (0, 1000),
+    "recovery_interval": (1, _U32),  # api-ni.c: "must be at least 1 second"
+    "router_sensitivity": (0, 100),
+    "response_tracking": (0, 3),
+    "recovery_limit": (0, _U32),
+    "max_recovery_ping_interval": (1, _U32),
+    "routing": (0, 1),
+    # router buffer counts: the engine (nodes/lnet/tunables.py) refuses 0 as lnetctl does
+    "tiny_buffers": (1, _U32),
+    "small_buffers": (1, _U32),
+    "large_buffers": (1, _U32),
+}
+#: Allowed keys per mapping -> required?
+TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True}
+NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True}
+NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False}
+MAX_PREFIXLEN = 30  # /31 and /32 leave no room for two hosts plus network and broadcast
+
+
+class TopologyError(Exception):
+    """A refused topology; ``str(e)`` is one line: ``file:line: field: reason``."""
+
+    def __init__(self, reason: str, *, path: str, line: int | None = None, field: str = ""):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        self.field = field
+        where = path if line is None else f"{path}:{line}"
+        parts = [where, field, reason] if field else [where, reason]
+        super().__init__(_one_line(": ".join(parts)))
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """One L2 segment (a bridge) carrying one LNet net on one IPv4 subnet."""
+
+    name: str
+    lnet: str
+    subnet: ipaddress.IPv4Network
+
+
+@dataclass(frozen=True)
+class IfacePlan:
+    """One node interface and the NI configured on it."""
+
+    name: str
+    segment: str
+    net: str
+    ip: ipaddress.IPv4Address
+    prefixlen: int
+
+    @property
+    def nid(self) -> str:
+        return f"{self.ip}@{self.net}"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One emulated node: its interfaces (NIs), merged tunables and static peers."""
+
+    name: str
+    interfaces: tuple[IfacePlan, ...]
+    tunables: tuple[tuple[str, int], ...]
+    peers: tuple[str, ...]
+
+    @property
+    def nids(self) -> tuple[str, ...]:
+        return tuple(i.nid for i in self.interfaces)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A whole validated testbed; backends realise it and nothing else."""
+
+    name: str
+    source: str
+    segments: tuple[SegmentPlan, ...]
+    nodes: tuple[NodePlan, ...]
+    tunables: tuple[tuple[str, int], ...]
+
+    def node(self, name: str) -> NodePlan:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r} in testbed {self.name!r}")
+
+    def segment(self, name: str) -> SegmentPlan:
+        for s in self.segments:
+            if s.name == name:
+                return s
+        raise KeyError(f"no network {name!r} in testbed {self.name!r}")
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+class _LocDict(dict):  # type: ignore[type-arg]
+    """A mapping that remembers where its keys and values start (1-based lines)."""
+
+    line: int
+    key_lines: dict[Any, int]
+    value_lines: dict[Any, int]
+    duplicate: tuple[Any, int, int] | None  # (key, first line, repeated line)
+
+    def vline(self, key: Any) -> int:
+        """Line of a value; an empty value points at its key instead of the next line."""
+        return self.key_lines[key] if self[key] is None else self.value_lines[key]
+
+
+class _LocList(list):  # type: ignore[type-arg]
+    line: int
+    lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose mappings and sequences carry line numbers and flag duplicate keys."""
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _LocDict:
+    out = _LocDict()
+    out.line, out.key_lines, out.value_lines = node.start_mark.line + 1, {}, {}
+    out.duplicate = None
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:  # own keys only: merged (<<) ones may be overridden
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = _hashable_key(loader, node, key_node)
+        line = key_node.start_mark.line + 1
+        if key in seen and out.duplicate is None:
+            out.duplicate = (key, seen[key], line)
+        seen.setdefault(key, line)
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key = _hashable_key(loader, node, key_node)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = key_node.start_mark.line + 1
+        out.value_lines[key] = value_node.start_mark.line + 1
+    return out
+
+
+def _hashable_key(loader: _Loader, node: yaml.Node, key_node: yaml.Node) -> Any:
+    key = loader.construct_object(key_node, deep=True)
+    try:
+        hash(key)
+    except TypeError:
+        raise yaml.constructor.ConstructorError(
+            "while constructing a mapping", node.start_mark, "found unhashable key",
+            key_node.start_mark) from None
+    return key
+
+
+def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> _LocList:
+    out = _LocList(loader.construct_object(child, deep=True) for child in node.value)
+    out.line = node.start_mark.line + 1
+    out.lines = [child.start_mark.line + 1 for child in node.value]
+    return out
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+# Nothing in a topology is a date: keep `2020-13-45` a string the validator can place and name.
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    """Parse one YAML document; every parser failure becomes a TopologyError with its line."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        reason = e.problem or "invalid YAML"
+        cmark = e.context_mark  # e.g. "while parsing a flow sequence" opened lines earlier
+        if e.context:
+            moved = cmark is not None and mark is not None and cmark.line != mark.line
+            reason = f"{e.context}{f' (line {cmark.line + 1})' if moved else ''}: {reason}"
+        line = mark.line + 1 if mark is not None else None
+        kind = "error" if isinstance(e, yaml.constructor.ConstructorError) else "syntax error"
+        raise TopologyError(f"YAML {kind}: {reason}", path=source, line=line) from None
+    except yaml.reader.ReaderError as e:  # bad bytes or a control character
+        line = text.count("\n", 0, e.position) + 1 if isinstance(text, str) else None
+        char = f" #x{e.character:04x}" if isinstance(e.character, int) else ""
+        raise TopologyError(f"YAML error: unacceptable character{char}: {e.reason}",
+                            path=source, line=line) from None
+    except yaml.YAMLError as e:
+        raise TopologyError(f"YAML error: {e}", path=source) from None
+    except (ValueError, TypeError, OverflowError) as e:  # a scalar PyYAML cannot construct
+        raise TopologyError(f"YAML value error: {e}", path=source) from None
+    except RecursionError:
+        raise TopologyError("YAML nested too deeply", path=source) from None
+
+
+def _one_line(text: str) -> str:
+    """Escape every character ``str.splitlines`` would break on, keeping messages one line."""
+    return "".join(repr(c)[1:-1] if len(f"a{c}b".splitlines()) > 1 else c for c in text)
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+
+def _join(parent: str, key: Any) -> str:
+    if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_-]+", key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{key!r}]"
+
+
+def _kind(value: Any) -> str:
+    names = {_LocDict: "a mapping", _LocList: "a list", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "nothing (null)"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+@dataclass
+class _Doc:
+    """The source being validated, so every failure can say where it is."""
+
+    source: str
+
+    def fail(self, line: int | None, field: str, reason: str) -> NoReturn:
+        raise TopologyError(reason, path=self.source, line=line, field=field)
+
+    def mapping(self, value: Any, line: int, field: str,
+                keys: Mapping[str, bool] | None = None) -> _LocDict:
+        """Check ``value`` is a mapping and, given a key table, that its keys are allowed."""
+        if not isinstance(value, _LocDict):
+            self.fail(line, field, f"expected a mapping, got {_kind(value)}")
+        if keys is None:
+            return value
+        for key in value:
+            if key not in keys:
+                self.fail(value.key_lines[key], _join(field, key),
+                          f"unknown key {key!r} (allowed: {', '.join(keys)})")
+        for key, required in keys.items():
+            if required and key not in value:
+                self.fail(value.line, field, f"missing required key {key!r}")
+        return value
+
+    def name(self, value: Any, line: int | None, field: str, what: str) -> str:
+        if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+            self.fail(line, field, f"bad {what} name {value!r}: must match {NAME_RE.pattern}"
+                      " (a lower-case letter, then up to 31 of a-z, 0-9, '-')")
+        return value
+
+    def string(self, value: Any, line: int, field: str) -> str:
+        if not isinstance(value, str):
+            self.fail(line, field, f"expected a string, got {_kind(value)}")
+        return value
+
+
+def _find_duplicate(doc: _Doc, value: Any, field: str, seen: set[int]) -> None:
+    """Refuse the first repeated key anywhere: PyYAML would silently keep the last one."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, _LocDict):
+        if value.duplicate is not None:
+            key, first, again = value.duplicate
+            doc.fail(again, _join(field, key), f"duplicate key {key!r} (first at line {first})")
+        for key, child in value.items():
+            _find_duplicate(doc, child, _join(field, key), seen)
+    elif isinstance(value, _LocList):
+        for i, child in enumerate(value):
+            _find_duplicate(doc, child, f"{field}[{i}]", seen)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+@dataclass
+class _Tunable:
+    value: int
+    line: int
+    field: str
+
+
+def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tunable]:
+    m = doc.mapping(value, line, field, dict.fromkeys(TUNABLES, False))
+    out: dict[str, _Tunable] = {}
+    for key, val in m.items():
+        lo, hi = TUNABLES[key]
+        vline, vfield = m.vline(key), _join(field, key)
+        if isinstance(val, bool) or not isinstance(val, int):
+            doc.fail(vline, vfield, f"expected an integer in {lo}..{hi}, got {_kind(val)}")
+        if not lo <= val <= hi:
+            doc.fail(vline, vfield, f"{key} must be in {lo}..{hi}, got {val}")
+        out[key] = _Tunable(val, vline, vfield)
+    return out
+
+
+def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
+                    own: dict[str, _Tunable]) -> tuple[tuple[str, int], ...]:
+    """Node values win; then the cross-checks LNet's setters make (api-ni.c)."""
+    merged = {**top, **own}
+    retry, timeout = merged.get("retry_count"), merged.get("transaction_timeout")
+    health = merged.get("health_sensitivity")
+    if retry is not None and timeout is not None and timeout.value <= retry.value:
+        bad = own.get("transaction_timeout") or own.get("retry_count") or timeout
+        doc.fail(bad.line, bad.field, f"transaction_timeout ({timeout.value}) must be greater "
+                 f"than retry_count ({retry.value})")
+    if retry is not None and health is not None and health.value == 0 and retry.value > 0:
+        bad = own.get("retry_count") or own.get("health_sensitivity") or retry
+        doc.fail(bad.line, bad.field, "retry_count must be 0 when health_sensitivity is 0 "
+                 "(LNet refuses retries with the health feature off)")
+    return tuple((k, merged[k].value) for k in TUNABLES if k in merged)
+
+
+def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
+    m = doc.mapping(value, line, "networks")
+    if not m:
+        doc.fail(line, "networks", "at least one network is required")
+    out: dict[str, SegmentPlan] = {}
+    for seg_name, body in m.items():
+        fld = _join("networks", seg_name)
+        doc.name(seg_name, m.key_lines[seg_name], fld, "network")
+        spec = doc.mapping(body, m.vline(seg_name), fld, NETWORK_KEYS)
+        lnet = doc.string(spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
+        net = parse_net(lnet)
+        if net is None or not net.ip_addressed:
+            doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {lnet!r} (expected an "
+                     "IP-addressed net such as tcp, tcp1, o2ib2)")
+        subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
+        for other in out.values():
+            if subnet.overlaps(other.subnet):
+                doc.fail(spec.vline("subnet"), f"{fld}.subnet", f"subnet {subnet} overlaps "
+                         f"network {other.name!r} ({other.subnet})")
+        out[seg_name] = SegmentPlan(seg_name, str(net), subnet)
+    return out
+
+
+def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:
+    line = spec.vline("subnet")
+    text = doc.string(spec["subnet"], line, fld)
+    try:
+        subnet = ipaddress.IPv4Network(text, strict=False)
+    except ValueError:
+        doc.fail(line, fld, f"bad subnet {text!r}: not an IPv4 network like 10.10.0.0/24")
+    if subnet.prefixlen > MAX_PREFIXLEN:
+        doc.fail(line, fld, f"subnet {text!r} is too small: prefix must be /{MAX_PREFIXLEN} "
+                 "or shorter")
+    if str(subnet.network_address) != text.split("/")[0].strip():
+        doc.fail(line, fld, f"bad subnet {text!r}: host bits set (did you mean {subnet}?)")
+    return subnet
+
+
+@dataclass
+class _IfaceIn:
+    segment: SegmentPlan
+    ip: ipaddress.IPv4Address | None
+    line: int
+    field: str
+
+
+@dataclass
+class _NodeIn:
+    name: str
+    ifaces: list[_IfaceIn]
+    tunables: dict[str, _Tunable]
+    peers: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan]) -> _NodeIn:
+    fld = _join("nodes", name)
+    doc.name(name, m.key_lines[name], fld, "node")
+    spec = doc.mapping(m[name], m.vline(name), fld, NODE_KEYS)
+    ifaces = _list(doc, spec, "interfaces", fld)
+    if not ifaces:
+        doc.fail(spec.vline("interfaces"), f"{fld}.interfaces", "at least one interface "
+                 "is required")
+    node = _NodeIn(name, [], {})
+    used: dict[str, str] = {}
+    for i, item in enumerate(ifaces):
+        iface = _parse_iface(doc, item, ifaces.lines[i], f"{fld}.interfaces[{i}]", segs)
+        seg = iface.segment.name
+        if seg in used:
+            doc.fail(iface.line, iface.field, f"network {seg!r} already used by {used[seg]}: "
+                     "one interface per network per node (two would make Mininet host "
+                     "routing ambiguous)")
+        used[seg] = iface.field
+        node.ifaces.append(iface)
+    if "global" in spec:
+        node.tunables = _parse_global(doc, spec["global"], spec.vline("global"), f"{fld}.global")
+    if "peers" in spec:
+        peers = _list(doc, spec, "peers", fld)
+        for i, peer in enumerate(peers):
+            pfield = f"{fld}.peers[{i}]"
+            node.peers.append((doc.string(peer, peers.lines[i], pfield), peers.lines[i], pfield))
+    return node
+
+
+def _list(doc: _Doc, spec: _LocDict, key: str, fld: str) -> _LocList:
+    value = spec[key]
+    if not isinstance(value, _LocList):
+        doc.fail(spec.vline(key), f"{fld}.{key}", f"expected a list, got {_kind(value)}")
+    return value
+
+
+def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
+                 segs: dict[str, SegmentPlan]) -> _IfaceIn:
+    """``lan0`` or ``{lan0: 10.10.0.7}``."""
+    pinned = isinstance(item, _LocDict) and len(item) == 1
+    if pinned:
+        seg_name, ip_text = next(iter(item.items()))
+        line, ip_line = item.key_lines[seg_name], item.vline(seg_name)
+    elif isinstance(item, str):
+        seg_name, ip_text, ip_line = item, None, line
+    else:
+        doc.fail(line, fld, "expected a network name or a one-key mapping {network: address}, "
+                 f"got {_kind(item)}" + (f" with {len(item)} keys" if isinstance(item, dict)
+                                         else ""))
+    seg = segs.get(seg_name) if isinstance(seg_name, str) else None
+    if seg is None:
+        doc.fail(line, fld, f"unknown network {seg_name!r} (defined: {', '.join(segs)})")
+    if not pinned:
+        return _IfaceIn(seg, None, line, fld)
+    ip_field = _join(fld, seg_name)
+    ip_text = doc.string(ip_text, ip_line, ip_field)
+    try:
+        ip = ipaddress.IPv4Address(ip_text.strip())
+    except ValueError:
+        doc.fail(ip_line, ip_field, f"bad IPv4 address {ip_text!r}")
+    net = seg.subnet
+    if ip not in net:
+        doc.fail(ip_line, ip_field, f"address {ip} is outside network {seg.name!r} ({net})")
+    if ip in (net.network_address, net.broadcast_address):
+        what = "network" if ip == net.network_address else "broadcast"
+        doc.fail(ip_line, ip_field, f"address {ip} is the {what} address of {net}")
+    return _IfaceIn(seg, ip, ip_line, ip_field)
+
+
+def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
+    """Reserve explicit addresses, then hand out the lowest free host address per segment."""
+    taken: dict[ipaddress.IPv4Address, _IfaceIn] = {}
+    for node in nodes:
+        for iface in node.ifaces:
+            if iface.ip is None:
+                continue
+            if iface.ip in taken:
+                first = taken[iface.ip]
+                doc.fail(iface.line, iface.field, f"duplicate address {iface.ip}: also given "
+                         f"at {first.field} (line {first.line})")
+            taken[iface.ip] = iface
+    pools: dict[str, Iterator[ipaddress.IPv4Address]] = {}
+    for node in nodes:
+        for iface in node.ifaces:
+            if iface.ip is not None:
+                continue
+            seg = iface.segment
+            pool = pools.setdefault(seg.name, (h for h in seg.subnet.hosts() if h not in taken))
+            iface.ip = next(pool, None)
+            if iface.ip is None:
+                doc.fail(iface.line, iface.field, f"network {seg.name!r} ({seg.subnet}) has "
+                         "no free address left")
+
+
+def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
+    names = [n.name for n in nodes]
+    for node in nodes:
+        seen: set[str] = set()
+        for peer, line, pfield in node.peers:
+            if peer == node.name:
+                doc.fail(line, pfield, f"node {peer!r} cannot be its own peer")
+            if peer not in names:
+                doc.fail(line, pfield, f"unknown node {peer!r} (defined: {', '.join(names)})")
+            if peer in seen:
+                doc.fail(line, pfield, f"peer {peer!r} listed twice")
+            seen.add(peer)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def parse_topology(text: str, *, source: str = "<string>", name: str | None = None) -> Plan:
+    """Validate topology YAML text and expand it into a :class:`Plan`.
+
+    Args:
+        text: the YAML document.
+        source: what error messages call the document (a file path, or ``<string>``).
+        name: testbed name overriding the YAML ``name`` (else the source's file stem).
+    Raises:
+        TopologyError: on the first problem, naming source, line and YAML path.
+    """
+    doc = _Doc(source)
+    data = _load_yaml(text, source)
+    if not isinstance(data, _LocDict):
+        doc.fail(getattr(data, "line", 1), "", f"top level must be a mapping, got {_kind(data)}")
+    _find_duplicate(doc, data, "", set())
+    doc.mapping(data, data.line, "", TOP_KEYS)
+    plan_name = _plan_name(doc, data, name)
+    top = _parse_global(doc, data["global"], data.vline("global"), "global") \
+        if "global" in data else {}
+    segs = _parse_networks(doc, data["networks"], data.vline("networks"))
+    nodes_map = doc.mapping(data["nodes"], data.vline("nodes"), "nodes")
+    if not nodes_map:
+        doc.fail(data.vline("nodes"), "nodes", "at least one node is required")
+    nodes = [_parse_node(doc, nodes_map, n, segs) for n in nodes_map]
+    _check_peers(doc, nodes)
+    _assign_addresses(doc, nodes)
+    node_plans = tuple(_node_plan(doc, n, top) for n in nodes)
+    return Plan(plan_name, source, tuple(segs.values()), node_plans,
+                tuple((k, top[k].value) for k in TUNABLES if k in top))
+
+
+def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
+    if name is not None:
+        return doc.name(name, None, "name", "testbed")
+    if "name" in data:
+        return doc.name(data["name"], data.vline("name"), "name", "testbed")
+    stem = "default" if doc.source.startswith("<") else Path(doc.source).stem
+    return doc.name(stem, None, "name", "testbed (from the file name; set `name:`)")
+
+
+def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable]) -> NodePlan:
+    ifaces = []
+    for i, iface in enumerate(node.ifaces):
+        assert iface.ip is not None  # _assign_addresses filled every one
+        seg = iface.segment
+        ifaces.append(IfacePlan(f"eth{i}", seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen))
+    return NodePlan(node.name, tuple(ifaces), _merge_tunables(doc, top, node.tunables),
+                    tuple(p for p, _, _ in node.peers))
+
+
+def load_topology(path: str | os.PathLike[str] | None = None, *,
+                  name: str | None = None) -> Plan:
+    """Read and validate a topology file (``None``: the built-in ``topologies/default.yaml``).
+
+    Raises:
+        TopologyError: unreadable file, bad YAML or a refused topology.
+    """
+    file = Path(path) if path is not None else DEFAULT_TOPOLOGY
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TopologyError(f"cannot read topology: {e}", path=str(file)) from None
+    plan = parse_topology(text, source=str(file), name=name)
+    if path is None:
+        plan = Plan(plan.name, "<default>", plan.segments, plan.nodes, plan.tunables)
+    return plan

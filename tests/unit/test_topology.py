@@ -1,0 +1,454 @@
+"""testbed.topology: YAML -> frozen plan; every refusal names file, line and YAML path."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from testbed.topology import (
+    NAME_RE,
+    TUNABLES,
+    Plan,
+    TopologyError,
+    load_topology,
+    parse_topology,
+)
+
+NETS = """\
+networks:
+  lan0: {lnet: tcp, subnet: 10.10.0.0/24}
+  lan1: {lnet: tcp, subnet: 10.11.0.0/24}
+"""  # lines 1-3 of most documents below
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "topo.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def refuse(tmp_path: Path, text: str, line: int | None, field: str) -> str:
+    """Load ``text`` from a file, expect a refusal at ``line``/``field``; return the reason."""
+    path = write(tmp_path, text)
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    err = info.value
+    where = f"{path}:{line}" if line is not None else str(path)
+    prefix = f"{where}: {field}: " if field else f"{where}: "
+    assert str(err).startswith(prefix), str(err)
+    assert (err.path, err.line, err.field) == (str(path), line, field)
+    assert "\n" not in str(err)
+    return err.reason
+
+
+# --------------------------------------------------------------------------- accepted documents
+
+
+def test_default_topology_loads() -> None:
+    plan = load_topology()
+    assert isinstance(plan, Plan)
+    assert (plan.name, plan.source) == ("mr2", "<default>")
+    assert [(s.name, s.lnet, str(s.subnet)) for s in plan.segments] == [
+        ("lan0", "tcp", "10.10.0.0/24"), ("lan1", "tcp", "10.11.0.0/24")]
+    c1, s1 = plan.node("c1"), plan.node("s1")
+    assert [(i.name, i.segment, str(i.ip), i.prefixlen) for i in c1.interfaces] == [
+        ("eth0", "lan0", "10.10.0.1", 24), ("eth1", "lan1", "10.11.0.1", 24)]
+    assert c1.nids == ("10.10.0.1@tcp", "10.11.0.1@tcp")
+    assert s1.nids == ("10.10.0.2@tcp", "10.11.0.2@tcp")
+    assert (c1.peers, s1.peers) == (("s1",), ("c1",))
+    expected = {"health_sensitivity": 100, "retry_count": 2, "transaction_timeout": 10}
+    assert dict(plan.tunables) == expected == dict(c1.tunables) == dict(s1.tunables)
+    assert plan.segment("lan1").subnet == ipaddress.IPv4Network("10.11.0.0/24")
+
+
+def test_plan_is_frozen_and_lookup_misses_raise_keyerror() -> None:
+    plan = load_topology()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.name = "x"  # type: ignore[misc]
+    with pytest.raises(KeyError):
+        plan.node("nope")
+    with pytest.raises(KeyError):
+        plan.segment("nope")
+
+
+def test_name_override_yaml_name_and_file_stem(tmp_path: Path) -> None:
+    body = NETS + "nodes: {c1: {interfaces: [lan0]}}\n"
+    assert load_topology(write(tmp_path, body)).name == "topo"
+    assert load_topology(write(tmp_path, "name: yy\n" + body)).name == "yy"
+    assert load_topology(write(tmp_path, "name: yy\n" + body), name="zz").name == "zz"
+    assert parse_topology(body).name == "default"
+    assert parse_topology(body, source="/x/big-mr.yaml").name == "big-mr"
+
+
+def test_explicit_addresses_are_reserved_before_auto_assignment() -> None:
+    plan = parse_topology(NETS + textwrap.dedent("""\
+        nodes:
+          c1: {interfaces: [lan0, lan1]}
+          s1: {interfaces: [{lan0: 10.10.0.1}, lan1]}
+          s2: {interfaces: [lan0, {lan1: 10.11.0.2}]}
+        """))
+    assert plan.node("c1").nids == ("10.10.0.2@tcp", "10.11.0.1@tcp")
+    assert plan.node("s1").nids == ("10.10.0.1@tcp", "10.11.0.3@tcp")
+    assert plan.node("s2").nids == ("10.10.0.3@tcp", "10.11.0.2@tcp")
+
+
+def test_node_tunables_override_global_in_stable_order() -> None:
+    plan = parse_topology(textwrap.dedent("""\
+        global: {transaction_timeout: 10, health_sensitivity: 100, retry_count: 2}
+        networks: {lan0: {lnet: tcp1, subnet: 10.10.0.0/24}}
+        nodes:
+          c1: {interfaces: [lan0]}
+          s1: {interfaces: [lan0], global: {discovery: 0, retry_count: 3}}
+        """))
+    order = list(TUNABLES)
+    assert plan.node("c1").tunables == plan.tunables
+    s1 = plan.node("s1").tunables
+    assert dict(s1) == {"transaction_timeout": 10, "health_sensitivity": 100,
+                        "retry_count": 3, "discovery": 0}
+    assert [k for k, _ in s1] == sorted((k for k, _ in s1), key=order.index)
+    assert plan.node("s1").nids == ("10.10.0.2@tcp1",)
+
+
+def test_net_names_are_canonical_and_block_style_works() -> None:
+    plan = parse_topology(textwrap.dedent("""\
+        networks:
+          lan0: {lnet: tcp0, subnet: 10.10.0.0/30}
+          ib: {lnet: o2ib3, subnet: 192.168.0.0/16}
+        nodes:
+          a:
+            interfaces:
+              - lan0
+              - ib
+          b: {interfaces: [lan0]}
+        """))
+    assert plan.segment("lan0").lnet == "tcp"
+    assert plan.node("a").nids == ("10.10.0.1@tcp", "192.168.0.1@o2ib3")
+    assert plan.node("b").nids == ("10.10.0.2@tcp",)
+
+
+def test_merge_key_is_not_a_duplicate() -> None:
+    plan = parse_topology(NETS + textwrap.dedent("""\
+        nodes:
+          c1: &base {interfaces: [lan0, lan1], global: {retry_count: 1}}
+          c2:
+            <<: *base
+            global: {retry_count: 0}
+        """))
+    assert dict(plan.node("c2").tunables) == {"retry_count": 0}
+    assert plan.node("c2").nids == ("10.10.0.2@tcp", "10.11.0.2@tcp")
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    text = NETS + "nodes:\n  c1: {interfaces: [lan0]}\n  s1: x: y\n"
+    reason = refuse(tmp_path, text, 6, "")
+    assert reason == "YAML syntax error: mapping values are not allowed here"
+
+
+def test_yaml_syntax_error_unclosed_names_where_it_opened(tmp_path: Path) -> None:
+    reason = refuse(tmp_path, NETS + "nodes:\n  c1: {interfaces: [lan0\n", 6, "")
+    assert reason.startswith("YAML syntax error: while parsing a flow sequence (line 5): ")
+
+
+def test_top_level_not_a_mapping(tmp_path: Path) -> None:
+    assert "got a list" in refuse(tmp_path, "- a\n- b\n", 1, "")
+    assert "got nothing" in refuse(tmp_path, "# empty\n", 1, "")
+
+
+def test_unknown_top_level_key_lists_allowed(tmp_path: Path) -> None:
+    reason = refuse(tmp_path, NETS + "nodez: {}\n", 4, "nodez")
+    assert reason == "unknown key 'nodez' (allowed: name, global, networks, nodes)"
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    assert refuse(tmp_path, NETS, 1, "") == "missing required key 'nodes'"
+
+
+def test_unknown_node_key(tmp_path: Path) -> None:
+    reason = refuse(tmp_path, NETS + "nodes:\n  c1:\n    interfaces: [lan0]\n    nis: []\n",
+                    7, "nodes.c1.nis")
+    assert reason == "unknown key 'nis' (allowed: interfaces, global, peers)"
+
+
+def test_undefined_segment(tmp_path: Path) -> None:
+    reason = refuse(tmp_path, NETS + "nodes:\n  c1:\n    interfaces:\n      - lan0\n      - lan9\n",
+                    8, "nodes.c1.interfaces[1]")
+    assert reason == "unknown network 'lan9' (defined: lan0, lan1)"
+
+
+def test_undefined_segment_in_address_mapping(tmp_path: Path) -> None:
+    reason = refuse(tmp_path, NETS + "nodes:\n  c1: {interfaces: [{lan7: 10.0.0.1}]}\n",
+                    5, "nodes.c1.interfaces[0]")
+    assert "unknown network 'lan7'" in reason
+
+
+@pytest.mark.parametrize(("subnet", "words"), [
+    ("10.11.0.0/33", "not an IPv4 network"),
+    ("fe80::/64", "not an IPv4 network"),
+    ("10.11.0.1/24", "host bits set (did you mean 10.11.0.0/24?)"),
+    ("10.11.0.0/31", "prefix must be /30 or shorter"),
+    ("10.10.0.0/16", "overlaps network 'lan0'"),
+])
+def test_bad_subnet(tmp_path: Path, subnet: str, words: str) -> None:
+    text = NETS.replace("10.11.0.0/24", subnet) + "nodes: {c1: {interfaces: [lan0]}}\n"
+    assert words in refuse(tmp_path, text, 3, "networks.lan1.subnet")
+
+
+def test_subnet_wrong_type(tmp_path: Path) -> None:
+    text = "networks:\n  lan0:\n    lnet: tcp\n    subnet: 42\nnodes: {c1: {interfaces: [lan0]}}\n"
+    assert "expected a string, got an integer" in refuse(tmp_path, text, 4,
+                                                          "networks.lan0.subnet")
+
+
+@pytest.mark.parametrize("lnet", ["tcpx", "lo", "ib0", "tcp70000"])
+def test_bad_lnet_net_name(tmp_path: Path, lnet: str) -> None:
+    text = NETS.replace("lnet: tcp, subnet: 10.11", f"lnet: {lnet}, subnet: 10.11")
+    text += "nodes: {c1: {interfaces: [lan0]}}\n"
+    assert f"bad LNet net '{lnet}'" in refuse(tmp_path, text, 3, "networks.lan1.lnet")
+
+
+@pytest.mark.parametrize(("addr", "words"), [
+    ("10.10.0.5", "outside network 'lan1' (10.11.0.0/24)"),
+    ("10.11.0.0", "network address"),
+    ("10.11.0.255", "broadcast address"),
+    ("10.11.0.300", "bad IPv4 address"),
+])
+def test_bad_explicit_address(tmp_path: Path, addr: str, words: str) -> None:
+    text = NETS + f"nodes:\n  c1:\n    interfaces:\n      - lan1:\n          {addr}\n"
+    assert words in refuse(tmp_path, text, 8, "nodes.c1.interfaces[0].lan1")
+
+
+def test_duplicate_address_names_both_places(tmp_path: Path) -> None:
+    text = NETS + textwrap.dedent("""\
+        nodes:
+          c1: {interfaces: [{lan1: 10.11.0.7}]}
+          s1: {interfaces: [lan0, {lan1: 10.11.0.7}]}
+        """)
+    reason = refuse(tmp_path, text, 6, "nodes.s1.interfaces[1].lan1")
+    assert reason == ("duplicate address 10.11.0.7: also given at nodes.c1.interfaces[0].lan1"
+                      " (line 5)")
+
+
+def test_same_segment_twice_on_one_node(tmp_path: Path) -> None:
+    reason = refuse(tmp_path, NETS + "nodes:\n  c1: {interfaces: [lan0, lan1, lan0]}\n",
+                    5, "nodes.c1.interfaces[2]")
+    assert "network 'lan0' already used by nodes.c1.interfaces[0]" in reason
+    assert "Mininet" in reason
+
+
+def test_segment_runs_out_of_addresses(tmp_path: Path) -> None:
+    text = "networks: {n: {lnet: tcp, subnet: 10.0.0.0/30}}\nnodes:\n" + "".join(
+        f"  h{i}: {{interfaces: [n]}}\n" for i in range(3))
+    assert "no free address left" in refuse(tmp_path, text, 5, "nodes.h2.interfaces[0]")
+
+
+@pytest.mark.parametrize(("text", "line", "field"), [
+    ("name: Big_Testbed\n" + NETS + "nodes: {c1: {interfaces: [lan0]}}\n", 1, "name"),
+    (NETS + "nodes:\n  C1: {interfaces: [lan0]}\n", 5, "nodes.C1"),
+    (NETS + "nodes:\n  " + "n" * 33 + ": {interfaces: [lan0]}\n", 5, "nodes." + "n" * 33),
+    ("networks:\n  lan 0: {lnet: tcp, subnet: 10.0.0.0/24}\nnodes: {}\n", 2, "networks['lan 0']"),
+])
+def test_bad_names(tmp_path: Path, text: str, line: int, field: str) -> None:
+    assert "must match" in refuse(tmp_path, text, line, field)
+
+
+def test_bad_name_argument_and_file_stem(tmp_path: Path) -> None:
+    text = NETS + "nodes: {c1: {interfaces: [lan0]}}\n"
+    path = write(tmp_path, text)
+    with pytest.raises(TopologyError, match=r"topo.yaml: name: bad testbed name 'a/b'"):
+        load_topology(path, name="a/b")
+    bad = tmp_path / "My Topo.yaml"
+    bad.write_text(text)
+    with pytest.raises(TopologyError, match=r"name: bad testbed \(from the file name"):
+        load_topology(bad)
+
+
+@pytest.mark.parametrize(("text", "line", "field", "words"), [
+    ("networks: [lan0]\nnodes: {}\n", 1, "networks", "expected a mapping, got a list"),
+    (NETS + "nodes:\n  c1: {interfaces: lan0}\n", 5, "nodes.c1.interfaces",
+     "expected a list, got a string"),
+    (NETS + "nodes:\n  c1: {interfaces: [7]}\n", 5, "nodes.c1.interfaces[0]",
+     "expected a network name or a one-key mapping"),
+    (NETS + "nodes:\n  c1: {interfaces: [{lan0: 10.10.0.9, lan1: 10.11.0.9}]}\n", 5,
+     "nodes.c1.interfaces[0]", "with 2 keys"),
+    (NETS + "nodes:\n  c1: {interfaces: [{lan0: 167772161}]}\n", 5,
+     "nodes.c1.interfaces[0].lan0", "expected a string, got an integer"),
+    (NETS + "nodes:\n  c1:\n", 5, "nodes.c1", "expected a mapping, got nothing"),
+    (NETS + "nodes:\n  c1: {interfaces: [{lan0: }]}\n", 5, "nodes.c1.interfaces[0].lan0",
+     "expected a string, got nothing"),
+    (NETS + "nodes:\n  c1: {interfaces: []}\n", 5, "nodes.c1.interfaces", "at least one"),
+    (NETS + "nodes: {}\n", 4, "nodes", "at least one node"),
+    ("networks: {}\nnodes: {c1: {}}\n", 1, "networks", "at least one network"),
+    (NETS + "nodes:\n  c1: {interfaces: [lan0], peers: c2}\n", 5, "nodes.c1.peers",
+     "expected a list"),
+])
+def test_wrong_types_and_empties(tmp_path: Path, text: str, line: int, field: str,
+                                 words: str) -> None:
+    assert words in refuse(tmp_path, text, line, field)
+
+
+@pytest.mark.parametrize(("text", "line", "field"), [
+    (NETS + "nodes:\n  c1: {interfaces: [lan0]}\n  c1: {interfaces: [lan1]}\n", 6, "nodes.c1"),
+    ("networks:\n  lan0:\n    lnet: tcp\n    lnet: tcp1\n    subnet: 10.0.0.0/24\n"
+     "nodes: {c1: {interfaces: [lan0]}}\n", 4, "networks.lan0.lnet"),
+    ("global: {retry_count: 1, retry_count: 2}\n" + NETS
+     + "nodes: {c1: {interfaces: [lan0]}}\n", 1, "global.retry_count"),
+])
+def test_duplicate_keys(tmp_path: Path, text: str, line: int, field: str) -> None:
+    assert "duplicate key" in refuse(tmp_path, text, line, field)
+
+
+def test_duplicate_key_message_names_first_line(tmp_path: Path) -> None:
+    text = NETS + "nodes:\n  c1: {interfaces: [lan0]}\n  c1: {interfaces: [lan1]}\n"
+    assert refuse(tmp_path, text, 6, "nodes.c1") == "duplicate key 'c1' (first at line 5)"
+
+
+@pytest.mark.parametrize(("tunables", "words"), [
+    ("{retry_cnt: 1}", "unknown key 'retry_cnt' (allowed: numa_range, max_interfaces,"),
+    ("{health_sensitivity: 1001}", "health_sensitivity must be in 0..1000, got 1001"),
+    ("{router_sensitivity: 101}", "router_sensitivity must be in 0..100"),
+    ("{response_tracking: 4}", "response_tracking must be in 0..3"),
+    ("{discovery: 2}", "discovery must be in 0..1"),
+    ("{max_recovery_ping_interval: 0}", "must be in 1.."),
+    ("{recovery_limit: -1}", "recovery_limit must be in 0.."),
+    ("{tiny_buffers: 0}", "tiny_buffers must be in 1.."),
+    ("{discovery: yes}", "expected an integer in 0..1, got a boolean"),
+    ("{retry_count: '2'}", "got a string"),
+    ("{numa_range: 1.5}", "got a number"),
+])
+def test_bad_tunables(tmp_path: Path, tunables: str, words: str) -> None:
+    text = NETS + f"nodes:\n  c1:\n    interfaces: [lan0]\n    global: {tunables}\n"
+    key = tunables.strip("{}").split(":")[0]
+    assert words in refuse(tmp_path, text, 7, f"nodes.c1.global.{key}")
+
+
+def test_tunable_cross_checks_follow_lnet(tmp_path: Path) -> None:
+    text = "global: {retry_count: 2, transaction_timeout: 10}\n" + NETS + textwrap.dedent("""\
+        nodes:
+          c1:
+            interfaces: [lan0]
+            global: {transaction_timeout: 2}
+        """)
+    assert "must be greater than retry_count (2)" in refuse(
+        tmp_path, text, 8, "nodes.c1.global.transaction_timeout")
+    text = "global: {health_sensitivity: 0, retry_count: 1}\n" + NETS \
+        + "nodes: {c1: {interfaces: [lan0]}}\n"
+    assert "retry_count must be 0" in refuse(tmp_path, text, 1, "global.retry_count")
+
+
+@pytest.mark.parametrize(("peers", "line", "field", "words"), [
+    (["c9"], 9, "nodes.c1.peers[0]", "unknown node 'c9' (defined: s1, c1)"),
+    (["c1"], 9, "nodes.c1.peers[0]", "cannot be its own peer"),
+    (["s1", "s1"], 10, "nodes.c1.peers[1]", "peer 's1' listed twice"),
+    ([3], 9, "nodes.c1.peers[0]", "expected a string, got an integer"),
+])
+def test_bad_peers(tmp_path: Path, peers: list[object], line: int, field: str,
+                   words: str) -> None:
+    items = "".join(f"      - {p}\n" for p in peers)
+    text = NETS + "nodes:\n  s1: {interfaces: [lan0]}\n  c1:\n    interfaces: [lan0]\n" \
+        "    peers:\n" + items
+    assert words in refuse(tmp_path, text, line, field)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(TopologyError, match="cannot read topology"):
+        load_topology(tmp_path / "missing.yaml")
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(TopologyError, match="cannot read topology"):
+        load_topology(bad)
+
+
+# --------------------------------------------------------------------------- robustness
+
+MALFORMED = [
+    "", "~", "[", "{", "a: [1", "a: b: c", "\t- x", "a: &x [*x]", "? [1, 2]\n: 3",
+    "a: 2020-13-45", "a: !!python/object:os.system x", "a: !custom 1", "a: \x07",
+    "---\na: 1\n---\nb: 2\n", "<<: 1", "a: *nope", "a: !!binary '%%%'", "[[[[[[]]]]]]",
+    "networks: {a: {lnet: tcp, subnet: 10.0.0.0/24}}\nnodes: {b: {interfaces: [{}]}}",
+    "networks: {a: {lnet: [tcp], subnet: {x: 1}}}\nnodes: {b: {interfaces: [a]}}",
+    "networks: {a: {lnet: tcp, subnet: 10.0.0.0/24}}\nnodes: {b: {interfaces: [a], "
+    "peers: [[1]]}}", "networks: {1: 2}\nnodes: {null: 1}", "name: 5\nnetworks: 1\nnodes: 1",
+    "networks: !!set {a}\nnodes: !!omap [{a: 1}]", "x: 'line\nbreak'\n", "'a\u2028b': 1",
+    "[" * 2000, "networks: {\u0085: 1}\nnodes: 1",
+]
+
+
+def assert_refused_cleanly(text: str) -> None:
+    try:
+        parse_topology(text, source="fuzz.yaml")
+    except TopologyError as e:
+        msg = str(e)
+        assert msg.startswith("fuzz.yaml"), msg
+        assert len(msg.splitlines()) == 1, msg
+
+
+@pytest.mark.parametrize("text", MALFORMED)
+def test_malformed_corpus_only_raises_topologyerror_one_line(text: str) -> None:
+    assert_refused_cleanly(text)
+
+
+YAMLISH = st.text(alphabet=st.sampled_from(list("abc019 .:-[]{},&*!?|>'\"#\n\t/@<%\u2028\x85")),
+                  max_size=80)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(YAMLISH)
+def test_random_yamlish_text_only_raises_topologyerror(text: str) -> None:
+    assert_refused_cleanly(text)
+
+
+_DEFAULT_LINES = (Path(__file__).resolve().parents[2] / "topologies" / "default.yaml") \
+    .read_text().splitlines()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_DEFAULT_LINES) - 1),
+                          st.sampled_from(["drop", "dup", "cut", "junk"]),
+                          st.text(max_size=6)), max_size=4))
+def test_mutated_default_only_raises_topologyerror(edits: list[tuple[int, str, str]]) -> None:
+    lines = list(_DEFAULT_LINES)
+    for index, op, junk in edits:
+        i = min(index, len(lines) - 1)
+        if i < 0:
+            break
+        if op == "drop":
+            del lines[i]
+        elif op == "dup":
+            lines.insert(i, lines[i])
+        elif op == "cut":
+            lines[i] = lines[i][: len(lines[i]) // 2]
+        else:
+            lines[i] += junk
+    assert_refused_cleanly("\n".join(lines) + "\n")
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 2000) | st.text(max_size=12)
+    | st.sampled_from(["lan0", "tcp", "10.10.0.0/24", "10.10.0.3", "c1", "retry_count"]),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+        st.sampled_from(["name", "global", "networks", "nodes", "lan0", "c1", "lnet",
+                         "subnet", "interfaces", "peers", "retry_count", "x"]), kids,
+        max_size=4),
+    max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSONISH)
+def test_random_structures_only_raise_topologyerror(data: object) -> None:
+    assert_refused_cleanly(yaml.safe_dump(data))
+
+
+def test_name_re_is_anchored_for_fullmatch() -> None:
+    assert NAME_RE.fullmatch("mr2-x")
+    assert not NAME_RE.fullmatch("mr2\n")
+    assert not NAME_RE.fullmatch("2mr")
