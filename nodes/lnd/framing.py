@@ -130,9 +130,13 @@ class KsockConnection:
             if inp in _RX_INPUTS:
                 raise wire._bad(f"{inp.value} in state '{prev.value}'")
             raise LocalProtocolError(f"cannot {inp.value} in state '{prev.value}'")
+        changed = nxt is not self.state
         self.state = nxt
-        self._buf.clear()
-        self._need = self._initial_need()
+        if inp in _RX_INPUTS or changed:
+            # a frame was consumed or the phase changed; sending in RUNNING must not touch
+            # a partly received frame (the receive and send directions are independent)
+            self._buf.clear()
+            self._need = self._initial_need()
 
     def _initial_need(self) -> int:
         # 4 bytes of magic first: the kernel reads and checks it before anything else

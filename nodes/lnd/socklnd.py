@@ -16,30 +16,26 @@ FIFO order. No threads; sockets are non-blocking and driven with ``loop.sock_*``
 
 Every ``send`` ends in exactly one ``on_tx_done(tx_id, rc, hstatus)``:
 
-=========================================  ===========  ================  =====================
-situation                                  rc           hstatus           follows
-=========================================  ===========  ================  =====================
-frame handed to the kernel (no zero-copy)  0            OK                ksocknal_tx_done
-connect/handshake failed: ECONNREFUSED,    -errno       REMOTE_DROPPED    ksocknal_connect →
-ECONNRESET, EHOSTUNREACH, ENETUNREACH                                     ksocknal_txlist_done
-(link down: no route), ENETDOWN
-connect/handshake failed otherwise         -errno       LOCAL_ERROR       ksocknal_txlist_done
-(EADDRNOTAVAIL, EPROTO, ECONNABORTED...)
-connect not done within ``timeout``        -ETIMEDOUT   NETWORK_TIMEOUT   ksocknal_connect
-                                                                          (deadline) → txlist_done
-tx waited ``timeout`` for a connection     -ETIMEDOUT   NETWORK_TIMEOUT   ksocknal_flush_stale_txs
-send queue made no progress (SIOCOUTQ)     -ETIMEDOUT   NETWORK_TIMEOUT   ksocknal_find_timed_out_
-for ``timeout``: conn closed, in-flight                                   conn (*)
-and queued txs fail
-connection died (EOF, reset, protocol      -EIO         LOCAL_ERROR       ksocknal_close_conn_
-error, stale): in-flight and queued txs                                   locked → process_
-                                                                          transmit(-ESHUTDOWN) →
-                                                                          tx_done(resid != 0)
-write to the socket failed with ETIMEDOUT  -EIO         REMOTE_TIMEOUT    ksocknal_process_
-(the tx being written)                                                    transmit
-shutdown_ni / close / send on an NI that   -ECONNABORTED LOCAL_ABORTED    (this API; ksocklnd
-is not up (-ENETDOWN)                      / -ENETDOWN                    uses -ENETDOWN there)
-=========================================  ===========  ================  =====================
+* frame handed to the kernel (no zero-copy): rc 0, OK [ksocknal_tx_done]
+* connect/handshake failed with ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENETUNREACH (NI link
+  down: no route), ENETDOWN: rc -errno, REMOTE_DROPPED [ksocknal_connect ->
+  ksocknal_txlist_done]
+* connect/handshake failed otherwise (EADDRNOTAVAIL, EPROTO, ECONNABORTED, ...): rc -errno,
+  LOCAL_ERROR [ksocknal_txlist_done]
+* connect not done within ``timeout``: rc -ETIMEDOUT, NETWORK_TIMEOUT [ksocknal_connect deadline
+  -> txlist_done]
+* tx waited ``timeout`` for a connection: rc -ETIMEDOUT, NETWORK_TIMEOUT
+  [ksocknal_flush_stale_txs]
+* send queue (SIOCOUTQ) made no progress for ``timeout``: conn closed; in-flight and queued txs:
+  rc -ETIMEDOUT, NETWORK_TIMEOUT [ksocknal_find_timed_out_conn (*)]
+* connection died (EOF, reset, protocol error, stale incarnation): in-flight and queued txs: rc
+  -EIO, LOCAL_ERROR [ksocknal_close_conn_locked -> process_transmit(-ESHUTDOWN) -> tx_done(resid
+  != 0)]
+* the tx being written when the write fails with ETIMEDOUT: rc -EIO, REMOTE_TIMEOUT
+  [ksocknal_process_transmit]
+* shutdown_ni / close: rc -ECONNABORTED, LOCAL_ABORTED [this API (ksocklnd: -ENETDOWN)]
+* send on an NI that is not up: rc -ENETDOWN, LOCAL_ABORTED [this API]
+* payload length != hdr.payload_length or > LNET_MTU: rc -EINVAL, LOCAL_ERROR [caller bug]
 
 (*) ksocknal_find_timed_out_conn marks the conn's queued txs NETWORK_TIMEOUT before closing it
 with -ETIMEDOUT; we keep that status (the kernel's scheduler later overwrites it with
@@ -57,7 +53,6 @@ import contextlib
 import errno as E
 import fcntl
 import logging
-import os
 import socket
 import struct
 from collections import deque
@@ -74,7 +69,7 @@ from nodes.lnd.framing import (
     LNetMessageReceived,
 )
 from nodes.lnet.errors import WireProtocolError
-from nodes.lnet.hdr import LNET_PID_LUSTRE, LNetHdr
+from nodes.lnet.hdr import LNET_MTU, LNET_PID_LUSTRE, LNetHdr
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
@@ -115,6 +110,37 @@ class _Tx:
     done: bool = False
 
 
+def _set_event() -> asyncio.Event:
+    ev = asyncio.Event()
+    ev.set()
+    return ev
+
+
+class _ConnProtocol(asyncio.Protocol):
+    """Feeds an established connection's bytes to the socklnd, in order."""
+
+    def __init__(self, lnd: SockLND, p: _Peer, c: _Conn) -> None:
+        self.lnd, self.p, self.c = lnd, p, c
+
+    def data_received(self, data: bytes) -> None:
+        self.lnd._on_data(self.p, self.c, data)
+
+    def eof_received(self) -> bool:
+        self.lnd._close_conn(self.p, self.c, "peer closed the connection", -E.EIO,
+                             HStatus.LOCAL_ERROR)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        why = f"connection lost: {exc}" if exc else "peer closed the connection"
+        self.lnd._close_conn(self.p, self.c, why, -E.EIO, HStatus.LOCAL_ERROR)
+
+    def pause_writing(self) -> None:
+        self.c.can_write.clear()
+
+    def resume_writing(self) -> None:
+        self.c.can_write.set()
+
+
 @dataclass(eq=False, slots=True)
 class _Conn:
     ni: NID
@@ -127,6 +153,8 @@ class _Conn:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     inflight: _Tx | None = None
+    transport: asyncio.Transport | None = None
+    can_write: asyncio.Event = field(default_factory=_set_event)
     last_outq: int = 0
     closed: bool = False
 
@@ -218,6 +246,9 @@ class SockLND:
         if ni not in self._nis:
             loop.call_soon(self._call_tx_done, tx_id, -E.ENETDOWN, HStatus.LOCAL_ABORTED)
             return
+        if len(payload) != hdr.payload_length or len(payload) > LNET_MTU:
+            loop.call_soon(self._call_tx_done, tx_id, -E.EINVAL, HStatus.LOCAL_ERROR)
+            return
         p = self._peers.get((ni, peer))
         if p is None:
             p = self._peers[(ni, peer)] = _Peer(ni, peer)
@@ -308,48 +339,29 @@ class SockLND:
                 p.connector = None
 
     async def _open(self, local_ip: str, peer_ip: str) -> socket.socket:
-        """``lnet_connect``: try source ports 1023..512, then fall back to an ephemeral one."""
+        """``lnet_connect``: source ports 1023..512 (next one on EADDRINUSE/EADDRNOTAVAIL),
+        then an ephemeral port (also straight away without CAP_NET_BIND_SERVICE)."""
         loop = asyncio.get_running_loop()
-        ports = [*range(wire.LNET_ACCEPTOR_MAX_RESERVED_PORT,
-                        wire.LNET_ACCEPTOR_MIN_RESERVED_PORT - 1, -1), 0]
-        for port in ports:
+        ports = deque([*range(wire.LNET_ACCEPTOR_MAX_RESERVED_PORT,
+                              wire.LNET_ACCEPTOR_MIN_RESERVED_PORT - 1, -1), 0])
+        while True:
+            port = ports.popleft()
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 s.setblocking(False)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((local_ip, port))
-                except OSError as exc:
-                    if port and exc.errno == E.EADDRINUSE:
-                        s.close()
-                        continue
-                    if port and exc.errno in (E.EACCES, E.EPERM):
-                        s.close()
-                        return await self._open_ephemeral(local_ip, peer_ip)
-                    raise
-                try:
-                    await loop.sock_connect(s, (peer_ip, self._port))
-                except OSError as exc:
-                    if port and exc.errno in (E.EADDRINUSE, E.EADDRNOTAVAIL):
-                        s.close()
-                        continue
-                    raise
+                s.bind((local_ip, port))
+                await loop.sock_connect(s, (peer_ip, self._port))
                 return s
+            except OSError as exc:
+                s.close()
+                if port and exc.errno in (E.EACCES, E.EPERM):
+                    ports = deque([0])
+                elif not (port and exc.errno in (E.EADDRINUSE, E.EADDRNOTAVAIL)):
+                    raise
             except BaseException:
                 s.close()
                 raise
-        raise OSError(E.EADDRINUSE, "no source port available")
-
-    async def _open_ephemeral(self, local_ip: str, peer_ip: str) -> socket.socket:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.setblocking(False)
-            s.bind((local_ip, 0))
-            await asyncio.get_running_loop().sock_connect(s, (peer_ip, self._port))
-        except BaseException:
-            s.close()
-            raise
-        return s
 
     async def _attempt(self, p: _Peer) -> bool:
         """One connection attempt; False when the peer refused it with ctype NONE (EALREADY)."""
@@ -464,7 +476,40 @@ class SockLND:
         c = _Conn(p.ni, p.nid, sock.getpeername()[0], sock, framer, incarnation, loop.time())
         p.conn = c
         self._conn_event("up", c, "active" if framer.active else "passive")
-        c.tasks = [self._spawn(self._reader(p, c, early)), self._spawn(self._writer(p, c))]
+        c.tasks = [self._spawn(self._run_conn(p, c, early))]
+
+    async def _run_conn(self, p: _Peer, c: _Conn, early: list[Event]) -> None:
+        """Established phase on an asyncio transport: in-order reads, buffered writes.
+
+        Why a transport and not ``sock_recv``/``sock_sendall``: the transport owns the fd for
+        both directions with flow control (``pause_writing``), so frames can neither
+        interleave nor be reordered however the kernel splits the stream.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            transport, _proto = await loop.connect_accepted_socket(
+                lambda: _ConnProtocol(self, p, c), sock=c.sock)
+        except OSError as exc:
+            self._close_conn(p, c, f"cannot attach transport: {exc}", -E.EIO,
+                             HStatus.LOCAL_ERROR)
+            return
+        c.transport = transport
+        self._deliver(c, early)
+        self._on_data(p, c, b"")  # bytes held during the handshake
+        await self._writer(p, c)
+
+    def _on_data(self, p: _Peer, c: _Conn, data: bytes) -> None:
+        if c.closed:
+            return
+        try:
+            if c.framer.error is not None:
+                raise c.framer.error
+            self._deliver(c, c.framer.receive_data(data))
+            if c.framer.error is not None:
+                raise c.framer.error
+        except WireProtocolError as exc:
+            _log.error("socklnd: protocol error from %s (%s): %s", c.peer_nid, c.peer_ip, exc)
+            self._close_conn(p, c, f"protocol error: {exc}", -E.EIO, HStatus.LOCAL_ERROR)
 
     def _deliver(self, c: _Conn, events: list[Event]) -> None:
         for ev in events:
@@ -474,44 +519,22 @@ class SockLND:
                 except Exception:
                     _log.exception("on_rx raised")
 
-    async def _reader(self, p: _Peer, c: _Conn, early: list[Event]) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            self._deliver(c, early)
-            self._deliver(c, c.framer.receive_data(b""))  # bytes held during the handshake
-            while True:
-                if c.framer.error is not None:
-                    raise c.framer.error
-                data = await loop.sock_recv(c.sock, _RECV_CHUNK)
-                if not data:
-                    self._close_conn(p, c, "peer closed the connection", -E.EIO,
-                                     HStatus.LOCAL_ERROR)
-                    return
-                self._deliver(c, c.framer.receive_data(data))
-        except WireProtocolError as exc:
-            _log.error("socklnd: protocol error from %s (%s): %s", c.peer_nid, c.peer_ip, exc)
-            self._close_conn(p, c, f"protocol error: {exc}", -E.EIO, HStatus.LOCAL_ERROR)
-        except OSError as exc:
-            self._close_conn(p, c, f"receive error: {os.strerror(exc.errno or E.EIO)}",
-                             -E.EIO, HStatus.LOCAL_ERROR)
-
     async def _writer(self, p: _Peer, c: _Conn) -> None:
+        """Stream queued txs in FIFO order; a tx is done once handed to the transport."""
         loop = asyncio.get_running_loop()
-        try:
-            while True:
-                while not p.queue:
-                    c.wake.clear()
-                    await c.wake.wait()
-                tx = c.inflight = p.queue.popleft()
-                await loop.sock_sendall(c.sock, c.framer.send_lnet(tx.hdr, tx.payload))
-                c.inflight = None
-                c.last_progress = loop.time()
-                self._done(tx, 0, HStatus.OK)
-        except OSError as exc:
-            if c.inflight is not None and exc.errno == E.ETIMEDOUT:
-                self._done(c.inflight, -E.EIO, HStatus.REMOTE_TIMEOUT)
-            self._close_conn(p, c, f"send error: {os.strerror(exc.errno or E.EIO)}", -E.EIO,
-                             HStatus.LOCAL_ERROR)
+        while not c.closed:
+            while not p.queue:
+                c.wake.clear()
+                await c.wake.wait()
+                if c.closed:
+                    return
+            await c.can_write.wait()
+            if c.closed or c.transport is None:
+                return
+            tx = p.queue.popleft()
+            c.transport.write(c.framer.send_lnet(tx.hdr, tx.payload))
+            c.last_progress = loop.time()
+            self._done(tx, 0, HStatus.OK)
 
     def _close_conn(self, p: _Peer, c: _Conn, reason: str, rc: int, hstatus: HStatus) -> None:
         """``ksocknal_close_conn_locked`` + ``ksocknal_terminate_conn``: fail what it held."""
@@ -524,7 +547,12 @@ class SockLND:
         for t in c.tasks:
             if t is not me:
                 t.cancel()
-        c.sock.close()
+        if c.transport is not None:
+            c.transport.abort()
+        else:
+            c.sock.close()
+        c.wake.set()
+        c.can_write.set()
         if p.conn is c:
             p.conn = None
         if c.inflight is not None:
@@ -555,7 +583,8 @@ class SockLND:
             outq = struct.unpack("i", fcntl.ioctl(c.sock.fileno(), SIOCOUTQ, b"\0" * 4))[0]
         except OSError:
             outq = 0
-        busy = c.inflight is not None or outq > 0
+        pending = c.transport.get_write_buffer_size() if c.transport is not None else 0
+        busy = pending > 0 or outq > 0
         if not busy or outq < c.last_outq:
             c.last_progress = now
         c.last_outq = outq

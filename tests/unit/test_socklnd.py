@@ -1,0 +1,249 @@
+"""SockLND over real loopback TCP (127.0.0.x, a free port per test; no root needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from nodes.lnd import wire
+from nodes.lnd.framing import HelloReceived, KsockConnection
+from nodes.lnd.socklnd import RxMsg, SockLND
+from nodes.lnet.hdr import LNetHdr, MsgType
+from nodes.lnet.hstatus import HStatus
+from nodes.lnet.nid import NID
+
+IP_A, IP_B = "127.0.0.2", "127.0.0.3"
+NID_A, NID_B = NID.parse(f"{IP_A}@tcp"), NID.parse(f"{IP_B}@tcp")
+
+
+def free_port() -> int:
+    """A port free on all loopback addresses right now (the acceptor cannot bind port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Node:
+    lnd: SockLND
+    rx: list[RxMsg] = field(default_factory=list)
+    done: dict[int, list[tuple[int, HStatus]]] = field(default_factory=dict)
+    conns: list[tuple[str, NID, NID, str]] = field(default_factory=list)
+
+
+def make_node(port: int, timeout: float = 50.0, inc: int = 1) -> Node:
+    box: list[Node] = []
+
+    def on_tx_done(tx: int, rc: int, hs: HStatus) -> None:
+        box[0].done.setdefault(tx, []).append((rc, hs))
+
+    lnd = SockLND(on_rx=lambda m: box[0].rx.append(m), on_tx_done=on_tx_done,
+                  on_conn=lambda *a: box[0].conns.append(a), incarnation=inc,
+                  timeout=timeout, port=port)
+    box.append(Node(lnd))
+    return box[0]
+
+
+def put(src: NID, dst: NID, payload: bytes) -> LNetHdr:
+    return LNetHdr(dest_nid=dst, src_nid=src, dest_pid=12345, src_pid=12345, type=MsgType.PUT,
+                   payload_length=len(payload), ptl_index=4, match_bits=7)
+
+
+async def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not pred():
+            await asyncio.sleep(0.01)
+
+
+def run(coro: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(coro(), 60))  # type: ignore[arg-type]
+
+
+def test_puts_both_ways_fifo_and_exactly_once() -> None:
+    async def main() -> None:
+        port = free_port()
+        a, b = make_node(port, inc=1), make_node(port, inc=2)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        await b.lnd.startup_ni(NID_B, IP_B)
+        n = 50
+        for i in range(n):  # both sides connect at once: race resolution must cope
+            pa, pb = f"a{i}".encode() * (i + 1), f"b{i}".encode() * 3000
+            a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, pa), pa)
+            b.lnd.send(i, NID_B, NID_A, put(NID_B, NID_A, pb), pb)
+        await wait_for(lambda: len(a.rx) == n and len(b.rx) == n
+                       and len(a.done) == n and len(b.done) == n)
+        assert [m.payload for m in b.rx] == [f"a{i}".encode() * (i + 1) for i in range(n)]
+        assert [m.payload for m in a.rx] == [f"b{i}".encode() * 3000 for i in range(n)]
+        assert all(m.peer_nid == NID_A and m.ni == NID_B and m.peer_ip == IP_A for m in b.rx)
+        assert all(v == [(0, HStatus.OK)] for x in (a, b) for v in x.done.values())
+        await asyncio.sleep(0.2)
+        assert all(len(v) == 1 for x in (a, b) for v in x.done.values())
+        assert sum(1 for c in a.conns if c[0] == "up") - sum(
+            1 for c in a.conns if c[0] == "down") == 1
+        await a.lnd.close()
+        await b.lnd.close()
+    run(main)
+
+
+def test_connect_refused_is_remote_dropped() -> None:
+    async def main() -> None:
+        a = make_node(free_port())
+        await a.lnd.startup_ni(NID_A, IP_A)
+        dst = NID.parse("127.0.0.4@tcp")
+        a.lnd.send(1, NID_A, dst, put(NID_A, dst, b"x"), b"x")
+        a.lnd.send(2, NID_A, dst, put(NID_A, dst, b"y"), b"y")
+        await wait_for(lambda: len(a.done) == 2)
+        assert a.done == {1: [(-errno.ECONNREFUSED, HStatus.REMOTE_DROPPED)],
+                          2: [(-errno.ECONNREFUSED, HStatus.REMOTE_DROPPED)]}
+        await a.lnd.close()
+    run(main)
+
+
+async def fake_peer(port: int, behaviour: str, got: list[bytes]) -> asyncio.Server:
+    """A hand-driven peer on IP_B: handshakes correctly, then misbehaves."""
+
+    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        conn = KsockConnection(active=False)
+        hello = None
+        while hello is None:
+            data = await r.read(4096)
+            if not data:
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, HelloReceived):
+                    hello = ev.hello
+        if behaviour == "silent":  # never answers the hello
+            await asyncio.sleep(3600)
+        w.write(conn.send_hello(wire.KsockHello(NID_B, hello.src_nid, 12345, 12345, 9,
+                                                hello.src_incarnation)))
+        await w.drain()
+        if behaviour == "close":
+            got.append(await r.read(100_000))
+            w.transport.abort()  # RST with unread data
+        elif behaviour == "garbage":
+            w.write(b"\xde\xad\xbe\xef" * 32)
+            await w.drain()
+            await asyncio.sleep(3600)
+        elif behaviour == "stall":  # never reads again
+            await asyncio.sleep(3600)
+
+    return await asyncio.start_server(handle, IP_B, port)
+
+
+def test_peer_closes_mid_stream_fails_pending_with_eio_local_error() -> None:
+    async def main() -> None:
+        port = free_port()
+        got: list[bytes] = []
+        srv = await fake_peer(port, "close", got)
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        big = b"z" * (1 << 20)
+        for i in range(40):
+            a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, big), big)
+        await wait_for(lambda: len(a.done) == 40)
+        results = [v[0] for v in a.done.values()]
+        assert all(len(v) == 1 for v in a.done.values())
+        failed = [r for r in results if r != (0, HStatus.OK)]
+        assert failed and set(failed) == {(-errno.EIO, HStatus.LOCAL_ERROR)}
+        assert [c[0] for c in a.conns] == ["up", "down"]
+        srv.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_garbage_peer_is_disconnected_and_lnd_keeps_serving() -> None:
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "garbage", [])
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"p"), b"p")
+        await wait_for(lambda: [c[0] for c in a.conns] == ["up", "down"])
+        assert "protocol error" in a.conns[1][3]
+        srv.close()
+        # a raw client sending garbage straight at A's acceptor is refused too
+        _r, w = await asyncio.open_connection(IP_A, port)
+        w.write(b"GET / HTTP/1.0\r\n\r\n")
+        assert await asyncio.wait_for(_r.read(), 5) == b""
+        w.close()
+        # ...and a real peer on another address still gets through
+        c_ip = "127.0.0.5"
+        c_nid = NID.parse(f"{c_ip}@tcp")
+        c = make_node(port)
+        await c.lnd.startup_ni(c_nid, c_ip)
+        c.lnd.send(7, c_nid, NID_A, put(c_nid, NID_A, b"ok"), b"ok")
+        await wait_for(lambda: [m.payload for m in a.rx] == [b"ok"] and 7 in c.done)
+        assert c.done[7] == [(0, HStatus.OK)]
+        await a.lnd.close()
+        await c.lnd.close()
+    run(main)
+
+
+def test_wrong_nid_in_connreq_is_refused() -> None:
+    async def main() -> None:
+        port = free_port()
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        r, w = await asyncio.open_connection(IP_A, port)
+        hello = wire.KsockHello(NID_B, NID_B, 12345, 12345, 1, 0)
+        w.write(wire.pack_connreq(NID_B) + wire.pack_hello(hello))
+        assert await asyncio.wait_for(r.read(), 5) == b""
+        w.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_send_queue_stall_times_out_with_network_timeout() -> None:
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "stall", [])
+        a = make_node(port, timeout=1.0)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        big = b"s" * (1 << 20)
+        for i in range(40):
+            a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, big), big)
+        await wait_for(lambda: len(a.done) == 40, timeout=20)
+        failed = {v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)}
+        assert failed == {(-errno.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)}
+        assert a.conns[-1][0] == "down" and "timeout" in a.conns[-1][3]
+        srv.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_no_hello_reply_times_out_then_shutdown_aborts() -> None:
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "silent", [])
+        a = make_node(port, timeout=0.5)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"t"), b"t")
+        await wait_for(lambda: 1 in a.done, timeout=5)
+        assert a.done[1] == [(-errno.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)]
+        a.lnd.set_timeout(30)
+        a.lnd.send(2, NID_A, NID_B, put(NID_A, NID_B, b"u"), b"u")
+        await asyncio.sleep(0.2)
+        await a.lnd.shutdown_ni(NID_A)
+        assert a.done[2] == [(-errno.ECONNABORTED, HStatus.LOCAL_ABORTED)]
+        a.lnd.send(3, NID_A, NID_B, put(NID_A, NID_B, b"v"), b"v")
+        await wait_for(lambda: 3 in a.done)
+        assert a.done[3] == [(-errno.ENETDOWN, HStatus.LOCAL_ABORTED)]
+        srv.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_startup_ni_bind_failure_raises() -> None:
+    async def main() -> None:
+        a = make_node(free_port())
+        try:
+            await a.lnd.startup_ni(NID_A, "192.0.2.123")  # not a local address
+        except OSError as exc:
+            assert exc.errno == errno.EADDRNOTAVAIL
+        else:
+            raise AssertionError("bind should fail")
+        await a.lnd.close()
+    run(main)
