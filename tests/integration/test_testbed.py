@@ -52,14 +52,16 @@ def ping(node: api.NodeHandle, nid: str, *extra: str) -> sh.Completed:
 
 def tcp_stats(node: api.NodeHandle) -> dict[str, dict[str, Any]]:
     """nid -> {"interface": ..., "statistics": {...}} for the node's tcp NIs."""
-    view = node.lnetctl_yaml("net", "show", "-v")
+    view = node.lnetctl_yaml("net", "show", "-v", "2")
     found = {}
     for net in view["net"]:
         if net["net type"] != "tcp":
             continue
         for ni in net["local NI(s)"]:
             found[ni["nid"]] = {"interface": ni["interfaces"][0],
-                                "statistics": ni["statistics"]}
+                                "statistics": ni["statistics"],
+                                "sent_stats": ni["sent_stats"],
+                                "received_stats": ni["received_stats"]}
     return found
 
 
@@ -181,6 +183,11 @@ def test_puts_use_both_rails(testbed_factory: Any) -> None:
     assert sorted(s["interface"] for s in stats.values()) == ["eth0", "eth1"]
     for nid, ni in stats.items():
         assert ni["statistics"]["send_count"] > 0, (nid, ni)
+    # the totals add up: every PUT left on exactly one rail, and s1 received each one once
+    assert sum(ni["sent_stats"]["put"] for ni in stats.values()) == 100, stats
+    assert sum(ni["statistics"]["send_count"] for ni in stats.values()) == 100, stats
+    s1_stats = tcp_stats(tb.node("s1"))
+    assert sum(ni["received_stats"]["put"] for ni in s1_stats.values()) == 100, s1_stats
     traffic = cli("traffic", "-n", tb.name, "c1", "--to", "s1", "--count", "5")
     assert traffic.returncode == 0 and "completed 5" in traffic.stdout, traffic
 
