@@ -17,7 +17,8 @@ demo: venv
 	$(PY) -m testbed.demo
 
 test: venv
-	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml
+	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml \
+	  --lnet-trace=reports/trace.md
 
 deps:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -107,6 +107,25 @@ class NodeHandle:
                                f"rc {result.rc}: {(result.out + result.err).strip()}")
         return yaml.safe_load(result.out)
 
+    def yaml(self, command: str, timeout: float = 60.0) -> Any:
+        """``node.yaml("net show -v 3")``: one lnetctl command string, its output parsed."""
+        return self.lnetctl_yaml(*shlex.split(command), timeout=timeout)
+
+    def ping(self, nid: str, *, source: str | None = None, timeout: float | None = None
+             ) -> Completed:
+        """``lnetctl ping NID`` (an LNet GET of the peer's ping buffer); rc, out, err."""
+        argv = ["ping", nid]
+        if source is not None:
+            argv += ["--source", source]
+        if timeout is not None:
+            argv += ["--timeout", str(max(1, round(timeout)))]
+        return self.lnetctl(*argv, timeout=60.0 if timeout is None else timeout + 30.0)
+
+    def get(self, dst: str, timeout: float | None = None) -> Completed:
+        """An LNet GET to ``dst``: today the GET of the ping portal (``lnetctl ping``), the
+        only GET the daemon serves; a bulk GET generator is not there yet."""
+        return self.ping(dst, timeout=timeout)
+
     def exec_env(self) -> dict[str, str]:
         """Environment of a command run in this node: our lnetctl/lctl first on PATH."""
         env = dict(os.environ)
@@ -156,8 +175,12 @@ class Testbed:
 
     @classmethod
     def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,
-           progress: Progress | None = None, *, root: str | Path | None = None) -> Testbed:
+           progress: Progress | None = None, *, root: str | Path | None = None,
+           backend: str = "mininet", seed: int = 0) -> Testbed:
         """Bring a testbed up and return when every node's LNet is configured.
+
+        ``backend="sim"`` runs every node's engine in this process on a virtual clock
+        (``testbed/sim.py``; ``seed`` makes it replayable) and returns a ``SimTestbed``.
 
         Args:
             topology_path: topology YAML (None: topologies/default.yaml).
@@ -169,6 +192,12 @@ class Testbed:
             TopologyError: the topology is invalid (nothing was started).
             TestbedError: bring-up failed (everything started was removed again).
         """
+        if backend == "sim":
+            from testbed.sim import SimTestbed
+
+            return SimTestbed.up(topology_path, name=name, progress=progress, seed=seed)
+        if backend != "mininet":
+            raise TestbedError(f"unknown backend {backend!r} (choose mininet or sim)")
         plan = load_topology(topology_path, name=name)
         name = _check_name(plan.name)
         base = runstate.runroot(root)
@@ -291,6 +320,62 @@ class Testbed:
 
     def events(self) -> list[dict[str, Any]]:
         return runstate.read_events(self.rundir)
+
+    @property
+    def fault(self) -> FaultHandle:
+        """Network and process faults of this testbed (``tb.fault.loss(node="c1", rate=.1)``)."""
+        return FaultHandle(self)
+
+
+class FaultHandle:
+    """Faults of one testbed, owned by its supervisor (testbed/faultctl.py, faults/README.md).
+
+    Every kind is a method taking the keys of ``faults.spec`` as keyword arguments (``match``
+    as a dict); each returns the fault's description (``id``, ``seed``, ``state``...).
+    """
+
+    def __init__(self, testbed: Testbed) -> None:
+        self.testbed = testbed
+
+    def add(self, kind: str, **spec: Any) -> dict[str, Any]:
+        """Add a fault of ``kind``.
+
+        Raises:
+            TestbedError: the spec is invalid or could not be applied (one line).
+        """
+        reply = self.testbed._ctl({"cmd": "fault_add", "spec": {"kind": kind, **spec}},
+                                  timeout=60.0)
+        if not reply.get("ok"):
+            raise TestbedError(f"testbed {self.testbed.name}: fault {kind}: "
+                               f"{reply.get('error', 'failed')}")
+        return dict(reply["fault"])
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every fault with its state, seed, activations and live counters."""
+        return list(self.testbed._ctl({"cmd": "fault_list"})["faults"])
+
+    def residue(self) -> list[str]:
+        """Fault artefacts still present (iptables rules, qdiscs, interposers); [] is clean."""
+        return list(self.testbed._ctl({"cmd": "fault_list", "residue": True},
+                                      timeout=60.0)["residue"])
+
+    def delete(self, fid: str) -> dict[str, Any]:
+        """Revert and remove fault ``fid`` (id or name); returns its final counters."""
+        reply = self.testbed._ctl({"cmd": "fault_del", "id": fid}, timeout=60.0)
+        if not reply.get("ok"):
+            raise TestbedError(f"testbed {self.testbed.name}: {reply.get('error')}")
+        return dict(reply["fault"])
+
+    def clear(self) -> list[dict[str, Any]]:
+        return list(self.testbed._ctl({"cmd": "fault_clear"}, timeout=120.0)["faults"])
+
+    def __getattr__(self, kind: str) -> Callable[..., dict[str, Any]]:
+        from faults.spec import PARAMS
+
+        alias = {"drop": "loss", "dup": "duplicate", "partition_": "partition"}.get(kind, kind)
+        if alias not in PARAMS:
+            raise AttributeError(kind)
+        return lambda **spec: self.add(alias, **spec)
 
 
 def _follow(proc: subprocess.Popen[bytes], timeout: float, progress: Progress | None) -> None:

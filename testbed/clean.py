@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from faults import netops
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import names, runstate, sh
 
@@ -142,6 +143,9 @@ def clean_testbed(name: str, root: str | Path | None = None) -> list[str]:
     if runstate.supervisor_alive(name, state) and _ask_down(rdir, DOWN_TIMEOUT):
         removed.append(f"testbed {name} (taken down by its supervisor)")
         wait_gone([state["supervisor_pid"]], 5.0)  # it exits right after answering
+        state = runstate.read_state(rdir)
+    # fault resources (interposers, tbf qdiscs, iptables rules, SIGSTOPs) by their record
+    removed += netops.undo_recorded(state)
     removed += kill_tagged(name)
     removed += delete_interfaces(
         recorded_interfaces(state) + names.ours([names.short_hash(name)])
@@ -186,6 +190,8 @@ def leftovers(name: str, root: str | Path | None = None) -> list[str]:
     process is tagged, so "no tagged process" also means "no namespace".
     """
     found = [f"process {pid}" for pid in sorted(runstate.tagged_pids(name))]
+    rdir = runstate.rundir(name, root)
+    found += netops.recorded_leftovers(runstate.read_state(rdir))  # faults (issue 5)
     found += [f"interface {n}" for n in names.ours([names.short_hash(name)])]
     rdir = runstate.rundir(name, root)
     found += [f"link {link}" for link in runstate.netns_links(rdir, root)]

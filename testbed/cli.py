@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from testbed import api, runstate, sh
 from testbed.topology import TopologyError, load_topology
+from testbed.trace import TraceError
 
 PROG = "testbed"
 
@@ -50,7 +51,19 @@ def _pick(name: str | None) -> api.Testbed:
     return api.Testbed.attach(name)
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    """The sim backend, one-shot: it lives only in this process (testbed/sim.py)."""
+    from testbed import sim
+
+    return sim.oneshot(args.topology, name=args.name, seed=args.seed, script=args.script,
+                       out=sys.stdout, err=sys.stderr)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.backend == "sim":
+        return cmd_sim(args)
+    if args.script is not None:
+        raise CliError("--script needs --backend sim")
     plan = load_topology(args.topology, name=args.name)  # errors before anything starts
     started = time.monotonic()
 
@@ -153,6 +166,69 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     return 0 if not reply.get("failed") else 1
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    """Requirement traceability of the last ``pytest --lnet-trace`` run (testbed.trace)."""
+    from testbed import trace
+
+    reqs = trace.load_requirements(args.requirements)
+    data = trace.load_data(args.data)
+    print(trace.render(reqs, data), end="")
+    cov = trace.coverage(reqs, data)
+    return 1 if any(trace.status_of(reqs.get(r), t) == "FAILING" for r, t in cov.items()) else 0
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    from faults.spec import FaultError, parse_words
+
+    tb = _pick(args.name)
+    if args.op == "add":
+        if not args.words:
+            raise CliError("fault add: give KIND [key=value ...] (see faults/README.md)")
+        try:
+            raw = parse_words(args.words[1:])
+        except FaultError as exc:
+            raise CliError(f"fault add: {exc}") from None
+        f = tb.fault.add(args.words[0], **raw)
+        print(f"{f['id']} {f['kind']} {f['state']} seed {f['seed']}")
+    elif args.op == "list":
+        for f in tb.fault.list():
+            counters = " ".join(f"{k}={v}" for k, v in sorted(f["counters"].items()) if v)
+            spec = " ".join(f"{k}={v}" for k, v in f["spec"].items() if k != "kind")
+            print(f"{f['id']:<4} {f['kind']:<10} {f['state']:<8} seed {f['seed']:<11} {spec}"
+                  + (f"  [{counters}]" if counters else ""))
+    elif args.op == "del":
+        if len(args.words) != 1:
+            raise CliError("fault del: give one fault id (or name)")
+        f = tb.fault.delete(args.words[0])
+        print(f"deleted {f['id']} {f['kind']}")
+    else:
+        for f in tb.fault.clear():
+            print(f"deleted {f['id']} {f['kind']}")
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    """Print events.jsonl as stored (one JSON object per line); --follow keeps reading."""
+    tb = _pick(args.name)
+    path = tb.rundir / runstate.EVENTS_FILE
+    pos = 0
+    while True:
+        try:
+            with open(path) as f:
+                f.seek(pos)
+                chunk = f.read()
+                pos = f.tell()
+        except FileNotFoundError:
+            if pos:
+                return 0  # the testbed went down
+            raise CliError(f"testbed {tb.name} has no event log") from None
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+        if not args.follow or not tb.rundir.exists():
+            return 0
+        time.sleep(0.2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Emulated Lustre LNet clusters on one Linux box.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -164,7 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = named("up", "bring a topology up (default: topologies/default.yaml)")
     sp.add_argument("topology", nargs="?", help="topology YAML file")
+    sp.add_argument("--backend", choices=("mininet", "sim"), default="mininet",
+                    help="sim: every engine in this process, virtual clock, one-shot")
     sp.set_defaults(func=cmd_up)
+    up_parser = sp
+    sp = named("sim", "one-shot sim backend: bring a topology up in-process, run a script")
+    sp.epilog = ("script lines: NODE lnetctl ARGS... | NODE lctl ARGS... | NODE put DST [COUNT "
+                 "[SIZE]] | link NODE IFACE up|down | run SECONDS | events")
+    sp.add_argument("topology", nargs="?", help="topology YAML file")
+    sp.set_defaults(func=cmd_sim)
+    for sim_parser in (up_parser, sp):
+        sim_parser.add_argument("--script", metavar="FILE", help="sim commands, one per line "
+                                "('-' for stdin; see README, Backends)")
+        sim_parser.add_argument("--seed", type=int, default=0, help="sim RNG seed (default 0)")
     named("down", "take a testbed down").set_defaults(func=cmd_down)
     named("status", "show testbeds, nodes, NIDs and links").set_defaults(func=cmd_status)
     sp = named("lnetctl", "run lnetctl on a node (arguments passed unchanged)")
@@ -189,6 +277,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--count", type=int, default=100)
     sp.add_argument("--size", type=int, default=4096, metavar="BYTES")
     sp.set_defaults(func=cmd_traffic)
+    sp = named("fault", "add, list, delete or clear faults (faults/README.md)")
+    sp.add_argument("op", choices=("add", "list", "del", "clear"))
+    sp.add_argument("words", nargs="*", metavar="KIND|ID key=value",
+                    help="add: KIND then key=value (match.type=PUT); del: fault id or name")
+    sp.set_defaults(func=cmd_fault)
+    sp = named("events", "print the testbed's event log (JSON lines)")
+    sp.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    sp.set_defaults(func=cmd_events)
+    sp = sub.add_parser("trace", help="requirement traceability of the last test run",
+                        description="every requirement of docs/requirements.md with the tests "
+                        "covering it and their last result (exit 1 if one is failing)")
+    sp.add_argument("--data", metavar="JSON", help="trace data (default: reports/trace.json)")
+    sp.add_argument("--requirements", metavar="MD",
+                    help="requirement list (default: docs/requirements.md)")
+    sp.set_defaults(func=cmd_trace)
     return p
 
 
@@ -198,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except TopologyError as exc:
         _err(str(exc))
-    except (api.TestbedError, CliError, sh.CommandError) as exc:
+    except (api.TestbedError, CliError, sh.CommandError, TraceError) as exc:
         _err(str(exc))
     except KeyboardInterrupt:
         _err("interrupted")

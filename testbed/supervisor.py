@@ -38,7 +38,7 @@ from typing import IO, Any
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
-from testbed import clean, names, runstate, sh
+from testbed import clean, faultctl, names, runstate, sh
 from testbed.topology import NodePlan, Plan, TopologyError, load_topology
 
 #: Seconds every daemon gets to answer its first ``hello``.
@@ -125,6 +125,7 @@ class Supervisor:
             "nodes": {},
         }
         self.save()
+        self.faults = faultctl.FaultManager(self)  # faults of this testbed (issue 5)
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -167,6 +168,10 @@ class Supervisor:
         self.save()
         runstate.append_event(self.rdir, "up", testbed=self.name,
                               seconds=round(time.time() - self.started, 3))
+        for raw in self.plan.faults:  # the topology's `faults:` schedule starts now
+            reply = self.faults.add(dict(raw))
+            if not reply.get("ok"):
+                raise BringUpError(f"faults: {reply.get('error')}")
 
     def build_network(self) -> None:
         from mininet.log import setLogLevel
@@ -270,7 +275,9 @@ class Supervisor:
     def configure(self, node: NodePlan) -> None:
         """Contract B: lnet configure, net add per interface, set per tunable, peer add."""
         verbs: list[list[str]] = [["lnet", "configure"]]
-        verbs += [["net", "add", "--net", i.net, "--if", i.name] for i in node.interfaces]
+        verbs += [["net", "add", "--net", i.net, "--if", i.name]
+                  + ([] if i.numa is None else ["--numa", str(i.numa)])  # testbed extension
+                  for i in node.interfaces]
         verbs += [["set", key, str(value)] for key, value in node.tunables]
         for peer_name in node.peers:
             peer = self.plan.node(peer_name)
@@ -352,7 +359,10 @@ class Supervisor:
         try:
             while not _STOP["requested"]:
                 self.watch_daemons()
-                if not sock.poll(500):
+                self.faults.tick()
+                due = self.faults.next_deadline()
+                wait = 500 if due is None else int(min(500, max(0.0, due - time.time()) * 1000))
+                if not sock.poll(wait):
                     continue
                 frames = sock.recv_multipart()
                 reply, done = self.handle(frames[-1])
@@ -378,6 +388,14 @@ class Supervisor:
             return self.link(msg), False
         if cmd == "down":
             return {"ok": True, "name": self.name}, True
+        if cmd == "fault_add":
+            return self.faults.add(msg.get("spec")), False
+        if cmd == "fault_list":
+            return self.faults.list(residue=bool(msg.get("residue"))), False
+        if cmd == "fault_del":
+            return self.faults.delete(msg.get("id")), False
+        if cmd == "fault_clear":
+            return self.faults.clear(), False
         return {"ok": False, "error": f"unknown request {cmd!r}"}, False
 
     # -- teardown ------------------------------------------------------------------------------
@@ -388,6 +406,7 @@ class Supervisor:
         self.state["phase"] = "stopping"
         with contextlib.suppress(OSError):
             self.save()
+        self.faults.shutdown()  # held packets released, rules, qdiscs, interposers removed
         for node, proc in self.daemons.items():
             if proc.poll() is None:
                 with contextlib.suppress(DaemonUnreachable):

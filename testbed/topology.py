@@ -78,9 +78,12 @@ TUNABLES: dict[str, tuple[int, int]] = {
     "large_buffers": (1, _U32),
 }
 #: Allowed keys per mapping -> required?
-TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True}
+TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True,
+                             "faults": False}
 NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True}
 NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False}
+#: keys of an interface's option mapping ``{lan0: {ip: ..., numa: ...}}``
+IFACE_KEYS: dict[str, bool] = {"ip": False, "numa": False}
 MAX_PREFIXLEN = 30  # /31 and /32 leave no room for two hosts plus network and broadcast
 
 
@@ -118,6 +121,7 @@ class IfacePlan:
     net: str
     ip: ipaddress.IPv4Address
     prefixlen: int
+    numa: int | None = None  # emulated NUMA node of the device (lnetctl net add --numa)
 
     @property
     def nid(self) -> str:
@@ -147,6 +151,8 @@ class Plan:
     segments: tuple[SegmentPlan, ...]
     nodes: tuple[NodePlan, ...]
     tunables: tuple[tuple[str, int], ...]
+    #: validated ``faults:`` items (faults.spec mappings), applied once the testbed is up
+    faults: tuple[dict[str, Any], ...] = ()
 
     def node(self, name: str) -> NodePlan:
         for n in self.nodes:
@@ -417,6 +423,7 @@ class _IfaceIn:
     ip: ipaddress.IPv4Address | None
     line: int
     field: str
+    numa: int | None = None
 
 
 @dataclass
@@ -465,11 +472,23 @@ def _list(doc: _Doc, spec: _LocDict, key: str, fld: str) -> _LocList:
 
 def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
                  segs: dict[str, SegmentPlan]) -> _IfaceIn:
-    """``lan0`` or ``{lan0: 10.10.0.7}``."""
+    """``lan0``, ``{lan0: 10.10.0.7}`` or ``{lan0: {ip: 10.10.0.7, numa: 1}}`` (both optional)."""
     pinned = isinstance(item, _LocDict) and len(item) == 1
+    numa: int | None = None
     if pinned:
         seg_name, ip_text = next(iter(item.items()))
         line, ip_line = item.key_lines[seg_name], item.vline(seg_name)
+        if isinstance(ip_text, dict):
+            opts = doc.mapping(ip_text, ip_line, _join(fld, seg_name), IFACE_KEYS)
+            if "numa" in opts:
+                numa = opts["numa"]
+                if isinstance(numa, bool) or not isinstance(numa, int) or not 0 <= numa < 1024:
+                    doc.fail(opts.vline("numa"), _join(_join(fld, seg_name), "numa"),
+                             f"NUMA node must be an integer 0..1023, got {numa!r}")
+            if "ip" not in opts:
+                pinned = False
+            else:
+                ip_text, ip_line = opts["ip"], opts.vline("ip")
     elif isinstance(item, str):
         seg_name, ip_text, ip_line = item, None, line
     else:
@@ -480,7 +499,7 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
     if seg is None:
         doc.fail(line, fld, f"unknown network {seg_name!r} (defined: {', '.join(segs)})")
     if not pinned:
-        return _IfaceIn(seg, None, line, fld)
+        return _IfaceIn(seg, None, line, fld, numa)
     ip_field = _join(fld, seg_name)
     ip_text = doc.string(ip_text, ip_line, ip_field)
     try:
@@ -493,7 +512,7 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
     if ip in (net.network_address, net.broadcast_address):
         what = "network" if ip == net.network_address else "broadcast"
         doc.fail(ip_line, ip_field, f"address {ip} is the {what} address of {net}")
-    return _IfaceIn(seg, ip, ip_line, ip_field)
+    return _IfaceIn(seg, ip, ip_line, ip_field, numa)
 
 
 def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
@@ -565,8 +584,29 @@ def parse_topology(text: str, *, source: str = "<string>", name: str | None = No
     _check_peers(doc, nodes)
     _assign_addresses(doc, nodes)
     node_plans = tuple(_node_plan(doc, n, top) for n in nodes)
+    faults = _parse_faults(doc, data["faults"], data.vline("faults"), node_plans) \
+        if "faults" in data else ()
     return Plan(plan_name, source, tuple(segs.values()), node_plans,
-                tuple((k, top[k].value) for k in TUNABLES if k in top))
+                tuple((k, top[k].value) for k in TUNABLES if k in top), faults)
+
+
+def _parse_faults(doc: _Doc, value: Any, line: int,
+                  nodes: tuple[NodePlan, ...]) -> tuple[dict[str, Any], ...]:
+    """``faults:``: a list of fault mappings, each checked by ``faults.spec.parse_fault``."""
+    from faults.spec import FaultError, parse_fault
+
+    if not isinstance(value, _LocList):
+        doc.fail(line, "faults", f"expected a list, got {_kind(value)}")
+    known = {n.name: [i.name for i in n.interfaces] for n in nodes}
+    out = []
+    for i, item in enumerate(value):
+        at = value.lines[i] if i < len(value.lines) else line
+        try:
+            spec = parse_fault(item, nodes=known)
+        except FaultError as exc:
+            doc.fail(at, f"faults[{i}]", str(exc))
+        out.append(spec.as_dict())
+    return tuple(out)
 
 
 def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
@@ -583,7 +623,8 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable]) -> NodePlan:
     for i, iface in enumerate(node.ifaces):
         assert iface.ip is not None  # _assign_addresses filled every one
         seg = iface.segment
-        ifaces.append(IfacePlan(f"eth{i}", seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen))
+        ifaces.append(IfacePlan(f"eth{i}", seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
+                                iface.numa))
     return NodePlan(node.name, tuple(ifaces), _merge_tunables(doc, top, node.tunables),
                     tuple(p for p, _, _ in node.peers))
 
@@ -602,5 +643,6 @@ def load_topology(path: str | os.PathLike[str] | None = None, *,
         raise TopologyError(f"cannot read topology: {e}", path=str(file)) from None
     plan = parse_topology(text, source=str(file), name=name)
     if path is None:
-        plan = Plan(plan.name, "<default>", plan.segments, plan.nodes, plan.tunables)
+        plan = Plan(plan.name, "<default>", plan.segments, plan.nodes, plan.tunables,
+                    plan.faults)
     return plan

@@ -1,7 +1,11 @@
-"""``lctl`` network verbs served by the node daemon: ``list_nids``, ``ping``.
+"""``lctl`` network verbs served by the node daemon: ``list_nids``, ``ping``, fault rules.
 
 ``lctl ping NID [TIMEOUT]`` prints every entry of the peer's ping buffer as ``pid-nid``
 (``12345-0@lo`` first), like lustre/utils/portals.c; ``list_nids`` prints the local NIDs.
+``net_drop_add|del|list|reset`` and ``net_delay_add|del|list|reset`` (also spelt
+``net_drop add`` ...) manage LNet's drop/delay rules with portals.c's options and output lines
+(spec §8.1): "Added drop rule SRC->DST (1/RATE)", "Removed N drop rules", the list lines and
+"found total N". Bad options print one line on stderr and exit 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -9,7 +13,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from nodes.daemon.lnetctl_fault import kick, parse_add, parse_del
 from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.fault import nid_str
 from nodes.lnet.nid import LO_NID, NID
 from nodes.lnet.ping import PingInfo
 
@@ -21,8 +27,12 @@ Result = tuple[int, str, str]
 
 async def run(rt: NodeRuntime, argv: list[str]) -> Result:
     if not argv:
-        return 0, "commands: list_nids ping\n", ""
+        return 0, "commands: list_nids ping " + " ".join(_FAULT_CMDS) + "\n", ""
     cmd, args = argv[0], argv[1:]
+    if cmd in ("net_drop", "net_delay") and args:
+        cmd, args = f"{cmd}_{args[0]}", args[1:]
+    if cmd in _FAULT_CMDS:
+        return _fault(rt, cmd, args)
     if cmd == "list_nids":
         if not rt.engine.configured:
             return 1, "", "IOC_LIBCFS_GET_NI error 100: Network is down\n"
@@ -48,3 +58,36 @@ async def _ping(rt: NodeRuntime, args: list[str]) -> Result:
     info = PingInfo.unpack(final.payload)
     lines = [f"{info.pid}-{LO_NID}"] + [f"{info.pid}-{n}" for n, _ in info.nis]
     return 0, "\n".join(lines) + "\n", ""
+
+
+_FAULT_CMDS = tuple(f"net_{k}_{v}" for k in ("drop", "delay") for v in ("add", "del", "list",
+                                                                         "reset"))
+
+
+def _fault(rt: NodeRuntime, cmd: str, args: list[str]) -> Result:
+    """portals.c ``fault_simul_rule_add|del|list|reset`` against the engine's rules."""
+    _, kind, verb = cmd.split("_")
+    if not rt.engine.configured:
+        return 1, "", "IOC_LIBCFS_LNET_FAULT failed: Network is down\n"
+    faults = rt.engine.faults
+    try:
+        if verb == "add":
+            attr = parse_add(kind, args)
+            faults.add(kind, attr, rt.now())
+            return 0, (f"Added {kind} rule {nid_str(attr.src)}->{nid_str(attr.dst)} "
+                       f"(1/{attr.rate})\n"), ""
+        if verb == "del":
+            src, dst = parse_del(args)
+            n = faults.delete(kind, src, dst, rt.now())
+            kick(rt)
+            return 0, f"Removed {n} {kind} rules\n", ""
+        if args:
+            raise LNetConfigError(-22, f"{cmd}: unexpected argument '{args[0]}'")
+    except LNetConfigError as e:
+        return 1, "", f"{e.descr}\n"
+    if verb == "reset":
+        faults.reset(kind, rt.now())
+        return 0, "", ""
+    rules = faults.rules(kind)
+    lines = [f"LNet {kind} rules:"] + [r.list_line() for r in rules]
+    return 0, "\n".join([*lines, f"found total {len(rules)}"]) + "\n", ""

@@ -76,8 +76,9 @@ async def _net_add(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
         if not ns.interface:
             raise LNetConfigError(-EINVAL, "cannot add network: no interface given")
         for iface in ns.interface.split(","):
+            kw = {} if ns.numa is None else {"numa": ns.numa}  # testbed extension
             await rt.net_add(net, iface.strip(), peer_credits=ns.peer_credits,
-                             credits=ns.credits, peer_timeout=ns.peer_timeout)
+                             credits=ns.credits, peer_timeout=ns.peer_timeout, **kw)
     except LNetConfigError as e:
         return _fail("add", "net", e)
     return 0, "", ""
@@ -88,6 +89,22 @@ async def _net_del(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
         await rt.net_del(Net.parse(ns.net), ns.interface)
     except LNetConfigError as e:
         return _fail("del", "net", e)
+    return 0, "", ""
+
+
+def _lnd_timeout_set(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
+    """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of that net's NIs (socklnd
+    connect/stale/progress timeout and message deadline; seed 003 hlth-lnd-tx-timeout-from-lnet)."""
+    try:
+        if ns.lnd_timeout < 0:
+            raise LNetConfigError(-EINVAL, f"Invalid LND timeout value '{ns.lnd_timeout}', "
+                                           "must be >= 0")
+        if not ns.net:
+            raise LNetConfigError(-EINVAL, "Specified --lnd-timeout without --net option")
+        if not rt.set_lnd_timeout(Net.parse(ns.net), ns.lnd_timeout):
+            raise LNetConfigError(-errno_mod.ENOENT, f"no NI on net {ns.net}")
+    except LNetConfigError as e:
+        return _fail("set", "net", e)
     return 0, "", ""
 
 
@@ -133,11 +150,7 @@ async def _stats_show(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
 
 
 async def _stats_reset(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
-    rt.engine.counters.reset()
-    for ni in rt.engine.local_nis(True):
-        ni.stats.reset()
-    for lpni in rt.engine.peers.by_nid.values():
-        lpni.stats.reset()
+    rt.engine.stats_reset()  # spec §4.5: health counters are kept
     return 0, "", ""
 
 
@@ -200,6 +213,45 @@ def _ping_error(target: str, err: int, why: str) -> str:
             f"      descr: failed to ping {target}: {why}\n")
 
 
+async def _health_set(rt: NodeRuntime, ns: argparse.Namespace, obj: str) -> Result:
+    """``lnetctl net|peer set (--nid NID | --all) --health V`` (spec §3.6)."""
+    try:
+        if not ns.all and not ns.nid:
+            raise LNetConfigError(-EINVAL, "missing --nid or --all")
+        nid = None if ns.all else NID.parse(ns.nid)
+        if ns.health is not None:
+            try:
+                value = int(ns.health, 0)
+            except ValueError:
+                value = -1  # lnetctl parse_long failure -> -1 -> kernel uses 1000
+            setter = rt.engine.net_set_health if obj == "net" else rt.engine.peer_set_health
+            setter(nid, value, rt.now())
+            rt.execute([])  # re-arm the timer: recovery may now be due
+    except LNetConfigError as e:
+        return _fail("set", obj, e)
+    return 0, "", ""
+
+
+async def _net_set(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
+    if ns.lnd_timeout is not None:
+        result = _lnd_timeout_set(rt, ns)
+        if result[0] or (ns.health is None and not ns.nid and not ns.all):
+            return result
+    return await _health_set(rt, ns, "net")
+
+
+async def _peer_set(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
+    return await _health_set(rt, ns, "peer")
+
+
+async def _debug_recovery(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
+    """``lnetctl debug recovery --local|--peer`` (spec §9.3); nothing when the queue is empty."""
+    if ns.local == ns.peer:
+        return 255, "", "lnetctl debug recovery: give exactly one of --local, --peer\n"
+    doc = rt.engine.view("recovery", local=ns.local)
+    return 0, dump(doc) if doc else "", ""
+
+
 # ---------------------------------------------------------------------------- parsers
 def _verbose_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", nargs="?", const=1, default=None, type=int)
@@ -222,6 +274,17 @@ def _build() -> dict[tuple[str, str], tuple[argparse.ArgumentParser, Handler]]:
     p.add_argument("--credits", type=int)
     p.add_argument("--peer-timeout", "--peer_timeout", dest="peer_timeout", type=int)
     p.add_argument("--cpt")
+    p.add_argument("--numa", type=int)  # testbed extension: NUMA node of the device
+    p = add("net", "set", _net_set)
+    for q in (p, add("peer", "set", _peer_set)):
+        q.add_argument("--nid")
+        q.add_argument("--all", action="store_true")
+        q.add_argument("--health")
+    p.add_argument("--net")
+    p.add_argument("--lnd-timeout", "--lnd_timeout", dest="lnd_timeout", type=int)
+    p = add("debug", "recovery", _debug_recovery)
+    p.add_argument("--local", action="store_true")
+    p.add_argument("--peer", action="store_true")
     p = add("net", "del", _net_del)
     p.add_argument("--net", required=True)
     p.add_argument("--if", dest="interface")
@@ -262,6 +325,13 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
     if not argv or argv[0] in ("help", "--help", "--list-commands"):
         return 0, "commands: " + " ".join(_OBJECTS) + "\n", ""
     obj = argv[0]
+    if obj == "fault":  # lnetctl fault drop|delay ... (nodes/daemon/lnetctl_fault.py, spec §8.1)
+        from nodes.daemon import lnetctl_fault
+
+        if not rt.engine.configured:
+            return _exit(-errno_mod.ENETDOWN), "", error_doc(
+                "manage", "fault", -errno_mod.ENETDOWN, "LNet is not configured: Network is down")
+        return await lnetctl_fault.run(rt, argv[1:])
     if (obj, "") in _TABLE:
         parser, handler = _TABLE[(obj, "")]
         rest = argv[1:]

@@ -9,12 +9,14 @@ timer is re-armed at ``engine.next_deadline()``. The engine never sees a socket 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import random
 from collections.abc import Callable
 from typing import Any
 
 from nodes.daemon.ifaddr import interface_ipv4
+from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.lnd.socklnd import RxMsg, SockLND
 from nodes.lnet.actions import Action, Log, MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
@@ -42,6 +44,10 @@ class NodeRuntime:
                            on_conn=self._on_conn, incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
         self._waiters: dict[int, Callable[[MDEvent], None]] = {}
+        # carrier watch (hlt-005/010/025): subnet per NI, learnt while the link is up
+        self._subnets: dict[NID, ipaddress.IPv4Network | None] = {}
+        self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link)
+        self._linkwatch_task = self.loop.create_task(self.linkwatch.run())
         self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF, sink=True)
 
     def now(self) -> float:
@@ -95,6 +101,33 @@ class NodeRuntime:
     def _on_conn(self, event: str, ni: NID, peer: NID, reason: str) -> None:
         log.info("connection %s: %s -> %s %s", event, ni, peer, reason)
 
+    # ---------------------------------------------------------------- link state
+    def _watched_nis(self) -> dict[NID, str]:
+        return {ni.nid: ni.interface for ni in self.engine.local_nis() if ni.interface}
+
+    def _on_link(self, nid: NID, up: bool) -> None:
+        """``ksocknal_handle_link_state_change``: the NI's fatal state follows the carrier;
+        on carrier loss the socklnd closes the conns over that interface, so what they held
+        is resent elsewhere (snd-080/085)."""
+        if up:
+            self.lnd.link_up(nid)
+        else:
+            closed = self.lnd.link_down(nid, self._subnets.get(nid))
+            log.warning("link down on %s: %d connection(s) closed", nid, closed)
+        self.execute(self.engine.ni_set_fatal(nid, not up, self.now()))
+
+    def set_lnd_timeout(self, net: Net, seconds: int) -> int:
+        """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of every NI of ``net``
+        (socklnd connect/stale/progress timeout, and the engine's message deadline, spec
+        §3.4); returns how many NIs changed."""
+        count = 0
+        for ni in self.engine.local_nis():
+            if ni.nid.net == net:
+                ni.lnd_timeout = seconds
+                self.lnd.set_timeout(float(seconds or self.engine.tunables.lnd_timeout), ni.nid)
+                count += 1
+        return count
+
     # ---------------------------------------------------------------- upper layer
     def watch(self, handle: int, callback: Callable[[MDEvent], None]) -> None:
         self._waiters[handle] = callback
@@ -121,9 +154,11 @@ class NodeRuntime:
             raise LNetConfigError(-EINVAL, f"cannot add network: interface {interface} "
                                            "has no IPv4 address")
         nid = nid_from_ip(ip, net)
-        self.engine.net_add(net, interface, nid, **kw)
+        ni = self.engine.net_add(net, interface, nid, **kw)
+        self._subnets[nid] = interface_subnet(interface)
         try:
-            await self.lnd.startup_ni(nid, ip)
+            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout
+                                                              or self.engine.tunables.lnd_timeout))
         except OSError as e:
             self.engine.net_del(net, interface)
             raise LNetConfigError(-(e.errno or EINVAL),
@@ -141,4 +176,6 @@ class NodeRuntime:
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._linkwatch_task.cancel()
+        await asyncio.gather(self._linkwatch_task, return_exceptions=True)
         await self.lnd.close()

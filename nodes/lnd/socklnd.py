@@ -14,32 +14,53 @@ changed (then the stale connection is closed, ``ksocknal_close_peer_stale_conns`
 active side sees EALREADY and waits for the winning connection. Messages on a pair go out in
 FIFO order. No threads; sockets are non-blocking and driven with ``loop.sock_*``.
 
-Every ``send`` ends in exactly one ``on_tx_done(tx_id, rc, hstatus)``:
+Every ``send`` ends in exactly one ``on_tx_done(tx_id, rc, hstatus)``. The audit against
+ksocklnd (spec §3.7; seed 003 hlth-lnd-*; socklnd_cb.c/socklnd.c); a tx is *posted* once its
+frame was handed to the connection's transport, and *complete* once all of it is in the kernel
+(``tx_resid == 0``); the transport buffers at most one posted tx (write high-water mark 0), as
+the kernel has at most one partly written tx per connection:
 
-* frame handed to the kernel (no zero-copy): rc 0, OK [ksocknal_tx_done]
-* connect/handshake failed with ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENETUNREACH (NI link
-  down: no route), ENETDOWN: rc -errno, REMOTE_DROPPED [ksocknal_connect ->
-  ksocknal_txlist_done]
-* connect/handshake failed otherwise (EADDRNOTAVAIL, EPROTO, ECONNABORTED, ...): rc -errno,
-  LOCAL_ERROR [ksocknal_txlist_done]
-* connect not done within ``timeout``: rc -ETIMEDOUT, NETWORK_TIMEOUT [ksocknal_connect deadline
-  -> txlist_done]
-* tx waited ``timeout`` for a connection: rc -ETIMEDOUT, NETWORK_TIMEOUT
-  [ksocknal_flush_stale_txs]
-* send queue (SIOCOUTQ) made no progress for ``timeout``: conn closed; in-flight and queued txs:
-  rc -ETIMEDOUT, NETWORK_TIMEOUT [ksocknal_find_timed_out_conn (*)]
-* connection died (EOF, reset, protocol error, stale incarnation): in-flight and queued txs: rc
-  -EIO, LOCAL_ERROR [ksocknal_close_conn_locked -> process_transmit(-ESHUTDOWN) -> tx_done(resid
-  != 0)]
-* the tx being written when the write fails with ETIMEDOUT: rc -EIO, REMOTE_TIMEOUT
-  [ksocknal_process_transmit]
-* shutdown_ni / close: rc -ECONNABORTED, LOCAL_ABORTED [this API (ksocklnd: -ENETDOWN)]
-* send on an NI that is not up: rc -ENETDOWN, LOCAL_ABORTED [this API]
-* payload length != hdr.payload_length or > LNET_MTU: rc -EINVAL, LOCAL_ERROR [caller bug]
+==========================================  ============  ================  ====================
+failure                                     rc            hstatus           real code
+==========================================  ============  ================  ====================
+frame fully in the kernel (no zero-copy)    0             OK                ksocknal_tx_done
+connect refused (nobody on port 988)        -ECONNREFUSED REMOTE_DROPPED    ksocknal_connect ->
+                                                                            txlist_done
+connect: no route / link down / reset       -ENETUNREACH, REMOTE_DROPPED    (same)
+                                            -EHOSTUNREACH,
+                                            -ENETDOWN,
+                                            -ECONNRESET
+connect/handshake failed otherwise          -errno        LOCAL_ERROR       (same)
+(EADDRNOTAVAIL, EPROTO, ECONNABORTED...)
+connect not done within the NI's timeout    -ETIMEDOUT    LOCAL_TIMEOUT (*) ksocknal_connect
+                                                                            deadline
+tx waited the timeout for a connection      -ETIMEDOUT    LOCAL_TIMEOUT (*) ksocknal_flush_stale_txs
+send queue made no progress for the         posted tx:    NETWORK_TIMEOUT   ksocknal_find_timed_
+timeout (SIOCOUTQ not draining): conn       -ETIMEDOUT                      out_conn (o2iblnd's
+closed                                      queued txs:   LOCAL_TIMEOUT (*) kiblnd_abort_txs split
+                                            -ETIMEDOUT                      for queued vs posted)
+reset by peer / EOF / protocol error /      -EIO          LOCAL_ERROR       close_conn_locked ->
+stale incarnation: conn closed; posted and                                  process_transmit
+queued txs                                                                  (-ESHUTDOWN) ->
+                                                                            tx_done(resid != 0)
+socket error ETIMEDOUT (TCP gave up):       -EIO          REMOTE_TIMEOUT    ksocknal_process_
+the posted tx                                                               transmit
+carrier loss on the NI's interface          -ENETDOWN     REMOTE_DROPPED    ksocknal_del_peer
+(``link_down``): conns of the NI and conns                                  (txlist_done
+routed over that interface closed, posted                                   -ENETDOWN); snd-085
+and queued txs; later sends on the NI
+shutdown_ni / close                         -ECONNABORTED LOCAL_ABORTED     this API (ksocklnd:
+                                                                            -ENETDOWN)
+send on an NI that is not started           -ENETDOWN     LOCAL_ABORTED     this API
+payload length wrong or > LNET_MTU          -EINVAL       LOCAL_ERROR       caller bug
+==========================================  ============  ================  ====================
 
-(*) ksocknal_find_timed_out_conn marks the conn's queued txs NETWORK_TIMEOUT before closing it
-with -ETIMEDOUT; we keep that status (the kernel's scheduler later overwrites it with
-LOCAL_ERROR when it flushes the closed conn, which looks accidental). Spec §3.7.
+(*) Seed 003 (hlth-lnd-local-timeout, hlth-lnd-network-timeout) separates a *local
+timeout* (timed out before it was posted) from a *network timeout* (posted, not completed), as
+o2iblnd does; today's ksocklnd reports NETWORK_TIMEOUT for both. We follow the seed
+(docs/differences.md): LOCAL_TIMEOUT is resendable on another NI, NETWORK_TIMEOUT is not
+(spec §3.2). Each NI has its own timeout (``lnetctl net set --net N --lnd-timeout S``; seed 003
+hlth-lnd-tx-timeout-from-lnet).
 
 Received LNET messages go to ``on_rx``; NOOPs are ignored. A bad connreq/hello (wrong NID,
 protocol) refuses just that connection with a log line; a WireProtocolError on an established
@@ -52,6 +73,7 @@ import asyncio
 import contextlib
 import errno as E
 import fcntl
+import ipaddress
 import logging
 import socket
 import struct
@@ -79,6 +101,10 @@ SIOCOUTQ = 0x5411
 _RECV_CHUNK = 1 << 16
 _REMOTE_DROPPED_ERRNOS = frozenset({E.ENETDOWN, E.EHOSTUNREACH, E.ENETUNREACH, E.ECONNREFUSED,
                                     E.ECONNRESET})
+
+
+#: seed 003 hlth-lnd-local-timeout: a tx that timed out before it was posted (see the table above)
+UNPOSTED_TIMEOUT = HStatus.LOCAL_TIMEOUT
 
 
 def txlist_hstatus(rc: int) -> HStatus:
@@ -132,12 +158,17 @@ class _ConnProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         why = f"connection lost: {exc}" if exc else "peer closed the connection"
-        self.lnd._close_conn(self.p, self.c, why, -E.EIO, HStatus.LOCAL_ERROR)
+        # ksocknal_process_transmit: a write failing with ETIMEDOUT is REMOTE_TIMEOUT
+        posted = (HStatus.REMOTE_TIMEOUT if isinstance(exc, OSError)
+                  and exc.errno == E.ETIMEDOUT else HStatus.LOCAL_ERROR)
+        self.lnd._close_conn(self.p, self.c, why, -E.EIO, HStatus.LOCAL_ERROR,
+                             posted=(-E.EIO, posted))
 
     def pause_writing(self) -> None:
         self.c.can_write.clear()
 
     def resume_writing(self) -> None:
+        self.lnd._posted_complete(self.c)
         self.c.can_write.set()
 
 
@@ -174,6 +205,8 @@ class _NetIf:
     ip: str
     lsock: socket.socket
     accept_task: asyncio.Task[None] | None = None
+    timeout: float | None = None  # None: the LND-wide default
+    link_down: bool = False
 
 
 class SockLND:
@@ -197,8 +230,12 @@ class SockLND:
         self._monitor: asyncio.Task[None] | None = None
 
     # --- public API ---------------------------------------------------------------------
-    async def startup_ni(self, ni: NID, ip: str) -> None:
-        """Start the acceptor of ``ni`` on ``ip:port``. Raises OSError if it cannot bind."""
+    async def startup_ni(self, ni: NID, ip: str, timeout: float | None = None) -> None:
+        """Start the acceptor of ``ni`` on ``ip:port``. Raises OSError if it cannot bind.
+
+        ``timeout`` is the NI's LND timeout (connect, stale tx and send progress); None uses
+        the LND-wide one.
+        """
         if ni in self._nis:
             raise OSError(E.EEXIST, f"NI {ni} already started")
         lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -210,7 +247,7 @@ class SockLND:
         except OSError:
             lsock.close()
             raise
-        netif = _NetIf(ni, ip, lsock)
+        netif = _NetIf(ni, ip, lsock, timeout=timeout)
         self._nis[ni] = netif
         netif.accept_task = self._spawn(self._accept_loop(netif))
         if self._monitor is None:
@@ -243,8 +280,14 @@ class SockLND:
     def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr, payload: bytes) -> None:
         """Queue one LNET message from ``ni`` to ``peer``; completes via ``on_tx_done``."""
         loop = asyncio.get_running_loop()
-        if ni not in self._nis:
+        netif = self._nis.get(ni)
+        if netif is None:
             loop.call_soon(self._call_tx_done, tx_id, -E.ENETDOWN, HStatus.LOCAL_ABORTED)
+            return
+        if netif.link_down:
+            # lnet_connect binds to the NI's device: with its carrier gone the connect fails
+            # at once, and ksocknal_connect reports -ENETDOWN as REMOTE_DROPPED (spec §3.7)
+            loop.call_soon(self._call_tx_done, tx_id, -E.ENETDOWN, HStatus.REMOTE_DROPPED)
             return
         if len(payload) != hdr.payload_length or len(payload) > LNET_MTU:
             loop.call_soon(self._call_tx_done, tx_id, -E.EINVAL, HStatus.LOCAL_ERROR)
@@ -252,15 +295,57 @@ class SockLND:
         p = self._peers.get((ni, peer))
         if p is None:
             p = self._peers[(ni, peer)] = _Peer(ni, peer)
-        p.queue.append(_Tx(tx_id, hdr, payload, loop.time() + self._timeout))
+        p.queue.append(_Tx(tx_id, hdr, payload, loop.time() + self.timeout_of(ni)))
         if p.conn is not None:
             p.conn.wake.set()
         elif p.connector is None:
             p.connector = self._spawn(self._connect(p))
 
-    def set_timeout(self, seconds: float) -> None:
-        """``lnetctl set lnd_timeout`` equivalent: connect, stale-tx and send-progress timeout."""
-        self._timeout = seconds
+    def set_timeout(self, seconds: float, ni: NID | None = None) -> None:
+        """The LND timeout (connect, stale tx, send progress): LND-wide, or of one NI
+        (``lnetctl net set --net N --lnd-timeout S``; seed 003 hlth-lnd-tx-timeout-from-lnet)."""
+        if ni is None:
+            self._timeout = seconds
+        elif ni in self._nis:
+            self._nis[ni].timeout = seconds
+
+    def timeout_of(self, ni: NID) -> float:
+        netif = self._nis.get(ni)
+        if netif is None or netif.timeout is None:
+            return self._timeout
+        return netif.timeout
+
+    def link_down(self, ni: NID, subnet: ipaddress.IPv4Network | None = None) -> int:
+        """Carrier loss on ``ni``'s interface (hlt-005/010, snd-080/085): returns #conns closed.
+
+        Closes the NI's connections and those whose peer is on ``subnet`` (reached through
+        that interface whatever NI they belong to); every posted or queued tx on them fails
+        with -ENETDOWN / REMOTE_DROPPED (``ksocknal_del_peer``), so LNet resends it on another
+        path. Until ``link_up``, sends on ``ni`` fail the same way at once.
+        """
+        netif = self._nis.get(ni)
+        if netif is None:
+            return 0
+        netif.link_down = True
+        closed = 0
+        for p in list(self._peers.values()):
+            routed = subnet is not None and ipaddress.ip_address(p.nid.ip) in subnet
+            if p.ni != ni and not routed:
+                continue
+            if p.connector is not None:
+                p.connector.cancel()
+                p.connector = None
+            if p.conn is not None:
+                closed += 1
+                self._close_conn(p, p.conn, "link down", -E.ENETDOWN, HStatus.REMOTE_DROPPED)
+            self._fail_queue(p, -E.ENETDOWN, HStatus.REMOTE_DROPPED)
+        return closed
+
+    def link_up(self, ni: NID) -> None:
+        """Carrier back on ``ni``'s interface: it connects again on demand."""
+        netif = self._nis.get(ni)
+        if netif is not None:
+            netif.link_down = False
 
     async def close(self) -> None:
         """Shut every NI down and stop all tasks."""
@@ -317,7 +402,7 @@ class SockLND:
             while (p.queue and p.conn is None and p.ni in self._nis
                    and self._peers.get((p.ni, p.nid)) is p):
                 try:
-                    async with asyncio.timeout(self._timeout):
+                    async with asyncio.timeout(self.timeout_of(p.ni)):
                         won = await self._attempt(p)
                 except WireProtocolError as exc:
                     _log.error("socklnd: bad hello from %s: %s", p.nid, exc)
@@ -332,7 +417,8 @@ class SockLND:
                     await asyncio.sleep(backoff)
                     backoff = min(2 * backoff, 1.0)
                     continue
-                self._fail_queue(p, rc, txlist_hstatus(rc))
+                self._fail_queue(p, rc, UNPOSTED_TIMEOUT if rc == -E.ETIMEDOUT
+                                 else txlist_hstatus(rc))
                 return
         finally:
             if p.connector is asyncio.current_task():
@@ -419,7 +505,7 @@ class SockLND:
         try:
             peer_ip = sock.getpeername()[0]
             hello: wire.KsockHello | None = None
-            async with asyncio.timeout(self._timeout):  # lnet_acceptor_timeout
+            async with asyncio.timeout(self.timeout_of(netif.ni)):  # lnet_acceptor_timeout
                 while hello is None:
                     data = await loop.sock_recv(sock, _RECV_CHUNK)
                     if not data:
@@ -494,6 +580,8 @@ class SockLND:
                              HStatus.LOCAL_ERROR)
             return
         c.transport = transport
+        # at most one posted tx sits in user space, as one partly written tx in the kernel
+        transport.set_write_buffer_limits(high=0, low=0)
         self._deliver(c, early)
         self._on_data(p, c, b"")  # bytes held during the handshake
         await self._writer(p, c)
@@ -520,7 +608,11 @@ class SockLND:
                     _log.exception("on_rx raised")
 
     async def _writer(self, p: _Peer, c: _Conn) -> None:
-        """Stream queued txs in FIFO order; a tx is done once handed to the transport."""
+        """Stream queued txs in FIFO order; a tx is done once all of it is in the kernel.
+
+        The transport pauses (high-water 0) whenever a frame did not fit the socket at once;
+        that frame is ``c.inflight`` (posted) until ``resume_writing`` completes it.
+        """
         loop = asyncio.get_running_loop()
         while not c.closed:
             while not p.queue:
@@ -534,10 +626,23 @@ class SockLND:
             tx = p.queue.popleft()
             c.transport.write(c.framer.send_lnet(tx.hdr, tx.payload))
             c.last_progress = loop.time()
+            if c.transport.get_write_buffer_size():
+                c.inflight = tx
+            else:
+                self._done(tx, 0, HStatus.OK)
+
+    def _posted_complete(self, c: _Conn) -> None:
+        """The transport drained: the posted tx is wholly in the kernel (``tx_resid == 0``)."""
+        tx, c.inflight = c.inflight, None
+        if tx is not None and not c.closed:
             self._done(tx, 0, HStatus.OK)
 
-    def _close_conn(self, p: _Peer, c: _Conn, reason: str, rc: int, hstatus: HStatus) -> None:
-        """``ksocknal_close_conn_locked`` + ``ksocknal_terminate_conn``: fail what it held."""
+    def _close_conn(self, p: _Peer, c: _Conn, reason: str, rc: int, hstatus: HStatus,
+                    posted: tuple[int, HStatus] | None = None) -> None:
+        """``ksocknal_close_conn_locked`` + ``ksocknal_terminate_conn``: fail what it held.
+
+        Queued txs end with (rc, hstatus); the posted one with ``posted`` if given.
+        """
         if c.closed:
             return
         c.closed = True
@@ -556,7 +661,7 @@ class SockLND:
         if p.conn is c:
             p.conn = None
         if c.inflight is not None:
-            self._done(c.inflight, rc, hstatus)
+            self._done(c.inflight, *(posted or (rc, hstatus)))
             c.inflight = None
         self._fail_queue(p, rc, hstatus)
         _log.info("socklnd: connection %s -> %s (%s) down: %s", c.ni, c.peer_nid, c.peer_ip,
@@ -567,13 +672,15 @@ class SockLND:
     async def _monitor_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(min(1.0, self._timeout / 4))
+            timeouts = [self._timeout, *(n.timeout for n in self._nis.values() if n.timeout)]
+            await asyncio.sleep(min(1.0, min(timeouts) / 4))
             now = loop.time()
             for p in list(self._peers.values()):
                 if p.conn is None:
-                    # ksocknal_flush_stale_txs: stop at the first tx still in time
+                    # ksocknal_flush_stale_txs: stop at the first tx still in time; never
+                    # posted, so a local timeout (seed 003 hlth-lnd-local-timeout)
                     while p.queue and p.queue[0].deadline <= now:
-                        self._done(p.queue.popleft(), -E.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+                        self._done(p.queue.popleft(), -E.ETIMEDOUT, UNPOSTED_TIMEOUT)
                 else:
                     self._check_progress(p, p.conn, now)
 
@@ -584,12 +691,13 @@ class SockLND:
         except OSError:
             outq = 0
         pending = c.transport.get_write_buffer_size() if c.transport is not None else 0
-        busy = pending > 0 or outq > 0
+        busy = pending > 0 or outq > 0 or c.inflight is not None
         if not busy or outq < c.last_outq:
             c.last_progress = now
         c.last_outq = outq
-        if busy and now - c.last_progress >= self._timeout:
+        if busy and now - c.last_progress >= self.timeout_of(c.ni):
             _log.error("socklnd: timeout sending data to %s (%s); the network or that node may "
                        "be down", c.peer_nid, c.peer_ip)
-            self._close_conn(p, c, "timeout sending data", -E.ETIMEDOUT,
-                             HStatus.NETWORK_TIMEOUT)
+            # posted tx: network timeout; not yet posted: local timeout (seed 003 hlth-lnd-*)
+            self._close_conn(p, c, "timeout sending data", -E.ETIMEDOUT, UNPOSTED_TIMEOUT,
+                             posted=(-E.ETIMEDOUT, HStatus.NETWORK_TIMEOUT))

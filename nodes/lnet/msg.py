@@ -40,6 +40,8 @@ class MD:
     msg: Msg | None = None
     sent_at: float = 0.0
     op: MsgType | None = None
+    # internal MDs (recovery pings): events go to recovery.py, not the upper layer
+    owner: tuple[str, NID] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -83,6 +85,7 @@ class Msg:
     hstatus: HStatus = HStatus.OK
     tx_id: int | None = None
     committed_at: float = 0.0
+    md_cpt: int | None = None  # NUMA node of the message memory (snd-020), None = unknown
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

@@ -75,6 +75,7 @@ class LNetNI:
     hstats: NIHealthStats = field(default_factory=NIHealthStats)
     ping_count: int = 0
     next_ping: float = 0.0
+    recovery_state: int = 0  # recovery.RECOVERY_PENDING | RECOVERY_FAILED
     lnd_timeout: int = SOCKLND_TIMEOUT
     conns_per_peer: int = 1
 

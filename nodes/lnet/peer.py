@@ -19,7 +19,7 @@ from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.msg import Msg
+    from nodes.lnet.msg import MD, Msg
 
 # lp_state bits (spec §1.3)
 LNET_PEER_MULTI_RAIL = 0x1
@@ -63,6 +63,8 @@ class PeerNI:
     last_alive: float = 0.0
     ping_count: int = 0
     next_ping: float = 0.0
+    recovery_state: int = 0  # recovery.RECOVERY_PENDING | RECOVERY_FAILED
+    ping_md: MD | None = None
 
     @property
     def peer(self) -> Peer:
@@ -92,6 +94,7 @@ class Peer:
     state: int = 0
     nets: list[PeerNet] = field(default_factory=list)
     send_seq: int = 0
+    rtr_refcount: int = 0  # routes using this peer as gateway (issue 4)
 
     @property
     def multi_rail(self) -> bool:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.events import MessageReceived
+from nodes.lnet.fault import rx_hook
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL, MsgType
-from nodes.lnet.health import inc_lpni, inc_ni
+from nodes.lnet.health import rx_ok
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.peer import PeerNI
 
@@ -36,6 +37,8 @@ def _drop(eng: LNetEngine, ni: LNetNI | None, lpni: PeerNI | None, ev: MessageRe
 
 def parse(eng: LNetEngine, ev: MessageReceived, now: float, *,
           loopback: bool = False) -> list[Action]:
+    if (held := rx_hook(eng, ev, now, loopback=loopback)) is not None:  # drop/delay, §8
+        return held
     hdr = ev.hdr
     ni = eng.ni_by_nid(ev.ni)
     if ni is None or not eng.configured:
@@ -51,15 +54,16 @@ def parse(eng: LNetEngine, ev: MessageReceived, now: float, *,
             lpni = eng.peers.traffic_add(hdr.src_nid, lnet.tunables.peer_credits if lnet else 0)
             lpni.pref_nids.append(ni.nid)
         lpni.last_alive = now
-        lpni.ping_count = 0
         lpni.stats.received.bump(hdr.type)
-        inc_lpni(eng, lpni)
-        inc_ni(eng, ni)
     ni.stats.received.bump(hdr.type)
-    ni.ping_count = 0
     initiator = lpni.peer.primary_nid if lpni else hdr.src_nid
     handler = _HANDLERS[hdr.type]
-    return handler(eng, ni, lpni, ev, now, initiator)
+    drops = eng.counters.values["drop_count"]
+    actions = handler(eng, ni, lpni, ev, now, initiator)
+    if lpni is not None and eng.counters.values["drop_count"] == drops:
+        # lnet_health_check OK branch for a delivered message (spec §3.2): both ends alive
+        rx_ok(eng, ni, lpni, now)
+    return actions
 
 
 def _count_recv(eng: LNetEngine, nob: int) -> None:

@@ -1,14 +1,24 @@
 """Multi-Rail pathway selection: which local NI and which peer NI carry a message (spec §2).
 
 Theory of operation: local NI first (snd-060). For a Multi-Rail peer with no source given the
-best (peer net, local net) pair is chosen, then the best NI on that net, then the best peer NI
-on that net for that NI. Non-MR peers are sent to on the exact NID, from their preferred NI.
-A given source NID pins the NI (snd-045/070: responses leave from the NID the request came to).
-Comparisons are strict lexicographic orders of criteria; ties keep the earlier candidate.
+best (peer net, local net) pair is chosen (spec §2.3), then the best NI on that net (spec §2.4:
+not fatal, health, UDSP priority, NUMA distance, credits, round robin; snd-005..030), then the
+best peer NI on that net for that NI (spec §2.5: health, priority, preferred, credits, round
+robin; snd-035/040). Non-MR peers (and recovery pings) are sent to the exact NID, from the
+peer net's preferred NI if it has one (spec §2.2 NMR cases). A given source NID pins the NI
+(snd-045: responses leave from the NID the request came to, to the request's source); as in
+today's LNet a resend of such a message keeps that source (spec §3.3, see docs/differences.md
+on snd-070). Comparisons are strict lexicographic orders of criteria; ties keep the earlier
+candidate (spec §12 ``better``).
 
-This module owns the choice and nothing else: credits, commit and stamps live in the engine.
-The criteria implemented here are health, UDSP priority, credits and round robin; NUMA and the
-full UDSP/route cases are filled in by later work on this module.
+NUMA is emulated (snd-010..025): each NI may carry a NUMA node (``LNetNI.dev_cpt``, -1 =
+unbound) and a send may name the NUMA node of its memory (``md_cpt``); the distance is
+``|md_cpt - dev_cpt|`` (0 when either is unknown), and distances below ``numa_range`` count as
+``numa_range`` (spec §2.4 step 5).
+
+This module owns the choice and nothing else: credits, commit and stamps live in ``send.py``.
+UDSP fills in the ``sel_priority`` fields of nets, NIs, peer nets and peer NIs (issue 4);
+routes (spec §2.6) are not implemented yet, so a remote destination has no path (spec §2.8).
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from typing import TypeVar
 
 from nodes.lnet.errors import EHOSTUNREACH, EINVAL
 from nodes.lnet.ni import LNetNet, LNetNI
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, Net
 from nodes.lnet.peer import Peer, PeerNet, PeerNI
 
 T = TypeVar("T")
@@ -44,50 +54,108 @@ def _best(items: Iterable[T], key: Callable[[T], tuple[int, ...]]) -> T | None:
     return best
 
 
-def best_ni(net: LNetNet) -> LNetNI | None:
-    """``lnet_get_best_ni`` (spec §2.4): not fatal, health, priority, credits, then RR seq."""
-    return _best(net.nis, lambda ni: (int(ni.fatal_error), -ni.healthv, ni.sel_priority,
-                                      -ni.tx_credits, ni.seq))
+def numa_distance(md_cpt: int | None, dev_cpt: int) -> int:
+    """Emulated ``cfs_cpt_distance``: |a-b|, 0 if the memory or the device has no NUMA node."""
+    if md_cpt is None or md_cpt < 0 or dev_cpt < 0:
+        return 0
+    return abs(md_cpt - dev_cpt)
+
+
+def ni_key(ni: LNetNI, md_cpt: int | None, numa_range: int) -> tuple[int, ...]:
+    """The ordered criteria of ``lnet_get_best_ni`` (spec §2.4, §12 best_ni keys).
+
+    1 not fatal, 2 higher health, 3 lower UDSP priority, 4 (GPU priority: n/a), 5 shorter NUMA
+    distance (below ``numa_range`` rounded up to it), 6 more tx credits, 7 lower seq (RR).
+    """
+    dist = max(numa_distance(md_cpt, ni.dev_cpt), numa_range)
+    return (int(ni.fatal_error), -ni.healthv, ni.sel_priority, dist, -ni.tx_credits, ni.seq)
+
+
+def best_ni(net: LNetNet, md_cpt: int | None = None, numa_range: int = 0) -> LNetNI | None:
+    """``lnet_get_best_ni`` over the NIs of one local net (spec §2.4; snd-005/020/025/030)."""
+    return _best(net.nis, lambda ni: ni_key(ni, md_cpt, numa_range))
+
+
+def lpni_key(p: PeerNI, ni: LNetNI) -> tuple[int, ...]:
+    """``lnet_select_peer_ni`` criteria (spec §2.5): health, priority, preferred, credits, seq."""
+    return (-p.healthv, p.sel_priority, 0 if ni.nid in p.pref_nids else 1, -p.tx_credits, p.seq)
 
 
 def best_lpni(pnet: PeerNet, ni: LNetNI) -> PeerNI | None:
-    """``lnet_select_peer_ni`` (spec §2.5): health, priority, preferred, credits, RR seq."""
-    return _best(pnet.lpnis, lambda p: (-p.healthv, p.sel_priority,
-                                        0 if ni.nid in p.pref_nids else 1,
-                                        -p.tx_credits, p.seq))
+    """The best peer NI on ``pnet`` to send to from ``ni`` (spec §2.5; snd-035/040)."""
+    return _best(pnet.lpnis, lambda p: lpni_key(p, ni))
 
 
-def best_local_pair(peer: Peer, nets: dict[object, LNetNet]) -> tuple[PeerNet, LNetNet] | None:
+def best_local_pair(peer: Peer, nets: dict[Net, LNetNet]) -> tuple[PeerNet, LNetNet] | None:
     """``lnet_find_best_ni_on_local_net`` (spec §2.3) over the peer's nets that are local."""
-    pairs = [(pn, nets[pn.net]) for pn in peer.nets if pn.net in nets and nets[pn.net].nis]
+    pairs = [(pn, nets[pn.net]) for pn in peer.nets
+             if pn.net in nets and nets[pn.net].nis and pn.lpnis]
     return _best(pairs, lambda pr: (-pr[0].healthv, pr[0].sel_priority, -pr[1].healthv,
                                     pr[1].sel_priority, pr[0].seq, pr[1].seq))
 
 
-def select_pathway(*, lpni: PeerNI, src: LNetNI | None, nets: dict[object, LNetNet],
-                   nmr: bool, local_nis: Sequence[LNetNI]) -> tuple[LNetNI, PeerNI]:
-    """Choose (local NI, peer NI) for a message to ``lpni``'s NID (spec §2.2 dispatch table)."""
+def _existing_pref_ni(lpni: PeerNI, nets: dict[Net, LNetNet]) -> LNetNI | None:
+    """``lnet_find_existing_preferred_best_ni``: the non-MR preferred NI of this peer net."""
+    net = nets.get(lpni.nid.net)
+    if net is None:
+        return None
+    for entry in lpni.peer_net.lpnis:
+        if entry.pref_nids:
+            return next((ni for ni in net.nis if ni.nid == entry.pref_nids[0]), None)
+    return None
+
+
+def set_non_mr_pref(lpni: PeerNI, ni: LNetNI, is_response: bool) -> None:
+    """``lnet_set_non_mr_pref_nid``: a non-MR peer keeps talking to the same local NI."""
+    if not lpni.peer.multi_rail and not is_response and not lpni.pref_nids:
+        lpni.pref_nids.append(ni.nid)
+
+
+def select_pathway(*, lpni: PeerNI, src: LNetNI | None, nets: dict[Net, LNetNet],
+                   nmr: bool, md_cpt: int | None = None, numa_range: int = 0,
+                   reserved: bool = False,
+                   is_response: bool = False) -> tuple[LNetNI, PeerNI]:
+    """Choose (local NI, peer NI) for a message to ``lpni``'s NID (spec §2.2 dispatch table).
+
+    Args:
+        lpni: the destination peer NI (found or traffic-created by the caller).
+        src: the given source NI (SRC_SPEC), or None (SRC_ANY).
+        nmr: treat the destination as non-Multi-Rail (non-MR peer or recovery ping).
+        md_cpt: NUMA node of the message memory, None if unknown.
+        reserved: message on the reserved portal 0 (ignores the non-MR preferred NI).
+    Raises:
+        SelectError: -EHOSTUNREACH when no local net reaches the peer (spec §2.8).
+    """
     peer = lpni.peer
     if src is not None:
         # SRC_SPEC: the NI is given; the peer NI is the exact destination (spec §2.2).
         if src.net.net != lpni.nid.net:
             raise SelectError(-EHOSTUNREACH, f"no route to {lpni.nid} from {src.nid}")
-        if nmr and not lpni.pref_nids:
-            lpni.pref_nids.append(src.nid)
+        if nmr:
+            set_non_mr_pref(lpni, src, is_response)
         return src, lpni
+    net = nets.get(lpni.nid.net)
     if nmr:
-        # SRC_ANY + NMR: exact NID, from the peer net's preferred NI if it has one.
-        net = nets.get(lpni.nid.net)
+        # SRC_ANY + LOCAL + NMR: exact NID, from the peer net's preferred NI or the best NI.
         if net is None or not net.nis:
             raise SelectError(-EHOSTUNREACH, f"no route to {lpni.nid}")
-        ni = next((n for n in net.nis if n.nid in lpni.pref_nids), None) or best_ni(net)
+        ni = None if reserved else _existing_pref_ni(lpni, nets)
+        ni = ni or best_ni(net, md_cpt, numa_range)
+        assert ni is not None
+        set_non_mr_pref(lpni, ni, is_response)
+        return ni, lpni
+    if is_response:
+        # response to a local MR peer without a source: best NI on the dst's net (spec §2.3)
+        if net is None or not net.nis:
+            raise SelectError(-EHOSTUNREACH, f"no route to {lpni.nid}")
+        ni = best_ni(net, md_cpt, numa_range)
         assert ni is not None
         return ni, lpni
     pair = best_local_pair(peer, nets)
     if pair is None:
         raise SelectError(-EHOSTUNREACH, f"peer {peer.primary_nid} has no available nets")
-    pnet, net = pair
-    ni = best_ni(net)
+    pnet, lnet = pair
+    ni = best_ni(lnet, md_cpt, numa_range)
     chosen = best_lpni(pnet, ni) if ni is not None else None
     if ni is None or chosen is None:
         raise SelectError(-EHOSTUNREACH, f"no route to {lpni.nid}")

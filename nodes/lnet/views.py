@@ -2,7 +2,9 @@
 
 Theory of operation: pure functions from engine state to ordered dicts; ``nodes/tools/yamlfmt``
 turns them into lnetctl-style YAML. Verbosity follows spec §9.2 (``net show``: 0 base, 1 adds
-statistics/tunables, 2 adds per-type and health stats; ``peer show``: 1 credits, 2 stats, 3 state).
+statistics/tunables, 2 adds per-type and health stats (seed 004's ``-v 3`` shows the same);
+``peer show``: 1 credits, 2 stats and health stats, 3 state). ``debug recovery`` lists the
+recovery queues (spec §3.5).
 """
 
 from __future__ import annotations
@@ -114,6 +116,17 @@ def global_show(eng: LNetEngine) -> dict[str, Any]:
     return {"global": eng.tunables.global_show()}
 
 
+def recovery_show(eng: LNetEngine, local: bool = True) -> dict[str, Any]:
+    """``lnetctl debug recovery --local|--peer`` (spec §9.3): the queue's NIDs in order;
+    an empty queue prints nothing (empty dict)."""
+    queue = eng.ni_recoveryq if local else eng.lpni_recoveryq
+    if not queue:
+        return {}
+    title = "Local NI recovery" if local else "Peer NI recovery"
+    return {title: {f"nid-{i}": str(x.nid) for i, x in enumerate(queue)}}
+
+
 def render(eng: LNetEngine, what: str, **kw: Any) -> dict[str, Any]:
-    fn = {"net": net_show, "peer": peer_show, "stats": stats_show, "global": global_show}[what]
+    fn = {"net": net_show, "peer": peer_show, "stats": stats_show, "global": global_show,
+          "recovery": recovery_show}[what]
     return fn(eng, **kw)

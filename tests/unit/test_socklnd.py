@@ -1,4 +1,9 @@
-"""SockLND over real loopback TCP (127.0.0.x, a free port per test; no root needed)."""
+"""SockLND over real loopback TCP (127.0.0.x, a free port per test; no root needed).
+
+One test per row of the failure -> (rc, hstatus) table in ``nodes/lnd/socklnd.py`` (spec §3.7,
+seed 003 hlth-lnd-*): every send ends in exactly one completion with the status ksocklnd
+(or, for local vs network timeouts, seed 003) gives.
+"""
 
 from __future__ import annotations
 
@@ -117,6 +122,12 @@ async def fake_peer(port: int, behaviour: str, got: list[bytes]) -> asyncio.Serv
                     hello = ev.hello
         if behaviour == "silent":  # never answers the hello
             await asyncio.sleep(3600)
+        if behaviour == "wrongnid":  # answers as somebody else
+            w.write(conn.send_hello(wire.KsockHello(NID.parse("127.0.0.9@tcp"),
+                                                    hello.src_nid, 12345, 12345, 9,
+                                                    hello.src_incarnation)))
+            await w.drain()
+            await asyncio.sleep(3600)
         w.write(conn.send_hello(wire.KsockHello(NID_B, hello.src_nid, 12345, 12345, 9,
                                                 hello.src_incarnation)))
         await w.drain()
@@ -196,7 +207,9 @@ def test_wrong_nid_in_connreq_is_refused() -> None:
     run(main)
 
 
-def test_send_queue_stall_times_out_with_network_timeout() -> None:
+def test_send_queue_stall_posted_network_timeout_queued_local_timeout() -> None:
+    """ksocknal_find_timed_out_conn + seed 003 hlth-lnd-network-timeout/local-timeout: the
+    posted tx is a network timeout, the txs behind it (never posted) are local timeouts."""
     async def main() -> None:
         port = free_port()
         srv = await fake_peer(port, "stall", [])
@@ -206,15 +219,19 @@ def test_send_queue_stall_times_out_with_network_timeout() -> None:
         for i in range(40):
             a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, big), big)
         await wait_for(lambda: len(a.done) == 40, timeout=20)
-        failed = {v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)}
-        assert failed == {(-errno.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)}
+        failed = [v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)]
+        assert failed.count((-errno.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)) == 1, failed
+        assert set(failed) == {(-errno.ETIMEDOUT, HStatus.NETWORK_TIMEOUT),
+                               (-errno.ETIMEDOUT, HStatus.LOCAL_TIMEOUT)}, failed
+        assert all(len(v) == 1 for v in a.done.values())
         assert a.conns[-1][0] == "down" and "timeout" in a.conns[-1][3]
         srv.close()
         await a.lnd.close()
     run(main)
 
 
-def test_no_hello_reply_times_out_then_shutdown_aborts() -> None:
+def test_connect_timeout_is_local_timeout_then_shutdown_aborts() -> None:
+    """ksocknal_connect's deadline: the txs were never posted -> LOCAL_TIMEOUT (seed 003)."""
     async def main() -> None:
         port = free_port()
         srv = await fake_peer(port, "silent", [])
@@ -222,7 +239,7 @@ def test_no_hello_reply_times_out_then_shutdown_aborts() -> None:
         await a.lnd.startup_ni(NID_A, IP_A)
         a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"t"), b"t")
         await wait_for(lambda: 1 in a.done, timeout=5)
-        assert a.done[1] == [(-errno.ETIMEDOUT, HStatus.NETWORK_TIMEOUT)]
+        assert a.done[1] == [(-errno.ETIMEDOUT, HStatus.LOCAL_TIMEOUT)]
         a.lnd.set_timeout(30)
         a.lnd.send(2, NID_A, NID_B, put(NID_A, NID_B, b"u"), b"u")
         await asyncio.sleep(0.2)
@@ -247,3 +264,141 @@ def test_startup_ni_bind_failure_raises() -> None:
             raise AssertionError("bind should fail")
         await a.lnd.close()
     run(main)
+
+
+def test_txlist_hstatus_maps_errnos_like_ksocknal_txlist_done() -> None:
+    from nodes.lnd.socklnd import txlist_hstatus
+
+    for e in (errno.ENETDOWN, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ECONNREFUSED,
+              errno.ECONNRESET):
+        assert txlist_hstatus(-e) == HStatus.REMOTE_DROPPED
+    assert txlist_hstatus(-errno.ETIMEDOUT) == HStatus.NETWORK_TIMEOUT
+    for e in (errno.EPROTO, errno.EADDRNOTAVAIL, errno.ECONNABORTED, errno.EIO):
+        assert txlist_hstatus(-e) == HStatus.LOCAL_ERROR
+
+
+def test_bad_hello_fails_connect_with_local_error() -> None:
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "wrongnid", [])
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"h"), b"h")
+        await wait_for(lambda: 1 in a.done)
+        assert a.done[1] == [(-errno.EPROTO, HStatus.LOCAL_ERROR)]
+        srv.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_tx_waiting_for_connection_is_flushed_as_local_timeout() -> None:
+    """ksocknal_flush_stale_txs with a per-NI timeout: the connect itself is still in time."""
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "silent", [])
+        a = make_node(port, timeout=30)
+        await a.lnd.startup_ni(NID_A, IP_A, timeout=0.4)
+        assert a.lnd.timeout_of(NID_A) == 0.4
+        a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"q"), b"q")  # deadline now + 0.4
+        a.lnd.set_timeout(30, NID_A)  # ...but the connect (not started yet) gets 30 s
+        await wait_for(lambda: 1 in a.done, timeout=5)
+        assert a.done[1] == [(-errno.ETIMEDOUT, HStatus.LOCAL_TIMEOUT)]
+        assert a.lnd._peers[(NID_A, NID_B)].connector is not None  # still connecting
+        srv.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_socket_etimedout_fails_posted_tx_with_remote_timeout() -> None:
+    """ksocknal_process_transmit: a write that fails with ETIMEDOUT is REMOTE_TIMEOUT; the
+    txs behind it go down with the connection (-EIO, LOCAL_ERROR)."""
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "stall", [])
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        big = b"e" * (1 << 20)
+        for i in range(20):
+            a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, big), big)
+        p = a.lnd._peers[(NID_A, NID_B)]
+        await wait_for(lambda: p.conn is not None and p.conn.inflight is not None)
+        assert p.conn is not None and p.conn.transport is not None
+        p.conn.transport.get_protocol().connection_lost(TimeoutError(errno.ETIMEDOUT, "t"))
+        await wait_for(lambda: len(a.done) == 20)
+        failed = [v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)]
+        assert failed.count((-errno.EIO, HStatus.REMOTE_TIMEOUT)) == 1, failed
+        assert set(failed) == {(-errno.EIO, HStatus.REMOTE_TIMEOUT),
+                               (-errno.EIO, HStatus.LOCAL_ERROR)}, failed
+        srv.close()
+        await a.lnd.close()
+    run(main)
+
+
+def test_link_down_closes_conns_and_drops_txs_for_resend() -> None:
+    """Carrier loss (hlt-005/010, snd-085): the NI's conns close, posted and queued txs end
+    with -ENETDOWN / REMOTE_DROPPED (ksocknal_del_peer), later sends too, until link_up."""
+    import ipaddress
+
+    async def main() -> None:
+        port = free_port()
+        srv = await fake_peer(port, "stall", [])
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        big = b"l" * (1 << 20)
+        for i in range(20):
+            a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, big), big)
+        p = a.lnd._peers[(NID_A, NID_B)]
+        await wait_for(lambda: p.conn is not None and p.conn.inflight is not None)
+        assert a.lnd.link_down(NID_A) == 1
+        await wait_for(lambda: len(a.done) == 20)
+        failed = [v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)]
+        assert failed and set(failed) == {(-errno.ENETDOWN, HStatus.REMOTE_DROPPED)}
+        assert a.conns[-1][0] == "down" and a.conns[-1][3] == "link down"
+        a.lnd.send(99, NID_A, NID_B, put(NID_A, NID_B, b"x"), b"x")
+        await wait_for(lambda: 99 in a.done)
+        assert a.done[99] == [(-errno.ENETDOWN, HStatus.REMOTE_DROPPED)]
+        srv.close()
+        # a conn of another NI whose peer is on the downed interface's subnet goes too
+        b = make_node(port, inc=2)
+        await b.lnd.startup_ni(NID_B, IP_B)
+        c_ip = "127.0.0.5"
+        c_nid = NID.parse(f"{c_ip}@tcp")
+        await a.lnd.startup_ni(c_nid, c_ip)
+        a.lnd.link_up(NID_A)
+        a.lnd.send(100, c_nid, NID_B, put(c_nid, NID_B, b"y"), b"y")
+        a.lnd.send(101, NID_A, NID_B, put(NID_A, NID_B, b"z"), b"z")
+        await wait_for(lambda: len(b.rx) == 2)
+        assert a.done[100] == a.done[101] == [(0, HStatus.OK)]
+        assert a.lnd.link_down(NID_A, ipaddress.ip_network("127.0.0.3/32")) == 2
+        assert sum(1 for c in a.conns if c[0] == "down" and c[3] == "link down") == 3
+        await a.lnd.close()
+        await b.lnd.close()
+    run(main)
+
+
+def test_bad_payload_length_is_local_error() -> None:
+    async def main() -> None:
+        a = make_node(free_port())
+        await a.lnd.startup_ni(NID_A, IP_A)
+        a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"four"), b"five!")
+        await wait_for(lambda: 1 in a.done)
+        assert a.done[1] == [(-errno.EINVAL, HStatus.LOCAL_ERROR)]
+        await a.lnd.close()
+    run(main)
+
+
+def test_linkwatch_reports_carrier_changes_once() -> None:
+    """The daemon's link watcher (hlt-005): SIOCGIFFLAGS in this namespace; an interface that
+    is missing counts as carrier down; each change is reported once."""
+    from nodes.daemon.linkwatch import LinkWatch, carrier_up, interface_subnet
+
+    assert carrier_up("lo") and not carrier_up("nosuchif0") and not carrier_up("x" * 20)
+    assert str(interface_subnet("lo")) == "127.0.0.0/8"
+    ifaces = {NID_A: "lo", NID_B: "nosuchif0"}
+    seen: list[tuple[NID, bool]] = []
+    watch = LinkWatch(nis=lambda: dict(ifaces), on_change=lambda n, up: seen.append((n, up)))
+    assert watch.poll() == [(NID_B, False)]
+    assert watch.poll() == []
+    ifaces[NID_B] = "lo"
+    assert watch.poll() == [(NID_B, True)]
+    assert seen == [(NID_B, False), (NID_B, True)]

@@ -166,7 +166,7 @@ def test_top_level_not_a_mapping(tmp_path: Path) -> None:
 
 def test_unknown_top_level_key_lists_allowed(tmp_path: Path) -> None:
     reason = refuse(tmp_path, NETS + "nodez: {}\n", 4, "nodez")
-    assert reason == "unknown key 'nodez' (allowed: name, global, networks, nodes)"
+    assert reason == "unknown key 'nodez' (allowed: name, global, networks, nodes, faults)"
 
 
 def test_missing_required_key(tmp_path: Path) -> None:
@@ -452,3 +452,54 @@ def test_name_re_is_anchored_for_fullmatch() -> None:
     assert NAME_RE.fullmatch("mr2-x")
     assert not NAME_RE.fullmatch("mr2\n")
     assert not NAME_RE.fullmatch("2mr")
+
+
+NUMA_TOPO = """\
+name: numa
+networks:
+  lan0: {lnet: tcp, subnet: 10.10.0.0/24}
+  lan1: {lnet: tcp, subnet: 10.11.0.0/24}
+nodes:
+  c1:
+    interfaces:
+      - {lan0: {ip: 10.10.0.9, numa: 1}}
+      - {lan1: {numa: 0}}
+  s1: {interfaces: [lan0, {lan1: 10.11.0.50}]}
+"""
+
+
+def test_interface_numa_option() -> None:
+    """snd-010 (emulated NUMA): `{lan0: {ip: A, numa: N}}` and `{lan0: {numa: N}}` forms."""
+    plan = parse_topology(NUMA_TOPO)
+    c1, s1 = plan.node("c1"), plan.node("s1")
+    assert [(str(i.ip), i.numa) for i in c1.interfaces] == [("10.10.0.9", 1), ("10.11.0.1", 0)]
+    assert [i.numa for i in s1.interfaces] == [None, None]
+
+
+@pytest.mark.parametrize(("bad", "field", "reason"), [
+    ("{lan1: {numa: -1}}", "nodes.c1.interfaces[1].lan1.numa", "integer 0..1023"),
+    ("{lan1: {numa: yes}}", "nodes.c1.interfaces[1].lan1.numa", "integer 0..1023"),
+    ("{lan1: {nuam: 1}}", "nodes.c1.interfaces[1].lan1.nuam", "unknown key 'nuam'"),
+    ("{lan1: {ip: 10.10.0.3}}", "nodes.c1.interfaces[1].lan1", "outside network"),
+])
+def test_interface_numa_errors_name_line_and_field(bad: str, field: str, reason: str) -> None:
+    """Bad per-interface options are refused with file:line and the YAML path."""
+    with pytest.raises(TopologyError) as e:
+        parse_topology(NUMA_TOPO.replace("{lan1: {numa: 0}}", bad))
+    text = str(e.value)
+    assert text.startswith("<string>:9: ") and field in text and reason in text
+
+
+# --------------------------------------------------------------------------- faults (issue 5)
+
+
+def test_faults_list_is_validated_item_by_item(tmp_path: Path) -> None:
+    body = NETS + "nodes:\n  c1: {interfaces: [lan0, lan1]}\n  s1: {interfaces: [lan0]}\n"
+    ok = load_topology(write(tmp_path, body + "faults:\n"
+                             "  - {kind: flap, node: c1, iface: eth1, down: 2, up: 3}\n"))
+    assert ok.faults[0]["kind"] == "flap" and ok.faults[0]["iface"] == "eth1"
+    reason = refuse(tmp_path, body + "faults:\n  - {kind: loss, node: c1, rate: 0.1}\n"
+                    "  - {kind: carrier, node: s1, iface: eth1}\n", 9, "faults[1]")
+    assert reason == "carrier: node s1 has no interface eth1 (has eth0)"
+    assert refuse(tmp_path, body + "faults: {kind: loss}\n", 7, "faults") == (
+        "expected a list, got a mapping")

@@ -1,0 +1,277 @@
+"""The NFQUEUE interposer: one process per interposed fault, inside the node's namespace.
+
+Theory of operation: ``faults.netops`` starts ``python -m faults.interposer SPEC.json`` with
+``nsenter --net`` into the node's network namespace (env ``LNET_TESTBED=<name>``, so ``testbed
+clean`` finds it by tag), then inserts the iptables rules that send the fault's packets to
+queue ``queue`` (``-j NFQUEUE --queue-num Q``; without ``--queue-bypass`` a dead interposer
+means no traffic, never silently unfaulted traffic). Packets we inject ourselves (duplicates,
+RSTs) carry ``fwmark`` :data:`MARK` and the rules skip that mark.
+
+Per packet: :func:`faults.prefilter.classify` (struct only), the rule's
+:class:`~faults.prefilter.Matcher`, then :class:`faults.decide.Decider`; non-matching packets
+are accepted at once. Held packets (delay, reorder, stall) keep their verdict pending in the
+kernel (netfilterqueue lets a verdict be given after the callback); a heap releases them on
+time. Scapy is imported only to forge RSTs (STYLE rule 7).
+
+Counters (seen, matched, accepted, dropped, delayed, reordered, duplicated, corrupted,
+stalled, rst, held now) and the first :data:`DECISION_LOG` verdict letters go to
+``COUNTERS.json`` twice a second and at exit. SIGTERM: release held packets (a stall ends by
+letting its packets go), write counters, unbind, exit 0.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from faults import decide
+from faults.prefilter import Matcher, Pkt, classify
+
+#: fwmark of packets the interposer injects; its iptables rules skip it.
+MARK = 0x4C4E
+#: How many verdict letters are kept for replay checks.
+DECISION_LOG = 4096
+COUNTER_PERIOD = 0.5
+#: Held packets are capped (the kernel's queue maxlen is 1024 by default).
+MAX_HELD = 4000
+
+
+class Interposer:
+    """State of one interposer: its decider, held packets and counters."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.matcher = Matcher(spec.get("match") or {}, spec.get("local_nids"))
+        self.decider = decide.Decider(spec["kind"], spec["params"], int(spec["seed"]))
+        self.counters = {k: 0 for k in ("seen", "matched", "accepted", "dropped", "delayed",
+                                        "reordered", "duplicated", "corrupted", "stalled",
+                                        "rst")}
+        self.decisions: list[str] = []
+        self.timed: list[tuple[float, int, Any]] = []  # (release time, seq, packet)
+        self.gapped: list[list[Any]] = []  # [packets left to pass, packet]
+        self.stalled: list[Any] = []
+        self.seq = 0
+        self.raw: socket.socket | None = None
+        self.t0 = time.monotonic()
+
+    # -- per packet ---------------------------------------------------------------------------
+
+    def on_packet(self, qpkt: Any) -> None:
+        self.counters["seen"] += 1
+        data = qpkt.get_payload()
+        pkt = classify(data)
+        if pkt is None or not self.matcher(pkt):
+            self._release(qpkt)
+            return
+        self.counters["matched"] += 1
+        now = time.monotonic() - self.t0
+        v = self.decider.decide(now, len(data) - pkt.l4_off if pkt else 0)
+        if len(self.decisions) < DECISION_LOG:
+            self.decisions.append(v.action)
+        self._apply(qpkt, data, pkt, v, now)
+
+    def _apply(self, qpkt: Any, data: bytes, pkt: Pkt, v: decide.Verdict, now: float) -> None:
+        a = v.action
+        if a == decide.ACCEPT:
+            self._release(qpkt)
+        elif a == decide.DROP:
+            self.counters["dropped"] += 1
+            qpkt.drop()
+        elif a == decide.HOLD and self._room(qpkt):
+            self.counters["delayed"] += 1
+            self.seq += 1
+            heapq.heappush(self.timed, (v.until, self.seq, qpkt))
+        elif a == decide.GAP and self._room(qpkt):
+            self.counters["reordered"] += 1
+            self.gapped.append([v.gap, qpkt, v.until])
+        elif a == decide.STALL and self._room(qpkt):
+            self.counters["stalled"] += 1
+            self.stalled.append(qpkt)
+        elif a == decide.DUP:
+            self.counters["duplicated"] += 1
+            self._release(qpkt)
+            self._inject(data)
+        elif a == decide.CORRUPT:
+            self.counters["corrupted"] += 1
+            body = decide.flip_bits(data[pkt.l4_off:], v.bits)
+            out = data[:pkt.l4_off] + body
+            if self.spec["params"].get("csum", "fix") == "fix":
+                out = fix_l4_checksum(out)
+            qpkt.set_payload(out)
+            self._release(qpkt)
+        elif a == decide.RST:
+            self.counters["rst"] += 1
+            self._forge_rst(data, pkt)
+            qpkt.drop()
+
+    def _room(self, qpkt: Any) -> bool:
+        if len(self.timed) + len(self.gapped) + len(self.stalled) < MAX_HELD:
+            return True
+        self.counters["dropped"] += 1
+        qpkt.drop()
+        return False
+
+    def _release(self, qpkt: Any) -> None:
+        """Accept a packet; it also counts toward the gap of packets held for reordering."""
+        self.counters["accepted"] += 1
+        qpkt.accept()
+        if self.gapped:
+            for item in self.gapped:
+                item[0] -= 1
+            due = [item for item in self.gapped if item[0] <= 0]
+            self.gapped = [item for item in self.gapped if item[0] > 0]
+            for _n, held, _t in due:
+                self.counters["accepted"] += 1
+                held.accept()
+
+    def release_due(self) -> None:
+        now = time.monotonic() - self.t0
+        while self.timed and self.timed[0][0] <= now:
+            self._release(heapq.heappop(self.timed)[2])
+        late = [item for item in self.gapped if item[2] <= now]
+        if late:
+            self.gapped = [item for item in self.gapped if item[2] > now]
+            for _n, held, _t in late:
+                self._release(held)
+
+    def next_timeout(self) -> float:
+        times = [self.timed[0][0]] if self.timed else []
+        times += [item[2] for item in self.gapped]
+        if not times:
+            return COUNTER_PERIOD
+        return max(0.0, min(COUNTER_PERIOD, min(times) - (time.monotonic() - self.t0)))
+
+    def release_all(self) -> None:
+        """Revert: let every held packet go, oldest first."""
+        for _t, _s, qpkt in sorted(self.timed, key=lambda x: x[:2]):
+            qpkt.accept()
+        for _n, qpkt, _t in self.gapped:
+            qpkt.accept()
+        for qpkt in self.stalled:
+            qpkt.accept()
+        self.timed, self.gapped, self.stalled = [], [], []
+
+    # -- injection ----------------------------------------------------------------------------
+
+    def _socket(self) -> socket.socket:
+        if self.raw is None:
+            s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, MARK)
+            self.raw = s
+        return self.raw
+
+    def _inject(self, data: bytes) -> None:
+        """Send a copy of an IPv4 packet as is (our mark keeps it out of the queue)."""
+        dst = ".".join(str(x) for x in data[16:20])
+        try:
+            self._socket().sendto(data, (dst, 0))
+        except OSError as exc:
+            print(f"interposer: inject to {dst} failed: {exc}", file=sys.stderr, flush=True)
+
+    def _forge_rst(self, data: bytes, pkt: Pkt) -> None:
+        """Kill the packet's TCP connection: an RST to each end, with the sequence numbers
+        each end expects (seq = the other side's next byte), built with scapy."""
+        from scapy.layers.inet import IP, TCP
+
+        ip = IP(data)
+        tcp = ip[TCP]
+        plen = len(bytes(tcp.payload))
+        syn_fin = 1 if tcp.flags & 0x03 else 0
+        to_dst = IP(src=ip.src, dst=ip.dst) / TCP(sport=tcp.sport, dport=tcp.dport,
+                                                  flags="R", seq=tcp.seq + plen + syn_fin)
+        to_src = IP(src=ip.dst, dst=ip.src) / TCP(sport=tcp.dport, dport=tcp.sport,
+                                                  flags="R", seq=tcp.ack)
+        for forged in (to_dst, to_src):
+            self._inject(bytes(forged))
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self.counters, "held": len(self.timed) + len(self.gapped) + len(self.stalled),
+                "decisions": "".join(self.decisions), "pid": os.getpid(), "t": time.time()}
+
+
+def _sum16(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def fix_l4_checksum(data: bytes) -> bytes:
+    """Recompute the TCP/UDP checksum of an IPv4 packet (RFC 793/768 pseudo-header)."""
+    ihl = (data[0] & 0x0F) * 4
+    proto = data[9]
+    off = {6: 16, 17: 6}.get(proto)
+    if off is None or len(data) < ihl + off + 2:
+        return data
+    seg = bytearray(data[ihl:])
+    seg[off:off + 2] = b"\0\0"
+    pseudo = data[12:20] + struct.pack("!BBH", 0, proto, len(seg))
+    csum = ~_sum16(pseudo + bytes(seg)) & 0xFFFF
+    if proto == 17 and csum == 0:
+        csum = 0xFFFF
+    seg[off:off + 2] = struct.pack("!H", csum)
+    return data[:ihl] + bytes(seg)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m faults.interposer SPEC.json", file=sys.stderr)
+        return 2
+    from netfilterqueue import NetfilterQueue
+
+    spec = json.loads(Path(args[0]).read_text())
+    counters_path = Path(spec["counters"])
+    ip = Interposer(spec)
+    stop = {"now": False}
+
+    def on_term(_sig: int, _frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    nfq = NetfilterQueue()
+    nfq.bind(int(spec["queue"]), ip.on_packet, max_len=MAX_HELD + 1024)
+    fd = nfq.get_fd()
+    write_json(counters_path, {**ip.snapshot(), "ready": True})
+    last = time.monotonic()
+    try:
+        while not stop["now"]:
+            try:
+                readable, _, _ = select.select([fd], [], [], ip.next_timeout())
+            except InterruptedError:
+                continue
+            if readable:
+                nfq.run(block=False)
+            ip.release_due()
+            if time.monotonic() - last >= COUNTER_PERIOD:
+                write_json(counters_path, {**ip.snapshot(), "ready": True})
+                last = time.monotonic()
+    finally:
+        ip.release_all()
+        write_json(counters_path, {**ip.snapshot(), "ready": True, "exited": True})
+        nfq.unbind()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Struct prefilter: classify an IPv4 packet from NFQUEUE without scapy (STYLE rule 7).
+
+Theory of operation: every queued packet goes through :func:`classify`, which reads the IPv4
+header, the TCP/UDP ports or ICMP, and, for TCP port 988 (``LNET_ACCEPTOR_PORT``), peeks at the
+start of the TCP payload with the offsets of ``nodes/lnd/wire.py``:
+
+* ``0xacce7100`` (acceptor connreq, 16 bytes) optionally followed by a hello, or
+  ``LNET_PROTO_MAGIC`` (ksock hello) -> LNet type ``HELLO``;
+* a ksock_msg_hdr of type ``KSOCK_MSG_LNET`` (0xc1) followed by at least the first 32 bytes of
+  ``lnet_hdr_nid4`` -> its type (ACK/PUT/GET/REPLY/HELLO), dest/src NID, and for PUT/GET the
+  portal (``ptl_index`` in the union);
+* anything else on port 988 (a NOOP, or a segment that continues a message) -> LNet type None.
+
+What a rule cannot see (documented in faults/README.md): only the *first* message of each TCP
+segment is classified, because TCP does not keep message boundaries: a segment may carry
+several ksock_msgs (the later ones are judged with the first), and a large PUT/REPLY spans many
+segments (the continuation segments carry no header and match no ``type``/NID/portal rule).
+Full stream reassembly is what ``lnet_layers.LNetTCP.tcp_reassemble`` does for captures.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from nodes.lnd.wire import (
+    KSOCK_MSG_HDR_SIZE,
+    KSOCK_MSG_LNET,
+    LNET_ACCEPTOR_PORT,
+    LNET_PROTO_ACCEPTOR_MAGIC,
+    LNET_PROTO_MAGIC,
+)
+from nodes.lnet.hdr import MsgType
+from nodes.lnet.nid import NID
+
+_IP_PROTO = {1: "icmp", 6: "tcp", 17: "udp"}
+_TYPES = {int(t): t.name for t in MsgType}
+_LNET_FIXED = struct.Struct("<QQIIII")
+#: ptl_index offset in lnet_hdr_nid4: after ack_wmd, match_bits, hdr_data (PUT) or
+#: return_wmd, match_bits (GET), in the union that starts at byte 32
+_PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
+_U32 = struct.Struct("<I")
+
+
+@dataclass(slots=True)
+class Pkt:
+    """What the prefilter learnt about one packet."""
+
+    proto: str
+    src: str
+    dst: str
+    sport: int = 0
+    dport: int = 0
+    l4_off: int = 0  # offset of the L4 payload (TCP data, UDP data, ICMP after its 8 bytes)
+    tcp_off: int = 0  # offset of the TCP header
+    lnet_type: str | None = None
+    src_nid: int | None = None
+    dst_nid: int | None = None
+    portal: int | None = None
+    tcp_flags: int = 0
+
+    @property
+    def is_lnet(self) -> bool:
+        return self.proto == "tcp" and LNET_ACCEPTOR_PORT in (self.sport, self.dport)
+
+
+def _ip(b: bytes, off: int) -> str:
+    return ".".join(str(x) for x in b[off:off + 4])
+
+
+def classify(data: bytes) -> Pkt | None:
+    """Classify raw IPv4 bytes; None for non-IPv4 or truncated headers."""
+    if len(data) < 20 or data[0] >> 4 != 4:
+        return None
+    ihl = (data[0] & 0x0F) * 4
+    proto = _IP_PROTO.get(data[9], f"ip{data[9]}")
+    pkt = Pkt(proto, _ip(data, 12), _ip(data, 16), l4_off=ihl)
+    if proto == "icmp":
+        pkt.l4_off = ihl + 8
+    elif proto == "udp" and len(data) >= ihl + 8:
+        pkt.sport, pkt.dport = struct.unpack_from("!HH", data, ihl)
+        pkt.l4_off = ihl + 8
+    elif proto == "tcp" and len(data) >= ihl + 20:
+        pkt.tcp_off = ihl
+        pkt.sport, pkt.dport = struct.unpack_from("!HH", data, ihl)
+        pkt.tcp_flags = data[ihl + 13]
+        pkt.l4_off = ihl + (data[ihl + 12] >> 4) * 4
+        if pkt.is_lnet:
+            _peek_lnet(data, pkt)
+    return pkt
+
+
+def _peek_lnet(data: bytes, pkt: Pkt) -> None:
+    off = pkt.l4_off
+    if len(data) < off + 4:
+        return
+    first = _U32.unpack_from(data, off)[0]
+    if first in (LNET_PROTO_ACCEPTOR_MAGIC, LNET_PROTO_MAGIC):
+        pkt.lnet_type = "HELLO"
+        return
+    if first != KSOCK_MSG_LNET or len(data) < off + KSOCK_MSG_HDR_SIZE + _LNET_FIXED.size:
+        return
+    dest, src, _dp, _sp, mtype, _plen = _LNET_FIXED.unpack_from(data, off + KSOCK_MSG_HDR_SIZE)
+    name = _TYPES.get(mtype)
+    if name is None:
+        return
+    pkt.lnet_type, pkt.dst_nid, pkt.src_nid = name, dest, src
+    poff = _PORTAL_OFF.get(mtype)
+    if poff is not None and len(data) >= off + KSOCK_MSG_HDR_SIZE + poff + 4:
+        pkt.portal = _U32.unpack_from(data, off + KSOCK_MSG_HDR_SIZE + poff)[0]
+
+
+class Matcher:
+    """A rule's ``match`` compiled against integers (NIDs as nid4), for the hot path."""
+
+    def __init__(self, match: dict[str, object], local_nids: list[str] | None = None) -> None:
+        self.proto = str(match.get("proto", "any"))
+        self.types = frozenset(str(t) for t in match.get("type", ()) or ())  # type: ignore[union-attr]
+        self.src_nid = NID.parse(str(match["src_nid"])).nid4 if match.get("src_nid") else None
+        self.dst_nid = NID.parse(str(match["dst_nid"])).nid4 if match.get("dst_nid") else None
+        self.portal = match.get("portal")
+        self.port = match.get("port")
+        self.peer = match.get("peer")
+        self.forwarded = bool(match.get("forwarded"))
+        self.local = frozenset(NID.parse(n).nid4 for n in local_nids or ())
+        self.needs_header = bool(self.types or self.src_nid is not None
+                                 or self.dst_nid is not None or self.portal is not None
+                                 or self.forwarded)
+
+    def __call__(self, pkt: Pkt) -> bool:
+        if self.proto == "lnet":
+            if not pkt.is_lnet:
+                return False
+        elif self.proto != "any" and pkt.proto != self.proto:
+            return False
+        if self.port is not None and self.port not in (pkt.sport, pkt.dport):
+            return False
+        if self.peer is not None and self.peer not in (pkt.src, pkt.dst):
+            return False
+        if not self.needs_header:
+            return True
+        if pkt.lnet_type is None or (self.types and pkt.lnet_type not in self.types):
+            return False
+        if self.src_nid is not None and pkt.src_nid != self.src_nid:
+            return False
+        if self.dst_nid is not None and pkt.dst_nid != self.dst_nid:
+            return False
+        if self.portal is not None and pkt.portal != self.portal:
+            return False
+        # forwarded by this router: neither end of the LNet message is one of our NIDs
+        return not (self.forwarded and (pkt.src_nid in self.local or pkt.dst_nid in self.local))

@@ -1,0 +1,104 @@
+"""Link-state watcher: what ksocklnd's netdev notifier does, by polling (hlt-005/010/025).
+
+Theory of operation: real ksocklnd registers a netdev notifier; on NETDEV_UP/DOWN/CHANGE it
+calls ``ksocknal_handle_link_state_change`` (LU-14541), which sets the NI's fatal state with
+``lnet_set_link_fatal_state(ni, link_down)`` where link down means operstate neither UP nor
+UNKNOWN. Here the daemon polls each NI's interface with the ``SIOCGIFFLAGS`` ioctl every
+``interval`` (0.5 s) *in its own network namespace* (``/sys/class/net`` would show the root
+namespace): the carrier is up when both ``IFF_UP`` and ``IFF_RUNNING`` are set (``IFF_RUNNING``
+is the kernel's ``netif_oper_up``: operstate UP or UNKNOWN). On a change it calls
+``on_change(nid, link_up)``; the runtime then sets the engine's fatal state and, on carrier
+loss, has the socklnd close the NI's connections (seed 000 snd-080/085).
+
+An interface that disappeared (ioctl fails with ENODEV) counts as carrier down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import ipaddress
+import logging
+import socket
+import struct
+from collections.abc import Callable
+
+from nodes.lnet.nid import NID
+
+log = logging.getLogger("lnet.linkwatch")
+
+#: linux/sockios.h
+SIOCGIFFLAGS = 0x8913
+SIOCGIFADDR = 0x8915
+SIOCGIFNETMASK = 0x891B
+#: linux/if.h
+IFF_UP = 0x1
+IFF_RUNNING = 0x40
+POLL_INTERVAL = 0.5
+
+
+def _ifreq(ifname: str) -> bytes:
+    return struct.pack("16s16x", ifname.encode())
+
+
+def carrier_up(ifname: str) -> bool:
+    """IFF_UP and IFF_RUNNING of ``ifname`` in this namespace; False if it does not exist."""
+    if not ifname or len(ifname) > 15:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            res = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, _ifreq(ifname))
+        except OSError:
+            return False
+    flags = struct.unpack_from("H", res, 16)[0]
+    return bool(flags & IFF_UP) and bool(flags & IFF_RUNNING)
+
+
+def interface_subnet(ifname: str) -> ipaddress.IPv4Network | None:
+    """The IPv4 subnet on ``ifname`` (address and netmask), or None without one."""
+    if not ifname or len(ifname) > 15:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            addr = fcntl.ioctl(s.fileno(), SIOCGIFADDR, _ifreq(ifname))[20:24]
+            mask = fcntl.ioctl(s.fileno(), SIOCGIFNETMASK, _ifreq(ifname))[20:24]
+        except OSError:
+            return None
+    return ipaddress.ip_network(f"{socket.inet_ntoa(addr)}/{socket.inet_ntoa(mask)}",
+                                strict=False)
+
+
+class LinkWatch:
+    """Polls the interfaces of the NIs ``nis()`` returns (nid -> interface name)."""
+
+    def __init__(self, *, nis: Callable[[], dict[NID, str]],
+                 on_change: Callable[[NID, bool], None],
+                 interval: float = POLL_INTERVAL) -> None:
+        self._nis = nis
+        self._on_change = on_change
+        self.interval = interval
+        self.state: dict[NID, bool] = {}  # last carrier seen per NI (absent: assumed up)
+
+    def poll(self) -> list[tuple[NID, bool]]:
+        """One pass: report every NI whose carrier changed since the last pass."""
+        changes: list[tuple[NID, bool]] = []
+        current = self._nis()
+        for nid in [n for n in self.state if n not in current]:
+            del self.state[nid]  # NI deleted
+        for nid, ifname in current.items():
+            up = carrier_up(ifname)
+            if self.state.get(nid, True) != up:
+                changes.append((nid, up))
+            self.state[nid] = up
+        for nid, up in changes:
+            log.warning("link %s of %s is %s", current[nid], nid, "up" if up else "down")
+            try:
+                self._on_change(nid, up)
+            except Exception:
+                log.exception("link state handler for %s raised", nid)
+        return changes
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.poll()

@@ -1,0 +1,390 @@
+"""LNet's own fault rules: drop and delay rules, health error simulation (spec §8, net_fault.c).
+
+Theory of operation: a node owns one ``FaultState`` (``engine.faults``) holding its drop rules
+and delay rules, newest first (``lctl net_drop_add`` puts a rule at the **head**, spec §8.1).
+The engine calls two hooks and nothing else decides here:
+
+* ``tx_hook`` from ``_post_send`` right before a ``Transmit`` would be emitted (credits held):
+  delay rules first (``lnet_post_send_locked``, spec §8.3), then the socklnd's
+  ``lnet_send_error_simulation``: drop rules **with** ``-e`` (or ``-x``) fail the tx with the
+  chosen hstatus and rc -EINVAL, so health, recovery and resend run as for a real error (§3.2).
+* ``rx_hook`` at the start of ``receive.parse``: drop rules **without** ``-e`` (or ``-x``)
+  silently discard the message (``lnet_parse``: counted as a drop; the sender sees nothing),
+  then delay rules hold it.
+
+Evaluation walks the list and stops at the first rule that drops (``lnet_drop_rule_match``);
+rules passed over still advance their counters. Rate rules drop exactly one message per window
+of ``rate`` matches; interval rules once per ``interval`` seconds; ``-n`` about half of the
+matches. Delayed messages are released ``latency`` seconds later through the engine's timer
+(``next_deadline``/``release``) or at once when their rule is deleted. Randomness comes only
+from the engine's injected ``random.Random`` (STYLE rule 1), so a seed replays exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nodes.lnet.actions import Action, Log
+from nodes.lnet.errors import EINVAL, LNetConfigError
+from nodes.lnet.hdr import LNET_MAX_PORTALS, MsgType
+from nodes.lnet.hstatus import HStatus
+from nodes.lnet.nid import ADDR_ANY, NID, parse_net, parse_nid
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.events import MessageReceived
+    from nodes.lnet.msg import Msg
+
+#: LNET_ACK_BIT .. LNET_REPLY_BIT (1 << lnet_msg_type), spec §8.1
+MSG_BITS = {"ack": 1 << MsgType.ACK, "put": 1 << MsgType.PUT, "get": 1 << MsgType.GET,
+            "reply": 1 << MsgType.REPLY}
+LNET_MSG_MASK = sum(MSG_BITS.values())
+#: ``-e`` names -> hstatus value (mask bit = 1 << value); ``random`` is HSTATUS_RANDOM
+HEALTH_ERRORS = {h.name.lower(): int(h) for h in HStatus if h != HStatus.OK}
+HSTATUS_RANDOM = 0xFFFF_FFFF
+HSTATUS_END = 11  # uapi lnetctl.h
+EINVAL_TX = -EINVAL  # socklnd fails a simulated tx with -EINVAL (ksocknal_process_transmit)
+
+
+def parse_fault_nid(text: str) -> NID | None:
+    """``fault_attr_nid_parse``: a NID, ``*`` (any: None) or ``*@net`` (any on that net)."""
+    text = text.strip()
+    if text == "*":
+        return None
+    if len(text) > 2 and text.startswith("*@"):
+        net = parse_net(text[2:])
+        if net is not None:
+            return NID(net, ADDR_ANY)
+    elif (nid := parse_nid(text)) is not None:
+        return nid
+    raise LNetConfigError(-EINVAL, f"Invalid NID : {text}")
+
+
+def nid_str(nid: NID | None) -> str:
+    """``libcfs_nidstr``: LNET_NID_ANY prints ``<?>``; ``*@tcp`` is ``255.255.255.255@tcp``."""
+    return "<?>" if nid is None else str(nid)
+
+
+def _nid_match(rule_nid: NID | None, msg_nid: NID | None) -> bool:
+    """``lnet_fault_nid_match``: ANY matches all; ``*@net`` all addresses of that net."""
+    if rule_nid is None:
+        return True
+    if msg_nid is None:
+        return False
+    if msg_nid == rule_nid:
+        return True
+    return rule_nid.net == msg_nid.net and rule_nid.addr == ADDR_ANY
+
+
+@dataclass(slots=True)
+class FaultAttr:
+    """``struct lnet_fault_large_attr`` (drop and delay share it; unused fields stay 0)."""
+
+    src: NID | None
+    dst: NID | None
+    local_nid: NID | None = None
+    ptl_mask: int = 0
+    msg_mask: int = 0
+    rate: int = 0
+    interval: int = 0
+    latency: int = 0  # delay only
+    random: bool = False  # drop only (-n)
+    drop_all: bool = False  # drop only (-x)
+    health_mask: int = 0  # drop only (-e)
+
+    def validate(self, kind: str) -> None:
+        """lctl's checks then ``lnet_fault_attr_validate``; messages are lctl's own."""
+        if (self.rate == 0) == (self.interval == 0):
+            raise LNetConfigError(-EINVAL, f"please provide either {kind} rate or interval "
+                                           "but not both at the same time.")
+        if kind == "drop" and self.random and self.interval == 0:
+            raise LNetConfigError(-EINVAL, "please provide an interval to randomize")
+        if kind == "delay" and self.latency <= 0:
+            raise LNetConfigError(-EINVAL, "latency cannot be zero")
+        if self.msg_mask == 0:
+            self.msg_mask = LNET_MSG_MASK
+        if self.ptl_mask:
+            # only PUT and GET carry a portal (net_fault.c lnet_fault_attr_validate)
+            self.msg_mask &= MSG_BITS["put"] | MSG_BITS["get"]
+            if self.msg_mask == 0:
+                raise LNetConfigError(-EINVAL, f"add {kind} rule {nid_str(self.src)}->"
+                                               f"{nid_str(self.dst)} failed: Invalid argument")
+
+    def matches(self, src: NID, local: NID | None, dst: NID, mtype: int, portal: int) -> bool:
+        """``lnet_fault_attr_match``: NIDs, message type bit, then the portal filter."""
+        if not (_nid_match(self.src, src) and _nid_match(self.dst, dst)
+                and _nid_match(self.local_nid, local)):
+            return False
+        if not self.msg_mask & (1 << mtype):
+            return False
+        return not self.ptl_mask or (0 <= portal < LNET_MAX_PORTALS
+                                     and bool(self.ptl_mask & (1 << portal)))
+
+
+@dataclass(slots=True)
+class FaultStat:
+    """``struct lnet_fault_stat``: ``fs_count`` counts matches, per-type counters decisions."""
+
+    fs_count: int = 0
+    fs_put: int = 0
+    fs_ack: int = 0
+    fs_get: int = 0
+    fs_reply: int = 0
+    decided: int = 0  # ds_dropped (drop rules) or ls_delayed (delay rules)
+
+    def bump_type(self, mtype: int) -> None:
+        key = {MsgType.PUT: "fs_put", MsgType.ACK: "fs_ack", MsgType.GET: "fs_get",
+               MsgType.REPLY: "fs_reply"}.get(MsgType(mtype))
+        if key is not None:
+            setattr(self, key, getattr(self, key) + 1)
+
+
+@dataclass(eq=False, slots=True)
+class FaultRule:
+    """One drop rule (``lnet_drop_rule``) or delay rule (``lnet_delay_rule``)."""
+
+    kind: str  # "drop" | "delay"
+    attr: FaultAttr
+    stat: FaultStat = field(default_factory=FaultStat)
+    drop_at: int = 0
+    drop_time: float = 0.0
+    time_base: float = 0.0
+
+    def arm(self, rng: random.Random, now: float, *, first: bool) -> None:
+        """Initial (add) or reset state: the first drop point of a rate or interval rule."""
+        if self.attr.interval:
+            self.time_base = now + self.attr.interval
+            self.drop_time = now + rng.randrange(self.attr.interval)
+        elif first and self.kind == "drop" and self.attr.rate == 2:
+            self.drop_at = 0  # "the first matched message is always dropped" (sanity-lnet)
+        else:
+            self.drop_at = rng.randrange(self.attr.rate)
+
+    def decide(self, rng: random.Random, now: float) -> bool:
+        """The rate/interval/random part of ``drop_rule_match``/``delay_rule_match`` (§8.2)."""
+        a = self.attr
+        if a.random:
+            return rng.randrange(a.interval) >= a.interval // 2  # fs_count untouched
+        if a.interval:
+            self.stat.fs_count += 1
+            hit = now >= self.drop_time
+            if hit:
+                self.time_base = max(self.time_base, now)
+                self.drop_time = self.time_base + rng.randrange(a.interval)
+                self.time_base += a.interval
+            return hit
+        hit = self.stat.fs_count == self.drop_at
+        self.stat.fs_count += 1
+        if self.stat.fs_count % a.rate == 0:
+            self.drop_at = self.stat.fs_count + rng.randrange(a.rate)
+        return hit
+
+    def count(self, mtype: int) -> None:
+        self.stat.bump_type(mtype)
+        self.stat.decided += 1
+
+    def show(self) -> dict[str, object]:
+        """One entry of ``lnetctl fault drop|delay show`` (kernel key order, spec §8.1)."""
+        a, s = self.attr, self.stat
+        d: dict[str, object] = {"rule_type": self.kind, "fa_src": nid_str(a.src),
+                                "fa_dst": nid_str(a.dst), "fa_ptl_mask": a.ptl_mask,
+                                "fa_msg_mask": a.msg_mask}
+        if self.kind == "drop":
+            d |= {"da_rate": a.rate, "da_interval": a.interval, "ds_dropped": s.decided}
+        else:
+            d |= {"la_rate": a.rate, "la_interval": a.interval, "la_latency": a.latency,
+                  "ls_delayed": s.decided}
+        return d | {"fs_count": s.fs_count, "fs_put": s.fs_put, "fs_ack": s.fs_ack,
+                    "fs_get": s.fs_get, "fs_reply": s.fs_reply}
+
+    def list_line(self) -> str:
+        """One line of ``lctl net_drop_list``/``net_delay_list`` (portals.c print_fault_rules)."""
+        a, s = self.attr, self.stat
+        ptl = f"{a.ptl_mask:#x}" if a.ptl_mask else "0"  # C's %#jx prints 0 for 0
+        rate = (f"(1/{a.rate} | {a.interval})" if self.kind == "drop"
+                else f"(1/{a.rate} | {a.interval}, latency {a.latency})")
+        return (f"{nid_str(a.src)}->{nid_str(a.dst)} {rate} ptl {ptl}, msg {a.msg_mask:x}, "
+                f"{s.decided}/{s.fs_count}, PUT {s.fs_put}, ACK {s.fs_ack}, GET {s.fs_get}, "
+                f"REP {s.fs_reply}")
+
+
+def choose_hstatus(rng: random.Random, mask: int) -> HStatus:
+    """``lnet_fault_match_health`` (spec §8.2), including its rounding loop as written.
+
+    A random status in [1, 10]; kept if ``mask`` is random or has that bit; otherwise the
+    loop walks bits from HSTATUS_END down and moves ``choice`` to each closer set bit, the
+    distance being measured from the *current* choice (the kernel's own arithmetic), with
+    ties keeping the higher bit.
+    """
+    choice = rng.randrange(HSTATUS_END) or 1
+    if mask == HSTATUS_RANDOM or mask & (1 << choice):
+        return HStatus(choice)
+    best = HSTATUS_END
+    for i in range(HSTATUS_END, 0, -1):
+        if mask & (1 << i):
+            delta = abs(choice - i)
+            if delta < best:
+                best, choice = delta, i
+    return HStatus(min(choice, int(HStatus.NETWORK_TIMEOUT)))
+
+
+class FaultState:
+    """A node's drop and delay rules and the messages its delay rules hold."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.drop_rules: list[FaultRule] = []
+        self.delay_rules: list[FaultRule] = []
+        # (release time, seq, rule, kind, item): kind "tx" holds a Msg, "rx" a MessageReceived
+        self._held: list[tuple[float, int, FaultRule, str, object]] = []
+        self._seq = itertools.count()
+        self._bypass: object | None = None  # the released rx event being re-parsed
+
+    # ------------------------------------------------------------------ DLC: rule management
+    def rules(self, kind: str) -> list[FaultRule]:
+        if kind not in ("drop", "delay"):
+            raise LNetConfigError(-EINVAL, f"unknown rule type '{kind}'")
+        return self.drop_rules if kind == "drop" else self.delay_rules
+
+    def add(self, kind: str, attr: FaultAttr, now: float) -> FaultRule:
+        """``lnet_drop_rule_add``/``lnet_delay_rule_add``: validate, arm, insert at the head."""
+        attr.validate(kind)
+        rule = FaultRule(kind, attr)
+        rule.arm(self.rng, now, first=True)
+        self.rules(kind).insert(0, rule)
+        return rule
+
+    def delete(self, kind: str, src: NID | None, dst: NID | None, now: float) -> int:
+        """``lnet_*_rule_del``: every rule whose src (dst) equals the given one; None = any.
+
+        Messages held by a deleted delay rule are released at once (``delayed_msg_check``
+        with ``all``): they become due ``now`` and go out on the next ``release``.
+        """
+        rules = self.rules(kind)
+        gone = [r for r in rules if (src is None or r.attr.src == src)
+                and (dst is None or r.attr.dst == dst)]
+        for r in gone:
+            rules.remove(r)
+        if kind == "delay" and gone:
+            self._held = [(min(t, now) if r in gone else t, s, r, k, it)
+                          for t, s, r, k, it in self._held]
+            heapq.heapify(self._held)
+        return len(gone)
+
+    def reset(self, kind: str, now: float) -> None:
+        """``lnet_*_rule_reset``: zero the counters and pick new drop points."""
+        for r in self.rules(kind):
+            r.stat = FaultStat()
+            r.arm(self.rng, now, first=False)
+
+    # ------------------------------------------------------------------ decisions
+    def drop_match(self, src: NID, local: NID | None, dst: NID, mtype: int, portal: int,
+                   now: float, *, tx: bool) -> HStatus | None:
+        """``lnet_drop_rule_match``: the hstatus to simulate (TX) or OK (RX drop), else None."""
+        for rule in self.drop_rules:
+            a = rule.attr
+            if not a.matches(src, local, dst, mtype, portal):
+                continue
+            if a.drop_all:
+                hit = True
+            elif tx != bool(a.health_mask):
+                continue  # -e rules act on TX only, the others on RX only
+            else:
+                hit = rule.decide(self.rng, now)
+            if hit:
+                hs = choose_hstatus(self.rng, a.health_mask) if tx else HStatus.OK
+                rule.count(mtype)
+                return hs
+        return None
+
+    def delay_match(self, src: NID, dst: NID, mtype: int, portal: int,
+                    now: float) -> FaultRule | None:
+        """``lnet_delay_rule_match_locked``: the first delay rule that decides to delay."""
+        for rule in self.delay_rules:
+            if rule.attr.matches(src, None, dst, mtype, portal) and rule.decide(self.rng, now):
+                rule.count(mtype)
+                return rule
+        return None
+
+    def hold(self, rule: FaultRule, kind: str, item: object, now: float) -> None:
+        heapq.heappush(self._held, (now + rule.attr.latency, next(self._seq), rule, kind, item))
+
+    def next_deadline(self) -> float | None:
+        return self._held[0][0] if self._held else None
+
+    def held_count(self) -> int:
+        return len(self._held)
+
+
+def _portal(mtype: int, ptl_index: int) -> int:
+    return ptl_index if mtype in (MsgType.PUT, MsgType.GET) else -1
+
+
+def tx_hook(eng: LNetEngine, msg: Msg, now: float) -> list[Action] | None:
+    """Before ``Transmit``: delay (spec §8.3) then error simulation (§8.2); None = send now."""
+    fs = eng.faults
+    hdr = msg.hdr
+    mtype, portal = int(hdr.type), _portal(hdr.type, hdr.ptl_index)
+    if msg.extra.pop("fault_released", False) is False and fs.delay_rules:
+        rule = fs.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
+        if rule is not None:
+            fs.hold(rule, "tx", msg, now)
+            return []
+    if not fs.drop_rules:
+        return None
+    hs = fs.drop_match(hdr.src_nid, None, hdr.dest_nid, mtype, portal, now, tx=True)
+    if hs is None:
+        return None
+    log = Log(level="info", text=f"src {hdr.src_nid}->dst {hdr.dest_nid}: {hdr.type.name} "
+                                 f"simulate health error: {hs.name}")
+    return [log, *eng._finalize_tx(msg, now, EINVAL_TX, hs)]
+
+
+def rx_hook(eng: LNetEngine, ev: MessageReceived, now: float, *,
+            loopback: bool = False) -> list[Action] | None:
+    """At the start of ``lnet_parse``: silent drop, then delay; None = parse it now."""
+    fs = eng.faults
+    if loopback or fs._bypass is ev:
+        fs._bypass = None
+        return None
+    hdr = ev.hdr
+    mtype, portal = int(hdr.type), _portal(hdr.type, hdr.ptl_index)
+    if fs.drop_rules and fs.drop_match(hdr.src_nid, ev.ni, hdr.dest_nid, mtype, portal, now,
+                                       tx=False) is not None:
+        eng.counters.bump("drop_count")
+        eng.counters.bump("drop_length", len(ev.payload))
+        ni = eng.ni_by_nid(ev.ni)
+        if ni is not None:
+            ni.stats.dropped.bump(hdr.type)
+        return [Log(level="info", text=f"{ev.peer_nid}, src {hdr.src_nid}, dst "
+                                       f"{hdr.dest_nid}: Dropping {hdr.type.name} to "
+                                       "simulate silent message loss")]
+    if fs.delay_rules:
+        rule = fs.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
+        if rule is not None:
+            fs.hold(rule, "rx", ev, now)
+            return []
+    return None
+
+
+def release(eng: LNetEngine, now: float) -> list[Action]:
+    """The delay daemon: send (TX) or parse (RX) every held message that is due."""
+    from nodes.lnet.receive import parse  # receive imports this module
+
+    fs = eng.faults
+    actions: list[Action] = []
+    while fs._held and fs._held[0][0] <= now:
+        _t, _s, _rule, kind, item = heapq.heappop(fs._held)
+        if kind == "tx":
+            msg: Msg = item  # type: ignore[assignment]
+            msg.extra["fault_released"] = True
+            actions += eng._post_send(msg, now)
+        else:
+            fs._bypass = item
+            actions += parse(eng, item, now)  # type: ignore[arg-type]
+            fs._bypass = None
+    return actions

@@ -1,0 +1,416 @@
+"""The supervisor's fault manager: add/list/del/clear faults, schedule them, log them, undo them.
+
+Theory of operation: one :class:`FaultManager` lives in each testbed's supervisor process
+(``testbed/supervisor.py``), which owns the faults of its testbed. Requests arrive as ctl
+verbs (``fault_add``, ``fault_list``, ``fault_del``, ``fault_clear``) from the CLI and the
+Python API, or from the topology's ``faults:`` list at bring-up. Each fault gets an id
+(``f1``, ``f2``...), a seed (given, or drawn and recorded), and a
+:class:`faults.sched.Timeline`; the supervisor's loop calls :meth:`tick` with the time and
+sleeps until :meth:`next_deadline`.
+
+Applying an activation turns the spec into resources (``faults.netops``): each is appended to
+``state.json`` under ``faults.<id>.resources`` *before* it is created (STYLE rule 9), and
+undone in reverse order on revert, delete, ``down`` and ``clean``. Events (events.jsonl):
+``fault_added`` (spec, seed), ``fault_applied`` (activation, parameters, seed),
+``fault_reverted`` (activation, per-rule counters from the interposer), ``fault_deleted``.
+Per-packet randomness is seeded ``seed + activation`` so a recorded schedule replays.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from faults import netops
+from faults.sched import Timeline
+from faults.spec import INTERPOSED, FaultError, FaultSpec, parse_fault
+from nodes.daemon.client import DaemonUnreachable, request
+from testbed import runstate
+
+#: Seconds a restarted daemon gets to answer ``hello``.
+RESTART_TIMEOUT = 30.0
+
+
+def _never_raise(method: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """A request must not take the supervisor down: an unexpected error becomes a reply."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kw: Any) -> dict[str, Any]:
+        try:
+            return method(*args, **kw)
+        except Exception as exc:
+            traceback.print_exc()
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    return wrapper
+
+
+class _Fault:
+    def __init__(self, fid: str, spec: FaultSpec, seed: int, added: float) -> None:
+        self.fid = fid
+        self.spec = spec
+        self.seed = seed
+        self.added = added
+        self.timeline = Timeline(spec, added, seed)
+        self.resources: list[dict[str, Any]] = []
+        self.activations = 0
+        self.totals: dict[str, int] = {}
+        self.error: str | None = None
+
+    @property
+    def state(self) -> str:
+        if self.error:
+            return "failed"
+        if self.timeline.active:
+            return "active"
+        return "done" if self.timeline.done else "pending"
+
+
+class FaultManager:
+    """Faults of one testbed; ``sup`` is its :class:`testbed.supervisor.Supervisor`."""
+
+    def __init__(self, sup: Any) -> None:
+        self.sup = sup
+        self.faults: dict[str, _Fault] = {}
+        self.next_id = 1
+        self.next_queue = 1
+        self.fdir = sup.rdir / "faults"
+        sup.state.setdefault("faults", {})
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _nodes(self) -> dict[str, list[str]]:
+        return {n.name: [i.name for i in n.interfaces] for n in self.sup.plan.nodes}
+
+    @_never_raise
+    def add(self, raw: Any, now: float | None = None) -> dict[str, Any]:
+        """``fault_add``: validate, record, and apply at once if due."""
+        try:
+            spec = parse_fault(raw, nodes=self._nodes())
+        except FaultError as exc:
+            return {"ok": False, "error": str(exc)}
+        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
+            return {"ok": False, "error": f"a fault named {spec.name} exists"}
+        now = time.time() if now is None else now
+        seed = spec.seed if spec.seed is not None else random.SystemRandom().randrange(2**31)
+        fid = f"f{self.next_id}"
+        self.next_id += 1
+        fault = _Fault(fid, spec, seed, now)
+        self.faults[fid] = fault
+        self.sup.state["faults"][fid] = {"spec": spec.as_dict(), "seed": seed, "added": now,
+                                         "resources": []}
+        self.sup.save()
+        runstate.append_event(self.sup.rdir, "fault_added", id=fid, spec=spec.as_dict(),
+                              seed=seed)
+        self.tick(now)
+        if fault.error:
+            self._forget(fault)
+            return {"ok": False, "error": f"{fid} ({spec.kind}): {fault.error}"}
+        return {"ok": True, "fault": self.describe(fault)}
+
+    def describe(self, f: _Fault) -> dict[str, Any]:
+        counters = dict(f.totals)
+        for res in f.resources:
+            if res["type"] == "interposer":
+                live = netops.read_counters(res["counters"])
+                for k, v in live.items():
+                    if isinstance(v, int) and not isinstance(v, bool) and k != "pid":
+                        counters[k] = counters.get(k, 0) + v
+        return {"id": f.fid, "kind": f.spec.kind, "name": f.spec.name, "seed": f.seed,
+                "state": f.state, "activations": f.activations, "spec": f.spec.as_dict(),
+                "next": f.timeline.next_deadline(), "counters": counters,
+                "error": f.error}
+
+    @_never_raise
+    def list(self, residue: bool = False) -> dict[str, Any]:
+        reply: dict[str, Any] = {"ok": True,
+                                 "faults": [self.describe(f) for f in self.faults.values()]}
+        if residue:
+            reply["residue"] = self.residue()
+        return reply
+
+    def find(self, key: str) -> _Fault | None:
+        if key in self.faults:
+            return self.faults[key]
+        return next((f for f in self.faults.values() if f.spec.name == key), None)
+
+    @_never_raise
+    def delete(self, key: Any) -> dict[str, Any]:
+        f = self.find(str(key))
+        if f is None:
+            return {"ok": False, "error": f"no fault {key!r} (have: "
+                                          f"{', '.join(self.faults) or 'none'})"}
+        final = self.describe(f)
+        if f.timeline.active:
+            self._revert(f, f.timeline.index)
+        self._forget(f)
+        runstate.append_event(self.sup.rdir, "fault_deleted", id=f.fid,
+                              counters=f.totals)
+        final["counters"] = dict(f.totals)
+        return {"ok": True, "fault": final}
+
+    @_never_raise
+    def clear(self) -> dict[str, Any]:
+        gone = [self.delete(fid)["fault"] for fid in list(self.faults)]
+        return {"ok": True, "faults": gone}
+
+    def _forget(self, f: _Fault) -> None:
+        self.faults.pop(f.fid, None)
+        self.sup.state["faults"].pop(f.fid, None)
+        self.sup.save()
+
+    def shutdown(self) -> None:
+        """Teardown: revert every active fault (never raises)."""
+        for f in list(self.faults.values()):
+            try:
+                if f.timeline.active:
+                    self._revert(f, f.timeline.index)
+            except Exception as exc:  # teardown must go on
+                print(f"fault {f.fid}: revert failed: {exc}", flush=True)
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        times = [t for f in self.faults.values() if not f.error
+                 for t in [f.timeline.next_deadline()] if t is not None]
+        return min(times, default=None)
+
+    def tick(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        for f in list(self.faults.values()):
+            if f.error:
+                continue
+            try:
+                for what, k in f.timeline.due(now):
+                    if what == "apply":
+                        self._apply(f, k)
+                    else:
+                        self._revert(f, k)
+                    if f.error:
+                        break
+            except Exception as exc:  # a fault's failure must not stop the supervisor
+                traceback.print_exc()
+                f.error = f"{type(exc).__name__}: {exc}"
+                self._undo_all(f)
+
+    # -- apply / revert -----------------------------------------------------------------------
+
+    def _apply(self, f: _Fault, k: int) -> None:
+        f.activations += 1
+        try:
+            if f.spec.kind in ("kill", "restart"):
+                self._process(f, k)
+            else:
+                for res in self._resources(f, k):
+                    self._create(f, res)
+        except (netops.FaultApplyError, OSError, FaultError) as exc:
+            f.error = str(exc)
+            self._undo_all(f)
+            runstate.append_event(self.sup.rdir, "fault_failed", id=f.fid, error=f.error)
+            return
+        runstate.append_event(self.sup.rdir, "fault_applied", id=f.fid, activation=k,
+                              fault_kind=f.spec.kind, spec=f.spec.as_dict(), seed=f.seed)
+
+    def _revert(self, f: _Fault, k: int) -> None:
+        counters = self._undo_all(f)
+        if f.spec.kind == "kill" and f.spec.duration is not None:
+            self._restart(f.spec.node or "")
+        for key, v in counters.items():
+            f.totals[key] = f.totals.get(key, 0) + v
+        runstate.append_event(self.sup.rdir, "fault_reverted", id=f.fid, activation=k,
+                              fault_kind=f.spec.kind, counters=counters, seed=f.seed)
+
+    def _create(self, f: _Fault, res: dict[str, Any]) -> None:
+        f.resources.append(res)
+        self.sup.state["faults"][f.fid]["resources"] = f.resources
+        self.sup.save()  # recorded before it is made
+        netops.create(res, self.sup.env)
+        self.sup.save()  # with the interposer's pid
+        if res["type"] == "link":
+            self._link_state(res, "down")
+
+    def _link_state(self, res: dict[str, Any], state: str) -> None:
+        """Keep ``testbed status`` and the event log in step with a carrier fault."""
+        self.sup.link_state[res["node"]][res["iface"]] = state
+        runstate.append_event(self.sup.rdir, f"link_{state}", node=res["node"],
+                              iface=res["iface"], by="fault")
+
+    def _undo_all(self, f: _Fault) -> dict[str, int]:
+        counters: dict[str, int] = {}
+        problems = []
+        for res in reversed(f.resources):
+            problem = netops.undo(res)
+            if res["type"] == "link":
+                self._link_state(res, "up")
+            if problem:
+                problems.append(problem)
+            if res["type"] == "interposer":
+                for key, v in netops.read_counters(res["counters"]).items():
+                    if isinstance(v, int) and not isinstance(v, bool) and key != "pid":
+                        counters[key] = counters.get(key, 0) + v
+        f.resources = []
+        if f.fid in self.sup.state["faults"]:
+            self.sup.state["faults"][f.fid]["resources"] = []
+            self.sup.save()
+        if problems:
+            runstate.append_event(self.sup.rdir, "fault_revert_problem", id=f.fid,
+                                  problems=problems)
+        return counters
+
+    def _ns(self, node: str) -> int:
+        return int(self.sup.hosts[node].pid)
+
+    def _resources(self, f: _Fault, k: int) -> list[dict[str, Any]]:
+        spec, kind = f.spec, f.spec.kind
+        if kind in INTERPOSED:
+            return self._interposed(f, k)
+        if kind == "blackhole" or (kind == "flap" and spec.params["style"] == "blackhole"):
+            ns = self._ns(spec.node or "")
+            return [{"type": "iptables", "ns_pid": ns, "node": spec.node, "rule": rule}
+                    for rule in netops.rule_specs(f.fid, spec, ["-j", "DROP"])]
+        if kind in ("carrier", "flap"):
+            return [{"type": "link", "ns_pid": self._ns(spec.node or ""), "node": spec.node,
+                     "iface": spec.iface}]
+        if kind == "bandwidth":
+            return self._bandwidth(f)
+        if kind == "partition":
+            return self._partition(f)
+        if kind == "stop":
+            return [{"type": "signal", "node": spec.node,
+                     "pid": self.sup.daemons[spec.node].pid}]
+        raise FaultError(f"{kind}: not applicable")  # pragma: no cover
+
+    def _interposed(self, f: _Fault, k: int) -> list[dict[str, Any]]:
+        spec = f.spec
+        node = spec.node or ""
+        queue = self.next_queue
+        self.next_queue += 1
+        self.fdir.mkdir(exist_ok=True)
+        base = self.fdir / f"{f.fid}-{k}"
+        inter = {"kind": spec.kind, "params": spec.params, "seed": f.seed + k,
+                 "match": spec.match.as_dict(), "queue": queue,
+                 "counters": str(base) + ".counters.json",
+                 "local_nids": list(self.sup.plan.node(node).nids)}
+        ns = self._ns(node)
+        out: list[dict[str, Any]] = [
+            {"type": "interposer", "ns_pid": ns, "node": node, "interposer": inter,
+             "spec_path": str(base) + ".spec.json", "counters": inter["counters"],
+             "log": str(base) + ".log"}]
+        target = ["-j", "NFQUEUE", "--queue-num", str(queue)]
+        for rule in netops.rule_specs(f.fid, spec, target, netops.match_args(spec)):
+            out.append({"type": "iptables", "ns_pid": ns, "node": node, "rule": rule})
+        return out
+
+    def _bandwidth(self, f: _Fault) -> list[dict[str, Any]]:
+        spec = f.spec
+        node = spec.node or ""
+        ifaces = [spec.iface] if spec.iface else [i.name for i in
+                                                  self.sup.plan.node(node).interfaces]
+        p = spec.params
+        out = []
+        for iface in ifaces:
+            if spec.direction == "out":
+                where: dict[str, Any] = {"ns_pid": self._ns(node), "dev": iface}
+            else:  # the bridge-side veth's egress is the node's ingress
+                where = {"ns_pid": None,
+                         "dev": self.sup.state["nodes"][node]["interfaces"][iface]}
+            out.append({"type": "qdisc", "node": node, "iface": iface, "bw": p["bw"],
+                        "burst": p["burst"], "latency": p["latency"], **where})
+        return out
+
+    def _partition(self, f: _Fault) -> list[dict[str, Any]]:
+        """DROP between the sides, on each node's OUTPUT. One way (a -> b): a's packets to
+        b are dropped unless they answer a connection b opened (only ``--ctdir ORIGINAL``
+        is dropped), so b's requests to a still get their replies."""
+        p = f.spec.params
+        ips = {n.name: [str(i.ip) for i in n.interfaces] for n in self.sup.plan.nodes}
+        tag = ["-m", "comment", "--comment", f"{netops.TAG}{f.fid}"]
+        pairs = [(a, b, p["oneway"]) for a in p["a"] for b in p["b"]]
+        if not p["oneway"]:
+            pairs += [(b, a, False) for a in p["a"] for b in p["b"]]
+        out = []
+        for src, dst, oneway in pairs:
+            for ip in ips[dst]:
+                rule = ["OUTPUT", "-d", ip]
+                if oneway:
+                    rule += ["-m", "conntrack", "--ctdir", "ORIGINAL"]
+                out.append({"type": "iptables", "ns_pid": self._ns(src), "node": src,
+                            "rule": [*rule, *tag, "-j", "DROP"]})
+        return out
+
+    # -- process faults -----------------------------------------------------------------------
+
+    def _process(self, f: _Fault, k: int) -> None:
+        node = f.spec.node or ""
+        if f.spec.kind == "kill":
+            proc = self.sup.daemons[node]
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=10)
+        else:
+            self._restart(node)
+
+    def _restart(self, node: str) -> None:
+        """A fresh daemon in the node's namespace, configured as at bring-up."""
+        old = self.sup.daemons[node]
+        if old.poll() is None:
+            old.send_signal(signal.SIGKILL)
+            old.wait(timeout=10)
+        plan = self.sup.plan.node(node)
+        sock = runstate.node_sock(self.sup.rdir, node)
+        sock.unlink(missing_ok=True)
+        self.sup.start_daemon(plan)
+        self.sup.dead_reported.discard(node)
+        deadline = time.monotonic() + RESTART_TIMEOUT
+        while True:
+            if self.sup.daemons[node].poll() is not None:
+                raise netops.FaultApplyError(f"restarted daemon of {node} exited")
+            try:
+                if sock.exists() and request(str(sock), {"cmd": "hello"},
+                                             timeout=1.0).get("ok"):
+                    break
+            except DaemonUnreachable:
+                pass
+            if time.monotonic() > deadline:
+                raise netops.FaultApplyError(f"restarted daemon of {node} did not answer")
+            time.sleep(0.05)
+        self.sup.configure(plan)
+        runstate.append_event(self.sup.rdir, "node_restarted", node=node,
+                              pid=self.sup.daemons[node].pid)
+
+    # -- what is left -------------------------------------------------------------------------
+
+    def residue(self) -> list[str]:
+        """Every fault artefact still present: tagged iptables rules and tbf qdiscs in the
+        node namespaces and on the bridge ports, interposer processes."""
+        found = []
+        for node in self.sup.plan.nodes:
+            ns = self._ns(node.name)
+            found += [f"{node.name}: iptables {r}" for r in netops.tagged_rules(ns)]
+            for iface in node.interfaces:
+                found += [f"{node.name} {iface.name}: {q}"
+                          for q in netops.tagged_qdiscs(iface.name, ns)]
+                port = self.sup.state["nodes"][node.name]["interfaces"].get(iface.name)
+                if port:
+                    found += [f"{port}: {q}" for q in netops.tagged_qdiscs(port, None)]
+        found += [f"interposer process {pid}" for pid in interposer_pids(self.sup.name)]
+        return found
+
+
+def interposer_pids(name: str) -> list[int]:
+    """Live interposer processes tagged with testbed ``name``."""
+    out = []
+    for pid in runstate.tagged_pids(name):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        if b"faults.interposer" in cmd:
+            out.append(pid)
+    return sorted(out)

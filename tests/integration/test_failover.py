@@ -1,0 +1,210 @@
+"""Multi-Rail failover and recovery on the real thing (seed 000 snd-080/085, hlt-005/010/025;
+seed 003 hlth-lnd-*; seed 004; spec §3.2-3.7).
+
+Default topology: c1 and s1, two rails (eth0 on lan0, eth1 on lan1), both NIs of each node on
+LNet net ``tcp``; retry_count 2, transaction_timeout 10, health_sensitivity 100.
+
+What real LNet semantics allow us to assert: a PUT whose bytes were already in a socket when
+its rail died has *completed* at the LND (socklnd finalizes a tx once it is in the kernel), so
+only its ACK can be missing, and a missing ACK is a response timeout, which LNet never resends
+(spec §3.4). Such PUTs fail with -ETIMEDOUT whatever retry_count is. What LNet *does* resend is
+what the LND failed with a resendable status: txs the socklnd still held when the carrier went
+(REMOTE_DROPPED, -ENETDOWN), connects to a peer NI that is no longer reachable (REMOTE_DROPPED,
+-ENETUNREACH), and txs that timed out before being posted (LOCAL_TIMEOUT, seed 003
+hlth-lnd-local-timeout).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytest
+
+from testbed import api, pytest_plugin
+from testbed.pytest_plugin import mininet_unavailable, wait_for
+
+testbed_factory = pytest_plugin.testbed_factory
+
+_REASON = mininet_unavailable()
+pytestmark = [
+    pytest.mark.mininet,
+    pytest.mark.slow,
+    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
+]
+
+C1_ETH0, C1_ETH1 = "10.10.0.1@tcp", "10.11.0.1@tcp"
+S1_ETH0, S1_ETH1 = "10.10.0.2@tcp", "10.11.0.2@tcp"
+#: linkwatch polls every 0.5 s
+LINKWATCH_BOUND = 3.0
+
+
+def local_nis(node: api.NodeHandle) -> dict[str, dict[str, Any]]:
+    """nid -> the ``net show -v 3`` entry of each tcp NI."""
+    view = node.lnetctl_yaml("net", "show", "-v", "3")
+    return {ni["nid"]: ni for net in view["net"] if net["net type"] == "tcp"
+            for ni in net["local NI(s)"]}
+
+
+def peer_health(node: api.NodeHandle, nid: str) -> int:
+    view = node.lnetctl_yaml("peer", "show", "-v", "3")
+    for peer in view["peer"]:
+        for lpni in peer["peer ni"]:
+            if lpni["nid"] == nid:
+                return int(lpni["health stats"]["health value"])
+    raise AssertionError(f"{nid} not in peer show: {view}")
+
+
+def stats(node: api.NodeHandle) -> dict[str, int]:
+    return node.lnetctl_yaml("stats", "show")["statistics"]
+
+
+def sends(node: api.NodeHandle) -> dict[str, int]:
+    return {nid: ni["statistics"]["send_count"] for nid, ni in local_nis(node).items()}
+
+
+def recovery_bound(failed_pings: int, successes: int = 10) -> float:
+    """Upper bound for ``successes`` recovery pings after ``failed_pings`` failed ones.
+
+    Spec §3.5 (LU-13569): the n-th ping of a queued NI goes out 2^n s after the previous one,
+    so after k failed pings the next is at most 2^(k+1) s away; a reply resets ping_count, so
+    the following ones go out every 2 s (ping_count 1). Plus two monitor ticks (1 s each).
+    """
+    return 2 ** (failed_pings + 1) + 2 * successes + 2
+
+
+def rail_down_detected(c1: api.NodeHandle) -> bool:
+    ni = local_nis(c1)[C1_ETH1]
+    return ni["status"] == "down"
+
+
+@pytest.mark.requirement("snd-080", "snd-085", "hlt-005", "hlt-010", "hlt-025",
+                         "hlth-lnd-dev-fail-detect", "hlth-lnd-dev-fail-report")
+def test_link_down_fails_over_without_put_failures_then_recovers(testbed_factory: Any) -> None:
+    """Cut c1's eth1 between two bursts: the linkwatch sets eth1's NI fatal (status down,
+    hlt-025) and closes the conns over eth1; the second burst then loses no PUT although some
+    of it is first aimed at s1's eth1 NI (unreachable now: REMOTE_DROPPED, resent: snd-085),
+    and all of it leaves on eth0. Link up: fatal cleared, recovery pings bring s1's eth1 NI
+    back to 1000 and eth1 carries traffic again."""
+    tb = testbed_factory()
+    c1 = tb.node("c1")
+    first = c1.put(S1_ETH0, count=500, size=1024)
+    assert first["failed"] == 0 and first["completed"] == 500, first
+    before = sends(c1)
+    assert before[C1_ETH1] > 0 and before[C1_ETH0] > 0, before
+
+    t_cut = time.monotonic()
+    tb.link("c1", "eth1", "down")
+    wait_for(lambda: rail_down_detected(c1), timeout=LINKWATCH_BOUND,
+             message="linkwatch did not mark eth1's NI down")
+    detect = time.monotonic() - t_cut
+    ni = local_nis(c1)[C1_ETH1]
+    assert ni["health stats"]["fatal_error"] == 1, ni
+
+    second = c1.put(S1_ETH0, count=500, size=1024)
+    assert second["failed"] == 0 and second["completed"] == 500, (second, detect)
+    after = sends(c1)
+    assert after[C1_ETH1] == before[C1_ETH1], (before, after)  # nothing more on eth1
+    assert after[C1_ETH0] >= before[C1_ETH0] + 500, (before, after)
+    st = stats(c1)
+    assert st["resend_count"] > 0, st
+    assert st["remote_dropped_count"] > 0, st
+    down_health = peer_health(c1, S1_ETH1)
+    assert down_health < 1000
+
+    # recovery: carrier back -> fatal cleared, recovery pings restore s1's eth1 NI
+    t_down = time.monotonic() - t_cut
+    tb.link("c1", "eth1", "up")
+    wait_for(lambda: local_nis(c1)[C1_ETH1]["status"], timeout=LINKWATCH_BOUND,
+             expected="up")
+    failed_pings = max(1, math.ceil(math.log2(t_down + 2)))
+    bound = recovery_bound(failed_pings, math.ceil((1000 - down_health) / 100))
+    wait_for(lambda: peer_health(c1, S1_ETH1), timeout=bound, interval=0.5, expected=1000,
+             message=f"s1's eth1 NI did not recover within {bound}s")
+    assert local_nis(c1)[C1_ETH1]["health stats"]["health value"] == 1000
+    third = c1.put(S1_ETH0, count=200, size=1024)
+    assert third["failed"] == 0, third
+    assert sends(c1)[C1_ETH1] > after[C1_ETH1]  # eth1 carries traffic again
+
+
+def iptables_blackhole(node: api.NodeHandle, iface: str, on: bool) -> None:
+    verb = "-I" if on else "-D"
+    for chain, opt in (("OUTPUT", "-o"), ("INPUT", "-i")):
+        res = node.exec(["iptables", "-w", verb, chain, opt, iface, "-j", "DROP"])
+        assert res.rc == 0 or not on, res
+
+
+@pytest.mark.requirement("hlth-lnd-timeout-close", "hlth-lnd-local-timeout",
+                         "hlth-lnd-network-timeout", "hlth-lnt-response-timeout", "snd-085")
+def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
+        testbed_factory: Any) -> None:
+    """Blackhole c1's eth1 (carrier up, every packet dropped) in the middle of a burst.
+
+    Detection has to come from timeouts: the socklnd closes a conn whose send queue stops
+    draining (lnd timeout 1 s here), reconnects time out before anything is posted
+    (LOCAL_TIMEOUT: resent on eth0, eth1's health falls), and ACKs that never come are
+    response timeouts after transaction_timeout. Real LNet does not resend on a response
+    timeout, so exactly the PUTs that were on the wire (or in a socket) on the dead rail fail,
+    every one of them with -ETIMEDOUT, and each counted in response_timeout_count; none fails
+    any other way, and after detection all traffic leaves on eth0.
+    """
+    tb = testbed_factory()
+    c1 = tb.node("c1")
+    assert c1.lnetctl("net", "set", "--net", "tcp", "--lnd-timeout", "1").rc == 0
+    warm = c1.put(S1_ETH0, count=200, size=1024)
+    assert warm["failed"] == 0, warm
+    base = stats(c1)
+    try:
+        iptables_blackhole(c1, "eth1", True)
+        burst = c1.put(S1_ETH0, count=1000, size=1024, timeout=300)
+        st = stats(c1)
+        failed = burst["failed"]
+        assert set(burst["errors"]) <= {"UNLINK:-110"}, burst
+        rt = st["response_timeout_count"] - base["response_timeout_count"]
+        assert failed == rt, (burst, st)
+        assert burst["completed"] + failed == 1000
+        assert burst["completed"] > 0
+        nis = local_nis(c1)
+        assert nis[C1_ETH1]["health stats"]["health value"] < 1000, nis[C1_ETH1]
+        assert st["local_timeout_count"] > base["local_timeout_count"], st
+        assert st["resend_count"] > base["resend_count"], st
+        # detection done: a new burst goes entirely through eth0 and loses nothing
+        mid = sends(c1)
+        again = c1.put(S1_ETH0, count=200, size=1024)
+        assert again["failed"] == 0, again
+        end = sends(c1)
+        assert end[C1_ETH0] - mid[C1_ETH0] >= 200 and end[C1_ETH1] == mid[C1_ETH1], (mid, end)
+    finally:
+        iptables_blackhole(c1, "eth1", False)
+
+
+@pytest.mark.requirement("hlth-cfg-reset-health", "hlth-lnt-recovery-queue",
+                         "hlth-lnt-increment")
+def test_manual_health_zero_recovers_in_ten_pings(testbed_factory: Any) -> None:
+    """Seed 004 on the real thing: sensitivity 100; ``net set --health 0`` on eth1's NI puts
+    it in recovery (status down at 0); each successful recovery ping adds 100, so 10 pings
+    bring it back to 1000 and status up (spec §3.5, §3.6)."""
+    tb = testbed_factory()
+    c1 = tb.node("c1")
+    res = c1.lnetctl("net", "set", "--nid", C1_ETH1, "--health", "0")
+    assert res.rc == 0, res
+    # the first recovery ping leaves at once (next_ping untouched) and may be back already
+    ni = local_nis(c1)[C1_ETH1]
+    assert ni["health stats"]["health value"] <= 100, ni
+    t0 = time.monotonic()
+    seen: list[int] = []
+
+    def health() -> int:
+        value = int(local_nis(c1)[C1_ETH1]["health stats"]["health value"])
+        if not seen or seen[-1] != value:
+            seen.append(value)
+        return value
+
+    wait_for(health, timeout=recovery_bound(0), interval=0.2, expected=1000)
+    took = time.monotonic() - t0
+    assert all(v % 100 == 0 for v in seen) and seen == sorted(seen), seen
+    # 10 pings of +100 each, not one jump: they are spread over the backoff schedule
+    assert len(seen) >= 5 and took > 5, (seen, took)
+    assert local_nis(c1)[C1_ETH1]["status"] == "up"
+    assert c1.put(S1_ETH0, count=100, size=0)["failed"] == 0

@@ -1,0 +1,43 @@
+"""Helpers of the LUTF suites: pick NIs and peer NIs out of lnetctl's YAML views (spec §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: NIDs of the default topology (topologies/default.yaml, seed 000 Figure 2).
+C1_NIDS = ("10.10.0.1@tcp", "10.11.0.1@tcp")
+S1_NIDS = ("10.10.0.2@tcp", "10.11.0.2@tcp")
+
+
+def local_nis(node: Any, verbose: int = 3) -> dict[str, dict[str, Any]]:
+    """nid -> the NI's block of ``lnetctl net show -v VERBOSE`` (all nets, 0@lo excluded)."""
+    view = node.yaml(f"net show -v {verbose}")
+    return {ni["nid"]: ni for net in view["net"] if net["net type"] != "lo"
+            for ni in net["local NI(s)"]}
+
+
+def peer_nis(node: Any, prim_nid: str | None = None) -> dict[str, dict[str, Any]]:
+    """nid -> the peer NI's block of ``lnetctl peer show -v 3`` (one peer if ``prim_nid``)."""
+    view = node.yaml("peer show -v 3" + (f" --nid {prim_nid}" if prim_nid else ""))
+    return {pni["nid"]: pni for peer in view["peer"] for pni in peer["peer ni"]}
+
+
+def stats(node: Any) -> dict[str, int]:
+    return node.yaml("stats show")["statistics"]
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after if isinstance(after[k], int)}
+
+
+def lnet_error(result: Any) -> dict[str, Any]:
+    """The single error entry of lnetctl's error YAML on stderr (``add: - net: {errno,...}``)."""
+    import yaml
+
+    doc = yaml.safe_load(result.err)
+    (verb_entries,) = doc.values()
+    (entry,) = verb_entries
+    if "errno" in entry:  # `manage: - ping:` puts errno beside the key
+        return entry
+    (body,) = entry.values()
+    return body
