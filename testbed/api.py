@@ -321,6 +321,11 @@ class Testbed:
     def events(self) -> list[dict[str, Any]]:
         return runstate.read_events(self.rundir)
 
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass: wall-clock time here, virtual time on the sim backend (whose
+        ``SimTestbed.advance`` runs timers, recovery pings and deliveries instead)."""
+        time.sleep(seconds)
+
     @property
     def fault(self) -> FaultHandle:
         """Network and process faults of this testbed (``tb.fault.loss(node="c1", rate=.1)``)."""

@@ -3,13 +3,29 @@
 Theory of operation: each engine's ``Transmit`` becomes a delivery to the engine owning the
 destination NID after the link latency (virtual seconds), followed by the sender's
 ``TxCompleted``; ``step``/``run_until`` jump virtual time to the earliest pending delivery or
-engine deadline, so tests are exact and instant. Link state is per NID (``set_link``) and
-NIDs may be given an L2 segment (``segment``): a transmission from or to a NID that is down,
-or between two segments, fails the way the socklnd reports an unreachable
-peer (REMOTE_DROPPED, -ENETUNREACH, spec §3.7). Latency is per NID (the larger of both ends)
-plus an optional jitter drawn from the fabric's own seeded RNG. Every message and MD event is
-appended to ``event_log`` with its virtual timestamp: the same seed and the same inputs give
-the same log, byte for byte. This is the core of the ``sim`` backend (``testbed/sim.py``).
+engine deadline, so tests are exact and instant. Latency is per NID (the larger of both ends)
+plus an optional jitter drawn from the fabric's own seeded RNG.
+
+Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080/085):
+
+* link state is per NID (``set_link``); a send *from* a NI whose link is down fails at once
+  with -ENETDOWN / REMOTE_DROPPED, as ksocklnd fails txs on an interface that lost its carrier;
+* NIDs may be given an L2 segment (``segment``) and a host (``host``, the node owning the
+  interface even when no NI is configured on it). Two NIDs on one segment reach each other.
+  Across segments the *host* routes: a NI on lan0 sending to a peer NID on lan1 of the same
+  LNet net goes out of the host's interface on lan1 (Linux connected route, weak host model),
+  so it is deliverable if any up interface of the sending host is on the destination's
+  segment; otherwise it fails with -ENETUNREACH / REMOTE_DROPPED (no route);
+* a destination that is down or owned by no engine fails with -ENETUNREACH / REMOTE_DROPPED.
+
+The check is made at send time and again at arrival (a link that went down in flight fails
+the tx as ``ksocknal_del_peer`` fails the txs of a closed connection).
+
+Every message, MD event and link change is appended to ``event_log`` with the schema of the
+Mininet backend's events.jsonl, ``{"t": <virtual seconds>, "kind": ..., "node": ..., ...}``
+(kinds: ``send``, ``recv``, ``tx_done``, ``md`` (``type``: the LNet event type),
+``link_down``/``link_up``): the same seed and the same inputs give the same log, byte for
+byte. This is the core of the ``sim`` backend (``testbed/sim.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +39,7 @@ from typing import Any
 
 from nodes.lnet.actions import Action, Log, MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.errors import ENETUNREACH
+from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.events import MessageReceived, TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
@@ -52,6 +68,7 @@ class Fabric:
         self.down: set[NID] = set()
         self.nid_latency: dict[NID, float] = {}
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
+        self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
         self.events: dict[str, list[MDEvent]] = {}
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
@@ -73,28 +90,46 @@ class Fabric:
         self.owner = {ni.nid: name for name, eng in self.engines.items()
                       for ni in eng.local_nis()}
 
-    def set_link(self, nid: NID, up: bool) -> None:
-        """Link state of the interface carrying ``nid`` (logged as a ``link`` event)."""
+    def set_link(self, nid: NID, up: bool, iface: str | None = None) -> None:
+        """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
+        as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
-        self.record("link", self.owner.get(nid, "?"), nid=str(nid), state="up" if up else "down")
+        node = self.host.get(nid) or self.owner.get(nid, "?")
+        extra = {"iface": iface} if iface is not None else {}
+        self.record(f"link_{'up' if up else 'down'}", node, nid=str(nid), **extra)
 
     def set_latency(self, nid: NID, latency: float) -> None:
         self.nid_latency[nid] = latency
 
-    def record(self, event: str, node: str, /, **fields: Any) -> None:
-        """Append one entry to ``event_log`` at the current virtual time."""
-        self.event_log.append({"t": round(self.now, 9), "node": node, "event": event, **fields})
+    def record(self, kind: str, node: str, /, **fields: Any) -> None:
+        """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
+        self.event_log.append({"t": round(self.now, 9), "kind": kind, "node": node, **fields})
 
     def _link_latency(self, a: NID, b: NID) -> float:
         lat = max(self.nid_latency.get(a, self.latency), self.nid_latency.get(b, self.latency))
         return lat + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
 
-    def reachable(self, a: NID, b: NID) -> bool:
-        """Both links up, ``b`` owned by an engine, and both on one segment (if known)."""
-        if a in self.down or b in self.down or b not in self.owner:
-            return False
+    def path_error(self, a: NID, b: NID) -> int:
+        """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd would report:
+        -ENETDOWN (``a``'s own link is down), -ENETUNREACH (no route to ``b``, ``b`` down or
+        gone). Across segments the sending host routes (see the module docstring)."""
+        if a in self.down:
+            return -ENETDOWN
+        if b in self.down or b not in self.owner:
+            return -ENETUNREACH
         sa, sb = self.segment.get(a), self.segment.get(b)
-        return sa is None or sb is None or sa == sb
+        if sa is None or sb is None or sa == sb:
+            return 0
+        host = self.host.get(a) or self.owner.get(a)
+        for nid, seg in self.segment.items():
+            if seg == sb and nid not in self.down and (
+                    self.host.get(nid) or self.owner.get(nid)) == host:
+                return 0
+        return -ENETUNREACH
+
+    def reachable(self, a: NID, b: NID) -> bool:
+        """``path_error(a, b) == 0``."""
+        return self.path_error(a, b) == 0
 
     def _at(self, t: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._q, _Pending(t, next(self._seq), fn))
@@ -110,7 +145,7 @@ class Fabric:
                 self._transmit(name, act)
             elif isinstance(act, MDEvent):
                 self.events[name].append(act)
-                self.record("md", name, handle=act.handle, kind=act.kind, status=act.status,
+                self.record("md", name, handle=act.handle, type=act.kind, status=act.status,
                             unlinked=act.unlinked)
             elif isinstance(act, Log):
                 self.log.append((self.now, name, act.text))
@@ -122,17 +157,19 @@ class Fabric:
 
     def _transmit(self, name: str, act: Transmit) -> None:
         delay = self._link_latency(act.ni, act.lpni)
-        if not self.reachable(act.ni, act.lpni):
-            self._at(self.now + delay, lambda: self._complete(
-                name, act.tx_id, -ENETUNREACH, HStatus.REMOTE_DROPPED))
+        rc = self.path_error(act.ni, act.lpni)
+        if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
+            self._at(self.now + (0.0 if rc == -ENETDOWN else delay), lambda: self._complete(
+                name, act.tx_id, rc, HStatus.REMOTE_DROPPED))
             return
         if self.hold:
             return
         dst = self.owner[act.lpni]
 
         def deliver() -> None:
-            if not self.reachable(act.ni, act.lpni):  # the link went down in flight
-                self._complete(name, act.tx_id, -ENETUNREACH, HStatus.REMOTE_DROPPED)
+            rc = self.path_error(act.ni, act.lpni)
+            if rc:  # a link went down in flight: the conn closed under the tx
+                self._complete(name, act.tx_id, rc, HStatus.REMOTE_DROPPED)
                 return
             self.record("recv", dst, type=act.hdr.type.name, ni=str(act.lpni),
                         peer=str(act.ni), src=str(act.hdr.src_nid), dst=str(act.hdr.dest_nid))

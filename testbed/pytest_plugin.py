@@ -21,7 +21,9 @@ Theory of operation (STYLE rules 12, 14, 15):
 * **Evidence on failure.** When a test that used testbeds fails, its report gets sections with
   each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event log's tail.
 
-Markers: ``mininet`` (needs root and Mininet; skipped with the reason otherwise), ``slow``,
+Markers: ``mininet`` (needs root and Mininet; skipped with the reason otherwise; on
+``--lnet-backend=sim`` tests using a topology fixture run on the simulator instead),
+``mininet_only(reason)`` (needs the real network; skipped on sim), ``slow``,
 ``requirement(*ids)``, ``topology(name_or_path)``.
 """
 
@@ -43,6 +45,8 @@ from testbed import trace
 
 MARKERS = (
     "mininet: needs root and Mininet (real namespaces, bridges, processes)",
+    "mininet_only(reason): needs the real network (wire faults, processes, wall-clock "
+    "timing); skipped on --lnet-backend=sim with the reason",
     "slow: takes more than a few seconds (CI still runs it)",
     "requirement(*ids): the requirement IDs of docs/requirements.md this test proves "
     "(e.g. 'snd-030'); unknown IDs are a collection error",
@@ -113,6 +117,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     reason = None
     sim = config.getoption("--lnet-backend", "mininet") == "sim"
     for item in items:
+        only = item.get_closest_marker("mininet_only")
+        if sim and only is not None:
+            why = only.args[0] if only.args else "needs the real network"
+            item.add_marker(pytest.mark.skip(reason=f"mininet only: {why}"))
+            continue
         if "module_topology" in getattr(item, "fixturenames", ()):
             # one module testbed per module, not one per worker: with --dist loadgroup
             item.add_marker(pytest.mark.xdist_group(f"lnet-{item.nodeid.split('::')[0]}"))

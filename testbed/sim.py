@@ -10,8 +10,17 @@ the interface of ``nodes.daemon.runtime.NodeRuntime`` (``engine``, ``now``, ``ex
 ``wait_final`` advances *virtual* time until the MD completes instead of awaiting I/O.
 ``SimTestbed``/``SimNodeHandle`` are the Python API's ``Testbed``/``NodeHandle`` with the same
 methods (``node().lnetctl/lctl/put``, ``link``, ``down``), plus ``run(seconds)`` and
-``event_log``. Nothing here is random except through seeds: node engines get
-``Random(f"{seed}:{node}")`` and the fabric ``Random(seed)``, so a seed replays its event log.
+``events()`` (the events.jsonl schema ``{"t", "kind", "node", ...}`` with virtual ``t``).
+Nothing here is random except through seeds: node engines get ``Random(f"{seed}:{node}")``
+and the fabric ``Random(seed)``, so a seed replays its event log.
+
+What the daemon's drivers do around the engine is done here too: ``link`` is the link
+watcher (``nodes/daemon/linkwatch.py``, ``ksocknal_handle_link_state_change``): it sets the
+local NI's fatal state with ``engine.ni_set_fatal`` and the fabric fails transmissions over
+the dead interface with -ENETDOWN / REMOTE_DROPPED as the socklnd does. Cross-segment sends
+are routed by the sending host as on Mininet (``testbed/fabric.py``). What the sim cannot
+do -- wire faults, processes, namespaces (``exec``) -- raises ``TestbedError``; suites mark
+such tests ``@pytest.mark.mininet_only`` and the plugin skips them on ``--lnet-backend=sim``.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import json
 import os
 import random
 import shlex
+import threading
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -101,6 +111,8 @@ class SimRuntime:
         nid = nid_from_ip(str(iface.ip), net)
         self.engine.net_add(net, interface, nid, **kw)
         self.sim.fabric.refresh()
+        if nid in self.sim.fabric.down:  # the link watcher's first pass: carrier is down
+            self.execute(self.engine.ni_set_fatal(nid, True, self.now()))
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
@@ -130,8 +142,9 @@ class SimNodeHandle(NodeHandle):
         module = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd}.get(cmd)
         if module is None:
             raise TestbedError(f"node {self.name}: unknown verb {cmd!r}")
-        self.testbed._check_up()
-        rc, out, err = run_sync(module.run(self.rt, list(argv)))  # type: ignore[arg-type]
+        with self.testbed.lock:
+            self.testbed._check_up()
+            rc, out, err = run_sync(module.run(self.rt, list(argv)))  # type: ignore[arg-type]
         return sh.Completed(rc, out, err)
 
     def lnetctl(self, *argv: str, timeout: float = 60.0) -> sh.Completed:
@@ -145,7 +158,14 @@ class SimNodeHandle(NodeHandle):
 
     def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
             src: str | None = None) -> dict[str, Any]:
-        """A burst of PUTs to the bulk portal, 64 in flight, like the daemon's ``put`` verb."""
+        """A burst of PUTs to the bulk portal, 64 in flight, like the daemon's ``put`` verb.
+
+        The whole burst runs under the testbed's lock, so a ``Traffic`` thread and the test's
+        own verbs interleave between bursts, never inside the fabric."""
+        with self.testbed.lock:
+            return self._put(dst, count, size, src)
+
+    def _put(self, dst: str, count: int, size: int, src: str | None) -> dict[str, Any]:
         self.testbed._check_up()
         try:
             dnid = NID.parse(dst)
@@ -191,10 +211,12 @@ class SimTestbed(Testbed):
         self.plan = plan
         self.seed = seed
         self.fabric = Fabric(latency, seed=seed, jitter=jitter)
+        self.lock = threading.RLock()  # the fabric is single-threaded; Traffic threads share it
         self.runtimes = {n.name: SimRuntime(self, n, seed) for n in plan.nodes}
-        for n in plan.nodes:  # L2 segments: a NI reaches only NIs on its own segment
+        for n in plan.nodes:  # L2 segments, and which host routes each interface's traffic
             for i in n.interfaces:
                 self.fabric.segment[NID.parse(i.nid)] = i.segment
+                self.fabric.host[NID.parse(i.nid)] = n.name
         self.is_up = True
 
     def __repr__(self) -> str:
@@ -248,11 +270,27 @@ class SimTestbed(Testbed):
 
     @property
     def event_log(self) -> list[dict[str, Any]]:
-        return self.fabric.event_log
+        """The fabric's log in its first schema (``event`` for the kind, an MD event's type
+        as ``kind``), kept for older unit tests; new code reads ``events()``."""
+        legacy = []
+        for e in self.fabric.event_log:
+            old = {k: v for k, v in e.items() if k not in ("kind", "type")}
+            old["event"] = e["kind"]
+            if e["kind"] == "md":
+                old["kind"] = e["type"]
+            elif "type" in e:
+                old["type"] = e["type"]
+            legacy.append(old)
+        return legacy
 
     def run(self, seconds: float) -> None:
         """Let ``seconds`` of virtual time pass (timers, recovery, delayed messages)."""
-        self.fabric.run_until(min(self.fabric.now + seconds, VIRTUAL_TIME_LIMIT))
+        with self.lock:
+            self.fabric.run_until(min(self.fabric.now + seconds, VIRTUAL_TIME_LIMIT))
+
+    def advance(self, seconds: float) -> None:
+        """``Testbed.advance``: on the sim, ``seconds`` of *virtual* time (``run``)."""
+        self.run(seconds)
 
     def down(self, timeout: float = 0.0) -> list[str]:
         self.is_up = False
@@ -281,7 +319,11 @@ class SimTestbed(Testbed):
         return list(self.runtimes)
 
     def link(self, node: str, iface: str, state: str) -> None:
-        """Set interface ``iface`` of ``node`` up or down (a ``link`` event in the log)."""
+        """Set interface ``iface`` of ``node`` up or down (a ``link_up``/``link_down`` event)."""
+        with self.lock:
+            self._link(node, iface, state)
+
+    def _link(self, node: str, iface: str, state: str) -> None:
         self._check_up()
         plan = self.node(node).rt.plan
         match = next((i for i in plan.interfaces if i.name == iface), None)
@@ -290,9 +332,14 @@ class SimTestbed(Testbed):
                                f"(interfaces: {', '.join(i.name for i in plan.interfaces)})")
         if state not in ("up", "down"):
             raise TestbedError(f"link state must be up or down, not {state!r}")
-        self.fabric.set_link(NID.parse(match.nid), state == "up")
+        nid, up = NID.parse(match.nid), state == "up"
+        self.fabric.set_link(nid, up, iface=iface)
+        rt = self.runtimes[node]
+        if rt.engine.ni_by_nid(nid) is not None:  # linkwatch -> ni_set_fatal (hlt-005/010)
+            rt.execute(rt.engine.ni_set_fatal(nid, not up, self.fabric.now))
 
     def events(self) -> list[dict[str, Any]]:
+        """The event log, schema of the Mininet events.jsonl: ``{"t", "kind", "node", ...}``."""
         return list(self.fabric.event_log)
 
 
@@ -333,7 +380,7 @@ def _script_line(tb: SimTestbed, words: list[str], out: TextIO, err: TextIO) -> 
         tb.run(float(words[1]))
         return 0
     if head == "events" and len(words) == 1:
-        out.writelines(json.dumps(e, sort_keys=True) + "\n" for e in tb.event_log)
+        out.writelines(json.dumps(e, sort_keys=True) + "\n" for e in tb.events())
         return 0
     if len(words) >= 2 and words[1] in ("lnetctl", "lctl"):
         res = tb.node(head).verb(words[1], words[2:])

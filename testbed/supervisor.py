@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
@@ -227,7 +228,8 @@ class Supervisor:
 
     def daemon_argv(self, node: NodePlan) -> list[str]:
         return [sys.executable, "-m", "nodes.daemon", "--testbed", self.name,
-                "--node", node.name, "--rundir", str(self.rdir)]
+                "--node", node.name, "--rundir", str(self.rdir)] + [
+                    f"--lnet-param={k}={v}" for k, v in node.module_params]  # spec §0
 
     def start_daemon(self, node: NodePlan) -> None:
         host = self.hosts[node.name]
@@ -275,6 +277,8 @@ class Supervisor:
     def configure(self, node: NodePlan) -> None:
         """Contract B: lnet configure, net add per interface, set per tunable, peer add."""
         verbs: list[list[str]] = [["lnet", "configure"]]
+        if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
+            verbs.insert(0, ["set", "multi_rail", "0"])
         verbs += [["net", "add", "--net", i.net, "--if", i.name]
                   + ([] if i.numa is None else ["--numa", str(i.numa)])  # testbed extension
                   for i in node.interfaces]
@@ -285,6 +289,13 @@ class Supervisor:
             if len(peer.nids) > 1:
                 verb += ["--nid", ",".join(peer.nids[1:])]
             verbs.append(verb)
+        verbs += [p.argv() for p in node.static_peers]          # long-form peers (cfg-070)
+        verbs += [r.argv() for r in node.routes]                # route add (spec §6.1)
+        verbs += [list(rule) for rule in node.udsp]              # udsp add, in order (spec §7)
+        if node.lnet is not None:                                # raw export block (spec §9.4)
+            path = self.rdir / "nodes" / f"{node.name}.lnet.yaml"
+            path.write_text(yaml.safe_dump(node.lnet, sort_keys=False))
+            verbs.append(["import", str(path)])
         sock = str(runstate.node_sock(self.rdir, node.name))
         for verb in verbs:
             try:

@@ -46,7 +46,9 @@ from typing import Any, NoReturn
 
 import yaml
 
-from nodes.lnet.nid import parse_net
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.nid import parse_net, parse_nid
+from nodes.lnet.tunables import MODULE_PARAMS, module_param_value
 
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
@@ -81,7 +83,19 @@ TUNABLES: dict[str, tuple[int, int]] = {
 TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True,
                              "faults": False}
 NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True}
-NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False}
+NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False,
+                              "udsp": False, "lnet": False, "routing": False,
+                              "buffers": False, "routes": False, "multi_rail": False}
+#: one route of a node's ``routes:`` list (``lnetctl route add``, spec §6.1)
+ROUTE_KEYS: dict[str, bool] = {"net": True, "gateway": True, "hop": False, "priority": False}
+#: a node's router buffer pools ``buffers: {tiny: N, small: N, large: N}`` (spec §1.6)
+BUFFER_KEYS: dict[str, bool] = {"tiny": False, "small": False, "large": False}
+#: long-form static peer ``{prim_nid: NID, nids: [NID...], non_mr: bool, lock_prim: bool}``
+PEER_KEYS: dict[str, bool] = {"prim_nid": True, "nids": False, "non_mr": False,
+                              "lock_prim": False}
+#: one UDSP rule of a node's ``udsp:`` list (spec §7.1): ``lnetctl udsp add`` options
+UDSP_KEYS: dict[str, bool] = {"src": False, "dst": False, "rte": False, "priority": False,
+                              "idx": False}
 #: keys of an interface's option mapping ``{lan0: {ip: ..., numa: ...}}``
 IFACE_KEYS: dict[str, bool] = {"ip": False, "numa": False}
 MAX_PREFIXLEN = 30  # /31 and /32 leave no room for two hosts plus network and broadcast
@@ -129,13 +143,62 @@ class IfacePlan:
 
 
 @dataclass(frozen=True)
+class PeerPlan:
+    """A long-form static peer: ``lnetctl peer add --prim_nid P [--nid ...] [--non_mr]
+    [--lock_prim]`` (cfg-070)."""
+
+    prim_nid: str
+    nids: tuple[str, ...] = ()
+    non_mr: bool = False
+    lock_prim: bool = False
+
+    def argv(self) -> list[str]:
+        verb = ["peer", "add", "--prim_nid", self.prim_nid]
+        if self.nids:
+            verb += ["--nid", ",".join(self.nids)]
+        return verb + (["--non_mr"] if self.non_mr else []) + \
+            (["--lock_prim"] if self.lock_prim else [])
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    """``lnetctl route add --net N --gateway NID [--hop H] [--priority P]`` (spec §6.1)."""
+
+    net: str
+    gateway: str
+    hop: int | None = None
+    priority: int | None = None
+
+    def argv(self) -> list[str]:
+        verb = ["route", "add", "--net", self.net, "--gateway", self.gateway]
+        if self.hop is not None:
+            verb += ["--hop", str(self.hop)]
+        return verb + ([] if self.priority is None else ["--priority", str(self.priority)])
+
+
+@dataclass(frozen=True)
 class NodePlan:
-    """One emulated node: its interfaces (NIs), merged tunables and static peers."""
+    """One emulated node: its interfaces (NIs), merged tunables and static peers.
+
+    ``module_params`` are LNet module parameters given to the daemon before LNet starts;
+    ``static_peers`` the long-form peers, ``udsp`` the rules (``lnetctl udsp add`` options, in
+    order) and ``lnet`` a raw ``lnetctl export``-format block imported last (spec §9.4).
+    """
 
     name: str
     interfaces: tuple[IfacePlan, ...]
     tunables: tuple[tuple[str, int], ...]
     peers: tuple[str, ...]
+    module_params: tuple[tuple[str, str], ...] = ()
+    static_peers: tuple[PeerPlan, ...] = ()
+    udsp: tuple[tuple[str, ...], ...] = ()
+    lnet: dict[str, Any] | None = None
+    #: ``routes:`` (gateway names resolved to NIDs); ``routing: true`` and ``buffers:`` are
+    #: in ``tunables`` as ``forwarding``/``*_buffers`` (module parameter forwarding=enabled)
+    routes: tuple[RoutePlan, ...] = ()
+    #: ``multi_rail: false``: a non-Multi-Rail ("downrev") node, configured with the
+    #: testbed-only ``lnetctl set multi_rail 0`` before ``lnet configure`` (bck-025)
+    multi_rail: bool = True
 
     @property
     def nids(self) -> tuple[str, ...]:
@@ -349,9 +412,17 @@ class _Tunable:
 
 
 def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tunable]:
-    m = doc.mapping(value, line, field, dict.fromkeys(TUNABLES, False))
+    """``lnetctl set`` tunables and LNet module parameters (spec §0, tunables.MODULE_PARAMS)."""
+    m = doc.mapping(value, line, field, dict.fromkeys([*TUNABLES, *MODULE_PARAMS], False))
     out: dict[str, _Tunable] = {}
     for key, val in m.items():
+        if key in MODULE_PARAMS:
+            try:
+                module_param_value(key, val if not isinstance(val, bool) else "bool")
+            except LNetConfigError as e:
+                doc.fail(m.vline(key), _join(field, key), e.descr)
+            out[key] = _Tunable(val, m.vline(key), _join(field, key))
+            continue
         lo, hi = TUNABLES[key]
         vline, vfield = m.vline(key), _join(field, key)
         if isinstance(val, bool) or not isinstance(val, int):
@@ -376,7 +447,13 @@ def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
         bad = own.get("retry_count") or own.get("health_sensitivity") or retry
         doc.fail(bad.line, bad.field, "retry_count must be 0 when health_sensitivity is 0 "
                  "(LNet refuses retries with the health feature off)")
-    return tuple((k, merged[k].value) for k in TUNABLES if k in merged)
+    return tuple((k, merged[k].value) for k in TUNABLES if k in merged)  # type: ignore[misc]
+
+
+def _module_params(top: dict[str, _Tunable],
+                   own: dict[str, _Tunable]) -> tuple[tuple[str, str], ...]:
+    merged = {**top, **own}
+    return tuple((k, str(merged[k].value)) for k in MODULE_PARAMS if k in merged)
 
 
 def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
@@ -432,6 +509,12 @@ class _NodeIn:
     ifaces: list[_IfaceIn]
     tunables: dict[str, _Tunable]
     peers: list[tuple[str, int, str]] = field(default_factory=list)
+    static_peers: list[PeerPlan] = field(default_factory=list)
+    udsp: list[tuple[str, ...]] = field(default_factory=list)
+    lnet: dict[str, Any] | None = None
+    routes: list[tuple[_LocDict, int, str]] = field(default_factory=list)
+    router: list[tuple[str, int]] = field(default_factory=list)  # forwarding, *_buffers
+    multi_rail: bool = True
 
 
 def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan]) -> _NodeIn:
@@ -459,8 +542,109 @@ def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan])
         peers = _list(doc, spec, "peers", fld)
         for i, peer in enumerate(peers):
             pfield = f"{fld}.peers[{i}]"
+            if isinstance(peer, _LocDict):
+                node.static_peers.append(_parse_peer(doc, peer, peers.lines[i], pfield))
+                continue
             node.peers.append((doc.string(peer, peers.lines[i], pfield), peers.lines[i], pfield))
+    if "udsp" in spec:
+        rules = _list(doc, spec, "udsp", fld)
+        node.udsp = [_parse_udsp(doc, r, rules.lines[i], f"{fld}.udsp[{i}]")
+                     for i, r in enumerate(rules)]
+    _parse_routing(doc, spec, fld, node)
+    if "multi_rail" in spec:
+        _parse_multi_rail(doc, spec, fld, node)
+    if "lnet" in spec:
+        node.lnet = _parse_lnet(doc, spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
     return node
+
+
+def _parse_multi_rail(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
+    """``multi_rail: false``: a downrev node has one NI per LNet net (seed 000 bck-*)."""
+    value = spec["multi_rail"]
+    if not isinstance(value, bool):
+        doc.fail(spec.vline("multi_rail"), f"{fld}.multi_rail",
+                 f"must be true or false, got {value!r}")
+    node.multi_rail = value
+    if value:
+        return
+    nets: dict[str, str] = {}
+    for iface in node.ifaces:
+        net = iface.segment.lnet
+        if net in nets:
+            doc.fail(iface.line, iface.field, f"a non-Multi-Rail node has one NI per LNet net: "
+                     f"{net!r} is already used by {nets[net]}")
+        nets[net] = iface.field
+
+
+def _nid(doc: _Doc, value: Any, line: int, fld: str) -> str:
+    text = doc.string(value, line, fld)
+    nid = parse_nid(text)
+    if nid is None or "@" not in text:
+        doc.fail(line, fld, f"bad NID {text!r} (expected address@net, e.g. 10.10.0.2@tcp)")
+    return str(nid)
+
+
+def _parse_peer(doc: _Doc, m: _LocDict, line: int, fld: str) -> PeerPlan:
+    """``{prim_nid: NID, nids: [NID...], non_mr: bool, lock_prim: bool}`` (cfg-070)."""
+    doc.mapping(m, line, fld, PEER_KEYS)
+    prim = _nid(doc, m["prim_nid"], m.vline("prim_nid"), f"{fld}.prim_nid")
+    nids: list[str] = []
+    if "nids" in m:
+        items = _list(doc, m, "nids", fld)
+        nids = [_nid(doc, n, items.lines[i], f"{fld}.nids[{i}]") for i, n in enumerate(items)]
+    flags = []
+    for key in ("non_mr", "lock_prim"):
+        val = m.get(key, False)
+        if not isinstance(val, bool):
+            doc.fail(m.vline(key), f"{fld}.{key}", f"expected true or false, got {_kind(val)}")
+        flags.append(val)
+    return PeerPlan(prim, tuple(n for n in nids if n != prim), flags[0], flags[1])
+
+
+def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> tuple[str, ...]:
+    """One rule ``{src|dst|rte: RANGE, priority: P, idx: N}`` checked as lnetctl does (§7.1)."""
+    from nodes.lnet.udsp import make_rule
+
+    m = doc.mapping(item, line, fld, UDSP_KEYS)
+    argv = ["udsp", "add"]
+    for key in ("priority", "idx"):
+        if key in m and (isinstance(m[key], bool) or not isinstance(m[key], int)
+                         or m[key] < 0):
+            doc.fail(m.vline(key), f"{fld}.{key}", f"expected an integer >= 0, got {m[key]!r}")
+    texts = {}
+    for key in ("src", "dst", "rte"):
+        if key in m:
+            texts[key] = doc.string(m[key], m.vline(key), f"{fld}.{key}")
+            argv += [f"--{key}", texts[key]]
+    try:
+        make_rule(texts.get("src"), texts.get("dst"), texts.get("rte"), m.get("priority"))
+    except LNetConfigError as e:
+        doc.fail(line, fld, e.descr)
+    for key in ("priority", "idx"):
+        if key in m:
+            argv += [f"--{key}", str(m[key])]
+    return tuple(argv)
+
+
+def _parse_lnet(doc: _Doc, value: Any, line: int, fld: str) -> dict[str, Any]:
+    """A raw ``lnetctl export`` block, imported on the node last (spec §9.4, cfg-170)."""
+    from nodes.daemon.lnetctl_config import import_verbs
+
+    m = doc.mapping(value, line, fld)
+    plain = _plain(m)
+    try:
+        import_verbs(plain)
+    except LNetConfigError as e:
+        doc.fail(line, fld, e.descr)
+    return plain
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _list(doc: _Doc, spec: _LocDict, key: str, fld: str) -> _LocList:
@@ -540,6 +724,76 @@ def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
                          "no free address left")
 
 
+def _int_in(doc: _Doc, m: _LocDict, key: str, fld: str, lo: int, hi: int) -> int:
+    val, line = m[key], m.vline(key)
+    if isinstance(val, bool) or not isinstance(val, int) or not lo <= val <= hi:
+        doc.fail(line, _join(fld, key), f"expected an integer in {lo}..{hi}, got {val!r}")
+    return val
+
+
+def _parse_routing(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
+    """``routing: true``, ``buffers: {tiny, small, large}``, ``routes: [...]`` (spec §6)."""
+    if "routing" in spec:
+        if not isinstance(spec["routing"], bool):
+            doc.fail(spec.vline("routing"), f"{fld}.routing",
+                     f"expected true or false, got {_kind(spec['routing'])}")
+        if spec["routing"]:
+            node.router.append(("forwarding", 1))
+    if "buffers" in spec:
+        m = doc.mapping(spec["buffers"], spec.vline("buffers"), f"{fld}.buffers", BUFFER_KEYS)
+        for key in m:
+            node.router.insert(0, (f"{key}_buffers",
+                                   _int_in(doc, m, key, f"{fld}.buffers", 1, 2**31 - 1)))
+    if "routes" in spec:
+        items = _list(doc, spec, "routes", fld)
+        for i, item in enumerate(items):
+            rfld = f"{fld}.routes[{i}]"
+            node.routes.append((doc.mapping(item, items.lines[i], rfld, ROUTE_KEYS),
+                                items.lines[i], rfld))
+
+
+def _route_plans(doc: _Doc, node: _NodeIn, nodes: list[_NodeIn]) -> tuple[RoutePlan, ...]:
+    """Resolve ``gateway:`` (a node name -> its NID on a net both nodes share; or a NID)."""
+    own = {i.segment.lnet for i in node.ifaces}
+    by_name = {n.name: n for n in nodes}
+    out: list[RoutePlan] = []
+    seen: set[tuple[str, str]] = set()
+    for m, _line, fld in node.routes:
+        net_text = doc.string(m["net"], m.vline("net"), f"{fld}.net")
+        net = parse_net(net_text)
+        if net is None or str(net) == "lo":
+            doc.fail(m.vline("net"), f"{fld}.net", f"bad LNet net {net_text!r}")
+        if str(net) in own:
+            doc.fail(m.vline("net"), f"{fld}.net", f"net {net} is local to node "
+                     f"{node.name!r}: a route is for a remote net")
+        gw_text = doc.string(m["gateway"], m.vline("gateway"), f"{fld}.gateway")
+        gfld, gline = f"{fld}.gateway", m.vline("gateway")
+        if "@" in gw_text:
+            gw = _nid(doc, gw_text, gline, gfld)
+            gw_net = gw.split("@", 1)[1]
+        else:
+            other = by_name.get(gw_text)
+            if other is None or other is node:
+                doc.fail(gline, gfld, f"unknown gateway node {gw_text!r} (give a node name "
+                         f"or a NID; nodes: {', '.join(by_name)})")
+            shared = [i for i in other.ifaces if i.segment.lnet in own]
+            if not shared:
+                doc.fail(gline, gfld, f"gateway {gw_text!r} shares no net with {node.name!r}")
+            gw, gw_net = f"{shared[0].ip}@{shared[0].segment.lnet}", shared[0].segment.lnet
+        if gw_net not in own:
+            doc.fail(gline, gfld, f"gateway {gw} is not on a net of node {node.name!r} "
+                     f"({', '.join(sorted(own))})")
+        if gw_net == str(net):
+            doc.fail(gline, gfld, f"gateway {gw} is on the route's own net {net}")
+        if (str(net), gw) in seen:
+            doc.fail(m.line, fld, f"route to {net} through {gw} listed twice")
+        seen.add((str(net), gw))
+        hop = _int_in(doc, m, "hop", fld, 1, 255) if "hop" in m else None
+        prio = _int_in(doc, m, "priority", fld, 0, 2**32 - 1) if "priority" in m else None
+        out.append(RoutePlan(str(net), gw, hop, prio))
+    return tuple(out)
+
+
 def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
     names = [n.name for n in nodes]
     for node in nodes:
@@ -583,7 +837,7 @@ def parse_topology(text: str, *, source: str = "<string>", name: str | None = No
     nodes = [_parse_node(doc, nodes_map, n, segs) for n in nodes_map]
     _check_peers(doc, nodes)
     _assign_addresses(doc, nodes)
-    node_plans = tuple(_node_plan(doc, n, top) for n in nodes)
+    node_plans = tuple(_node_plan(doc, n, top, _route_plans(doc, n, nodes)) for n in nodes)
     faults = _parse_faults(doc, data["faults"], data.vline("faults"), node_plans) \
         if "faults" in data else ()
     return Plan(plan_name, source, tuple(segs.values()), node_plans,
@@ -618,15 +872,19 @@ def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
     return doc.name(stem, None, "name", "testbed (from the file name; set `name:`)")
 
 
-def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable]) -> NodePlan:
+def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
+               routes: tuple[RoutePlan, ...] = ()) -> NodePlan:
     ifaces = []
     for i, iface in enumerate(node.ifaces):
         assert iface.ip is not None  # _assign_addresses filled every one
         seg = iface.segment
         ifaces.append(IfacePlan(f"eth{i}", seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
                                 iface.numa))
-    return NodePlan(node.name, tuple(ifaces), _merge_tunables(doc, top, node.tunables),
-                    tuple(p for p, _, _ in node.peers))
+    return NodePlan(node.name, tuple(ifaces),
+                    _merge_tunables(doc, top, node.tunables) + tuple(node.router),
+                    tuple(p for p, _, _ in node.peers),
+                    _module_params(top, node.tunables), tuple(node.static_peers),
+                    tuple(node.udsp), node.lnet, routes, node.multi_rail)
 
 
 def load_topology(path: str | os.PathLike[str] | None = None, *,

@@ -15,9 +15,11 @@ import signal
 import sys
 from pathlib import Path
 
+from nodes.daemon import lnetctl_config
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
 from nodes.daemon.control import ControlServer
 from nodes.daemon.runtime import NodeRuntime
+from nodes.lnet.errors import LNetConfigError
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -27,6 +29,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rundir", required=True, type=Path)
     p.add_argument("--port", type=int, default=988, help="socklnd acceptor port (988)")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--lnet-param", action="append", default=[], metavar="NAME=VALUE",
+                   help="LNet module parameter, applied before LNet is configured (spec §0)")
     return p.parse_args(argv)
 
 
@@ -51,6 +55,13 @@ async def _amain(ns: argparse.Namespace) -> int:
     sock_path.unlink(missing_ok=True)
     seed = ns.seed if ns.seed is not None else int.from_bytes(os.urandom(8), "little")
     rt = NodeRuntime(seed=seed, port=ns.port)
+    try:  # "modprobe lnet NAME=VALUE": before anything is configured
+        lnetctl_config.apply_module_params(rt, [tuple(a.split("=", 1)) if "=" in a
+                                                else (a, "") for a in ns.lnet_param])
+    except LNetConfigError as e:
+        logging.getLogger("daemon").error("bad --lnet-param: %s", e.descr)
+        await rt.close()
+        return 2
     server = ControlServer(rt, ns.node, str(sock_path))
     os.chmod(sock_path, 0o600)
     link = _register(sock_path)

@@ -155,6 +155,8 @@ async def _stats_reset(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
 
 
 async def _set(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
+    if ns.param == "multi_rail":  # testbed only: a downrev node (discovery.py, differences)
+        return _set_multi_rail(rt, ns.value)
     if ns.param not in TUNABLE_NAMES:
         return 255, "", f"lnetctl set: unknown parameter '{ns.param}'\n"
     try:
@@ -163,10 +165,56 @@ async def _set(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
         e = LNetConfigError(-EINVAL, f"cannot parse {ns.param} value")
         return 255, "", error_doc("parser", "set", -1, e.descr)
     try:
-        rt.engine.set_tunable(ns.param, value)
+        rt.execute(rt.engine.set_tunable(ns.param, value, rt.now()))  # re-arms the timer
     except LNetConfigError as e:
         return _fail("add", ns.param, e)
     return 0, "", ""
+
+
+def _set_multi_rail(rt: NodeRuntime, value: str) -> Result:
+    """``lnetctl set multi_rail 0|1`` (testbed only): 0 makes this node a non-Multi-Rail
+    ("downrev") node: no MULTI_RAIL/DISCOVERY feature bits, pushes dropped, never initiates
+    discovery, one NI per net (seed 000 Backwards Compatibility). Only before any NI exists."""
+    if value not in ("0", "1"):
+        return 255, "", error_doc("parser", "set", -1, "multi_rail must be 0 or 1")
+    if rt.engine.local_nis():
+        e = LNetConfigError(-errno_mod.EBUSY, "multi_rail can only be set before any NI is "
+                                              "added")
+        return _fail("add", "multi_rail", e)
+    rt.engine.multi_rail = value == "1"
+    return 0, "", ""
+
+
+async def _discover(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
+    """``lnetctl discover [--force] NID[,NID]`` (spec §5.3, §9.3): blocking discovery, then
+    the peer's NIDs under ``discover:`` (errors under ``manage: - discover:``)."""
+    from nodes.lnet import discovery
+
+    targets = [t for arg in ns.nids for t in arg.split(",") if t.strip()]
+    if not targets:
+        return 255, "", "lnetctl discover: no NID given\n"
+    ok: list[dict[str, Any]] = []
+    errors: list[str] = []
+    rc = 0
+    for target in targets:
+        try:
+            nid = NID.parse(target)
+        except LNetConfigError as e:
+            errors.append(_ping_error(target, e.errno, e.descr, "discover"))
+            rc = e.errno
+            continue
+        final = (await rt.wait_final(lambda n=nid: discovery.discover(
+            rt.engine, n, rt.now(), force=ns.force)))[-1]
+        peer = rt.engine.peers.find_peer(nid)
+        if final.status or peer is None:
+            status = final.status or -errno_mod.ENOENT
+            errors.append(_ping_error(target, status, os.strerror(-status), "discover"))
+            rc = status
+            continue
+        ok.append({"primary nid": str(peer.primary_nid), "Multi-Rail": peer.multi_rail,
+                   "peer_ni": [{"nid": str(lpni.nid)} for lpni in peer.lpnis]})
+    out = dump({"discover": ok}) if ok else ""
+    return (_exit(rc) if rc else 0), out, "".join(errors)
 
 
 async def _ping(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
@@ -208,9 +256,9 @@ async def _ping(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
     return (_exit(rc) if rc else 0), out, "".join(errors)
 
 
-def _ping_error(target: str, err: int, why: str) -> str:
-    return (f"manage:\n    - ping:\n      errno: {err}\n"
-            f"      descr: failed to ping {target}: {why}\n")
+def _ping_error(target: str, err: int, why: str, verb: str = "ping") -> str:
+    return (f"manage:\n    - {verb}:\n      errno: {err}\n"
+            f"      descr: failed to {verb} {target}: {why}\n")
 
 
 async def _health_set(rt: NodeRuntime, ns: argparse.Namespace, obj: str) -> Result:
@@ -309,6 +357,9 @@ def _build() -> dict[tuple[str, str], tuple[argparse.ArgumentParser, Handler]]:
     p = add("set", "", _set)
     p.add_argument("param")
     p.add_argument("value")
+    p = add("discover", "", _discover)
+    p.add_argument("--force", action="store_true")
+    p.add_argument("nids", nargs="*")
     p = add("ping", "", _ping)
     p.add_argument("--source")
     p.add_argument("--timeout", type=int)
@@ -332,6 +383,14 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
             return _exit(-errno_mod.ENETDOWN), "", error_doc(
                 "manage", "fault", -errno_mod.ENETDOWN, "LNet is not configured: Network is down")
         return await lnetctl_fault.run(rt, argv[1:])
+    if obj in ("route", "routing"):  # nodes/daemon/lnetctl_route.py (spec §6.1, §9.3)
+        from nodes.daemon import lnetctl_route
+
+        return await lnetctl_route.run(rt, obj, argv[1:])
+    if obj in ("udsp", "export", "import"):  # nodes/daemon/lnetctl_config.py (spec §7, §9.4)
+        from nodes.daemon import lnetctl_config
+
+        return await lnetctl_config.run(rt, obj, argv[1:])
     if (obj, "") in _TABLE:
         parser, handler = _TABLE[(obj, "")]
         rest = argv[1:]

@@ -40,6 +40,7 @@ class NodeRuntime:
         rng = random.Random(seed)
         self.incarnation = rng.getrandbits(63) | 1
         self.engine = LNetEngine(rng=rng, incarnation=self.incarnation)
+        self.engine.dc_enabled = True  # peer discovery on (nodes/lnet/discovery.py)
         self.lnd = SockLND(on_rx=self._on_rx, on_tx_done=self._on_tx_done,
                            on_conn=self._on_conn, incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
@@ -155,6 +156,7 @@ class NodeRuntime:
                                            "has no IPv4 address")
         nid = nid_from_ip(ip, net)
         ni = self.engine.net_add(net, interface, nid, **kw)
+        self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
         self._subnets[nid] = interface_subnet(interface)
         try:
             await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout
@@ -168,6 +170,7 @@ class NodeRuntime:
     async def net_del(self, net: Net, interface: str | None) -> None:
         for nid in self.engine.net_del(net, interface):
             await self.lnd.shutdown_ni(nid)
+        self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
 
     async def unconfigure(self) -> None:
         for nid in self.engine.unconfigure():

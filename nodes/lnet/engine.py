@@ -9,8 +9,9 @@ clocks or unseeded randomness in here.
 This module is the facade; the work lives in one module per concept: ``send.py`` (select ->
 commit -> credits -> Transmit, tx finalize, resend), ``select.py`` (spec §2), ``health.py``
 (spec §3.1-3.3), ``recovery.py`` (spec §3.5, driven by the 1 s monitor tick), ``receive.py``
-(spec §4.2), ``views.py`` (spec §9). Invariant (spec §4.4): every send ends in exactly one
-final MD event (``unlinked=True``), success or failure with a negative errno.
+(spec §4.2), ``router.py`` (routes, forwarding, spec §6), ``views.py`` (spec §9).
+Invariant (spec §4.4): every send ends in exactly one final MD event (``unlinked=True``),
+success or failure with a negative errno.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import heapq
 import random
 
-from nodes.lnet import recovery, send, views
+from nodes.lnet import discovery, recovery, send, udsp, views
 from nodes.lnet.actions import Action, Log, MDEvent
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.errors import (
@@ -46,7 +47,7 @@ from nodes.lnet.hdr import (
 from nodes.lnet.health import remote_failure, set_ni_health
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.msg import MD, ME, Msg
-from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI, NetTunables
+from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNetNet, LNetNI, NetTunables
 from nodes.lnet.nid import LO_NET, LO_NID, NID, Net
 from nodes.lnet.peer import PeerNI, PeerTable
 from nodes.lnet.ping import (
@@ -57,6 +58,7 @@ from nodes.lnet.ping import (
     LNET_PING_FEAT_RTE_DISABLED,
     PingInfo,
 )
+from nodes.lnet.router import ROUTER_PARAMS, Router
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE, Tunables
 
 
@@ -84,6 +86,20 @@ class LNetEngine:
         self.lpni_recoveryq: list[PeerNI] = []    # ln_mt_peerNIRecovq
         self.mt_last = float("-inf")              # last monitor tick
         self.faults = FaultState(self.rng)  # lctl net_drop_add/net_delay_add (spec §8)
+        self.router = Router(self)  # routes, gateways, buffers, forwarding (router.py, §6)
+        self.dc = discovery.DiscoveryQueues()  # ln_dc_request/working (discovery.py, §5.2)
+        self.multi_rail = True  # False: a "downrev" non-MR node (seed 000 bck-*, discovery.py)
+        # the discovery machinery (gate, pushes on NI change) runs when set: the node daemon
+        # sets it; bare engines (unit harnesses, sim) keep the pre-discovery behaviour unless
+        # they ask for it (docs/differences.md)
+        self.dc_enabled = False
+        self.udsp = udsp.UDSPTable()        # ln_udsp_list (spec §7)
+        self._hook_peers()
+
+    def _hook_peers(self) -> None:
+        """New peer nets / peer NIs get the UDSP rules applied at creation (spec §7.3)."""
+        self.peers.on_new_lpn = lambda pnet: udsp.on_lpn(self, pnet)
+        self.peers.on_new_lpni = lambda lpni: udsp.on_lpni(self, lpni)
 
     # ------------------------------------------------------------------ DLC: configuration
     def configure(self) -> None:
@@ -94,14 +110,20 @@ class LNetEngine:
         lo.nis.append(LNetNI(LO_NID, "", lo, tx_credits=0, max_tx_credits=0, min_tx_credits=0))
         self.nets = {LO_NET: lo}
         self.configured = True
+        if self.tunables.forwarding:  # module param forwarding=enabled: a router at once (§6.2)
+            self.router.on_tunable("forwarding", 1, None)
 
     def unconfigure(self) -> list[NID]:
         """``lnetctl lnet unconfigure``: returns the NIDs the LND must shut down."""
         nids = [ni.nid for ni in self.local_nis()]
         self.nets = {}
         self.peers = PeerTable()
+        self._hook_peers()
+        self.udsp = udsp.UDSPTable()  # lnet_udsp_destroy(shutdown) on LNetNIFini
         self.ni_recoveryq.clear()
         self.lpni_recoveryq.clear()
+        self.router = Router(self)
+        self.dc = discovery.DiscoveryQueues()
         self.configured = False
         return nids
 
@@ -134,12 +156,17 @@ class LNetEngine:
             if peer_timeout is not None:
                 lnet.tunables.peer_timeout = peer_timeout
             self.nets[net] = lnet
+            udsp.on_net(self, lnet)  # spec §7.3: rules applied to a new net
         elif any(ni.interface == interface for ni in lnet.nis):
             raise LNetConfigError(-EEXIST, "cannot add network: File exists")
+        elif not self.multi_rail:  # downrev LNet: one NI per net (discovery.py, bck-*)
+            raise LNetConfigError(-EEXIST, f"cannot add network: non-Multi-Rail node "
+                                           f"already has an NI on {net}")
         max_cr = lnet.tunables.credits
         ni = LNetNI(nid, interface, lnet, cpts=cpts, tx_credits=max_cr, max_tx_credits=max_cr,
                     min_tx_credits=max_cr, dev_cpt=-1 if numa is None else numa)
         lnet.nis.append(ni)
+        udsp.on_ni(self, ni)  # spec §7.3: rules applied to a new NI
         self._ping_changed()
         # peer NIs on this net created before it existed now get credits (spec §1.3)
         for lpni in self.peers.by_nid.values():
@@ -184,13 +211,20 @@ class LNetEngine:
         self.lpni_recoveryq[:] = [p for p in self.lpni_recoveryq
                                   if self.peers.find_lpni(p.nid) is p]
 
-    def set_tunable(self, name: str, value: int) -> None:
+    def set_tunable(self, name: str, value: int, now: float | None = None) -> list[Action]:
+        old = getattr(self.tunables, name, None)
         self.tunables.set(name, value)
-        if name == "discovery":
-            self._ping_changed()
+        if name == "discovery":  # disabling force-pushes to MR peers (discovery.py, §5.4)
+            discovery.set_discovery(self, int(old or 0), value)
+        if name in ROUTER_PARAMS:  # routing state and buffer pools (router.py, spec §6.2)
+            return self.router.on_tunable(name, value, now)
+        return []
 
     def _ping_changed(self) -> None:
+        """A local NI was added or removed: the ping buffer is rebuilt with seq+1 and MR
+        peers are pushed the new one (spec §5.1, dyn-045; ``discovery.local_ni_changed``)."""
         self.ping_seq += 1
+        discovery.local_ni_changed(self)
 
     # ------------------------------------------------------------------ health controls
     def ni_set_fatal(self, nid: NID, fatal: bool, now: float) -> list[Action]:
@@ -208,7 +242,7 @@ class LNetEngine:
         ni.fatal_error = fatal
         if old == fatal:
             return []
-        self._ping_changed()
+        # the NI's status is updated in place in the ping buffer: no rebuild, no push (§5.1)
         if not fatal:
             if ni.healthv == LNET_MAX_HEALTH_VALUE:
                 ni.status = LNET_NI_STATUS_UP
@@ -257,12 +291,16 @@ class LNetEngine:
         return self._mds.get(handle)
 
     def ping_info(self) -> PingInfo:
-        features = LNET_PING_FEAT_BASE | LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL
-        if self.tunables.discovery:
-            features |= LNET_PING_FEAT_DISCOVERY
-        if not self.tunables.routing:
+        features = LNET_PING_FEAT_BASE | LNET_PING_FEAT_NI_STATUS
+        if self.multi_rail:  # a downrev node has neither bit (bck-025, discovery.py)
+            features |= LNET_PING_FEAT_MULTI_RAIL
+            if self.tunables.discovery:
+                features |= LNET_PING_FEAT_DISCOVERY
+        if self.router.rte_disabled():  # STARTING/STOPPING keep it (spec §6.2)
             features |= LNET_PING_FEAT_RTE_DISABLED
-        nis = tuple((ni.nid, ni.status) for ni in self.local_nis())
+        # NI status per entry: a fatal NI is DOWN, otherwise its status (spec §1.2, §5.1)
+        nis = tuple((ni.nid, LNET_NI_STATUS_DOWN if ni.fatal_error else ni.status)
+                    for ni in self.local_nis())
         return PingInfo(features, self.pid, self.ping_seq, nis)
 
     def view(self, what: str, **kw: object) -> dict[str, object]:
@@ -294,20 +332,23 @@ class LNetEngine:
 
     def put(self, now: float, dst: NID, *, payload: bytes, portal: int, match_bits: int = 0,
             ack: bool = True, src: NID | None = None, timeout: float | None = None,
-            hdr_data: int = 0, numa: int | None = None) -> tuple[int, list[Action]]:
+            hdr_data: int = 0, numa: int | None = None,
+            owner: tuple[str, NID] | None = None) -> tuple[int, list[Action]]:
         """``LNetPut``: returns the MD handle; events arrive as ``MDEvent`` actions.
 
         ``timeout`` is the caller's own transaction timeout (003); ``numa`` the NUMA node of
         the payload memory (snd-020).
         """
-        md = self._bind_md(now, threshold=2 if ack else 1, timeout=timeout, op=MsgType.PUT)
+        md = self._bind_md(now, threshold=2 if ack else 1, timeout=timeout, op=MsgType.PUT,
+                           owner=owner)
         wmd = WireHandle(self.incarnation, md.handle) if ack else WireHandle()
         hdr = LNetHdr(dest_nid=dst, src_nid=LO_NID, dest_pid=LNET_PID_LUSTRE, src_pid=self.pid,
                       type=MsgType.PUT, payload_length=len(payload), wmd=wmd,
                       match_bits=match_bits, hdr_data=hdr_data, ptl_index=portal)
         msg = Msg(self.new_id(), MsgType.PUT, hdr, payload, md=md, final_dst=dst, md_cpt=numa)
         md.msg = msg
-        return md.handle, self._launch(msg, now, src, track=ack)
+        # discovery pushes are always tracked (lnet_response_tracking 0 still tracks, §4.3)
+        return md.handle, self._launch(msg, now, src, track=ack, force_track=owner is not None)
 
     def get(self, now: float, dst: NID, *, length: int, portal: int, match_bits: int = 0,
             src: NID | None = None, timeout: float | None = None, recovery: bool = False,
@@ -378,6 +419,10 @@ class LNetEngine:
         """Deliver an event on ``md``: to the upper layer, or to recovery for its pings."""
         if md.unlinked and not unlinked:
             return []
+        if md.owner is not None and md.owner[0] == "rtr":  # router checker ping (§6.4)
+            return self.router.on_md_event(md, kind, status, kw.get("payload", b""))  # type: ignore[arg-type]
+        if md.owner is not None and md.owner[0].startswith("dc_"):  # discovery ping/push
+            return discovery.on_md_event(self, md, kind, status, **kw)
         if md.owner is not None:
             return recovery.on_md_event(self, md, kind, status)
         return [MDEvent(handle=md.handle, kind=kind, status=status, unlinked=unlinked,
@@ -412,13 +457,15 @@ class LNetEngine:
         return parse(self, ev, now, loopback=loopback)
 
     def send_response(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
-                      payload: bytes = b"", mlength: int = 0) -> list[Action]:
-        """ACK/REPLY: from the NID the request came to, to the request's source (snd-045)."""
+                      payload: bytes = b"", mlength: int = 0,
+                      rtr: NID | None = None) -> list[Action]:
+        """ACK/REPLY: from the NID the request came to, to the request's source (snd-045);
+        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1)."""
         hdr = LNetHdr(dest_nid=req.src_nid, src_nid=rx_ni.nid, dest_pid=req.src_pid,
                       src_pid=self.pid, type=mtype, payload_length=len(payload), wmd=req.wmd,
                       match_bits=req.match_bits, mlength=mlength)
         msg = Msg(self.new_id(), mtype, hdr, payload, is_response=True,
-                  final_dst=req.src_nid, src_nid_param=rx_ni.nid)
+                  final_dst=req.src_nid, src_nid_param=rx_ni.nid, rtr_nid_param=rtr)
         self.counters.msg_alloc()
         return send.send(self, msg, now)
 
@@ -444,7 +491,8 @@ class LNetEngine:
     def next_deadline(self) -> float | None:
         """Earliest of: MD timers, delayed messages (spec §8.3), the monitor tick (§3.5)."""
         times = (self.faults.next_deadline(), self._next_md_deadline(),
-                 recovery.deadline(self))
+                 recovery.deadline(self), self.router.deadline(),
+                 discovery.deadline(self))
         return min((t for t in times if t is not None), default=None)
 
     def _next_md_deadline(self) -> float | None:
@@ -475,6 +523,12 @@ class LNetEngine:
         due = recovery.deadline(self)
         if due is not None and due <= now:
             actions += recovery.tick(self, now)
+        due = self.router.deadline()
+        if due is not None and due <= now:
+            actions += self.router.tick(now)  # router checker (spec §6.4)
+        due = discovery.deadline(self)
+        if due is not None and due <= now:
+            actions += discovery.tick(self, now)  # deferred discovery work (spec §5.2)
         return actions
 
     def ni_status_up(self, ni: LNetNI) -> bool:

@@ -10,6 +10,7 @@ queue that spec §1.5 takes before the NI's credits.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,7 @@ class PeerNI:
     txqnob: int = 0
     txq: deque[Msg] = field(default_factory=deque)
     pref_nids: list[NID] = field(default_factory=list)
+    rtr_pref_nids: list[NID] = field(default_factory=list)  # UDSP --dst X --rte Y (spec §7.2)
     stats: IfaceStats = field(default_factory=IfaceStats)
     hstats: PeerNIHealthStats = field(default_factory=PeerNIHealthStats)
     last_alive: float = 0.0
@@ -65,6 +67,8 @@ class PeerNI:
     next_ping: float = 0.0
     recovery_state: int = 0  # recovery.RECOVERY_PENDING | RECOVERY_FAILED
     ping_md: MD | None = None
+    # lpni_ns_status: UP/DOWN as the gateway's ping reports it or as traffic shows (spec §6.3)
+    ns_status: int = 0x15AAC0DE  # LNET_NI_STATUS_UP
 
     @property
     def peer(self) -> Peer:
@@ -94,7 +98,28 @@ class Peer:
     state: int = 0
     nets: list[PeerNet] = field(default_factory=list)
     send_seq: int = 0
-    rtr_refcount: int = 0  # routes using this peer as gateway (issue 4)
+    rtr_refcount: int = 0  # routes using this peer as gateway (router.py)
+    alive: bool = True     # lp_alive: gateway aliveness from router discovery (spec §6.4)
+    rtrq: deque[Msg] = field(default_factory=deque)  # lp_rtrq: waiting for router credits
+    # discovery (nodes/lnet/discovery.py, spec §5.2): lp_disc_src/dst_nid, lp_disc_net_id,
+    # lp_data (a PingInfo), lp_data_bytes, lp_peer_seqno, lp_node_seqno, lp_dc_error,
+    # lp_dc_pendq, the ping/push MD handles, blocking waiters and dyn-060 clashes
+    disc_src_nid: NID | None = None
+    disc_dst_nid: NID | None = None
+    disc_net: Net | None = None
+    data: object = None
+    data_bytes: int = 0
+    peer_seqno: int = 0
+    node_seqno: int = 0
+    push_seq: int = 0
+    dc_error: int = 0
+    ping_error: int = 0
+    push_error: int = 0
+    ping_mdh: int = 0
+    push_mdh: int = 0
+    dc_pendq: list[Msg] = field(default_factory=list)
+    dc_waiters: list[int] = field(default_factory=list)
+    clash_nids: list[NID] = field(default_factory=list)
 
     @property
     def multi_rail(self) -> bool:
@@ -118,6 +143,9 @@ class PeerTable:
     def __init__(self) -> None:
         self.peers: list[Peer] = []
         self.by_nid: dict[NID, PeerNI] = {}
+        # UDSP application on creation (spec §7.3), set by the engine
+        self.on_new_lpn: Callable[[PeerNet], None] | None = None
+        self.on_new_lpni: Callable[[PeerNI], None] | None = None
 
     def find_lpni(self, nid: NID) -> PeerNI | None:
         return self.by_nid.get(nid)
@@ -131,11 +159,15 @@ class PeerTable:
         if pnet is None:
             pnet = PeerNet(nid.net, peer)
             peer.nets.append(pnet)
+            if self.on_new_lpn is not None:
+                self.on_new_lpn(pnet)
         lpni = PeerNI(nid, pnet, tx_credits=peer_credits, max_tx_credits=peer_credits,
                       min_tx_credits=peer_credits, rtr_credits=peer_credits,
                       min_rtr_credits=peer_credits)
         pnet.lpnis.append(lpni)
         self.by_nid[nid] = lpni
+        if self.on_new_lpni is not None:
+            self.on_new_lpni(lpni)
         return lpni
 
     def traffic_add(self, nid: NID, peer_credits: int) -> PeerNI:

@@ -1,7 +1,13 @@
 """The ping buffer ``struct lnet_ping_info`` (spec §5.1, lnet-idl.h): what a ping GET returns.
 
 Entry 0 is always ``0@lo`` with the buffer sequence number in its status field; then every
-local NI in net order, so entry 1 is the primary NID. Little-endian as on x86.
+local NI in net order, so entry 1 is the primary NID, each with its status (UP 0x15aac0de or
+DOWN 0xdeadface) and ``msg_size`` 0. Little-endian as on x86. The engine answers GETs on portal
+0 with the ping match bits with this buffer (the ping target) and accepts PUTs of a peer's
+buffer there (the push target, ``discovery.on_push``; dyn-005/015). Feature bits: BASE and
+NI_STATUS always; MULTI_RAIL and DISCOVERY on a Multi-Rail node (DISCOVERY only while
+discovery is enabled), RTE_DISABLED while routing is off (spec §5.1). The engine rebuilds the
+buffer with ``seq + 1`` when a local NI is added or removed (``LNetEngine._ping_changed``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ LNET_PING_FEAT_NI_STATUS = 0x2
 LNET_PING_FEAT_RTE_DISABLED = 0x4
 LNET_PING_FEAT_MULTI_RAIL = 0x8
 LNET_PING_FEAT_DISCOVERY = 0x10
+LNET_PING_FEAT_LARGE_ADDR = 0x20
+LNET_PING_FEAT_PRIMARY_LARGE = 0x40
+LNET_PING_FEAT_METADATA = 0x80
 _HDR = struct.Struct("<IIII")
 _ENTRY = struct.Struct("<QII")
 
@@ -52,3 +61,23 @@ class PingInfo:
             raise WireProtocolError("ping buffer entry 0 is not 0@lo")
         nis = tuple((NID.from_nid4(nid4), status) for nid4, status, _ in entries[1:])
         return cls(features, pid, entries[0][1], nis)
+
+
+def ping_info_size(data: bytes) -> int:
+    """Bytes the whole buffer takes, from its header (0 if even the header is missing):
+    a reply shorter than this was truncated and the ping is retried with a bigger sink."""
+    if len(data) < _HDR.size:
+        return 0
+    nnis = _HDR.unpack_from(data)[3]
+    return _HDR.size + min(nnis, 1 << 16) * _ENTRY.size
+
+
+def feature_names(features: int) -> list[str]:
+    """Names of the set feature bits, for logs and tests."""
+    names = {LNET_PING_FEAT_BASE: "BASE", LNET_PING_FEAT_NI_STATUS: "NI_STATUS",
+             LNET_PING_FEAT_RTE_DISABLED: "RTE_DISABLED",
+             LNET_PING_FEAT_MULTI_RAIL: "MULTI_RAIL", LNET_PING_FEAT_DISCOVERY: "DISCOVERY",
+             LNET_PING_FEAT_LARGE_ADDR: "LARGE_ADDR",
+             LNET_PING_FEAT_PRIMARY_LARGE: "PRIMARY_LARGE",
+             LNET_PING_FEAT_METADATA: "METADATA"}
+    return [n for bit, n in names.items() if features & bit]

@@ -43,20 +43,31 @@ def parse(eng: LNetEngine, ev: MessageReceived, now: float, *,
     ni = eng.ni_by_nid(ev.ni)
     if ni is None or not eng.configured:
         return _drop(eng, None, None, ev, f"not received on a local NI ({ev.ni})")
-    if hdr.dest_nid != ni.nid:
-        # routing is not enabled on this node; anything not for this NI is refused (-EPROTO)
+    forward = hdr.dest_nid != ni.nid
+    if forward and (not eng.router.enabled or hdr.dest_nid.net == ni.nid.net
+                    or eng.ni_by_nid(hdr.dest_nid) is not None):
+        # not for this NI and not routable by this node: refused (-EPROTO, spec §4.2 step 2)
         return _drop(eng, ni, None, ev, "not for me (-EPROTO)")
     lpni: PeerNI | None = None
     if not loopback:
-        lpni = eng.peers.find_lpni(hdr.src_nid)
+        # the sender is the previous hop (``from_nid``): the originator itself, or a router
+        lpni = eng.peers.find_lpni(ev.peer_nid)
         if lpni is None:
-            lnet = eng.nets.get(hdr.src_nid.net)
-            lpni = eng.peers.traffic_add(hdr.src_nid, lnet.tunables.peer_credits if lnet else 0)
+            lnet = eng.nets.get(ev.peer_nid.net)
+            lpni = eng.peers.traffic_add(ev.peer_nid, lnet.tunables.peer_credits if lnet else 0)
             lpni.pref_nids.append(ni.nid)
         lpni.last_alive = now
         lpni.stats.received.bump(hdr.type)
+        why = eng.router.on_rx(ni, lpni, hdr.src_nid, now)  # aliveness, asym (spec §6.5)
+        if why is not None:
+            ni.stats.received.bump(hdr.type)
+            return _drop(eng, ni, lpni, ev, why)
     ni.stats.received.bump(hdr.type)
-    initiator = lpni.peer.primary_nid if lpni else hdr.src_nid
+    if forward and lpni is not None:
+        rx_ok(eng, ni, lpni, now)
+        return eng.router.forward(ni, lpni, hdr, ev.payload, now)  # seed 001, spec §6.6
+    owner = eng.peers.find_peer(hdr.src_nid)
+    initiator = owner.primary_nid if owner else hdr.src_nid
     handler = _HANDLERS[hdr.type]
     drops = eng.counters.values["drop_count"]
     actions = handler(eng, ni, lpni, ev, now, initiator)
@@ -74,13 +85,24 @@ def _count_recv(eng: LNetEngine, nob: int) -> None:
 def _on_put(eng: LNetEngine, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceived,
             now: float, initiator: object) -> list[Action]:
     hdr = ev.hdr
-    md = eng.match_me(hdr.ptl_index, hdr.match_bits)
-    if md is None:
-        return _drop(eng, ni, lpni, ev, f"no match on portal {hdr.ptl_index} (-ENOENT)")
+    push: list[Action] = []
+    if hdr.ptl_index == LNET_RESERVED_PORTAL and hdr.match_bits == LNET_PROTO_PING_MATCHBITS:
+        # the push target (discovery.py, spec §5.1/§5.3); a non-MR node has none (dyn-010)
+        from nodes.lnet import discovery
+
+        accepted, push = discovery.on_push(eng, hdr.src_nid, ev.payload, now)
+        if not accepted:
+            return _drop(eng, ni, lpni, ev, "push to a non-Multi-Rail node (dyn-010)")
+        md = None
+    else:
+        md = eng.match_me(hdr.ptl_index, hdr.match_bits)
+        if md is None:
+            return _drop(eng, ni, lpni, ev, f"no match on portal {hdr.ptl_index} (-ENOENT)")
     _count_recv(eng, len(ev.payload))
-    actions: list[Action] = []
+    actions: list[Action] = push
     if not hdr.wmd.is_none:
-        actions += eng.send_response(now, MsgType.ACK, ni, hdr, mlength=len(ev.payload))
+        actions += eng.send_response(now, MsgType.ACK, ni, hdr, mlength=len(ev.payload),
+                                     rtr=ev.peer_nid)
     return actions
 
 
@@ -97,7 +119,7 @@ def _on_get(eng: LNetEngine, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceive
     reply = data[hdr.offset:hdr.offset + hdr.sink_length]
     _count_recv(eng, 0)
     eng.counters.bump("send_length", len(reply))
-    return eng.send_response(now, MsgType.REPLY, ni, hdr, payload=reply)
+    return eng.send_response(now, MsgType.REPLY, ni, hdr, payload=reply, rtr=ev.peer_nid)
 
 
 def _on_response(eng: LNetEngine, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceived,

@@ -29,6 +29,7 @@ from nodes.lnet.fault import tx_hook
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, MsgType
 from nodes.lnet.health import health_check
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.router import RouteWait
 from nodes.lnet.select import SelectError, find_local_ni, select_pathway
 
 if TYPE_CHECKING:
@@ -47,7 +48,9 @@ def _select(eng: LNetEngine, msg: Msg) -> tuple[LNetNI, PeerNI]:
     if lpni is None:
         lnet = eng.nets.get(dst.net)
         lpni = eng.peers.traffic_add(dst, lnet.tunables.peer_credits if lnet else 0)
-    nmr = not lpni.peer.multi_rail or msg.recovery
+    if eng.router.is_remote(lpni, src, msg):  # routed path (router.py, spec §2.6)
+        return eng.router.find_routed_path(msg, lpni, src)
+    nmr = not lpni.peer.multi_rail or msg.recovery or bool(msg.extra.get("forwarding"))
     return select_pathway(lpni=lpni, src=src, nets=eng.nets, nmr=nmr, md_cpt=msg.md_cpt,
                           numa_range=eng.tunables.numa_range,
                           reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
@@ -61,11 +64,19 @@ def send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
     dst = msg.final_dst
     if (dst.is_lo or eng.ni_by_nid(dst) is not None) and not msg.recovery:
         return send_loopback(eng, msg, now)
+    if not msg.extra.get("forwarding"):
+        # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to date
+        from nodes.lnet import discovery
+
+        if (waiting := discovery.gate(eng, msg, now)) is not None:
+            return waiting
     try:
         ni, lpni = _select(eng, msg)
     except SelectError as e:
         hs = HStatus.REMOTE_ERROR if e.errno == -EHOSTUNREACH else HStatus.LOCAL_ERROR
         return [Log(level="error", text=e.descr), *fail_unsent(eng, msg, now, e.errno, hs)]
+    except RouteWait as w:  # gateway discovered on first use (seed 002)
+        return eng.router.park(msg, w, now)
     commit(eng, msg, ni, lpni, now)
     return post_send(eng, msg, now)
 
@@ -81,7 +92,10 @@ def commit(eng: LNetEngine, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float) -> N
     msg.tx_committed = True
     msg.committed_at = now
     msg.deadline = msg_deadline(eng, ni, now, msg)
-    msg.hdr = replace(msg.hdr, src_nid=ni.nid, dest_nid=lpni.nid)
+    # routed: header dest = final destination; forwarded: the originator's src stays (§2.7)
+    dest = msg.extra.pop("rt_dst", lpni.nid)
+    src = msg.hdr.src_nid if msg.extra.get("forwarding") else ni.nid
+    msg.hdr = replace(msg.hdr, src_nid=src, dest_nid=dest)  # type: ignore[arg-type]
     if msg.md is not None and msg.md.rsp_deadline is not None:
         msg.md.rsp_next_hop = lpni
 
@@ -125,7 +139,15 @@ def post_send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
             msg.queued = True
             ni.txq.append(msg)
             return []
-    if msg.queued and now > msg.deadline:
+    if eng.router.next_hop_dead(msg, lpni):
+        # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
+        eng.counters.bump("drop_count")
+        eng.counters.bump("drop_length", msg.nob)
+        ni.stats.dropped.bump(msg.type)
+        lpni.stats.dropped.bump(msg.type)
+        return finalize_tx(eng, msg, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
+    if msg.queued and now > msg.deadline and not msg.extra.get("forwarding"):
+        # (routers never drop on deadline, spec §3.4)
         # a message that waited past its deadline is dropped (spec §1.5 step 1)
         eng.counters.bump("drop_count")
         eng.counters.bump("drop_length", msg.nob)
@@ -188,6 +210,8 @@ def _resend(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
         return [Log(level="error", text=f"Error sending {msg.type.name} to {msg.final_dst}: "
                                         f"{e.errno}"),
                 *fail_unsent(eng, msg, now, e.errno, HStatus.LOCAL_ERROR)]
+    except RouteWait as w:
+        return eng.router.park(msg, w, now)
     eng.counters.bump("resend_count")
     commit(eng, msg, ni, lpni, now)
     return [Log(level="error", text=f"resending {msg.type.name} to {msg.final_dst} "
@@ -202,12 +226,16 @@ def finalize_tx(eng: LNetEngine, msg: Msg, now: float, rc: int, hstatus: HStatus
     msg.no_resend = msg.no_resend or no_resend
     actions = return_credits(eng, msg, now)
     ni, lpni = msg.txni, msg.txpeer
+    if lpni is not None and hstatus != HStatus.OK:
+        eng.router.tx_failed(lpni, hstatus)  # LND peer-down notification (seed 002)
     if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
         resend, logs = health_check(eng, msg, now)
         actions += logs
         if resend:
             return actions + _resend(eng, msg, now)
     msg.tx_committed = False
+    if msg.extra.get("forwarding"):  # router buffer and credit back (spec §1.5)
+        actions += eng.router.return_rx_credits(msg, now)
     if rc == 0:
         # lnet_msg_decommit_tx: only successful sends are counted
         eng.counters.bump("send_count")
@@ -236,6 +264,8 @@ def fail_unsent(eng: LNetEngine, msg: Msg, now: float, rc: int,
     msg.hstatus = hstatus
     msg.no_resend = True
     eng.counters.msg_free()
+    if msg.extra.get("forwarding"):  # a router simply frees it (spec §2.8)
+        return eng.router.return_rx_credits(msg, now)
     if msg.md is None or msg.is_response:
         return []
     return eng.md_final(msg.md, "SEND", rc)

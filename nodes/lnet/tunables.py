@@ -4,7 +4,8 @@ Theory of operation: one ``Tunables`` object per node holds today's module param
 with the cross-checks of api-ni.c (``sensitivity_set``, ``retry_count_set``,
 ``transaction_to_set``). ``set()`` raises LNetConfigError with the errno lnetctl would report.
 Deprecated knobs (``recovery_interval``, ``router_sensitivity``) are accepted and shown but have
-no effect, as in today's LNet (spec §11.10); the seeds' use of router_sensitivity is a later issue.
+no effect, as in today's LNet (spec §11.10), except that router.py honours router_sensitivity
+as seed 002 requires (docs/differences.md).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ class Tunables:
     tiny_buffers: int = 2048
     small_buffers: int = 16384
     large_buffers: int = 1024
+    # router module parameters (router.c, spec §0/§6); `forwarding` = forwarding=enabled
+    alive_router_check_interval: int = 60
+    router_ping_timeout: int = 50
+    avoid_asym_router_failure: int = 1
+    check_routers_before_use: int = 0
+    forwarding: int = 0
 
     @property
     def lnd_timeout(self) -> int:
@@ -138,4 +145,83 @@ _SETTERS = {
     "tiny_buffers": _set_buffers("tiny_buffers"),
     "small_buffers": _set_buffers("small_buffers"),
     "large_buffers": _set_buffers("large_buffers"),
+    "alive_router_check_interval": _set_range("alive_router_check_interval", -(2**31), None),
+    "router_ping_timeout": _set_range("router_ping_timeout", 0, None),
+    "avoid_asym_router_failure": _set_range("avoid_asym_router_failure", 0, 1),
+    "check_routers_before_use": _set_range("check_routers_before_use", 0, 1),
+    "forwarding": _set_range("forwarding", 0, 1),
 }
+
+
+# --------------------------------------------------------------------------- module parameters
+#: LNet module parameters a site sets at module load (``options lnet ...``; api-ni.c,
+#: router.c, lib-move.c ``module_param``), spec §0. name -> (how, target):
+#: "set": through the ``lnetctl set`` tunable ``target`` with its checks ("inv": 1 - value);
+#: "attr": the engine tunable attribute ``target`` (range (lo, hi) checked here);
+#: "noop": deprecated or meaningless in the emulator, accepted and documented as such.
+MODULE_PARAMS: dict[str, tuple[str, str, tuple[int, int]]] = {
+    "lnet_numa_range": ("set", "numa_range", (0, 2**32 - 1)),
+    "lnet_health_sensitivity": ("set", "health_sensitivity", (0, 1000)),
+    "lnet_recovery_interval": ("set", "recovery_interval", (1, 2**32 - 1)),
+    "lnet_recovery_limit": ("set", "recovery_limit", (0, 2**32 - 1)),
+    "lnet_max_recovery_ping_interval": ("set", "max_recovery_ping_interval", (1, 2**32 - 1)),
+    "lnet_interfaces_max": ("set", "max_interfaces", (0, 2**32 - 1)),
+    "lnet_peer_discovery_disabled": ("inv", "discovery", (0, 1)),
+    "lnet_drop_asym_route": ("set", "drop_asym_route", (0, 1)),
+    "lnet_transaction_timeout": ("set", "transaction_timeout", (1, 2**32 - 1)),
+    "lnet_retry_count": ("set", "retry_count", (0, 2**32 - 1)),
+    "lnet_response_tracking": ("set", "response_tracking", (0, 3)),
+    "tiny_router_buffers": ("set", "tiny_buffers", (1, 2**31 - 1)),
+    "small_router_buffers": ("set", "small_buffers", (1, 2**31 - 1)),
+    "large_router_buffers": ("set", "large_buffers", (1, 2**31 - 1)),
+    "router_sensitivity_percentage": ("set", "router_sensitivity", (0, 100)),
+    "forwarding": ("set", "forwarding", (0, 1)),  # "enabled"/"disabled" (router.c)
+    "alive_router_check_interval": ("attr", "alive_router_check_interval", (-1, 2**31 - 1)),
+    "router_ping_timeout": ("attr", "router_ping_timeout", (0, 2**31 - 1)),
+    "avoid_asym_router_failure": ("attr", "avoid_asym_router_failure", (0, 1)),
+    "check_routers_before_use": ("attr", "check_routers_before_use", (0, 1)),
+    "auto_down": ("attr", "auto_down", (0, 1)),
+    "peer_buffer_credits": ("attr", "peer_buffer_credits", (0, 2**31 - 1)),
+    "lock_prim_nid": ("attr", "lock_prim_nid", (0, 1)),
+    "local_nid_dist_zero": ("attr", "local_nid_dist_zero", (0, 1)),
+    "dead_router_check_interval": ("noop", "deprecated (router.c)", (-1, 2**31 - 1)),
+    "live_router_check_interval": ("noop", "deprecated (router.c)", (-1, 2**31 - 1)),
+    "use_tcp_bonding": ("noop", "deprecated (api-ni.c)", (0, 1)),
+    "rnet_htable_size": ("noop", "hash size: no observable effect", (1, 2**31 - 1)),
+}
+
+
+def module_param_value(name: str, value: object) -> int:
+    """The integer a module parameter stands for; raises LNetConfigError naming it.
+
+    ``forwarding`` takes ``enabled``/``disabled`` (router.c) as well as 1/0.
+    """
+    _how, _target, (lo, hi) = MODULE_PARAMS[name]
+    if name == "forwarding" and isinstance(value, str) and value in ("enabled", "disabled"):
+        return int(value == "enabled")
+    try:
+        number = value if isinstance(value, int) and not isinstance(value, bool) \
+            else int(str(value), 0)
+    except ValueError:
+        raise LNetConfigError(-EINVAL, f"module parameter {name}: '{value}' is not an "
+                                       "integer") from None
+    if not lo <= number <= hi:
+        raise LNetConfigError(-EINVAL, f"module parameter {name}: {number} not in {lo}..{hi}")
+    return number
+
+
+def apply_module_param(t: Tunables, name: str, value: object) -> None:
+    """Apply one module parameter at "module load" (before ``lnet configure``)."""
+    how, target, _rng = MODULE_PARAMS[name]
+    number = module_param_value(name, value)
+    if how == "noop":
+        return
+    if how == "inv":
+        t.set(target, 1 - number)
+    elif how == "set":
+        t.set(target, number)
+    elif not hasattr(t, target):
+        raise LNetConfigError(-EINVAL, f"module parameter {name} is not supported by this "
+                                       "engine yet")
+    else:
+        setattr(t, target, number)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nodes.lnet import udsp
 from nodes.lnet.errors import ENOENT, LNetConfigError
 from nodes.lnet.nid import NID, Net
 
@@ -30,6 +31,8 @@ def ni_view(ni: LNetNI, verbose: int) -> dict[str, Any]:
         out["interfaces"] = {0: ni.interface}
     if verbose >= 1:
         out["statistics"] = ni.stats.statistics()
+    if verbose >= 4 and not ni.is_lo:
+        out["udsp info"] = udsp.ni_info(ni)  # spec §7.4, after statistics as lnetctl does
     if verbose >= 2:
         out["sent_stats"] = ni.stats.sent.show()
         out["received_stats"] = ni.stats.received.show()
@@ -65,7 +68,12 @@ def net_show(eng: LNetEngine, net: str | None = None, verbose: int = 0) -> dict[
 
 
 def lpni_view(eng: LNetEngine, lpni: PeerNI, verbose: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"nid": str(lpni.nid), "state": "NA"}
+    out: dict[str, Any] = {"nid": str(lpni.nid)}
+    if verbose >= 4:
+        out["udsp info"] = udsp.lpni_info(lpni)  # spec §7.4: between nid and state
+    from nodes.lnet.router import lpni_state
+
+    out["state"] = lpni_state(eng, lpni)  # up/down for gateways and on routers (§9.2)
     if verbose >= 1:
         out.update({
             "max_ni_tx_credits": lpni.max_tx_credits,

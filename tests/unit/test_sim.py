@@ -58,7 +58,7 @@ def test_hundred_puts_split_evenly_over_both_rails(tb: SimTestbed) -> None:
     nis = _net(tb, "c1")
     assert [nis[n]["statistics"]["send_count"] for n in ("10.10.0.1@tcp", "10.11.0.1@tcp")] \
         == [50, 50]
-    sends = [e for e in tb.event_log if e["event"] == "send" and e["node"] == "c1"]
+    sends = [e for e in tb.events() if e["kind"] == "send" and e["node"] == "c1"]
     assert sorted({(e["ni"], e["lpni"]) for e in sends}) == [
         ("10.10.0.1@tcp", "10.10.0.2@tcp"), ("10.11.0.1@tcp", "10.11.0.2@tcp")]
     srv = _net(tb, "s1")
@@ -66,24 +66,64 @@ def test_hundred_puts_split_evenly_over_both_rails(tb: SimTestbed) -> None:
 
 
 def test_link_down_makes_resends_and_link_up_heals(tb: SimTestbed) -> None:
-    """A rail down: tx fails (REMOTE_DROPPED), resends keep the PUTs whole (spec §3.2/§3.3)."""
+    """A rail down (spec §3.2/§3.7, hlt-005/010): the link watcher marks c1's NI fatal, so
+    selection avoids it; sends from c1's other NI to s1's NID on the dead rail's segment have
+    no route (-ENETUNREACH, REMOTE_DROPPED: only that peer NI loses health) and are resent."""
     tb.link("c1", "eth1", "down")
     assert tb.status()["nodes"]["c1"]["interfaces"]["eth1"]["state"] == "down"
+    nis = _net(tb, "c1")
+    assert nis["10.11.0.1@tcp"]["status"] == "down"
     reply = tb.node("c1").put(S1_NIDS[0], count=20, size=1024)
-    # REMOTE_DROPPED lowers only the peer NI (spec §3.2), so c1 keeps trying its dead rail:
-    # most PUTs survive on a resend, a few run out of retries with the LND's -ENETUNREACH
     assert reply["completed"] >= 15 and set(reply["errors"]) <= {"SEND:-101"}
     stats = tb.node("c1").lnetctl_yaml("stats show")["statistics"]
     assert stats["resend_count"] >= 1 and stats["remote_dropped_count"] >= 1
-    failed = [e for e in tb.event_log if e["event"] == "tx_done" and e["rc"] != 0]
-    assert failed and {e["hstatus"] for e in failed} == {"REMOTE_DROPPED"}
-    assert any(e["event"] == "link" and e["state"] == "down" for e in tb.event_log)
+    failed = [e for e in tb.events() if e["kind"] == "tx_done" and e["rc"] != 0]
+    assert failed and {(e["hstatus"], e["rc"]) for e in failed} == {("REMOTE_DROPPED", -101)}
+    sends = {e["ni"] for e in tb.events() if e["kind"] == "send" and e["node"] == "c1"}
+    assert sends == {"10.10.0.1@tcp"}  # the fatal NI is never selected
+    assert any(e["kind"] == "link_down" and e["iface"] == "eth1" for e in tb.events())
     with pytest.raises(TestbedError, match="no interface 'eth7'"):
         tb.link("c1", "eth7", "down")
     tb.link("c1", "eth1", "up")
-    mark = len(tb.event_log)
+    assert _net(tb, "c1")["10.11.0.1@tcp"]["health stats"]["fatal_error"] == 0
+    mark = len(tb.events())
     assert tb.node("c1").put(S1_NIDS[1], count=4, size=0, src="10.11.0.1@tcp")["completed"] == 4
-    assert all(e["rc"] == 0 for e in tb.event_log[mark:] if e["event"] == "tx_done")
+    assert all(e["rc"] == 0 for e in tb.events()[mark:] if e["kind"] == "tx_done")
+
+
+def test_send_on_a_dead_interface_fails_with_enetdown(tb: SimTestbed) -> None:
+    """ksocklnd fails a tx on an interface without carrier at once: -ENETDOWN,
+    REMOTE_DROPPED (nodes/lnd/socklnd.py link_down); --source pins the dead NI, so the ping
+    fails."""
+    tb.link("c1", "eth1", "down")
+    res = tb.node("c1").ping(S1_NIDS[1], source="10.11.0.1@tcp", timeout=2)
+    assert res.rc != 0
+    done = [e for e in tb.events() if e["kind"] == "tx_done" and e["node"] == "c1"]
+    assert done and done[-1]["rc"] == -100 and done[-1]["hstatus"] == "REMOTE_DROPPED"
+
+
+def test_cross_segment_send_is_routed_by_the_host(tb: SimTestbed) -> None:
+    """A NI on lan0 sending to a peer NID on lan1 of the same LNet net: on Mininet the host
+    routes it out of its lan1 interface, so it is delivered while that link is up, and fails
+    with -ENETUNREACH (no route) once it is down (docs/differences.md)."""
+    c1 = tb.node("c1")
+    assert c1.ping(S1_NIDS[1], source="10.10.0.1@tcp").rc == 0
+    sends = [e for e in tb.events() if e["kind"] == "send" and e["node"] == "c1"]
+    assert (sends[-1]["ni"], sends[-1]["lpni"]) == ("10.10.0.1@tcp", S1_NIDS[1])
+    tb.link("c1", "eth1", "down")
+    assert c1.ping(S1_NIDS[1], source="10.10.0.1@tcp", timeout=2).rc != 0
+    done = [e for e in tb.events() if e["kind"] == "tx_done" and e["node"] == "c1"]
+    assert done[-1]["rc"] == -101
+
+
+def test_events_use_the_events_jsonl_schema(tb: SimTestbed) -> None:
+    """Every sim event is {"t", "kind", "node", ...} like the Mininet events.jsonl."""
+    tb.node("c1").put(S1_NIDS[0], count=1)
+    tb.link("c1", "eth0", "down")
+    evs = tb.events()
+    assert evs and all({"t", "kind", "node"} <= set(e) for e in evs)
+    assert {e["kind"] for e in evs} >= {"send", "recv", "tx_done", "md", "link_down"}
+    assert [e["type"] for e in evs if e["kind"] == "md"][-2:] == ["SEND", "ACK"]
 
 
 def _lossy_run(seed: int) -> list[dict]:
@@ -91,7 +131,7 @@ def _lossy_run(seed: int) -> list[dict]:
     assert tb.node("s1").lctl("net_drop_add -s * -d * -r 7 -m put").rc == 0
     tb.node("c1").put(S1_NIDS[0], count=60, size=512)
     tb.run(30)
-    return tb.event_log
+    return tb.events()
 
 
 def test_same_seed_same_event_log_other_seed_differs() -> None:
@@ -99,7 +139,7 @@ def test_same_seed_same_event_log_other_seed_differs() -> None:
     a, b, c = _lossy_run(5), _lossy_run(5), _lossy_run(6)
     assert a == b
     assert a != c
-    drops = [e for e in a if e["event"] == "md" and e["kind"] == "UNLINK"]
+    drops = [e for e in a if e["kind"] == "md" and e["type"] == "UNLINK"]
     assert len(drops) in (8, 9)  # one per window of 7 matched PUTs: 8 full windows + 4
 
 

@@ -176,7 +176,8 @@ def test_missing_required_key(tmp_path: Path) -> None:
 def test_unknown_node_key(tmp_path: Path) -> None:
     reason = refuse(tmp_path, NETS + "nodes:\n  c1:\n    interfaces: [lan0]\n    nis: []\n",
                     7, "nodes.c1.nis")
-    assert reason == "unknown key 'nis' (allowed: interfaces, global, peers)"
+    assert reason == ("unknown key 'nis' (allowed: interfaces, global, peers, udsp, lnet, "
+                      "routing, buffers, routes, multi_rail)")
 
 
 def test_undefined_segment(tmp_path: Path) -> None:
@@ -503,3 +504,150 @@ def test_faults_list_is_validated_item_by_item(tmp_path: Path) -> None:
     assert reason == "carrier: node s1 has no interface eth1 (has eth0)"
     assert refuse(tmp_path, body + "faults: {kind: loss}\n", 7, "faults") == (
         "expected a list, got a mapping")
+
+
+# --------------------------------------------------------------------------- issue 4: config
+
+
+CFG = NETS + """nodes:
+  c1:
+    interfaces: [lan0, lan1]
+    global: {alive_router_check_interval: 5, lnet_peer_discovery_disabled: 1}
+    peers: [s1, {prim_nid: 10.99.0.1@tcp, nids: [10.99.0.2@tcp], non_mr: false, lock_prim: true}]
+    udsp:
+      - {src: tcp, priority: 0}
+      - {dst: "10.11.0.[1-9]@tcp", src: 10.10.0.1@tcp, idx: 0}
+    lnet:
+      global: {retry_count: 1}
+  s1: {interfaces: [lan0]}
+"""
+
+
+def test_module_params_udsp_long_peers_and_lnet_block_reach_the_plan() -> None:
+    """spec §0 module parameters, §7 UDSP rules, cfg-070 long-form peers, §9.4 raw block."""
+    c1 = parse_topology("global: {forwarding: enabled, router_ping_timeout: 10}\n" + CFG
+                        ).node("c1")
+    assert dict(c1.module_params) == {"forwarding": "enabled", "router_ping_timeout": "10",
+                                      "alive_router_check_interval": "5",
+                                      "lnet_peer_discovery_disabled": "1"}
+    assert c1.peers == ("s1",)
+    assert c1.static_peers[0].argv() == ["peer", "add", "--prim_nid", "10.99.0.1@tcp", "--nid",
+                                         "10.99.0.2@tcp", "--lock_prim"]
+    assert c1.udsp[1] == ("udsp", "add", "--src", "10.10.0.1@tcp", "--dst", "10.11.0.[1-9]@tcp",
+                          "--idx", "0")
+    assert c1.lnet == {"global": {"retry_count": 1}}
+
+
+@pytest.mark.parametrize(("old", "new", "field", "reason"), [
+    ("alive_router_check_interval: 5", "router_ping_timeout: x", "nodes.c1.global."
+     "router_ping_timeout", "not an integer"),
+    ("{src: tcp, priority: 0}", "{src: tcp, rte: 1.2.3.4@tcp}", "nodes.c1.udsp[0]",
+     "src and rte cannot be combined"),
+    ("{src: tcp, priority: 0}", "{src: tcpx}", "nodes.c1.udsp[0]", "failed to parse src"),
+    ("{src: tcp, priority: 0}", "{src: tcp, prio: 0}", "nodes.c1.udsp[0].prio",
+     "unknown key 'prio'"),
+    ("prim_nid: 10.99.0.1@tcp", "prim_nid: 10.99.0.1", "prim_nid", "bad NID"),
+    ("lock_prim: true", "lock_prim: 1", "lock_prim", "expected true or false"),
+    ("global: {retry_count: 1}", "globl: {}", "nodes.c1.lnet", "unknown section 'globl'"),
+])
+def test_issue4_keys_refuse_bad_values_with_line(old: str, new: str, field: str,
+                                                 reason: str) -> None:
+    assert old in CFG
+    with pytest.raises(TopologyError) as e:
+        parse_topology(CFG.replace(old, new))
+    text = str(e.value)
+    assert field in text and reason in text and text.startswith("<string>:")
+
+
+# ------------------------------------------------------------------ routing keys (issue 4)
+ROUTED = """\
+networks:
+  lan0: {lnet: tcp, subnet: 10.10.0.0/24}
+  lan1: {lnet: tcp1, subnet: 10.20.0.0/24}
+nodes:
+  c1: {interfaces: [lan0], routes: [{net: tcp1, gateway: r1, hop: 1, priority: 2}]}
+  r1: {interfaces: [lan0, lan1], routing: true, buffers: {tiny: 64, small: 128, large: 16}}
+  s1: {interfaces: [lan1], routes: [{net: tcp, gateway: 10.20.0.1@tcp1}]}
+"""
+
+
+def test_routes_routing_and_buffers_reach_the_plan() -> None:
+    """Spec §6.1/§6.2/§1.6: gateway by node name -> its NID on a shared net; by NID verbatim;
+    `routing: true` = forwarding=enabled; buffers are the router pool sizes."""
+    plan = parse_topology(ROUTED)
+    c1, r1, s1 = plan.node("c1"), plan.node("r1"), plan.node("s1")
+    assert [r.argv() for r in c1.routes] == [["route", "add", "--net", "tcp1", "--gateway",
+                                              "10.10.0.2@tcp", "--hop", "1",
+                                              "--priority", "2"]]
+    assert s1.routes[0].argv() == ["route", "add", "--net", "tcp", "--gateway",
+                                   "10.20.0.1@tcp1"]
+    tun = dict(r1.tunables)
+    assert tun["forwarding"] == 1 and (tun["tiny_buffers"], tun["small_buffers"],
+                                       tun["large_buffers"]) == (64, 128, 16)
+    names = [k for k, _ in r1.tunables]
+    assert names.index("large_buffers") < names.index("forwarding")  # pools sized first
+    assert "forwarding" not in dict(c1.tunables)
+
+
+@pytest.mark.parametrize(("old", "new", "line", "field", "reason"), [
+    ("gateway: r1, hop: 1", "gateway: r9, hop: 1", 5, "nodes.c1.routes[0].gateway",
+     "unknown gateway node 'r9'"),
+    ("net: tcp1, gateway: r1", "net: tcp, gateway: r1", 5, "nodes.c1.routes[0].net",
+     "is local to node 'c1'"),
+    ("hop: 1,", "hop: 0,", 5, "nodes.c1.routes[0].hop", "expected an integer in 1..255"),
+    ("routing: true", "routing: 1", 6, "nodes.r1.routing", "expected true or false"),
+    ("tiny: 64", "tiny: 0", 6, "nodes.r1.buffers.tiny", "expected an integer"),
+    ("large: 16}", "huge: 16}", 6, "nodes.r1.buffers.huge", "unknown key 'huge'"),
+    ("gateway: 10.20.0.1@tcp1", "gateway: 10.30.0.1@tcp2", 7, "nodes.s1.routes[0].gateway",
+     "not on a net of node 's1'"),
+    ("priority: 2}", "prio: 2}", 5, "nodes.c1.routes[0].prio", "unknown key 'prio'"),
+])
+def test_routing_keys_refused_with_line_and_field(old: str, new: str, line: int, field: str,
+                                                  reason: str) -> None:
+    assert old in ROUTED
+    with pytest.raises(TopologyError) as info:
+        parse_topology(ROUTED.replace(old, new), source="t.yaml")
+    text = str(info.value)
+    assert text.startswith(f"t.yaml:{line}: {field}: ") and reason in text, text
+    assert "\n" not in text
+
+
+def test_example_routing_topologies_validate() -> None:
+    """topologies/routed.yaml, multihop.yaml, mr-routers.yaml are valid plans."""
+    root = Path(__file__).resolve().parents[2] / "topologies"
+    for name in ("routed", "multihop", "mr-routers"):
+        plan = load_topology(root / f"{name}.yaml")
+        routers = [n for n in plan.nodes if dict(n.tunables).get("forwarding")]
+        assert len(routers) >= 2, name
+        assert all(n.routes for n in plan.nodes if n not in routers), name
+
+
+def test_multi_rail_false_reaches_the_plan_and_supervisor_verb(tmp_path: Path) -> None:
+    """bck-025 (seed 000 Backwards Compatibility): ``multi_rail: false`` marks a downrev node;
+    it is configured with ``lnetctl set multi_rail 0`` before ``lnet configure``."""
+    path = write(tmp_path, NETS + "nodes:\n  c1: {interfaces: [lan0, lan1]}\n"
+                 "  s1: {interfaces: [lan0], multi_rail: false}\n")
+    plan = load_topology(path)
+    assert plan.node("s1").multi_rail is False and plan.node("c1").multi_rail is True
+
+
+@pytest.mark.parametrize(("node", "line", "field", "why"), [
+    ("s1: {interfaces: [lan0], multi_rail: 0}", 6, "nodes.s1.multi_rail", "true or false"),
+    ("s1: {interfaces: [lan0, lan1], multi_rail: false}", 6, "nodes.s1.interfaces[1]",
+     "one NI per LNet net"),
+])
+def test_multi_rail_refusals_name_line_and_field(tmp_path: Path, node: str, line: int,
+                                                 field: str, why: str) -> None:
+    """A non-MR node with two NIs on one net, or a non-bool value, is refused (bck-025)."""
+    reason = refuse(tmp_path, NETS + "nodes:\n  c1: {interfaces: [lan0]}\n  " + node + "\n",
+                    line, field)
+    assert why in reason
+
+
+def test_discovery_and_compat_topologies_validate() -> None:
+    """topologies/discovery.yaml (no static peers) and compat.yaml (a downrev node) load."""
+    root = Path(__file__).resolve().parents[2] / "topologies"
+    disc = load_topology(root / "discovery.yaml")
+    assert all(not n.peers and not n.static_peers for n in disc.nodes)
+    compat = load_topology(root / "compat.yaml")
+    assert [n.name for n in compat.nodes if not n.multi_rail] == ["s2"]

@@ -37,7 +37,8 @@ def test_net_show_groups_nis_under_their_net(c1: Any) -> None:
                          "hlth-cfg-yaml")
 def test_verbosity_levels_add_blocks(c1: Any) -> None:
     """`-v` adds blocks as real lnetctl does: none at 0, statistics and tunables at 1,
-    per-message-type stats and `health stats` at 3; higher levels are 3 (spec §9.2)."""
+    per-message-type stats and `health stats` at 2-3, `udsp info` from 4 up, and nothing
+    more above that (spec §9.2, §7.4)."""
     plain, v1, v3, v9 = (local_nis(c1, v) if v else {
         ni["nid"]: ni for net in c1.yaml("net show")["net"] for ni in net["local NI(s)"]}
         for v in (0, 1, 3, 9))
@@ -49,7 +50,9 @@ def test_verbosity_levels_add_blocks(c1: Any) -> None:
     assert {"send_count", "recv_count", "drop_count"} <= ni3["statistics"].keys()
     assert {"peer_credits", "credits"} <= ni3["tunables"].keys()
     assert ni3["health stats"]["health value"] == 1000 and "timeouts" in ni3["health stats"]
-    assert v9.keys() == v3.keys() and v9[C1_NIDS[0]].keys() == ni3.keys()
+    assert v9.keys() == v3.keys()
+    assert v9[C1_NIDS[0]].keys() == ni3.keys() | {"udsp info"}
+    assert "udsp info" not in ni3
 
 
 @pytest.mark.requirement("cfg-035")

@@ -1,0 +1,165 @@
+"""NID-range ("ip2nets") descriptors used by UDSP rules (spec §1.1, §7.1; nidstrings.c).
+
+Theory of operation: a descriptor is what ``cfs_parse_nid_parts`` makes of one ``--src``,
+``--dst`` or ``--rte`` argument: an LND type, a list of net-number ranges and, unless the
+descriptor names a whole net, a list of address ranges (four for dotted-IPv4 LNDs, one for
+numeric ones). Each range list ("expr list") is a union of ``lo[-hi[/stride]]`` items, or ``*``.
+
+    tcp                 net rule: tcp0 only          tcp[1-3]      tcp1, tcp2, tcp3
+    *@o2ib              every address on o2ib0       10.1.1.[1-10/2]@tcp   .1 .3 .5 .7 .9
+    [22-25]@gni         numeric addresses 22..25     10.0.[0-1].*@tcp1
+
+``str()`` prints the form ``lnetctl udsp show`` prints (``lustre_lnet_nid_descr2str``) and
+parses back to an equal descriptor, so ``lnetctl export`` output can be imported. Equality is
+what ``lnet_udsp_equal`` compares. Pure syntax: no configured state here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nodes.lnet.errors import EINVAL, LNetConfigError
+from nodes.lnet.nid import LND_NAMES, LOLND, NID, Net
+
+_NUM = re.compile(r"^[0-9]+$")
+_ITEM = re.compile(r"^([0-9]+)(?:-([0-9]+)(?:/([0-9]+))?)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """One ``cfs_range_expr``: ``lo..hi`` every ``stride``."""
+
+    lo: int
+    hi: int
+    stride: int = 1
+
+    def matches(self, value: int) -> bool:
+        return self.lo <= value <= self.hi and (value - self.lo) % self.stride == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExprList:
+    """A ``cfs_expr_list``: a value matches when any of its ranges does."""
+
+    ranges: tuple[Range, ...]
+    star: bool = False  # written as ``*`` (the whole 0..max range)
+
+    def matches(self, value: int) -> bool:
+        return any(r.matches(value) for r in self.ranges)
+
+    def __str__(self) -> str:
+        if self.star:
+            return "*"
+        if len(self.ranges) == 1 and self.ranges[0].lo == self.ranges[0].hi:
+            return str(self.ranges[0].lo)
+        items = []
+        for r in self.ranges:
+            if r.lo == r.hi:
+                items.append(str(r.lo))
+            elif r.stride > 1:
+                items.append(f"{r.lo}-{r.hi}/{r.stride}")
+            else:
+                items.append(f"{r.lo}-{r.hi}")
+        return "[" + ",".join(items) + "]"
+
+
+def _bad(text: str, why: str) -> LNetConfigError:
+    return LNetConfigError(-EINVAL, f"invalid NID range '{text}': {why}")
+
+
+def parse_expr(text: str, maximum: int, whole: str) -> ExprList:
+    """``cfs_expr_list_parse``: ``N``, ``*`` or ``[a,b-c,d-e/s]`` with values <= ``maximum``."""
+    if text == "*":
+        return ExprList((Range(0, maximum),), star=True)
+    if _NUM.match(text):
+        value = int(text)
+        if value > maximum:
+            raise _bad(whole, f"{value} is larger than {maximum}")
+        return ExprList((Range(value, value),))
+    if not (text.startswith("[") and text.endswith("]")) or len(text) < 3:
+        raise _bad(whole, f"cannot parse '{text}'")
+    ranges = []
+    for item in text[1:-1].split(","):
+        m = _ITEM.match(item.strip())
+        if m is None:
+            raise _bad(whole, f"cannot parse range '{item}'")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        stride = int(m.group(3)) if m.group(3) is not None else 1
+        if hi < lo or hi > maximum or stride < 1:
+            raise _bad(whole, f"bad range '{item}' (need lo <= hi <= {maximum}, stride >= 1)")
+        ranges.append(Range(lo, hi, stride))
+    return ExprList(tuple(ranges))
+
+
+@dataclass(frozen=True, slots=True)
+class NIDRange:
+    """``lnet_ud_nid_descr``: net type, net-number ranges, address ranges (None: net rule)."""
+
+    lnd: int
+    net_nums: ExprList
+    addr: tuple[ExprList, ...] | None = None
+
+    @property
+    def is_net_rule(self) -> bool:
+        """``lnet_udsp_is_net_rule``: no address part, the descriptor names whole nets."""
+        return self.addr is None
+
+    @property
+    def lnd_name(self) -> str:
+        return next(n for n, (t, _ip) in LND_NAMES.items() if t == self.lnd)
+
+    def matches_net(self, net: Net) -> bool:
+        """``cfs_match_net``: same LND type and net number in range."""
+        return net.lnd == self.lnd and self.net_nums.matches(net.num)
+
+    def matches_nid(self, nid: NID) -> bool:
+        """``cfs_match_nid_net``: the net matches and so does every address part."""
+        if self.addr is None or not self.matches_net(nid.net):
+            return False
+        if len(self.addr) == 4:
+            octets = ((nid.addr >> 24) & 0xFF, (nid.addr >> 16) & 0xFF,
+                      (nid.addr >> 8) & 0xFF, nid.addr & 0xFF)
+            return all(e.matches(o) for e, o in zip(self.addr, octets, strict=True))
+        return self.addr[0].matches(nid.addr)
+
+    def __str__(self) -> str:
+        nums = "" if str(self.net_nums) == "0" else str(self.net_nums)
+        net = f"{self.lnd_name}{nums}"
+        if self.addr is None:
+            return net
+        if all(e.star for e in self.addr):
+            return f"*@{net}"
+        return ".".join(str(e) for e in self.addr) + "@" + net
+
+
+def _parse_net_range(text: str, whole: str) -> tuple[int, ExprList]:
+    """``parse_net_range``: the longest known LND name, then a number, ``*`` or ``[...]``."""
+    for name, (lnd, _ip) in sorted(LND_NAMES.items(), key=lambda kv: -len(kv[0])):
+        if not text.startswith(name):
+            continue
+        rest = text[len(name):]
+        if lnd == LOLND and rest:
+            raise _bad(whole, "the lo net takes no number")
+        return lnd, parse_expr(rest or "0", 0xFFFF, whole)
+    raise _bad(whole, f"unknown net type in '{text}'")
+
+
+def parse_nidrange(text: str) -> NIDRange:
+    """``cfs_parse_nid_parts``: ``[ADDR-RANGE@]NET-RANGE``; raises LNetConfigError(-EINVAL)."""
+    if not isinstance(text, str) or not text.strip():
+        raise _bad(str(text), "empty")
+    whole = text.strip()
+    addr_s, at, net_s = whole.partition("@")
+    if not at:
+        lnd, nums = _parse_net_range(whole, whole)
+        return NIDRange(lnd, nums)
+    lnd, nums = _parse_net_range(net_s, whole)
+    ip = LND_NAMES[next(n for n, (t, _i) in LND_NAMES.items() if t == lnd)][1]
+    star = ["*"] * (4 if ip else 1)
+    parts = star if addr_s == "*" else addr_s.split(".") if ip else [addr_s]
+    if ip and len(parts) != 4:
+        raise _bad(whole, "an IPv4 address range needs four parts")
+    maximum = 255 if ip else 0xFFFF_FFFF
+    return NIDRange(lnd, nums, tuple(parse_expr(p, maximum, whole) for p in parts))

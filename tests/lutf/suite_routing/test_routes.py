@@ -1,0 +1,121 @@
+"""Routes, gateways and routers on topologies/routed.yaml (seed 001, seed 002 rtr-*, spec §6).
+
+c1, c2 (tcp) -- r1, r2 (tcp + tcp1, forwarding) -- s1, s2 (tcp1). Module-scoped testbed: each
+test measures counter deltas around its own traffic and restores any route it changes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from lutf.lnet_views import stats
+
+pytestmark = [pytest.mark.mininet, pytest.mark.topology("routed")]
+
+R1, R2 = "10.10.0.3@tcp", "10.10.0.4@tcp"
+S1 = "10.20.0.3@tcp1"
+
+
+@pytest.fixture(scope="module")
+def tb(module_topology: Any) -> Any:
+    for name in ("c1", "c2", "s1", "s2"):
+        _wait_up(module_topology.node(name))
+    return module_topology
+
+
+def _routes(node: Any) -> dict[str, dict[str, Any]]:
+    view = node.yaml("route show -v") or {"route": []}
+    return {f"{r['net']} {r['gateway']}": r for r in view["route"]}
+
+
+def _wait_up(node: Any, bound: float = 17.0) -> dict[str, dict[str, Any]]:
+    end = time.monotonic() + bound
+    while True:
+        shown = _routes(node)
+        if shown and all(r["state"] == "up" for r in shown.values()):
+            return shown
+        assert time.monotonic() < end, f"routes of {node} not up: {shown}"
+        time.sleep(0.25)
+
+
+@pytest.mark.requirement("rtr-multi-gw", "rtr-peer-route-up")
+def test_two_gateways_to_one_net_shown_up(tb: Any) -> None:
+    """``route show -v`` (spec §9.3): both routes to tcp1, hop 1, priority 0, up, and
+    single-hop once the gateways' pings showed tcp1 NIs (``lr_single_hop``)."""
+    shown = _routes(tb.node("c1"))
+    assert set(shown) == {f"tcp1 {R1}", f"tcp1 {R2}"}
+    for r in shown.values():
+        assert (r["hop"], r["priority"], r["state"], r["type"]) == (1, 0, "up", "single-hop")
+
+
+@pytest.mark.requirement("rtr-gw-up", "rtr-discover-first-use")
+def test_gateway_peer_discovered_and_up(tb: Any) -> None:
+    """002 "Router Discovery": the gateway peer carries both of the router's NIDs, and its
+    peer NIs are ``up`` (spec §9.2: state shown for gateways)."""
+    peers = {p["primary nid"]: p for p in tb.node("c1").yaml("peer show")["peer"]}
+    gw = peers[R1]
+    assert {p["nid"] for p in gw["peer ni"]} == {R1, "10.20.0.1@tcp1"}
+    assert {p["state"] for p in gw["peer ni"]} == {"up"}
+
+
+@pytest.mark.requirement("rtr-select-hops-priority")
+def test_priority_steers_all_requests_to_one_router(tb: Any) -> None:
+    """Spec §2.6 step 3.2: the route with the lower priority value carries every request."""
+    c2, r1, r2 = tb.node("c2"), tb.node("r1"), tb.node("r2")
+    assert c2.lnetctl("route", "del", "--net", "tcp1", "--gateway", R2).rc == 0
+    assert c2.lnetctl("route", "add", "--net", "tcp1", "--gateway", R2, "--hop", "1",
+                      "--priority", "5").rc == 0
+    try:
+        _wait_up(c2)
+        b1, b2 = stats(r1)["route_count"], stats(r2)["route_count"]
+        res = c2.put(S1, count=100, size=1024)
+        assert res["completed"] == 100, res
+        # requests all via r1; s1's ACKs may come back through either router
+        assert stats(r1)["route_count"] - b1 >= 100
+        assert stats(r2)["route_count"] - b2 <= 100
+        assert _routes(c2)[f"tcp1 {R2}"]["priority"] == 5
+    finally:
+        c2.lnetctl("route", "del", "--net", "tcp1", "--gateway", R2)
+        c2.lnetctl("route", "add", "--net", "tcp1", "--gateway", R2, "--hop", "1")
+
+
+@pytest.mark.requirement("rtr-multi-gw")
+def test_route_verbs_refuse_bad_input_with_errno(tb: Any) -> None:
+    """Spec §6.1: the kernel's checks with lnetctl's error YAML and exit status."""
+    c1 = tb.node("c1")
+    cases = [
+        (["--net", "tcp1", "--gateway", R1], -17),               # same gateway: -EEXIST
+        (["--net", "tcp", "--gateway", R1], -22),                # gateway on the target net
+        (["--net", "tcp1", "--gateway", "10.30.0.1@tcp2"], -113),  # gateway net not local
+        (["--net", "tcp1", "--gateway", R1, "--hop", "300"], -22),
+        (["--net", "tcp1", "--gateway", R1, "--hop", "x"], -22),  # garbage: one line
+        (["--net", "tcp9"], -22),                                 # missing --gateway
+    ]
+    for argv, errno in cases:
+        res = c1.lnetctl("route", "add", *argv)
+        assert res.rc == (256 + errno) % 256, (argv, res)
+        assert f"errno: {errno}" in res.err and "Traceback" not in res.err, (argv, res.err)
+    assert c1.lnetctl("route", "add", "--net", "tcp7", "--gateway", R1,
+                      "--priority", "3").rc == 0
+    shown = _routes(c1)[f"tcp7 {R1}"]
+    assert (shown["hop"], shown["priority"]) == (-1, 3)
+    assert c1.lnetctl("route", "del", "--net", "tcp7", "--gateway", R1).rc == 0
+    assert f"tcp7 {R1}" not in _routes(c1)
+    res = c1.lnetctl("route", "del", "--net", "tcp7", "--gateway", R1)
+    assert res.rc != 0 and "errno: -2" in res.err
+
+
+@pytest.mark.requirement("rtr-router-last-rx")
+def test_routing_show_on_a_router(tb: Any) -> None:
+    """Spec §9.3 ``routing show``: the three pools with the topology's buffer counts,
+    ``enable: 1``; a node that never routed prints nothing."""
+    doc = tb.node("r1").yaml("routing show")
+    pools = doc["routing"][0]["cpt[0]"]
+    assert {k: (v["npages"], v["nbuffers"]) for k, v in pools.items()} == {
+        "tiny": (0, 512), "small": (1, 4096), "large": (256, 256)}
+    assert doc["routing"][1] == {"enable": 1}
+    assert doc["buffers"] == {"tiny": 512, "small": 4096, "large": 256}
+    assert tb.node("c1").lnetctl("routing", "show").out == ""

@@ -1,0 +1,356 @@
+"""Peer discovery on the in-memory fabric (spec §5, seed 000 dyn-005..065, bck-025/030).
+
+Engines here set ``dc_enabled`` as the node daemon does (nodes/lnet/discovery.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodes.lnet import discovery as dc
+from nodes.lnet.engine import LNetEngine
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL, MsgType
+from nodes.lnet.nid import NID, Net
+from nodes.lnet.ping import (
+    LNET_PING_FEAT_DISCOVERY,
+    LNET_PING_FEAT_MULTI_RAIL,
+    LNET_PING_FEAT_NI_STATUS,
+    PingInfo,
+    ping_info_size,
+)
+from testbed.fabric import Fabric
+
+TCP = Net.parse("tcp")
+C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]
+S = [NID.parse("10.10.0.2@tcp"), NID.parse("10.11.0.2@tcp"), NID.parse("10.12.0.2@tcp")]
+PORTAL = 52
+UP, DOWN = 0x15AAC0DE, 0xDEADFACE
+
+
+def _node(inc: int, nids: list[NID], *, mr: bool = True) -> LNetEngine:
+    eng = LNetEngine(incarnation=inc)
+    eng.dc_enabled = True
+    eng.multi_rail = mr
+    eng.configure()
+    for i, nid in enumerate(nids):
+        eng.net_add(TCP, f"eth{i}", nid)
+    eng.attach_me(PORTAL, 0, 2**64 - 1)
+    return eng
+
+
+def _fab(c_nids: list[NID] = C, s_nids: list[NID] = S[:2], *, s_mr: bool = True,
+         c_mr: bool = True) -> Fabric:
+    fab = Fabric()
+    fab.add("c1", _node(11, c_nids, mr=c_mr))
+    fab.add("s1", _node(22, s_nids, mr=s_mr))
+    fab.run_until(1)  # deferred work of the configuration (no peers yet: nothing sent)
+    return fab
+
+
+def _put(fab: Fabric, dst: NID, node: str = "c1") -> int:
+    eng = fab.engines[node]
+    return fab.call(node, eng.put, fab.now, dst, payload=b"x" * 100,  # type: ignore[return-value]
+                    portal=PORTAL)
+
+
+def _types(fab: Fabric, node: str) -> list[str]:
+    return [t.hdr.type.name + ("0" if t.hdr.ptl_index == 0 else "")
+            for _, n, t in fab.transmits if n == node]
+
+
+def _final(fab: Fabric, node: str, handle: int) -> tuple[str, int]:
+    ev = [e for e in fab.events[node] if e.handle == handle and e.unlinked][-1]
+    return ev.kind, ev.status
+
+
+# ---------------------------------------------------------------------------- ping buffer
+def test_ping_buffer_layout_status_and_seq() -> None:
+    """spec §5.1, dyn-025/030: entry 0 is 0@lo with the seq, then NIs with UP/DOWN; MR and
+    DISCOVERY bits; the buffer is rebuilt with seq+1 when an NI is added or removed."""
+    eng = _node(1, C)
+    info = eng.ping_info()
+    raw = info.pack()
+    assert len(raw) == 16 + 3 * 16 == ping_info_size(raw)
+    back = PingInfo.unpack(raw)
+    assert back.seq == info.seq and [n for n, _ in back.nis] == C
+    assert back.features & LNET_PING_FEAT_MULTI_RAIL and back.features & LNET_PING_FEAT_DISCOVERY
+    assert back.features & LNET_PING_FEAT_NI_STATUS
+    seq = eng.ping_seq
+    eng.net_del(TCP, "eth1")
+    assert eng.ping_seq == seq + 1
+    eng.ni_set_fatal(C[0], True, 0.0)
+    assert eng.ping_seq == seq + 1  # a status change is made in place, no rebuild
+    assert dict(eng.ping_info().nis)[C[0]] == DOWN
+    eng.set_tunable("discovery", 0)
+    assert not eng.ping_info().features & LNET_PING_FEAT_DISCOVERY
+
+
+def test_downrev_node_has_no_mr_or_discovery_bits_and_one_ni_per_net() -> None:
+    """bck-025 / seed 000 Backwards Compatibility: a non-MR node; real downrev LNet had one NI
+    per net."""
+    eng = _node(1, C[:1], mr=False)
+    f = eng.ping_info().features
+    assert not f & LNET_PING_FEAT_MULTI_RAIL and not f & LNET_PING_FEAT_DISCOVERY
+    with pytest.raises(LNetConfigError) as e:
+        eng.net_add(TCP, "eth1", C[1])
+    assert e.value.errno == -17
+
+
+# ---------------------------------------------------------------------------- gate + ping/push
+def test_first_put_waits_for_ping_then_push_and_peer_fills() -> None:
+    """dyn-020/035/040, spec §2.2 step 5, §5.2: the PUT waits on lp_dc_pendq for a ping (GET
+    on portal 0) and a push (PUT on portal 0); then it goes; peer show has all NIDs."""
+    fab = _fab()
+    h = _put(fab, S[0])
+    fab.run_until(2)
+    types = _types(fab, "c1")
+    assert types[:2] == ["GET0", "PUT0"] and types.index("PUT") > 1
+    assert _final(fab, "c1", h) == ("ACK", 0)
+    c1 = fab.engines["c1"]
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and [p.nid for p in peer.lpnis] == S[:2]
+    assert peer.state == dc.MULTI_RAIL | dc.DISCOVERED | dc.NIDS_UPTODATE  # 0x111 (§1.3)
+    view = c1.view("peer", verbose=3)["peer"][0]
+    assert view["peer state"] == 273 and view["Multi-Rail"] is True
+    # the push made s1 know c1's two NIDs too, without s1 ever pinging (dyn-055)
+    s_peer = fab.engines["s1"].peers.find_peer(C[0])
+    assert s_peer is not None and [p.nid for p in s_peer.lpnis] == C
+    assert "GET0" not in _types(fab, "s1")
+    # up to date now: the next PUT goes at once
+    n = len(fab.transmits)
+    _put(fab, S[1])
+    assert fab.transmits[n][2].hdr.type == MsgType.PUT and fab.transmits[n][2].hdr.ptl_index
+
+
+def test_discovery_disabled_still_one_ping_round() -> None:
+    """spec §5.3/§11.8: with discovery off, the first message still waits for one ping;
+    the peer stays non-MR with one NID, and no push is sent."""
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    c1.set_tunable("discovery", 0)
+    h = _put(fab, S[0])
+    fab.run_until(2)
+    assert _types(fab, "c1")[:2] == ["GET0", "PUT"]
+    assert _final(fab, "c1", h) == ("ACK", 0)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and not peer.multi_rail and peer.nnis == 1
+    assert peer.state & dc.NO_DISCOVERY and peer.state & dc.DISCOVERED
+
+
+def test_failed_discovery_fails_pending_messages() -> None:
+    """spec §5.2 completion, §11.8: a ping that fails fails the queued messages with its error
+    and marks the peer REDISCOVER."""
+    fab = _fab()
+    fab.set_link(S[0], False)
+    fab.set_link(S[1], False)
+    h = _put(fab, S[0])
+    fab.run_until(400)
+    kind, status = _final(fab, "c1", h)
+    assert status < 0 and kind == "SEND"
+    peer = fab.engines["c1"].peers.find_peer(S[0])
+    assert peer is not None and peer.state & dc.REDISCOVER and peer.dc_error == status
+    assert not peer.state & dc.DISCOVERING and not peer.dc_pendq
+
+
+def test_consolidation_of_peers_learned_under_two_nids() -> None:
+    """spec §5.4 lnet_peer_data_present: a traffic peer created by S[1] is merged into the
+    peer of the primary S[0] once discovery of S[1] returns S[0] as primary."""
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    _put(fab, S[0])
+    fab.run_until(2)
+    # forget S[1] and let traffic create it as its own peer (as receiving from it would)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None
+    c1.peers._del_lpni(c1.peers.find_lpni(S[1]))  # type: ignore[arg-type]
+    c1.peers.traffic_add(S[1], 8)
+    assert len(c1.peers.peers) == 2
+    h, acts = dc.discover(c1, S[1], fab.now)
+    fab.apply("c1", acts)
+    fab.run_until(fab.now + 2)
+    assert _final(fab, "c1", h) == ("DISCOVERY", 0)
+    assert len(c1.peers.peers) == 1
+    only = c1.peers.peers[0]
+    assert only.primary_nid == S[0] and {p.nid for p in only.lpnis} == set(S[:2])
+
+
+def test_push_on_ni_add_updates_peer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dyn-045, spec §5.1: s1 adds an NI -> seq+1 -> push to its MR peer c1 -> c1's peer has
+    the new NID; removing it pushes again and c1 drops it."""
+    fab = _fab()
+    _put(fab, S[0])
+    _put(fab, C[0], node="s1")
+    fab.run_until(2)
+    s1, c1 = fab.engines["s1"], fab.engines["c1"]
+    s1.net_add(TCP, "eth2", S[2])
+    fab.refresh()
+    fab.run_until(fab.now + 1)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and S[2] in [p.nid for p in peer.lpnis]
+    assert peer.peer_seqno == s1.ping_seq
+    s1.net_del(TCP, "eth2")
+    fab.refresh()
+    fab.run_until(fab.now + 1)
+    assert S[2] not in [p.nid for p in peer.lpnis]
+
+
+def test_configured_peer_keeps_nids_dlc_wins() -> None:
+    """spec §5.4 merge: a configured peer's NID missing from the buffer is not deleted
+    (-EPERM) but marked down."""
+    ghost = NID.parse("10.13.0.2@tcp")
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    c1.peer_add(S[0], [S[1], ghost])
+    h = _put(fab, S[0])
+    assert _types(fab, "c1") == ["PUT"]  # a configured peer is used as configured
+    fab.run_until(2)
+    assert _final(fab, "c1", h) == ("ACK", 0)
+    h, acts = dc.discover(c1, S[0], fab.now)  # lnetctl discover
+    fab.apply("c1", acts)
+    fab.run_until(fab.now + 2)
+    assert _final(fab, "c1", h) == ("DISCOVERY", 0)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and ghost in [p.nid for p in peer.lpnis]
+    assert c1.peers.find_lpni(ghost).ns_status == DOWN  # type: ignore[union-attr]
+    assert peer.state & dc.CONFIGURED and peer.state & dc.DISCOVERED
+
+
+def test_clash_with_configured_peer_is_flagged() -> None:
+    """dyn-060: a discovered NID configured as another peer's NID is not moved; the peer gets
+    BAD_CONFIG (0x200000) and an error is logged."""
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    c1.peer_add(S[1], [])
+    _put(fab, S[0])
+    fab.run_until(2)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and peer.state & dc.BAD_CONFIG and peer.clash_nids == [S[1]]
+    assert c1.peers.find_peer(S[1]) is not peer
+    assert any("dyn-060" in text for _, n, text in fab.log if n == "c1")
+
+
+def test_lock_primary_is_kept() -> None:
+    """spec §1.3: with LOCK_PRIMARY discovery never changes the primary NID."""
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    c1.peer_add(S[1], [], lock_prim=True)
+    h, acts = dc.discover(c1, S[1], fab.now, force=True)
+    fab.apply("c1", acts)
+    fab.run_until(2)
+    assert _final(fab, "c1", h) == ("DISCOVERY", 0)
+    peer = c1.peers.find_peer(S[1])
+    assert peer is not None and peer.primary_nid == S[1]
+    assert {p.nid for p in peer.lpnis} == set(S[:2])
+
+
+def test_disabling_discovery_force_pushes_and_peer_marks_us() -> None:
+    """spec §5.4 last bullet: `set discovery 0` pushes to MR peers; they set NO_DISCOVERY on
+    us (and delete the discovered peer, recreated non-MR by traffic)."""
+    fab = _fab()
+    _put(fab, S[0])
+    fab.run_until(2)
+    c1, s1 = fab.engines["c1"], fab.engines["s1"]
+    old = s1.peers.find_peer(C[0])
+    assert old is not None and old.multi_rail and old.nnis == 2
+    n = len([1 for _, nd, t in fab.transmits if nd == "c1" and t.hdr.ptl_index == 0])
+    c1.set_tunable("discovery", 0)
+    fab.run_until(fab.now + 1)
+    pushes = [t for _, nd, t in fab.transmits if nd == "c1" and t.hdr.ptl_index == 0
+              and t.hdr.type == MsgType.PUT]
+    assert len([1 for _, nd, t in fab.transmits if nd == "c1" and t.hdr.ptl_index == 0]) > n
+    assert not PingInfo.unpack(pushes[-1].payload).features & LNET_PING_FEAT_DISCOVERY
+    # MARK_DELETION -> deleted; the push's ACK recreates it as a plain traffic peer
+    again = s1.peers.find_peer(C[0])
+    assert again is not None and again is not old and again.state == 0 and again.nnis == 1
+    # enabling again does not push
+    n = len(fab.transmits)
+    c1.set_tunable("discovery", 1)
+    fab.run_until(fab.now + 1)
+    assert len(fab.transmits) == n
+
+
+# ---------------------------------------------------------------------------- non-MR peers
+def test_non_mr_peer_used_only_on_its_nid_and_never_pushed() -> None:
+    """bck-025, dyn-010: an MR node pings a downrev peer (no MR bit), keeps it non-MR with the
+    one NID it knows, never pushes; the downrev node never initiates discovery."""
+    fab = _fab(s_nids=S[:1], s_mr=False)
+    c1 = fab.engines["c1"]
+    for _ in range(4):
+        _put(fab, S[0])
+    fab.run_until(2)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and not peer.multi_rail and peer.nnis == 1
+    assert "PUT0" not in _types(fab, "c1")
+    assert {t.lpni for _, n, t in fab.transmits if n == "c1"} == {S[0]}
+    # the downrev node sends its PUT at once, no discovery ping
+    _put(fab, C[0], node="s1")
+    assert _types(fab, "s1")[-1] == "PUT"
+    assert "GET0" not in _types(fab, "s1")
+
+
+def test_push_to_downrev_node_is_dropped_without_ack() -> None:
+    """dyn-010: a push to a non-MR node is dropped and no ACK is sent."""
+    fab = _fab(s_nids=S[:1], s_mr=False)
+    c1, s1 = fab.engines["c1"], fab.engines["s1"]
+    h = fab.call("c1", c1.put, fab.now, S[0], payload=c1.ping_info().pack(),
+                 portal=LNET_RESERVED_PORTAL, match_bits=LNET_PROTO_PING_MATCHBITS)
+    fab.run_until(fab.now + 1)
+    assert "ACK" not in _types(fab, "s1")
+    assert s1.counters.values["drop_count"] == 1
+    assert not [e for e in fab.events["c1"] if e.handle == h and e.kind == "ACK"]
+
+
+def test_router_discovery_entry_point() -> None:
+    """Interface for router.py: ``start(..., rtr_net=)`` pings the peer's NID on that net,
+    sets RTR_DISCOVERY while running and RTR_DISCOVERED after."""
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    lpni = c1.peers.traffic_add(S[0], 8)
+    acts = dc.start(c1, lpni.peer, fab.now, force_ping=True, force_push=True, rtr_net=TCP)
+    assert lpni.peer.state & dc.RTR_DISCOVERY
+    fab.apply("c1", acts)
+    fab.run_until(fab.now + 1)
+    assert lpni.peer.state & dc.RTR_DISCOVERED and not lpni.peer.state & dc.RTR_DISCOVERY
+
+
+# ---------------------------------------------------------------------------- the table
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=(1 << 22) - 1), st.sampled_from(list(dc.Input)))
+def test_every_state_input_pair_has_a_defined_outcome(state: int, inp: dc.Input) -> None:
+    """STYLE rule 2: any (lp_state, input) either follows the table or ends in the defined
+    error outcome; never an exception, and the phase afterwards is consistent."""
+    eng = _node(1, C)
+    lpni = eng.peers.traffic_add(S[0], 8)
+    peer = lpni.peer
+    peer.state = state & ~(dc.MARK_DELETED)
+    kw: dict[str, object] = {}
+    if inp is dc.Input.PUSH_RX:
+        kw["info"] = PingInfo(LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL, 12345, 5,
+                              ((S[0], UP),))
+    if inp is dc.Input.REPLY:
+        kw["payload"] = b"junk"
+    key = (dc.phase(peer), inp)
+    rc, actions = dc.step(eng, peer, inp, 0.0, **kw)
+    if key not in dc.TRANSITIONS:
+        assert rc < 0
+    else:
+        assert isinstance(actions, list)
+    both = dc.PING_SENT | dc.PUSH_SENT
+    assert peer.state & both != both or state & both == both  # never both from one step
+    eng.dc.running = False
+    dc.run_queue(eng, 0.0)  # whatever the state, the thread's loop terminates
+
+
+def test_table_covers_the_thread_rules_and_events() -> None:
+    """Every rule of spec §5.2 has an entry for a queued peer, every MD event for its phase."""
+    for rule in (dc.Input.R_DELETE, dc.Input.R_DATA, dc.Input.R_PING_FAILED,
+                 dc.Input.R_PUSH_FAILED, dc.Input.R_PING, dc.Input.R_PUSH, dc.Input.R_DONE):
+        assert (dc.Phase.QUEUED, rule) in dc.TRANSITIONS
+    assert dc.TRANSITIONS[(dc.Phase.PING_WAIT, dc.Input.REPLY)] == ("ping_reply",
+                                                                     dc.Phase.QUEUED)
+    assert dc.TRANSITIONS[(dc.Phase.PUSH_WAIT, dc.Input.ACK)] == ("push_acked",
+                                                                   dc.Phase.QUEUED)
+    assert (dc.Phase.IDLE, dc.Input.R_PING) not in dc.TRANSITIONS
