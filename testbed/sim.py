@@ -29,6 +29,7 @@ import json
 import os
 import random
 import shlex
+import tempfile
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
@@ -46,6 +47,7 @@ from nodes.lnet.nid import NID, Net, nid_from_ip
 from testbed import sh
 from testbed.api import NodeHandle, Testbed, TestbedError, _split
 from testbed.fabric import VIRTUAL_TIME_LIMIT, Fabric
+from testbed.nodeconfig import config_verbs
 from testbed.topology import NodePlan, Plan, load_topology
 
 #: like the daemon's ``put`` verb: at most this many PUTs in flight
@@ -218,6 +220,7 @@ class SimTestbed(Testbed):
                 self.fabric.segment[NID.parse(i.nid)] = i.segment
                 self.fabric.host[NID.parse(i.nid)] = n.name
         self.is_up = True
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __repr__(self) -> str:
         return f"<SimTestbed {self.name} seed={self.seed} t={self.fabric.now:g}>"
@@ -242,22 +245,20 @@ class SimTestbed(Testbed):
         return tb
 
     def _configure(self, node: NodePlan) -> None:
-        """Contract B of the supervisor, through the same verbs."""
-        verbs: list[list[str]] = [["lnet", "configure"]]
-        verbs += [["net", "add", "--net", i.net, "--if", i.name] for i in node.interfaces]
-        verbs += [["set", key, str(value)] for key, value in node.tunables]
-        for peer_name in node.peers:
-            peer = self.plan.node(peer_name)
-            verb = ["peer", "add", "--prim_nid", peer.nids[0]]
-            if len(peer.nids) > 1:
-                verb += ["--nid", ",".join(peer.nids[1:])]
-            verbs.append(verb)
+        """Contract B of the supervisor: the same verb list (testbed/nodeconfig.py)."""
+        verbs = config_verbs(self.plan, node, self._lnet_dir())
         handle = self.node(node.name)
         for verb in verbs:
             res = handle.verb("lnetctl", verb)
             if res.rc != 0:
                 raise TestbedError(f"node {node.name}: lnetctl {' '.join(verb)} failed with rc "
                                    f"{res.rc}: {' '.join((res.out + res.err).split())}")
+
+    def _lnet_dir(self) -> Path:
+        """Where raw ``lnet:`` blocks are written for import; removed by ``down``."""
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"lnet-sim-{self.name}-")
+        return Path(self._tmp.name)
 
     def _check_up(self) -> None:
         if not self.is_up:
@@ -294,6 +295,9 @@ class SimTestbed(Testbed):
 
     def down(self, timeout: float = 0.0) -> list[str]:
         self.is_up = False
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
         return []
 
     def status(self) -> dict[str, Any]:

@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import clean, faultctl, names, runstate, sh
+from testbed.nodeconfig import config_verbs
 from testbed.topology import NodePlan, Plan, TopologyError, load_topology
 
 #: Seconds every daemon gets to answer its first ``hello``.
@@ -276,26 +276,7 @@ class Supervisor:
 
     def configure(self, node: NodePlan) -> None:
         """Contract B: lnet configure, net add per interface, set per tunable, peer add."""
-        verbs: list[list[str]] = [["lnet", "configure"]]
-        if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
-            verbs.insert(0, ["set", "multi_rail", "0"])
-        verbs += [["net", "add", "--net", i.net, "--if", i.name]
-                  + ([] if i.numa is None else ["--numa", str(i.numa)])  # testbed extension
-                  for i in node.interfaces]
-        verbs += [["set", key, str(value)] for key, value in node.tunables]
-        for peer_name in node.peers:
-            peer = self.plan.node(peer_name)
-            verb = ["peer", "add", "--prim_nid", peer.nids[0]]
-            if len(peer.nids) > 1:
-                verb += ["--nid", ",".join(peer.nids[1:])]
-            verbs.append(verb)
-        verbs += [p.argv() for p in node.static_peers]          # long-form peers (cfg-070)
-        verbs += [r.argv() for r in node.routes]                # route add (spec §6.1)
-        verbs += [list(rule) for rule in node.udsp]              # udsp add, in order (spec §7)
-        if node.lnet is not None:                                # raw export block (spec §9.4)
-            path = self.rdir / "nodes" / f"{node.name}.lnet.yaml"
-            path.write_text(yaml.safe_dump(node.lnet, sort_keys=False))
-            verbs.append(["import", str(path)])
+        verbs = config_verbs(self.plan, node, self.rdir / "nodes")
         sock = str(runstate.node_sock(self.rdir, node.name))
         for verb in verbs:
             try:

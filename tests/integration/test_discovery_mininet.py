@@ -7,24 +7,13 @@ topologies/compat.yaml: c1, s1 Multi-Rail; s2 non-Multi-Rail; nets ``tcp`` and `
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
+from itkit import TOPOLOGIES, pytestmark  # noqa: F401  (the marks)
 
-from testbed import api, pytest_plugin
-from testbed.pytest_plugin import mininet_unavailable, wait_for
+from testbed import api
+from testbed.pytest_plugin import wait_for
 
-testbed_factory = pytest_plugin.testbed_factory
-
-_REASON = mininet_unavailable()
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.slow,
-    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
-]
-
-TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 C1 = ["10.10.0.1@tcp", "10.11.0.1@tcp"]
 S1 = ["10.10.0.2@tcp", "10.11.0.2@tcp"]
 

@@ -21,18 +21,10 @@ import time
 from typing import Any
 
 import pytest
+from itkit import pytestmark  # noqa: F401  (the marks)
 
-from testbed import api, pytest_plugin
-from testbed.pytest_plugin import mininet_unavailable, wait_for
-
-testbed_factory = pytest_plugin.testbed_factory
-
-_REASON = mininet_unavailable()
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.slow,
-    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
-]
+from testbed import api
+from testbed.pytest_plugin import wait_for
 
 C1_ETH0, C1_ETH1 = "10.10.0.1@tcp", "10.11.0.1@tcp"
 S1_ETH0, S1_ETH1 = "10.10.0.2@tcp", "10.11.0.2@tcp"

@@ -19,20 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from itkit import PROJECT_ROOT, pytestmark  # noqa: F401  (the marks)
 
-from testbed import api, pytest_plugin, runstate
-from testbed.pytest_plugin import mininet_unavailable, wait_for
+from testbed import api, runstate
+from testbed.pytest_plugin import wait_for
 
-testbed_factory = pytest_plugin.testbed_factory
-
-_REASON = mininet_unavailable()
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.slow,
-    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
-]
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FAST = """
 name: ft
 global: {health_sensitivity: 100, retry_count: 1, transaction_timeout: 2}

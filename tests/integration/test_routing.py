@@ -13,19 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
+from itkit import pytestmark  # noqa: F401  (the marks)
 
-from testbed import api, pytest_plugin
-from testbed.pytest_plugin import mininet_unavailable
-
-testbed_factory = pytest_plugin.testbed_factory
-
-_REASON = mininet_unavailable()
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.slow,
-    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
-]
+from testbed import api
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies"
 CHECK_INTERVAL = 5.0  # alive_router_check_interval of the example topologies

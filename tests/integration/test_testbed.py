@@ -15,23 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from itkit import C1_NIDS, PROJECT_ROOT, S1_NIDS, pytestmark  # noqa: F401  (the marks)
 
-from testbed import api, names, pytest_plugin, runstate, sh
-from testbed.pytest_plugin import mininet_unavailable, unique_name, wait_for
-
-# The fixture, also when the package's pytest11 entry point is not installed.
-testbed_factory = pytest_plugin.testbed_factory
-
-_REASON = mininet_unavailable()
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.slow,
-    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
-]
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-S1_NIDS = ["10.10.0.2@tcp", "10.11.0.2@tcp"]
-C1_NIDS = ["10.10.0.1@tcp", "10.11.0.1@tcp"]
+from testbed import api, names, runstate, sh
+from testbed.pytest_plugin import unique_name, wait_for
 
 
 def cli(*args: str, root: Path | None = None, timeout: float = 120.0

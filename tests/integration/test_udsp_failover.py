@@ -9,17 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
+from itkit import TOPOLOGIES, pytestmark  # noqa: F401  (the marks)
 
-from testbed import pytest_plugin
-from testbed.pytest_plugin import mininet_unavailable, wait_for
+from testbed.pytest_plugin import wait_for
 
-testbed_factory = pytest_plugin.testbed_factory
-
-_REASON = mininet_unavailable()
-pytestmark = [pytest.mark.mininet, pytest.mark.slow,
-              pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
-
-TOPO = Path(__file__).resolve().parents[2] / "topologies" / "hetero-failover.yaml"
+TOPO = TOPOLOGIES / "hetero-failover.yaml"
 S1_TCP = "10.20.0.2@tcp"
 
 

@@ -41,3 +41,24 @@ def lnet_error(result: Any) -> dict[str, Any]:
         return entry
     (body,) = entry.values()
     return body
+
+
+def ok(node: Any, verb: str, cmd: str) -> str:
+    """Run ``lnetctl``/``lctl`` ``cmd`` on ``node``; fail the test with its output unless rc 0."""
+    res = getattr(node, verb)(cmd)
+    assert res.rc == 0, f"{verb} {cmd}: rc {res.rc}: {res.out}{res.err}"
+    return str(res.out)
+
+
+def reset_nodes(tb: Any, *lnetctl_cmds: str, nodes: tuple[str, ...] = ("c1", "s1")) -> Any:
+    """Put a module-scoped testbed back to a known state between tests: no LNet fault rules,
+    every NI and peer NI at full health, statistics zeroed, then ``lnetctl_cmds`` (tunables)."""
+    for name in nodes:
+        node = tb.node(name)
+        ok(node, "lctl", "net_drop_del -a")
+        for cmd in lnetctl_cmds:
+            ok(node, "lnetctl", cmd)
+        ok(node, "lnetctl", "net set --all --health 1000")
+        ok(node, "lnetctl", "peer set --all --health 1000")
+        ok(node, "lnetctl", "stats reset")
+    return tb

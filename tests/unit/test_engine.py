@@ -4,42 +4,23 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from enginekit import PORTAL, TCP, C, S, mr2_fabric
+from enginekit import make_node as _node
 
-from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import NID, Net
+from nodes.lnet.nid import NID
 from nodes.lnet.tunables import Tunables
 from nodes.tools.yamlfmt import dump
 from testbed.fabric import Fabric
-
-TCP = Net.parse("tcp")
-C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]
-S = [NID.parse("10.10.0.2@tcp"), NID.parse("10.11.0.2@tcp")]
-PORTAL = 52
-
-
-def _node(inc: int, nids: list[NID]) -> LNetEngine:
-    eng = LNetEngine(incarnation=inc)
-    eng.configure()
-    for i, nid in enumerate(nids):
-        eng.net_add(TCP, f"eth{i}", nid)
-    return eng
 
 
 @pytest.fixture
 def mr2() -> Fabric:
     """Seed 000 Figure 2: client and server, two NIs each on one net, static MR peers."""
-    fab = Fabric()
-    c, s = _node(11, C), _node(22, S)
-    c.peer_add(S[0], [S[1]])
-    s.peer_add(C[0], [C[1]])
-    s.attach_me(PORTAL, 0, 2**64 - 1)
-    fab.add("c1", c)
-    fab.add("s1", s)
-    return fab
+    return mr2_fabric()
 
 
 def _put(fab: Fabric, dst: NID = S[0], size: int = 100, **kw: object) -> int:

@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from enginekit import PORTAL, TCP, C, S  # noqa: F401
+from enginekit import make_node as _node
 
-from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import NID, Net
+from nodes.lnet.nid import NID
 from nodes.lnet.tunables import Tunables
 from testbed.fabric import Fabric
 
-TCP = Net.parse("tcp")
-C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]
-S = [NID.parse("10.10.0.2@tcp"), NID.parse("10.11.0.2@tcp")]
-PORTAL = 52
 H = HStatus
-
-
-def _node(inc: int, nids: list[NID]) -> LNetEngine:
-    eng = LNetEngine(incarnation=inc)
-    eng.configure()
-    for i, nid in enumerate(nids):
-        eng.net_add(TCP, f"eth{i}", nid)
-    return eng
 
 
 def _held(c_nids: list[NID] = C, s_nids: list[NID] = S) -> Fabric:

@@ -4,36 +4,17 @@ from __future__ import annotations
 
 import itertools
 
+from enginekit import PORTAL, TCP, C, S, mr2_fabric  # noqa: F401
+from enginekit import make_node as _node
+
 from nodes.lnet import recovery
-from nodes.lnet.engine import LNetEngine
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, MsgType
-from nodes.lnet.nid import NID, Net
 from nodes.tools.yamlfmt import dump
 from testbed.fabric import Fabric
 
-TCP = Net.parse("tcp")
-C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]
-S = [NID.parse("10.10.0.2@tcp"), NID.parse("10.11.0.2@tcp")]
-PORTAL = 52
-
-
-def _node(inc: int, nids: list[NID]) -> LNetEngine:
-    eng = LNetEngine(incarnation=inc)
-    eng.configure()
-    for i, nid in enumerate(nids):
-        eng.net_add(TCP, f"eth{i}", nid)
-    return eng
-
 
 def _mr2() -> Fabric:
-    fab = Fabric()
-    c, s = _node(11, C), _node(22, S)
-    c.peer_add(S[0], [S[1]])
-    s.peer_add(C[0], [C[1]])
-    s.attach_me(PORTAL, 0, 2**64 - 1)
-    fab.add("c1", c)
-    fab.add("s1", s)
-    return fab
+    return mr2_fabric()
 
 
 def test_backoff_interval() -> None:

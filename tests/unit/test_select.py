@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-from nodes.lnet.engine import LNetEngine
-from nodes.lnet.nid import NID, Net
+from enginekit import PORTAL, TCP, C, S, mr2_fabric
+from enginekit import make_node as _node
+
+from nodes.lnet.nid import NID
 from nodes.lnet.select import best_ni, numa_distance
 from testbed.fabric import Fabric
-
-TCP = Net.parse("tcp")
-C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]
-S = [NID.parse("10.10.0.2@tcp"), NID.parse("10.11.0.2@tcp")]
-PORTAL = 52
-
-
-def _node(inc: int, nids: list[NID], numa: list[int | None] | None = None) -> LNetEngine:
-    eng = LNetEngine(incarnation=inc)
-    eng.configure()
-    for i, nid in enumerate(nids):
-        eng.net_add(TCP, f"eth{i}", nid, numa=numa[i] if numa else None)
-    return eng
 
 
 def _fabric(c_numa: list[int | None] | None = None, s_nids: list[NID] = S,
             mr: bool = True) -> Fabric:
-    fab = Fabric()
-    c, s = _node(11, C, c_numa), _node(22, s_nids)
-    if mr:
-        c.peer_add(s_nids[0], s_nids[1:])
-        s.peer_add(C[0], [C[1]])
-    s.attach_me(PORTAL, 0, 2**64 - 1)
-    fab.add("c1", c)
-    fab.add("s1", s)
-    return fab
+    return mr2_fabric(c_numa=c_numa, s_nids=s_nids, mr=mr)
 
 
 def _puts(fab: Fabric, n: int, dst: NID = S[0], **kw: object) -> list[int]:

@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 import yaml
+from enginekit import PORTAL, TCP, C, S, mr2_fabric  # noqa: F401
+from enginekit import make_node as _node
 
 from nodes.daemon import lnetctl_cmd
 from nodes.lnet.actions import Action
@@ -13,33 +15,12 @@ from nodes.lnet.counters import GLOBAL_KEYS
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import NID, Net
 from nodes.tools.yamlfmt import dump
 from testbed.fabric import Fabric
 
-TCP = Net.parse("tcp")
-C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]
-S = [NID.parse("10.10.0.2@tcp"), NID.parse("10.11.0.2@tcp")]
-PORTAL = 52
-
-
-def _node(inc: int, nids: list[NID], numa: list[int | None] | None = None) -> LNetEngine:
-    eng = LNetEngine(incarnation=inc)
-    eng.configure()
-    for i, nid in enumerate(nids):
-        eng.net_add(TCP, f"eth{i}", nid, numa=numa[i] if numa else None)
-    return eng
-
 
 def _mr2() -> Fabric:
-    fab = Fabric()
-    c, s = _node(11, C, [0, 1]), _node(22, S)
-    c.peer_add(S[0], [S[1]])
-    s.peer_add(C[0], [C[1]])
-    s.attach_me(PORTAL, 0, 2**64 - 1)
-    fab.add("c1", c)
-    fab.add("s1", s)
-    return fab
+    return mr2_fabric(c_numa=[0, 1])
 
 
 class _Rt:

@@ -11,27 +11,14 @@ from typing import Any
 
 import pytest
 
-from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, peer_nis, stats
+from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, ok, peer_nis, reset_nodes, stats
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
 
-def _ok(node: Any, verb: str, cmd: str) -> str:
-    res = getattr(node, verb)(cmd)
-    assert res.rc == 0, f"{verb} {cmd}: rc {res.rc}: {res.out}{res.err}"
-    return str(res.out)
-
-
 @pytest.fixture
 def mr2(module_topology: Any) -> Any:
-    for name in ("c1", "s1"):
-        node = module_topology.node(name)
-        _ok(node, "lctl", "net_drop_del -a")
-        _ok(node, "lnetctl", "set health_sensitivity 100")
-        _ok(node, "lnetctl", "set retry_count 2")
-        _ok(node, "lnetctl", "peer set --all --health 1000")
-        _ok(node, "lnetctl", "stats reset")
-    return module_topology
+    return reset_nodes(module_topology, "set health_sensitivity 100", "set retry_count 2")
 
 
 @pytest.mark.requirement("hlth-lnt-decrement", "hlth-lnt-health-range", "hlth-lnt-peer-ni-health",
@@ -43,9 +30,9 @@ def test_each_failure_costs_exactly_the_sensitivity(mr2: Any, sensitivity: int) 
     resent) on every PUT to s1's rail-1 NID: after k such failures its health is
     max(1000 - k*s, 0), the other peer NI is untouched."""
     c1 = mr2.node("c1")
-    _ok(c1, "lnetctl", f"set health_sensitivity {sensitivity}")
+    ok(c1, "lnetctl", f"set health_sensitivity {sensitivity}")
     # no -m: recovery pings (GETs) fail too, so no successful ping adds health back meanwhile
-    _ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -e remote_timeout")
+    ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -e remote_timeout")
     c1.put(S1_NIDS[0], count=12, size=0)
     k = stats(c1)["remote_timeout_count"]
     assert k >= 1
@@ -59,9 +46,9 @@ def test_sensitivity_zero_means_no_health_change_and_no_resend(mr2: Any) -> None
     """spec §3.1: sensitivity 0 ⇒ health never changes, and (api-ni.c) retry_count becomes 0,
     so a resendable LOCAL_TIMEOUT is neither resent nor costs the NI any health."""
     c1 = mr2.node("c1")
-    _ok(c1, "lnetctl", "set health_sensitivity 0")
+    ok(c1, "lnetctl", "set health_sensitivity 0")
     assert c1.yaml("global show")["global"]["retry_count"] == 0
-    _ok(c1, "lctl", "net_drop_add -s * -d * -r 1 -m put -e local_timeout")
+    ok(c1, "lctl", "net_drop_add -s * -d * -r 1 -m put -e local_timeout")
     reply = c1.put(S1_NIDS[0], count=5, size=0)
     assert reply["failed"] == 5, reply
     st = stats(c1)

@@ -14,36 +14,25 @@ from typing import Any
 import pytest
 import yaml
 
-from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, peer_nis
+from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, ok, peer_nis, reset_nodes
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
 
-def _ok(node: Any, verb: str, cmd: str) -> str:
-    res = getattr(node, verb)(cmd)
-    assert res.rc == 0, f"{verb} {cmd}: rc {res.rc}: {res.out}{res.err}"
-    return str(res.out)
-
-
 @pytest.fixture
 def mr2(module_topology: Any) -> Any:
-    for name in ("c1", "s1"):
-        node = module_topology.node(name)
-        _ok(node, "lctl", "net_drop_del -a")
-        _ok(node, "lnetctl", "set recovery_limit 0")
-        _ok(node, "lnetctl", "net set --all --health 1000")
-        _ok(node, "lnetctl", "peer set --all --health 1000")
+    reset_nodes(module_topology, "set recovery_limit 0")
     c1 = module_topology.node("c1")
     for src, nid in zip(C1_NIDS, S1_NIDS, strict=True):
         # lpni_last_alive != 0: peer NIs may be queued (spec §3.5). The source pins the
         # exact path: an MR ping without one may be answered by the peer's other NID.
-        _ok(c1, "lnetctl", f"ping --source {src} {nid}")
+        ok(c1, "lnetctl", f"ping --source {src} {nid}")
     return module_topology
 
 
 def _queue(node: Any, local: bool) -> list[str]:
     """NIDs ``lnetctl debug recovery --local|--peer`` lists (empty output: empty queue)."""
-    doc = yaml.safe_load(_ok(node, "lnetctl", f"debug recovery {'--local' if local else '--peer'}"))
+    doc = yaml.safe_load(ok(node, "lnetctl", f"debug recovery {'--local' if local else '--peer'}"))
     if not doc:
         return []
     (entries,) = doc.values()
@@ -65,12 +54,12 @@ def test_net_set_health_takes_a_local_ni_out_of_and_back_into_service(mr2: Any) 
     the sensitivity back, spec §3.5/§3.6); `--health 1000` marks it up again (seed 003 "put an
     interface back in service") and the monitor takes it off the queue at its next tick."""
     c1 = mr2.node("c1")
-    _ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")
+    ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")
     ni = local_nis(c1)[C1_NIDS[1]]
     assert ni["status"] == "down" and ni["health stats"]["health value"] <= 100, ni
     assert _queue(c1, local=True) == [C1_NIDS[1]]
     assert local_nis(c1)[C1_NIDS[0]]["status"] == "up"
-    _ok(c1, "lnetctl", "net set --all --health 1000")
+    ok(c1, "lnetctl", "net set --all --health 1000")
     ni = local_nis(c1)[C1_NIDS[1]]
     assert ni["status"] == "up" and ni["health stats"]["health value"] == 1000
     assert _until(mr2, lambda: _queue(c1, local=True) == [], 3.0)
@@ -82,10 +71,10 @@ def test_peer_set_health_queues_and_restores_a_peer_ni(mr2: Any) -> None:
     """`lnetctl peer set --nid N --health V` sets the peer NI's health and queues it for
     recovery when below 1000 (spec §3.6); `--health 1000` takes it off the queue."""
     c1 = mr2.node("c1")
-    _ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 300")
+    ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 300")
     assert peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"] == 300
     assert _queue(c1, local=False) == [S1_NIDS[1]]
-    _ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 1000")
+    ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 1000")
     assert peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"] == 1000
     assert _until(mr2, lambda: _queue(c1, local=False) == [], 3.0)  # next monitor tick
 
@@ -96,11 +85,11 @@ def test_remote_failure_queues_the_peer_ni_and_recovery_pings_heal_it(mr2: Any) 
     (spec §3.5); once the rule is gone, recovery pings (GETs to that exact NID) succeed, each
     reply raises its health by the sensitivity until 1000, and it leaves the queue."""
     c1 = mr2.node("c1")
-    _ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e remote_dropped")
+    ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e remote_dropped")
     assert c1.put(S1_NIDS[0], count=10)["completed"] == 10
     assert _queue(c1, local=False) == [S1_NIDS[1]]
     assert peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"] < 1000
-    _ok(c1, "lctl", "net_drop_del -a")
+    ok(c1, "lctl", "net_drop_del -a")
     healed = _until(mr2, lambda: peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"]
                     == 1000, 40.0)
     assert healed
@@ -116,8 +105,8 @@ def test_failed_recovery_pings_back_off(mr2: Any) -> None:
     ``next_ping`` in the peer NI's health stats. Recovery pings are GETs: a rule failing every
     GET to the peer NI keeps them failing."""
     c1 = mr2.node("c1")
-    _ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -e remote_dropped")
-    _ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 900")
+    ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -e remote_dropped")
+    ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 900")
     seen: dict[int, int] = {}
 
     def hstats() -> dict[str, int]:
@@ -145,14 +134,14 @@ def test_recovery_limit_ages_peer_nis_out(mr2: Any) -> None:
     # start from an empty peer recovery queue (a previous test may have left an entry that
     # leaves at the next monitor tick; its recovery ping would refresh last_alive)
     assert _until(mr2, lambda: _queue(c1, local=False) == [], 5) is True
-    _ok(c1, "lnetctl", "set recovery_limit 1")
+    ok(c1, "lnetctl", "set recovery_limit 1")
     mr2.advance(2.5)  # past last_alive + recovery_limit for both of s1's NIs
-    _ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e remote_dropped")
+    ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e remote_dropped")
     assert c1.put(S1_NIDS[0], count=10)["completed"] == 10
     assert peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"] < 1000
     assert _queue(c1, local=False) == []
-    _ok(c1, "lnetctl", "set recovery_limit 0")  # 0: no limit, however long ago
+    ok(c1, "lnetctl", "set recovery_limit 0")  # 0: no limit, however long ago
     # health is relative (spec §11.1): put the peer NI back level so selection uses it again
-    _ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 1000")
+    ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 1000")
     assert c1.put(S1_NIDS[0], count=10)["completed"] == 10
     assert _queue(c1, local=False) == [S1_NIDS[1]]

@@ -14,35 +14,22 @@ from typing import Any
 import pytest
 import yaml
 
-from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, peer_nis, stats
+from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, ok, peer_nis, reset_nodes, stats
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
 RETRY_COUNT = 2  # topologies/default.yaml
 
 
-def _ok(node: Any, verb: str, cmd: str) -> str:
-    res = getattr(node, verb)(cmd)
-    assert res.rc == 0, f"{verb} {cmd}: rc {res.rc}: {res.out}{res.err}"
-    return str(res.out)
-
-
 @pytest.fixture
 def mr2(module_topology: Any) -> Any:
-    for name in ("c1", "s1"):
-        node = module_topology.node(name)
-        _ok(node, "lctl", "net_drop_del -a")
-        _ok(node, "lnetctl", f"set retry_count {RETRY_COUNT}")
-        _ok(node, "lnetctl", "set transaction_timeout 10")
-        _ok(node, "lnetctl", "net set --all --health 1000")
-        _ok(node, "lnetctl", "peer set --all --health 1000")
-        _ok(node, "lnetctl", "stats reset")
-    return module_topology
+    return reset_nodes(module_topology, f"set retry_count {RETRY_COUNT}",
+                       "set transaction_timeout 10")
 
 
 def _dropped(node: Any) -> int:
     """``ds_dropped`` of the newest drop rule: how many transmissions it failed."""
-    return int(yaml.safe_load(_ok(node, "lnetctl", "fault drop show"))["fault"][0]["ds_dropped"])
+    return int(yaml.safe_load(ok(node, "lnetctl", "fault drop show"))["fault"][0]["ds_dropped"])
 
 
 @pytest.mark.requirement("hlth-lnt-retry-limit", "hlth-cfg-retry", "hlth-lnt-retry-zero",
@@ -55,8 +42,8 @@ def test_retry_count_bounds_the_transmissions(mr2: Any, retry_count: int) -> Non
     gets one failure event. At the limit ``failed_resends`` grows by one, except with
     retry_count 0, which disables resending altogether and is not a failed resend."""
     c1 = mr2.node("c1")
-    _ok(c1, "lnetctl", f"set retry_count {retry_count}")
-    _ok(c1, "lctl", "net_drop_add -s * -d * -r 1 -m put -e local_dropped")
+    ok(c1, "lnetctl", f"set retry_count {retry_count}")
+    ok(c1, "lctl", "net_drop_add -s * -d * -r 1 -m put -e local_dropped")
     reply = c1.put(S1_NIDS[0], count=1, size=0)
     assert reply["failed"] == 1 and reply["completed"] == 0, reply
     assert _dropped(c1) == 1 + retry_count
@@ -75,7 +62,7 @@ def test_no_resend_classes_fail_at_once(mr2: Any, hclass: str) -> None:
     §3.2 table; seed 003 Local/No-Resend, Remote/No-Resend: the message may have reached the
     peer): one transmission per PUT, no resend counted, not even as a failed resend."""
     c1 = mr2.node("c1")
-    _ok(c1, "lctl", f"net_drop_add -s * -d * -r 1 -m put -e {hclass}")
+    ok(c1, "lctl", f"net_drop_add -s * -d * -r 1 -m put -e {hclass}")
     reply = c1.put(S1_NIDS[0], count=3, size=0)
     assert reply["failed"] == 3, reply
     assert _dropped(c1) == 3
@@ -93,7 +80,7 @@ def test_local_timeout_is_resent_from_the_other_local_ni(mr2: Any) -> None:
     the header source NID) costs no PUT; every failure is a successful resend from rail 0."""
     c1 = mr2.node("c1")
     timeouts0 = local_nis(c1)[C1_NIDS[1]]["health stats"]["timeouts"]
-    _ok(c1, "lctl", f"net_drop_add -s {C1_NIDS[1]} -d * -r 1 -m put -e local_timeout")
+    ok(c1, "lctl", f"net_drop_add -s {C1_NIDS[1]} -d * -r 1 -m put -e local_timeout")
     reply = c1.put(S1_NIDS[0], count=20, size=0)
     assert reply["completed"] == 20, reply
     errors = _dropped(c1)
@@ -114,7 +101,7 @@ def test_remote_dropped_is_resent_to_the_other_peer_ni(mr2: Any) -> None:
     """REMOTE_DROPPED (the message surely never reached the peer) lowers the peer NI's health
     and is resent (spec §3.2): the resend goes to s1's healthier NI, so no PUT fails."""
     c1 = mr2.node("c1")
-    _ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e remote_dropped")
+    ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e remote_dropped")
     reply = c1.put(S1_NIDS[0], count=20, size=0)
     assert reply["completed"] == 20, reply
     errors = _dropped(c1)
@@ -133,8 +120,8 @@ def test_transaction_timeout_ends_the_transaction(mr2: Any) -> None:
     not retransmitted at all (its send succeeded) and the ULP gets UNLINK/-ETIMEDOUT at the
     transaction timeout, with ``response_timeout_count`` counted once per PUT."""
     c1, s1 = mr2.node("c1"), mr2.node("s1")
-    _ok(c1, "lnetctl", "set transaction_timeout 3")
-    _ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
+    ok(c1, "lnetctl", "set transaction_timeout 3")
+    ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
     reply = c1.put(S1_NIDS[0], count=3, size=0, timeout=60.0)
     assert reply["failed"] == 3 and reply["errors"] == {"UNLINK:-110": 3}, reply
     st = stats(c1)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from lutf.lnet_views import delta, local_nis, ok, peer_nis, reset_nodes, stats
+
 C1_NIDS = ("10.10.0.1@tcp", "10.11.0.1@tcp")  # topologies/default.yaml
 S1_NIDS = ("10.10.0.2@tcp", "10.11.0.2@tcp")
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("default")]
@@ -44,40 +46,10 @@ CLASSES = {
 }
 
 
-def _ok(node: Any, verb: str, cmd: str) -> str:
-    res = getattr(node, verb)(cmd)
-    assert res.rc == 0, f"{verb} {cmd}: rc {res.rc}: {res.out}{res.err}"
-    return str(res.out)
-
-
 @pytest.fixture
 def mr2(module_topology: Any) -> Any:
     """The module's testbed, with rules, health and statistics back to their initial state."""
-    for name in ("c1", "s1"):
-        node = module_topology.node(name)
-        _ok(node, "lctl", "net_drop_del -a")
-        _ok(node, "lnetctl", "net set --all --health 1000")
-        _ok(node, "lnetctl", "peer set --all --health 1000")
-        _ok(node, "lnetctl", "stats reset")
-    return module_topology
-
-
-def local_nis(node: Any) -> dict[str, dict[str, Any]]:
-    return {ni["nid"]: ni for net in node.yaml("net show -v 3")["net"]
-            if net["net type"] != "lo" for ni in net["local NI(s)"]}
-
-
-def peer_nis(node: Any, prim_nid: str) -> dict[str, dict[str, Any]]:
-    view = node.yaml(f"peer show -v 3 --nid {prim_nid}")
-    return {pni["nid"]: pni for peer in view["peer"] for pni in peer["peer ni"]}
-
-
-def stats(node: Any) -> dict[str, int]:
-    return dict(node.yaml("stats show")["statistics"])
-
-
-def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: after[k] - before.get(k, 0) for k in after}
+    return reset_nodes(module_topology)
 
 
 def _ni_counters(node: Any, key: str) -> dict[str, int]:
@@ -108,7 +80,7 @@ def test_health_error_class(mr2: Any, hclass: str) -> None:
     c1 = mr2.node("c1")
     ni0 = _ni_counters(c1, ni_key) if ni_key else {}
     lpni0 = _lpni_counters(c1, lpni_key) if lpni_key else {}
-    out = _ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e {hclass}")
+    out = ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -m put -e {hclass}")
     assert f"Added drop rule <?>->{S1_NIDS[1]} (1/1)" in out  # LNET_NID_ANY prints <?>
     reply = c1.put(S1_NIDS[0], count=BURST, size=1024)
     st = stats(c1)
@@ -151,12 +123,12 @@ def test_rx_drop_rule_fires_the_response_tracker(mr2: Any) -> None:
     ``transaction_timeout``: the MD is unlinked with -ETIMEDOUT, ``response_timeout_count``
     grows and the peer NI the PUT went to takes a remote failure (spec §3.4)."""
     c1, s1 = mr2.node("c1"), mr2.node("s1")
-    _ok(c1, "lnetctl", "set transaction_timeout 3")
+    ok(c1, "lnetctl", "set transaction_timeout 3")
     try:
-        _ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
+        ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
         reply = c1.put(S1_NIDS[0], count=2, size=0, timeout=60.0)
     finally:
-        _ok(c1, "lnetctl", "set transaction_timeout 10")
+        ok(c1, "lnetctl", "set transaction_timeout 10")
     assert reply["failed"] == 2 and set(reply["errors"]) == {"UNLINK:-110"}, reply
     st = stats(c1)
     assert st["response_timeout_count"] == 2 and st["resend_count"] == 0, st
