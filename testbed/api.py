@@ -95,6 +95,41 @@ class NodeHandle:
         """Run ``lctl ARGV`` on this node (a single string is split like ``lnetctl``)."""
         return self.verb("lctl", _split(argv), timeout)
 
+    def lnd_link(self, nid: str, up: bool) -> bool:
+        """Have the node's LND report a link down/up event on local NI ``nid``, as on a
+        carrier change, without touching the interface (testbed-only ``lctl net_ni_down|up``,
+        hlth-dbg-sim-ni-down/up). Returns whether the NI's link state changed.
+
+        Raises:
+            TestbedError: ``nid`` is not a local NI of this node (message holds lctl's).
+        """
+        res = self.lctl("net_ni_up" if up else "net_ni_down", nid)
+        if res.rc != 0:
+            raise TestbedError(f"node {self.name}: {(res.out + res.err).strip()}")
+        return "event reported" in res.out
+
+    def testbed_stats(self, nid: str | None = None) -> dict[str, Any]:
+        """``lctl testbed_stats [NID]`` parsed: ``{"local NI(s)": [...], "peer NI(s)": [...]}``
+        (seed 003 DESIRED statistics, docs/differences.md)."""
+        res = self.lctl("testbed_stats", *([nid] if nid else []))
+        if res.rc != 0:
+            raise TestbedError(f"node {self.name}: lctl testbed_stats: "
+                               f"{(res.out + res.err).strip()}")
+        return dict(yaml.safe_load(res.out)["testbed stats"])
+
+    def log(self) -> str:
+        """The node daemon's log, ``<rundir>/nodes/<node>.log``: the engine's console lines at
+        their LNet level (``... c1 lnet ERROR: local NI ... link down ...``, dbg-110/115).
+
+        Raises:
+            TestbedError: the log cannot be read.
+        """
+        try:
+            return runstate.node_log(self.testbed.rundir, self.name).read_text(errors="replace")
+        except OSError as exc:
+            raise TestbedError(f"node {self.name}: cannot read its log: "
+                               f"{exc.strerror or exc}") from exc
+
     def lnetctl_yaml(self, *argv: str, timeout: float = 60.0) -> Any:
         """``lnetctl ARGV`` parsed as YAML.
 
@@ -143,12 +178,15 @@ class NodeHandle:
         return sh.run(argv, ns_pid=self.host_pid, input=input, timeout=timeout,
                       env=self.exec_env())
 
-    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0
-            ) -> dict[str, Any]:
-        """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID)."""
+    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            numa: int | None = None) -> dict[str, Any]:
+        """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID); ``numa`` is
+        the NUMA node of the messages' memory (emulated ``md_cpt``, snd-020)."""
+        req: dict[str, Any] = {"cmd": "put", "dst": dst, "count": count, "size": size}
+        if numa is not None:
+            req["numa"] = numa
         try:
-            return request(self.sock, {"cmd": "put", "dst": dst, "count": count,
-                                       "size": size}, timeout=timeout)
+            return request(self.sock, req, timeout=timeout)
         except DaemonUnreachable as exc:
             raise TestbedError(f"node {self.name}: {exc}") from exc
 

@@ -21,6 +21,12 @@ Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080
 The check is made at send time and again at arrival (a link that went down in flight fails
 the tx as ``ksocknal_del_peer`` fails the txs of a closed connection).
 
+Like the socklnd, the fabric tells the sending engine about peer NI aliveness
+(``PeerNotify``, ``lnet_notify``, seed 002 rtr-mr-lnd-notify): alive on the first delivery
+over a (NI, peer NI) pair (a "connection"), dead when a tx over the pair fails (before its
+completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs to that NID
+(logged as a ``notify_peer_down`` event).
+
 Every message, MD event and link change is appended to ``event_log`` with the schema of the
 Mininet backend's events.jsonl, ``{"t": <virtual seconds>, "kind": ..., "node": ..., ...}``
 (kinds: ``send``, ``recv``, ``tx_done``, ``md`` (``type``: the LNet event type),
@@ -37,10 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.lnet.actions import Action, Log, MDEvent, Transmit
+from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
@@ -76,6 +82,7 @@ class Fabric:
         self._q: list[_Pending] = []
         self._seq = itertools.count()
         self.hold = False  # when true, transmissions are queued but never delivered
+        self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
 
     # ------------------------------------------------------------------ wiring
     def add(self, name: str, engine: LNetEngine) -> LNetEngine:
@@ -149,6 +156,26 @@ class Fabric:
                             unlinked=act.unlinked)
             elif isinstance(act, Log):
                 self.log.append((self.now, name, act.text))
+            elif isinstance(act, NotifyPeerDown):  # lnd_notify_peer_down: conns closed
+                self.record("notify_peer_down", name, lpni=str(act.lpni))
+                self.log.append((self.now, name, f"socklnd: LNet notified peer NI {act.lpni} "
+                                                 "dead"))
+                self.connected = {c for c in self.connected
+                                  if not (c[0] == name and c[2] == act.lpni)}
+
+    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool) -> None:
+        """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni)."""
+        key = (name, ni, lpni)
+        if alive == (key in self.connected) and alive:
+            return
+        (self.connected.add if alive else self.connected.discard)(key)
+        self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive)
+        self.apply(name, self.engines[name].handle(
+            PeerNotify(ni=ni, nid=lpni, alive=alive), self.now))
+
+    def _fail(self, name: str, act: Transmit, rc: int) -> None:
+        self._notify(name, act.ni, act.lpni, False)
+        self._complete(name, act.tx_id, rc, HStatus.REMOTE_DROPPED)
 
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
         self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=hstatus.name)
@@ -159,8 +186,8 @@ class Fabric:
         delay = self._link_latency(act.ni, act.lpni)
         rc = self.path_error(act.ni, act.lpni)
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
-            self._at(self.now + (0.0 if rc == -ENETDOWN else delay), lambda: self._complete(
-                name, act.tx_id, rc, HStatus.REMOTE_DROPPED))
+            self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
+                     lambda: self._fail(name, act, rc))
             return
         if self.hold:
             return
@@ -169,8 +196,9 @@ class Fabric:
         def deliver() -> None:
             rc = self.path_error(act.ni, act.lpni)
             if rc:  # a link went down in flight: the conn closed under the tx
-                self._complete(name, act.tx_id, rc, HStatus.REMOTE_DROPPED)
+                self._fail(name, act, rc)
                 return
+            self._notify(name, act.ni, act.lpni, True)
             self.record("recv", dst, type=act.hdr.type.name, ni=str(act.lpni),
                         peer=str(act.ni), src=str(act.hdr.src_nid), dst=str(act.hdr.dest_nid))
             ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)

@@ -37,17 +37,18 @@ from typing import Any, TextIO
 
 import yaml
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon import lctl_cmd, lnetctl_cmd, lnetctl_config
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.errors import EINVAL, LNetConfigError
+from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID, Net, nid_from_ip
 from testbed import sh
 from testbed.api import NodeHandle, Testbed, TestbedError, _split
-from testbed.fabric import VIRTUAL_TIME_LIMIT, Fabric
+from testbed.fabric import VIRTUAL_TIME_LIMIT
 from testbed.nodeconfig import config_verbs
+from testbed.simfabric import SimFabric
 from testbed.topology import NodePlan, Plan, load_topology
 
 #: like the daemon's ``put`` verb: at most this many PUTs in flight
@@ -121,6 +122,19 @@ class SimRuntime:
         self.engine.net_del(net, interface)
         self.sim.fabric.refresh()
 
+    def lnd_link(self, nid: NID, up: bool) -> bool:
+        """``NodeRuntime.lnd_link`` (hlth-dbg-sim-ni-down/up): a link event reported by the
+        LND, the interface untouched; until a real link change the NI's sends fail with
+        -ENETDOWN (``SimFabric.lnd_down``). Returns whether the link state changed."""
+        ni = self.engine.ni_by_nid(nid)
+        if ni is None or ni.is_lo:
+            raise LNetConfigError(-ENOENT, f"{nid} is not a local NI")
+        (self.sim.fabric.lnd_down.discard if up else self.sim.fabric.lnd_down.add)(nid)
+        if ni.fatal_error == (not up):  # the link watcher reports changes only
+            return False
+        self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), "simulated"))
+        return True
+
     async def unconfigure(self) -> None:
         self.engine.unconfigure()
         self.sim.fabric.refresh()
@@ -147,6 +161,7 @@ class SimNodeHandle(NodeHandle):
         with self.testbed.lock:
             self.testbed._check_up()
             rc, out, err = run_sync(module.run(self.rt, list(argv)))  # type: ignore[arg-type]
+            self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
         return sh.Completed(rc, out, err)
 
     def lnetctl(self, *argv: str, timeout: float = 60.0) -> sh.Completed:
@@ -158,16 +173,23 @@ class SimNodeHandle(NodeHandle):
     def exec(self, argv: Any, *, input: str | None = None, timeout: float = 60.0) -> Any:
         raise TestbedError("exec is not available on the sim backend (no namespaces)")
 
+    def log(self) -> str:
+        """``NodeHandle.log``: this node's engine console lines, at virtual times (the fabric
+        keeps no level)."""
+        return "".join(f"{t:.6f} {name} lnet: {text}\n"
+                       for t, name, text in self.testbed.fabric.log if name == self.name)
+
     def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            src: str | None = None) -> dict[str, Any]:
+            src: str | None = None, numa: int | None = None) -> dict[str, Any]:
         """A burst of PUTs to the bulk portal, 64 in flight, like the daemon's ``put`` verb.
 
         The whole burst runs under the testbed's lock, so a ``Traffic`` thread and the test's
         own verbs interleave between bursts, never inside the fabric."""
         with self.testbed.lock:
-            return self._put(dst, count, size, src)
+            return self._put(dst, count, size, src, numa)
 
-    def _put(self, dst: str, count: int, size: int, src: str | None) -> dict[str, Any]:
+    def _put(self, dst: str, count: int, size: int, src: str | None,
+             numa: int | None = None) -> dict[str, Any]:
         self.testbed._check_up()
         try:
             dnid = NID.parse(dst)
@@ -176,6 +198,9 @@ class SimNodeHandle(NodeHandle):
             return {"ok": False, "error": e.descr}
         if not 0 < count <= 1_000_000 or not 0 <= size <= LNET_MTU:
             return {"ok": False, "error": "count must be 1..1000000 and size 0..1048576"}
+        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)
+                                 or numa < 0):
+            return {"ok": False, "error": f"numa must be a NUMA node number >= 0, not {numa!r}"}
         rt, fab, payload = self.rt, self.testbed.fabric, bytes(size)
         events = fab.events[self.name]
         errors: dict[str, int] = {}
@@ -185,7 +210,8 @@ class SimNodeHandle(NodeHandle):
         while done < count:
             while started < count and len(inflight) < MAX_PUT_INFLIGHT:
                 handle, _ = rt.start(lambda: rt.engine.put(
-                    fab.now, dnid, payload=payload, portal=SRPC_RDMA_PORTAL, src=snid))
+                    fab.now, dnid, payload=payload, portal=SRPC_RDMA_PORTAL, src=snid,
+                    numa=numa))
                 inflight.add(handle)
                 started += 1
             for ev in events[seen:]:
@@ -212,7 +238,7 @@ class SimTestbed(Testbed):
         super().__init__(plan.name, Path("/nonexistent-sim"), Path("/nonexistent-sim"))
         self.plan = plan
         self.seed = seed
-        self.fabric = Fabric(latency, seed=seed, jitter=jitter)
+        self.fabric = SimFabric(latency, seed=seed, jitter=jitter)
         self.lock = threading.RLock()  # the fabric is single-threaded; Traffic threads share it
         self.runtimes = {n.name: SimRuntime(self, n, seed) for n in plan.nodes}
         for n in plan.nodes:  # L2 segments, and which host routes each interface's traffic
@@ -245,7 +271,14 @@ class SimTestbed(Testbed):
         return tb
 
     def _configure(self, node: NodePlan) -> None:
-        """Contract B of the supervisor: the same verb list (testbed/nodeconfig.py)."""
+        """Contract B of the supervisor: the LNet module parameters of the topology's
+        ``global:`` block first (the daemon's ``--lnet-param``, "modprobe lnet", spec §0),
+        then the same verb list (testbed/nodeconfig.py)."""
+        try:
+            lnetctl_config.apply_module_params(self.runtimes[node.name],  # type: ignore[arg-type]
+                                               list(node.module_params))
+        except LNetConfigError as e:
+            raise TestbedError(f"node {node.name}: bad LNet module parameter: {e.descr}") from e
         verbs = config_verbs(self.plan, node, self._lnet_dir())
         handle = self.node(node.name)
         for verb in verbs:
@@ -337,6 +370,7 @@ class SimTestbed(Testbed):
         if state not in ("up", "down"):
             raise TestbedError(f"link state must be up or down, not {state!r}")
         nid, up = NID.parse(match.nid), state == "up"
+        self.fabric.lnd_down.discard(nid)  # a real link change ends a simulated one
         self.fabric.set_link(nid, up, iface=iface)
         rt = self.runtimes[node]
         if rt.engine.ni_by_nid(nid) is not None:  # linkwatch -> ni_set_fatal (hlt-005/010)

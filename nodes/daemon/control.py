@@ -18,6 +18,7 @@ import zmq
 import zmq.asyncio
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
@@ -40,6 +41,9 @@ class ControlServer:
         self.sock.bind(f"ipc://{sock_path}")
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        events = EventLog.from_env(node)  # health notices -> events.jsonl (hlth-lnt-udev)
+        if events is not None:
+            rt.notice_sink = events.write
 
     async def serve(self) -> None:
         while not self.stopping.is_set():
@@ -84,6 +88,7 @@ class ControlServer:
                 raise ValueError("'argv' must be a list of strings")
             module = lnetctl_cmd if cmd == "lnetctl" else lctl_cmd
             rc, out, err = await module.run(self.rt, argv)
+            self.rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
             return {"rc": rc, "out": out, "err": err}
         if cmd == "put":
             return await self._put(req)
@@ -102,6 +107,10 @@ class ControlServer:
         if not 0 < count <= 1_000_000 or not 0 <= size <= LNET_MTU:
             return {"ok": False, "error": "count must be 1..1000000 and size 0..1048576"}
         src = NID.parse(req["src"]) if req.get("src") else None
+        numa = req.get("numa")  # NUMA node of the message memory (snd-020, emulated)
+        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)
+                                 or numa < 0):
+            return {"ok": False, "error": f"numa must be a NUMA node number >= 0, not {numa!r}"}
         sem = asyncio.Semaphore(MAX_PUT_INFLIGHT)
         errors: collections.Counter[str] = collections.Counter()
         payload = bytes(size)
@@ -109,7 +118,8 @@ class ControlServer:
         async def one() -> None:
             async with sem:
                 events = await self.rt.wait_final(lambda: self.rt.engine.put(
-                    self.rt.now(), dst, payload=payload, portal=SRPC_RDMA_PORTAL, src=src))
+                    self.rt.now(), dst, payload=payload, portal=SRPC_RDMA_PORTAL, src=src,
+                    numa=numa))
                 final = events[-1]
                 if final.kind != "ACK" or final.status != 0:
                     errors[f"{final.kind}:{final.status}"] += 1

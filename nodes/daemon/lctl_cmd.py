@@ -6,6 +6,12 @@
 ``net_drop add`` ...) manage LNet's drop/delay rules with portals.c's options and output lines
 (spec §8.1): "Added drop rule SRC->DST (1/RATE)", "Removed N drop rules", the list lines and
 "found total N". Bad options print one line on stderr and exit 1, never a traceback.
+
+Testbed-only verbs (real lctl has none of them, docs/differences.md): ``net_ni_down NID`` /
+``net_ni_up NID``, the LND hooks that simulate an interface down/up event on a local NI
+without touching the interface (hlth-dbg-sim-ni-down/up, ``rt.lnd_link``), and
+``testbed_stats [NID]``, seed 003's DESIRED statistics as YAML (``views.testbed_stats``:
+hlth-stt-ni-down/up-events, hlth-stt-avg-send-time, hlth-stt-avg-transaction-time).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.fault import nid_str
 from nodes.lnet.nid import LO_NID, NID
 from nodes.lnet.ping import PingInfo
+from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
     from nodes.daemon.runtime import NodeRuntime
@@ -27,7 +34,8 @@ Result = tuple[int, str, str]
 
 async def run(rt: NodeRuntime, argv: list[str]) -> Result:
     if not argv:
-        return 0, "commands: list_nids ping " + " ".join(_FAULT_CMDS) + "\n", ""
+        return 0, ("commands: list_nids ping " + " ".join(_FAULT_CMDS + _TESTBED_CMDS)
+                   + "\n"), ""
     cmd, args = argv[0], argv[1:]
     if cmd in ("net_drop", "net_delay") and args:
         cmd, args = f"{cmd}_{args[0]}", args[1:]
@@ -39,7 +47,32 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
         return 0, "".join(f"{ni.nid}\n" for ni in rt.engine.local_nis()), ""
     if cmd == "ping":
         return await _ping(rt, args)
+    if cmd in _TESTBED_CMDS:
+        return _testbed(rt, cmd, args)
     return 1, "", f"lctl: unknown command '{cmd}'\n"
+
+
+_TESTBED_CMDS = ("net_ni_down", "net_ni_up", "testbed_stats")
+
+
+def _testbed(rt: NodeRuntime, cmd: str, args: list[str]) -> Result:
+    """The testbed-only verbs: simulated NI link events and the testbed statistics."""
+    if not rt.engine.configured:
+        return 1, "", f"{cmd}: LNet is not configured: Network is down\n"
+    usage = "usage: testbed_stats [NID]" if cmd == "testbed_stats" else f"usage: {cmd} NID"
+    if len(args) > 1 or (cmd != "testbed_stats" and not args):
+        return 1, "", usage + "\n"
+    try:
+        if cmd == "testbed_stats":
+            return 0, dump(rt.engine.view("testbed", nid=args[0] if args else None)), ""
+        nid = NID.parse(args[0])
+        up = cmd == "net_ni_up"
+        changed = rt.lnd_link(nid, up)
+    except LNetConfigError as e:
+        return 1, "", f"{cmd}: {e.descr}\n"
+    state = "up" if up else "down"
+    return 0, (f"{nid}: link {state} event reported\n" if changed
+               else f"{nid}: link already {state}\n"), ""
 
 
 async def _ping(rt: NodeRuntime, args: list[str]) -> Result:

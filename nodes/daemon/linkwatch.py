@@ -11,6 +11,12 @@ is the kernel's ``netif_oper_up``: operstate UP or UNKNOWN). On a change it call
 loss, has the socklnd close the NI's connections (seed 000 snd-080/085).
 
 An interface that disappeared (ioctl fails with ENODEV) counts as carrier down.
+
+Simulated link events (hlth-dbg-sim-ni-down / hlth-dbg-sim-ni-up, testbed-only
+``lctl net_ni_down|net_ni_up NID``): ``simulate(nid, up)`` overrides the NI's link state
+without touching the Linux interface and reports the change through the same ``on_change``
+path a carrier change takes, at once. The override holds until the real carrier of that
+interface changes (a real event supersedes the simulation) or the NI is deleted.
 """
 
 from __future__ import annotations
@@ -73,29 +79,65 @@ class LinkWatch:
 
     def __init__(self, *, nis: Callable[[], dict[NID, str]],
                  on_change: Callable[[NID, bool], None],
+                 on_simulated: Callable[[NID, bool], None] | None = None,
                  interval: float = POLL_INTERVAL) -> None:
         self._nis = nis
         self._on_change = on_change
+        self._on_simulated = on_simulated or on_change  # simulated changes, if told apart
         self.interval = interval
-        self.state: dict[NID, bool] = {}  # last carrier seen per NI (absent: assumed up)
+        self.state: dict[NID, bool] = {}  # last state reported per NI (absent: assumed up)
+        self.carrier: dict[NID, bool] = {}  # last real carrier seen per NI
+        # simulated link state per NI, with the real carrier it was set against
+        self.forced: dict[NID, tuple[bool, bool]] = {}
+
+    def _effective(self, nid: NID, real: bool) -> bool:
+        forced = self.forced.get(nid)
+        if forced is not None and forced[1] != real:
+            del self.forced[nid]  # the real carrier changed: it wins over the simulation
+            forced = None
+        return real if forced is None else forced[0]
+
+    def simulate(self, nid: NID, up: bool) -> bool:
+        """Report a link ``up``/``down`` event for ``nid`` as a carrier change would, without
+        touching the interface (hlth-dbg-sim-ni-*). Returns whether the state changed.
+
+        Raises:
+            KeyError: ``nid`` is not a watched NI.
+        """
+        ifname = self._nis()[nid]
+        real = self.carrier.get(nid)
+        if real is None:
+            real = self.carrier[nid] = carrier_up(ifname)
+        self.forced[nid] = (up, real)
+        if self.state.get(nid, True) == up:
+            return False
+        self.state[nid] = up
+        self._report(nid, ifname, up, "simulated")
+        return True
+
+    def _report(self, nid: NID, ifname: str, up: bool, cause: str) -> None:
+        log.warning("link %s of %s is %s (%s)", ifname, nid, "up" if up else "down", cause)
+        try:
+            (self._on_simulated if cause == "simulated" else self._on_change)(nid, up)
+        except Exception:
+            log.exception("link state handler for %s raised", nid)
 
     def poll(self) -> list[tuple[NID, bool]]:
         """One pass: report every NI whose carrier changed since the last pass."""
         changes: list[tuple[NID, bool]] = []
         current = self._nis()
-        for nid in [n for n in self.state if n not in current]:
-            del self.state[nid]  # NI deleted
+        for table in (self.state, self.carrier, self.forced):
+            for nid in [n for n in table if n not in current]:
+                del table[nid]  # NI deleted
         for nid, ifname in current.items():
-            up = carrier_up(ifname)
+            real = carrier_up(ifname)
+            self.carrier[nid] = real
+            up = self._effective(nid, real)
             if self.state.get(nid, True) != up:
                 changes.append((nid, up))
             self.state[nid] = up
         for nid, up in changes:
-            log.warning("link %s of %s is %s", current[nid], nid, "up" if up else "down")
-            try:
-                self._on_change(nid, up)
-            except Exception:
-                log.exception("link state handler for %s raised", nid)
+            self._report(nid, current[nid], up, "carrier")
         return changes
 
     async def run(self) -> None:

@@ -159,16 +159,9 @@ async def _set(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
         return _set_multi_rail(rt, ns.value)
     if ns.param not in TUNABLE_NAMES:
         return 255, "", f"lnetctl set: unknown parameter '{ns.param}'\n"
-    try:
-        value = int(ns.value, 0)
-    except ValueError:
-        e = LNetConfigError(-EINVAL, f"cannot parse {ns.param} value")
-        return 255, "", error_doc("parser", "set", -1, e.descr)
-    try:
-        rt.execute(rt.engine.set_tunable(ns.param, value, rt.now()))  # re-arms the timer
-    except LNetConfigError as e:
-        return _fail("add", ns.param, e)
-    return 0, "", ""
+    from nodes.daemon import lnetctl_set  # lnetctl/liblnetconfig errors, byte for byte
+
+    return lnetctl_set.set_tunable(rt, ns.param, ns.value)
 
 
 def _set_multi_rail(rt: NodeRuntime, value: str) -> Result:
@@ -235,7 +228,7 @@ async def _ping(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
             rc = e.errno
             continue
         events = await rt.wait_final(lambda n=nid, s=src: rt.engine.ping(
-            rt.now(), n, timeout=float(timeout), src=s))
+            rt.now(), n, timeout=float(timeout), src=s, numa=ns.numa))
         final = events[-1]
         if final.kind == "REPLY" and final.status == 0:
             try:
@@ -301,6 +294,14 @@ async def _debug_recovery(rt: NodeRuntime, ns: argparse.Namespace) -> Result:
 
 
 # ---------------------------------------------------------------------------- parsers
+def numa_node(text: str) -> int:
+    """``--numa N`` (testbed extension, docs/differences.md NUMA row): a node number >= 0."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
 def _verbose_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", nargs="?", const=1, default=None, type=int)
 
@@ -363,6 +364,7 @@ def _build() -> dict[tuple[str, str], tuple[argparse.ArgumentParser, Handler]]:
     p = add("ping", "", _ping)
     p.add_argument("--source")
     p.add_argument("--timeout", type=int)
+    p.add_argument("--numa", type=numa_node)  # testbed extension: NUMA node of the memory
     p.add_argument("nids", nargs="*")
     return table
 

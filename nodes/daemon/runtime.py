@@ -18,10 +18,11 @@ from typing import Any
 from nodes.daemon.ifaddr import interface_ipv4
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.lnd.socklnd import RxMsg, SockLND
-from nodes.lnet.actions import Action, Log, MDEvent, Transmit
+from nodes.lnet import notify
+from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.errors import EINVAL, LNetConfigError
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
+from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net, nid_from_ip
 
@@ -40,14 +41,21 @@ class NodeRuntime:
         rng = random.Random(seed)
         self.incarnation = rng.getrandbits(63) | 1
         self.engine = LNetEngine(rng=rng, incarnation=self.incarnation)
-        self.engine.dc_enabled = True  # peer discovery on (nodes/lnet/discovery.py)
         self.lnd = SockLND(on_rx=self._on_rx, on_tx_done=self._on_tx_done,
-                           on_conn=self._on_conn, incarnation=self.incarnation, port=port)
+                           on_conn=self._on_conn, on_notify=self._on_notify,
+                           incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
+        # per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
+        self._sock_timeout: dict[NID, int] = {}
+        self._lnet_lnd_timeout = self.engine.tunables.lnd_timeout
         self._waiters: dict[int, Callable[[MDEvent], None]] = {}
+        # health notices for user space (hlth-lnt-udev): set by the control server to the
+        # testbed event log (nodes/daemon/eventlog.py)
+        self.notice_sink: Callable[[str, dict[str, Any]], None] | None = None
         # carrier watch (hlt-005/010/025): subnet per NI, learnt while the link is up
         self._subnets: dict[NID, ipaddress.IPv4Network | None] = {}
-        self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link)
+        self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link,
+                                   on_simulated=self._on_simulated_link)
         self._linkwatch_task = self.loop.create_task(self.linkwatch.run())
         self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF, sink=True)
 
@@ -77,7 +85,31 @@ class NodeRuntime:
                     waiter(action)
             elif isinstance(action, Log):
                 getattr(log, action.level if action.level != "info" else "debug")(action.text)
+            elif isinstance(action, NotifyPeerDown):  # lnd_notify_peer_down (seed 002)
+                self.loop.call_soon(self.lnd.notify_peer_down, action.lpni)
+        self.flush_notices()
+        self._sync_lnd_timeouts()
         self._arm_timer()
+
+    def _sync_lnd_timeouts(self) -> None:
+        """``ksocknal_timeout()`` = ``sock_timeout ?: lnet_get_lnd_timeout()``: an NI without
+        its own ``--lnd-timeout`` follows LNet's ``lnd_timeout`` (max((tt-1)/(rc+1), 1)) as
+        transaction_timeout and retry_count change (seed 003 hlth-lnd-tx-timeout-from-lnet;
+        the daemon's socklnd ``sock_timeout`` defaults to 0, docs/differences.md)."""
+        derived = self.engine.tunables.lnd_timeout
+        if derived == self._lnet_lnd_timeout:
+            return
+        self._lnet_lnd_timeout = derived
+        for ni in self.engine.local_nis():
+            if not ni.is_lo and ni.nid not in self._sock_timeout:
+                ni.lnd_timeout = derived
+                self.lnd.set_timeout(float(derived), ni.nid)
+
+    def flush_notices(self) -> None:
+        """Hand the engine's health notices to the sink (notify.py, hlth-lnt-udev)."""
+        for kind, fields in notify.drain(self.engine):
+            if self.notice_sink is not None:
+                self.notice_sink(kind, fields)
 
     def _arm_timer(self) -> None:
         deadline = self.engine.next_deadline()
@@ -99,6 +131,11 @@ class NodeRuntime:
         ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=HStatus(hstatus))
         self.execute(self.engine.handle(ev, self.now()))
 
+    def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
+        """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify)."""
+        ev = PeerNotify(ni=ni, nid=peer, alive=alive, reset=reset)
+        self.execute(self.engine.handle(ev, self.now()))
+
     def _on_conn(self, event: str, ni: NID, peer: NID, reason: str) -> None:
         log.info("connection %s: %s -> %s %s", event, ni, peer, reason)
 
@@ -106,16 +143,32 @@ class NodeRuntime:
     def _watched_nis(self) -> dict[NID, str]:
         return {ni.nid: ni.interface for ni in self.engine.local_nis() if ni.interface}
 
-    def _on_link(self, nid: NID, up: bool) -> None:
+    def _on_link(self, nid: NID, up: bool, cause: str = "carrier") -> None:
         """``ksocknal_handle_link_state_change``: the NI's fatal state follows the carrier;
         on carrier loss the socklnd closes the conns over that interface, so what they held
-        is resent elsewhere (snd-080/085)."""
+        is resent elsewhere (snd-080/085). ``cause`` is ``simulated`` for ``lnd_link``."""
         if up:
             self.lnd.link_up(nid)
         else:
             closed = self.lnd.link_down(nid, self._subnets.get(nid))
             log.warning("link down on %s: %d connection(s) closed", nid, closed)
-        self.execute(self.engine.ni_set_fatal(nid, not up, self.now()))
+        self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), cause))
+
+    def _on_simulated_link(self, nid: NID, up: bool) -> None:
+        self._on_link(nid, up, "simulated")
+
+    def lnd_link(self, nid: NID, up: bool) -> bool:
+        """The LND hook of hlth-dbg-sim-ni-down/up (``lctl net_ni_down|up NID``): the socklnd
+        reports a link down/up event for ``nid`` exactly as on a carrier change, without
+        touching the interface; returns whether the NI's link state changed.
+
+        Raises:
+            LNetConfigError: -ENOENT, ``nid`` is not a local NI.
+        """
+        try:
+            return self.linkwatch.simulate(nid, up)
+        except KeyError:
+            raise LNetConfigError(-ENOENT, f"{nid} is not a local NI") from None
 
     def set_lnd_timeout(self, net: Net, seconds: int) -> int:
         """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of every NI of ``net``
@@ -124,8 +177,12 @@ class NodeRuntime:
         count = 0
         for ni in self.engine.local_nis():
             if ni.nid.net == net:
-                ni.lnd_timeout = seconds
-                self.lnd.set_timeout(float(seconds or self.engine.tunables.lnd_timeout), ni.nid)
+                if seconds:
+                    self._sock_timeout[ni.nid] = seconds
+                else:  # 0: back to LNet's lnd_timeout (ksocknal_timeout)
+                    self._sock_timeout.pop(ni.nid, None)
+                ni.lnd_timeout = seconds or self.engine.tunables.lnd_timeout
+                self.lnd.set_timeout(float(ni.lnd_timeout), ni.nid)
                 count += 1
         return count
 
@@ -156,11 +213,12 @@ class NodeRuntime:
                                            "has no IPv4 address")
         nid = nid_from_ip(ip, net)
         ni = self.engine.net_add(net, interface, nid, **kw)
+        self._sock_timeout.pop(nid, None)
+        ni.lnd_timeout = self.engine.tunables.lnd_timeout  # sock_timeout 0: LNet's
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
         self._subnets[nid] = interface_subnet(interface)
         try:
-            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout
-                                                              or self.engine.tunables.lnd_timeout))
+            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout))
         except OSError as e:
             self.engine.net_del(net, interface)
             raise LNetConfigError(-(e.errno or EINVAL),

@@ -43,8 +43,8 @@ reset by peer / EOF / protocol error /      -EIO          LOCAL_ERROR       clos
 stale incarnation: conn closed; posted and                                  process_transmit
 queued txs                                                                  (-ESHUTDOWN) ->
                                                                             tx_done(resid != 0)
-socket error ETIMEDOUT (TCP gave up):       -EIO          REMOTE_TIMEOUT    ksocknal_process_
-the posted tx                                                               transmit
+socket error ETIMEDOUT (TCP gave up, see   -EIO          REMOTE_TIMEOUT    ksocknal_process_
+below): the posted tx                                                       transmit
 carrier loss on the NI's interface          -ENETDOWN     REMOTE_DROPPED    ksocknal_del_peer
 (``link_down``): conns of the NI and conns                                  (txlist_done
 routed over that interface closed, posted                                   -ENETDOWN); snd-085
@@ -61,6 +61,23 @@ o2iblnd does; today's ksocklnd reports NETWORK_TIMEOUT for both. We follow the s
 (docs/differences.md): LOCAL_TIMEOUT is resendable on another NI, NETWORK_TIMEOUT is not
 (spec §3.2). Each NI has its own timeout (``lnetctl net set --net N --lnd-timeout S``; seed 003
 hlth-lnd-tx-timeout-from-lnet).
+
+TCP gives up too (hlth-lnd-remote-timeout): every established socket carries
+``TCP_USER_TIMEOUT`` = the NI's timeout + two monitor ticks, so data the peer never
+acknowledges aborts the connection with ETIMEDOUT, which ``ksocknal_process_transmit`` reports
+as REMOTE_TIMEOUT for the tx being written. While the kernel is retransmitting unacknowledged
+data (``tcpi_retransmits``) the progress monitor leaves that connection to it; a peer that
+acknowledges but does not read (zero window) is the monitor's (NETWORK_TIMEOUT), as is any
+stall the kernel has not resolved by twice the timeout.
+
+Peer NI aliveness goes up to LNet through ``on_notify(ni, peer_nid, alive, reset)``
+(``lnet_notify``, seed 002 rtr-mr-lnd-notify): dead when a connection attempt failed or a
+connection closed on an error and no connection or attempt to that peer NI remains
+(``ksocknal_peer_failed``); alive when a connection is established, with ``reset`` when the
+peer's incarnation differs from the last one seen (it rebooted: its health history is void).
+LNet's "peer NI dead" call (``lnd_notify_peer_down`` = ``ksocknal_notify_gw_down``, seed 002
+rtr-mr-notify-dead) is ``notify_peer_down``: every connection to that NID is closed and what
+it held fails with -ENETDOWN / REMOTE_DROPPED, so LNet resends it on another path.
 
 Received LNET messages go to ``on_rx``; NOOPs are ignored. A bad connreq/hello (wrong NID,
 protocol) refuses just that connection with a log line; a WireProtocolError on an established
@@ -105,6 +122,21 @@ _REMOTE_DROPPED_ERRNOS = frozenset({E.ENETDOWN, E.EHOSTUNREACH, E.ENETUNREACH, E
 
 #: seed 003 hlth-lnd-local-timeout: a tx that timed out before it was posted (see the table above)
 UNPOSTED_TIMEOUT = HStatus.LOCAL_TIMEOUT
+
+
+def _tcp_state(sock: socket.socket) -> tuple[bool, int | None]:
+    """(``tcpi_retransmits`` > 0, ``tcpi_bytes_acked``) from struct tcp_info: retransmitting
+    means the peer never acknowledged some data (zero-window probes do not count), so
+    TCP_USER_TIMEOUT will end a dead path; bytes acked moving is progress the SIOCOUTQ
+    sampling cannot see while the send queue is refilled. (Not ``tcpi_last_ack_recv``: the
+    ACKs of zero-window probes refresh it while nothing moves.)"""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 128)
+    except OSError:
+        return False, None
+    if len(info) < 128:
+        return len(info) > 2 and info[2] > 0, None
+    return info[2] > 0, struct.unpack_from("Q", info, 120)[0]
 
 
 def txlist_hstatus(rc: int) -> HStatus:
@@ -158,7 +190,8 @@ class _ConnProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         why = f"connection lost: {exc}" if exc else "peer closed the connection"
-        # ksocknal_process_transmit: a write failing with ETIMEDOUT is REMOTE_TIMEOUT
+        # ksocknal_process_transmit: a write failing with ETIMEDOUT (TCP gave up, see
+        # TCP_USER_TIMEOUT) is REMOTE_TIMEOUT (seed 003 hlth-lnd-remote-timeout)
         posted = (HStatus.REMOTE_TIMEOUT if isinstance(exc, OSError)
                   and exc.errno == E.ETIMEDOUT else HStatus.LOCAL_ERROR)
         self.lnd._close_conn(self.p, self.c, why, -E.EIO, HStatus.LOCAL_ERROR,
@@ -187,6 +220,7 @@ class _Conn:
     transport: asyncio.Transport | None = None
     can_write: asyncio.Event = field(default_factory=_set_event)
     last_outq: int = 0
+    last_acked: int = 0  # tcpi_bytes_acked at the previous monitor tick
     closed: bool = False
 
 
@@ -215,11 +249,14 @@ class SockLND:
     def __init__(self, *, on_rx: Callable[[RxMsg], None],
                  on_tx_done: Callable[[int, int, HStatus], None],
                  on_conn: Callable[[str, NID, NID, str], None] | None = None,
+                 on_notify: Callable[[NID, NID, bool, bool], None] | None = None,
                  incarnation: int, pid: int = LNET_PID_LUSTRE, timeout: float = 50.0,
                  port: int = wire.LNET_ACCEPTOR_PORT) -> None:
         self._on_rx = on_rx
         self._on_tx_done = on_tx_done
         self._on_conn = on_conn
+        self._on_notify = on_notify
+        self._incarnations: dict[NID, int] = {}  # last incarnation seen per peer NID
         self._incarnation = incarnation
         self._pid = pid
         self._timeout = timeout
@@ -272,7 +309,7 @@ class SockLND:
             if p.conn is not None:
                 waits.extend(p.conn.tasks)
                 self._close_conn(p, p.conn, "NI shutdown", -E.ECONNABORTED,
-                                 HStatus.LOCAL_ABORTED)
+                                 HStatus.LOCAL_ABORTED, peer_failed=False)
             self._fail_queue(p, -E.ECONNABORTED, HStatus.LOCAL_ABORTED)
             del self._peers[key]
         await asyncio.gather(*waits, return_exceptions=True)
@@ -308,6 +345,20 @@ class SockLND:
             self._timeout = seconds
         elif ni in self._nis:
             self._nis[ni].timeout = seconds
+        for p in self._peers.values():
+            if p.conn is not None and (ni is None or p.ni == ni):
+                self._set_user_timeout(p.conn)
+
+    def _tick(self, ni: NID) -> float:
+        """How often the progress monitor looks at ``ni``'s connections."""
+        return min(1.0, self.timeout_of(ni) / 4)
+
+    def _set_user_timeout(self, c: _Conn) -> None:
+        """``TCP_USER_TIMEOUT``: TCP gives up on unacknowledged data two monitor ticks after
+        the LND timeout, so the monitor still sees zero-window stalls first."""
+        ms = int((self.timeout_of(c.ni) + 2 * self._tick(c.ni)) * 1000)
+        with contextlib.suppress(OSError):
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
 
     def timeout_of(self, ni: NID) -> float:
         netif = self._nis.get(ni)
@@ -339,6 +390,19 @@ class SockLND:
                 closed += 1
                 self._close_conn(p, p.conn, "link down", -E.ENETDOWN, HStatus.REMOTE_DROPPED)
             self._fail_queue(p, -E.ENETDOWN, HStatus.REMOTE_DROPPED)
+        return closed
+
+    def notify_peer_down(self, nid: NID) -> int:
+        """``ksocknal_notify_gw_down``: LNet says peer NI ``nid`` is dead (seed 002
+        rtr-mr-notify-dead); close every connection to it. Returns #conns closed."""
+        closed = 0
+        for p in list(self._peers.values()):
+            if p.nid == nid and p.conn is not None:
+                closed += 1
+                self._close_conn(p, p.conn, "LNet: peer NI dead", -E.ENETDOWN,
+                                 HStatus.REMOTE_DROPPED, peer_failed=False)
+        _log.warning("socklnd: LNet notified peer NI %s dead: %d connection(s) closed", nid,
+                     closed)
         return closed
 
     def link_up(self, ni: NID) -> None:
@@ -373,8 +437,24 @@ class SockLND:
             self._call_tx_done(tx.tx_id, rc, hstatus)
 
     def _fail_queue(self, p: _Peer, rc: int, hstatus: HStatus) -> None:
-        while p.queue:
-            self._done(p.queue.popleft(), rc, hstatus)
+        """``list_splice_init`` + ``ksocknal_txlist_done``: fail what is queued *now*; a tx
+        LNet resends meanwhile (a resend to the same peer NI) waits for a new attempt."""
+        txs, p.queue = p.queue, deque()
+        for tx in txs:
+            self._done(tx, rc, hstatus)
+
+    def _notify(self, ni: NID, nid: NID, alive: bool, reset: bool = False) -> None:
+        if self._on_notify is None:
+            return
+        try:
+            self._on_notify(ni, nid, alive, reset)
+        except Exception:
+            _log.exception("on_notify raised")
+
+    def _peer_failed(self, p: _Peer) -> None:
+        """``ksocknal_peer_failed``: dead only if no connection or attempt remains."""
+        if p.conn is None and (p.connector is None or p.connector is asyncio.current_task()):
+            self._notify(p.ni, p.nid, False)
 
     def _conn_event(self, event: str, c: _Conn, reason: str) -> None:
         if self._on_conn is None:
@@ -417,9 +497,10 @@ class SockLND:
                     await asyncio.sleep(backoff)
                     backoff = min(2 * backoff, 1.0)
                     continue
+                self._peer_failed(p)
                 self._fail_queue(p, rc, UNPOSTED_TIMEOUT if rc == -E.ETIMEDOUT
                                  else txlist_hstatus(rc))
-                return
+                # txs queued while those failed (LNet's resends) get a fresh attempt
         finally:
             if p.connector is asyncio.current_task():
                 p.connector = None
@@ -548,7 +629,7 @@ class SockLND:
             if p.conn.incarnation == hello.src_incarnation:
                 return True  # duplicate of an established conn: tell the peer with CONN_NONE
             self._close_conn(p, p.conn, "stale: peer incarnation changed", -E.EIO,
-                             HStatus.LOCAL_ERROR)
+                             HStatus.LOCAL_ERROR, peer_failed=False)
             return False
         return p.connector is not None and hello.src_nid < p.ni
 
@@ -561,7 +642,11 @@ class SockLND:
         loop = asyncio.get_running_loop()
         c = _Conn(p.ni, p.nid, sock.getpeername()[0], sock, framer, incarnation, loop.time())
         p.conn = c
+        self._set_user_timeout(c)
         self._conn_event("up", c, "active" if framer.active else "passive")
+        last = self._incarnations.get(p.nid)
+        self._incarnations[p.nid] = incarnation
+        self._notify(p.ni, p.nid, True, last is not None and last != incarnation)
         c.tasks = [self._spawn(self._run_conn(p, c, early))]
 
     async def _run_conn(self, p: _Peer, c: _Conn, early: list[Event]) -> None:
@@ -638,10 +723,14 @@ class SockLND:
             self._done(tx, 0, HStatus.OK)
 
     def _close_conn(self, p: _Peer, c: _Conn, reason: str, rc: int, hstatus: HStatus,
-                    posted: tuple[int, HStatus] | None = None) -> None:
+                    posted: tuple[int, HStatus] | None = None, *,
+                    peer_failed: bool = True) -> None:
         """``ksocknal_close_conn_locked`` + ``ksocknal_terminate_conn``: fail what it held.
 
-        Queued txs end with (rc, hstatus); the posted one with ``posted`` if given.
+        Queued txs end with (rc, hstatus); the posted one with ``posted`` if given. Unless
+        the close was local (``peer_failed=False``) LNet hears the peer NI is dead when no
+        other connection or attempt remains (``ksocknal_peer_failed``), before the txs fail,
+        so their resends see it.
         """
         if c.closed:
             return
@@ -660,6 +749,8 @@ class SockLND:
         c.can_write.set()
         if p.conn is c:
             p.conn = None
+        if peer_failed:
+            self._peer_failed(p)
         if c.inflight is not None:
             self._done(c.inflight, *(posted or (rc, hstatus)))
             c.inflight = None
@@ -695,7 +786,14 @@ class SockLND:
         if not busy or outq < c.last_outq:
             c.last_progress = now
         c.last_outq = outq
-        if busy and now - c.last_progress >= self.timeout_of(c.ni):
+        retransmitting, acked = _tcp_state(c.sock)
+        if acked is not None and acked != c.last_acked:
+            c.last_acked = acked
+            c.last_progress = now
+        stale = now - c.last_progress
+        if busy and stale < 2 * self.timeout_of(c.ni) and retransmitting:
+            return  # unacknowledged data: TCP_USER_TIMEOUT decides (REMOTE_TIMEOUT)
+        if busy and stale >= self.timeout_of(c.ni):
             _log.error("socklnd: timeout sending data to %s (%s); the network or that node may "
                        "be down", c.peer_nid, c.peer_ip)
             # posted tx: network timeout; not yet posted: local timeout (seed 003 hlth-lnd-*)

@@ -1,7 +1,8 @@
 """Outputs of the engine: imperatives for the driver (STYLE rule 3).
 
-``Transmit`` goes to the LND, ``MDEvent`` to the upper layer (the MD's owner), ``Log`` to the
-node log. Timers are not actions: the driver asks ``next_deadline()`` after every call.
+``Transmit`` and ``NotifyPeerDown`` go to the LND, ``MDEvent`` to the upper layer (the MD's
+owner), ``Log`` to the node log. Timers are not actions: the driver asks
+``next_deadline()`` after every call.
 """
 
 from __future__ import annotations
@@ -48,4 +49,12 @@ class Log:
     text: str
 
 
-Action = Transmit | MDEvent | Log
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotifyPeerDown:
+    """LND: peer NI ``lpni`` is dead (``lnd_notify_peer_down``; seed 002 rtr-mr-notify-dead):
+    the socklnd closes its connections to that NID so what they hold fails over."""
+
+    lpni: NID
+
+
+Action = Transmit | MDEvent | Log | NotifyPeerDown

@@ -3,6 +3,14 @@
 Theory of operation: counters are plain mutable records owned by the engine; the engine bumps
 them at the points lib-msg.c does (decommit of tx/rx, drops), and ``views`` renders them.
 dbg-010/015/050/055: per local NI and per peer NI transmitted/received counts.
+
+Seed 003's DESIRED statistics that real LNet does not keep live here too, shown only by the
+testbed-only ``lctl testbed_stats`` (``views.testbed_stats``) so lnetctl output stays real:
+``send_time`` (hlth-stt-avg-send-time: commit of the attempt that succeeded -> the LND's
+successful tx completion, every message type) and ``transaction_time``
+(hlth-stt-avg-transaction-time: PUT/GET sent -> its ACK/REPLY, on the responding peer NI),
+and per local NI the link down/up events the LND reported (``LinkEvents``,
+hlth-stt-ni-down-events / hlth-stt-ni-up-events). ``lnetctl stats reset`` clears them all.
 """
 
 from __future__ import annotations
@@ -109,6 +117,8 @@ class IfaceStats:
     put_egress: Latency = field(default_factory=Latency)
     get_rtt: Latency = field(default_factory=Latency)
     put_ack: Latency = field(default_factory=Latency)
+    send_time: Latency = field(default_factory=Latency)  # testbed: hlth-stt-avg-send-time
+    transaction_time: Latency = field(default_factory=Latency)  # hlth-stt-avg-transaction-time
 
     def statistics(self) -> dict[str, int]:
         out = {
@@ -131,3 +141,30 @@ class IfaceStats:
         self.put_egress = Latency()
         self.get_rtt = Latency()
         self.put_ack = Latency()
+        self.send_time = Latency()
+        self.transaction_time = Latency()
+
+    def testbed_stats(self, *, transaction: bool) -> dict[str, int]:
+        """``send_time_*`` (and ``transaction_time_*``) keys of ``lctl testbed_stats``."""
+        names = ("send_time", "transaction_time") if transaction else ("send_time",)
+        out: dict[str, int] = {}
+        for name in names:
+            lat: Latency = getattr(self, name)
+            out.update({f"{name}_samples": lat.samples, f"{name}_min_nsec": lat.min_nsec,
+                        f"{name}_max_nsec": lat.max_nsec, f"{name}_avg_nsec": lat.avg_nsec})
+        return out
+
+
+@dataclass(slots=True)
+class LinkEvents:
+    """Link down/up events the LND reported for one local NI (hlth-stt-ni-down/up-events):
+    carrier changes seen by the link watcher and the simulated ones (hlth-dbg-sim-ni-*)."""
+
+    down: int = 0
+    up: int = 0
+
+    def show(self) -> dict[str, int]:
+        return {"ni_down_events": self.down, "ni_up_events": self.up}
+
+    def reset(self) -> None:
+        self.down = self.up = 0

@@ -9,7 +9,8 @@ clocks or unseeded randomness in here.
 This module is the facade; the work lives in one module per concept: ``send.py`` (select ->
 commit -> credits -> Transmit, tx finalize, resend), ``select.py`` (spec §2), ``health.py``
 (spec §3.1-3.3), ``recovery.py`` (spec §3.5, driven by the 1 s monitor tick), ``receive.py``
-(spec §4.2), ``router.py`` (routes, forwarding, spec §6), ``views.py`` (spec §9).
+(spec §4.2), ``router.py`` (routing, spec §6: ``route``, ``rtrpool``, ``rtrcheck``,
+``rtralive``, ``rtrstate``), ``views.py`` (spec §9).
 Invariant (spec §4.4): every send ends in exactly one final MD event (``unlinked=True``),
 success or failure with a negative errno.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import heapq
 import random
 
-from nodes.lnet import discovery, recovery, send, udsp, views
+from nodes.lnet import discovery, notify, recovery, send, udsp, views
 from nodes.lnet.actions import Action, Log, MDEvent
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.errors import (
@@ -32,7 +33,7 @@ from nodes.lnet.errors import (
     ETIMEDOUT,
     LNetConfigError,
 )
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.fault import FaultState, release
 from nodes.lnet.hdr import (
     LNET_MTU,
@@ -89,11 +90,9 @@ class LNetEngine:
         self.router = Router(self)  # routes, gateways, buffers, forwarding (router.py, §6)
         self.dc = discovery.DiscoveryQueues()  # ln_dc_request/working (discovery.py, §5.2)
         self.multi_rail = True  # False: a "downrev" non-MR node (seed 000 bck-*, discovery.py)
-        # the discovery machinery (gate, pushes on NI change) runs when set: the node daemon
-        # sets it; bare engines (unit harnesses, sim) keep the pre-discovery behaviour unless
-        # they ask for it (docs/differences.md)
-        self.dc_enabled = False
         self.udsp = udsp.UDSPTable()        # ln_udsp_list (spec §7)
+        self.notices = notify.Notices()     # health notices for user space (hlth-lnt-udev)
+        self.rx_now = 0.0                   # ``now`` of the receive being parsed
         self._hook_peers()
 
     def _hook_peers(self) -> None:
@@ -227,8 +226,13 @@ class LNetEngine:
         discovery.local_ni_changed(self)
 
     # ------------------------------------------------------------------ health controls
-    def ni_set_fatal(self, nid: NID, fatal: bool, now: float) -> list[Action]:
+    def ni_set_fatal(self, nid: NID, fatal: bool, now: float,
+                     cause: str = "carrier") -> list[Action]:
         """``lnet_set_link_fatal_state``: the LND saw the device's link go down/up (hlt lnd-010).
+
+        Each change counts as a local interface down/up event (hlth-stt-ni-down/up-events)
+        and raises an ``ni_link`` notice; ``cause`` is ``carrier`` (link watcher) or
+        ``simulated`` (the ``lctl net_ni_down|up`` hook, hlth-dbg-sim-ni-down/up).
 
         A fatal NI loses to every non-fatal NI in selection (spec §2.4 criterion 1) and shows
         ``status: down`` / ``fatal_error: 1``. Clearing it makes the NI selectable again; its
@@ -242,6 +246,11 @@ class LNetEngine:
         ni.fatal_error = fatal
         if old == fatal:
             return []
+        if fatal:
+            ni.link_events.down += 1
+        else:
+            ni.link_events.up += 1
+        self.notices.emit("ni_link", nid=str(nid), link="down" if fatal else "up", cause=cause)
         # the NI's status is updated in place in the ping buffer: no rebuild, no push (§5.1)
         if not fatal:
             if ni.healthv == LNET_MAX_HEALTH_VALUE:
@@ -270,13 +279,16 @@ class LNetEngine:
                 continue
             lpni.healthv = value
             recovery.lpni_enqueue(self, lpni, now)
+            self.notices.watch_lpni(lpni)  # its status changes are published (notify.py)
 
     def stats_reset(self) -> None:
         """``lnetctl stats reset`` (spec §4.5): global counters incl. gauges, per-NI and
-        per-peer-NI send/recv/drop and latency stats; health counters are kept."""
+        per-peer-NI send/recv/drop and latency stats; health counters are kept. The testbed
+        statistics (link events, send/transaction times, counters.py) are reset too."""
         self.counters.reset()
         for ni in self.local_nis(True):
             ni.stats.reset()
+            ni.link_events.reset()
         for lpni in self.peers.by_nid.values():
             lpni.stats.reset()
 
@@ -419,7 +431,7 @@ class LNetEngine:
         """Deliver an event on ``md``: to the upper layer, or to recovery for its pings."""
         if md.unlinked and not unlinked:
             return []
-        if md.owner is not None and md.owner[0] == "rtr":  # router checker ping (§6.4)
+        if md.owner is not None and md.owner[0] in ("rtr", "rtrq"):  # router pings (§6.4)
             return self.router.on_md_event(md, kind, status, kw.get("payload", b""))  # type: ignore[arg-type]
         if md.owner is not None and md.owner[0].startswith("dc_"):  # discovery ping/push
             return discovery.on_md_event(self, md, kind, status, **kw)
@@ -440,11 +452,19 @@ class LNetEngine:
         return self.md_event(md, kind, status, unlinked=True, **kw)
 
     # ------------------------------------------------------------------ LND events
-    def handle(self, event: TxCompleted | MessageReceived, now: float) -> list[Action]:
+    def handle(self, event: TxCompleted | MessageReceived | PeerNotify,
+               now: float) -> list[Action]:
+        if isinstance(event, PeerNotify):  # lnet_notify from the LND (seed 002, rtralive.py)
+            return self.router.notify(event, now)
         if isinstance(event, TxCompleted):
             msg = self.txs.pop(event.tx_id, None)
             if msg is None:
                 return [Log(level="warning", text=f"completion for unknown tx {event.tx_id}")]
+            if event.rc == 0 and msg.txni is not None and msg.txpeer is not None:
+                # hlth-stt-avg-send-time: commit of this attempt -> the LND's completion
+                nsec = int((now - msg.committed_at) * 1e9)
+                msg.txni.stats.send_time.add(nsec)
+                msg.txpeer.stats.send_time.add(nsec)
             return send.finalize_tx(self, msg, now, event.rc, event.hstatus)
         return self.on_receive(event, now)
 
@@ -454,6 +474,7 @@ class LNetEngine:
         """``lnet_parse`` (spec §4.2) for messages addressed to this node."""
         from nodes.lnet.receive import parse  # receive imports fault, which is light
 
+        self.rx_now = now  # md_response's clock (transaction time)
         return parse(self, ev, now, loopback=loopback)
 
     def send_response(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
@@ -483,7 +504,11 @@ class LNetEngine:
 
     def md_response(self, md: MD, kind: str, source: NID, initiator: NID,
                     payload: bytes = b"", mlength: int = 0) -> list[Action]:
-        """An ACK or REPLY matched ``md``: its final event."""
+        """An ACK or REPLY matched ``md``: its final event. The transaction's time (PUT/GET
+        sent -> this response) goes to the responding peer NI (hlth-stt-avg-transaction-time)."""
+        lpni = self.peers.find_lpni(source)
+        if lpni is not None:
+            lpni.stats.transaction_time.add(int((self.rx_now - md.sent_at) * 1e9))
         return self.md_final(md, kind, 0, source=source, initiator=initiator,
                              payload=payload, mlength=mlength)
 
@@ -506,6 +531,7 @@ class LNetEngine:
 
     def handle_timer(self, now: float) -> list[Action]:
         """Delayed messages, response trackers (spec §3.4), caller timeouts, monitor tick."""
+        self.rx_now = now  # delayed rx messages are parsed here (md_response's clock)
         actions: list[Action] = release(self, now)  # delayed messages due (spec §8.3)
         while self._timers and self._timers[0][0] <= now:
             t, handle = heapq.heappop(self._timers)
@@ -516,7 +542,9 @@ class LNetEngine:
                 # lnet_finalize_expired_responses: penalise the next hop (spec §3.4, §11.6)
                 self.counters.bump("response_timeout_count")
                 if md.rsp_next_hop is not None:  # no single-NI exemption here (lib-move.c)
-                    remote_failure(self, md.rsp_next_hop, now)
+                    before = md.rsp_next_hop.healthv
+                    remote_failure(self, md.rsp_next_hop, now, "RESPONSE_TIMEOUT")
+                    actions += self.router.health_fell(md.rsp_next_hop, before)  # 002
                 actions += self.md_final(md, "UNLINK", -ETIMEDOUT)
             elif t == md.user_deadline:
                 actions += self.md_final(md, "UNLINK", -ETIMEDOUT)

@@ -29,3 +29,16 @@ class MessageReceived:
     peer_nid: NID
     hdr: LNetHdr
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeerNotify:
+    """``lnet_notify(ni, nid, alive, reset, when)``: the LND (or userspace, ``ni=None``) tells
+    LNet peer NI ``nid`` is alive or dead; ``reset`` asks LNet to fully recover its health
+    (seed 002 rtr-mr-lnd-notify). ``when`` is the driver's clock; None means now."""
+
+    ni: NID | None
+    nid: NID
+    alive: bool
+    reset: bool = False
+    when: float | None = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nodes.lnet import recovery
+from nodes.lnet import notify, recovery
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNetNI
@@ -88,16 +88,21 @@ def dec_lpni(eng: LNetEngine, lpni: PeerNI) -> None:
     lpni.healthv = max(0, lpni.healthv - eng.tunables.health_sensitivity)
 
 
-def local_failure(eng: LNetEngine, ni: LNetNI, now: float) -> None:
-    """``lnet_handle_local_failure``: decrement and queue for local recovery (spec §3.5)."""
+def local_failure(eng: LNetEngine, ni: LNetNI, now: float, why: str = "") -> None:
+    """``lnet_handle_local_failure``: decrement and queue for local recovery (spec §3.5);
+    ``why`` (the hstatus) goes out as an ``ni_error`` notice (hlth-lnt-udev, notify.py)."""
     dec_ni(eng, ni)
     recovery.ni_enqueue(eng, ni, now)
+    if not ni.is_lo:
+        notify.ni_error(eng, ni, why)
 
 
-def remote_failure(eng: LNetEngine, lpni: PeerNI, now: float) -> None:
-    """``lnet_handle_remote_failure_locked``: decrement and queue for peer recovery."""
+def remote_failure(eng: LNetEngine, lpni: PeerNI, now: float, why: str = "") -> None:
+    """``lnet_handle_remote_failure_locked``: decrement and queue for peer recovery; an
+    ``lpni_error`` notice (hlth-lnt-udev)."""
     dec_lpni(eng, lpni)
     recovery.lpni_enqueue(eng, lpni, now)
+    notify.lpni_error(eng, lpni, why)
 
 
 def is_router(eng: LNetEngine, lpni: PeerNI) -> bool:
@@ -135,6 +140,8 @@ def count(eng: LNetEngine, msg: Msg, ni: LNetNI, lpni: PeerNI | None, hstatus: H
     if hstatus in NI_KEY:
         key = NI_KEY[hstatus]
         setattr(ni.hstats, key, getattr(ni.hstats, key) + 1)
+    if hstatus == HStatus.NETWORK_TIMEOUT:  # testbed-only, views.testbed_stats
+        ni.hstats.network_timeout += 1
     if hstatus in LPNI_KEY and lpni is not None:
         key = LPNI_KEY[hstatus]
         setattr(lpni.hstats, key, getattr(lpni.hstats, key) + 1)
@@ -155,18 +162,21 @@ def health_check(eng: LNetEngine, msg: Msg, now: float) -> tuple[bool, list[Acti
     remote_resend = lpni.peer.nnis > 1
     remote_health = remote_health_applies(eng, lpni)
     if hstatus in LOCAL_CLASSES or hstatus == HStatus.NETWORK_TIMEOUT:
-        local_failure(eng, ni, now)
+        local_failure(eng, ni, now, hstatus.name)
+    notify_dead: list[Action] = []
     if hstatus in REMOTE_CLASSES and remote_health:
-        remote_failure(eng, lpni, now)
+        before = lpni.healthv
+        remote_failure(eng, lpni, now, hstatus.name)
+        notify_dead = eng.router.health_fell(lpni, before)  # rtr-mr-notify-dead (seed 002)
     retryable = ((hstatus in LOCAL_RESENDABLE and local_resend)
                  or (hstatus == HStatus.REMOTE_DROPPED and remote_resend))
     if not retryable or msg.recovery or msg.no_resend:
-        return False, []
+        return False, notify_dead
     if msg.retry_count >= eng.tunables.retry_count:
         if eng.tunables.retry_count:
             eng.counters.bump("failed_resends")
-        return False, []
+        return False, notify_dead
     # dbg-115: say which pair failed; the new pair is logged by the resend itself
-    return True, [Log(level="error", text=(
+    return True, [*notify_dead, Log(level="error", text=(
         f"{msg.type.name} from {ni.nid} to {lpni.nid} failed: {hstatus.name}; "
         f"resending (try {msg.retry_count + 2})"))]

@@ -34,6 +34,7 @@ class MD:
     # response tracking (spec §4.3): deadline for the ACK/REPLY and the next hop to blame
     rsp_deadline: float | None = None
     rsp_next_hop: PeerNI | None = None
+    rsp_armed: bool = False  # started at the first LND hand-off (hlth-lnt-timeout-after-send)
     # caller-imposed wait (lnetctl ping --timeout): unlink without health consequences
     user_deadline: float | None = None
     unlinked: bool = False

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nodes.lnet.counters import IfaceStats
+from nodes.lnet.counters import IfaceStats, LinkEvents
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -51,6 +51,9 @@ class NIHealthStats:
     no_route: int = 0
     timeouts: int = 0
     error: int = 0
+    # NETWORK_TIMEOUTs of messages sent from this NI (hlth-stt-network-timeout-resends): real
+    # LNet counts them per peer NI only, so this shows in ``lctl testbed_stats``, not lnetctl
+    network_timeout: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -78,6 +81,7 @@ class LNetNI:
     recovery_state: int = 0  # recovery.RECOVERY_PENDING | RECOVERY_FAILED
     lnd_timeout: int = SOCKLND_TIMEOUT
     conns_per_peer: int = 1
+    link_events: LinkEvents = field(default_factory=LinkEvents)  # hlth-stt-ni-down/up-events
 
     @property
     def is_lo(self) -> bool:

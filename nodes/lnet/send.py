@@ -20,6 +20,8 @@ MD event (spec §4.4).
 
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,7 @@ from nodes.lnet.fault import tx_hook
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, MsgType
 from nodes.lnet.health import health_check
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.router import RouteWait
 from nodes.lnet.select import SelectError, find_local_ni, select_pathway
 
@@ -68,6 +71,7 @@ def send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to date
         from nodes.lnet import discovery
 
+        _hold_rsp_tracker(msg)
         if (waiting := discovery.gate(eng, msg, now)) is not None:
             return waiting
     try:
@@ -116,6 +120,27 @@ def msg_deadline(eng: LNetEngine, ni: LNetNI, now: float, msg: Msg | None = None
     return deadline
 
 
+def _hold_rsp_tracker(msg: Msg) -> None:
+    """Seed 003 hlth-lnt-timeout-after-send: the response tracker that ``LNetPut``/``LNetGet``
+    attached does not run while the message waits (discovery, credits, delay rules); it is
+    armed when the message is handed to the LND (docs/differences.md)."""
+    md = msg.md
+    if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
+            and not msg.is_response:
+        md.rsp_deadline = math.inf
+
+
+def _arm_rsp_tracker(eng: LNetEngine, msg: Msg, now: float) -> None:
+    """First hand-off to the LND: deadline = now + transaction_timeout, once per MD (a resend
+    keeps it, spec §3.4)."""
+    md = msg.md
+    if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
+            and not msg.is_response:
+        md.rsp_armed = True
+        md.rsp_deadline = now + eng.tunables.transaction_timeout
+        heapq.heappush(eng._timers, (md.rsp_deadline, md.handle))
+
+
 def post_send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
     """``lnet_post_send_locked``: peer credit then NI credit, else wait FIFO (spec §1.5)."""
     ni, lpni = msg.txni, msg.txpeer
@@ -157,6 +182,7 @@ def post_send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
     msg.queued = False
     if (held := tx_hook(eng, msg, now)) is not None:  # LNet delay/error rules, spec §8
         return held
+    _arm_rsp_tracker(eng, msg, now)
     msg.tx_id = eng.new_id()
     eng.txs[msg.tx_id] = msg
     return [Transmit(tx_id=msg.tx_id, ni=ni.nid, lpni=lpni.nid, hdr=msg.hdr,
@@ -200,23 +226,39 @@ def send_loopback(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
 
 
 def _resend(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
-    """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3)."""
+    """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3).
+
+    dbg-115: one error line names the local NID whose send failed (and its peer NI and
+    hstatus) and the local/remote NID pair the message is switched to (real LNet has only
+    D_NET debug lines here; the seed asks for an error)."""
+    failed = (f"{msg.type.name} to {msg.final_dst}: send from {msg.txni.nid if msg.txni else '?'}"
+              f" to {msg.txpeer.nid if msg.txpeer else '?'} failed ({msg.hstatus.name})")
     msg.retry_count += 1
     msg.tx_committed = False
     msg.queued = False
     try:
         ni, lpni = _select(eng, msg)
     except SelectError as e:
-        return [Log(level="error", text=f"Error sending {msg.type.name} to {msg.final_dst}: "
-                                        f"{e.errno}"),
+        return [Log(level="error", text=f"{failed}; cannot resend: Error sending "
+                                        f"{msg.type.name} to {msg.final_dst}: {e.errno}"),
                 *fail_unsent(eng, msg, now, e.errno, HStatus.LOCAL_ERROR)]
     except RouteWait as w:
         return eng.router.park(msg, w, now)
     eng.counters.bump("resend_count")
     commit(eng, msg, ni, lpni, now)
-    return [Log(level="error", text=f"resending {msg.type.name} to {msg.final_dst} "
-                                    f"via {ni.nid} -> {lpni.nid} (try {msg.retry_count + 1})"),
+    return [Log(level="error", text=f"{failed}; resending from {ni.nid} to {lpni.nid} "
+                                    f"(try {msg.retry_count + 1})"),
             *post_send(eng, msg, now)]
+
+
+def _ni_status_log(ni: LNetNI, was: int, why: str) -> list[Action]:
+    """dbg-110: a local NI whose status moved (health reached 0 -> down, 1000 -> up, spec
+    §3.1) is logged at error level, as its link changes are (``engine.ni_set_fatal``)."""
+    if ni.status == was:
+        return []
+    state = "up" if ni.status == LNET_NI_STATUS_UP else "down"
+    return [Log(level="error", text=f"local NI {ni.nid} status {state}: health {ni.healthv} "
+                                    f"after {why}")]
 
 
 def finalize_tx(eng: LNetEngine, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
@@ -229,8 +271,9 @@ def finalize_tx(eng: LNetEngine, msg: Msg, now: float, rc: int, hstatus: HStatus
     if lpni is not None and hstatus != HStatus.OK:
         eng.router.tx_failed(lpni, hstatus)  # LND peer-down notification (seed 002)
     if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
+        was = ni.status
         resend, logs = health_check(eng, msg, now)
-        actions += logs
+        actions += logs + _ni_status_log(ni, was, hstatus.name)
         if resend:
             return actions + _resend(eng, msg, now)
     msg.tx_committed = False

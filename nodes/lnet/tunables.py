@@ -136,7 +136,7 @@ _SETTERS = {
     "max_interfaces": _set_max_interfaces,
     "discovery": _set_range("discovery", 0, 1),
     "drop_asym_route": _set_range("drop_asym_route", 0, 1),
-    "recovery_interval": _set_range("recovery_interval", 1, None),
+    "recovery_interval": lambda t, v: None,  # recovery_interval_set only warns (LU-13569)
     "router_sensitivity": _set_range("router_sensitivity", 0, 100),
     "response_tracking": _set_range("response_tracking", 0, 3),
     "recovery_limit": _set_range("recovery_limit", 0, None),

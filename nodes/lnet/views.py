@@ -5,6 +5,9 @@ turns them into lnetctl-style YAML. Verbosity follows spec §9.2 (``net show``: 
 statistics/tunables, 2 adds per-type and health stats (seed 004's ``-v 3`` shows the same);
 ``peer show``: 1 credits, 2 stats and health stats, 3 state). ``debug recovery`` lists the
 recovery queues (spec §3.5).
+
+``testbed_stats`` is the testbed-only view of seed 003's DESIRED statistics that real lnetctl
+does not have (printed by ``lctl testbed_stats``, never by lnetctl, docs/differences.md).
 """
 
 from __future__ import annotations
@@ -134,7 +137,28 @@ def recovery_show(eng: LNetEngine, local: bool = True) -> dict[str, Any]:
     return {title: {f"nid-{i}": str(x.nid) for i, x in enumerate(queue)}}
 
 
+def testbed_stats(eng: LNetEngine, nid: str | None = None) -> dict[str, Any]:
+    """``lctl testbed_stats [NID]``: per local NI the link down/up events
+    (hlth-stt-ni-down-events, hlth-stt-ni-up-events), its NETWORK_TIMEOUT count
+    (hlth-stt-network-timeout-resends) and send times; per peer NI the average
+    time to send a message (hlth-stt-avg-send-time) and to complete a PUT->ACK / GET->REPLY
+    transaction (hlth-stt-avg-transaction-time), in nanoseconds, lnetctl's latency key style.
+    ``nid`` limits the view to that local NI or peer NI; unknown -> -ENOENT."""
+    want = NID.parse(nid) if nid is not None else None
+    nis = [ni for ni in eng.local_nis() if want is None or ni.nid == want]
+    lpnis = [lp for lp in eng.peers.by_nid.values() if want is None or lp.nid == want]
+    if want is not None and not nis and not lpnis:
+        raise LNetConfigError(-ENOENT, f"no local NI or peer NI {want}")
+    return {"testbed stats": {
+        "local NI(s)": [{"nid": str(ni.nid), **ni.link_events.show(),
+                         "network timeout": ni.hstats.network_timeout,
+                         **ni.stats.testbed_stats(transaction=False)} for ni in nis],
+        "peer NI(s)": [{"nid": str(lp.nid), "primary nid": str(lp.peer.primary_nid),
+                        **lp.stats.testbed_stats(transaction=True)} for lp in lpnis],
+    }}
+
+
 def render(eng: LNetEngine, what: str, **kw: Any) -> dict[str, Any]:
     fn = {"net": net_show, "peer": peer_show, "stats": stats_show, "global": global_show,
-          "recovery": recovery_show}[what]
+          "recovery": recovery_show, "testbed": testbed_stats}[what]
     return fn(eng, **kw)

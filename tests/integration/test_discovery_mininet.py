@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from itkit import TOPOLOGIES, pytestmark  # noqa: F401  (the marks)
 
 from testbed import api
@@ -33,6 +34,7 @@ def nids_of(entry: dict[str, Any]) -> list[str]:
     return [lpni["nid"] for lpni in entry["peer ni"]]
 
 
+@pytest.mark.requirement("dyn-020", "dyn-025", "dyn-035", "dyn-040", "cfg-085")
 def test_discovery_fills_peer_show_after_one_ping(testbed_factory: Any) -> None:
     """dyn-020/025/035/040: without static peers, one ping to s1's primary NID makes c1's
     peer show list both of s1's NIDs, MR, state 273; s1 learnt c1's NIDs from the push."""
@@ -52,6 +54,7 @@ def test_discovery_fills_peer_show_after_one_ping(testbed_factory: Any) -> None:
     assert [x["nid"] for x in out["discover"][0]["peer_ni"]] == S1
 
 
+@pytest.mark.requirement("dyn-045", "dyn-015")
 def test_ni_add_on_s1_is_pushed_to_c1(testbed_factory: Any) -> None:
     """dyn-045, spec §5.1: s1 removes then re-adds its eth1 NI; each change rebuilds its
     ping buffer and pushes it to c1, whose peer show follows without any traffic of c1."""
@@ -66,6 +69,7 @@ def test_ni_add_on_s1_is_pushed_to_c1(testbed_factory: Any) -> None:
     wait_for(lambda: nids_of(peers(c1)[S1[0]]) == S1, timeout=15)
 
 
+@pytest.mark.requirement("bck-025", "dyn-010")
 def test_non_mr_peer_used_only_on_its_nid(testbed_factory: Any) -> None:
     """bck-025, dyn-010: c1 (MR) talks to s2 (non-MR) only on the NID it addresses; s2's
     ping reply has no MULTI_RAIL bit, so c1 keeps s2 as a one-NID non-MR peer."""

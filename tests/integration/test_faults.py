@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import PROJECT_ROOT, pytestmark  # noqa: F401  (the marks)
+from itkit import PROJECT_ROOT, pytestmark, settle_peers  # noqa: F401  (the marks)
 
 from testbed import api, runstate
 from testbed.pytest_plugin import wait_for
@@ -127,9 +127,16 @@ def test_gilbert_elliott_loss_is_bursty(testbed_factory: Any) -> None:
 
 
 def test_blackhole_lowers_health_of_that_rail_only(testbed_factory: Any,
-                                                   fast_topology: Path) -> None:
-    tb = testbed_factory(fast_topology)
+                                                   tmp_path: Path) -> None:
+    """The rails are separate LNet nets here (tcp, tcp1): on one net spanning both subnets
+    LNet may pair c1's lan1 NI with s1's lan0 NID (selection ignores IP subnets, spec §2.5),
+    and that cross path leaves through the blackholed interface too, so "the other rail"
+    would not be one."""
+    path = tmp_path / "ft2.yaml"
+    path.write_text(FAST.replace("lan1: {lnet: tcp,", "lan1: {lnet: tcp1,"))
+    tb = testbed_factory(path)
     c1 = tb.node("c1")
+    settle_peers(tb)  # the static peers discovered before the rail goes dark (spec §5.3)
     tb.fault.blackhole(node="c1", iface="eth0")
     assert icmp(tb, "c1", "10.10.0.2", count=3, wait=0.2)["received"] == 0
     assert icmp(tb, "c1", "10.11.0.2", count=3)["received"] == 3  # carrier up, other rail ok
@@ -137,7 +144,7 @@ def test_blackhole_lowers_health_of_that_rail_only(testbed_factory: Any,
     assert reply["completed"] >= 10  # the other rail carried traffic
     peers = c1.lnetctl_yaml("peer", "show", "-v", "3")["peer"][0]["peer ni"]
     health = {p["nid"]: p["health stats"]["health value"] for p in peers}
-    assert health["10.10.0.2@tcp"] < 1000 and health["10.11.0.2@tcp"] == 1000
+    assert health["10.10.0.2@tcp"] < 1000 and health["10.11.0.2@tcp1"] == 1000
     clean_after(tb)
     assert icmp(tb, "c1", "10.10.0.2", count=3)["received"] == 3
 
@@ -147,6 +154,7 @@ def test_rst_kills_connection_and_socklnd_reconnects(testbed_factory: Any,
     tb = testbed_factory(fast_topology)
     c1 = tb.node("c1")
     assert c1.lnetctl("ping", "--source", "10.10.0.1@tcp", "10.10.0.2@tcp").rc == 0
+    settle_peers(tb)  # the PUTs below go at once, not after a discovery round (spec §5.3)
     f = tb.fault.rst(node="c1", iface="eth0")
     c1.put("10.10.0.2@tcp", count=4, size=100)
     log = runstate.node_log(tb.rundir, "c1")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import C1_NIDS, PROJECT_ROOT, S1_NIDS, pytestmark  # noqa: F401  (the marks)
+from itkit import C1_NIDS, PROJECT_ROOT, S1_NIDS, pytestmark, settle_peers  # noqa: F401
 
 from testbed import api, names, runstate, sh
 from testbed.pytest_plugin import unique_name, wait_for
@@ -163,6 +163,7 @@ def test_link_down_and_up(testbed_factory: Any) -> None:
 def test_puts_use_both_rails(testbed_factory: Any) -> None:
     tb = testbed_factory()
     c1 = tb.node("c1")
+    settle_peers(tb)  # discovery of the static peers first: count only the 100 PUTs
     reply = c1.put(S1_NIDS[0], count=100, size=1024)
     assert reply.get("ok") and reply["sent"] == 100, reply
     assert reply["completed"] == 100 and reply["failed"] == 0, reply

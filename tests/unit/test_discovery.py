@@ -1,6 +1,7 @@
 """Peer discovery on the in-memory fabric (spec §5, seed 000 dyn-005..065, bck-025/030).
 
-Engines here set ``dc_enabled`` as the node daemon does (nodes/lnet/discovery.py).
+Discovery is on by default in every engine, as in real LNet (``lnet_peer_discovery_disabled``
+0); tests that need it off say so with ``set_tunable("discovery", 0)``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ UP, DOWN = 0x15AAC0DE, 0xDEADFACE
 
 def _node(inc: int, nids: list[NID], *, mr: bool = True) -> LNetEngine:
     eng = LNetEngine(incarnation=inc)
-    eng.dc_enabled = True
     eng.multi_rail = mr
     eng.configure()
     for i, nid in enumerate(nids):
@@ -197,25 +197,82 @@ def test_push_on_ni_add_updates_peer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert S[2] not in [p.nid for p in peer.lpnis]
 
 
-def test_configured_peer_keeps_nids_dlc_wins() -> None:
-    """spec §5.4 merge: a configured peer's NID missing from the buffer is not deleted
-    (-EPERM) but marked down."""
+def test_configured_peer_discovered_on_first_use_dlc_wins() -> None:
+    """spec §5.3/§5.4, cfg-085: a statically configured peer is not NIDS_UPTODATE, so the
+    first PUT waits for a ping and a push like any other; the merge keeps the configured
+    NID missing from the buffer (-EPERM, marked down: DLC wins) and adds none."""
     ghost = NID.parse("10.13.0.2@tcp")
     fab = _fab()
     c1 = fab.engines["c1"]
-    c1.peer_add(S[0], [S[1], ghost])
-    h = _put(fab, S[0])
-    assert _types(fab, "c1") == ["PUT"]  # a configured peer is used as configured
-    fab.run_until(2)
-    assert _final(fab, "c1", h) == ("ACK", 0)
-    h, acts = dc.discover(c1, S[0], fab.now)  # lnetctl discover
-    fab.apply("c1", acts)
-    fab.run_until(fab.now + 2)
-    assert _final(fab, "c1", h) == ("DISCOVERY", 0)
+    c1.peer_add(S[0], [ghost])
     peer = c1.peers.find_peer(S[0])
-    assert peer is not None and ghost in [p.nid for p in peer.lpnis]
+    assert peer is not None and not dc.is_uptodate(c1, peer)
+    h = _put(fab, S[0])
+    assert _types(fab, "c1") == ["GET0"]  # the PUT waits on lp_dc_pendq (spec §2.2 step 5)
+    fab.run_until(2)
+    # (ACKs left out: s1, told about c1 by the push, pushes back, spec §5.2 rule 6)
+    assert [t for t in _types(fab, "c1") if t != "ACK0"][:3] == ["GET0", "PUT0", "PUT"]
+    assert _final(fab, "c1", h) == ("ACK", 0)
+    assert [p.nid for p in peer.lpnis] == [S[0], ghost, S[1]]  # S[1] learnt, ghost kept
     assert c1.peers.find_lpni(ghost).ns_status == DOWN  # type: ignore[union-attr]
-    assert peer.state & dc.CONFIGURED and peer.state & dc.DISCOVERED
+    want = dc.CONFIGURED | dc.MULTI_RAIL | dc.DISCOVERED | dc.NIDS_UPTODATE
+    assert peer.state == want and dc.is_uptodate(c1, peer)
+    n = len(_types(fab, "c1"))
+    _put(fab, S[1])  # up to date now: at once
+    assert _types(fab, "c1")[n:] == ["PUT"]
+
+
+def test_configured_peer_with_discovery_off_waits_one_ping_round() -> None:
+    """spec §5.3/§11.8: with ``set discovery 0`` a configured MR peer still gets one ping
+    round before the first PUT; no push, no NID added, the peer stays MR (configured)."""
+    fab = _fab()
+    c1 = fab.engines["c1"]
+    c1.set_tunable("discovery", 0)
+    c1.peer_add(S[0], [])
+    h = _put(fab, S[0])
+    fab.run_until(2)
+    assert _types(fab, "c1") == ["GET0", "PUT"]
+    assert _final(fab, "c1", h) == ("ACK", 0)
+    peer = c1.peers.find_peer(S[0])
+    assert peer is not None and [p.nid for p in peer.lpnis] == [S[0]] and peer.multi_rail
+    assert peer.state & dc.NO_DISCOVERY and dc.is_uptodate(c1, peer)
+
+
+def test_discovery_is_on_by_default_in_every_engine() -> None:
+    """Real LNet loads with ``lnet_peer_discovery_disabled=0``: a bare engine gates its first
+    PUT on discovery exactly as the node daemon and the sim do (no testbed-only switch)."""
+    eng = LNetEngine()
+    assert eng.tunables.discovery == 1 and not hasattr(eng, "dc_enabled")
+    assert eng.ping_info().features & LNET_PING_FEAT_DISCOVERY
+
+
+def test_synchronous_ping_failure_fails_the_waiting_message() -> None:
+    """spec §5.2 completion: a ping that cannot even be sent (no route to the net) completes
+    discovery with -EHOSTUNREACH and fails the message that triggered it."""
+    fab = _fab()
+    h = _put(fab, NID.parse("10.0.0.9@tcp9"))
+    fab.run_until(1)
+    assert _final(fab, "c1", h) == ("SEND", -113)
+    assert not fab.engines["c1"].dc.request and not fab.engines["c1"].dc.working
+
+
+def test_ni_add_pushes_to_configured_mr_peer_never_discovered() -> None:
+    """dyn-045, ``lnet_push_update_to_peers``: after a local NI is added every MR peer whose
+    ``lp_node_seqno`` is behind is queued, configured or not: c1 pings and pushes s1 (a
+    static peer nobody sent to), and s1's peer for c1 shows the new NID without traffic."""
+    c_nids = [*C, NID.parse("10.12.0.1@tcp")]
+    fab = _fab(c_nids=C[:1])
+    c1, s1 = fab.engines["c1"], fab.engines["s1"]
+    c1.peer_add(S[0], [S[1]])
+    fab.run_until(fab.now + 1)
+    assert fab.transmits == []  # configuration alone sends nothing
+    c1.net_add(TCP, "eth1", c_nids[1])
+    fab.refresh()
+    fab.run_until(fab.now + 1)
+    assert [t for t in _types(fab, "c1") if t != "ACK0"] == ["GET0", "PUT0"]
+    s_peer = s1.peers.find_peer(C[0])
+    assert s_peer is not None and [p.nid for p in s_peer.lpnis] == C
+    assert c1.peers.find_peer(S[0]).node_seqno == c1.ping_seq  # type: ignore[union-attr]
 
 
 def test_clash_with_configured_peer_is_flagged() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from enginekit import PORTAL, TCP, C, S, mr2_fabric
+from enginekit import PORTAL, TCP, C, S, mr2_fabric, settle_discovery
 from enginekit import make_node as _node
 
 from nodes.lnet.errors import LNetConfigError
@@ -65,6 +65,7 @@ def test_credit_queue_forms_and_drains_fifo() -> None:
     s.attach_me(PORTAL, 0, 2**64 - 1)
     fab.add("c1", c)
     fab.add("s1", s)
+    settle_discovery(fab, {"c1": [S[0]]})  # the first PUT would wait for discovery (§5.3)
     fab.hold = True  # nothing completes: credits are not returned
     handles = [_put(fab, hdr_data=i) for i in range(12)]
     lpni = c.peers.find_lpni(S[0])
@@ -90,6 +91,7 @@ def test_ni_credits_queue_fifo() -> None:
     c.nets[TCP].nis[0].max_tx_credits = 2
     fab.add("c1", c)
     fab.add("s1", s)
+    settle_discovery(fab, {"c1": [S[0]]})
     fab.hold = True
     for i in range(4):
         _put(fab, hdr_data=i)
@@ -100,6 +102,7 @@ def test_ni_credits_queue_fifo() -> None:
 def test_no_path_fails_without_credits(mr2: Fabric) -> None:
     """spec §2.8: no route -> SEND event with -EHOSTUNREACH, nothing committed."""
     h = _put(mr2, dst=NID.parse("10.0.0.9@tcp9"))
+    mr2.run_until(mr2.now + 1)  # the discovery ping fails first, then the PUT (spec §5.2)
     evs = [e for e in mr2.events["c1"] if e.handle == h]
     assert [(e.kind, e.status, e.unlinked) for e in evs] == [("SEND", -113, True)]
     assert all(ni.tx_credits == 256 for ni in mr2.engines["c1"].local_nis())
@@ -184,6 +187,7 @@ def test_views_are_lnetctl_yaml(mr2: Fabric) -> None:
     assert ni["interfaces"] == {0: "eth0"} and ni["CPT"] == "[0]"
     assert text.startswith("net:\n    - net type: lo\n      local NI(s):\n        - nid: 0@lo\n")
     peer = yaml.safe_load(dump(c.view("peer", verbose=3)))["peer"][0]
-    assert peer["Multi-Rail"] is True and peer["peer state"] == 9
+    # CONFIGURED|MULTI_RAIL|DISCOVERED|NIDS_UPTODATE: a static peer discovered (spec §1.3)
+    assert peer["Multi-Rail"] is True and peer["peer state"] == 0x119
     stats = list(yaml.safe_load(dump(c.view("stats")))["statistics"])
     assert stats[0] == "msgs_alloc" and stats[-1] == "drop_length" and len(stats) == 26

@@ -11,6 +11,7 @@ import random
 
 import pytest
 import yaml
+from enginekit import settle_sim
 
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.fault import HSTATUS_RANDOM, FaultAttr, FaultState, choose_hstatus
@@ -164,8 +165,9 @@ def test_delete_and_reset() -> None:
 # ------------------------------------------------------------------------------ on the sim
 @pytest.fixture
 def sim() -> SimTestbed:
-    """The default topology (seed 000 Figure 2) on the sim backend: c1 and s1, two rails."""
-    return SimTestbed.up(seed=7)
+    """The default topology (seed 000 Figure 2) on the sim backend: c1 and s1, two rails;
+    the static peers discovered first, so rules see only the test's messages (spec §5.3)."""
+    return settle_sim(SimTestbed.up(seed=7))
 
 
 def _ok(tb: SimTestbed, node: str, cmd: str) -> str:

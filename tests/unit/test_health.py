@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from enginekit import PORTAL, TCP, C, S  # noqa: F401
+from enginekit import PORTAL, TCP, C, S, settle_discovery  # noqa: F401
 from enginekit import make_node as _node
 
 from nodes.lnet.errors import LNetConfigError
@@ -23,6 +23,7 @@ def _held(c_nids: list[NID] = C, s_nids: list[NID] = S) -> Fabric:
     s.attach_me(PORTAL, 0, 2**64 - 1)
     fab.add("c1", c)
     fab.add("s1", s)
+    settle_discovery(fab)  # the peer is up to date: the PUTs below are sent at once
     fab.hold = True
     return fab
 

@@ -10,7 +10,7 @@ import pytest
 from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, LNetConfigError
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import LNET_PID_LUSTRE, LNetHdr, MsgType, WireHandle
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net
@@ -387,6 +387,8 @@ def test_router_drops_to_a_next_hop_marked_down() -> None:
     r = _router_alone()
     first = _rx(r, 10, 1)
     r.handle(TxCompleted(tx_id=first[0].tx_id, rc=-113, hstatus=HStatus.REMOTE_DROPPED), 1.0)
+    # the LND's verdict (ksocknal_peer_failed -> lnet_notify), not the tx failure, marks it
+    r.handle(PeerNotify(ni=R1[1], nid=S1, alive=False), 1.0)
     s1 = r.peers.find_lpni(S1)
     assert s1 is not None and r.view("peer", nid=str(S1))["peer"][0]["peer ni"][0][
         "state"] == "down"

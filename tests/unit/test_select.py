@@ -116,8 +116,11 @@ def test_peer_ni_health_then_preference() -> None:
 
 
 def test_non_mr_peer_sticks_to_preferred_ni() -> None:
-    """spec §2.2 SRC_ANY+LOCAL+NMR: a non-MR peer is always sent to from the same NI."""
+    """spec §2.2 SRC_ANY+LOCAL+NMR: a non-MR peer is always sent to from the same NI.
+    With discovery off (``lnetctl set discovery 0``) a traffic-created peer stays non-MR
+    after its one ping round (spec §5.3)."""
     fab = _fabric(mr=False)
+    fab.engines["c1"].set_tunable("discovery", 0)
     _puts(fab, 10)
     c = fab.engines["c1"]
     assert sorted(_sent_by_ni(fab)) == [0, 10]

@@ -2,7 +2,8 @@
 
 topologies/discovery.yaml: c1 and s1, two rails on net ``tcp``, no static peers. One module
 testbed; each test makes its own traffic (xdist may run them on different workers). With no
-static peers, a peer holding both NIDs of a node can only come from discovery.
+static peers, a peer holding both NIDs of a node can only come from discovery. Runs on both
+backends; waiting uses ``tb.advance`` (wall clock on Mininet, virtual time on the sim).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import C1_NIDS, S1_NIDS
-from testbed.pytest_plugin import wait_for
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("discovery"),
               pytest.mark.xdist_group("suite_discovery")]
@@ -21,6 +21,16 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("discovery"),
 @pytest.fixture(scope="module")
 def tb(module_topology: Any) -> Any:
     return module_topology
+
+
+def _poll(tb: Any, check: Any, timeout: float = 10.0) -> Any:
+    """Poll ``check`` with ``tb.advance`` until it is truthy (virtual time on the sim)."""
+    waited = 0.0
+    while not (value := check()):
+        assert waited < timeout, f"waited {timeout}s; last value {value!r}"
+        tb.advance(0.25)
+        waited += 0.25
+    return value
 
 
 def _peer(node: Any, nid: str) -> dict[str, Any] | None:
@@ -49,7 +59,7 @@ def test_push_tells_the_passive_side(tb: Any) -> None:
     """Seeing the MULTI_RAIL bit in the reply, c1 pushes its buffer (a PUT on portal 0): s1,
     which never pinged c1, knows both of c1's NIDs."""
     assert tb.node("c1").put(S1_NIDS[1], count=1)["completed"] == 1
-    peer = wait_for(lambda: _peer(tb.node("s1"), C1_NIDS[0]), timeout=10)
+    peer = _poll(tb, lambda: _peer(tb.node("s1"), C1_NIDS[0]))
     assert [x["nid"] for x in peer["peer ni"]] == list(C1_NIDS)
     assert peer["Multi-Rail"] is True
 

@@ -21,7 +21,8 @@ def mr2(module_topology: Any) -> Any:
     return reset_nodes(module_topology, "set health_sensitivity 100", "set retry_count 2")
 
 
-@pytest.mark.requirement("hlth-lnt-decrement", "hlth-lnt-health-range", "hlth-lnt-peer-ni-health",
+@pytest.mark.requirement("hlth-tst-lutf",
+                         "hlth-lnt-decrement", "hlth-lnt-health-range", "hlth-lnt-peer-ni-health",
                          "hlth-cfg-sensitivity")
 @pytest.mark.parametrize("sensitivity", [100, 250])
 def test_each_failure_costs_exactly_the_sensitivity(mr2: Any, sensitivity: int) -> None:
@@ -41,7 +42,8 @@ def test_each_failure_costs_exactly_the_sensitivity(mr2: Any, sensitivity: int) 
     assert health[S1_NIDS[0]] == 1000
 
 
-@pytest.mark.requirement("hlth-cfg-sensitivity", "hlth-lnt-retry-zero")
+@pytest.mark.requirement("hlth-tst-lutf",
+                         "hlth-cfg-sensitivity", "hlth-lnt-retry-zero")
 def test_sensitivity_zero_means_no_health_change_and_no_resend(mr2: Any) -> None:
     """spec §3.1: sensitivity 0 ⇒ health never changes, and (api-ni.c) retry_count becomes 0,
     so a resendable LOCAL_TIMEOUT is neither resent nor costs the NI any health."""

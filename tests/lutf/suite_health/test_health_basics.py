@@ -21,7 +21,8 @@ def _health(view: dict[str, dict[str, Any]]) -> dict[str, int]:
     return {nid: v["health stats"]["health value"] for nid, v in view.items()}
 
 
-@pytest.mark.requirement("hlth-lnt-peer-ni-health", "hlth-lnt-decrement",
+@pytest.mark.requirement("hlth-tst-lutf",
+                         "hlth-lnt-peer-ni-health", "hlth-lnt-decrement",
                          "hlth-lnt-resend-reselect", "snd-050", "hlth-cfg-retry",
                          "hlth-lnt-local-ni-health")
 def test_failed_rail_loses_health_and_puts_are_resent(topology: Any) -> None:
@@ -49,7 +50,8 @@ def test_failed_rail_loses_health_and_puts_are_resent(topology: Any) -> None:
     assert sends[C1_NIDS[1]] == 0 and sends[C1_NIDS[0]] >= BURST, sends
 
 
-@pytest.mark.requirement("hlt-005", "hlt-010", "snd-080", "hlth-lnd-dev-fail-detect",
+@pytest.mark.requirement("hlth-tst-lutf",
+                         "hlt-005", "hlt-010", "snd-080", "hlth-lnd-dev-fail-detect",
                          "hlth-lnd-dev-fail-report", "dbg-030")
 def test_link_down_marks_the_local_ni_down(topology: Any) -> None:
     """The LND notices the device failure (socklnd: the interface lost its link) and tells
@@ -63,7 +65,8 @@ def test_link_down_marks_the_local_ni_down(topology: Any) -> None:
     assert local_nis(c1)[C1_NIDS[0]]["status"] == "up"
 
 
-@pytest.mark.requirement("hlth-cfg-sensitivity", "hlth-lnt-retry-zero")
+@pytest.mark.requirement("hlth-tst-lutf",
+                         "hlth-cfg-sensitivity", "hlth-lnt-retry-zero")
 def test_sensitivity_zero_turns_health_and_resends_off(topology: Any) -> None:
     """`set health_sensitivity 0` turns health off and, as api-ni.c does, retry_count to 0:
     failures no longer lower health values and nothing is resent (seed 003)."""

@@ -1,0 +1,277 @@
+"""Discovery data: ping replies and pushes, and their merge into the peer table (spec §5.4;
+peer.c ``lnet_discovery_event_reply``, ``lnet_peer_push_event``, ``lnet_peer_data_present``,
+``lnet_peer_merge_data``; seed 000 dyn-040/060, cfg-085).
+
+Theory of operation. A REPLY to a discovery ping or a received push stores the peer's ping
+buffer (``peer.data``) and sets DATA_PRESENT after the feature bits are checked
+(``features``: DISCOVERY/MULTI_RAIL, maybe MARK_DELETION); the thread's rule 2 then runs
+``data_present``: find the primary NID in the data, hand the data to another peer if that
+one owns it, otherwise merge. ``merge_data`` updates statuses and, unless discovery is
+disabled for the peer, adds and deletes NIDs. DLC wins (spec §5.4): a CONFIGURED peer's NIDs
+are never deleted (marked DOWN instead), NIDs configured under another peer are never moved
+(the discovering peer is flagged BAD_CONFIG, dyn-060), and NIDS_UPTODATE is set in every
+case, so a statically configured peer becomes up to date once its data is merged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nodes.lnet.actions import Action, Log
+from nodes.lnet.dc_state import (
+    BAD_CONFIG,
+    CONFIGURED,
+    DATA_PRESENT,
+    DISCOVERED,
+    DISCOVERING,
+    FORCE_PING,
+    LOCK_PRIMARY,
+    MARK_DELETION,
+    MULTI_RAIL,
+    NIDS_UPTODATE,
+    NO_DISCOVERY,
+    PING_FAILED,
+    PING_SENT,
+    REDISCOVER_PEER,
+    ROUTER_ENABLED,
+    Effect,
+    Phase,
+    discovery_disabled,
+    phase,
+    queue,
+    queues,
+)
+from nodes.lnet.errors import EPERM, EPROTO, WireProtocolError
+from nodes.lnet.ni import LNET_NI_STATUS_DOWN
+from nodes.lnet.ping import (
+    LNET_PING_FEAT_DISCOVERY,
+    LNET_PING_FEAT_MULTI_RAIL,
+    LNET_PING_FEAT_RTE_DISABLED,
+    PingInfo,
+    ping_info_size,
+)
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.msg import MD
+    from nodes.lnet.nid import NID
+    from nodes.lnet.peer import Peer
+
+
+def features(eng: LNetEngine, peer: Peer, info: PingInfo, *, push: bool) -> None:
+    """Feature bits of a reply or push (spec §5.4 first two bullets)."""
+    s = peer.state
+    if not info.features & LNET_PING_FEAT_DISCOVERY or not eng.tunables.discovery:
+        gone = (s & DISCOVERED and not s & DISCOVERING) if push else \
+            bool(s & DISCOVERED or s & MULTI_RAIL)
+        if not s & CONFIGURED and not s & NO_DISCOVERY and gone:
+            peer.state |= MARK_DELETION
+        peer.state |= NO_DISCOVERY
+    else:
+        peer.state &= ~NO_DISCOVERY
+    if info.features & LNET_PING_FEAT_MULTI_RAIL:
+        if not (s & CONFIGURED and not s & MULTI_RAIL) and eng.tunables.discovery \
+                and not peer.state & NO_DISCOVERY:
+            peer.state |= MULTI_RAIL
+    elif peer.state & MULTI_RAIL and not s & CONFIGURED:
+        peer.state &= ~MULTI_RAIL
+
+
+def _parse(payload: bytes) -> PingInfo | int:
+    """The reply's buffer, or the size to ask for next time when it was truncated."""
+    try:
+        return PingInfo.unpack(payload)
+    except WireProtocolError:
+        need = ping_info_size(payload)
+        return need if need > len(payload) else -EPROTO
+
+
+def _ping_reply(eng: LNetEngine, peer: Peer, now: float, *, payload: bytes = b"",
+                source: NID | None = None, md: MD | None = None,
+                **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_discovery_event_reply`` (spec §5.2 events, §5.4)."""
+    peer.state &= ~PING_SENT
+    peer.ping_mdh = 0
+    parsed = _parse(payload)
+    if isinstance(parsed, int):
+        if parsed > 0:  # truncated: retry at once with a bigger buffer (error 0)
+            peer.data_bytes = parsed
+            peer.state |= PING_FAILED
+            peer.ping_error = 0
+        else:
+            peer.state |= PING_FAILED
+            peer.ping_error = parsed
+        queue(eng, peer)
+        return 0, [Log(level="warning", text=f"bad ping reply from {source}: {parsed}")]
+    info = parsed
+    msg = md.msg if md is not None else None
+    if msg is not None and msg.txni is not None:
+        peer.disc_src_nid = msg.txni.nid
+    peer.disc_dst_nid = source
+    features(eng, peer, info, push=False)
+    peer.data_bytes = max(peer.data_bytes, ping_info_size(payload))
+    if info.features & LNET_PING_FEAT_MULTI_RAIL and info.nis \
+            and info.nis[0][0] == peer.primary_nid:
+        peer.peer_seqno = info.seq
+    peer.data = info
+    peer.state |= DATA_PRESENT
+    queue(eng, peer)
+    return 0, []
+
+
+def _push_data(eng: LNetEngine, peer: Peer, now: float, *, info: PingInfo | None = None,
+               **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_push_event`` after the checks of ``on_push``: features first (a peer that
+    turned discovery off is marked NO_DISCOVERY, maybe for deletion), then stale data is
+    dropped, new data stored and the peer queued (spec §5.4)."""
+    assert info is not None
+    features(eng, peer, info, push=True)
+    marked = bool(peer.state & MARK_DELETION)
+    if info.nis and peer.primary_nid == info.nis[0][0] and info.seq < peer.peer_seqno:
+        return 0, [Log(level="info", text=f"stale push from {peer.primary_nid}")]
+    if info.seq > peer.peer_seqno:
+        peer.peer_seqno = info.seq
+        peer.state &= ~NIDS_UPTODATE
+    elif peer.state & NIDS_UPTODATE and not marked:
+        return 0, []
+    peer.data = info
+    peer.state |= DATA_PRESENT
+    if phase(peer) in (Phase.IDLE, Phase.QUEUED):
+        queue(eng, peer)
+    queues(eng).wake = 0.0
+    return 0, []
+
+
+def _data_present(eng: LNetEngine, peer: Peer, now: float,
+                  **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_data_present`` (spec §5.4): primary NID, consolidation, merge."""
+    info = peer.data if isinstance(peer.data, PingInfo) else None
+    peer.data = None
+    peer.state &= ~DATA_PRESENT
+    peer.state |= NIDS_UPTODATE
+    if peer not in eng.peers.peers or info is None or not info.nis:
+        return REDISCOVER_PEER, []
+    prim = info.nis[0][0]
+    nids = [n for n, _ in info.nis]
+    actions: list[Action] = []
+    if peer.primary_nid == prim or (peer.primary_nid in nids
+                                    and discovery_disabled(eng, peer)):
+        actions += merge_data(eng, peer, info)
+    else:
+        owner = eng.peers.find_peer(prim)
+        if owner is None or owner is peer:
+            if not peer.state & LOCK_PRIMARY:
+                set_primary(eng, peer, prim)
+            actions += merge_data(eng, peer, info)
+        else:
+            # the data belongs to another peer: hand it over (lnet_peer_set_primary_data)
+            if not peer.state & NO_DISCOVERY:
+                owner.state &= ~NO_DISCOVERY
+            if peer.state & MULTI_RAIL:
+                owner.state |= MULTI_RAIL
+            if peer.disc_src_nid is not None:
+                owner.disc_src_nid, owner.disc_dst_nid = peer.disc_src_nid, peer.disc_dst_nid
+            queue(eng, owner)
+            if owner.state & MULTI_RAIL:
+                owner.peer_seqno = max(owner.peer_seqno, info.seq)
+            owner.state &= ~(PING_FAILED | FORCE_PING | DATA_PRESENT)
+            owner.state |= NIDS_UPTODATE
+            actions += merge_data(eng, owner, info)
+            actions.append(Log(level="info", text=f"discovery: {peer.primary_nid} is "
+                                                  f"{owner.primary_nid}, consolidated"))
+    return REDISCOVER_PEER, actions
+
+
+def set_primary(eng: LNetEngine, peer: Peer, nid: NID) -> None:
+    """``lnet_peer_set_primary_nid``: the peer's primary becomes ``nid`` (spec §1.3)."""
+    peer.primary_nid = nid
+
+
+def merge_data(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
+    """``lnet_peer_merge_data`` (spec §5.4): statuses, NIDs added/removed, primary first."""
+    actions: list[Action] = []
+    if info.features & LNET_PING_FEAT_RTE_DISABLED:
+        peer.state &= ~ROUTER_ENABLED
+    else:
+        peer.state |= ROUTER_ENABLED
+    status = dict(info.nis)
+    for lpni in peer.lpnis:
+        if lpni.nid in status:
+            lpni.ns_status = status[lpni.nid]
+    if not discovery_disabled(eng, peer):
+        actions += _add_nids(eng, peer, info)
+        for lpni in list(peer.lpnis):
+            if lpni.nid in status or lpni.nid.is_lo:
+                continue
+            if peer.state & CONFIGURED:  # DLC wins: -EPERM, the NID is marked down
+                lpni.ns_status = LNET_NI_STATUS_DOWN
+                actions.append(Log(level="info", text=f"cannot delete configured NID "
+                                                      f"{lpni.nid} of {peer.primary_nid} "
+                                                      f"({-EPERM}): marked down"))
+                continue
+            if lpni.nid == peer.primary_nid and len(peer.lpnis) > 1 \
+                    and peer.rtr_refcount == 0:
+                continue  # lnet_peer_del_nid refuses (-EBUSY)
+            eng.peers._del_lpni(lpni)
+        _primary_first(peer, info.nis[0][0])
+    router = getattr(eng, "router", None)
+    if peer.rtr_refcount > 0 and hasattr(router, "discovery_ping_reply"):
+        actions += router.discovery_ping_reply(peer, info) or []  # type: ignore[union-attr]
+    return actions
+
+
+def _add_nids(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
+    actions: list[Action] = []
+    for nid, st in info.nis:
+        if nid.is_lo:
+            continue
+        lpni = eng.peers.find_lpni(nid)
+        if lpni is not None and lpni.peer is peer:
+            continue
+        if lpni is not None:
+            other = lpni.peer
+            if other.state & CONFIGURED:
+                # dyn-060: discovered NIDs inconsistent with configuration are flagged
+                peer.state |= BAD_CONFIG
+                if nid not in peer.clash_nids:
+                    peer.clash_nids.append(nid)
+                actions.append(Log(level="error", text=(
+                    f"discovered NID {nid} of peer {peer.primary_nid} is configured as a "
+                    f"NID of peer {other.primary_nid}: not moved (dyn-060)")))
+                continue
+            was_primary = other.primary_nid == nid
+            eng.peers._del_lpni(lpni)
+            if was_primary or not other.nets:
+                peer.dc_pendq += other.dc_pendq
+                other.dc_pendq = []
+                peer.rtr_refcount += other.rtr_refcount
+                peer.dc_waiters += other.dc_waiters
+                other.dc_waiters = []
+                if other in eng.peers.peers:
+                    eng.peers.delete_peer(other)
+                for q in (queues(eng).request, queues(eng).working):
+                    if other in q:
+                        q.remove(other)
+        lnet = eng.nets.get(nid.net)
+        new = eng.peers._add_nid(peer, nid, lnet.tunables.peer_credits if lnet else 0)
+        new.ns_status = st
+    return actions
+
+
+def _primary_first(peer: Peer, prim: NID) -> None:
+    pnet = peer.peer_net(prim.net)
+    if pnet is None:
+        return
+    peer.nets.remove(pnet)
+    peer.nets.insert(0, pnet)
+    lpni = next((p for p in pnet.lpnis if p.nid == prim), None)
+    if lpni is not None:
+        pnet.lpnis.remove(lpni)
+        pnet.lpnis.insert(0, lpni)
+
+
+MERGE_EFFECTS: dict[str, Effect] = {
+    "ping_reply": _ping_reply,
+    "push_data": _push_data,
+    "data_present": _data_present,
+}

@@ -1,0 +1,320 @@
+"""Per-peer discovery state (spec §5.2; peer.c): ``lp_state`` bits, the transition table,
+the request/working queues and the effects that only move bits.
+
+Theory of operation. The *phase* of a peer is derived from its ``lp_state`` bits (``phase``:
+IDLE = not DISCOVERING, QUEUED = on the request queue, PING_WAIT = PING_SENT, PUSH_WAIT =
+PUSH_SENT) and ``TRANSITIONS[(phase, input)] -> (effect, next)`` (STYLE rule 2). Inputs are
+the MD events (DISCOVER, REPLY, ACK, SEND_FAIL, UNLINK, PUSH_RX) and, for a queued peer, the
+rule the discovery thread picks first (``classify``, spec §5.2 rules 1-7: R_DELETE, R_DATA,
+R_PING_FAILED, R_PUSH_FAILED, R_PING, R_PUSH, R_DONE). ``discovery.step`` applies an entry;
+a missing key is a local protocol error with a defined outcome (-EPROTO).
+
+The predicates are the real ones: ``lnet_is_discovery_disabled``, ``lnet_peer_needs_push``,
+``lnet_peer_needs_ping`` and ``lnet_peer_is_uptodate_locked``. The effects here only change
+bits and queues (``STATE_EFFECTS``); the merge of ping/push data is ``dc_merge.py``, sending
+pings and pushes and the queue runner are ``discovery.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from nodes.lnet.actions import Action, Log
+from nodes.lnet.errors import ETIMEDOUT
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.peer import Peer
+
+# lp_state bits (spec §1.3; the first ones also live in peer.py)
+MULTI_RAIL = 0x1
+NO_DISCOVERY = 0x2
+ROUTER_ENABLED = 0x4
+CONFIGURED = 0x8
+DISCOVERED = 0x10
+REDISCOVER = 0x20
+DISCOVERING = 0x40
+DATA_PRESENT = 0x80
+NIDS_UPTODATE = 0x100
+PING_SENT = 0x200
+PUSH_SENT = 0x400
+PING_FAILED = 0x800
+PUSH_FAILED = 0x1000
+FORCE_PING = 0x2000
+FORCE_PUSH = 0x4000
+RTR_DISCOVERY = 0x10000
+RTR_DISCOVERED = 0x20000
+MARK_DELETION = 0x40000
+MARK_DELETED = 0x80000
+LOCK_PRIMARY = 0x100000
+#: set on a peer whose discovered NIDs clash with configured peers (dyn-060, see differences)
+BAD_CONFIG = 0x200000
+
+#: ``LNET_REDISCOVER_PEER``: the rule's result says "process this peer again right away"
+REDISCOVER_PEER = 1
+#: owner tags of discovery MDs (``MD.owner[0]``)
+OWNER_PING = "dc_ping"
+OWNER_PUSH = "dc_push"
+OWNER_WAIT = "dc_wait"
+
+
+class Phase(Enum):
+    IDLE = "idle"
+    QUEUED = "queued"
+    PING_WAIT = "ping_wait"
+    PUSH_WAIT = "push_wait"
+
+
+class Input(Enum):
+    DISCOVER = "discover"
+    REPLY = "reply"
+    ACK = "ack"
+    SEND_FAIL = "send_fail"
+    UNLINK = "unlink"
+    PUSH_RX = "push_rx"
+    R_DELETE = "r_delete"
+    R_DATA = "r_data"
+    R_PING_FAILED = "r_ping_failed"
+    R_PUSH_FAILED = "r_push_failed"
+    R_PING = "r_ping"
+    R_PUSH = "r_push"
+    R_DONE = "r_done"
+
+
+_P, _I = Phase, Input
+_EVENT_INPUTS = (_I.REPLY, _I.ACK, _I.SEND_FAIL, _I.UNLINK)
+_RULES = (_I.R_DELETE, _I.R_DATA, _I.R_PING_FAILED, _I.R_PUSH_FAILED, _I.R_PING, _I.R_PUSH,
+          _I.R_DONE)
+
+#: (phase, input) -> (effect, next phase). Effects are the functions in ``_EFFECTS``.
+TRANSITIONS: dict[tuple[Phase, Input], tuple[str, Phase]] = {
+    (_P.IDLE, _I.DISCOVER): ("queue", _P.QUEUED),
+    (_P.QUEUED, _I.DISCOVER): ("noop", _P.QUEUED),
+    (_P.PING_WAIT, _I.DISCOVER): ("noop", _P.PING_WAIT),
+    (_P.PUSH_WAIT, _I.DISCOVER): ("noop", _P.PUSH_WAIT),
+    # a push may arrive in any phase: its data is stored and the peer (re)queued
+    (_P.IDLE, _I.PUSH_RX): ("push_data", _P.QUEUED),
+    (_P.QUEUED, _I.PUSH_RX): ("push_data", _P.QUEUED),
+    (_P.PING_WAIT, _I.PUSH_RX): ("push_data", _P.PING_WAIT),
+    (_P.PUSH_WAIT, _I.PUSH_RX): ("push_data", _P.PUSH_WAIT),
+    # events on the ping MD
+    (_P.PING_WAIT, _I.REPLY): ("ping_reply", _P.QUEUED),
+    (_P.PING_WAIT, _I.SEND_FAIL): ("ping_failed", _P.QUEUED),
+    (_P.PING_WAIT, _I.UNLINK): ("ping_failed", _P.QUEUED),
+    # events on the push MD
+    (_P.PUSH_WAIT, _I.ACK): ("push_acked", _P.QUEUED),
+    (_P.PUSH_WAIT, _I.SEND_FAIL): ("push_failed", _P.QUEUED),
+    (_P.PUSH_WAIT, _I.UNLINK): ("push_failed", _P.QUEUED),
+    # the thread's rules for a queued peer (spec §5.2, first match wins)
+    (_P.QUEUED, _I.R_DELETE): ("delete", _P.IDLE),
+    (_P.QUEUED, _I.R_DATA): ("data_present", _P.QUEUED),
+    (_P.QUEUED, _I.R_PING_FAILED): ("ping_failed_rule", _P.QUEUED),
+    (_P.QUEUED, _I.R_PUSH_FAILED): ("push_failed_rule", _P.QUEUED),
+    (_P.QUEUED, _I.R_PING): ("send_ping", _P.PING_WAIT),
+    (_P.QUEUED, _I.R_PUSH): ("send_push", _P.PUSH_WAIT),
+    (_P.QUEUED, _I.R_DONE): ("discovered", _P.IDLE),
+}
+# late events for an MD discovery no longer waits on (e.g. after a push replaced the data,
+# or after completion): ignored, as the real handler ignores events on stale MD handles.
+for _ph in (_P.IDLE, _P.QUEUED, _P.PUSH_WAIT, _P.PING_WAIT):
+    for _inp in _EVENT_INPUTS:
+        TRANSITIONS.setdefault((_ph, _inp), ("stale_event", _ph))
+
+
+@dataclass(slots=True)
+class DiscoveryQueues:
+    """``ln_dc_request`` / ``ln_dc_working``; ``wake``: when the queued work is due."""
+
+    request: list[Peer] = field(default_factory=list)
+    working: list[Peer] = field(default_factory=list)
+    running: bool = False
+    wake: float = 0.0            # when the deferred work is due (0: at the next tick)
+
+
+#: an effect: (engine, peer, now, **event fields) -> (rc, actions)
+Effect = Callable[..., tuple[int, list[Action]]]
+
+
+def queues(eng: LNetEngine) -> DiscoveryQueues:
+    dc = getattr(eng, "dc", None)
+    if dc is None:
+        dc = DiscoveryQueues()
+        eng.dc = dc
+    return dc
+
+
+# ---------------------------------------------------------------------------- predicates
+def phase(peer: Peer) -> Phase:
+    s = peer.state
+    if not s & DISCOVERING:
+        return Phase.IDLE
+    if s & PING_SENT:
+        return Phase.PING_WAIT
+    if s & PUSH_SENT:
+        return Phase.PUSH_WAIT
+    return Phase.QUEUED
+
+
+def discovery_disabled(eng: LNetEngine, peer: Peer) -> bool:
+    """``lnet_is_discovery_disabled``: global off, peer not MR, or NO_DISCOVERY (§5.3)."""
+    return (not eng.tunables.discovery or not peer.state & MULTI_RAIL
+            or bool(peer.state & NO_DISCOVERY))
+
+
+def needs_push(eng: LNetEngine, peer: Peer) -> bool:
+    """``lnet_peer_needs_push`` (spec §5.2); a non-MR node never pushes (dyn-010)."""
+    s = peer.state
+    if not getattr(eng, "multi_rail", True):
+        return False
+    if not s & MULTI_RAIL or s & MARK_DELETED or s & PUSH_SENT:
+        return False
+    if s & FORCE_PUSH:
+        return True
+    return (not s & NO_DISCOVERY and bool(eng.tunables.discovery)
+            and peer.node_seqno < eng.ping_seq)
+
+
+def needs_ping(peer: Peer) -> bool:
+    return bool(peer.state & FORCE_PING or not peer.state & NIDS_UPTODATE)
+
+
+def is_uptodate(eng: LNetEngine, peer: Peer) -> bool:
+    """``lnet_peer_is_uptodate_locked`` (spec §5.2)."""
+    if peer.state & (DISCOVERING | FORCE_PING | FORCE_PUSH | REDISCOVER):
+        return False
+    if needs_push(eng, peer):
+        return False
+    return bool(peer.state & DISCOVERED and peer.state & NIDS_UPTODATE)
+
+
+def classify(eng: LNetEngine, peer: Peer) -> Input:
+    """The first matching rule of the discovery thread for a queued peer (spec §5.2)."""
+    s = peer.state
+    if s & (MARK_DELETION | MARK_DELETED):
+        return Input.R_DELETE
+    if s & DATA_PRESENT:
+        return Input.R_DATA
+    if s & PING_FAILED:
+        return Input.R_PING_FAILED
+    if s & PUSH_FAILED:
+        return Input.R_PUSH_FAILED
+    if needs_ping(peer):
+        return Input.R_PING
+    if needs_push(eng, peer):
+        return Input.R_PUSH
+    return Input.R_DONE
+
+def queue(eng: LNetEngine, peer: Peer) -> None:
+    """``lnet_peer_queue_for_discovery``: DISCOVERING, on the request queue."""
+    dc = queues(eng)
+    peer.state |= DISCOVERING
+    if peer in dc.working:
+        dc.working.remove(peer)
+    if peer not in dc.request:
+        dc.request.append(peer)
+
+
+def to_working(eng: LNetEngine, peer: Peer) -> None:
+    dc = queues(eng)
+    if peer in dc.request:
+        dc.request.remove(peer)
+    if peer not in dc.working:
+        dc.working.append(peer)
+
+
+# ---------------------------------------------------------------------------- effects
+def _noop(eng: LNetEngine, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+    return 0, []
+
+
+def _eff_queue(eng: LNetEngine, peer: Peer, now: float,
+               **kw: object) -> tuple[int, list[Action]]:
+    queue(eng, peer)
+    return 0, []
+
+
+def stale(eng: LNetEngine, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+    return 0, [Log(level="info", text=f"discovery of {peer.primary_nid}: stale event ignored")]
+
+
+def _ping_failed_evt(eng: LNetEngine, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
+                     **kw: object) -> tuple[int, list[Action]]:
+    peer.state &= ~PING_SENT
+    peer.state |= PING_FAILED
+    peer.ping_error = status or -ETIMEDOUT
+    peer.ping_mdh = 0
+    queue(eng, peer)
+    return 0, [Log(level="info", text=f"discovery ping to {peer.primary_nid} failed: {status}")]
+
+
+def _push_failed_evt(eng: LNetEngine, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
+                     **kw: object) -> tuple[int, list[Action]]:
+    peer.state &= ~PUSH_SENT
+    peer.state |= PUSH_FAILED
+    peer.push_error = status or -ETIMEDOUT
+    peer.push_mdh = 0
+    queue(eng, peer)
+    return 0, [Log(level="info", text=f"discovery push to {peer.primary_nid} failed: {status}")]
+
+
+def _push_acked(eng: LNetEngine, peer: Peer, now: float,
+                **kw: object) -> tuple[int, list[Action]]:
+    """ACK of our push: the peer now holds our buffer of that sequence (``lp_node_seqno``)."""
+    peer.state &= ~PUSH_SENT
+    peer.node_seqno = peer.push_seq
+    peer.push_mdh = 0
+    queue(eng, peer)
+    return 0, []
+
+
+def _ping_failed_rule(eng: LNetEngine, peer: Peer, now: float,
+                      **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_ping_failed``: retry by FORCE_PING; error 0 (truncation) retries now."""
+    peer.state &= ~PING_FAILED
+    peer.state |= FORCE_PING
+    rc, peer.ping_error = peer.ping_error, 0
+    return (rc or REDISCOVER_PEER), []
+
+
+def _push_failed_rule(eng: LNetEngine, peer: Peer, now: float,
+                      **kw: object) -> tuple[int, list[Action]]:
+    peer.state &= ~PUSH_FAILED
+    rc, peer.push_error = peer.push_error, 0
+    return (rc or REDISCOVER_PEER), []
+
+
+def _discovered(eng: LNetEngine, peer: Peer, now: float,
+                **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_discovered``: rule 7 (spec §5.2)."""
+    peer.state |= DISCOVERED
+    peer.state &= ~(DISCOVERING | REDISCOVER)
+    peer.dc_error = 0
+    return 0, [Log(level="info", text=f"peer {peer.primary_nid} discovered "
+                                      f"(state {peer.state:#x})")]
+
+
+def _delete(eng: LNetEngine, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_deletion``: the peer goes; traffic recreates it non-MR (spec §5.4)."""
+    if not peer.state & MARK_DELETED and peer in eng.peers.peers:
+        eng.peers.delete_peer(peer)
+        eng.lpni_recoveryq[:] = [p for p in eng.lpni_recoveryq
+                                 if eng.peers.find_lpni(p.nid) is p]
+    peer.state |= MARK_DELETED
+    peer.state &= ~(DISCOVERING | FORCE_PING | FORCE_PUSH | MARK_DELETION)
+    return 0, [Log(level="info", text=f"peer {peer.primary_nid} deleted by discovery")]
+
+STATE_EFFECTS: dict[str, Effect] = {
+    "noop": _noop,
+    "queue": _eff_queue,
+    "stale_event": stale,
+    "ping_failed": _ping_failed_evt,
+    "push_failed": _push_failed_evt,
+    "push_acked": _push_acked,
+    "ping_failed_rule": _ping_failed_rule,
+    "push_failed_rule": _push_failed_rule,
+    "discovered": _discovered,
+    "delete": _delete,
+}

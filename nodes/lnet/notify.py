@@ -1,0 +1,113 @@
+"""Health notices: the structured events LNet would raise to user space (hlth-lnt-udev).
+
+Theory of operation: seed 003 asks LNet to "use UDEV events to propagate errors detected on a
+local or peer NI". The engine has no I/O, so it queues *notices* (``kind``, ``fields``) here
+and the driver drains them after every engine call (``drain``) and writes them where user
+space can consume them: the node daemon appends them to the testbed event log
+(``events.jsonl``, ``testbed events --follow``), the sim backend to its in-memory log. The
+driver stamps the time.
+
+Kinds (every one carries ``nid``; peer NI kinds also the peer's ``peer`` primary NID):
+
+* ``ni_error`` / ``lpni_error``: a failure was blamed on the local NI / peer NI
+  (``hstatus`` as ``lnet_health_check`` classified it, or ``RESPONSE_TIMEOUT``), with the
+  ``health`` value after the decrement (spec §3.2);
+* ``ni_link``: the LND reported the NI's link ``down``/``up`` (``cause``: ``carrier`` from the
+  link watcher, ``simulated`` from the ``lctl net_ni_down|up`` hook, hlth-dbg-sim-ni-*);
+* ``ni_status`` / ``lpni_status``: what ``net show`` / ``peer show`` would show changed:
+  the NI's ``status`` (up/down) or whether its ``health`` is full (``healthy``).
+
+Status changes are found by comparing each local NI (and each peer NI that had an error or a
+manual health change) with what was last published, at drain time, so every code path that
+moves health or status is covered without a hook in each. The queue is bounded: an engine
+nobody drains (unit harnesses) keeps the latest ``MAX_PENDING`` notices.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.ni import LNetNI
+    from nodes.lnet.peer import PeerNI
+
+MAX_PENDING = 4096
+Notice = tuple[str, dict[str, Any]]
+
+
+class Notices:
+    """Pending notices of one engine, and the NI / peer NI states last published."""
+
+    def __init__(self) -> None:
+        self.pending: deque[Notice] = deque(maxlen=MAX_PENDING)
+        # local NI -> ((fatal, status, health), (status shown, healthy)) last published
+        self.ni_state: dict[LNetNI, tuple[tuple[bool, int, int], tuple[str, bool]]] = {}
+        self.lpni_watch: dict[PeerNI, bool] = {}  # peer NI -> healthy as last published
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        self.pending.append((kind, fields))
+
+    def watch_lpni(self, lpni: PeerNI) -> None:
+        """Follow ``lpni``'s health until it is published healthy again."""
+        self.lpni_watch.setdefault(lpni, True)
+
+
+def ni_error(eng: LNetEngine, ni: LNetNI, hstatus: str) -> None:
+    eng.notices.emit("ni_error", nid=str(ni.nid), hstatus=hstatus, health=ni.healthv)
+
+
+def lpni_error(eng: LNetEngine, lpni: PeerNI, hstatus: str) -> None:
+    eng.notices.emit("lpni_error", nid=str(lpni.nid), peer=str(lpni.peer.primary_nid),
+                     hstatus=hstatus, health=lpni.healthv)
+    eng.notices.watch_lpni(lpni)
+
+
+def _sweep(eng: LNetEngine) -> None:
+    """Publish the status changes of local NIs and watched peer NIs since the last drain."""
+    n = eng.notices
+    count = 0
+    for net in eng.nets.values():
+        for ni in net.nis:
+            if ni.is_lo:
+                continue
+            count += 1
+            key = (ni.fatal_error, ni.status, ni.healthv)
+            old = n.ni_state.get(ni)
+            if old is not None and old[0] == key:
+                continue  # the common case: nothing moved since the last drain
+            state = (ni.status_str, ni.healthv >= LNET_MAX_HEALTH_VALUE)
+            n.ni_state[ni] = (key, state)
+            if (old is None and state != ("up", True)) or (old is not None and old[1] != state):
+                n.emit("ni_status", nid=str(ni.nid), status=state[0], healthy=state[1],
+                       health=ni.healthv, fatal_error=int(ni.fatal_error))
+    if count != len(n.ni_state):  # an NI was deleted
+        live = set(eng.local_nis())
+        for ni in [k for k in n.ni_state if k not in live]:
+            del n.ni_state[ni]
+    for lpni, was in list(n.lpni_watch.items()):
+        if eng.peers.find_lpni(lpni.nid) is not lpni:
+            del n.lpni_watch[lpni]  # peer NI deleted
+            continue
+        healthy = lpni.healthv >= LNET_MAX_HEALTH_VALUE
+        if healthy != was:
+            n.emit("lpni_status", nid=str(lpni.nid), peer=str(lpni.peer.primary_nid),
+                   healthy=healthy, health=lpni.healthv)
+        if healthy:
+            del n.lpni_watch[lpni]
+        else:
+            n.lpni_watch[lpni] = healthy
+
+
+def drain(eng: LNetEngine) -> list[Notice]:
+    """Every notice since the last drain, status changes included, oldest first."""
+    _sweep(eng)
+    pending = eng.notices.pending
+    if not pending:
+        return []
+    out = list(pending)
+    pending.clear()
+    return out

@@ -1,0 +1,335 @@
+"""Routes: the route table, route aliveness and route selection (spec §1.4, §2.6, §6.1, §6.3;
+seed 002 "Route Selection", "Multi-Rail Route Requirements").
+
+Theory of operation.
+* Routes (``lnetctl route add``, spec §6.1): one list per remote net, each new route inserted
+  at a random position (seeded rng, ``lnet_add_route_to_rnet``). A route names the NID it was
+  added with (``lr_nid``); its gateway is always *the peer that owns that NID now*, so when
+  discovery merges the peers of several NIDs of one router (seed 002 "Router Discovery") the
+  routes end up on one gateway peer with no bookkeeping (``gateway()``).
+* Route selection (spec §2.6, 002 "Route Selection", rtr-select-hops-priority): alive routes
+  only; the gateway's primary NID in the destination's preferred-router list (UDSP ``--rte``)
+  wins, then lower priority, fewer hops (undefined = 1), then the Multi-Rail choice among the
+  gateway's NIs on the source net (health, fewer queued bytes, more credits) and finally the
+  lower ``lr_seq`` (round robin). A gateway peer NI below ``MAX_HEALTH * router_sensitivity /
+  100`` is not used (rtr-mr-sensitivity, rtr-mr-no-unhealthy; today's LNet ignores the
+  percentage, docs/differences.md).
+* Route aliveness (``lnet_is_route_alive``, spec §6.3 + seed 002, rtrstate.py): gateway alive,
+  routing enabled on it (no RTE_DISABLED in its ping), a usable gateway NI on the route's
+  local net (rtr-route-down, rtr-gw-down), and the route's own ``lr_alive`` (asym, rtr-gw-asym).
+* A send whose only routes wait for their gateway's first discovery is parked (``RouteWait``)
+  and redone when it completes (002 "discovery on first use").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodes.lnet.actions import Action, Log
+from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigError
+from nodes.lnet.ni import LNET_NI_STATUS_UP
+from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
+from nodes.lnet.peer import LNET_PEER_ROUTER_ENABLED
+from nodes.lnet.select import SelectError, best_ni
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.msg import Msg
+    from nodes.lnet.ni import LNetNI
+    from nodes.lnet.peer import Peer, PeerNet, PeerNI
+
+LNET_UNDEFINED_HOPS = 0xFFFF_FFFF
+
+
+class RouteWait(Exception):
+    """The only usable routes wait for their gateway's first discovery (002: LNET_DC_WAIT)."""
+
+    def __init__(self, gateways: list[Peer]) -> None:
+        super().__init__("waiting for router discovery")
+        self.gateways = gateways
+
+
+@dataclass(eq=False, slots=True)
+class Route:
+    """``lnet_route``: remote net, local net of the gateway NID, the NID given, hops, prio."""
+
+    net: Net
+    lnet: Net
+    nid: NID
+    hops: int = LNET_UNDEFINED_HOPS
+    priority: int = 0
+    seq: int = 0
+    alive: bool = True          # lr_alive (rtrstate.ROUTE), from the last ping reply
+    single_hop: bool = False    # lr_single_hop, learnt from the gateway's ping
+    shown_up: bool | None = None  # last state logged ("has gone from up to down")
+
+    @property
+    def hops_cmp(self) -> int:
+        return 1 if self.hops == LNET_UNDEFINED_HOPS else self.hops
+
+
+class RouteTable:
+    """Mixin of ``Router``: the route table and the routed path (state lives in Router)."""
+
+    eng: LNetEngine
+    routes: dict[Net, list[Route]]
+    pending: dict[NID, list[Msg]]
+    discovered: set[NID]
+    next_ping: dict[PeerNet, float]
+
+    if TYPE_CHECKING:  # rtrcheck.RouterChecker
+        def _start_discovery(self, gw: Peer, net: Net | None, now: float) -> list[Action]: ...
+
+    # ------------------------------------------------------------------ queries
+    def gateway(self, route: Route) -> Peer | None:
+        return self.eng.peers.find_peer(route.nid)
+
+    def all_routes(self) -> list[Route]:
+        return [r for rs in self.routes.values() for r in rs]
+
+    def gateways(self) -> list[Peer]:
+        out: list[Peer] = []
+        for r in self.all_routes():
+            gw = self.gateway(r)
+            if gw is not None and gw not in out:
+                out.append(gw)
+        return out
+
+    def is_discovered(self, gw: Peer) -> bool:
+        """LNET_PEER_RTR_DISCOVERED, kept by NID so it survives a peer merge (002)."""
+        return any(p.nid in self.discovered for p in gw.lpnis)
+
+    def refresh_refcounts(self) -> None:
+        """``lp_rtr_refcount``: routes using each peer as gateway (after add/del/merge)."""
+        gws = [self.gateway(r) for r in self.all_routes()]
+        for peer in self.eng.peers.peers:
+            peer.rtr_refcount = sum(1 for g in gws if g is peer)
+        live = {pn for p in self.eng.peers.peers for pn in p.nets}
+        for pn in [pn for pn in self.next_ping if pn not in live]:
+            del self.next_ping[pn]  # peer nets of peers merged away (002 consolidation)
+
+    def threshold(self) -> int:
+        """Seed 002: a gateway peer NI below MAX_HEALTH * router_sensitivity % is not used."""
+        return LNET_MAX_HEALTH_VALUE * self.eng.tunables.router_sensitivity // 100
+
+    def lpni_usable(self, lpni: PeerNI) -> bool:
+        """rtr-mr-no-unhealthy: UP and healthy enough to put a message on the wire."""
+        return lpni.ns_status == LNET_NI_STATUS_UP and lpni.healthv >= self.threshold()
+
+    def route_alive(self, route: Route) -> bool:
+        """``lnet_is_route_alive`` (spec §6.3) with seed 002's health threshold."""
+        gw = self.gateway(route)
+        if gw is None or not gw.alive or not gw.state & LNET_PEER_ROUTER_ENABLED:
+            return False
+        llpn = gw.peer_net(route.lnet)
+        if llpn is None or not any(self.lpni_usable(p) for p in llpn.lpnis):
+            return False  # rtr-gw-down: every local representation below the threshold
+        if self.eng.tunables.avoid_asym_router_failure and (route.hops == 1 or
+                                                            route.single_hop):
+            rlpn = gw.peer_net(route.net)
+            if rlpn is None or not any(p.ns_status == LNET_NI_STATUS_UP for p in rlpn.lpnis):
+                return False  # rtr-route-down: no viable peer NI on the remote net
+        return route.alive
+
+    # ------------------------------------------------------------------ DLC: routes
+    def add(self, net: Net, gateway: NID, hops: int | None, priority: int,
+            now: float) -> list[Action]:
+        """``lnet_add_route`` with the kernel's checks (spec §6.1); raises LNetConfigError."""
+        eng = self.eng
+        eng._require_up()
+        if gateway.is_lo or net == LO_NET or gateway.nid4 == LNET_NID_ANY:
+            raise LNetConfigError(-EINVAL, "add route: invalid gateway or net")
+        if gateway.net == net:
+            raise LNetConfigError(-EINVAL, f"add route: gateway {gateway} is on the target "
+                                           f"net {net}")
+        if hops is not None and not 1 <= hops <= 255:
+            raise LNetConfigError(-EINVAL, f"invalid hop count {hops}, must be 1..255")
+        if priority < 0:
+            raise LNetConfigError(-EINVAL, f"invalid priority {priority}")
+        if net in eng.nets:
+            raise LNetConfigError(-EEXIST, f"add route: net {net} is a local net")
+        if gateway.net not in eng.nets:
+            raise LNetConfigError(-EHOSTUNREACH, f"add route: gateway {gateway} is not on a "
+                                                 "local net")
+        lpni = eng.peers.find_lpni(gateway)
+        if lpni is None:
+            lpni = eng.peers.traffic_add(gateway, eng.nets[gateway.net].tunables.peer_credits)
+        gw = lpni.peer
+        existing = self.routes.setdefault(net, [])
+        if any(self.gateway(r) is gw for r in existing):
+            raise LNetConfigError(-EEXIST, f"route to {net} through {gw.primary_nid} exists")
+        route = Route(net, gateway.net, gateway, LNET_UNDEFINED_HOPS if hops is None else hops,
+                      priority)
+        route.alive = not eng.tunables.check_routers_before_use
+        if eng.tunables.check_routers_before_use:
+            gw.alive = False
+        existing.insert(eng.rng.randint(0, len(existing)), route)  # random position (§1.4)
+        self.refresh_refcounts()
+        for pnet in gw.nets:  # force an immediate router check (lpn_next_ping = now)
+            self.next_ping[pnet] = now
+        logs: list[Action] = []
+        if eng.tunables.avoid_asym_router_failure and hops is None:
+            logs.append(Log(level="warning", text="Use hops = 1 for a single-hop route when "
+                            "avoid_asym_router_failure feature is enabled"))
+        return logs
+
+    def delete(self, net: Net | None, gateway: NID | None) -> None:
+        """``lnet_del_route``: routes to ``net`` (all nets if None) via ``gateway``'s peer."""
+        self.eng._require_up()
+        gw = self.eng.peers.find_peer(gateway) if gateway is not None else None
+        if gateway is not None and gw is None:
+            raise LNetConfigError(-ENOENT, f"no route through {gateway}")
+        found = False
+        for rnet in list(self.routes):
+            if net is not None and rnet != net:
+                continue
+            keep = [r for r in self.routes[rnet] if gw is not None and self.gateway(r) is not gw]
+            found = found or len(keep) != len(self.routes[rnet])
+            if keep:
+                self.routes[rnet] = keep
+            else:
+                del self.routes[rnet]
+        if not found:
+            raise LNetConfigError(-ENOENT, "cannot delete route: No such file or directory")
+        self.refresh_refcounts()
+
+    # ------------------------------------------------------------------ route selection
+    def is_remote(self, lpni: PeerNI, src: LNetNI | None, msg: Msg) -> bool:
+        """REMOTE_DST classification (spec §2.2 step 6)."""
+        nets = self.eng.nets
+        if src is not None:
+            return src.net.net != lpni.nid.net
+        if msg.extra.get("forwarding") or msg.recovery or msg.is_response \
+                or not lpni.peer.multi_rail:
+            return lpni.nid.net not in nets
+        return not any(pn.net in nets and nets[pn.net].nis and pn.lpnis
+                       for pn in lpni.peer.nets)
+
+    def find_routed_path(self, msg: Msg, lpni: PeerNI,
+                         src: LNetNI | None) -> tuple[LNetNI, PeerNI]:
+        """``lnet_handle_find_routed_path`` (spec §2.6); raises SelectError or RouteWait."""
+        eng = self.eng
+        rtr = msg.rtr_nid_param
+        if rtr is not None and msg.is_response:
+            # back through the previous hop's gateway: its best NI on that net (the one the
+            # request came from may be down; lnet_handle_find_routed_path + find_best_lpni)
+            gw_lpni = eng.peers.find_lpni(rtr)
+            if gw_lpni is not None and gw_lpni.peer.rtr_refcount > 0:
+                gw_lpni = self._gw_lpni(gw_lpni.peer, gw_lpni.nid.net) or gw_lpni
+            if gw_lpni is not None and gw_lpni.peer.rtr_refcount > 0 and (
+                    src is None or src.net.net == gw_lpni.nid.net):
+                ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt,
+                                    eng.tunables.numa_range)
+                if ni is not None:
+                    msg.extra["rt_dst"] = lpni.nid
+                    return ni, gw_lpni
+        dst = lpni
+        if src is None and not msg.extra.get("forwarding") and lpni.peer.multi_rail \
+                and not msg.is_response:
+            dst = self._best_remote_lpni(lpni)
+        routes = self.routes.get(dst.nid.net)
+        if not routes:
+            raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid}: Route table may be "
+                                             "misconfigured")
+        src_net = src.net.net if src is not None else None
+        choice = self._find_route(routes, src_net, dst)
+        if choice is None:
+            waiting = [g for r in routes if (g := self.gateway(r)) is not None
+                       and not self.is_discovered(g) and g.alive
+                       and (src_net is None or g.peer_net(src_net) is not None)]
+            if waiting and not msg.recovery:
+                raise RouteWait(waiting)
+            raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid} from "
+                                             f"{src.nid if src else 'any'}")
+        route, gw_lpni = choice
+        alive = [r for r in routes if self.route_alive(r)]
+        route.seq = max(r.seq for r in alive) + 1
+        ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt, eng.tunables.numa_range)
+        assert ni is not None
+        msg.extra["rt_dst"] = dst.nid
+        dst.peer.send_seq += 1  # the final destination's stamps move too (spec §2.7)
+        dst.peer_net.seq = dst.seq = dst.peer.send_seq
+        return ni, gw_lpni
+
+    def _best_remote_lpni(self, lpni: PeerNI) -> PeerNI:
+        """SRC_ANY request to an MR peer: its net that has routes, then its best NI there."""
+        pnets = [pn for pn in lpni.peer.nets if pn.net in self.routes and pn.lpnis]
+        if not pnets:
+            return lpni
+        pn = min(pnets, key=lambda p: (-p.healthv, p.sel_priority, p.seq))
+        return min(pn.lpnis, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
+
+    def _gw_lpni(self, gw: Peer, net: Net) -> PeerNI | None:
+        """The gateway's best usable NI on ``net`` (``lnet_find_best_lpni``, seed 002)."""
+        pnet = gw.peer_net(net)
+        if pnet is None:
+            return None
+        cands = [p for p in pnet.lpnis if self.lpni_usable(p)]
+        if not cands:
+            return None
+        return min(cands, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
+
+    def _find_route(self, routes: list[Route], src_net: Net | None,
+                    dst: PeerNI) -> tuple[Route, PeerNI] | None:
+        """``lnet_find_route_locked`` (spec §2.6 step 3, 002 "Route Selection")."""
+        best: tuple[Route, PeerNI] | None = None
+        best_key: tuple[int, ...] | None = None
+        for route in routes:
+            if not self.route_alive(route):
+                continue
+            gw = self.gateway(route)
+            assert gw is not None
+            net = src_net if src_net is not None else route.lnet
+            if net not in self.eng.nets:
+                continue
+            gw_lpni = self._gw_lpni(gw, net)
+            if gw_lpni is None:
+                continue
+            pref = 0 if gw.primary_nid in dst.rtr_pref_nids or any(
+                p.nid in dst.rtr_pref_nids for p in gw.lpnis) else 1
+            key = (pref, route.priority, route.hops_cmp, -gw_lpni.healthv, gw_lpni.txqnob,
+                   -gw_lpni.tx_credits, route.seq)
+            if best_key is None or key <= best_key:  # equal: the later route wins
+                best, best_key = (route, gw_lpni), key
+        return best
+
+    def park(self, msg: Msg, wait: RouteWait, now: float) -> list[Action]:
+        """Queue ``msg`` until a gateway's discovery completes (002: discovery on first use).
+
+        Keyed by the gateway's primary NID, so a send parked on a peer that discovery then
+        merges into another one is redone when the merged gateway completes (002)."""
+        gw = wait.gateways[0]
+        self.pending.setdefault(gw.primary_nid, []).append(msg)
+        actions: list[Action] = []
+        for g in wait.gateways:
+            actions += self._start_discovery(g, None, now)
+        return actions
+
+    # ------------------------------------------------------------------ views (spec §9.3)
+    def route_show(self, net: str | None = None, gateway: str | None = None,
+                   hop: int | None = None, priority: int | None = None,
+                   verbose: int = 0) -> dict[str, Any]:
+        out = []
+        want_net = Net.parse(net) if net else None
+        want_gw = NID.parse(gateway) if gateway else None
+        gw_peer = self.eng.peers.find_peer(want_gw) if want_gw else None
+        for rnet, routes in self.routes.items():
+            if want_net is not None and rnet != want_net:
+                continue
+            for r in routes:
+                hops = -1 if r.hops == LNET_UNDEFINED_HOPS else r.hops
+                if want_gw is not None and r.nid != want_gw and (
+                        gw_peer is None or self.gateway(r) is not gw_peer):
+                    continue
+                if (hop is not None and hops != hop) or (priority is not None
+                                                         and r.priority != priority):
+                    continue
+                item: dict[str, Any] = {"net": str(r.net), "gateway": str(r.nid)}
+                if verbose:
+                    item.update({"hop": hops, "priority": r.priority,
+                                 "state": "up" if self.route_alive(r) else "down",
+                                 "type": "single-hop" if r.single_hop else "multi-hop"})
+                out.append(item)
+        return {"route": out}

@@ -1,0 +1,193 @@
+"""Forwarding on a router: router credits, buffer pools, the final hop (seed 001 "Router
+Message Processing", spec §1.5, §1.6, §2.2, §6.6).
+
+Theory of operation. A message for another node takes a router credit of the sending peer NI
+(``lpni_rtrcredits``, queued FIFO on the peer's ``rtrq``), then a buffer from the smallest pool
+that fits (tiny/small/large, queued FIFO on the pool), is sent on with full reselection
+(resends may pick another local NI or gateway, seed 003 hlth-lnt-router-any-ni) and gives both
+back when that send finalizes. Routers never drop on deadline.
+
+Final hop (``lnet_mr_forwarding_allowed``, lib-move.c): when the destination is on a local net
+the router honours the originator's choice of peer NI, unless originator and destination are
+both Multi-Rail and the chosen peer NI is down or below full health: then it sends to the
+destination's best other NI (healthiest, UP) on a local net.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nodes.lnet.actions import Action, Log
+from nodes.lnet.hdr import LNET_MTU
+from nodes.lnet.ni import LNET_NI_STATUS_UP
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.msg import Msg
+    from nodes.lnet.ni import LNetNI
+    from nodes.lnet.peer import PeerNI
+
+PAGE_SIZE = 4096
+#: (name, npages) of the three router buffer pools (spec §1.6)
+POOLS = (("tiny", 0), ("small", 1), ("large", LNET_MTU // PAGE_SIZE))
+POOL_PARAMS = {"tiny_buffers": 0, "small_buffers": 1, "large_buffers": 2}
+
+
+@dataclass(eq=False, slots=True)
+class BufferPool:
+    """``lnet_rtrbufpool``: ``credits`` may go negative; waiters queue FIFO in ``msgs``."""
+
+    name: str
+    npages: int
+    nbuffers: int
+    credits: int
+    mincredits: int
+    msgs: deque[Msg] = field(default_factory=deque)
+
+    def show(self) -> dict[str, int]:
+        return {"npages": self.npages, "nbuffers": self.nbuffers, "credits": self.credits,
+                "mincredits": self.mincredits}
+
+
+class RouterPools:
+    """Mixin of ``Router``: buffers, router credits and forwarding."""
+
+    eng: LNetEngine
+    pools: list[BufferPool] | None
+
+    if TYPE_CHECKING:  # router.Router
+        @property
+        def enabled(self) -> bool: ...
+
+    def pools_resize(self, name: str, value: int, now: float) -> list[Action]:
+        """``set tiny_buffers|small_buffers|large_buffers N`` on a router (spec §1.6)."""
+        if self.pools is None:
+            return []
+        pool = self.pools[POOL_PARAMS[name]]
+        delta = value - pool.nbuffers
+        pool.nbuffers = value
+        actions: list[Action] = []
+        if delta < 0:
+            pool.credits += delta  # shrinking is lazy: fewer buffers come back
+            pool.mincredits = min(pool.mincredits, pool.credits)
+        for _ in range(max(delta, 0)):  # each new buffer is a returned credit
+            pool.credits += 1
+            if pool.credits <= 0 and pool.msgs:
+                actions += self._forward_send(pool.msgs.popleft(), now)
+        return actions
+
+    def _alloc_pools(self) -> None:
+        if self.pools is None:
+            t = self.eng.tunables
+            sizes = (t.tiny_buffers, t.small_buffers, t.large_buffers)
+            self.pools = [BufferPool(name, npages, n, n, n)
+                          for (name, npages), n in zip(POOLS, sizes, strict=True)]
+
+    def _pools_idle(self) -> bool:
+        return all(p.credits == p.nbuffers and not p.msgs for p in self.pools or [])
+
+    def forward(self, ni: LNetNI, lpni: PeerNI, hdr: Any, payload: bytes,
+                now: float) -> list[Action]:
+        """A message for another node arrived on a router (seed 001, spec §1.5, §6.6)."""
+        from nodes.lnet.msg import Msg
+
+        eng = self.eng
+        msg = Msg(eng.new_id(), hdr.type, hdr, payload, final_dst=hdr.dest_nid)
+        msg.extra["forwarding"] = True
+        msg.rxni, msg.rxpeer = ni, lpni
+        eng.counters.msg_alloc()
+        msg.extra["rtr_credit"] = True
+        lpni.rtr_credits -= 1
+        lpni.min_rtr_credits = min(lpni.min_rtr_credits, lpni.rtr_credits)
+        if lpni.rtr_credits < 0:
+            lpni.peer.rtrq.append(msg)  # wait for a router credit (lp_rtrq)
+            return []
+        return self._take_buffer(msg, now)
+
+    def pool_for(self, nob: int) -> BufferPool:
+        """``lnet_msg2bufpool``: the smallest pool whose buffers hold the payload."""
+        assert self.pools is not None
+        for pool in self.pools:
+            if pool.npages * PAGE_SIZE >= nob:
+                return pool
+        return self.pools[-1]
+
+    def _take_buffer(self, msg: Msg, now: float) -> list[Action]:
+        if self.pools is None:
+            self._alloc_pools()
+        pool = self.pool_for(msg.nob)
+        msg.extra["rtr_pool"] = pool
+        pool.credits -= 1
+        pool.mincredits = min(pool.mincredits, pool.credits)
+        if pool.credits < 0:
+            pool.msgs.append(msg)  # wait for a buffer (rbp_msgs), FIFO
+            return []
+        return self._forward_send(msg, now)
+
+    def _forward_send(self, msg: Msg, now: float) -> list[Action]:
+        from nodes.lnet import send
+
+        self.eng.counters.bump("route_count")
+        self.eng.counters.bump("route_length", msg.nob)
+        logs = self._mr_final_hop(msg)
+        return logs + send.send(self.eng, msg, now)
+
+    def _mr_final_hop(self, msg: Msg) -> list[Action]:
+        """``lnet_mr_forwarding_allowed``: re-aim the final hop at a healthier NI of an MR
+        destination (lib-move.c); the header's dest_nid follows at commit (spec §2.7)."""
+        eng = self.eng
+        dst = msg.final_dst
+        if dst is None or dst.net not in eng.nets:
+            return []  # not the final hop
+        lpni = eng.peers.find_lpni(dst)
+        src = eng.peers.find_lpni(msg.hdr.src_nid)
+        if lpni is None or src is None or not src.peer.multi_rail \
+                or not lpni.peer.multi_rail:
+            return []
+        if lpni.ns_status == LNET_NI_STATUS_UP and lpni.healthv >= LNET_MAX_HEALTH_VALUE:
+            return []
+        cands = [p for p in lpni.peer.lpnis if p.nid.net in eng.nets and eng.nets[p.nid.net].nis
+                 and p.ns_status == LNET_NI_STATUS_UP]
+        if not cands:
+            return []
+        best = min(cands, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
+        if best is lpni:
+            return []
+        msg.final_dst = best.nid
+        return [Log(level="info", text=f"MR forwarding {msg.type.name} for {dst} to "
+                                       f"{best.nid}")]
+
+    def _drop_forward(self, msg: Msg, now: float, why: str) -> list[Action]:
+        self.eng.counters.bump("drop_count")
+        self.eng.counters.bump("drop_length", msg.nob)
+        self.eng.counters.msg_free()
+        return [Log(level="info", text=f"dropping routed {msg.type.name} to {msg.final_dst}: "
+                                       f"{why}"), *self.return_rx_credits(msg, now)]
+
+    def return_rx_credits(self, msg: Msg, now: float) -> list[Action]:
+        """``lnet_return_rx_credits_locked``: buffer, then router credit; wake the next."""
+        actions: list[Action] = []
+        pool = msg.extra.pop("rtr_pool", None)
+        if isinstance(pool, BufferPool):
+            pool.credits += 1
+            if pool.credits <= 0 and pool.msgs:
+                actions += self._forward_send(pool.msgs.popleft(), now)
+        if msg.extra.pop("rtr_credit", False) and msg.rxpeer is not None:
+            lpni = msg.rxpeer
+            lpni.rtr_credits += 1
+            if lpni.rtr_credits <= 0 and lpni.peer.rtrq:
+                actions += self._take_buffer(lpni.peer.rtrq.popleft(), now)
+        return actions
+
+    def routing_show(self) -> dict[str, Any]:
+        """``lnetctl routing show``: nothing until the pools have been allocated."""
+        if self.pools is None:
+            return {}
+        t = self.eng.tunables
+        cpt = {p.name: p.show() for p in self.pools}
+        return {"routing": [{"cpt[0]": cpt}, {"enable": int(self.enabled)}],
+                "buffers": {"tiny": t.tiny_buffers, "small": t.small_buffers,
+                            "large": t.large_buffers}}

@@ -1,0 +1,336 @@
+"""Fixtures and helpers of the ``lnet_testbed`` pytest plugin (``testbed/pytest_plugin.py``).
+
+Theory of operation (STYLE rules 12, 14): ``testbed_factory`` and the ``topology`` /
+``module_topology`` / ``session_topology`` fixtures bring testbeds up under names unique across
+the run and its xdist workers, take them down at teardown and *check* that nothing is left (a
+node daemon that logged a traceback fails the test too). ``wait_for`` polls state instead of
+sleeping; ``Traffic`` is a background PUT generator; ``lnet_fault`` hands out a testbed's fault
+API. The plugin module imports these names, so pytest registers the fixtures through it and
+tests keep importing them from ``testbed.pytest_plugin``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import trace
+
+_UNSET = object()
+#: the fixtures that bring up a topology (on --lnet-backend=sim they need no root)
+TOPOLOGY_FIXTURES = frozenset({"topology", "module_topology", "session_topology"})
+#: the testbeds a test made, for the evidence sections of its failure report
+TESTBEDS = pytest.StashKey[list[Any]]()
+
+
+def mininet_unavailable() -> str | None:
+    """Why tests needing root and Mininet cannot run here (None if they can)."""
+    if os.geteuid() != 0:
+        return "needs root (Mininet creates namespaces, veths and bridges)"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError as exc:
+        return f"needs Mininet (`import mininet` failed: {exc})"
+    return None
+
+
+
+def _run_uid(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get("testrunuid"):
+        return str(workerinput["testrunuid"])
+    uid = getattr(config, "_lnet_testbed_uid", None)
+    if uid is None:
+        uid = uuid.uuid4().hex
+        config._lnet_testbed_uid = uid  # type: ignore[attr-defined]
+    return uid
+
+
+def _worker_number(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    wid = str(workerinput.get("workerid", "")) if workerinput else ""
+    digits = "".join(c for c in wid if c.isdigit())
+    return digits or "m"
+
+
+_COUNTER = itertools.count(1)  # per process: names also carry the worker number and run uid
+
+
+def unique_name(config: pytest.Config) -> str:
+    """A testbed name no other test of this run (any worker) uses, matching NAME_RE."""
+    return f"t{_run_uid(config)[:4]}w{_worker_number(config)}n{next(_COUNTER)}"
+
+
+@pytest.fixture
+def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``make(topology_path=None, **kw) -> Testbed``; all are downed and checked at teardown.
+
+    ``kw`` goes to ``Testbed.up`` (``progress=``, ``root=``); ``name=`` is refused because
+    names must be unique per run.
+    """
+    reason = mininet_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from testbed.api import Testbed
+
+    made: list[tuple[str, Any]] = []  # (name, root), recorded before `up` is even tried
+
+    def make(topology_path: str | os.PathLike[str] | None = None, **kw: Any) -> Any:
+        if "name" in kw:
+            raise pytest.UsageError("testbed_factory picks unique names itself; drop name=")
+        name = unique_name(request.config)
+        made.append((name, kw.get("root")))
+        tb = Testbed.up(topology_path, name=name, **kw)
+        request.node.stash.setdefault(TESTBEDS, []).append(tb)  # evidence on failure
+        return tb
+
+    yield make
+
+    problems = []
+    for name, root in made:
+        problems += _teardown_one(name, root)
+    if problems:
+        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+def _teardown_one(name: str, root: Any) -> list[str]:
+    """Down testbed ``name`` (if it is still there) and list what it left behind."""
+    from testbed import runstate
+    from testbed.api import Testbed, TestbedError, leftovers
+    from testbed.clean import clean_testbed
+
+    crashed = _daemon_tracebacks(runstate.rundir(name, root))
+    try:
+        Testbed(name, runstate.rundir(name, root), runstate.runroot(root)).down()
+    except (TestbedError, OSError) as exc:
+        clean_testbed(name, root)
+        return [f"{name}: down failed: {exc}"]
+    # processes may take a moment to be reaped after their namespace's last task ended
+    deadline = time.monotonic() + 5.0
+    left = leftovers(name, root)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = leftovers(name, root)
+    if left:
+        clean_testbed(name, root)
+    return crashed + [f"{name}: {item}" for item in left]
+
+
+def _daemon_tracebacks(rdir: Path) -> list[str]:
+    """STYLE rule 12: a node daemon that logged a traceback fails the test that ran it."""
+    found = []
+    for log in sorted((rdir / "nodes").glob("*.log")):
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        if "Traceback (most recent call last)" in text:
+            tail = text[text.index("Traceback (most recent call last)"):][-1500:]
+            found.append(f"{rdir.name}: node {log.stem} logged a traceback:\n{tail}")
+    return found
+
+
+def wait_for(check: Callable[[], Any], timeout: float, interval: float = 0.2,
+             expected: Any = _UNSET, message: str = "") -> Any:
+    """Poll ``check`` until it returns a truthy value (or ``== expected`` if given).
+
+    Returns:
+        The last value ``check`` returned.
+
+    Raises:
+        AssertionError: on timeout, showing the last value seen (and what was expected).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+            error = None
+        except Exception as exc:  # a getter that fails is a value too: show it
+            value, error = None, exc
+        ok = error is None and (bool(value) if expected is _UNSET else value == expected)
+        if ok:
+            return value
+        if time.monotonic() >= deadline:
+            want = "a truthy value" if expected is _UNSET else repr(expected)
+            seen = f"raised {error!r}" if error is not None else f"returned {value!r}"
+            prefix = f"{message}: " if message else ""
+            raise AssertionError(f"{prefix}waited {timeout:g}s for {want}; last call {seen}")
+        time.sleep(interval)
+
+
+# -- topology fixtures ---------------------------------------------------------------------------
+
+
+def resolve_topology(spec: str | os.PathLike[str] | None, base: Path | None = None) -> Path | None:
+    """A ``topology`` marker argument as a file: a path (relative to ``base``, the test's
+    directory), or a name of ``topologies/`` (``"default"`` -> topologies/default.yaml).
+
+    Raises:
+        pytest.UsageError: no such file.
+    """
+    if spec is None:
+        return None
+    p = Path(spec)
+    candidates = [p] if p.is_absolute() else [*(([base / p]) if base else []), Path.cwd() / p]
+    if p.suffix not in (".yaml", ".yml"):
+        candidates += [trace.PROJECT_ROOT / "topologies" / f"{spec}.yaml"]
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise pytest.UsageError(f"topology {str(spec)!r}: no such file (tried "
+                            f"{', '.join(str(c) for c in candidates)})")
+
+
+def _topology_of(node: pytest.Item | pytest.Collector) -> Path | None:
+    mark = node.get_closest_marker("topology")
+    if mark is None:
+        return None
+    if len(mark.args) != 1 or mark.kwargs:
+        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.topology takes one topology "
+                                "name or path")
+    return resolve_topology(mark.args[0], Path(str(node.path)).parent)
+
+
+def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
+    """Bring up ``path`` on the configured backend; returns (testbed, name)."""
+    backend = config.getoption("--lnet-backend", "mininet")
+    name = unique_name(config)
+    from testbed.api import Testbed
+
+    if backend == "sim":  # pytest_configure refused it unless testbed.sim exists
+        return Testbed.up(path, name=name, backend="sim"), name
+    reason = mininet_unavailable()
+    if reason:
+        pytest.skip(reason)
+    return Testbed.up(path, name=name), name
+
+
+def _release(config: pytest.Config, tb: Any, name: str) -> list[str]:
+    if config.getoption("--lnet-backend", "mininet") == "sim":
+        tb.down()
+        return []
+    return _teardown_one(name, None)
+
+
+@pytest.fixture
+def topology(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A testbed of this test alone: the closest ``topology`` marker (default topology)."""
+    tb, name = _bring_up(request.config, _topology_of(request.node))
+    request.node.stash.setdefault(TESTBEDS, []).append(tb)
+    yield tb
+    problems = _release(request.config, tb, name)
+    if problems:
+        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def module_topology(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One testbed shared by the tests of a module (the module's ``topology`` marker).
+
+    For tests that only read state or leave it as they found it: each bring-up costs ~0.7 s.
+    """
+    tb, name = _bring_up(request.config, _topology_of(request.node))
+    yield tb
+    problems = _release(request.config, tb, name)
+    if problems:
+        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def session_topology(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One testbed per xdist worker for the whole run (``--lnet-topology``, else default)."""
+    path = resolve_topology(request.config.getoption("--lnet-topology", None))
+    tb, name = _bring_up(request.config, path)
+    yield tb
+    problems = _release(request.config, tb, name)
+    if problems:
+        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+class FaultHandle:
+    """Thin pass-through to a testbed's fault API (``tb.fault``), for suites and reports."""
+
+    def __init__(self, testbed: Any) -> None:
+        self.testbed = testbed
+        self.api = testbed.fault
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+
+@pytest.fixture
+def lnet_fault() -> Callable[[Any], FaultHandle]:
+    """``lnet_fault(tb)`` -> the fault API of ``tb``; skips while the API does not exist."""
+
+    def handle(tb: Any) -> FaultHandle:
+        if getattr(type(tb), "fault", None) is None:
+            pytest.skip("the fault API (testbed.api.Testbed.fault) is not available yet")
+        if tb.status().get("backend") == "sim":
+            pytest.skip("wire faults need the mininet backend (the sim has link state only)")
+        return FaultHandle(tb)
+
+    return handle
+
+
+class Traffic:
+    """A background PUT generator: bursts of ``burst`` PUTs from ``node`` to ``dst`` until
+    stopped; totals of what was sent, completed and failed (with the failure kinds).
+
+    Use as a context manager: ``with Traffic(c1, nid) as t: ...; t.totals()``.
+    """
+
+    def __init__(self, node: Any, dst: str, burst: int = 20, size: int = 4096) -> None:
+        self.node, self.dst, self.burst, self.size = node, dst, burst, size
+        self.sent = self.completed = self.failed = 0
+        self.errors: dict[str, int] = {}
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"traffic-{node.name}")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                reply = self.node.put(self.dst, count=self.burst, size=self.size, timeout=60.0)
+            except Exception as exc:  # recorded and shown by totals()
+                self.problems.append(repr(exc))
+                return
+            if not reply.get("ok"):
+                self.problems.append(str(reply.get("error", reply)))
+                return
+            self.sent += int(reply["sent"])
+            self.completed += int(reply["completed"])
+            self.failed += int(reply["failed"])
+            for kind, n in (reply.get("errors") or {}).items():
+                self.errors[kind] = self.errors.get(kind, 0) + int(n)
+
+    def start(self) -> Traffic:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 90.0) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(timeout)
+        return self.totals()
+
+    def totals(self) -> dict[str, Any]:
+        return {"sent": self.sent, "completed": self.completed, "failed": self.failed,
+                "errors": dict(self.errors), "problems": list(self.problems)}
+
+    def __enter__(self) -> Traffic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

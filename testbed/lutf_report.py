@@ -1,0 +1,130 @@
+"""Evidence and traceability of the ``lnet_testbed`` pytest plugin (``testbed/pytest_plugin.py``).
+
+Theory of operation (STYLE rule 15): when a test that used testbeds fails, its report gets
+sections with each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event
+log's tail (``pytest_runtest_makereport``, re-exported by the plugin module so pluggy registers
+it once). ``TraceCollector`` gathers the outcome of every test carrying requirement markers
+(on the xdist controller: from the workers' reports) and writes the ``--lnet-trace`` report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import trace
+from testbed.lutf_fixtures import TESTBEDS
+
+#: How many events of the log a failure report shows.
+EVENT_TAIL = 30
+#: Bound on each lnetctl call made to document a failure.
+EVIDENCE_TIMEOUT = 5.0
+
+_REQS = pytest.StashKey[dict[str, Any]]()
+
+
+def _requirements(config: pytest.Config) -> dict[str, Any]:
+    if _REQS not in config.stash:
+        try:
+            config.stash[_REQS] = trace.load_requirements(
+                config.getoption("--lnet-requirements", None))
+        except trace.TraceError as exc:
+            raise pytest.UsageError(f"{exc} (set --lnet-requirements=PATH)") from exc
+    return config.stash[_REQS]
+
+
+
+# -- evidence on failure -------------------------------------------------------------------------
+
+
+def _testbeds_of(item: pytest.Item) -> list[Any]:
+    """The testbeds a test used: made through its fixtures, or handed to it as arguments."""
+    found = list(item.stash.get(TESTBEDS, []))
+    for value in getattr(item, "funcargs", {}).values():
+        if hasattr(value, "events") and hasattr(value, "node") and value not in found:
+            found.append(value)
+    return found
+
+
+def lnet_evidence(tb: Any) -> list[tuple[str, str]]:
+    """(title, text) sections: each node's lnetctl state and the event log's tail."""
+    sections = []
+    try:
+        nodes = list(tb.nodes)
+    except Exception as exc:
+        return [(f"lnet {tb.name}", f"cannot list nodes: {exc}")]
+    for node in nodes:
+        parts = []
+        try:
+            handle = tb.node(node)
+            for cmd in ("net show -v 3", "peer show -v 3", "stats show"):
+                res = handle.lnetctl(cmd, timeout=EVIDENCE_TIMEOUT)
+                parts.append(f"$ lnetctl {cmd}   (rc {res.rc})\n{res.out}{res.err}")
+        except Exception as exc:
+            parts.append(f"node {node} did not answer: {exc}")
+        sections.append((f"lnet {tb.name}/{node}", "\n".join(parts)))
+    try:
+        import json
+
+        events = tb.events()[-EVENT_TAIL:]
+        sections.append((f"lnet {tb.name} events (last {len(events)})",
+                         "\n".join(json.dumps(e, sort_keys=True) for e in events)))
+    except Exception as exc:
+        sections.append((f"lnet {tb.name} events", f"cannot read the event log: {exc}"))
+    return sections
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call"):
+        for tb in _testbeds_of(item):
+            for title, text in lnet_evidence(tb):
+                report.sections.append((title, text))
+
+
+# -- traceability --------------------------------------------------------------------------------
+
+
+class TraceCollector:
+    """Per-run collector of requirement results (one per ``pytest.Config``, so a pytester
+    run inside a run keeps its own). On the xdist controller it sees every worker's reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.data = trace.new_data()
+        self.summary = ""
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        ids = [v for k, v in report.user_properties if k == "requirement"]
+        if not ids:
+            return
+        test = self.data["tests"].setdefault(report.nodeid,
+                                             {"requirements": ids, "outcome": None})
+        test["outcome"] = trace.merge_outcome(test["outcome"], report.when, report.outcome,
+                                              xfail=hasattr(report, "wasxfail"))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = self.config.getoption("--lnet-trace", None)
+        if not path or hasattr(self.config, "workerinput"):
+            return  # workers send their reports to the controller, which writes the report
+        writer = self.config.get_terminal_writer()
+        try:
+            reqs = _requirements(self.config)
+            trace.save_data(self.data, trace.data_path_for(path))
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(trace.render(reqs, self.data))
+        except (OSError, pytest.UsageError) as exc:
+            writer.line(f"lnet-trace: cannot write {path}: {exc}", red=True)
+            return
+        missing = trace.uncovered_required(reqs, self.data)
+        self.summary = (f"lnet-trace: {path}: {len(self.data['tests'])} tests with requirement "
+                        f"markers, {len(missing)} REQUIRED requirements uncovered")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.summary:
+            terminalreporter.write_line(self.summary)
