@@ -16,9 +16,15 @@ STAMP := $(VENV)/.installed
 demo: venv
 	$(PY) -m testbed.demo
 
+# Every test on the real path (Mininet), then the LUTF suites again on the in-process simulator
+# (same tests, virtual clock: backend parity), then one traceability report over both runs.
 test: venv
 	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml \
 	  --lnet-trace=reports/trace.md
+	$(PY) -m pytest tests/lutf --lnet-backend=sim -n auto -p no:cacheprovider \
+	  --junitxml=reports/junit-sim.xml --lnet-trace=reports/trace-sim.md
+	$(VENV)/bin/testbed trace --data reports/trace.json:reports/trace-sim.json \
+	  > reports/trace-all.md
 
 deps:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -60,6 +60,7 @@ def run_one(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         c1.put(S1_ETH0, count=200, size=args.size)  # connections up on both rails
         stop = threading.Event()
         totals = {"sent": 0, "failed": 0, "timeouts": 0}
+        errors: dict[str, int] = {}
 
         def load() -> None:
             while not stop.is_set():
@@ -67,6 +68,8 @@ def run_one(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 totals["sent"] += r.get("sent", 0)
                 totals["failed"] += r.get("failed", 0)
                 totals["timeouts"] += r.get("errors", {}).get("UNLINK:-110", 0)
+                for kind, n in r.get("errors", {}).items():
+                    errors[kind] = errors.get(kind, 0) + n
 
         worker = threading.Thread(target=load, daemon=True)
         worker.start()
@@ -105,7 +108,8 @@ def run_one(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 "longest_stall_s": round(stall, 2),
                 "detect_s": None if detect is None else round(detect, 2),
                 "puts": totals["sent"], "ulp_failures": totals["failed"],
-                "of_which_response_timeouts": totals["timeouts"], "eth1_health": health}
+                "of_which_response_timeouts": totals["timeouts"], "eth1_health": health,
+                "errors": ",".join(f"{k}:{n}" for k, n in sorted(errors.items())) or "-"}
     finally:
         tb.down()
 

@@ -156,11 +156,6 @@ class NodeHandle:
             argv += ["--timeout", str(max(1, round(timeout)))]
         return self.lnetctl(*argv, timeout=60.0 if timeout is None else timeout + 30.0)
 
-    def get(self, dst: str, timeout: float | None = None) -> Completed:
-        """An LNet GET to ``dst``: today the GET of the ping portal (``lnetctl ping``), the
-        only GET the daemon serves; a bulk GET generator is not there yet."""
-        return self.ping(dst, timeout=timeout)
-
     def exec_env(self) -> dict[str, str]:
         """Environment of a command run in this node: our lnetctl/lctl first on PATH."""
         env = dict(os.environ)
@@ -182,13 +177,26 @@ class NodeHandle:
             numa: int | None = None) -> dict[str, Any]:
         """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID); ``numa`` is
         the NUMA node of the messages' memory (emulated ``md_cpt``, snd-020)."""
-        req: dict[str, Any] = {"cmd": "put", "dst": dst, "count": count, "size": size}
+        return self._burst("put", dst, count, size, timeout, numa)
+
+    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            numa: int | None = None) -> dict[str, Any]:
+        """A burst of ``count`` LNet GETs of ``size`` bytes from ``dst``'s lnet_selftest
+        bulk portal (at most 64 in flight); each succeeds on its REPLY. Same result dict as
+        ``put``: ok, sent, completed, failed, errors (``"KIND:status"`` -> count)."""
+        return self._burst("get", dst, count, size, timeout, numa)
+
+    def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
+               numa: int | None) -> dict[str, Any]:
+        req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
         if numa is not None:
             req["numa"] = numa
         try:
             return request(self.sock, req, timeout=timeout)
         except DaemonUnreachable as exc:
             raise TestbedError(f"node {self.name}: {exc}") from exc
+        except (TypeError, ValueError) as exc:  # an argument JSON cannot carry
+            return {"ok": False, "error": f"{op}: bad argument: {exc}"}
 
 
 def _split(argv: Sequence[str]) -> list[str]:

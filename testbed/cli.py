@@ -156,10 +156,11 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     dst = args.to
     if "@" not in dst:
         dst = tb.node(dst).nids[0]
-    reply = tb.node(args.node).put(dst, count=args.count, size=args.size)
+    op = args.op  # "put" or "get" (argparse choices)
+    reply = getattr(tb.node(args.node), op)(dst, count=args.count, size=args.size)
     if not reply.get("ok"):
         raise CliError(f"traffic from {args.node} to {dst}: {reply.get('error', reply)}")
-    print(f"{args.node} -> {dst}: sent {reply.get('sent')} completed {reply.get('completed')} "
+    print(f"{args.node} -> {dst}: {op} sent {reply.get('sent')} completed {reply.get('completed')} "
           f"failed {reply.get('failed')}")
     for err, n in (reply.get("errors") or {}).items():
         print(f"  {err}: {n}")
@@ -245,8 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_up)
     up_parser = sp
     sp = named("sim", "one-shot sim backend: bring a topology up in-process, run a script")
-    sp.epilog = ("script lines: NODE lnetctl ARGS... | NODE lctl ARGS... | NODE put DST [COUNT "
-                 "[SIZE]] | link NODE IFACE up|down | run SECONDS | events")
+    sp.epilog = ("script lines: NODE lnetctl ARGS... | NODE lctl ARGS... | NODE put|get DST "
+                 "[COUNT [SIZE]] | link NODE IFACE up|down | run SECONDS | events")
     sp.add_argument("topology", nargs="?", help="topology YAML file")
     sp.set_defaults(func=cmd_sim)
     for sim_parser in (up_parser, sp):
@@ -271,8 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("clean", help="remove every leftover of every testbed",
                    description="remove every leftover of every testbed").set_defaults(
                        func=cmd_clean)
-    sp = named("traffic", "send a burst of LNet PUTs from a node")
+    sp = named("traffic", "send a burst of LNet PUTs (or GETs) from a node")
     sp.add_argument("node")
+    sp.add_argument("--op", choices=("put", "get"), default="put",
+                    help="get: each GET reads SIZE bytes back in its REPLY")
     sp.add_argument("--to", required=True, metavar="NID|NODE")
     sp.add_argument("--count", type=int, default=100)
     sp.add_argument("--size", type=int, default=4096, metavar="BYTES")

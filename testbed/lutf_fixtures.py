@@ -29,6 +29,8 @@ _UNSET = object()
 TOPOLOGY_FIXTURES = frozenset({"topology", "module_topology", "session_topology"})
 #: the testbeds a test made, for the evidence sections of its failure report
 TESTBEDS = pytest.StashKey[list[Any]]()
+#: the backends of the testbeds ``testbed_factory`` made for a test (trace report, issue 6)
+FACTORY_BACKENDS = pytest.StashKey[set[str]]()
 
 
 def mininet_unavailable() -> str | None:
@@ -88,6 +90,8 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
             raise pytest.UsageError("testbed_factory picks unique names itself; drop name=")
         name = unique_name(request.config)
         made.append((name, kw.get("root")))
+        request.node.stash.setdefault(FACTORY_BACKENDS, set()).add(str(kw.get("backend",
+                                                                             "mininet")))
         tb = Testbed.up(topology_path, name=name, **kw)
         request.node.stash.setdefault(TESTBEDS, []).append(tb)  # evidence on failure
         return tb
@@ -285,14 +289,18 @@ def lnet_fault() -> Callable[[Any], FaultHandle]:
 
 
 class Traffic:
-    """A background PUT generator: bursts of ``burst`` PUTs from ``node`` to ``dst`` until
-    stopped; totals of what was sent, completed and failed (with the failure kinds).
+    """A background traffic generator: bursts of ``burst`` PUTs (``op="get"``: GETs) from
+    ``node`` to ``dst`` until stopped; totals of what was sent, completed and failed (with
+    the failure kinds).
 
     Use as a context manager: ``with Traffic(c1, nid) as t: ...; t.totals()``.
     """
 
-    def __init__(self, node: Any, dst: str, burst: int = 20, size: int = 4096) -> None:
-        self.node, self.dst, self.burst, self.size = node, dst, burst, size
+    def __init__(self, node: Any, dst: str, burst: int = 20, size: int = 4096,
+                 op: str = "put") -> None:
+        if op not in ("put", "get"):
+            raise ValueError(f"Traffic: op must be 'put' or 'get', not {op!r}")
+        self.node, self.dst, self.burst, self.size, self.op = node, dst, burst, size, op
         self.sent = self.completed = self.failed = 0
         self.errors: dict[str, int] = {}
         self.problems: list[str] = []
@@ -303,7 +311,8 @@ class Traffic:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                reply = self.node.put(self.dst, count=self.burst, size=self.size, timeout=60.0)
+                reply = getattr(self.node, self.op)(self.dst, count=self.burst,
+                                                    size=self.size, timeout=60.0)
             except Exception as exc:  # recorded and shown by totals()
                 self.problems.append(repr(exc))
                 return

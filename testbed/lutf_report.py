@@ -5,6 +5,9 @@ sections with each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` 
 log's tail (``pytest_runtest_makereport``, re-exported by the plugin module so pluggy registers
 it once). ``TraceCollector`` gathers the outcome of every test carrying requirement markers
 (on the xdist controller: from the workers' reports) and writes the ``--lnet-trace`` report.
+Each test's report carries a ``backend`` user property (``backend_of_item``; also a JUnit
+property): ``mininet``/``sim`` when it used the plugin's testbed fixtures on that backend,
+``unit`` when it used none, so the report can tell coverage on Mininet apart (issue 6).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 
 from testbed import trace
-from testbed.lutf_fixtures import TESTBEDS
+from testbed.lutf_fixtures import FACTORY_BACKENDS, TESTBEDS, TOPOLOGY_FIXTURES
 
 #: How many events of the log a failure report shows.
 EVENT_TAIL = 30
@@ -77,8 +80,24 @@ def lnet_evidence(tb: Any) -> list[tuple[str, str]]:
     return sections
 
 
+def backend_of_item(item: pytest.Item) -> str:
+    """The backend ``item`` ran on: that of the topology fixtures (``--lnet-backend``) if it
+    uses one, ``mininet`` for ``testbed_factory`` (unless it made only sim testbeds),
+    ``unit`` if it used no testbed fixture at all."""
+    names = set(getattr(item, "fixturenames", ()))
+    found = set(item.stash.get(FACTORY_BACKENDS, set()))
+    if names & TOPOLOGY_FIXTURES:
+        found.add(str(item.config.getoption("--lnet-backend", "mininet")))
+    if "testbed_factory" in names and not found:
+        found.add("mininet")
+    return "mininet" if "mininet" in found else "sim" if found else "unit"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    if call.when in ("setup", "teardown"):  # teardown: testbed_factory's testbeds are known
+        props = [p for p in item.user_properties if p[0] != "backend"]
+        item.user_properties[:] = [*props, ("backend", backend_of_item(item))]
     outcome = yield
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call"):
@@ -107,6 +126,9 @@ class TraceCollector:
                                              {"requirements": ids, "outcome": None})
         test["outcome"] = trace.merge_outcome(test["outcome"], report.when, report.outcome,
                                               xfail=hasattr(report, "wasxfail"))
+        backends = [v for k, v in report.user_properties if k == "backend"]
+        if backends:
+            test["backend"] = backends[-1]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         path = self.config.getoption("--lnet-trace", None)
@@ -122,8 +144,10 @@ class TraceCollector:
             writer.line(f"lnet-trace: cannot write {path}: {exc}", red=True)
             return
         missing = trace.uncovered_required(reqs, self.data)
+        no_mininet = trace.uncovered_on_mininet(reqs, self.data)
         self.summary = (f"lnet-trace: {path}: {len(self.data['tests'])} tests with requirement "
-                        f"markers, {len(missing)} REQUIRED requirements uncovered")
+                        f"markers, {len(missing)} REQUIRED requirements uncovered, "
+                        f"{len(no_mininet)} not covered by a passing Mininet test")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary:

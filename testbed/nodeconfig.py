@@ -1,8 +1,9 @@
 """The lnetctl verbs that configure one node of a plan (contract B of the orchestrator).
 
 One list for both backends, so the Mininet supervisor and the simulator configure a node
-identically: ``lnet configure``, one ``net add`` per interface, the tunables, static peers,
-routes, UDSP rules, and last a raw ``lnet:`` block imported from a file (spec §9.4).
+identically: ``lnet configure``, one ``net add`` per interface, the tunables, static peers
+(``--non_mr`` for a ``multi_rail: false`` node, as an admin adds a downrev peer), routes, UDSP
+rules, and last a raw ``lnet:`` block imported from a file (spec §9.4).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def config_verbs(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[list[str]]:
         verb = ["peer", "add", "--prim_nid", peer.nids[0]]
         if len(peer.nids) > 1:
             verb += ["--nid", ",".join(peer.nids[1:])]
+        if not peer.multi_rail:  # lnet_add_peer_ni keeps a configured MR peer MR (bck-025)
+            verb.append("--non_mr")
         verbs.append(verb)
     verbs += [p.argv() for p in node.static_peers]          # long-form peers (cfg-070)
     verbs += [r.argv() for r in node.routes]                # route add (spec §6.1)

@@ -112,6 +112,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     reason = None
     sim = config.getoption("--lnet-backend", "mininet") == "sim"
     for item in items:
+        for rid in _marker_ids(item):  # (skipped tests too: the trace shows them skipped)
+            item.user_properties.append(("requirement", rid))  # JUnit <property>, trace data
         only = item.get_closest_marker("mininet_only")
         if sim and only is not None:
             why = only.args[0] if only.args else "needs the real network"
@@ -120,8 +122,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "module_topology" in getattr(item, "fixturenames", ()):
             # one module testbed per module, not one per worker: with --dist loadgroup
             item.add_marker(pytest.mark.xdist_group(f"lnet-{item.nodeid.split('::')[0]}"))
-        for rid in _marker_ids(item):
-            item.user_properties.append(("requirement", rid))  # JUnit <property>, trace data
         if item.get_closest_marker("mininet") is None:
             continue
         if sim and TOPOLOGY_FIXTURES & set(getattr(item, "fixturenames", ())):

@@ -38,11 +38,11 @@ from typing import Any, TextIO
 import yaml
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd, lnetctl_config
-from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.daemon.control import MAX_INFLIGHT, burst_args
+from nodes.daemon.runtime import SRPC_BULK_DATA, SRPC_RDMA_PORTAL
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
-from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID, Net, nid_from_ip
 from testbed import sh
 from testbed.api import NodeHandle, Testbed, TestbedError, _split
@@ -50,9 +50,6 @@ from testbed.fabric import VIRTUAL_TIME_LIMIT
 from testbed.nodeconfig import config_verbs
 from testbed.simfabric import SimFabric
 from testbed.topology import NodePlan, Plan, load_topology
-
-#: like the daemon's ``put`` verb: at most this many PUTs in flight
-MAX_PUT_INFLIGHT = 64
 
 
 def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -75,8 +72,11 @@ class SimRuntime:
         rng = random.Random(f"{seed}:{plan.name}")
         self.incarnation = rng.getrandbits(63) | 1
         self.engine = LNetEngine(rng=rng, incarnation=self.incarnation)
-        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF, sink=True)
+        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
+                              data=SRPC_BULK_DATA, sink=True)
         sim.fabric.add(self.name, self.engine)
+        # per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
+        self.sock_timeout: dict[NID, int] = {}
 
     def now(self) -> float:
         return self.sim.fabric.now
@@ -113,6 +113,8 @@ class SimRuntime:
                                            "has no IPv4 address")
         nid = nid_from_ip(str(iface.ip), net)
         self.engine.net_add(net, interface, nid, **kw)
+        self.sock_timeout.pop(nid, None)
+        self.sync_lnd_timeouts()
         self.sim.fabric.refresh()
         if nid in self.sim.fabric.down:  # the link watcher's first pass: carrier is down
             self.execute(self.engine.ni_set_fatal(nid, True, self.now()))
@@ -121,6 +123,27 @@ class SimRuntime:
     async def net_del(self, net: Net, interface: str | None) -> None:
         self.engine.net_del(net, interface)
         self.sim.fabric.refresh()
+
+    def sync_lnd_timeouts(self) -> None:
+        """As ``NodeRuntime._sync_lnd_timeouts`` (hlth-lnd-tx-timeout-from-lnet): an NI without
+        its own ``--lnd-timeout`` follows LNet's derived lnd_timeout (``ksocknal_timeout()``)."""
+        for ni in self.engine.local_nis():
+            if not ni.is_lo and ni.nid not in self.sock_timeout:
+                ni.lnd_timeout = self.engine.tunables.lnd_timeout
+
+    def set_lnd_timeout(self, net: Net, seconds: int) -> int:
+        """``NodeRuntime.set_lnd_timeout`` (``net set --lnd-timeout``; 0: back to LNet's);
+        returns how many NIs changed."""
+        count = 0
+        for ni in self.engine.local_nis():
+            if ni.nid.net == net:
+                if seconds:
+                    self.sock_timeout[ni.nid] = seconds
+                else:
+                    self.sock_timeout.pop(ni.nid, None)
+                ni.lnd_timeout = seconds or self.engine.tunables.lnd_timeout
+                count += 1
+        return count
 
     def lnd_link(self, nid: NID, up: bool) -> bool:
         """``NodeRuntime.lnd_link`` (hlth-dbg-sim-ni-down/up): a link event reported by the
@@ -161,6 +184,7 @@ class SimNodeHandle(NodeHandle):
         with self.testbed.lock:
             self.testbed._check_up()
             rc, out, err = run_sync(module.run(self.rt, list(argv)))  # type: ignore[arg-type]
+            self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
             self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
         return sh.Completed(rc, out, err)
 
@@ -186,45 +210,54 @@ class SimNodeHandle(NodeHandle):
         The whole burst runs under the testbed's lock, so a ``Traffic`` thread and the test's
         own verbs interleave between bursts, never inside the fabric."""
         with self.testbed.lock:
-            return self._put(dst, count, size, src, numa)
+            return self._burst("put", dst, count, size, src, numa)
 
-    def _put(self, dst: str, count: int, size: int, src: str | None,
-             numa: int | None = None) -> dict[str, Any]:
+    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            src: str | None = None, numa: int | None = None) -> dict[str, Any]:
+        """A burst of GETs of ``size`` bytes from the bulk portal, like the daemon's ``get``
+        verb (each succeeds on its REPLY)."""
+        with self.testbed.lock:
+            return self._burst("get", dst, count, size, src, numa)
+
+    def _burst(self, op: str, dst: str, count: int, size: int, src: str | None,
+               numa: int | None = None) -> dict[str, Any]:
         self.testbed._check_up()
-        try:
-            dnid = NID.parse(dst)
-            snid = NID.parse(src) if src else None
-        except LNetConfigError as e:
-            return {"ok": False, "error": e.descr}
-        if not 0 < count <= 1_000_000 or not 0 <= size <= LNET_MTU:
-            return {"ok": False, "error": "count must be 1..1000000 and size 0..1048576"}
-        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)
-                                 or numa < 0):
-            return {"ok": False, "error": f"numa must be a NUMA node number >= 0, not {numa!r}"}
-        rt, fab, payload = self.rt, self.testbed.fabric, bytes(size)
+        parsed = burst_args({"dst": dst, "count": count, "size": size, "src": src,
+                             "numa": numa})
+        if isinstance(parsed, str):
+            return {"ok": False, "error": parsed}
+        dnid, count, size, snid, numa = parsed
+        rt, fab, want = self.rt, self.testbed.fabric, "ACK" if op == "put" else "REPLY"
+        payload = bytes(size) if op == "put" else b""
+
+        def start() -> tuple[int, list[Action]]:
+            if op == "put":
+                return rt.engine.put(fab.now, dnid, payload=payload, portal=SRPC_RDMA_PORTAL,
+                                     src=snid, numa=numa)
+            return rt.engine.get(fab.now, dnid, length=size, portal=SRPC_RDMA_PORTAL,
+                                 src=snid, numa=numa)
+
         events = fab.events[self.name]
         errors: dict[str, int] = {}
         inflight: set[int] = set()
         started = done = 0
         seen = len(events)
         while done < count:
-            while started < count and len(inflight) < MAX_PUT_INFLIGHT:
-                handle, _ = rt.start(lambda: rt.engine.put(
-                    fab.now, dnid, payload=payload, portal=SRPC_RDMA_PORTAL, src=snid,
-                    numa=numa))
+            while started < count and len(inflight) < MAX_INFLIGHT:
+                handle, _ = rt.start(start)
                 inflight.add(handle)
                 started += 1
             for ev in events[seen:]:
                 if ev.unlinked and ev.handle in inflight:
                     inflight.discard(ev.handle)
                     done += 1
-                    if ev.kind != "ACK" or ev.status != 0:
+                    if ev.kind != want or ev.status != 0:
                         errors[f"{ev.kind}:{ev.status}"] = errors.get(
                             f"{ev.kind}:{ev.status}", 0) + 1
             seen = len(events)
-            refill = started < count and len(inflight) < MAX_PUT_INFLIGHT
+            refill = started < count and len(inflight) < MAX_INFLIGHT
             if done < count and not refill and not fab.step():
-                raise TestbedError(f"sim: node {self.name}: PUTs can never complete")
+                raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never complete")
         failed = sum(errors.values())
         return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
                 "errors": errors}
@@ -384,7 +417,7 @@ class SimTestbed(Testbed):
 # ------------------------------------------------------------------------------ scripts
 SCRIPT_HELP = """one command per line ('#' starts a comment):
   NODE lnetctl ARGS...          NODE lctl ARGS...
-  NODE put DST_NID|NODE [COUNT [SIZE]]
+  NODE put|get DST_NID|NODE [COUNT [SIZE]]
   link NODE IFACE up|down       run SECONDS        events"""
 
 
@@ -425,11 +458,11 @@ def _script_line(tb: SimTestbed, words: list[str], out: TextIO, err: TextIO) -> 
         out.write(res.out)
         err.write(res.err)
         return res.rc
-    if len(words) in (3, 4, 5) and words[1] == "put":
+    if len(words) in (3, 4, 5) and words[1] in ("put", "get"):
         dst = words[2] if "@" in words[2] else tb.node(words[2]).nids[0]
         count = int(words[3]) if len(words) > 3 else 1
         size = int(words[4]) if len(words) > 4 else 4096
-        reply = tb.node(head).put(dst, count=count, size=size)
+        reply = getattr(tb.node(head), words[1])(dst, count=count, size=size)
         if not reply.get("ok"):
             raise TestbedError(str(reply.get("error")))
         out.write(yaml.safe_dump({k: reply[k] for k in ("sent", "completed", "failed",

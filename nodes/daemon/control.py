@@ -28,7 +28,29 @@ if TYPE_CHECKING:
     from nodes.daemon.runtime import NodeRuntime
 
 log = logging.getLogger("control")
-MAX_PUT_INFLIGHT = 64
+MAX_INFLIGHT = 64  # PUTs or GETs of one burst in flight at once
+
+
+def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | None] | str:
+    """Check a ``put``/``get`` request's arguments: (dst, count, size, src, numa), or a
+    one-line error naming the bad argument (shared by the sim backend, testbed/sim.py)."""
+    try:
+        dst = NID.parse(str(req.get("dst", "")))
+    except LNetConfigError as e:
+        return f"dst: {e.descr}"
+    try:
+        src = NID.parse(str(req["src"])) if req.get("src") else None
+    except LNetConfigError as e:
+        return f"src: {e.descr}"
+    count, size = req.get("count", 1), req.get("size", 4096)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1_000_000:
+        return f"count must be an integer 1..1000000, not {count!r}"
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= LNET_MTU:
+        return f"size must be an integer 0..{LNET_MTU}, not {size!r}"
+    numa = req.get("numa")  # NUMA node of the message memory (snd-020, emulated)
+    if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
+        return f"numa must be a NUMA node number >= 0, not {numa!r}"
+    return dst, count, size, src, numa
 
 
 class ControlServer:
@@ -90,38 +112,37 @@ class ControlServer:
             rc, out, err = await module.run(self.rt, argv)
             self.rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
             return {"rc": rc, "out": out, "err": err}
-        if cmd == "put":
-            return await self._put(req)
+        if cmd in ("put", "get"):
+            return await self._burst(cmd, req)
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}
         raise ValueError(f"unknown cmd '{cmd}'")
 
-    async def _put(self, req: dict[str, Any]) -> dict[str, Any]:
-        """A burst of PUTs to the lnet_selftest bulk portal, at most 64 in flight."""
-        try:
-            dst = NID.parse(str(req["dst"]))
-        except LNetConfigError as e:
-            return {"ok": False, "error": e.descr}
-        count, size = int(req.get("count", 1)), int(req.get("size", 4096))
-        if not 0 < count <= 1_000_000 or not 0 <= size <= LNET_MTU:
-            return {"ok": False, "error": "count must be 1..1000000 and size 0..1048576"}
-        src = NID.parse(req["src"]) if req.get("src") else None
-        numa = req.get("numa")  # NUMA node of the message memory (snd-020, emulated)
-        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)
-                                 or numa < 0):
-            return {"ok": False, "error": f"numa must be a NUMA node number >= 0, not {numa!r}"}
-        sem = asyncio.Semaphore(MAX_PUT_INFLIGHT)
+    async def _burst(self, op: str, req: dict[str, Any]) -> dict[str, Any]:
+        """A burst of ``count`` PUTs (ACKed) or GETs (answered with a REPLY of ``size``
+        bytes) to the lnet_selftest bulk portal, at most 64 in flight; each message succeeds
+        when its final event is the ACK/REPLY with status 0 (spec §4.4)."""
+        parsed = burst_args(req)
+        if isinstance(parsed, str):
+            return {"ok": False, "error": parsed}
+        dst, count, size, src, numa = parsed
+        sem = asyncio.Semaphore(MAX_INFLIGHT)
         errors: collections.Counter[str] = collections.Counter()
-        payload = bytes(size)
+        engine, want = self.rt.engine, "ACK" if op == "put" else "REPLY"
+        payload = bytes(size) if op == "put" else b""
+
+        def start() -> tuple[int, list[Any]]:
+            if op == "put":
+                return engine.put(self.rt.now(), dst, payload=payload,
+                                  portal=SRPC_RDMA_PORTAL, src=src, numa=numa)
+            return engine.get(self.rt.now(), dst, length=size, portal=SRPC_RDMA_PORTAL,
+                              src=src, numa=numa)
 
         async def one() -> None:
             async with sem:
-                events = await self.rt.wait_final(lambda: self.rt.engine.put(
-                    self.rt.now(), dst, payload=payload, portal=SRPC_RDMA_PORTAL, src=src,
-                    numa=numa))
-                final = events[-1]
-                if final.kind != "ACK" or final.status != 0:
+                final = (await self.rt.wait_final(start))[-1]
+                if final.kind != want or final.status != 0:
                     errors[f"{final.kind}:{final.status}"] += 1
 
         await asyncio.gather(*(one() for _ in range(count)))

@@ -17,6 +17,12 @@ reproduce byte for byte (lnet/utils/lnetctl.c ``jt_set_*``, liblnetconfig.c
    <strerror(errno)>``; ``numa_range`` goes by ioctl: -errno and ``cannot configure
    numa_range to <v>: <strerror>``.
 
+What reaches the kernel is what liblnetconfig sends: ``discovery`` and ``drop_asym_route`` are
+written as 0/1 (``lustre_lnet_config_discovery`` writes ``enable ? 0 : 1`` to
+lnet_peer_discovery_disabled, ``..._drop_asym_route`` ``drop ? 1 : 0``), so any integer is
+accepted; ``numa_range`` travels in the ``__u32 sv_value`` of IOC_LIBCFS_SET_NUMA_RANGE, so -1
+is stored (and shown by ``global show``) as 4294967295.
+
 Testbed-only tunables (``forwarding``, router checker knobs) keep the engine's own text.
 """
 
@@ -62,6 +68,11 @@ PARSE_TEXT = {
     "max_recovery_ping_interval": "cannot parse maximum recovery interval value",
     "routing": "cannot parse routing value.\nmust be 0 for disable or 1 for enable",
 }
+#: tunables liblnetconfig writes as a boolean 0/1 (any non-zero integer enables)
+BOOLEAN = ("discovery", "drop_asym_route")
+#: tunables passed to the kernel in an unsigned 32-bit ioctl field
+U32 = ("numa_range",)
+
 #: liblnetconfig's own range checks: tunable -> (ok(value), errno, text)
 LIB_CHECKS = {
     "response_tracking": (lambda v: 0 <= v <= 3, -EINVAL, "Valid values are: 0, 1, 2, or 3"),
@@ -118,6 +129,10 @@ def set_tunable(rt: NodeRuntime, name: str, text: str) -> Result:
     if value is None or (name == "routing" and value not in (0, 1)):
         return 255, "", parser_error(PARSE_TEXT.get(name, f"cannot parse {name} value"))
     value = c_int(value)
+    if name in BOOLEAN:
+        value = int(value != 0)
+    elif name in U32:
+        value %= 2**32
     if name in LIB_CHECKS:
         ok, errno, descr = LIB_CHECKS[name]
         if not ok(value):
@@ -137,7 +152,7 @@ def set_tunable(rt: NodeRuntime, name: str, text: str) -> Result:
             entity, words = SYSFS[name]
             return _fail(entity, LUSTRE_CFG_RC_GENERIC_ERR, f"cannot configure {words}: {why}")
         if name == "numa_range":
-            return _fail(name, e.errno, f"cannot configure numa_range to {value}: {why}")
+            return _fail(name, e.errno, f"cannot configure numa_range to {c_int(value)}: {why}")
         if name in BUFFERS:
             return _fail("buf", e.errno, f"cannot configure buffers: {why}")
         if name == "routing":

@@ -23,14 +23,18 @@ from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
+from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net, nid_from_ip
 
 log = logging.getLogger("lnet")
 
 #: lnet_selftest's bulk portal (lnet/selftest/selftest.h SRPC_RDMA_PORTAL): the traffic
-#: generator PUTs there and every node posts a sink match entry on it at start.
+#: generator PUTs and GETs there and every node posts a sink match entry on it at start.
 SRPC_RDMA_PORTAL = 52
+#: what a GET on that match entry reads (a GET of N bytes gets N bytes back): one shared
+#: zero buffer of LNET_MTU bytes, never copied per node (bytes are immutable).
+SRPC_BULK_DATA = bytes(LNET_MTU)
 
 
 class NodeRuntime:
@@ -57,7 +61,8 @@ class NodeRuntime:
         self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link,
                                    on_simulated=self._on_simulated_link)
         self._linkwatch_task = self.loop.create_task(self.linkwatch.run())
-        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF, sink=True)
+        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
+                              data=SRPC_BULK_DATA, sink=True)
 
     def now(self) -> float:
         return self.loop.time()

@@ -10,7 +10,8 @@ This module is the facade; the work lives in one module per concept: ``send.py``
 commit -> credits -> Transmit, tx finalize, resend), ``select.py`` (spec §2), ``health.py``
 (spec §3.1-3.3), ``recovery.py`` (spec §3.5, driven by the 1 s monitor tick), ``receive.py``
 (spec §4.2), ``router.py`` (routing, spec §6: ``route``, ``rtrpool``, ``rtrcheck``,
-``rtralive``, ``rtrstate``), ``views.py`` (spec §9).
+``rtralive``, ``rtrstate``), ``nistate.py`` (NI add/del, link state, dbg-110 logging),
+``views.py`` (spec §9).
 Invariant (spec §4.4): every send ends in exactly one final MD event (``unlinked=True``),
 success or failure with a negative errno.
 """
@@ -20,15 +21,13 @@ from __future__ import annotations
 import heapq
 import random
 
-from nodes.lnet import discovery, notify, recovery, send, udsp, views
+from nodes.lnet import discovery, nistate, notify, recovery, send, udsp, views
 from nodes.lnet.actions import Action, Log, MDEvent
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.errors import (
     ECANCELED,
     EEXIST,
-    EINVAL,
     ENODEV,
-    ENOENT,
     ESHUTDOWN,
     ETIMEDOUT,
     LNetConfigError,
@@ -45,7 +44,7 @@ from nodes.lnet.hdr import (
     MsgType,
     WireHandle,
 )
-from nodes.lnet.health import remote_failure, set_ni_health
+from nodes.lnet.health import remote_failure
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.msg import MD, ME, Msg
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNetNet, LNetNI, NetTunables
@@ -92,6 +91,7 @@ class LNetEngine:
         self.multi_rail = True  # False: a "downrev" non-MR node (seed 000 bck-*, discovery.py)
         self.udsp = udsp.UDSPTable()        # ln_udsp_list (spec §7)
         self.notices = notify.Notices()     # health notices for user space (hlth-lnt-udev)
+        self.nistate = nistate.NIStateLog()  # local NI states last logged (dbg-110)
         self.rx_now = 0.0                   # ``now`` of the receive being parsed
         self._hook_peers()
 
@@ -136,62 +136,18 @@ class LNetEngine:
         """``lnetctl net add --net N --if IF``: one NI per interface (cfg-020, cfg-040).
 
         ``numa`` is the emulated NUMA node of the interface's device (``dev cpt``, snd-010;
-        testbed extension ``--numa``); None leaves it unbound (-1).
+        testbed extension ``--numa``); None leaves it unbound (-1). Logged (dbg-110) at the
+        next tick (``nistate.py``).
         """
         self._require_up()
-        if net == LO_NET:
-            raise LNetConfigError(-EINVAL, "cannot add network: Invalid argument")
-        if numa is not None and numa < 0:
-            raise LNetConfigError(-EINVAL, f"cannot add network: invalid NUMA node {numa}")
-        if any(ni.nid == nid for ni in self.local_nis()):
-            raise LNetConfigError(-EEXIST, "cannot add network: File exists")
-        lnet = self.nets.get(net)
-        if lnet is None:
-            lnet = LNetNet(net)
-            if peer_credits is not None:
-                lnet.tunables.peer_credits = peer_credits
-            if credits is not None:
-                lnet.tunables.credits = credits
-            if peer_timeout is not None:
-                lnet.tunables.peer_timeout = peer_timeout
-            self.nets[net] = lnet
-            udsp.on_net(self, lnet)  # spec §7.3: rules applied to a new net
-        elif any(ni.interface == interface for ni in lnet.nis):
-            raise LNetConfigError(-EEXIST, "cannot add network: File exists")
-        elif not self.multi_rail:  # downrev LNet: one NI per net (discovery.py, bck-*)
-            raise LNetConfigError(-EEXIST, f"cannot add network: non-Multi-Rail node "
-                                           f"already has an NI on {net}")
-        max_cr = lnet.tunables.credits
-        ni = LNetNI(nid, interface, lnet, cpts=cpts, tx_credits=max_cr, max_tx_credits=max_cr,
-                    min_tx_credits=max_cr, dev_cpt=-1 if numa is None else numa)
-        lnet.nis.append(ni)
-        udsp.on_ni(self, ni)  # spec §7.3: rules applied to a new NI
-        self._ping_changed()
-        # peer NIs on this net created before it existed now get credits (spec §1.3)
-        for lpni in self.peers.by_nid.values():
-            if lpni.nid.net == net and lpni.max_tx_credits == 0:
-                c = lnet.tunables.peer_credits
-                lpni.tx_credits = lpni.max_tx_credits = lpni.min_tx_credits = c
-                lpni.rtr_credits = lpni.min_rtr_credits = c
-        return ni
+        return nistate.net_add(self, net, interface, nid, peer_credits=peer_credits,
+                               credits=credits, peer_timeout=peer_timeout, cpts=cpts,
+                               numa=numa)
 
     def net_del(self, net: Net, interface: str | None = None) -> list[NID]:
-        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed."""
+        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110)."""
         self._require_up()
-        lnet = self.nets.get(net)
-        if lnet is None or net == LO_NET:
-            raise LNetConfigError(-ENOENT, "cannot delete network: No such file or directory")
-        victims = [ni for ni in lnet.nis if interface is None or ni.interface == interface]
-        if not victims:
-            raise LNetConfigError(-ENOENT, "cannot delete network: No such file or directory")
-        for ni in victims:
-            lnet.nis.remove(ni)
-            if ni in self.ni_recoveryq:
-                self.ni_recoveryq.remove(ni)
-        if not lnet.nis:
-            del self.nets[net]
-        self._ping_changed()
-        return [ni.nid for ni in victims]
+        return nistate.net_del(self, net, interface)
 
     def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
                  lock_prim: bool = False) -> None:
@@ -239,36 +195,11 @@ class LNetEngine:
         status returns to ``up`` when its health is 1000 (config.c), otherwise it is (re)queued
         for local recovery, whose pings now succeed and raise it (spec §3.5).
         """
-        ni = self.ni_by_nid(nid)
-        if ni is None or ni.is_lo:
-            return [Log(level="warning", text=f"link state change for unknown NI {nid}")]
-        old = ni.fatal_error
-        ni.fatal_error = fatal
-        if old == fatal:
-            return []
-        if fatal:
-            ni.link_events.down += 1
-        else:
-            ni.link_events.up += 1
-        self.notices.emit("ni_link", nid=str(nid), link="down" if fatal else "up", cause=cause)
-        # the NI's status is updated in place in the ping buffer: no rebuild, no push (§5.1)
-        if not fatal:
-            if ni.healthv == LNET_MAX_HEALTH_VALUE:
-                ni.status = LNET_NI_STATUS_UP
-            else:
-                recovery.ni_enqueue(self, ni, now, manual=True)
-        return [Log(level="error", text=f"local NI {nid} link {'down' if fatal else 'up'}: "
-                                        f"fatal state {'set' if fatal else 'cleared'}")]
+        return nistate.ni_set_fatal(self, nid, fatal, now, cause)
 
     def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
         """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""
-        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
-            value = LNET_MAX_HEALTH_VALUE
-        for ni in self.local_nis():
-            if nid is not None and ni.nid != nid:
-                continue
-            set_ni_health(ni, value)
-            recovery.ni_enqueue(self, ni, now, manual=True)
+        nistate.net_set_health(self, nid, value, now)
 
     def peer_set_health(self, nid: NID | None, value: int, now: float) -> None:
         """``lnetctl peer set --nid X|--all --health V`` (spec §3.6; subject to §3.5 rules)."""
@@ -454,6 +385,14 @@ class LNetEngine:
     # ------------------------------------------------------------------ LND events
     def handle(self, event: TxCompleted | MessageReceived | PeerNotify,
                now: float) -> list[Action]:
+        """An LND event. Local NI state changes (dbg-110) from before it are logged first,
+        those it caused last (``nistate.py``)."""
+        actions = nistate.status_logs(self) if nistate.pending(self) else []
+        actions += self._handle(event, now)
+        return actions + nistate.status_logs(self) if nistate.pending(self) else actions
+
+    def _handle(self, event: TxCompleted | MessageReceived | PeerNotify,
+                now: float) -> list[Action]:
         if isinstance(event, PeerNotify):  # lnet_notify from the LND (seed 002, rtralive.py)
             return self.router.notify(event, now)
         if isinstance(event, TxCompleted):
@@ -514,10 +453,11 @@ class LNetEngine:
 
     # ------------------------------------------------------------------ time
     def next_deadline(self) -> float | None:
-        """Earliest of: MD timers, delayed messages (spec §8.3), the monitor tick (§3.5)."""
+        """Earliest of: MD timers, delayed messages (spec §8.3), the monitor tick (§3.5);
+        at once when a local NI state change waits to be logged (dbg-110, nistate.py)."""
         times = (self.faults.next_deadline(), self._next_md_deadline(),
                  recovery.deadline(self), self.router.deadline(),
-                 discovery.deadline(self))
+                 discovery.deadline(self), 0.0 if nistate.pending(self) else None)
         return min((t for t in times if t is not None), default=None)
 
     def _next_md_deadline(self) -> float | None:
@@ -532,7 +472,8 @@ class LNetEngine:
     def handle_timer(self, now: float) -> list[Action]:
         """Delayed messages, response trackers (spec §3.4), caller timeouts, monitor tick."""
         self.rx_now = now  # delayed rx messages are parsed here (md_response's clock)
-        actions: list[Action] = release(self, now)  # delayed messages due (spec §8.3)
+        actions = nistate.status_logs(self)  # changes by config calls, with their cause
+        actions += release(self, now)  # delayed messages due (spec §8.3)
         while self._timers and self._timers[0][0] <= now:
             t, handle = heapq.heappop(self._timers)
             md = self._mds.get(handle)
@@ -557,7 +498,7 @@ class LNetEngine:
         due = discovery.deadline(self)
         if due is not None and due <= now:
             actions += discovery.tick(self, now)  # deferred discovery work (spec §5.2)
-        return actions
+        return actions + nistate.status_logs(self)  # NI state changes not logged yet (dbg-110)
 
     def ni_status_up(self, ni: LNetNI) -> bool:
         return ni.status == LNET_NI_STATUS_UP

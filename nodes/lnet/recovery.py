@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from nodes.lnet import nistate
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -118,6 +119,7 @@ def _recover_local(eng: LNetEngine, now: float) -> list[Action]:
 
             inc_ni(eng, ni)
             ni.ping_count = 0
+            actions += nistate.log_status(eng, ni, "recovery ping")  # dbg-110
         else:
             ni.recovery_state |= RECOVERY_FAILED
     return actions

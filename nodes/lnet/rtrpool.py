@@ -9,8 +9,9 @@ back when that send finalizes. Routers never drop on deadline.
 
 Final hop (``lnet_mr_forwarding_allowed``, lib-move.c): when the destination is on a local net
 the router honours the originator's choice of peer NI, unless originator and destination are
-both Multi-Rail and the chosen peer NI is down or below full health: then it sends to the
-destination's best other NI (healthiest, UP) on a local net.
+both Multi-Rail and the chosen peer NI is down or below full health: then it sends a PUT or
+GET to the destination's best other NI (healthiest, UP) on a local net; an ACK or REPLY always
+goes to the addressed NI (``lnet_handle_any_mr_dsta``, SND_RESP).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.hdr import LNET_MTU
+from nodes.lnet.hdr import LNET_MTU, MsgType
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -142,6 +143,8 @@ class RouterPools:
         dst = msg.final_dst
         if dst is None or dst.net not in eng.nets:
             return []  # not the final hop
+        if msg.type in (MsgType.ACK, MsgType.REPLY):
+            return []  # SND_RESP: an ACK/REPLY goes to the exact dst NID (spec §2.3)
         lpni = eng.peers.find_lpni(dst)
         src = eng.peers.find_lpni(msg.hdr.src_nid)
         if lpni is None or src is None or not src.peer.multi_rail \

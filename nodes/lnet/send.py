@@ -25,13 +25,13 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from nodes.lnet import nistate
 from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, ETIMEDOUT
 from nodes.lnet.fault import tx_hook
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, MsgType
 from nodes.lnet.health import health_check
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.router import RouteWait
 from nodes.lnet.select import SelectError, find_local_ni, select_pathway
 
@@ -251,16 +251,6 @@ def _resend(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
             *post_send(eng, msg, now)]
 
 
-def _ni_status_log(ni: LNetNI, was: int, why: str) -> list[Action]:
-    """dbg-110: a local NI whose status moved (health reached 0 -> down, 1000 -> up, spec
-    §3.1) is logged at error level, as its link changes are (``engine.ni_set_fatal``)."""
-    if ni.status == was:
-        return []
-    state = "up" if ni.status == LNET_NI_STATUS_UP else "down"
-    return [Log(level="error", text=f"local NI {ni.nid} status {state}: health {ni.healthv} "
-                                    f"after {why}")]
-
-
 def finalize_tx(eng: LNetEngine, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
                 no_resend: bool = False) -> list[Action]:
     """``lnet_finalize`` of a sent message: credits, health, maybe resend, stats, events."""
@@ -271,9 +261,9 @@ def finalize_tx(eng: LNetEngine, msg: Msg, now: float, rc: int, hstatus: HStatus
     if lpni is not None and hstatus != HStatus.OK:
         eng.router.tx_failed(lpni, hstatus)  # LND peer-down notification (seed 002)
     if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
-        was = ni.status
         resend, logs = health_check(eng, msg, now)
-        actions += logs + _ni_status_log(ni, was, hstatus.name)
+        # dbg-110: a status moved by this health change is logged with its cause (spec §3.1)
+        actions += logs + nistate.log_status(eng, ni, hstatus.name)
         if resend:
             return actions + _resend(eng, msg, now)
     msg.tx_committed = False

@@ -90,3 +90,23 @@ def test_non_mr_peer_used_only_on_its_nid(testbed_factory: Any) -> None:
     assert res["completed"] == 3, res
     assert nids_of(peers(s2)[C1[0]]) == [C1[0]]
     assert s2.lnetctl("net", "add", "--net", "tcp", "--if", "eth1").rc != 0  # one NI per net
+
+
+@pytest.mark.requirement("bck-025")
+def test_static_non_mr_peer_is_added_non_mr(testbed_factory: Any, tmp_path: Any) -> None:
+    """bck-025: a ``peers:`` entry naming a ``multi_rail: false`` node is added with
+    ``peer add --non_mr`` (testbed/nodeconfig.py): ``lnet_add_peer_ni`` would keep a peer
+    configured MR even when its ping says otherwise, and the client would spread PUTs over
+    s2's second NID. Non-MR, every PUT goes to the NID addressed."""
+    topo = tmp_path / "compat-static.yaml"
+    topo.write_text((TOPOLOGIES / "compat.yaml").read_text().replace(
+        "c1: {interfaces: [lan0, lan1]}", "c1: {interfaces: [lan0, lan1], peers: [s2]}"))
+    tb = testbed_factory(topo)
+    c1 = tb.node("c1")
+    s2_tcp, s2_tcp1 = "10.10.0.3@tcp", "10.11.0.3@tcp1"
+    view = peers(c1)[s2_tcp]
+    assert view["Multi-Rail"] is False and nids_of(view) == [s2_tcp, s2_tcp1]
+    res = c1.put(s2_tcp, count=20, size=1024)
+    assert res["completed"] == 20, res
+    sends = {x["nid"]: x["statistics"]["send_count"] for x in peers(c1)[s2_tcp]["peer ni"]}
+    assert sends[s2_tcp] >= 20 and sends[s2_tcp1] == 0, sends

@@ -100,14 +100,21 @@ def test_values_are_passed_as_c_int() -> None:
     ("numa_range", "0x10", 16), ("max_interfaces", "3", 4096),  # < 16: the kernel's default
     ("recovery_interval", "0", 1),  # deprecated: recovery_interval_set only warns
     ("recovery_limit", "017", 15), ("max_recovery_ping_interval", "64", 64),
+    # lustre_lnet_config_discovery/_drop_asym_route write any non-zero as 1 ...
+    ("discovery", "2", 1), ("discovery", "-1", 1), ("discovery", "0x100000000", 0),
+    ("drop_asym_route", "7", 1), ("drop_asym_route", "-3", 1),
+    # ... and numa_range travels as the __u32 sv_value of IOC_LIBCFS_SET_NUMA_RANGE
+    ("numa_range", "-1", 2**32 - 1), ("numa_range", "-2", 2**32 - 2),
 ])
 def test_accepted_values_as_the_kernel_stores_them(c1: Any, tunable: str, value: str,
                                                    shown: int) -> None:
+    """Exit 0, silent, and ``global show`` prints what the kernel stored (spec §9.1)."""
     old = c1.yaml("global show")["global"][tunable]
     try:
         res = c1.lnetctl("set", tunable, value)
         assert (res.rc, res.out, res.err) == (0, "", "")
         assert c1.yaml("global show")["global"][tunable] == shown
+        assert f"    {tunable}: {shown}\n" in c1.lnetctl("global show").out
     finally:
         c1.lnetctl("set", tunable, str(old))
 

@@ -2,8 +2,8 @@
 the transition tables, MR forwarding on the final hop, routes on peer consolidation (seed 001,
 seed 002 rtr-*, spec §6.3/§6.4; nodes/lnet/rtralive.py, rtrstate.py, rtrpool.py).
 
-Engines here set ``dc_enabled`` explicitly where discovery matters (the teammate flipping the
-default must not change these results).
+Engines run with discovery on, LNet's default (``lnet_peer_discovery_disabled=0``, spec §5):
+routers and destinations are discovered on first use, as on a real node.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ S1 = [NID.parse("10.20.0.1@tcp1"), NID.parse("10.21.0.1@tcp1")]
 PORTAL = 52
 
 
-def _eng(inc: int, nids: list[NID], dc: bool = False) -> LNetEngine:
+def _eng(inc: int, nids: list[NID]) -> LNetEngine:
     eng = LNetEngine(incarnation=inc)
-    eng.dc_enabled = dc
     eng.configure()
     for i, nid in enumerate(nids):
         eng.net_add(nid.net, f"eth{i}", nid)
@@ -142,12 +141,12 @@ def test_health_below_router_sensitivity_tells_the_lnd() -> None:
 
 
 # ------------------------------------------------------------------ on the fabric
-def _routed(dc: bool = False, s_nids: list[NID] = S1) -> Fabric:
+def _routed(s_nids: list[NID] = S1) -> Fabric:
     """c1 (tcp) -- r1 (tcp, tcp1) -- s1 (two NIs on tcp1, MR, unless ``s_nids``)."""
     fab = Fabric()
-    fab.add("c1", _eng(1, [C1], dc))
-    r = fab.add("r1", _eng(2, R1, dc))
-    fab.add("s1", _eng(3, s_nids, dc))
+    fab.add("c1", _eng(1, [C1]))
+    r = fab.add("r1", _eng(2, R1))
+    fab.add("s1", _eng(3, s_nids))
     fab.apply("r1", r.set_tunable("forwarding", 1, 0.0))
     for name in ("c1", "s1"):
         fab.engines[name].set_tunable("alive_router_check_interval", 5)
@@ -195,7 +194,7 @@ def test_fabric_notifies_gateway_down_and_router_queries_down_peer() -> None:
 def test_mr_forwarding_on_the_final_hop() -> None:
     """``lnet_mr_forwarding_allowed``: originator and destination Multi-Rail, the addressed
     NI down -> the router delivers to the destination's other NI (header dest_nid too)."""
-    fab = _routed(dc=True)
+    fab = _routed()
     assert _put(fab, S1[0], run=3.0) == [("ACK", 0)]
     r = fab.engines["r1"]
     s1_peer = r.peers.find_peer(S1[0])
@@ -213,7 +212,7 @@ def test_routes_and_parked_sends_follow_a_merged_gateway() -> None:
     """002 "Router Discovery" consolidation: routes added through two NIDs of one router are
     two gateway peers until discovery merges them; a send parked on the discovery of one of
     them is redone and delivered through the merged gateway, which carries both routes."""
-    fab = _routed(dc=True)
+    fab = _routed()
     c, r = fab.engines["c1"], fab.engines["r1"]
     r_extra = NID.parse("10.10.0.12@tcp")  # a second NID of r1 on c1's net
     r.net_add(TCP, "eth9", r_extra)

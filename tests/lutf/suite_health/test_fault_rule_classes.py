@@ -62,7 +62,7 @@ def _lpni_counters(node: Any, key: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("hclass", list(CLASSES))
-@pytest.mark.requirement("hlth-tst-lutf",
+@pytest.mark.requirement("hlth-tst-lutf", "hlth-tst-lutf-hooks",
                          "hlth-dbg-sim-local-timeout", "hlth-dbg-sim-remote-timeout",
                          "hlth-dbg-sim-network-timeout", "hlth-lnt-local-ni-health",
                          "hlth-lnt-peer-ni-health", "hlth-lnt-decrement",

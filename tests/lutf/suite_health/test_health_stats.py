@@ -53,7 +53,8 @@ def _events(tb: Any, kind: str, **match: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.requirement("hlth-dbg-sim-ni-down", "hlth-dbg-sim-ni-up",
-                         "hlth-stt-ni-down-events", "hlth-stt-ni-up-events")
+                         "hlth-stt-ni-down-events", "hlth-stt-ni-up-events",
+                         "hlth-tst-lutf-hooks")
 def test_simulated_and_real_link_events_are_counted(topology: Any) -> None:
     """The LND hook reports a link down on c1's eth1 NI exactly as the link watcher does on
     carrier loss (ksocknal_handle_link_state_change -> lnet_set_link_fatal_state): the NI

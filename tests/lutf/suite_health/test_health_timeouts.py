@@ -4,12 +4,15 @@ One ``hdefaults`` testbed for the module: c1 and s1, two rails, and no ``global:
 each node starts with today's LNet defaults (spec §0). Each test puts the tunables it changes
 back, and the fixture clears LNet fault rules, health and statistics (``reset_nodes``).
 Silent loss is LNet's own RX drop rule on s1 (``lctl net_drop_add -m put|get``, spec §8.2):
-c1's send completes, no ACK/REPLY ever comes.
+c1's send completes, no ACK/REPLY ever comes. Durations are read off ``_clock``: the wall
+clock on Mininet, the virtual clock on the sim (whose engines' timers run in virtual time, so
+the same bounds hold there exactly).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +23,13 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("defaults.yaml")]
 
 DEFAULTS = {"retry_count": 2, "transaction_timeout": 150, "health_sensitivity": 100,
             "lnd_timeout": 49}
+
+
+def _clock(tb: Any) -> Callable[[], float]:
+    """Seconds as the testbed's engines see them: virtual on the sim, wall clock on Mininet."""
+    if tb.status().get("backend") == "sim":
+        return lambda: float(tb.now)
+    return time.monotonic
 
 
 @pytest.fixture
@@ -61,22 +71,22 @@ def test_caller_timeout_overrides_the_transaction_timeout(hd: Any) -> None:
     a caller's own timeout overrides it for its message (seed 003 "lnetctl ping can specify a
     shorter timeout"): with transaction_timeout 30, ``lnetctl ping --timeout 1`` of a peer
     that drops the GET gives up after ~1 s, and so does ``lctl ping NID 1``."""
-    c1, s1 = hd.node("c1"), hd.node("s1")
+    c1, s1, clock = hd.node("c1"), hd.node("s1"), _clock(hd)
     assert c1.put(S1_NIDS[0], count=4, size=0)["completed"] == 4  # peer known, conns up
     ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
     ok(c1, "lnetctl", "set transaction_timeout 3")
-    t0 = time.monotonic()
+    t0 = clock()
     reply = c1.put(S1_NIDS[0], count=1, size=0)
-    took = time.monotonic() - t0
+    took = clock() - t0
     assert reply["errors"] == {"UNLINK:-110": 1}, reply
     assert 2.5 <= took <= 7, took
     ok(c1, "lnetctl", "set transaction_timeout 30")
     ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m get")
     for run in (lambda: c1.ping(S1_NIDS[0], timeout=1),
                 lambda: c1.lctl("ping", S1_NIDS[0], "1")):
-        t0 = time.monotonic()
+        t0 = clock()
         res = run()
-        took = time.monotonic() - t0
+        took = clock() - t0
         assert res.rc != 0, res
         assert took < 5, took  # not the 30 s transaction timeout
 
@@ -87,15 +97,15 @@ def test_transaction_timer_starts_when_the_lnd_has_the_message(hd: Any) -> None:
     LNet delay rule on c1 holds each PUT 4 s before it is handed to the socklnd (spec §8.3);
     with transaction_timeout 2 the PUT still gets its ACK (the timer started at the hand-off),
     where a timer started at ``LNetPut`` would have unlinked it after 2 s."""
-    c1 = hd.node("c1")
+    c1, clock = hd.node("c1"), _clock(hd)
     assert c1.put(S1_NIDS[0], count=4, size=0)["completed"] == 4  # peer known, conns up
     ok(c1, "lnetctl", "set retry_count 1")
     ok(c1, "lnetctl", "set transaction_timeout 2")
     ok(c1, "lctl", "net_delay_add -s * -d * -r 1 -l 4 -m put")
     try:
-        t0 = time.monotonic()
+        t0 = clock()
         reply = c1.put(S1_NIDS[0], count=2, size=0)
-        took = time.monotonic() - t0
+        took = clock() - t0
     finally:
         ok(c1, "lctl", "net_delay_del -a")
     assert reply["completed"] == 2, reply

@@ -33,7 +33,10 @@ import pytest
 from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, peer_nis, stats
 from testbed.pytest_plugin import wait_for
 
-pytestmark = [pytest.mark.mininet, pytest.mark.topology("lndfast.yaml")]
+pytestmark = [pytest.mark.mininet, pytest.mark.topology("lndfast.yaml"),
+              pytest.mark.mininet_only("real TCP failures on real sockets (TCP giving up, "
+                                       "zero windows, refused connects, RSTs); the sim's "
+                                       "fabric has link state only")]
 
 MIB = 1 << 20
 

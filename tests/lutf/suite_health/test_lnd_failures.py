@@ -31,6 +31,30 @@ def _blackhole(tb: Any, node: str, iface: str) -> str:
     return str(rule["id"])
 
 
+@pytest.mark.requirement("hlth-lnd-tx-timeout-from-lnet", "hlth-tst-lutf")
+def test_lnd_timeout_is_derived_from_lnet_tunables(topology: Any) -> None:
+    """Real LNet (``lnet_set_lnd_timeout``, ``ksocknal_timeout()`` = ``sock_timeout ?:
+    lnet_get_lnd_timeout()``): the LND timeout is LNet's max((transaction_timeout-1) /
+    (retry_count+1), 1), recomputed whenever either tunable changes, shown by ``global
+    show`` and as each NI's ``lnd tunables: timeout`` (spec §0). ``net set --lnd-timeout S``
+    (the socklnd's own timeout) pins it for that net's NIs; 0 hands them back to LNet's. Both
+    backends: this is the engine's and the node runtime's bookkeeping, no wire involved."""
+    c1 = topology.node("c1")
+    for tt, rc, lnd in ((5, 1, 2), (3, 1, 1), (10, 0, 9), (20, 3, 4), (2, 1, 1)):
+        ok(c1, "lnetctl", "set retry_count 0")  # (LNet wants retry_count < the timeout)
+        ok(c1, "lnetctl", f"set transaction_timeout {tt}")
+        ok(c1, "lnetctl", f"set retry_count {rc}")
+        assert c1.yaml("global show")["global"]["lnd_timeout"] == lnd, (tt, rc)
+        assert _lnd_timeout(c1) == {lnd}, (tt, rc)
+    ok(c1, "lnetctl", "net set --net tcp --lnd-timeout 7")
+    ok(c1, "lnetctl", "set transaction_timeout 30")  # retry_count 1: derived 14
+    assert c1.yaml("global show")["global"]["lnd_timeout"] == 14
+    assert _lnd_timeout(c1) == {7}
+    ok(c1, "lnetctl", "net set --net tcp --lnd-timeout 0")
+    assert _lnd_timeout(c1) == {14}
+
+
+@pytest.mark.mininet_only("the socklnd enforcing its timeout on real, blackholed connects")
 @pytest.mark.requirement("hlth-lnd-tx-timeout-from-lnet", "hlth-lnt-lnd-enforces-timeout",
                          "hlth-lnd-local-timeout", "hlth-stt-local-timeout-resends",
                          "hlth-tst-lutf")

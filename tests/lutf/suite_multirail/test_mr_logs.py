@@ -26,12 +26,17 @@ def _errors(node: Any, pattern: str) -> list[re.Match[str]]:
 
 @pytest.mark.requirement("dbg-110")
 def test_local_ni_state_changes_are_logged_at_error_level(topology: Any) -> None:
-    """dbg-110: every local NI state change is an error-level line naming the NI: the
-    carrier of eth1 going down and up (the socklnd's link event sets/clears the NI's fatal
-    state, ``lnet_set_link_fatal_state``), and the NI's status going down when a failure
-    takes its health to 0 (spec §3.1: status follows health at 0 and 1000)."""
+    """dbg-110: every local NI state change is an error-level line naming the NI: each NI
+    added at bring-up, the carrier of eth1 going down and up (the socklnd's link event
+    sets/clears the NI's fatal state, ``lnet_set_link_fatal_state``), the NI's status going
+    down when a failure takes its health to 0 and up again when the local recovery ping
+    restores it (spec §3.1: status follows health at 0 and 1000; §3.5), a manual ``lnetctl
+    net set --health 0`` (spec §3.6), and an NI removed and added again by ``net del/add``.
+    Real LNet prints NI state changes with CERROR/CNETERR, i.e. on the console."""
     c1 = topology.node("c1")
     nid = re.escape(C1_NIDS[1])
+    for i, n in enumerate(C1_NIDS):
+        assert _errors(c1, f"local NI {re.escape(n)} added on eth{i}: status up"), c1.log()
     assert not _errors(c1, f"local NI {nid} link .*")
     topology.link("c1", "eth1", "down")
     wait_for(lambda: _errors(c1, f"local NI {nid} link down: fatal state set"), 10,
@@ -48,6 +53,20 @@ def test_local_ni_state_changes_are_logged_at_error_level(topology: Any) -> None
     assert reply["ok"] and reply["failed"] == 1, reply
     down = _errors(c1, r"local NI (\S+) status down: health 0 after LOCAL_ERROR")
     assert len(down) == 1 and down[0].group(1) in C1_NIDS, c1.log()[-2000:]
+    # one local recovery ping (+1000 at this sensitivity) brings it back up
+    sick = re.escape(down[0].group(1))
+    wait_for(lambda: _errors(c1, f"local NI {sick} status up: health 1000 after recovery ping"),
+             10, message="error line for the recovery ping raising the NI")
+    ok(c1, "lnetctl", f"net set --nid {C1_NIDS[0]} --health 0")
+    first = re.escape(C1_NIDS[0])
+    wait_for(lambda: _errors(c1, f"local NI {first} status down: health 0 after lnetctl net "
+                                 "set --health"), 10, message="error line for net set --health")
+    ok(c1, "lnetctl", "net del --net tcp --if eth1")
+    wait_for(lambda: _errors(c1, f"local NI {nid} removed from eth1"), 10,
+             message="error line for the NI removed")
+    ok(c1, "lnetctl", "net add --net tcp --if eth1")
+    wait_for(lambda: len(_errors(c1, f"local NI {nid} added on eth1: status up")) == 2, 10,
+             message="error line for the NI added again")
 
 
 @pytest.mark.requirement("dbg-115", "hlth-lnt-resend-reselect")

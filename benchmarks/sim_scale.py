@@ -1,0 +1,145 @@
+"""Scale study of the sim backend (testbed/sim.py): N clients x M servers, one PUT burst each.
+
+For each size a generated topology (two rails per node, lan0 and lan1 on the one net ``tcp``,
+M = N/4 servers; written to a temp dir in the testbed/topology.py schema) is brought up in a
+fresh child process, and every client starts ``--puts`` PUTs of ``--size`` bytes at once (at
+most 64 in flight per client, like the daemon's ``put`` verb) to its server (client i writes to
+server i mod M), all concurrently on the one virtual clock. Discovery is on (the default), so
+each client's first PUT waits for a discovery round with its server (ping, push, push back:
+six messages): that traffic is counted too.
+
+Printed per size (one ``key=value`` line): nodes, messages on the fabric during the burst
+(``msgs``, of which ``puts``), bring-up wall time (``up_s``), burst wall time (``wall_s``),
+simulated messages per wall second (``msgs_per_s``), virtual time the burst took
+(``virtual_s``) and the child's peak RSS (``rss_mb``, ``resource.getrusage``); then the ratio
+of each size to the previous one (how wall time and memory grow with the message count). No
+root needed:
+
+    .venv/bin/python benchmarks/sim_scale.py [--sizes 16,64,256] [--puts 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MAX_INFLIGHT = 64  # per client, nodes/daemon/control.py
+
+
+def topology_yaml(n_clients: int, n_servers: int) -> str:
+    """The generated topology: c1..cN and s1..sM, each on lan0 and lan1 (net tcp)."""
+    lines = ["name: simscale", "global: {health_sensitivity: 100, retry_count: 2,",
+             "         transaction_timeout: 10}", "networks:",
+             "  lan0: {lnet: tcp, subnet: 10.10.0.0/16}",
+             "  lan1: {lnet: tcp, subnet: 10.11.0.0/16}", "nodes:"]
+    names = [f"c{i}" for i in range(1, n_clients + 1)] + [f"s{i}" for i in range(1, n_servers + 1)]
+    lines += [f"  {name}: {{interfaces: [lan0, lan1]}}" for name in names]
+    return "\n".join(lines) + "\n"
+
+
+def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
+    """One size in this process: bring up, burst, measure."""
+    from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+    from nodes.lnet.actions import MDEvent
+    from nodes.lnet.hdr import MsgType
+    from nodes.lnet.nid import NID
+    from testbed.sim import SimTestbed
+
+    n_servers = max(1, n_clients // 4)
+    with tempfile.TemporaryDirectory(prefix="sim-scale-") as tmp:
+        path = Path(tmp) / "simscale.yaml"
+        path.write_text(topology_yaml(n_clients, n_servers))
+        t0 = time.perf_counter()
+        tb = SimTestbed.up(path)
+        up_s = time.perf_counter() - t0
+    fab = tb.fabric
+    clients = [tb.runtimes[f"c{i}"] for i in range(1, n_clients + 1)]
+    servers = [NID.parse(tb.runtimes[f"s{i}"].plan.interfaces[0].nid)
+               for i in range(1, n_servers + 1)]
+    payload = bytes(size)
+    started = dict.fromkeys(range(n_clients), 0)
+    inflight: dict[int, set[int]] = {i: set() for i in range(n_clients)}
+    seen = {i: len(fab.events[rt.name]) for i, rt in enumerate(clients)}
+    done = failed = 0
+    total = n_clients * puts
+    mark, v0 = len(fab.transmits), fab.now
+    t0 = time.perf_counter()
+
+    def refill(i: int) -> None:
+        rt = clients[i]
+        while started[i] < puts and len(inflight[i]) < MAX_INFLIGHT:
+            dst = servers[i % n_servers]
+            handle, _ = rt.start(lambda rt=rt, dst=dst: rt.engine.put(
+                fab.now, dst, payload=payload, portal=SRPC_RDMA_PORTAL))
+            inflight[i].add(handle)
+            started[i] += 1
+
+    for i in range(n_clients):
+        refill(i)
+    while done < total:
+        for i, rt in enumerate(clients):
+            events: list[MDEvent] = fab.events[rt.name]
+            for ev in events[seen[i]:]:
+                if ev.unlinked and ev.handle in inflight[i]:
+                    inflight[i].discard(ev.handle)
+                    done += 1
+                    failed += ev.kind != "ACK" or ev.status != 0
+            seen[i] = len(events)
+            refill(i)
+        if done < total and not fab.step():
+            raise SystemExit(f"sim_scale: {total - done} PUTs can never complete")
+    wall = time.perf_counter() - t0
+    sent = fab.transmits[mark:]
+    tb.down()
+    return {"clients": n_clients, "servers": n_servers, "nodes": n_clients + n_servers,
+            "puts": total, "failed": failed, "msgs": len(sent),
+            "put_msgs": sum(t.hdr.type == MsgType.PUT for _, _, t in sent),
+            "up_s": round(up_s, 2), "wall_s": round(wall, 2),
+            "msgs_per_s": round(len(sent) / wall) if wall else 0,
+            "virtual_s": round(fab.now - v0, 3),
+            "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="16,64,256", help="client counts, comma separated")
+    p.add_argument("--puts", type=int, default=32, help="PUTs per client")
+    p.add_argument("--size", type=int, default=1024, help="PUT payload bytes")
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: one size, JSON out
+    args = p.parse_args()
+    if args.one is not None:
+        print(json.dumps(run_size(args.one, args.puts, args.size)))
+        return 0
+    prev: dict[str, Any] | None = None
+    for n in (int(x) for x in args.sizes.split(",")):
+        # a child per size: its peak RSS is that size's alone
+        out = subprocess.run([sys.executable, __file__, "--one", str(n), "--puts",
+                              str(args.puts), "--size", str(args.size)],
+                             capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            print(f"sim_scale: size {n} failed: {out.stderr.strip()[-500:]}", file=sys.stderr)
+            return 1
+        r = json.loads(out.stdout)
+        print(" ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+        if prev is not None:
+            ratio = {k: round(r[k] / prev[k], 2) if prev[k] else None
+                     for k in ("nodes", "msgs", "up_s", "wall_s", "virtual_s", "rss_mb")}
+            if ratio["msgs"] and ratio["wall_s"]:  # > 1: each message costs more at scale
+                ratio["wall_per_msg"] = round(ratio["wall_s"] / ratio["msgs"], 2)
+            print(f"  ratio {r['clients']}/{prev['clients']}: "
+                  + " ".join(f"{k}={v}" for k, v in ratio.items()), flush=True)
+        prev = r
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
