@@ -83,11 +83,17 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
             inflight[i].add(handle)
             started[i] += 1
 
+    index = {rt.name: i for i, rt in enumerate(clients)}
+    log_mark = len(fab.event_log)
     for i in range(n_clients):
         refill(i)
     while done < total:
-        for i, rt in enumerate(clients):
-            events: list[MDEvent] = fab.events[rt.name]
+        # only clients with new MD events (found in the fabric's log since the last step) can
+        # complete or refill: visiting every client per step would cost O(clients) per event
+        new, log_mark = fab.event_log[log_mark:], len(fab.event_log)
+        for i in sorted({index[e["node"]] for e in new
+                         if e["kind"] == "md" and e["node"] in index}):
+            events: list[MDEvent] = fab.events[clients[i].name]
             for ev in events[seen[i]:]:
                 if ev.unlinked and ev.handle in inflight[i]:
                     inflight[i].discard(ev.handle)

@@ -5,7 +5,8 @@ node's namespace sends COUNT echo requests INTERVAL seconds apart and prints one
 ``{"sent": N, "received": M, "lost": [seq...], "rtt_ms": {seq: ms}, "dups": D, "order":
 [seq in arrival order]}``. Replies are
 matched by identifier and sequence; a reply after TIMEOUT (counted from the last request) is
-lost. Root only (raw socket).
+lost. ``--linger`` keeps listening until TIMEOUT even when every request was answered, so
+late duplicates are counted too. Root only (raw socket).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def echo_request(ident: int, seq: int, size: int) -> bytes:
     return struct.pack("!BBHHH", 8, 0, _csum(head + payload), ident, seq) + payload
 
 
-def probe(dst: str, count: int, interval: float, timeout: float, size: int = 56
-          ) -> dict[str, object]:
+def probe(dst: str, count: int, interval: float, timeout: float, size: int = 56,
+          linger: bool = False) -> dict[str, object]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     ident = os.getpid() & 0xFFFF
     sent: dict[int, float] = {}
@@ -58,7 +59,7 @@ def probe(dst: str, count: int, interval: float, timeout: float, size: int = 56
             next_send += interval
             if seq == count:
                 end = now + timeout
-        if end is not None and (now >= end or len(rtt) == count):
+        if end is not None and (now >= end or (len(rtt) == count and not linger)):
             break
         wait = (next_send if seq < count else end or now) - now
         ready, _, _ = select.select([sock], [], [], max(0.0, wait))
@@ -90,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-i", type=float, default=0.01)
     p.add_argument("-W", type=float, default=1.0)
     p.add_argument("-s", type=int, default=56)
+    p.add_argument("--linger", action="store_true")
     a = p.parse_args(argv)
     try:
-        print(json.dumps(probe(a.dst, a.c, a.i, a.W, a.s)))
+        print(json.dumps(probe(a.dst, a.c, a.i, a.W, a.s, a.linger)))
     except OSError as exc:
         print(f"icmpping: {exc.strerror or exc}", file=sys.stderr)
         return 1

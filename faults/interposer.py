@@ -106,6 +106,8 @@ class Interposer:
             out = data[:pkt.l4_off] + body
             if self.spec["params"].get("csum", "fix") == "fix":
                 out = fix_l4_checksum(out)
+            else:
+                out = break_l4_checksum(out)
             qpkt.set_payload(out)
             self._release(qpkt)
         elif a == decide.RST:
@@ -224,6 +226,28 @@ def fix_l4_checksum(data: bytes) -> bytes:
         csum = 0xFFFF
     seg[off:off + 2] = struct.pack("!H", csum)
     return data[:ihl] + bytes(seg)
+
+
+def break_l4_checksum(data: bytes) -> bytes:
+    """An IPv4 packet whose TCP/UDP/ICMP checksum is sure to be wrong (``csum: bad``).
+
+    Flipped bits can cancel in a ones'-complement sum (a 0->1 and a 1->0 at the same bit of
+    two 16-bit words), leaving a corrupted packet that still verifies; then the checksum
+    field itself is flipped too, so the receiver's kernel always drops it."""
+    ihl = (data[0] & 0x0F) * 4
+    proto = data[9]
+    off = {1: 2, 6: 16, 17: 6}.get(proto)
+    if off is None or len(data) < ihl + off + 2:
+        return data
+    seg = data[ihl:]
+    if proto == 17 and seg[off:off + 2] == b"\0\0":
+        return data  # UDP without a checksum: nothing to break
+    pseudo = b"" if proto == 1 else data[12:20] + struct.pack("!BBH", 0, proto, len(seg))
+    if _sum16(pseudo + seg) != 0xFFFF:
+        return data  # already wrong
+    out = bytearray(data)
+    out[ihl + off + 1] ^= 0x01
+    return bytes(out)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -22,6 +22,8 @@ from testbed.fabric import Fabric
 class SimFabric(Fabric):
     """A ``Fabric`` with the daemon's notice log and simulated LND link-down NIs."""
 
+    tracked = True  # SimRuntime/verbs change engines only via apply, flush or refresh
+
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
         super().__init__(latency, seed=seed, jitter=jitter)
         self.lnd_down: set[NID] = set()  # NIs whose LND reported a simulated link down
@@ -36,9 +38,11 @@ class SimFabric(Fabric):
         self.flush(name)
 
     def flush(self, name: str) -> None:
-        """Move node ``name``'s health notices into the event log (notify.py)."""
+        """Move node ``name``'s health notices into the event log (notify.py); the node's
+        deadline is re-asked (``flush`` follows every verb's direct engine calls)."""
         engine = self.engines.get(name)
         if engine is None:
             return
+        self.touch(name)
         for kind, fields in notify.drain(engine):
             self.record(kind, name, **fields)

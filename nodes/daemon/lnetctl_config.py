@@ -10,7 +10,8 @@ the lnetctl verb that configures it (``net add``, ``route add``, ``set``, ``peer
 ``udsp add``; ``--del`` the matching ``del`` verbs), then runs those verbs through
 ``lnetctl_cmd.run``: the same code paths as typing them (cfg-065, cfg-165, cfg-170). Every
 entry is attempted; errors are collected and the last non-zero status is returned, as
-``lustre_yaml_config`` does. Bad input (options, YAML, keys) is a one-line error.
+``lustre_yaml_config`` does. A file that cannot be read or is not YAML gives cYAML's builder
+error YAML (``yaml_token_error``); bad options or keys are a one-line error.
 
 ``apply_module_params`` is the node's "modprobe lnet key=value": module parameters given to the
 daemon at start (``--lnet-param``) before LNet is configured (spec §0).
@@ -18,6 +19,7 @@ daemon at start (``--lnet-param``) before LNet is configured (spec §0).
 
 from __future__ import annotations
 
+import contextlib
 import getopt
 import os
 from typing import TYPE_CHECKING, Any
@@ -378,6 +380,46 @@ async def _run_all(rt: NodeRuntime, verbs: list[list[str]]) -> Result:
     return rc, "".join(outs), "".join(errs)
 
 
+def _token_name(tok: Any) -> str:
+    """libyaml's ``yaml_token_type_t`` name of a PyYAML token (same scanner, same tokens)."""
+    if isinstance(tok, yaml.DirectiveToken):
+        return "YAML_VERSION_DIRECTIVE_TOKEN" if tok.name == "YAML" else "YAML_TAG_DIRECTIVE_TOKEN"
+    camel = type(tok).__name__.removesuffix("Token")
+    return "YAML_" + "".join(f"_{c}" if c.isupper() else c.upper() for c in camel)[1:] + "_TOKEN"
+
+
+#: libyaml's yaml_token_type_t, in enum order (cyaml.c token_type_string)
+_TOKEN_TYPES = ("NO", "STREAM_START", "STREAM_END", "VERSION_DIRECTIVE", "TAG_DIRECTIVE",
+                "DOCUMENT_START", "DOCUMENT_END", "BLOCK_SEQUENCE_START", "BLOCK_MAPPING_START",
+                "BLOCK_END", "FLOW_SEQUENCE_START", "FLOW_SEQUENCE_END", "FLOW_MAPPING_START",
+                "FLOW_MAPPING_END", "BLOCK_ENTRY", "FLOW_ENTRY", "KEY", "VALUE", "ALIAS",
+                "ANCHOR", "TAG", "SCALAR")
+
+
+def yaml_token_error(text: str, e: yaml.YAMLError) -> str:
+    """cyaml.c ``cYAML_parser_to_tree``'s descr for a file it cannot build a tree from:
+    "Failed to handle token:N NAME [...]", the token the parse stopped at (NO_TOKEN when the
+    scanner itself failed, as libyaml's ``yaml_parser_scan`` gives). The bracket holds the
+    line/column and the problem instead of cYAML's builder state (docs/differences.md)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    name = "YAML_NO_TOKEN"
+    if mark is not None and not isinstance(e, yaml.scanner.ScannerError):
+        at: list[Any] = []  # the tokens starting where the parse stopped
+        with contextlib.suppress(yaml.YAMLError):
+            for tok in yaml.scan(text):
+                if tok.start_mark.index >= mark.index:
+                    if at and tok.start_mark.index != at[0].start_mark.index:
+                        break
+                    at.append(tok)
+        named = [t for t in at if f"'{t.id}'" in (getattr(e, "problem", None) or "")]
+        if at:
+            name = _token_name((named or at)[0])
+    num = _TOKEN_TYPES.index(name.removeprefix("YAML_").removesuffix("_TOKEN"))
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return f"Failed to handle token:{num} {name} [{where}{problem}]"
+
+
 async def _import(rt: NodeRuntime, argv: list[str]) -> Result:
     try:
         o, rest = getopt.gnu_getopt(argv, "adse", ["add", "del", "show", "exec"])
@@ -391,16 +433,18 @@ async def _import(rt: NodeRuntime, argv: list[str]) -> Result:
                          "stdin is not forwarded)\n")
     try:
         with open(_abs(rest[0], "import"), encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
+            text = f.read()
     except LNetConfigError as e:
         return 255, "", f"lnetctl import: {e.descr}\n"
-    except OSError as e:
-        return 255, "", f"lnetctl import: cannot read {rest[0]}: {e.strerror or e}\n"
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        why = getattr(e, "problem", None) or "invalid YAML"
-        return 255, "", f"lnetctl import: {rest[0]}{where}: {why}\n"
+    except (OSError, UnicodeDecodeError) as e:  # jt_import: -errno, a builder error
+        no = e.errno or EINVAL if isinstance(e, OSError) else EINVAL
+        why = e.strerror or str(e) if isinstance(e, OSError) else "not UTF-8 text"
+        return (_exit(-no), "",
+                error_doc("yaml", "builder", -1, f"cannot open '{rest[0]}': {why}"))
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:  # lustre_yaml_config -> cYAML_build_tree: -EINVAL
+        return _exit(-EINVAL), "", error_doc("yaml", "builder", -1, yaml_token_error(text, e))
     mode = modes.pop()
     if mode == "s":
         return 0, dump(doc) if isinstance(doc, dict) else "", ""

@@ -1,6 +1,9 @@
 """socklnd: the asyncio driver around ``framing.KsockConnection`` (aioquic ``protocol.py`` style).
 
-Theory of operation: one acceptor socket per NI on ``ip:port`` (988, ``lnet_acceptor``); one
+Theory of operation: one acceptor socket per local address on ``ip:port`` (988,
+``lnet_acceptor``), shared by every NI on that address (refcounted: it closes with the last of
+them); the connreq's NID picks the NI (``lnet_accept``), and a connreq for a NID no NI has is
+refused ("No matching NI", -EPERM: closed without a reply). One
 TCP connection per (local NI, peer NID) pair, of type SOCKLND_CONN_ANY — i.e. ksocklnd with
 ``typed_conns=0`` and ``conns_per_peer=1``, so no CONTROL/BULK_IN/BULK_OUT split. A connection
 is made on demand by ``send`` (``ksocknal_launch_packet`` → ``ksocknal_connect``), bound to the
@@ -234,11 +237,19 @@ class _Peer:
 
 
 @dataclass(eq=False, slots=True)
+class _Listener:
+    """The acceptor socket of one local address and the NIs it serves."""
+
+    ip: str
+    lsock: socket.socket
+    nis: set[NID] = field(default_factory=set)
+    accept_task: asyncio.Task[None] | None = None
+
+
+@dataclass(eq=False, slots=True)
 class _NetIf:
     ni: NID
     ip: str
-    lsock: socket.socket
-    accept_task: asyncio.Task[None] | None = None
     timeout: float | None = None  # None: the LND-wide default
     link_down: bool = False
 
@@ -262,44 +273,55 @@ class SockLND:
         self._timeout = timeout
         self._port = port
         self._nis: dict[NID, _NetIf] = {}
+        self._listeners: dict[str, _Listener] = {}  # by local IP
         self._peers: dict[tuple[NID, NID], _Peer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._monitor: asyncio.Task[None] | None = None
 
     # --- public API ---------------------------------------------------------------------
     async def startup_ni(self, ni: NID, ip: str, timeout: float | None = None) -> None:
-        """Start the acceptor of ``ni`` on ``ip:port``. Raises OSError if it cannot bind.
+        """Start ``ni`` on ``ip``, opening the acceptor on ``ip:port`` unless another NI on
+        that address already did. Raises OSError if it cannot bind.
 
         ``timeout`` is the NI's LND timeout (connect, stale tx and send progress); None uses
         the LND-wide one.
         """
         if ni in self._nis:
             raise OSError(E.EEXIST, f"NI {ni} already started")
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            lsock.bind((ip, self._port))
-            lsock.listen(64)
-            lsock.setblocking(False)
-        except OSError:
-            lsock.close()
-            raise
-        netif = _NetIf(ni, ip, lsock, timeout=timeout)
-        self._nis[ni] = netif
-        netif.accept_task = self._spawn(self._accept_loop(netif))
+        lis = self._listeners.get(ip)
+        if lis is None:
+            lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                lsock.bind((ip, self._port))
+                lsock.listen(64)
+                lsock.setblocking(False)
+            except OSError:
+                lsock.close()
+                raise
+            lis = self._listeners[ip] = _Listener(ip, lsock)
+            lis.accept_task = self._spawn(self._accept_loop(lis))
+        lis.nis.add(ni)
+        self._nis[ni] = _NetIf(ni, ip, timeout=timeout)
         if self._monitor is None:
             self._monitor = self._spawn(self._monitor_loop())
 
     async def shutdown_ni(self, ni: NID) -> None:
-        """Close the acceptor and every connection of ``ni``; its pending txs are aborted."""
+        """Close every connection of ``ni`` (and the acceptor if no other NI is on its
+        address); its pending txs are aborted."""
         netif = self._nis.pop(ni, None)
         if netif is None:
             return
         waits: list[asyncio.Task[None]] = []
-        if netif.accept_task is not None:
-            netif.accept_task.cancel()
-            waits.append(netif.accept_task)
-        netif.lsock.close()
+        lis = self._listeners.get(netif.ip)
+        if lis is not None:
+            lis.nis.discard(ni)
+            if not lis.nis:
+                del self._listeners[netif.ip]
+                if lis.accept_task is not None:
+                    lis.accept_task.cancel()
+                    waits.append(lis.accept_task)
+                lis.lsock.close()
         for key, p in list(self._peers.items()):
             if p.ni != ni:
                 continue
@@ -565,60 +587,76 @@ class SockLND:
         return True
 
     # --- passive side: lnet_acceptor / lnet_accept / ksocknal_accept -------------------
-    async def _accept_loop(self, netif: _NetIf) -> None:
+    async def _accept_loop(self, lis: _Listener) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, _addr = await loop.sock_accept(netif.lsock)
+                sock, _addr = await loop.sock_accept(lis.lsock)
             except OSError as exc:
-                if netif.ni not in self._nis:
+                if self._listeners.get(lis.ip) is not lis:
                     return
-                _log.warning("socklnd: accept on %s failed: %s", netif.ni, exc)
+                _log.warning("socklnd: accept on %s failed: %s", lis.ip, exc)
                 await asyncio.sleep(0.1)
                 continue
             sock.setblocking(False)
-            self._spawn(self._passive(netif, sock))
+            self._spawn(self._passive(lis, sock))
 
-    async def _passive(self, netif: _NetIf, sock: socket.socket) -> None:
+    async def _passive(self, lis: _Listener, sock: socket.socket) -> None:
+        """``lnet_accept`` + ``ksocknal_accept``: the connreq's NID picks the NI."""
         loop = asyncio.get_running_loop()
         framer = KsockConnection(active=False)
         peer_ip = "?"
+        ni: NID | None = None
+        # lnet_acceptor_timeout: before the connreq names the NI, the tightest of the address's
+        limit = min((self.timeout_of(n) for n in lis.nis), default=self._timeout)
         try:
             peer_ip = sock.getpeername()[0]
             hello: wire.KsockHello | None = None
-            async with asyncio.timeout(self.timeout_of(netif.ni)):  # lnet_acceptor_timeout
+            async with asyncio.timeout(limit):
                 while hello is None:
                     data = await loop.sock_recv(sock, _RECV_CHUNK)
                     if not data:
                         raise ConnectionAbortedError(E.ECONNABORTED, "EOF during handshake")
                     for ev in framer.receive_data(data):
-                        if isinstance(ev, ConnreqReceived) and ev.nid != netif.ni:
-                            raise WireProtocolError(f"connreq for {ev.nid}: No matching NI")
+                        if isinstance(ev, ConnreqReceived):
+                            if ev.nid not in self._nis:  # lnet_accept: -EPERM, no reply
+                                raise PermissionError(
+                                    E.EPERM, f"Refusing connection from {peer_ip} for "
+                                    f"{ev.nid}: No matching NI")
+                            ni = ev.nid
                         if isinstance(ev, HelloReceived):
                             hello = ev.hello
                     if framer.error is not None:
                         raise framer.error
-            if hello.dst_nid != netif.ni:
-                raise WireProtocolError(f"hello for {hello.dst_nid}: No matching NI")
+            assert ni is not None  # the framer yields the connreq before the hello
+            if hello.dst_nid != ni:
+                raise WireProtocolError(f"hello for {hello.dst_nid} on a connreq for {ni}")
             ctype = wire.invert_ctype(hello.ctype)
             if ctype == wire.SOCKLND_CONN_NONE:
                 raise WireProtocolError(f"unexpected conn type {hello.ctype}")
-            p = self._peers.get((netif.ni, hello.src_nid))
+            if ni not in self._nis:
+                raise ConnectionAbortedError(E.ECONNABORTED, f"{ni} shut down meanwhile")
+            p = self._peers.get((ni, hello.src_nid))
             if p is None:
-                p = self._peers[(netif.ni, hello.src_nid)] = _Peer(netif.ni, hello.src_nid)
+                p = self._peers[(ni, hello.src_nid)] = _Peer(ni, hello.src_nid)
             refuse = self._refuse(p, hello)
-            reply = wire.KsockHello(netif.ni, hello.src_nid, self._pid, hello.src_pid,
+            reply = wire.KsockHello(ni, hello.src_nid, self._pid, hello.src_pid,
                                     self._incarnation, hello.src_incarnation,
                                     wire.SOCKLND_CONN_NONE if refuse else ctype)
             await loop.sock_sendall(sock, framer.send_hello(reply))
+        except PermissionError as exc:
+            _log.error("socklnd: %s", exc.strerror)  # lnet_accept's LCONSOLE_ERROR
+            sock.close()
+            return
         except (OSError, WireProtocolError) as exc:
-            _log.error("socklnd: refusing connection from %s on %s: %s", peer_ip, netif.ni, exc)
+            _log.error("socklnd: refusing connection from %s on %s: %s", peer_ip,
+                       ni or lis.ip, exc)
             sock.close()
             return
         except BaseException:
             sock.close()
             raise
-        if refuse or netif.ni not in self._nis:
+        if refuse or ni not in self._nis:
             sock.close()
             return
         self._establish(p, sock, framer, hello.src_incarnation, [])

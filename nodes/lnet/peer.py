@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nodes.lnet.counters import IfaceStats
-from nodes.lnet.errors import EEXIST, EINVAL, ENOENT, ENOTUNIQ, EPERM, LNetConfigError
+from nodes.lnet.errors import EBUSY, EEXIST, EINVAL, ENODEV, ENOENT, ENOTUNIQ, LNetConfigError
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -209,12 +209,18 @@ class PeerTable:
         return peer
 
     def user_del(self, prim: NID, nids: list[NID], force: bool) -> None:
-        """``peer del``: the primary (or no --nid) deletes the whole peer (spec §1.3)."""
+        """``peer del``: the primary (or no --nid) deletes the whole peer (spec §1.3).
+
+        As ``lnet_del_peer_ni``: any peer may go, configured or discovered; a NID that is not
+        the peer's primary is -ENODEV; a gateway of a route is -EBUSY."""
         peer = self.find_peer(prim)
-        if peer is None or peer.primary_nid != prim:
+        if peer is None:
             raise LNetConfigError(-ENOENT, f"peer {prim} not found")
-        if not peer.state & LNET_PEER_CONFIGURED:
-            raise LNetConfigError(-EPERM, f"peer {prim} was not configured")
+        if peer.primary_nid != prim:
+            raise LNetConfigError(-ENODEV, f"{prim} is not the primary NID of peer "
+                                           f"{peer.primary_nid}")
+        if peer.rtr_refcount > 0:
+            raise LNetConfigError(-EBUSY, f"{prim} is a router. Can not be deleted")
         if not nids or prim in nids:
             if peer.state & LNET_PEER_LOCK_PRIMARY and not force:
                 nids = [lpni.nid for lpni in peer.lpnis if lpni.nid != prim]

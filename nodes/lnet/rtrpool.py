@@ -5,13 +5,18 @@ Theory of operation. A message for another node takes a router credit of the sen
 (``lpni_rtrcredits``, queued FIFO on the peer's ``rtrq``), then a buffer from the smallest pool
 that fits (tiny/small/large, queued FIFO on the pool), is sent on with full reselection
 (resends may pick another local NI or gateway, seed 003 hlth-lnt-router-any-ni) and gives both
-back when that send finalizes. Routers never drop on deadline.
+back when that send finalizes. Routers never drop on deadline. Like any send, a forwarded PUT
+or GET first passes the discovery gate (``lnet_select_pathway`` runs it for ``msg_routing``
+too, spec §2.2 step 5): the router discovers the final destination's peer on first use,
+holding buffer and credit while the message waits on its ``lp_dc_pendq``.
 
 Final hop (``lnet_mr_forwarding_allowed``, lib-move.c): when the destination is on a local net
 the router honours the originator's choice of peer NI, unless originator and destination are
 both Multi-Rail and the chosen peer NI is down or below full health: then it sends a PUT or
 GET to the destination's best other NI (healthiest, UP) on a local net; an ACK or REPLY always
-goes to the addressed NI (``lnet_handle_any_mr_dsta``, SND_RESP).
+goes to the addressed NI (``lnet_handle_any_mr_dsta``, SND_RESP). The decision is made for
+every attempt: a resend targets the peer NI last tried (``lnet_resend_msg_locked`` sets
+``msg_target`` to the header's dest_nid) and may be re-aimed again.
 """
 
 from __future__ import annotations
@@ -133,12 +138,14 @@ class RouterPools:
 
         self.eng.counters.bump("route_count")
         self.eng.counters.bump("route_length", msg.nob)
-        logs = self._mr_final_hop(msg)
-        return logs + send.send(self.eng, msg, now)
+        return send.send(self.eng, msg, now)
 
-    def _mr_final_hop(self, msg: Msg) -> list[Action]:
+    def mr_final_hop(self, msg: Msg) -> list[Action]:
         """``lnet_mr_forwarding_allowed``: re-aim the final hop at a healthier NI of an MR
-        destination (lib-move.c); the header's dest_nid follows at commit (spec §2.7)."""
+        destination (lib-move.c); the header's dest_nid follows at commit (spec §2.7).
+
+        Called by ``send.send`` after the discovery gate and by ``send._resend`` for every
+        attempt, as ``lnet_select_pathway`` decides it per send."""
         eng = self.eng
         dst = msg.final_dst
         if dst is None or dst.net not in eng.nets:

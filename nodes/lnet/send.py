@@ -67,22 +67,24 @@ def send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
     dst = msg.final_dst
     if (dst.is_lo or eng.ni_by_nid(dst) is not None) and not msg.recovery:
         return send_loopback(eng, msg, now)
-    if not msg.extra.get("forwarding"):
-        # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to date
-        from nodes.lnet import discovery
+    # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to date;
+    # a router runs it for a forwarded message's final destination too (msg_routing)
+    from nodes.lnet import discovery
 
-        _hold_rsp_tracker(msg)
-        if (waiting := discovery.gate(eng, msg, now)) is not None:
-            return waiting
+    _hold_rsp_tracker(msg)
+    if (waiting := discovery.gate(eng, msg, now)) is not None:
+        return waiting
+    logs = eng.router.mr_final_hop(msg) if msg.extra.get("forwarding") else []
     try:
         ni, lpni = _select(eng, msg)
     except SelectError as e:
         hs = HStatus.REMOTE_ERROR if e.errno == -EHOSTUNREACH else HStatus.LOCAL_ERROR
-        return [Log(level="error", text=e.descr), *fail_unsent(eng, msg, now, e.errno, hs)]
+        return [*logs, Log(level="error", text=e.descr),
+                *fail_unsent(eng, msg, now, e.errno, hs)]
     except RouteWait as w:  # gateway discovered on first use (seed 002)
-        return eng.router.park(msg, w, now)
+        return logs + eng.router.park(msg, w, now)
     commit(eng, msg, ni, lpni, now)
-    return post_send(eng, msg, now)
+    return logs + post_send(eng, msg, now)
 
 
 def commit(eng: LNetEngine, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float) -> None:
@@ -236,18 +238,25 @@ def _resend(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
     msg.retry_count += 1
     msg.tx_committed = False
     msg.queued = False
+    logs: list[Action] = []
+    if msg.extra.get("forwarding"):
+        # the target becomes the header's dest_nid (the peer NI last tried) and the MR
+        # forwarding decision is made again for it (lnet_resend_msg_locked -> lnet_send)
+        msg.final_dst = msg.hdr.dest_nid
+        logs = eng.router.mr_final_hop(msg)
     try:
         ni, lpni = _select(eng, msg)
     except SelectError as e:
-        return [Log(level="error", text=f"{failed}; cannot resend: Error sending "
-                                        f"{msg.type.name} to {msg.final_dst}: {e.errno}"),
+        return [*logs, Log(level="error", text=f"{failed}; cannot resend: Error sending "
+                                               f"{msg.type.name} to {msg.final_dst}: "
+                                               f"{e.errno}"),
                 *fail_unsent(eng, msg, now, e.errno, HStatus.LOCAL_ERROR)]
     except RouteWait as w:
-        return eng.router.park(msg, w, now)
+        return logs + eng.router.park(msg, w, now)
     eng.counters.bump("resend_count")
     commit(eng, msg, ni, lpni, now)
-    return [Log(level="error", text=f"{failed}; resending from {ni.nid} to {lpni.nid} "
-                                    f"(try {msg.retry_count + 1})"),
+    return [*logs, Log(level="error", text=f"{failed}; resending from {ni.nid} to {lpni.nid} "
+                                           f"(try {msg.retry_count + 1})"),
             *post_send(eng, msg, now)]
 
 

@@ -149,13 +149,15 @@ def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
     base = stats(c1)
     try:
         iptables_blackhole(c1, "eth1", True)
-        burst = c1.put(S1_ETH0, count=1000, size=1024, timeout=300)
+        # a burst the host drains well within transaction_timeout even when loaded: a PUT
+        # still queued (or resent) past its deadline fails at send, with no counter (§3.2)
+        burst = c1.put(S1_ETH0, count=400, size=1024, timeout=300)
         st = stats(c1)
         failed = burst["failed"]
-        assert set(burst["errors"]) <= {"UNLINK:-110"}, burst
+        assert set(burst["errors"]) <= {"UNLINK:-110"}, (burst, base, st)
         rt = st["response_timeout_count"] - base["response_timeout_count"]
         assert failed == rt, (burst, st)
-        assert burst["completed"] + failed == 1000
+        assert burst["completed"] + failed == 400
         assert burst["completed"] > 0
         nis = local_nis(c1)
         assert nis[C1_ETH1]["health stats"]["health value"] < 1000, nis[C1_ETH1]

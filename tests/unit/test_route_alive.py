@@ -13,9 +13,17 @@ import itertools
 import pytest
 
 from nodes.lnet.actions import NotifyPeerDown, Transmit
+from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
-from nodes.lnet.hdr import LNET_PID_LUSTRE, LNetHdr, MsgType, WireHandle
+from nodes.lnet.fault import MSG_BITS, FaultAttr
+from nodes.lnet.hdr import (
+    LNET_PID_LUSTRE,
+    LNET_RESERVED_PORTAL,
+    LNetHdr,
+    MsgType,
+    WireHandle,
+)
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.peer import LNET_PEER_ROUTER_ENABLED
@@ -208,6 +216,50 @@ def test_mr_forwarding_on_the_final_hop() -> None:
     assert fwd and all(t.lpni == S1[1] and t.hdr.dest_nid == S1[1] for t in fwd)
 
 
+def test_router_discovers_the_final_destination_on_first_forward() -> None:
+    """``lnet_select_pathway`` runs the discovery gate for a forwarded message too (spec §2.2
+    step 5; ``lnet_msg_discovery`` only spares responses and the reserved portal): r1 pings
+    s1 itself (from its own NID) and holds c1's PUT until that discovery completes, so it
+    learns s1 as Multi-Rail with both NIDs. r1 drops every push s1 sends it (an LNet drop
+    rule on PUTs to portal 0), so what r1 knows of s1 comes from its own discovery."""
+    fab = _routed()
+    r = fab.engines["r1"]
+    r.faults.add("drop", FaultAttr(src=S1[0], dst=None, rate=1, msg_mask=MSG_BITS["put"],
+                                   ptl_mask=1 << LNET_RESERVED_PORTAL), 0.0)
+    fab.run_until(1.0)
+    known = r.peers.find_peer(S1[0])
+    assert known is None or not known.state & DISCOVERED
+    mark = len(fab.transmits)
+    assert _put(fab, S1[0]) == [("ACK", 0)]
+    to_s1 = [(t.hdr.type, t.hdr.ptl_index, t.hdr.src_nid)
+             for _, n, t in fab.transmits[mark:] if n == "r1" and t.lpni in S1]
+    own_ping, fwd = (MsgType.GET, LNET_RESERVED_PORTAL, R1[1]), (MsgType.PUT, PORTAL, C1)
+    assert own_ping in to_s1 and fwd in to_s1, to_s1
+    assert to_s1.index(own_ping) < to_s1.index(fwd), to_s1
+    peer = r.peers.find_peer(S1[0])
+    assert peer is not None and peer.multi_rail and {p.nid for p in peer.lpnis} == set(S1)
+
+
+@pytest.mark.requirement("rtr-mr-no-unhealthy")
+def test_resent_forwarded_put_is_re_aimed_at_a_healthier_ni() -> None:
+    """``lnet_resend_msg_locked`` -> ``lnet_send``: a resend runs ``lnet_select_pathway`` again
+    for the header's dest_nid, so ``lnet_mr_forwarding_allowed`` applies per attempt (spec
+    §2.2 step 6, §3.3): the addressed NI of MR s1 is healthy when r1 first forwards, its send
+    fails (REMOTE_DROPPED lowers its health), and the resend goes to s1's other NI."""
+    fab = _routed()
+    assert _put(fab, S1[0], run=3.0) == [("ACK", 0)]
+    r = fab.engines["r1"]
+    r.set_tunable("health_sensitivity", 100)
+    # every PUT r1 sends to s1's first NI fails in the LND with REMOTE_DROPPED (spec §8.2)
+    r.faults.add("drop", FaultAttr(src=None, dst=S1[0], rate=1, msg_mask=MSG_BITS["put"],
+                                   health_mask=1 << HStatus.REMOTE_DROPPED), fab.now)
+    mark = len(fab.transmits)
+    assert _put(fab, S1[0]) == [("ACK", 0)]
+    fwd = [t for _, n, t in fab.transmits[mark:] if n == "r1" and t.hdr.ptl_index == PORTAL]
+    assert [(t.lpni, t.hdr.dest_nid, t.hdr.src_nid) for t in fwd] == [(S1[1], S1[1], C1)]
+    assert r.counters.values["resend_count"] == 1
+
+
 def test_routes_and_parked_sends_follow_a_merged_gateway() -> None:
     """002 "Router Discovery" consolidation: routes added through two NIDs of one router are
     two gateway peers until discovery merges them; a send parked on the discovery of one of
@@ -238,6 +290,8 @@ def test_router_retransmits_a_forwarded_message_over_another_local_ni() -> None:
     r.set_tunable("health_sensitivity", 100)
     r.set_tunable("forwarding", 1, 0.0)
     r.set_tunable("retry_count", 2)
+    s1 = r.peers.traffic_add(S1[0], 8).peer  # as a completed discovery round leaves it
+    s1.state |= DISCOVERED | NIDS_UPTODATE
     hdr = LNetHdr(dest_nid=S1[0], src_nid=C1, dest_pid=LNET_PID_LUSTRE,
                   src_pid=LNET_PID_LUSTRE, type=MsgType.PUT, payload_length=4,
                   wmd=WireHandle(1, 1), match_bits=1, ptl_index=PORTAL)

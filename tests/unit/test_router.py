@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from nodes.lnet.actions import MDEvent, Transmit
+from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
@@ -224,11 +225,20 @@ def test_route_consolidation_on_discovery() -> None:
 
 # --------------------------------------------------------------- router buffers and credits
 def _router_alone(peer_credits: int = 8) -> LNetEngine:
+    """r1 forwarding, one buffer per pool, s1's (non-MR) peer already discovered, so a
+    forwarded PUT passes the discovery gate (spec §2.2 step 5) at once."""
     r = _eng(5, R1, peer_credits=peer_credits)
     r.set_tunable("forwarding", 1, 0.0)
     for name in ("tiny_buffers", "small_buffers", "large_buffers"):
         r.set_tunable(name, 1, 0.0)
+    _discovered(r, S1)
     return r
+
+
+def _discovered(eng: LNetEngine, nid: NID) -> None:
+    """``nid``'s peer as a completed discovery round leaves a non-MR peer (spec §5.2)."""
+    lpni = eng.peers.traffic_add(nid, eng.nets[nid.net].tunables.peer_credits)
+    lpni.peer.state |= DISCOVERED | NIDS_UPTODATE
 
 
 def _rx(r: LNetEngine, size: int, mid: int) -> list[Transmit]:

@@ -67,8 +67,9 @@ def test_import_net_block_adds_and_removes_a_local_ni(topology: Any, tmp_path: P
     eth1``; the daemon's socklnd listens per NI address, docs/differences.md), then import a
     net tcp7 on eth1: each gets an ``@tcp7`` NID with the file's tunables and LNet traffic
     flows over it (``lnetctl ping``). ``import --del FILE`` removes exactly those NIs. A file
-    that is not valid YAML, or a net entry without interfaces, is refused with an error
-    naming the file, and changes nothing."""
+    that is not valid YAML is refused with cYAML's builder error YAML (errno -1, "Failed to
+    handle token:...", exit -EINVAL), a net entry without interfaces with an error naming the
+    file; neither changes anything."""
     c1, s1 = topology.node("c1"), topology.node("s1")
     for node in (c1, s1):
         res = node.lnetctl("net del --net tcp --if eth1")
@@ -106,9 +107,14 @@ def test_import_net_block_adds_and_removes_a_local_ni(topology: Any, tmp_path: P
     bad_yaml.write_text("net:\n    - net type: tcp7\n      local NI(s): [\n")
     no_if = tmp_path / "noif.yaml"
     no_if.write_text("net:\n    - net type: tcp7\n      local NI(s):\n        - tunables: {}\n")
-    for path in (bad_yaml, no_if):
-        res = c1.lnetctl(f"import {path}")
-        assert res.rc != 0 and res.out == "", res
-        assert str(path) in res.err and "Traceback" not in res.err, res
+    # lustre_yaml_config -> cYAML_build_tree: a builder error YAML on stderr, -EINVAL
+    res = c1.lnetctl(f"import {bad_yaml}")
+    assert res.rc == 256 - 22 and res.out == "", res
+    err = yaml.safe_load(res.err)["yaml"][0]["builder"]
+    assert err["errno"] == -1 and err["descr"].startswith("Failed to handle token:"), err
+    assert "line 4, column 1" in err["descr"], err
+    res = c1.lnetctl(f"import {no_if}")
+    assert res.rc != 0 and res.out == "", res
+    assert str(no_if) in res.err and "Traceback" not in res.err, res
     assert "no interfaces" in c1.lnetctl(f"import {no_if}").err
     assert _nets(c1) == before and _tcp7(c1) == []

@@ -21,6 +21,25 @@ def mr2(module_topology: Any) -> Any:
     return reset_nodes(module_topology, "set health_sensitivity 100", "set retry_count 2")
 
 
+def consistent_view(c1: Any) -> tuple[int, dict[str, int]]:
+    """``remote_timeout_count`` and peer NI health from one instant.
+
+    Recovery pings to the failing NI keep failing (and costing health) while we read, and
+    the two views are two requests; health only falls here, so a count read between two
+    equal health readings belongs to that health (or the health is 0, where it stays)."""
+    def health() -> dict[str, int]:
+        return {n: p["health stats"]["health value"] for n, p in peer_nis(c1).items()}
+
+    before = health()
+    for _ in range(50):
+        k = stats(c1)["remote_timeout_count"]
+        after = health()
+        if after == before:
+            return k, after
+        before = after
+    raise AssertionError(f"peer NI health never stood still: {before}")
+
+
 @pytest.mark.requirement("hlth-tst-lutf",
                          "hlth-lnt-decrement", "hlth-lnt-health-range", "hlth-lnt-peer-ni-health",
                          "hlth-cfg-sensitivity")
@@ -35,9 +54,8 @@ def test_each_failure_costs_exactly_the_sensitivity(mr2: Any, sensitivity: int) 
     # no -m: recovery pings (GETs) fail too, so no successful ping adds health back meanwhile
     ok(c1, "lctl", f"net_drop_add -s * -d {S1_NIDS[1]} -r 1 -e remote_timeout")
     c1.put(S1_NIDS[0], count=12, size=0)
-    k = stats(c1)["remote_timeout_count"]
+    k, health = consistent_view(c1)
     assert k >= 1
-    health = {n: p["health stats"]["health value"] for n, p in peer_nis(c1).items()}
     assert health[S1_NIDS[1]] == max(1000 - k * sensitivity, 0), (k, health)
     assert health[S1_NIDS[0]] == 1000
 

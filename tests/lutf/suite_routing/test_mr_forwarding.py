@@ -61,7 +61,9 @@ def _peer(node: Any, nid: str) -> dict[str, Any] | None:
 
 
 def _r1_knows_mr_peers(r1: Any) -> bool:
-    """r1 learnt c1 and s1 (both NIDs) as Multi-Rail from their discovery pushes."""
+    """r1 knows c1 and s1 (both NIDs) as Multi-Rail: s1 by r1's own discovery, run by the
+    discovery gate for the first PUT it forwards to s1 (``lnet_select_pathway``, spec §2.2
+    step 5), or from s1's push; c1 from c1's push."""
     s1, c1 = _peer(r1, S1A), _peer(r1, C1)
     return bool(s1 and c1 and s1["Multi-Rail"] and c1["Multi-Rail"]
                 and {p["nid"] for p in s1["peer ni"]} == {S1A, S1B})
@@ -94,8 +96,8 @@ def tb(module_topology: Any) -> Any:
     """The module's testbed with routes up and r1 knowing c1 and s1 as Multi-Rail."""
     for name in ("c1", "c2", "s1"):
         _routes_up(module_topology, name)
-    for client in ("c1", "c2"):  # c1 discovers s1 (c2 is downrev: it never discovers)
-        module_topology.node(client).put(S1A, count=1, size=0)
+    for client in ("c1", "c2"):  # c1 discovers s1 (c2 is downrev: it never discovers);
+        module_topology.node(client).put(S1A, count=1, size=0)  # r1 discovers s1 (gate)
     r1 = module_topology.node("r1")
     _until(module_topology, lambda: _r1_knows_mr_peers(r1), 20,
            "r1 discovering c1 and s1 as Multi-Rail")

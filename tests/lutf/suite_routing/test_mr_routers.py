@@ -1,9 +1,11 @@
 """Multi-Rail routers on topologies/mr-routers.yaml (seed 002, seed 003, lib-move.c).
 
-MR forwarding on the final hop (``lnet_mr_forwarding_allowed``) is proven on the fabric
-(tests/unit/test_route_alive.py): on Mininet, taking one of s1's links down also breaks the
-reverse path of connections from the routers' other subnet (weak host model, see
-docs/differences.md socklnd device binding), which hides the forwarding decision.
+MR forwarding on the final hop (``lnet_mr_forwarding_allowed``) is proven on Mininet by
+test_mr_forwarding.py (health lowered on the router, no link change: on this topology taking
+one of s1's links down also breaks the reverse path of connections from the routers' other
+subnet, weak host model, see docs/differences.md socklnd device binding); its per-attempt
+decision and the router's discovery of the final destination on the fabric by
+tests/unit/test_route_alive.py.
 
 c1 (two NIs on tcp) -- r1, r2 (two NIs on tcp, two on tcp1) -- s1 (two NIs on tcp1). Runs on
 both backends; waiting uses ``tb.advance``.
