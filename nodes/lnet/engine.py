@@ -92,7 +92,6 @@ class LNetEngine:
         self.udsp = udsp.UDSPTable()        # ln_udsp_list (spec §7)
         self.notices = notify.Notices()     # health notices for user space (hlth-lnt-udev)
         self.nistate = nistate.NIStateLog()  # local NI states last logged (dbg-110)
-        self.rx_now = 0.0                   # ``now`` of the receive being parsed
         self._hook_peers()
 
     def _hook_peers(self) -> None:
@@ -413,7 +412,6 @@ class LNetEngine:
         """``lnet_parse`` (spec §4.2) for messages addressed to this node."""
         from nodes.lnet.receive import parse  # receive imports fault, which is light
 
-        self.rx_now = now  # md_response's clock (transaction time)
         return parse(self, ev, now, loopback=loopback)
 
     def send_response(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
@@ -441,13 +439,13 @@ class LNetEngine:
         md = self._mds.get(wmd.object_cookie)
         return None if md is None or md.unlinked else md
 
-    def md_response(self, md: MD, kind: str, source: NID, initiator: NID,
+    def md_response(self, now: float, md: MD, kind: str, source: NID, initiator: NID,
                     payload: bytes = b"", mlength: int = 0) -> list[Action]:
         """An ACK or REPLY matched ``md``: its final event. The transaction's time (PUT/GET
         sent -> this response) goes to the responding peer NI (hlth-stt-avg-transaction-time)."""
         lpni = self.peers.find_lpni(source)
         if lpni is not None:
-            lpni.stats.transaction_time.add(int((self.rx_now - md.sent_at) * 1e9))
+            lpni.stats.transaction_time.add(int((now - md.sent_at) * 1e9))
         return self.md_final(md, kind, 0, source=source, initiator=initiator,
                              payload=payload, mlength=mlength)
 
@@ -471,7 +469,6 @@ class LNetEngine:
 
     def handle_timer(self, now: float) -> list[Action]:
         """Delayed messages, response trackers (spec §3.4), caller timeouts, monitor tick."""
-        self.rx_now = now  # delayed rx messages are parsed here (md_response's clock)
         actions = nistate.status_logs(self)  # changes by config calls, with their cause
         actions += release(self, now)  # delayed messages due (spec §8.3)
         while self._timers and self._timers[0][0] <= now:

@@ -134,7 +134,7 @@ def _on_response(eng: LNetEngine, ni: LNetNI, lpni: PeerNI | None, ev: MessageRe
     stats = [ni.stats] + ([lpni.stats] if lpni else [])
     for st in stats:
         (st.put_ack if kind == "ACK" else st.get_rtt).add(lat)
-    return eng.md_response(md, kind, source=hdr.src_nid, initiator=initiator,  # type: ignore[arg-type]
+    return eng.md_response(now, md, kind, source=hdr.src_nid, initiator=initiator,  # type: ignore[arg-type]
                            payload=ev.payload[:md.max_size], mlength=hdr.mlength)
 
 

@@ -81,3 +81,16 @@ def reset_nodes(tb: Any, *lnetctl_cmds: str, nodes: tuple[str, ...] = ("c1", "s1
         ok(node, "lnetctl", "peer set --all --health 1000")
         ok(node, "lnetctl", "stats reset")
     return tb
+
+
+def advance_until(tb: Any, check: Any, seconds: float = 10.0, what: str = "the condition",
+                  step: float = 0.25) -> Any:
+    """Poll ``check`` until it is truthy, letting ``step`` seconds pass between polls with
+    ``tb.advance`` (wall clock on Mininet, virtual time on the sim, so one test runs on both
+    backends); fails with the last value after ``seconds``."""
+    waited = 0.0
+    while not (value := check()):
+        assert waited < seconds, f"waited {seconds}s for {what}; last value {value!r}"
+        tb.advance(step)
+        waited += step
+    return value

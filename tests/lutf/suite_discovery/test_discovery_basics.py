@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import C1_NIDS, S1_NIDS
+from lutf.lnet_views import advance_until as _poll
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("discovery"),
               pytest.mark.xdist_group("suite_discovery")]
@@ -22,15 +23,6 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("discovery"),
 def tb(module_topology: Any) -> Any:
     return module_topology
 
-
-def _poll(tb: Any, check: Any, timeout: float = 10.0) -> Any:
-    """Poll ``check`` with ``tb.advance`` until it is truthy (virtual time on the sim)."""
-    waited = 0.0
-    while not (value := check()):
-        assert waited < timeout, f"waited {timeout}s; last value {value!r}"
-        tb.advance(0.25)
-        waited += 0.25
-    return value
 
 
 def _peer(node: Any, nid: str) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import C1_NIDS, S1_NIDS, ok
+from lutf.lnet_views import advance_until as _poll
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("discovery")]
 
@@ -31,15 +32,6 @@ def _peers(node: Any) -> dict[str, dict[str, Any]]:
 def _nids(entry: dict[str, Any]) -> list[str]:
     return [x["nid"] for x in entry["peer ni"]]
 
-
-def _poll(tb: Any, check: Any, timeout: float = 10.0) -> Any:
-    """Poll ``check`` with ``tb.advance`` until it is truthy (virtual time on the sim)."""
-    waited = 0.0
-    while not (value := check()):
-        assert waited < timeout, f"waited {timeout}s; last value {value!r}"
-        tb.advance(0.25)
-        waited += 0.25
-    return value
 
 
 @pytest.mark.requirement("cfg-085", "dyn-020", "dyn-040")

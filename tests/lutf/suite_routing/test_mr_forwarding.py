@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from lutf.lnet_views import advance_until as _until
 from lutf.lnet_views import local_nis, ok, peer_nis
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("mr-forwarding.yaml")]
@@ -32,14 +33,6 @@ C1, C2 = "10.10.0.1@tcp", "10.10.0.3@tcp"
 S1A, S1B = "10.20.0.2@tcp1", "10.21.0.2@tcp1"
 N = 40
 
-
-def _until(tb: Any, check: Any, seconds: float, what: str, step: float = 0.25) -> Any:
-    waited = 0.0
-    while not (value := check()):
-        assert waited < seconds, f"waited {seconds}s for {what}"
-        tb.advance(step)
-        waited += step
-    return value
 
 
 def _routes_up(tb: Any, name: str) -> None:

@@ -17,18 +17,11 @@ from typing import Any
 
 import pytest
 
+from lutf.lnet_views import advance_until as _until
 from lutf.lnet_views import local_nis, ok, stats
 
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("mr-routers")]
 
-
-def _until(tb: Any, check: Any, seconds: float, what: str, step: float = 0.25) -> Any:
-    waited = 0.0
-    while not (value := check()):
-        assert waited < seconds, f"waited {seconds}s for {what}"
-        tb.advance(step)
-        waited += step
-    return value
 
 
 def _nids(node: Any, net: str) -> list[str]:

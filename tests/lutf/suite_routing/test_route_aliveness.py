@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lutf.lnet_views import advance_until as _until
 from lutf.lnet_views import ok, peer_nis, stats
 
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("routed")]
@@ -20,14 +21,6 @@ R1, R2 = "10.10.0.3@tcp", "10.10.0.4@tcp"
 R1_FAR = "10.20.0.1@tcp1"
 S1 = "10.20.0.3@tcp1"
 
-
-def _until(tb: Any, check: Any, seconds: float, what: str, step: float = 0.25) -> Any:
-    waited = 0.0
-    while not (value := check()):
-        assert waited < seconds, f"waited {seconds}s for {what}"
-        tb.advance(step)
-        waited += step
-    return value
 
 
 def _routes(node: Any) -> dict[str, str]:
