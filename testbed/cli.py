@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from testbed import api, runstate, sh
+from testbed.observe import cli as observe_cli
 from testbed.topology import TopologyError, load_topology
 from testbed.trace import TraceError
 
@@ -208,28 +209,6 @@ def cmd_fault(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_events(args: argparse.Namespace) -> int:
-    """Print events.jsonl as stored (one JSON object per line); --follow keeps reading."""
-    tb = _pick(args.name)
-    path = tb.rundir / runstate.EVENTS_FILE
-    pos = 0
-    while True:
-        try:
-            with open(path) as f:
-                f.seek(pos)
-                chunk = f.read()
-                pos = f.tell()
-        except FileNotFoundError:
-            if pos:
-                return 0  # the testbed went down
-            raise CliError(f"testbed {tb.name} has no event log") from None
-        sys.stdout.write(chunk)
-        sys.stdout.flush()
-        if not args.follow or not tb.rundir.exists():
-            return 0
-        time.sleep(0.2)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Emulated Lustre LNet clusters on one Linux box.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -285,9 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("words", nargs="*", metavar="KIND|ID key=value",
                     help="add: KIND then key=value (match.type=PUT); del: fault id or name")
     sp.set_defaults(func=cmd_fault)
-    sp = named("events", "print the testbed's event log (JSON lines)")
-    sp.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
-    sp.set_defaults(func=cmd_events)
+    observe_cli.register(sub)  # events, check, capture, report (testbed/observe)
     sp = sub.add_parser("trace", help="requirement traceability of the last test run",
                         description="every requirement of docs/requirements.md with the tests "
                         "covering it and their last result (exit 1 if one is failing)")

@@ -1,0 +1,97 @@
+"""The observation subcommands of ``testbed``: ``events``, ``check`` (and, as they land,
+``capture`` and ``report``), registered on the main parser by ``register(subparsers)``.
+
+Every error is a one-line ``TestbedError`` (``testbed/cli.py`` prints it, exit 1). These
+commands read a run directory, not a live supervisor, so they also work on a run directory
+kept after ``down``: ``-n NAME`` picks ``RUNROOT/NAME``, or ``--rundir DIR`` any directory;
+with neither, the only run directory under RUNROOT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from testbed import runstate
+from testbed.api import TestbedError, list_testbeds
+from testbed.observe import check, eventlog, events_cmd
+
+
+def resolve_rundir(name: str | None, rundir: str | None = None) -> Path:
+    """The run directory to read: ``--rundir``, ``-n NAME``, or the only one there is."""
+    if rundir:
+        path = Path(rundir)
+        if not path.is_dir():
+            raise TestbedError(f"no run directory {path}")
+        return path
+    if name is None:
+        names = list_testbeds()
+        if not names:
+            raise TestbedError(f"no testbed run directory under {runstate.runroot()} "
+                               "(start one with `testbed up`, or give --rundir)")
+        if len(names) > 1:
+            raise TestbedError(f"several testbeds ({', '.join(names)}): choose one with "
+                               "-n NAME")
+        name = names[0]
+    path = runstate.rundir(name)
+    if not path.is_dir():
+        raise TestbedError(f"no testbed named {name} (no {path})")
+    return path
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    rdir = resolve_rundir(args.name, args.rundir)
+    path = events_cmd.events_path(rdir)
+    if not path.exists():
+        raise TestbedError(f"testbed {rdir.name} has no event log ({path})")
+    try:
+        events_cmd.show(path, sys.stdout, nodes=events_cmd.parse_set(args.node),
+                        kinds=events_cmd.parse_set(args.kind), since=args.since,
+                        raw=args.json, follow=args.follow, alive=rdir.exists)
+    except FileNotFoundError:
+        raise TestbedError(f"testbed {rdir.name} has no event log ({path})") from None
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        if args.events:
+            result = check.check_file(args.events)
+        else:
+            result = check.check_rundir(resolve_rundir(args.name, args.rundir))
+    except eventlog.LogError as exc:
+        raise TestbedError(str(exc)) from None
+    sys.stdout.write(result.render(max_violations=args.max))
+    return 0 if result.ok else 1
+
+
+def _common(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("-n", "--name", help="testbed name (default: the only one)")
+    sp.add_argument("--rundir", metavar="DIR", help="read this run directory instead")
+
+
+def register(sub: Any) -> None:
+    """Add ``events`` and ``check`` to ``testbed``'s subparsers."""
+    text = ("print the testbed's event log: times relative to bring-up, filters; "
+            "--json for the raw lines")
+    sp = sub.add_parser("events", help=text, description=text)
+    _common(sp)
+    sp.add_argument("--node", action="append", metavar="NODE[,NODE]",
+                    help="only events of these nodes (repeatable)")
+    sp.add_argument("--kind", action="append", metavar="KIND[,KIND]",
+                    help="only these kinds (repeatable; msg.send etc. for message traces)")
+    sp.add_argument("--since", type=float, metavar="SECONDS",
+                    help="only events at or after SECONDS from the start of bring-up")
+    sp.add_argument("--json", action="store_true", help="print the raw JSON lines")
+    sp.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    sp.set_defaults(func=cmd_events)
+    text = ("check LNet's invariants over an event log (docs/events.md §2); exit 1 on a "
+            "violation")
+    sp = sub.add_parser("check", help=text, description=text)
+    _common(sp)
+    sp.add_argument("--events", metavar="FILE", help="a JSON-lines event log file")
+    sp.add_argument("--max", type=int, default=20, metavar="N",
+                    help="violations printed per invariant (default 20)")
+    sp.set_defaults(func=cmd_check)
