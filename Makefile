@@ -7,8 +7,9 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
+# wireshark-common: dumpcap for `testbed capture` (tshark depends on it; named for clarity)
 APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python3-dev \
-            libnetfilter-queue-dev build-essential tshark
+            libnetfilter-queue-dev build-essential tshark wireshark-common
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test deps venv lint clean-testbeds

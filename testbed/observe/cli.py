@@ -10,13 +10,14 @@ with neither, the only run directory under RUNROOT.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from testbed import runstate
-from testbed.api import TestbedError, list_testbeds
-from testbed.observe import check, eventlog, events_cmd
+from testbed.api import Testbed, TestbedError, list_testbeds
+from testbed.observe import capture, check, eventlog, events_cmd, pcapsum
 
 
 def resolve_rundir(name: str | None, rundir: str | None = None) -> Path:
@@ -67,13 +68,64 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_capture(args: argparse.Namespace) -> int:
+    if args.summary:
+        return _summary(args)
+    if not args.node:
+        raise TestbedError("capture: give NODE [IFACE] (or --summary FILE)")
+    name = args.name or resolve_rundir(None).name
+    tb = Testbed.attach(name)
+    node = tb.node(args.node)
+    ifaces = [*tb.status()["nodes"][args.node]["interfaces"], "any", "lo"]
+    iface = args.iface or "any"
+    if iface not in ifaces:
+        raise TestbedError(f"node {args.node} has no interface {iface!r} "
+                           f"(choose one of: {', '.join(ifaces)})")
+    out = Path(args.output or f"{name}-{args.node}-{iface}.pcapng").resolve()
+    proc = capture.start(node.host_pid, iface, out, args.seconds, args.filter)
+    try:
+        capture.wait_ready(out, proc)
+        until = f"for {args.seconds:g} s" if args.seconds else "until Ctrl-C"
+        print(f"capturing on {args.node} {iface} into {out} {until}", file=sys.stderr)
+        proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        err = capture.stop(proc)
+    if not out.exists():
+        raise TestbedError(f"capture failed: {' '.join(err.split())[:300]}")
+    print(f"wrote {out}")
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    try:
+        summary = pcapsum.summarize(args.summary)
+        view = capture.tshark_check(Path(args.summary)) if args.tshark else None
+    except (pcapsum.CaptureError, capture.CaptureFailed) as exc:
+        raise TestbedError(str(exc)) from None
+    if args.json:
+        data = summary.as_dict()
+        if view is not None:
+            data["tshark"] = {"lnet_frames": view.lnet_frames, "malformed": view.malformed}
+        print(json.dumps(data, indent=1, sort_keys=True))
+        return 0
+    sys.stdout.write(summary.render())
+    if view is not None:
+        print(f"tshark (portals 0, 50-52 as data): {view.lnet_frames} LNet frames, "
+              f"{len(view.malformed)} malformed")
+        for m in view.malformed[:20]:
+            print(f"  frame {m['frame']} {m['msg_type']} portal {m['portal']}: {m['message']}")
+    return 0
+
+
 def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("-n", "--name", help="testbed name (default: the only one)")
     sp.add_argument("--rundir", metavar="DIR", help="read this run directory instead")
 
 
 def register(sub: Any) -> None:
-    """Add ``events`` and ``check`` to ``testbed``'s subparsers."""
+    """Add ``events``, ``check`` and ``capture`` to ``testbed``'s subparsers."""
     text = ("print the testbed's event log: times relative to bring-up, filters; "
             "--json for the raw lines")
     sp = sub.add_parser("events", help=text, description=text)
@@ -95,3 +147,19 @@ def register(sub: Any) -> None:
     sp.add_argument("--max", type=int, default=20, metavar="N",
                     help="violations printed per invariant (default 20)")
     sp.set_defaults(func=cmd_check)
+    text = ("capture packets in a node's namespace (dumpcap, pcapng), or --summary FILE: "
+            "decode a capture as LNet")
+    sp = sub.add_parser("capture", help=text, description=text)
+    sp.add_argument("-n", "--name", help="testbed name (default: the only one)")
+    sp.add_argument("node", nargs="?", help="node to capture on")
+    sp.add_argument("iface", nargs="?", help="interface (default: any = all of the node's)")
+    sp.add_argument("--for", dest="seconds", type=float, metavar="S",
+                    help="stop after S seconds (default: Ctrl-C)")
+    sp.add_argument("-o", "--output", metavar="FILE.pcapng",
+                    help="output file (default: NAME-NODE-IFACE.pcapng here)")
+    sp.add_argument("--filter", metavar="BPF", help="capture filter, e.g. 'tcp port 988'")
+    sp.add_argument("--summary", metavar="FILE", help="decode FILE as LNet over socklnd")
+    sp.add_argument("--tshark", action="store_true",
+                    help="with --summary: also count tshark's LNet and malformed frames")
+    sp.add_argument("--json", action="store_true", help="with --summary: print JSON")
+    sp.set_defaults(func=cmd_capture)
