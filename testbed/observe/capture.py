@@ -12,7 +12,8 @@ payload unconsumed and flags the frame "Malformed" (expert info ``Capture:N offs
 every lnet_selftest bulk PUT (portal 52, SRPC_RDMA_PORTAL) and every discovery push (portal 0),
 ours and real LNet's alike, is "Malformed" in a stock tshark. ``DATA_PORTALS_LUA`` registers
 Wireshark's ``data`` dissector for those portals (what they carry: opaque bulk data, a ping
-buffer), after which what remains flagged is really malformed. docs/events.md §4 lists the dissector's other limits.
+buffer), after which what remains flagged is really malformed. docs/events.md §4 lists the
+dissector's other limits.
 """
 
 from __future__ import annotations
