@@ -1,17 +1,19 @@
 """The recorder: a node's LNet state sampled at a fixed period into ``RUNDIR/nodes/NODE.rec``
 (issue 16 item 1; the format is ``lnet-rec/1``, docs/events.md §3).
 
-Theory of operation: the node driver (daemon or simulator) owns one ``Recorder`` per engine
-and calls ``maybe_sample(now)`` after its engine calls and from a timer armed at
-``next_sample()``; the first call at or after each period boundary reads the engine directly
-(no control round trip): per local NI and per peer NI health, state, tx credits (now and
-lowest), messages sent/received/dropped, and, if the driver reports them (``tx``/``rx``, one
-dict update per message), payload bytes; route and gateway states; the node's routing state
-and global counters. A row is written only for an object that is new or whose values moved
-(sample-and-hold; a vanished object gets one ``gone`` row), so an idle node costs a scan and
-no output. Rows are buffered and appended as one gzip member per ``flush_period`` of samples
-(and at ``close``), each with a single ``O_APPEND`` write: a killed daemon loses at most that
-much, and the file stays a valid gzip stream up to its last whole member.
+Theory of operation: the node driver (daemon or simulator) owns one ``Recorder`` per engine and
+calls ``maybe_sample(now)`` after its engine calls, and again from a timer armed at
+``next_sample()`` when that is not None (a change made inside a period is then sampled at the
+period's end even if the node goes idle); the first call at or after each period boundary reads
+the engine directly (no control round trip): per local NI and per peer NI health, state, tx
+credits (now and lowest), messages sent/received/dropped, and, if the driver reports them
+(``tx``/``rx``, one dict update per message), payload bytes; route and gateway states; the
+node's routing state and global counters. A row is written only for an object that is new or
+whose values moved (sample-and-hold; a vanished object gets one ``gone`` row), so an idle node
+costs a scan and no output. Rows are buffered and appended as one gzip member per
+``flush_period`` of samples (and at ``close``), each with a single ``O_APPEND`` write: a killed
+daemon loses at most that much, and the file stays a valid gzip stream up to its last whole
+member.
 
 Time: ``t = now + clock_offset``, so a daemon whose ``now`` is the event loop's monotonic clock
 passes ``clock_offset = time.time() - loop.time()`` and its rows line up with events.jsonl;
@@ -72,6 +74,7 @@ class Recorder:
         self.flush_period = flush_period
         self.samples = 0
         self._next = -math.inf
+        self._pending = False
         self._flush_at = -math.inf
         self._last: dict[tuple[str, str], Row] = {}
         self._nid_text: dict[NID, str] = {}
@@ -100,15 +103,20 @@ class Recorder:
             pair = self._bytes[nid] = [0, 0]
         pair[side] += nbytes
 
-    def next_sample(self) -> float:
-        """When the next sample is due (``now`` clock): arm a timer there when idle."""
-        return self._next if self._next != -math.inf else 0.0
+    def next_sample(self) -> float | None:
+        """When the driver must call ``maybe_sample`` again even if the engine stays idle (a
+        call inside the current period left a change unsampled), else None. The daemon arms
+        a loop timer there, the simulator a virtual one."""
+        return self._next if self._pending else None
 
     def maybe_sample(self, now: float) -> bool:
-        """Sample if a period boundary has passed since the last sample; True if it did."""
+        """Sample if a period boundary has passed since the last sample; True if it did.
+        A call that does not sample marks the engine as possibly changed (``next_sample``)."""
         if now < self._next:
+            self._pending = True
             return False
         self.sample(now)
+        self._pending = False
         self._next = (math.floor(now / self.period) + 1) * self.period
         return True
 
@@ -137,9 +145,9 @@ class Recorder:
             st = ni.stats
             b = self._bytes.get(ni.nid, nobytes)
             emit(t, seen, "ni", self._nid(ni.nid), (
-                "", "fatal" if ni.fatal_error else ni.status_str, ni.healthv, ni.tx_credits,
-                ni.min_tx_credits, st.sent.total(), st.received.total(), st.dropped.total(),
-                b[0], b[1]))
+                ni.interface, "fatal" if ni.fatal_error else ni.status_str, ni.healthv,
+                ni.tx_credits, ni.min_tx_credits, st.sent.total(), st.received.total(),
+                st.dropped.total(), b[0], b[1]))
         for peer in eng.peers.peers:
             prim = self._nid(peer.primary_nid)
             for pnet in peer.nets:

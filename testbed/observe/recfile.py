@@ -59,9 +59,10 @@ class Rec:
                 vs.append(None if r["state"] == "gone" else r[column])
         return ts, vs
 
-    def peer_of(self, lpni: str) -> str:
+    def peer_of(self, ident: str, kind: str = "lpni") -> str:
+        """The ``peer`` column of an object: a peer NI's primary NID, an NI's interface."""
         return next((str(r["peer"]) for r in self.rows
-                     if r["kind"] == "lpni" and r["id"] == lpni and r["peer"]), "")
+                     if r["kind"] == kind and r["id"] == ident and r["peer"]), "")
 
 
 def inflate(raw: bytes) -> tuple[bytes, bool]:

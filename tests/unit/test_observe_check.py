@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from observekit import TOPOLOGIES, flap_run
 
 from testbed import cli
 from testbed.observe.check import INVARIANTS, check_events, check_file
@@ -233,16 +234,9 @@ def test_log_without_message_trace_says_so() -> None:
 def test_sim_run_passes() -> None:
     from testbed.sim import SimTestbed
 
-    tb = SimTestbed.up(Path(__file__).parents[2] / "topologies" / "default.yaml",
-                       name="obschk", seed=3)
+    tb = SimTestbed.up(TOPOLOGIES / "default.yaml", name="obschk", seed=3)
     try:
-        dst = tb.node("s1").nids[0]
-        tb.node("c1").put(dst, count=40, size=4096)
-        tb.link("c1", "eth1", "down")
-        tb.node("c1").put(dst, count=40, size=4096)
-        tb.run(3.0)
-        tb.link("c1", "eth1", "up")
-        tb.run(40.0)
+        flap_run(tb, bursts=6, down_at=1, up_at=3, settle=40.0)
         events = tb.events()
     finally:
         tb.down()

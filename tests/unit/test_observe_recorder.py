@@ -7,9 +7,9 @@ from __future__ import annotations
 import csv
 import gzip
 from pathlib import Path
-from typing import Any
 
 import pytest
+from observekit import TOPOLOGIES, flap_run, record_sim
 
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.hdr import MsgType
@@ -92,36 +92,13 @@ def test_reader_errors_are_one_line(tmp_path: Path) -> None:
         Recorder(engine(), bad, node="c1", period=0)
 
 
-def record_sim(tb: Any, rundir: Path, period: float = 0.1) -> dict[str, Recorder]:
-    """What the node driver will do on the sim: sample each engine after its calls, on
-    virtual time (until the seam's driver calls ``maybe_sample`` itself)."""
-    recs = {n: Recorder(rt.engine, rec_path(rundir, n), node=n, period=period,
-                        clock="virtual") for n, rt in tb.runtimes.items()}
-    fab = tb.fabric
-    apply = fab.apply
-
-    def sampled(name: str, actions: list[Any]) -> None:
-        apply(name, actions)
-        recs[name].maybe_sample(fab.now)
-
-    fab.apply = sampled
-    return recs
-
-
 def test_sim_engines_on_virtual_time(tmp_path: Path) -> None:
     from testbed.sim import SimTestbed
 
-    tb = SimTestbed.up(Path(__file__).parents[2] / "topologies" / "default.yaml",
-                       name="obsrec", seed=2)
+    tb = SimTestbed.up(TOPOLOGIES / "default.yaml", name="obsrec", seed=2)
     try:
         recs = record_sim(tb, tmp_path)
-        dst = tb.node("s1").nids[0]
-        tb.node("c1").put(dst, count=30, size=1024)
-        tb.link("c1", "eth1", "down")
-        tb.node("c1").put(dst, count=30, size=1024)
-        tb.run(2.0)
-        tb.link("c1", "eth1", "up")
-        tb.run(5.0)
+        flap_run(tb, bursts=8, down_at=2, up_at=5, settle=5.0)
         for r in recs.values():
             r.close()
     finally:
@@ -131,9 +108,12 @@ def test_sim_engines_on_virtual_time(tmp_path: Path) -> None:
     ts, states = c1.series("ni", "10.11.0.1@tcp", "state")
     assert "fatal" in states and states[-1] == "up"
     t_down = ts[states.index("fatal")]
-    assert 0.0 <= t_down < 2.0
+    link = next(e for e in tb.events() if e["kind"] == "link_down")
+    assert link["t"] <= t_down <= link["t"] + 0.1  # sampled within one period
     ts, sends = c1.series("node", "c1", "sends")
-    assert sends[-1] >= 60 and ts == sorted(ts)
+    assert sends[-1] >= 8 * 20 and ts == sorted(ts)
+    _t, tx = c1.series("ni", "10.10.0.1@tcp", "tx_bytes")
+    assert tx[-1] >= 4096
     samples = [float(r["t"]) for r in c1.rows]
     assert all(abs(round(x / 0.1) * 0.1 - x) < 0.1 for x in samples)
     assert recfile.read_dir(tmp_path).keys() == {"c1", "s1"}
