@@ -1,5 +1,5 @@
-"""The observation subcommands of ``testbed``: ``events``, ``check`` (and, as they land,
-``capture`` and ``report``), registered on the main parser by ``register(subparsers)``.
+"""The observation subcommands of ``testbed``: ``events``, ``check``, ``capture`` and
+``report``, registered on the main parser by ``register(subparsers)``.
 
 Every error is a one-line ``TestbedError`` (``testbed/cli.py`` prints it, exit 1). These
 commands read a run directory, not a live supervisor, so they also work on a run directory
@@ -17,7 +17,7 @@ from typing import Any
 
 from testbed import runstate
 from testbed.api import Testbed, TestbedError, list_testbeds
-from testbed.observe import capture, check, eventlog, events_cmd, pcapsum
+from testbed.observe import check, eventlog, events_cmd
 
 
 def resolve_rundir(name: str | None, rundir: str | None = None) -> Path:
@@ -69,6 +69,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
+    from testbed.observe import capture  # (scapy and subprocess plumbing: loaded on use)
+
     if args.summary:
         return _summary(args)
     if not args.node:
@@ -99,6 +101,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from testbed.observe import capture, pcapsum  # (scapy is slow to import: only here)
+
     try:
         summary = pcapsum.summarize(args.summary)
         view = capture.tshark_check(Path(args.summary)) if args.tshark else None
@@ -119,13 +123,26 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from testbed.observe import report  # (matplotlib, the `report` extra: loaded on use)
+
+    rdir = resolve_rundir(args.name, args.rundir)
+    try:
+        rep = report.report_rundir(rdir, args.output)
+    except report.ReportError as exc:
+        raise TestbedError(str(exc)) from None
+    sys.stdout.write(rep.summary)
+    print(f"report: {rep.out / report.INDEX} ({len(rep.pngs)} figures)")
+    return 0
+
+
 def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("-n", "--name", help="testbed name (default: the only one)")
     sp.add_argument("--rundir", metavar="DIR", help="read this run directory instead")
 
 
 def register(sub: Any) -> None:
-    """Add ``events``, ``check`` and ``capture`` to ``testbed``'s subparsers."""
+    """Add ``events``, ``check``, ``capture`` and ``report`` to ``testbed``'s subparsers."""
     text = ("print the testbed's event log: times relative to bring-up, filters; "
             "--json for the raw lines")
     sp = sub.add_parser("events", help=text, description=text)
@@ -163,3 +180,9 @@ def register(sub: Any) -> None:
                     help="with --summary: also count tshark's LNet and malformed frames")
     sp.add_argument("--json", action="store_true", help="with --summary: print JSON")
     sp.set_defaults(func=cmd_capture)
+    text = ("HTML page, PNG figures and a text summary of a run (also from a run directory "
+            "kept after down)")
+    sp = sub.add_parser("report", help=text, description=text)
+    _common(sp)
+    sp.add_argument("-o", "--output", metavar="DIR", help="where to write (default RUNDIR/report)")
+    sp.set_defaults(func=cmd_report)
