@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("matplotlib")  # the `report` extra (make venv installs it)
 
-from matplotlib import image  # noqa: E402
-from observekit import TOPOLOGIES, flap_run, record_sim  # noqa: E402
+from matplotlib import image
+from observekit import TOPOLOGIES, flap_run, record_sim
 
-from testbed import cli, runstate  # noqa: E402
-from testbed.observe import recfile  # noqa: E402
-from testbed.observe.report import INDEX, SUMMARY, make_report  # noqa: E402
+from testbed import cli, runstate
+from testbed.observe import recfile
+from testbed.observe.report import INDEX, SUMMARY, make_report
 
 PERIOD = 0.1
 LPNI = "10.11.0.2@tcp"
