@@ -45,6 +45,12 @@ def icmp(tb: api.Testbed, node: str, dst: str, count: int = 20, interval: float 
     return json.loads(res.out)
 
 
+def challenge_acks(tb: api.Testbed, node: str) -> int:
+    """TCP challenge ACKs the node's kernel sent (``nstat``, per network namespace)."""
+    out = tb.node(node).exec(["nstat", "-az", "TcpExtTCPChallengeACK"]).out
+    return int(next(ln.split()[1] for ln in out.splitlines() if "ChallengeACK" in ln))
+
+
 def clean_after(tb: api.Testbed) -> None:
     tb.fault.clear()
     assert tb.fault.residue() == []
@@ -171,7 +177,13 @@ def test_rst_kills_connection_and_socklnd_reconnects(testbed_factory: Any,
     f = tb.fault.rst(node="c1", iface="eth0")
     c1.put("10.10.0.2@tcp", count=4, size=100)
     log = runstate.node_log(tb.rundir, "c1")
-    wait_for(lambda: "Connection reset by peer" in log.read_text(), timeout=5)
+    s1_log = runstate.node_log(tb.rundir, "s1")
+    wait_for(lambda: "Connection reset by peer" in log.read_text()
+             and "Connection reset by peer" in s1_log.read_text(), timeout=5)
+    # each forged RST resets its end directly (issue 11 item 11): one out of the receiver's
+    # window earns a challenge ACK (RFC 5961 §3.2) and the reset then depends on the other
+    # end answering it
+    assert challenge_acks(tb, "s1") == 0 and challenge_acks(tb, "c1") == 0
     assert tb.fault.delete(f["id"])["counters"]["rst"] == 1
     assert c1.lnetctl("ping", "--source", "10.10.0.1@tcp", "10.10.0.2@tcp").rc == 0
     ups = [ln for ln in log.read_text().splitlines()
