@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 from itkit import PROJECT_ROOT, pytestmark, settle_peers  # noqa: F401  (the marks)
 
-from testbed import api, runstate
-from testbed.pytest_plugin import wait_for
+from testbed import runstate
+from testbed.clean import leftovers
+from testbed.mininet import MininetTestbed
+from testbed.pytest.plugin import wait_for
 
 FAST = """
 name: ft
@@ -36,7 +38,7 @@ nodes:
 """
 
 
-def icmp(tb: api.Testbed, node: str, dst: str, count: int = 20, interval: float = 0.005,
+def icmp(tb: MininetTestbed, node: str, dst: str, count: int = 20, interval: float = 0.005,
          wait: float = 0.5, size: int = 56, linger: bool = False) -> dict[str, Any]:
     res = tb.node(node).exec([sys.executable, "-m", "faults.icmpping", dst, "-c", str(count),
                               "-i", str(interval), "-W", str(wait), "-s", str(size),
@@ -45,13 +47,13 @@ def icmp(tb: api.Testbed, node: str, dst: str, count: int = 20, interval: float 
     return json.loads(res.out)
 
 
-def challenge_acks(tb: api.Testbed, node: str) -> int:
+def challenge_acks(tb: MininetTestbed, node: str) -> int:
     """TCP challenge ACKs the node's kernel sent (``nstat``, per network namespace)."""
     out = tb.node(node).exec(["nstat", "-az", "TcpExtTCPChallengeACK"]).out
     return int(next(ln.split()[1] for ln in out.splitlines() if "ChallengeACK" in ln))
 
 
-def clean_after(tb: api.Testbed) -> None:
+def clean_after(tb: MininetTestbed) -> None:
     tb.fault.clear()
     assert tb.fault.residue() == []
 
@@ -317,7 +319,7 @@ def test_kill_9_of_supervisor_leaves_nothing_after_clean(testbed_factory: Any) -
              if r["type"] == "interposer"]
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not runstate.pid_alive(pid), timeout=5)
-    assert any("interposer process" in x for x in api.leftovers(tb.name, tb.root))
+    assert any("interposer process" in x for x in leftovers(tb.name, tb.root))
     removed = tb.down()
     assert any(f"interposer process {inter[0]}" in x for x in removed)
-    assert api.leftovers(tb.name, tb.root) == []
+    assert leftovers(tb.name, tb.root) == []
