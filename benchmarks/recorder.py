@@ -31,7 +31,7 @@ from nodes.lnet.engine import LNetEngine  # noqa: E402
 from nodes.lnet.hdr import MsgType  # noqa: E402
 from nodes.lnet.nid import NID, Net  # noqa: E402
 from nodes.recorder import DEFAULT_PERIOD, Recorder  # noqa: E402
-from testbed.fabric import Fabric  # noqa: E402
+from testbed.sim.fabric import Fabric  # noqa: E402
 
 TCP = Net.parse("tcp")
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed import runstate
-from testbed.api import Testbed, TestbedError, list_testbeds
+from testbed.base import TestbedError
+from testbed.commands.common import pick
 from testbed.observe import check, eventlog, events_cmd
 
 
@@ -28,7 +29,7 @@ def resolve_rundir(name: str | None, rundir: str | None = None) -> Path:
             raise TestbedError(f"no run directory {path}")
         return path
     if name is None:
-        names = list_testbeds()
+        names = runstate.list_testbeds()
         if not names:
             raise TestbedError(f"no testbed run directory under {runstate.runroot()} "
                                "(start one with `testbed up`, or give --rundir)")
@@ -75,8 +76,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
         return _summary(args)
     if not args.node:
         raise TestbedError("capture: give NODE [IFACE] (or --summary FILE)")
-    name = args.name or resolve_rundir(None).name
-    tb = Testbed.attach(name)
+    tb = pick(args.name)
+    name = tb.name
     node = tb.node(args.node)
     ifaces = [*tb.status()["nodes"][args.node]["interfaces"], "any", "lo"]
     iface = args.iface or "any"
@@ -141,7 +142,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--rundir", metavar="DIR", help="read this run directory instead")
 
 
-def register(sub: Any) -> None:
+def register(sub: Any, named: Any = None) -> None:
     """Add ``events``, ``check``, ``capture`` and ``report`` to ``testbed``'s subparsers."""
     text = ("print the testbed's event log: times relative to bring-up, filters; "
             "--json for the raw lines")

@@ -20,7 +20,7 @@ from testbed import runstate
 
 Event = dict[str, Any]
 TRACE_GLOB = "*.trace.jsonl"
-#: a ``t`` below this is virtual seconds (sim; testbed/fabric.py VIRTUAL_TIME_LIMIT), not unix time
+#: a ``t`` below this is virtual seconds (sim: testbed/sim/fabric.py VIRTUAL_TIME_LIMIT)
 VIRTUAL_CLOCK_LIMIT = 1e8
 
 

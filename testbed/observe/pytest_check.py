@@ -1,7 +1,7 @@
 """The pytest plugin's invariant check at testbed teardown (issue 16 item 4): every suite
 becomes an invariant test.
 
-The plugin (``testbed/pytest_plugin.py``, ``testbed/lutf_fixtures.py``, seam-owned) wires it
+The plugin (``testbed/pytest/plugin.py``, ``testbed/pytest/fixtures.py``, seam-owned) wires it
 with two calls: ``addoption(group)`` in its ``pytest_addoption``, and
 ``teardown_problems(config, tb)`` when it releases a testbed, *before* ``down`` removes the
 run directory; each string returned fails the test like a leftover does.
