@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nodes.lnet import udsp
 from nodes.lnet.errors import ENOENT, LNetConfigError
 from nodes.lnet.nid import NID, Net
+from nodes.lnet.router import lpni_state
+from nodes.lnet.udsp import lpni_info, ni_info
 
 if TYPE_CHECKING:
     from nodes.lnet.engine import LNetEngine
@@ -35,7 +36,7 @@ def ni_view(ni: LNetNI, verbose: int) -> dict[str, Any]:
     if verbose >= 1:
         out["statistics"] = ni.stats.statistics()
     if verbose >= 4 and not ni.is_lo:
-        out["udsp info"] = udsp.ni_info(ni)  # spec §7.4, after statistics as lnetctl does
+        out["udsp info"] = ni_info(ni)  # spec §7.4, after statistics as lnetctl does
     if verbose >= 2:
         out["sent_stats"] = ni.stats.sent.show()
         out["received_stats"] = ni.stats.received.show()
@@ -73,10 +74,8 @@ def net_show(eng: LNetEngine, net: str | None = None, verbose: int = 0) -> dict[
 def lpni_view(eng: LNetEngine, lpni: PeerNI, verbose: int) -> dict[str, Any]:
     out: dict[str, Any] = {"nid": str(lpni.nid)}
     if verbose >= 4:
-        out["udsp info"] = udsp.lpni_info(lpni)  # spec §7.4: between nid and state
-    from nodes.lnet.router import lpni_state
-
-    out["state"] = lpni_state(eng, lpni)  # up/down for gateways and on routers (§9.2)
+        out["udsp info"] = lpni_info(lpni)  # spec §7.4: between nid and state
+    out["state"] = lpni_state(eng.router, lpni)  # up/down for gateways and on routers (§9.2)
     if verbose >= 1:
         out.update({
             "max_ni_tx_credits": lpni.max_tx_credits,
@@ -130,7 +129,7 @@ def global_show(eng: LNetEngine) -> dict[str, Any]:
 def recovery_show(eng: LNetEngine, local: bool = True) -> dict[str, Any]:
     """``lnetctl debug recovery --local|--peer`` (spec §9.3): the queue's NIDs in order;
     an empty queue prints nothing (empty dict)."""
-    queue = eng.ni_recoveryq if local else eng.lpni_recoveryq
+    queue = eng.recovery.ni_queue if local else eng.recovery.lpni_queue
     if not queue:
         return {}
     title = "Local NI recovery" if local else "Peer NI recovery"
