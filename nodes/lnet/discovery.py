@@ -23,18 +23,14 @@ Triggers (spec §5.3):
   too: a CONFIGURED peer is not NIDS_UPTODATE until its data has been merged (DLC wins,
   spec §5.4). With discovery disabled the first message still waits for one ping round
   (``lnet_discover_peer_locked`` runs one round, spec §11.8); the peer then stays non-MR;
-* ``lnetctl discover [--force]`` (``discover``: blocking, through an MD whose final event is
-  the completion);
-* a local NI added or removed (``local_ni_changed``: the MR peers whose ``lp_node_seqno`` is
-  behind our ping buffer are queued for a push at once, ``lnet_push_update_to_peers``,
-  dyn-045); ``set discovery 0`` force-pushes to every MR peer;
+* ``lnetctl discover [--force]`` (``discover``: blocking, an MD's final event completes it);
+* a local NI added or removed (``local_ni_changed``, ``lnet_push_update_to_peers``: MR peers
+  behind our ping buffer are pushed, dyn-045); ``set discovery 0`` pushes to every MR peer;
 * a received push (``on_push``), and router discovery (``start``, below).
 
 Completion fails the pending messages with the error, or sends them again from scratch.
-
-A node started non-Multi-Rail (``multi_rail = False``, a "downrev" node, seed 000
-"Backwards Compatibility") never initiates discovery, answers pings without the MULTI_RAIL
-and DISCOVERY feature bits and drops pushes (dyn-010).
+A downrev node (``multi_rail = False``, seed 000 "Backwards Compatibility") never initiates
+discovery, answers pings without MULTI_RAIL and DISCOVERY and drops pushes (dyn-010).
 
 ``Discovery`` owns the queues and the ``DISCOVERY`` timer. Router discovery is ``start(peer,
 now, force_ping=True, force_push=True, rtr_net=net)``: the ping goes to the peer's NID on that
@@ -130,13 +126,15 @@ class Discovery:
         self.ping_buffer: Callable[[], bytes] = lambda: b""
 
     @property
-    def router(self) -> Router:
+    def router(self) -> Router:  # wired after construction
         assert self.router_ref is not None
         return self.router_ref
 
     def clear(self) -> None:
         """``unconfigure``: the queues are emptied."""
-        self.queues = DiscoveryQueues()
+        self.queues.request.clear()
+        self.queues.working.clear()
+        self.queues.running, self.queues.wake = False, 0.0
         self.rearm()
 
     def rearm(self) -> None:
@@ -156,7 +154,6 @@ class Discovery:
     def is_uptodate(self, peer: Peer) -> bool:
         return _is_uptodate(self, peer)
 
-    # ------------------------------------------------------------------------ the machine
     def step(self, peer: Peer, inp: Input, now: float,
              **kw: Any) -> tuple[int, list[Action]]:
         """Apply one input: the table's effect. Returns (rc, actions); rc as the real rules
@@ -358,10 +355,6 @@ class Discovery:
         self.queues.wake = 0.0
         self.rearm()
 
-    def tick(self, now: float) -> list[Action]:
-        """Deferred work: the request queue (the discovery thread's wake-up)."""
-        return self.run_queue(now)
-
     def set_discovery(self, old: int, new: int) -> None:
         """``lnetctl set discovery 0|1``: disabling force-pushes our buffer (without the
         DISCOVERY bit) to every MR peer; enabling does not push (spec §5.4 last bullet)."""
@@ -397,7 +390,7 @@ def step(eng: _HasDiscovery, peer: Peer, inp: Input, now: float,
     return eng.discovery.step(peer, inp, now, **kw)
 
 
-def run_queue(eng: _HasDiscovery, now: float) -> list[Action]:
+def run_queue(eng: _HasDiscovery, now: float) -> list[Action]:  # Discovery.run_queue
     return eng.discovery.run_queue(now)
 
 

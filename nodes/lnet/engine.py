@@ -8,13 +8,12 @@ deadline; ``deadline_changed`` says cheaply whether it may differ from the value
 returned, so a driver re-arms its own timer only then. No sockets, threads, clocks or
 unseeded randomness in here.
 
-This module is the facade: it builds the components, wires them and keeps the public surface.
-Each concept is an object owning its state (one module each): ``LocalNets`` (``nets.py``),
-``PeerTable`` (``peer.py``), ``MDTable`` (``mds.py``), ``Timers`` (``timers.py``),
-``Health`` (spec §3.1-3.3), ``Recovery`` (§3.5), ``NIState`` (NI status and link state,
-dbg-110), ``Notices`` (``notify.py``), ``Discovery`` (§5), ``Router`` (§6), ``FaultState``
-(§8), ``UDSPTable`` (§7), ``Sender`` and ``Receiver`` (the message lifecycle, §1.5, §4), with
-the pure selector ``select.py`` (§2) and the injectable ``Decisions`` (``decisions.py``).
+This module is the facade: it builds the components, wires them, keeps the public surface.
+Each concept is an object owning its state, one module each: ``LocalNets``, ``PeerTable``,
+``MDTable``, ``Timers``, ``Health`` (§3.1-3.3), ``Recovery`` (§3.5), ``NIState`` (dbg-110),
+``Notices``, ``Discovery`` (§5), ``Router`` (§6), ``FaultState`` (§8), ``UDSPTable`` (§7),
+``Requests``, ``Sender`` and ``Receiver`` (the lifecycle, §1.5, §4); the selector
+``select.py`` (§2) is pure and the ``Decisions`` (``decisions.py``) are injectable.
 Invariant (spec §4.4): every send ends in exactly one final MD event (``unlinked=True``).
 """
 
@@ -25,8 +24,8 @@ import random
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
-from nodes.lnet.discovery import Discovery, DiscoveryQueues
-from nodes.lnet.errors import ECANCELED, EEXIST, ENODEV, ETIMEDOUT, LNetConfigError
+from nodes.lnet.discovery import Discovery
+from nodes.lnet.errors import ECANCELED, EEXIST, ETIMEDOUT, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.fault import FaultState
 from nodes.lnet.hdr import (
@@ -35,35 +34,26 @@ from nodes.lnet.hdr import (
     LNET_PING_INFO_MIN_SIZE,
     LNET_PROTO_PING_MATCHBITS,
     LNET_RESERVED_PORTAL,
-    LNetHdr,
-    MsgType,
-    WireHandle,
 )
 from nodes.lnet.health import Health
 from nodes.lnet.mds import MDTable, id_source
-from nodes.lnet.msg import MD, ME, MDOwner, Msg, OwnerRole
+from nodes.lnet.msg import MD, MDOwner, Msg, OwnerRole
 from nodes.lnet.nets import LocalNets
-from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNetNet, LNetNI
+from nodes.lnet.ni import LNetNI
 from nodes.lnet.nid import LO_NID, NID, Net
 from nodes.lnet.nistate import NIState
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
-from nodes.lnet.peer import PeerNI, PeerTable
-from nodes.lnet.ping import (
-    LNET_PING_FEAT_BASE,
-    LNET_PING_FEAT_DISCOVERY,
-    LNET_PING_FEAT_MULTI_RAIL,
-    LNET_PING_FEAT_NI_STATUS,
-    LNET_PING_FEAT_RTE_DISABLED,
-    PingInfo,
-)
+from nodes.lnet.peer import PeerTable
+from nodes.lnet.ping import PingInfo, node_ping_info
 from nodes.lnet.receive import Receiver
 from nodes.lnet.recovery import Recovery
+from nodes.lnet.requests import Requests
 from nodes.lnet.router import ROUTER_PARAMS, Router
 from nodes.lnet.send import Sender
 from nodes.lnet.timers import Timers
 from nodes.lnet.trace import Tracer
-from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE, Tunables
+from nodes.lnet.tunables import Tunables
 from nodes.lnet.udsp import UDSPTable
 from nodes.lnet.views import render
 
@@ -109,7 +99,12 @@ class LNetEngine:
                                  router=self.router, discovery=self.discovery,
                                  faults=self.faults, sender=self.sender,
                                  ping_buffer=lambda: self.ping_info().pack())
+        self.requests = Requests(self.node, self.mds, self.sender, self.ids)
         self._wire()
+        # the same objects under the names older callers and the unit tests read
+        self.pid, self.incarnation, self.nets = pid, incarnation, self.local.nets
+        self.dc, self._mes = self.discovery.queues, self.mds.mes
+        self.ni_recoveryq, self.lpni_recoveryq = self.recovery.ni_queue, self.recovery.lpni_queue
 
     def _wire(self) -> None:
         """Collaborators built after the components that call them."""
@@ -136,14 +131,6 @@ class LNetEngine:
 
     # ------------------------------------------------------------------ node attributes
     @property
-    def pid(self) -> int:
-        return self.node.pid
-
-    @property
-    def incarnation(self) -> int:
-        return self.node.incarnation
-
-    @property
     def configured(self) -> bool:
         return self.node.configured
 
@@ -157,12 +144,8 @@ class LNetEngine:
         self.node.multi_rail = value
 
     @property
-    def ping_seq(self) -> int:
+    def ping_seq(self) -> int:  # the ping buffer's sequence number (spec §5.1)
         return self.node.ping_seq
-
-    @property
-    def nets(self) -> dict[Net, LNetNet]:
-        return self.local.nets
 
     @property
     def trace_messages(self) -> bool:
@@ -173,30 +156,13 @@ class LNetEngine:
     def trace_messages(self, value: bool) -> None:
         self.tracer.on = value
 
-    # the names the unit tests and older callers read
-    @property
-    def dc(self) -> DiscoveryQueues:
-        return self.discovery.queues
-
-    @property
-    def ni_recoveryq(self) -> list[LNetNI]:
-        return self.recovery.ni_queue
-
-    @property
-    def lpni_recoveryq(self) -> list[PeerNI]:
-        return self.recovery.lpni_queue
-
     @property
     def mt_last(self) -> float:
         return self.recovery.mt_last
 
-    @property
-    def _mes(self) -> list[ME]:
-        return self.mds.mes
-
     # ------------------------------------------------------------------ DLC: configuration
     def configure(self) -> None:
-        """``lnetctl lnet configure``: bring LNet up with its loopback NI ``0@lo``."""
+        """``lnetctl lnet configure``: LNet up with its loopback NI ``0@lo``."""
         if self.node.configured:
             return
         self.local.configure()
@@ -205,7 +171,7 @@ class LNetEngine:
             self.router.on_tunable("forwarding", 1, None)
 
     def unconfigure(self) -> list[NID]:
-        """``lnetctl lnet unconfigure``: returns the NIDs the LND must shut down."""
+        """``lnetctl lnet unconfigure``: the NIDs the LND must shut down."""
         nis = list(self.local.local_nis())
         self.local.clear()
         for ni in nis:
@@ -218,20 +184,12 @@ class LNetEngine:
         self.node.configured = False
         return [ni.nid for ni in nis]
 
-    def _require_up(self) -> None:
-        if not self.node.configured:
-            raise LNetConfigError(-ENODEV, "LNet is not configured")  # lnetctl: No such device
-
     def net_add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None = None,
                 credits: int | None = None, peer_timeout: int | None = None,
                 cpts: tuple[int, ...] = (0,), numa: int | None = None) -> LNetNI:
-        """``lnetctl net add --net N --if IF``: one NI per interface (cfg-020, cfg-040).
-
-        ``numa`` is the emulated NUMA node of the interface's device (``dev cpt``, snd-010;
-        testbed extension ``--numa``); None leaves it unbound (-1). Logged (dbg-110) at the
-        next tick (``nistate.py``).
-        """
-        self._require_up()
+        """``lnetctl net add``: one NI per interface (cfg-020, cfg-040); ``numa`` is the
+        emulated NUMA node of its device (snd-010), None unbound (``nets.py``)."""
+        self.router.require_up()  # -ENODEV
         return self.local.add(net, interface, nid, peer_credits=peer_credits, credits=credits,
                               peer_timeout=peer_timeout, cpts=cpts, numa=numa,
                               multi_rail=self.node.multi_rail, udsp=self.udsp,
@@ -239,13 +197,13 @@ class LNetEngine:
 
     def net_del(self, net: Net, interface: str | None = None) -> list[NID]:
         """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110)."""
-        self._require_up()
+        self.router.require_up()  # -ENODEV
         return self.local.delete(net, interface, self.recovery)
 
     def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
                  lock_prim: bool = False) -> None:
         """``lnetctl peer add --prim_nid P --nid LIST`` (cfg-070, cfg-075, cfg-080)."""
-        self._require_up()
+        self.router.require_up()  # -ENODEV
         for nid in [prim, *nids]:
             if nid in self.local.by_nid and nid != LO_NID:
                 raise LNetConfigError(-EEXIST, f"{nid} is a local NID")
@@ -253,7 +211,7 @@ class LNetEngine:
         self.peers.user_add(prim, nids, non_mr, lock_prim, credits)
 
     def peer_del(self, prim: NID, nids: list[NID], *, force: bool = False) -> None:
-        self._require_up()
+        self.router.require_up()  # -ENODEV
         self.peers.user_del(prim, nids, force)
         self.recovery.forget_deleted_peers()
 
@@ -275,39 +233,15 @@ class LNetEngine:
     # ------------------------------------------------------------------ health controls
     def ni_set_fatal(self, nid: NID, fatal: bool, now: float,
                      cause: str = "carrier") -> list[Action]:
-        """``lnet_set_link_fatal_state``: the LND saw the device's link go down/up (hlt lnd-010).
-
-        Each change counts as a local interface down/up event (hlth-stt-ni-down/up-events)
-        and raises an ``ni_link`` notice; ``cause`` is ``carrier`` (link watcher) or
-        ``simulated`` (the ``lctl net_ni_down|up`` hook, hlth-dbg-sim-ni-down/up).
-
-        A fatal NI loses to every non-fatal NI in selection (spec §2.4 criterion 1) and shows
-        ``status: down`` / ``fatal_error: 1``. Clearing it makes the NI selectable again; its
-        status returns to ``up`` when its health is 1000 (config.c), otherwise it is (re)queued
-        for local recovery, whose pings now succeed and raise it (spec §3.5).
-        """
+        """``lnet_set_link_fatal_state``: the LND saw the device's link go down/up (hlt
+        lnd-010); ``cause`` is ``carrier`` or ``simulated`` (``NIState.link_change``)."""
         ni = self.local.ni_by_nid(nid)
         if ni is None or ni.is_lo:
             return [Log(level="warning", text=f"link state change for unknown NI {nid}")]
-        if not self.nistate.set_fatal(ni, fatal):
-            return []
-        self.notices.emit("ni_link", nid=str(nid), link="down" if fatal else "up", cause=cause)
-        # the NI's status is updated in place in the ping buffer: no rebuild, no push (§5.1)
-        if not fatal:
-            if ni.healthv == LNET_MAX_HEALTH_VALUE:
-                self.nistate.set_status(ni, LNET_NI_STATUS_UP)
-            else:
-                self.recovery.ni_enqueue(ni, now, manual=True)
-        word = "down" if fatal else "up"
-        return [Log(level="error", text=f"local NI {nid} link {word}: fatal state "
-                                        f"{'set' if fatal else 'cleared'}"),
-                *self.nistate.log_status(ni, f"link {word}")]
+        return self.nistate.link_change(ni, fatal, now, cause, self.recovery)
 
     def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
-        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000). A
-        status change is logged at the next tick, which the NI state log makes due at once."""
-        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
-            value = LNET_MAX_HEALTH_VALUE
+        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""
         for ni in self.local.local_nis():
             if nid is None or ni.nid == nid:
                 self.health.manual_ni(ni, value)
@@ -315,8 +249,6 @@ class LNetEngine:
 
     def peer_set_health(self, nid: NID | None, value: int, now: float) -> None:
         """``lnetctl peer set --nid X|--all --health V`` (spec §3.6; subject to §3.5 rules)."""
-        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
-            value = LNET_MAX_HEALTH_VALUE
         for lpni in list(self.peers.by_nid.values()):
             if nid is None or lpni.nid == nid:
                 self.health.manual_lpni(lpni, value)
@@ -324,8 +256,7 @@ class LNetEngine:
 
     def stats_reset(self) -> None:
         """``lnetctl stats reset`` (spec §4.5): global counters incl. gauges, per-NI and
-        per-peer-NI send/recv/drop and latency stats; health counters are kept. The testbed
-        statistics (link events, send/transaction times, counters.py) are reset too."""
+        per-peer-NI statistics and the testbed's (counters.py); health counters are kept."""
         self.counters.reset()
         for ni in self.local.local_nis(True):
             ni.stats.reset()
@@ -333,7 +264,6 @@ class LNetEngine:
         for lpni in self.peers.by_nid.values():
             lpni.stats.reset()
 
-    # ------------------------------------------------------------------ queries
     def local_nis(self, include_lo: bool = False) -> list[LNetNI]:
         return list(self.local.local_nis(include_lo))
 
@@ -344,20 +274,12 @@ class LNetEngine:
         return self.mds.get(handle)
 
     def ping_info(self) -> PingInfo:
-        features = LNET_PING_FEAT_BASE | LNET_PING_FEAT_NI_STATUS
-        if self.node.multi_rail:  # a downrev node has neither bit (bck-025, discovery.py)
-            features |= LNET_PING_FEAT_MULTI_RAIL
-            if self.tunables.discovery:
-                features |= LNET_PING_FEAT_DISCOVERY
-        if self.router.rte_disabled():  # STARTING/STOPPING keep it (spec §6.2)
-            features |= LNET_PING_FEAT_RTE_DISABLED
-        # NI status per entry: a fatal NI is DOWN, otherwise its status (spec §1.2, §5.1)
-        nis = tuple((ni.nid, LNET_NI_STATUS_DOWN if ni.fatal_error else ni.status)
-                    for ni in self.local.local_nis())
-        return PingInfo(features, self.node.pid, self.node.ping_seq, nis)
+        """Our ping buffer (``ping.node_ping_info``, spec §5.1)."""
+        return node_ping_info(self.node.pid, self.node.ping_seq, self.node.multi_rail,
+                              bool(self.tunables.discovery), self.router.rte_disabled(),
+                              self.local.local_nis())
 
-    def view(self, what: str, **kw: object) -> dict[str, object]:
-        """YAML-ready dicts for lnetctl (``views.py``)."""
+    def view(self, what: str, **kw: object) -> dict[str, object]:  # lnetctl's YAML
         return render(self, what, **kw)
 
     # ------------------------------------------------------------------ upper layer API
@@ -372,39 +294,23 @@ class LNetEngine:
             hdr_data: int = 0, numa: int | None = None,
             owner: MDOwner | None = None) -> tuple[int, list[Action]]:
         """``LNetPut``: returns the MD handle; events arrive as ``MDEvent`` actions.
-
         ``timeout`` is the caller's own transaction timeout (003); ``numa`` the NUMA node of
-        the payload memory (snd-020).
-        """
-        md = self.mds.bind(now, threshold=2 if ack else 1, timeout=timeout, op=MsgType.PUT,
-                           owner=owner)
-        wmd = WireHandle(self.node.incarnation, md.handle) if ack else WireHandle()
-        hdr = LNetHdr(dest_nid=dst, src_nid=LO_NID, dest_pid=LNET_PID_LUSTRE,
-                      src_pid=self.node.pid, type=MsgType.PUT, payload_length=len(payload),
-                      wmd=wmd, match_bits=match_bits, hdr_data=hdr_data, ptl_index=portal)
-        msg = Msg(next(self.ids), MsgType.PUT, hdr, payload, md=md, final_dst=dst, md_cpt=numa)
-        md.msg = msg
-        # discovery pushes are always tracked (lnet_response_tracking 0 still tracks, §4.3)
-        actions = self.sender.launch(msg, now, src, track=ack, force_track=owner is not None)
-        return md.handle, actions + self.tracer.take() if self.tracer.on else actions
+        the payload memory (snd-020)."""
+        handle, actions = self.requests.put(now, dst, payload=payload, portal=portal,
+                                            match_bits=match_bits, ack=ack, src=src,
+                                            timeout=timeout, hdr_data=hdr_data, numa=numa,
+                                            owner=owner)
+        return handle, actions + self.tracer.take() if self.tracer.on else actions
 
     def get(self, now: float, dst: NID, *, length: int, portal: int, match_bits: int = 0,
             src: NID | None = None, timeout: float | None = None, recovery: bool = False,
             numa: int | None = None,
             owner: MDOwner | None = None) -> tuple[int, list[Action]]:
         """``LNetGet``: the REPLY's payload comes back in the REPLY ``MDEvent``."""
-        md = self.mds.bind(now, threshold=2, timeout=timeout, op=MsgType.GET, owner=owner)
-        hdr = LNetHdr(dest_nid=dst, src_nid=LO_NID, dest_pid=LNET_PID_LUSTRE,
-                      src_pid=self.node.pid, type=MsgType.GET, payload_length=0,
-                      wmd=WireHandle(self.node.incarnation, md.handle), match_bits=match_bits,
-                      ptl_index=portal, sink_length=length)
-        msg = Msg(next(self.ids), MsgType.GET, hdr, b"", md=md, final_dst=dst,
-                  recovery=recovery, md_cpt=numa)
-        md.msg = msg
-        force = portal == LNET_RESERVED_PORTAL and match_bits == LNET_PROTO_PING_MATCHBITS
-        actions = self.sender.launch(msg, now, src, track=True,
-                                     force_track=force and owner is not None)
-        return md.handle, actions + self.tracer.take() if self.tracer.on else actions
+        handle, actions = self.requests.get(now, dst, length=length, portal=portal,
+                                            match_bits=match_bits, src=src, timeout=timeout,
+                                            recovery=recovery, numa=numa, owner=owner)
+        return handle, actions + self.tracer.take() if self.tracer.on else actions
 
     def ping(self, now: float, dst: NID, *, timeout: float | None = None,
              src: NID | None = None, numa: int | None = None) -> tuple[int, list[Action]]:
@@ -426,7 +332,7 @@ class LNetEngine:
         return handle, actions + self.tracer.take()
 
     def unlink(self, now: float, handle: int) -> list[Action]:
-        """``LNetMDUnlink``: the MD's owner gives up; it gets a final UNLINK event."""
+        """``LNetMDUnlink``: a final UNLINK event."""
         md = self.mds.get(handle)
         if md is None or md.unlinked:
             return []
@@ -435,8 +341,7 @@ class LNetEngine:
     # ------------------------------------------------------------------ LND events
     def handle(self, event: TxCompleted | MessageReceived | PeerNotify,
                now: float) -> list[Action]:
-        """An LND event. Local NI state changes (dbg-110) from before it are logged first,
-        those it caused last (``nistate.py``)."""
+        """An LND event; NI state changes (dbg-110) from before it logged first."""
         nistate = self.nistate
         actions = nistate.status_logs() if nistate.pending else []
         if isinstance(event, TxCompleted):
@@ -449,11 +354,9 @@ class LNetEngine:
             actions += nistate.status_logs()
         return actions + self.tracer.take() if self.tracer.on else actions
 
-    # ------------------------------------------------------------------ time
     def next_deadline(self) -> float | None:
-        """Earliest of every component's timer (``timers.py``): MD deadlines, delayed
-        messages (spec §8.3), the monitor tick (§3.5), deferred discovery (§5.2), a local NI
-        state change to log (dbg-110), and, while routing is in use, the router checker."""
+        """Earliest timer of every component (``timers.py``) and, while routing is in use,
+        of the router checker (``Router.deadline``)."""
         first = self.timers.next_deadline()
         if not self.router.active:
             return first
@@ -490,7 +393,7 @@ class LNetEngine:
         if due is not None and due <= now:
             actions += self.router.tick(now)  # router checker (spec §6.4)
         if self.discovery.queues.request and self.discovery.queues.wake <= now:
-            actions += self.discovery.tick(now)  # deferred discovery work (spec §5.2)
+            actions += self.discovery.run_queue(now)  # deferred discovery work (spec §5.2)
         actions += self.nistate.status_logs()  # NI state changes not logged yet (dbg-110)
         return actions + self.tracer.take() if self.tracer.on else actions
 

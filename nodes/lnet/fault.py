@@ -16,7 +16,8 @@ Evaluation walks the list and stops at the first rule that drops (``lnet_drop_ru
 rules passed over still advance their counters. Rate rules drop exactly one message per window
 of ``rate`` matches; interval rules once per ``interval`` seconds; ``-n`` about half of the
 matches. Delayed messages are released ``latency`` seconds later through the engine's timer
-(``timers.py`` ``FAULT_RELEASE``, ``release``) or at once when their rule is deleted. Randomness comes only
+(``timers.py`` ``FAULT_RELEASE``, ``release``) or at once when their rule is deleted.
+Randomness comes only
 from the engine's injected ``random.Random`` (STYLE rule 1), so a seed replays exactly.
 """
 

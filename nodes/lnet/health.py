@@ -173,10 +173,15 @@ class Health:
     def manual_ni(self, ni: LNetNI, value: int) -> None:
         """``lnetctl net set --health`` (spec §3.6; out of range -> 1000); the status change
         is logged with that cause (dbg-110)."""
+        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
+            value = LNET_MAX_HEALTH_VALUE
         self.set_ni(ni, value, "manual", "lnetctl net set --health")
 
     def manual_lpni(self, lpni: PeerNI, value: int) -> None:
-        """``lnetctl peer set --health`` (spec §3.6); its status changes are published."""
+        """``lnetctl peer set --health`` (spec §3.6; out of range -> 1000); its status
+        changes are published."""
+        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
+            value = LNET_MAX_HEALTH_VALUE
         self.set_lpni(lpni, value, "manual")
         self.notices.watch_lpni(lpni)
 

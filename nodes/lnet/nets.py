@@ -60,11 +60,12 @@ class LocalNets:
         """``lnetctl lnet configure``: the loopback NI ``0@lo`` only."""
         lo = LNetNet(LO_NET, NetTunables(peer_timeout=0, peer_credits=0, credits=0))
         lo.nis.append(LNetNI(LO_NID, "", lo, tx_credits=0, max_tx_credits=0, min_tx_credits=0))
-        self.nets = {LO_NET: lo}
+        self.nets.clear()
+        self.nets[LO_NET] = lo
         self._reindex()
 
     def clear(self) -> None:
-        self.nets = {}
+        self.nets.clear()
         self._reindex()
 
     def add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None,

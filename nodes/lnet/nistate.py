@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
 from nodes.lnet.timers import NI_LOG, Timers
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
     from nodes.lnet.notify import Notices
+    from nodes.lnet.recovery import Recovery
 
 _KEY = (NI_LOG, 0)
 
@@ -69,6 +71,29 @@ class NIState:
             ni.link_events.up += 1
         self.notices.touch()
         return True
+
+    def link_change(self, ni: LNetNI, fatal: bool, now: float, cause: str,
+                    recovery: Recovery) -> list[Action]:
+        """``lnet_set_link_fatal_state`` (hlt lnd-010). Each change counts as a local
+        interface down/up event (hlth-stt-ni-down/up-events) and raises an ``ni_link`` notice
+        (``cause``: ``carrier`` from the link watcher, ``simulated`` from ``lctl
+        net_ni_down|up``). A fatal NI loses to every non-fatal NI in selection (spec §2.4)
+        and shows ``status: down``; clearing it makes the NI selectable again, its status
+        ``up`` when its health is 1000 (config.c), otherwise it is queued for local recovery,
+        whose pings now succeed and raise it (spec §3.5). The status changes in place in the
+        ping buffer: no rebuild, no push (spec §5.1)."""
+        if not self.set_fatal(ni, fatal):
+            return []
+        word = "down" if fatal else "up"
+        self.notices.emit("ni_link", nid=str(ni.nid), link=word, cause=cause)
+        if not fatal:
+            if ni.healthv == LNET_MAX_HEALTH_VALUE:
+                self.set_status(ni, LNET_NI_STATUS_UP)
+            else:
+                recovery.ni_enqueue(ni, now, manual=True)
+        return [Log(level="error", text=f"local NI {ni.nid} link {word}: fatal state "
+                                        f"{'set' if fatal else 'cleared'}"),
+                *self.log_status(ni, f"link {word}")]
 
     def added(self, ni: LNetNI) -> None:
         self.notices.touch()

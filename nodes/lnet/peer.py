@@ -251,5 +251,5 @@ class PeerTable:
 
     def clear(self) -> None:
         """``unconfigure``: every peer goes."""
-        self.peers = []
-        self.by_nid = {}
+        self.peers.clear()
+        self.by_nid.clear()

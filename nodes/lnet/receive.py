@@ -19,8 +19,8 @@ from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.discovery import Discovery
 from nodes.lnet.events import MessageReceived
 from nodes.lnet.fault import FaultState
-from nodes.lnet.health import Health
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL, MsgType
+from nodes.lnet.health import Health
 from nodes.lnet.mds import MDTable
 from nodes.lnet.nets import LocalNets
 from nodes.lnet.ni import LNetNI

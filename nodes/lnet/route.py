@@ -35,10 +35,10 @@ from nodes.lnet.select import SelectError, best_ni
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.router import Router
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
-    from nodes.lnet.peer import Peer, PeerNet, PeerNI
+    from nodes.lnet.peer import Peer, PeerNI
+    from nodes.lnet.router import Router
 
 LNET_UNDEFINED_HOPS = 0xFFFF_FFFF
 

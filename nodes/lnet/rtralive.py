@@ -33,13 +33,12 @@ from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.router import Router
     from nodes.lnet.events import PeerNotify
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.nid import NID
-    from nodes.lnet.peer import Peer, PeerNI
-    from nodes.lnet.route import Route
+    from nodes.lnet.peer import PeerNI
+    from nodes.lnet.router import Router
 
 #: rtr-router-query-down: a peer NI marked down is queried at most this often (seconds)
 QUERY_INTERVAL = 1.0
@@ -78,12 +77,14 @@ class RouterAliveness:
         gw = lpni.peer
         if gw.rtr_refcount:
             if ev.reset:  # "reset flag indicates gateway peer went up or down"
-                self.r.checker.gw_event(gw, "notify_alive_reset" if ev.alive else "notify_dead_reset")
+                self.r.checker.gw_event(gw, "notify_alive_reset" if ev.alive
+                                        else "notify_dead_reset")
             if discovery_disabled(eng.discovery, gw) and not (
                     not ev.alive and ev.ni is not None and self.superseded(ev.ni)):
                 for route in self.r.table.all_routes():
                     if route.nid == lpni.nid:
-                        self.r.checker.route_event(route, "notify_alive" if ev.alive else "notify_dead")
+                        self.r.checker.route_event(route, "notify_alive" if ev.alive
+                                                   else "notify_dead")
         effect = self.r.checker.lpni_event(lpni, "notify_alive" if ev.alive else "notify_dead")
         actions: list[Action] = []
         if ev.alive and ev.reset:

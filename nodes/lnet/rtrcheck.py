@@ -19,22 +19,22 @@ alive_router_check_interval, or whose link is fatal, is reported DOWN in the pin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.msg import MsgInput
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.nid import NID, Net
-from nodes.lnet.msg import MsgInput
 from nodes.lnet.peer import LNET_PEER_MULTI_RAIL, LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.ping import LNET_PING_FEAT_MULTI_RAIL, LNET_PING_FEAT_RTE_DISABLED, PingInfo
 from nodes.lnet.rtrstate import ALIVE, DEAD, DISABLED, DOWN, UNKNOWN, UP, step
 
 if TYPE_CHECKING:
-    from nodes.lnet.router import Router
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.peer import Peer, PeerNet, PeerNI
     from nodes.lnet.route import Route
+    from nodes.lnet.router import Router
 
 
 class RouterChecker:

@@ -32,9 +32,9 @@ from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.router import Router
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.peer import PeerNI
+    from nodes.lnet.router import Router
 
 PAGE_SIZE = 4096
 #: (name, npages) of the three router buffer pools (spec §1.6)

@@ -49,8 +49,8 @@ from nodes.lnet.tunables import Tunables
 if TYPE_CHECKING:
     from nodes.lnet.discovery import Discovery
     from nodes.lnet.health import Health
-    from nodes.lnet.ni import LNetNI
     from nodes.lnet.nets import LocalNets
+    from nodes.lnet.ni import LNetNI
     from nodes.lnet.nistate import NIState
     from nodes.lnet.peer import PeerNI
     from nodes.lnet.receive import Receiver
