@@ -87,7 +87,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.msg import MD, Msg, MsgInput, OwnerRole
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.node import NodeState
-from nodes.lnet.peer import Peer, PeerTable
+from nodes.lnet.peer import Peer, PeerNI, PeerTable
 from nodes.lnet.ping import LNET_PING_FEAT_MULTI_RAIL, PingInfo
 from nodes.lnet.timers import DISCOVERY, Timers
 from nodes.lnet.tunables import Tunables
@@ -259,8 +259,8 @@ class Discovery:
         self.rearm()
         return actions
 
-    def gate(self, msg: Msg, now: float) -> list[Action] | None:
-        """``lnet_initiate_peer_discovery`` (spec §2.2 step 5) for a message:
+    def gate(self, msg: Msg, lpni: PeerNI, now: float) -> list[Action] | None:
+        """``lnet_initiate_peer_discovery`` (spec §2.2 step 5) for a message to ``lpni``:
         None lets the send go on; otherwise the message waits on the peer's
         ``lp_dc_pendq`` and these are the actions. Not for responses, recovery pings and
         GET/PUT on the reserved portal (``lnet_msg_discovery``); a downrev node never
@@ -269,8 +269,7 @@ class Discovery:
                 msg.hdr.ptl_index == LNET_RESERVED_PORTAL
                 and msg.type in (MsgType.GET, MsgType.PUT)):
             return None
-        assert msg.final_dst is not None
-        peer = self.peer_of(msg.final_dst)
+        peer = lpni.peer
         if peer.state & RTR_DISCOVERY or _is_uptodate(self, peer):
             return None
         # lnet_discover_peer_locked(block=false) only queues the peer and wakes the thread;

@@ -99,7 +99,8 @@ class LNetEngine:
                                  router=self.router, discovery=self.discovery,
                                  faults=self.faults, sender=self.sender,
                                  ping_buffer=lambda: self.ping_info().pack())
-        self.requests = Requests(self.node, self.mds, self.sender, self.ids)
+        self.requests = Requests(self.node, self.tunables, self.counters, self.mds,
+                                 self.sender, self.ids)
         self._wire()
         # the same objects under the names older callers and the unit tests read
         self.pid, self.incarnation, self.nets = pid, incarnation, self.local.nets

@@ -51,10 +51,13 @@ class MDTable:
     # ------------------------------------------------------------------ binding
     def bind(self, now: float, *, threshold: int, data: bytes = b"",
              timeout: float | None = None, op: MsgType | None = None,
-             owner: MDOwner | None = None) -> MD:
-        """``LNetMDBind``; ``timeout`` arms the caller's deadline (lnetctl ping --timeout)."""
+             owner: MDOwner | None = None, track: bool = False) -> MD:
+        """``LNetMDBind``; ``timeout`` arms the caller's deadline (lnetctl ping --timeout);
+        ``track`` attaches a response tracker (``track``)."""
         md = MD(next(self.ids), threshold, data=data, sent_at=now, op=op, owner=owner)
         self.mds[md.handle] = md
+        if track:
+            self.track(md)
         if timeout is not None:
             md.user_deadline = now + timeout
             self.timers.arm((MD_USER, md.handle), md.user_deadline, (md.handle, 1))

@@ -134,11 +134,19 @@ class LNetLifecycleError(Exception):
     """An input the message lifecycle has no transition for (a local protocol error)."""
 
 
+class _Table(dict[tuple[MsgPhase, MsgInput], MsgPhase]):
+    """The transition table; a missing (phase, input) raises ``LNetLifecycleError``, so the
+    send path may apply a transition as a plain lookup: ``msg.phase = NEXT[msg.phase, inp]``."""
+
+    def __missing__(self, key: tuple[MsgPhase, MsgInput]) -> MsgPhase:
+        raise LNetLifecycleError(f"cannot {key[1].value} a message {key[0].value}")
+
+
 P, I_ = MsgPhase, MsgInput
 _WAITING = (P.NEW, P.WAIT_DISCOVERY, P.WAIT_ROUTE, P.WAIT_RTRCREDIT, P.WAIT_BUFFER)
 _POSTING = (P.COMMITTED, P.TX_DELAYED, P.FAULT_DELAYED)
 #: (phase, input) -> next phase (STYLE rule 2). Everything absent is a lifecycle error.
-TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = {
+TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
     (P.NEW, I_.WAIT_DISCOVERY): P.WAIT_DISCOVERY,
     (P.NEW, I_.WAIT_ROUTE): P.WAIT_ROUTE,
     (P.NEW, I_.WAIT_RTRCREDIT): P.WAIT_RTRCREDIT,
@@ -154,7 +162,8 @@ TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = {
     # a failed attempt goes back to NEW for a full reselection (lnet_resend_msg_locked)
     **{(p, I_.RESEND): P.NEW for p in (*_POSTING, P.SENDING)},
     **{(p, I_.FINALIZE): P.DONE for p in (*_WAITING, *_POSTING, P.SENDING)},
-}
+})
+NEXT = TRANSITIONS
 
 
 @dataclass(eq=False, slots=True)

@@ -37,12 +37,13 @@ from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.mds import MDTable
-from nodes.lnet.msg import Msg, MsgInput, MsgPhase
+from nodes.lnet.msg import NEXT, Msg, MsgInput, MsgPhase
 from nodes.lnet.nid import LO_NET, NID
 from nodes.lnet.node import NodeState
 from nodes.lnet.peer import PeerTable
 from nodes.lnet.route import RouteWait
 from nodes.lnet.select import SelectError, find_local_ni
+from nodes.lnet.timers import MD_RESPONSE
 from nodes.lnet.trace import Tracer
 from nodes.lnet.tunables import Tunables
 
@@ -78,28 +79,18 @@ class Sender:
         self.decisions = decisions
         self.tracer = tracer
         self.ids = ids
+        self.timers = mds.timers
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
 
     # ------------------------------------------------------------------ entry points
-    def launch(self, msg: Msg, now: float, src: NID | None, *, track: bool,
-               force_track: bool = False) -> list[Action]:
-        """``LNetPut``/``LNetGet`` after the MD is bound: the message goes on the active list,
-        gets its response tracker (``lnet_attach_rsp_tracker``) and is sent."""
-        self.counters.msg_alloc()
-        msg.onactivelist = True
+    def launch(self, msg: Msg, now: float, src: NID | None) -> list[Action]:
+        """``LNetPut``/``LNetGet`` once the MD is bound and the message is on the active
+        list (``requests.py``): sent, or failed at once when LNet is down."""
         if not self.node.configured:
             return self.fail_unsent(msg, now, -ESHUTDOWN, HStatus.LOCAL_ERROR)
-        md = msg.md
-        if track and md is not None and (force_track or self._tracking(msg.type)):
-            self.mds.track(md)  # one deadline per MD, not reset on resend (spec §3.4)
         msg.src_nid_param = src
         return self.send(msg, now)
-
-    def _tracking(self, mtype: MsgType) -> bool:
-        """``lnet_response_tracking`` 0..3 (spec §4.3)."""
-        rt = self.tunables.response_tracking
-        return (mtype == MsgType.GET and rt in (1, 3)) or (mtype == MsgType.PUT and rt in (2, 3))
 
     def respond(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
                 payload: bytes = b"", mlength: int = 0, rtr: NID | None = None) -> list[Action]:
@@ -126,15 +117,16 @@ class Sender:
         return self.finalize_tx(msg, now, ev.rc, ev.hstatus)
 
     # ------------------------------------------------------------------ lnet_send
-    def _select(self, msg: Msg) -> tuple[LNetNI, PeerNI]:
-        """Resolve the destination and run the pathway selection; raises SelectError."""
-        assert msg.final_dst is not None
-        dst = msg.final_dst
+    def _resolve(self, dst: NID) -> PeerNI:
+        """The destination's peer NI, a new non-MR traffic peer if unknown."""
+        lpni = self.peers.find_lpni(dst)
+        return lpni if lpni is not None else \
+            self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
+
+    def _select(self, msg: Msg, lpni: PeerNI) -> tuple[LNetNI, PeerNI]:
+        """Run the pathway selection for ``lpni`` (``msg.final_dst``); raises SelectError."""
         src = find_local_ni(msg.src_nid_param, self.local.local_nis()) \
             if msg.src_nid_param else None
-        lpni = self.peers.find_lpni(dst)
-        if lpni is None:
-            lpni = self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
         if self.router.table.is_remote(lpni, src, msg):  # routed path (spec §2.6)
             msg.fixed_ni = True
             return self.router.table.find_routed_path(msg, lpni, src)
@@ -152,13 +144,18 @@ class Sender:
         assert dst is not None
         if (dst.net == LO_NET or dst in self.local.by_nid) and not msg.recovery:
             return self.send_loopback(msg, now)
+        lpni = self._resolve(dst)
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
         # date; a router runs it for a forwarded message's final destination too
-        if (waiting := self.discovery.gate(msg, now)) is not None:
+        if (waiting := self.discovery.gate(msg, lpni, now)) is not None:
             return waiting
-        logs = self.router.fwd.mr_final_hop(msg) if msg.fwd is not None else []
+        logs: list[Action] = []
+        if msg.fwd is not None:
+            logs = self.router.fwd.mr_final_hop(msg)
+            assert msg.final_dst is not None
+            lpni = self._resolve(msg.final_dst)
         try:
-            ni, lpni = self._select(msg)
+            ni, lpni = self._select(msg, lpni)
         except SelectError as e:
             hs = HStatus.REMOTE_ERROR if e.errno == -EHOSTUNREACH else HStatus.LOCAL_ERROR
             return [*logs, Log(level="error", text=e.descr),
@@ -177,7 +174,7 @@ class Sender:
         lpni.peer_net.seq = lpni.seq = peer.send_seq
         self.node.net_seq += 1
         ni.net.seq = ni.seq = self.node.net_seq
-        msg.fire(MsgInput.COMMIT)
+        msg.phase = NEXT[msg.phase, MsgInput.COMMIT]
         msg.txni, msg.txpeer = ni, lpni
         msg.tx_committed = True
         msg.committed_at = now
@@ -259,10 +256,12 @@ class Sender:
                 and not msg.is_response:
             # seed 003 hlth-lnt-timeout-after-send: the response tracker starts at the first
             # hand-off to the LND, once per MD (docs/differences.md)
-            self.mds.arm(md, now + self.tunables.transaction_timeout)
+            md.rsp_armed = True
+            md.rsp_deadline = at = now + self.tunables.transaction_timeout
+            self.timers.arm((MD_RESPONSE, md.handle), at, (md.handle, 0))
         msg.tx_id = tx_id = next(self.ids)
         self.txs[tx_id] = msg
-        msg.fire(MsgInput.TRANSMIT)
+        msg.phase = NEXT[msg.phase, MsgInput.TRANSMIT]
         if self.tracer.on:
             self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
         return [Transmit(tx_id=tx_id, ni=ni.nid, lpni=lpni.nid, hdr=msg.hdr, payload=msg.payload)]
@@ -324,8 +323,9 @@ class Sender:
             # forwarding decision is made again for it (lnet_resend_msg_locked -> lnet_send)
             msg.final_dst = msg.hdr.dest_nid
             logs = self.router.fwd.mr_final_hop(msg)
+        assert msg.final_dst is not None
         try:
-            ni, lpni = self._select(msg)
+            ni, lpni = self._select(msg, self._resolve(msg.final_dst))
         except SelectError as e:
             return [*logs, Log(level="error", text=f"{failed}; cannot resend: Error sending "
                                                    f"{msg.type.name} to {msg.final_dst}: "
@@ -385,7 +385,7 @@ class Sender:
         """Off the active list, finalized: the trace's ``complete`` and the MD's SEND."""
         self.counters.msg_free()
         msg.onactivelist = False
-        msg.fire(MsgInput.FINALIZE)
+        msg.phase = NEXT[msg.phase, MsgInput.FINALIZE]
         if self.tracer.on:
             self.tracer.complete(msg, rc)
         md = msg.md
