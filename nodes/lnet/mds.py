@@ -104,7 +104,7 @@ class MDTable:
         """MDs whose deadline passed, in deadline order: (md, True for a response timeout)."""
         out: list[tuple[MD, bool]] = []
         for kind, handle in self.timers.due(now, _MD_KINDS):
-            md = self.mds.get(handle)  # type: ignore[arg-type]
+            md = self.mds.get(handle) if isinstance(handle, int) else None
             if md is not None and not md.unlinked:
                 out.append((md, kind == MD_RESPONSE))
         return out

@@ -87,7 +87,7 @@ def ping_info_size(data: bytes) -> int:
     a reply shorter than this was truncated and the ping is retried with a bigger sink."""
     if len(data) < _HDR.size:
         return 0
-    nnis = _HDR.unpack_from(data)[3]
+    nnis: int = _HDR.unpack_from(data)[3]
     return _HDR.size + min(nnis, 1 << 16) * _ENTRY.size
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.msg import MD, MDOwner, OwnerRole
@@ -56,10 +56,14 @@ PingFn = Callable[[float, NID, MDOwner], tuple[int, list[Action]]]
 UnlinkFn = Callable[[float, int], list[Action]]
 
 
-def interval(eng: object, n: int) -> int:
-    """``lnet_get_next_recovery_ping`` for ``eng`` (an engine): 2**n seconds, or the
-    maximum past the ping count (kept for callers that hold an engine)."""
-    return next_interval(getattr(eng, "tunables"), n)  # noqa: B009
+class _HasTunables(Protocol):
+    @property
+    def tunables(self) -> Tunables: ...
+
+
+def interval(eng: _HasTunables, n: int) -> int:
+    """``lnet_get_next_recovery_ping`` for an engine (``next_interval``)."""
+    return next_interval(eng.tunables, n)
 
 
 def next_interval(tunables: Tunables, n: int) -> int:
@@ -135,7 +139,8 @@ class Recovery:
     # ------------------------------------------------------------------ the monitor tick
     def deadline(self) -> float | None:
         """When the monitor must tick next: never more often than once a second."""
-        due = [x.next_ping for x in (*self.ni_queue, *self.lpni_queue)
+        entries: list[LNetNI | PeerNI] = [*self.ni_queue, *self.lpni_queue]
+        due = [x.next_ping for x in entries
                if not x.recovery_state & RECOVERY_PENDING or x.healthv >= LNET_MAX_HEALTH_VALUE]
         if not due:
             return None

@@ -129,11 +129,12 @@ def global_show(eng: LNetEngine) -> dict[str, Any]:
 def recovery_show(eng: LNetEngine, local: bool = True) -> dict[str, Any]:
     """``lnetctl debug recovery --local|--peer`` (spec §9.3): the queue's NIDs in order;
     an empty queue prints nothing (empty dict)."""
-    queue = eng.recovery.ni_queue if local else eng.recovery.lpni_queue
+    queue = [x.nid for x in eng.recovery.ni_queue] if local \
+        else [x.nid for x in eng.recovery.lpni_queue]
     if not queue:
         return {}
     title = "Local NI recovery" if local else "Peer NI recovery"
-    return {title: {f"nid-{i}": str(x.nid) for i, x in enumerate(queue)}}
+    return {title: {f"nid-{i}": str(nid) for i, nid in enumerate(queue)}}
 
 
 def testbed_stats(eng: LNetEngine, nid: str | None = None) -> dict[str, Any]:
