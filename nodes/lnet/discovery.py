@@ -153,7 +153,6 @@ class Discovery:
 
     def is_uptodate(self, peer: Peer) -> bool:
         return _is_uptodate(self, peer)
-
     def step(self, peer: Peer, inp: Input, now: float,
              **kw: Any) -> tuple[int, list[Action]]:
         """Apply one input: the table's effect. Returns (rc, actions); rc as the real rules
@@ -369,11 +368,14 @@ class _HasDiscovery(Protocol):
     @property
     def discovery(self) -> Discovery: ...
 
+    def discover(self, nid: NID, now: float, *,
+                 force: bool = False) -> tuple[int, list[Action]]: ...
+
 
 def discover(eng: _HasDiscovery, nid: NID, now: float, *,
              force: bool = False) -> tuple[int, list[Action]]:
-    """``lnetctl discover`` on ``eng`` (``Discovery.discover``)."""
-    return eng.discovery.discover(nid, now, force=force)
+    """``lnetctl discover`` on ``eng`` (``LNetEngine.discover``)."""
+    return eng.discover(nid, now, force=force)
 
 
 def start(eng: _HasDiscovery, peer: Peer, now: float, *, force_ping: bool = False,
@@ -389,10 +391,9 @@ def step(eng: _HasDiscovery, peer: Peer, inp: Input, now: float,
     return eng.discovery.step(peer, inp, now, **kw)
 
 
-def run_queue(eng: _HasDiscovery, now: float) -> list[Action]:  # Discovery.run_queue
+def run_queue(eng: _HasDiscovery, now: float) -> list[Action]:
     return eng.discovery.run_queue(now)
 
 
-def is_uptodate(eng: _HasDiscovery, peer: Peer) -> bool:
-    """``lnet_peer_is_uptodate_locked`` on ``eng`` (spec §5.2)."""
+def is_uptodate(eng: _HasDiscovery, peer: Peer) -> bool:  # spec §5.2
     return eng.discovery.is_uptodate(peer)

@@ -5,8 +5,7 @@ Theory of operation: the driver feeds configuration calls (the DLC API), upper-l
 the passing of time (``handle_timer``); every call returns a list of actions (``Transmit``,
 ``MDEvent``, ``Log``, ``NotifyPeerDown``, ``MsgTrace``). ``next_deadline()`` is the earliest
 deadline; ``deadline_changed`` says cheaply whether it may differ from the value last
-returned, so a driver re-arms its own timer only then. No sockets, threads, clocks or
-unseeded randomness in here.
+returned (re-arm only then). No sockets, threads, clocks or unseeded randomness in here.
 
 This module is the facade: it builds the components, wires them, keeps the public surface.
 Each concept is an object owning its state, one module each: ``LocalNets``, ``PeerTable``,
@@ -55,7 +54,7 @@ from nodes.lnet.timers import Timers
 from nodes.lnet.trace import Tracer
 from nodes.lnet.tunables import Tunables
 from nodes.lnet.udsp import UDSPTable
-from nodes.lnet.views import render
+from nodes.lnet.views import Views
 
 
 class LNetEngine:
@@ -101,6 +100,8 @@ class LNetEngine:
                                  ping_buffer=lambda: self.ping_info().pack())
         self.requests = Requests(self.node, self.tunables, self.counters, self.mds,
                                  self.sender, self.ids)
+        self.views = Views(self.local, self.peers, self.counters, self.tunables, self.recovery,
+                           self.router)
         self._wire()
         # the same objects under the names older callers and the unit tests read
         self.pid, self.incarnation, self.nets = pid, incarnation, self.local.nets
@@ -108,7 +109,7 @@ class LNetEngine:
         self.ni_recoveryq, self.lpni_recoveryq = self.recovery.ni_queue, self.recovery.lpni_queue
 
     def _wire(self) -> None:
-        """Collaborators built after the components that call them."""
+        """Collaborators built after the components that call them; MD owner roles."""
         h, r, d = self.health, self.router, self.discovery
         h.recovery = self.recovery
         h.local_count = lambda: len(self.local.local_nis())
@@ -124,8 +125,8 @@ class LNetEngine:
         d.ping_buffer = lambda: self.ping_info().pack()
         self.sender.receiver = self.receiver
         self.mds.register(OwnerRole.LPNI_RECOVERY, rec.on_md_event)
-        self.mds.register(OwnerRole.DC_PING, d.on_md_event)
-        self.mds.register(OwnerRole.DC_PUSH, d.on_md_event)
+        for role in (OwnerRole.DC_PING, OwnerRole.DC_PUSH):
+            self.mds.register(role, d.on_md_event)
         self.mds.register(OwnerRole.RTR_QUERY, lambda md, kind, st, payload, src: [])
         self.peers.on_new_lpn = self.udsp.on_lpn
         self.peers.on_new_lpni = self.udsp.on_lpni
@@ -158,7 +159,7 @@ class LNetEngine:
         self.tracer.on = value
 
     @property
-    def mt_last(self) -> float:
+    def mt_last(self) -> float:  # the last monitor tick (recovery.py)
         return self.recovery.mt_last
 
     # ------------------------------------------------------------------ DLC: configuration
@@ -173,10 +174,7 @@ class LNetEngine:
 
     def unconfigure(self) -> list[NID]:
         """``lnetctl lnet unconfigure``: the NIDs the LND must shut down."""
-        nis = list(self.local.local_nis())
-        self.local.clear()
-        for ni in nis:
-            self.nistate.removed(ni)
+        nis = self.local.clear()
         self.peers.clear()
         self.udsp.rules.clear()  # lnet_udsp_destroy(shutdown) on LNetNIFini
         self.recovery.clear()
@@ -281,7 +279,7 @@ class LNetEngine:
                               self.local.local_nis())
 
     def view(self, what: str, **kw: object) -> dict[str, object]:  # lnetctl's YAML
-        return render(self, what, **kw)
+        return self.views.render(what, **kw)
 
     # ------------------------------------------------------------------ upper layer API
     def attach_me(self, portal: int, match_bits: int, ignore_bits: int, *,

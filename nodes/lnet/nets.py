@@ -64,9 +64,14 @@ class LocalNets:
         self.nets[LO_NET] = lo
         self._reindex()
 
-    def clear(self) -> None:
+    def clear(self) -> list[LNetNI]:
+        """``unconfigure``: every NI goes (logged as removed, dbg-110); returns them."""
+        nis = list(self._nis)
         self.nets.clear()
         self._reindex()
+        for ni in nis:
+            self.nistate.removed(ni)
+        return nis
 
     def add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None,
             credits: int | None, peer_timeout: int | None, cpts: tuple[int, ...],
