@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nodes.lnet.ni import LNetNI
+from nodes.lnet.peer import PeerNI
 from nodes.lnet.select import select_pathway
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -40,7 +42,7 @@ class Decisions:
     """One engine's decision functions (see the module doc)."""
 
     #: (local NI, peer NI) for a message, keyword-only like ``select.select_pathway``
-    select_pathway: Callable[..., tuple[object, object]] = select_pathway
+    select_pathway: Callable[..., tuple[LNetNI, PeerNI]] = select_pathway
     #: (value, sensitivity, up) -> the new health value
     health_step: Callable[[int, int, bool], int] = health_step
     #: (message, LNet's verdict) -> resend it?

@@ -90,9 +90,9 @@ class Health:
         """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6)."""
         old = ni.healthv
         ni.healthv = value
-        if value == 0:
+        if value == 0 and ni.status != LNET_NI_STATUS_DOWN:
             self.nistate.set_status(ni, LNET_NI_STATUS_DOWN, why)
-        elif value == LNET_MAX_HEALTH_VALUE:
+        elif value == LNET_MAX_HEALTH_VALUE and ni.status != LNET_NI_STATUS_UP:
             self.nistate.set_status(ni, LNET_NI_STATUS_UP, why)
         if value != old:
             self.notices.touch()
@@ -154,7 +154,7 @@ class Health:
     def response_timeout(self, next_hop: PeerNI | None, now: float) -> list[Action]:
         """``lnet_finalize_expired_responses``: the next hop is blamed (spec §3.4, §11.6),
         with no single-NI exemption here (lib-move.c)."""
-        self.counters.bump("response_timeout_count")
+        self.counters.values["response_timeout_count"] += 1
         if next_hop is None:
             return []
         return self.remote_failure(next_hop, now, "RESPONSE_TIMEOUT")
@@ -206,9 +206,9 @@ class Health:
         """``lnet_incr_hstats``: global + NI + peer NI counters of one health status."""
         if hstatus == HStatus.OK:
             if msg.retry_count:
-                self.counters.bump("successful_resends")
+                self.counters.values["successful_resends"] += 1
             return
-        self.counters.bump(GLOBAL_KEY[hstatus])
+        self.counters.values[GLOBAL_KEY[hstatus]] += 1
         if hstatus in NI_KEY:
             key = NI_KEY[hstatus]
             setattr(ni.hstats, key, getattr(ni.hstats, key) + 1)
@@ -243,7 +243,7 @@ class Health:
         exhausted = resend and msg.retry_count >= self.tunables.retry_count
         if self.decisions.resend(msg, resend and not exhausted) is False:
             if exhausted and self.tunables.retry_count:
-                self.counters.bump("failed_resends")
+                self.counters.values["failed_resends"] += 1
             return False, notify_dead
         # dbg-115: say which pair failed; the new pair is logged by the resend itself
         return True, [*notify_dead, Log(level="error", text=(

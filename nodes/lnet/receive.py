@@ -55,8 +55,8 @@ class Receiver:
 
     def _drop(self, ni: LNetNI | None, lpni: PeerNI | None, ev: MessageReceived,
               why: str) -> list[Action]:
-        self.counters.bump("drop_count")
-        self.counters.bump("drop_length", len(ev.payload))
+        self.counters.values["drop_count"] += 1
+        self.counters.values["drop_length"] += len(ev.payload)
         if ni is not None:
             ni.stats.dropped.bump(ev.hdr.type)
         if lpni is not None:
@@ -71,8 +71,8 @@ class Receiver:
             if verdict is True:
                 return []
             if verdict is not False:  # silently lost (lnet_parse counts the drop)
-                self.counters.bump("drop_count")
-                self.counters.bump("drop_length", len(ev.payload))
+                self.counters.values["drop_count"] += 1
+                self.counters.values["drop_length"] += len(ev.payload)
                 rx_ni = self.local.ni_by_nid(ev.ni)
                 if rx_ni is not None:
                     rx_ni.stats.dropped.bump(ev.hdr.type)
@@ -114,8 +114,8 @@ class Receiver:
         return actions
 
     def _count_recv(self, nob: int) -> None:
-        self.counters.bump("recv_count")
-        self.counters.bump("recv_length", nob)
+        self.counters.values["recv_count"] += 1
+        self.counters.values["recv_length"] += nob
 
     def on_put(self, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceived, now: float,
                initiator: NID) -> list[Action]:
@@ -147,7 +147,7 @@ class Receiver:
             data = md.data
         reply = data[hdr.offset:hdr.offset + hdr.sink_length]
         self._count_recv(0)
-        self.counters.bump("send_length", len(reply))
+        self.counters.values["send_length"] += len(reply)
         return self.sender.respond(now, MsgType.REPLY, ni, hdr, payload=reply, rtr=ev.peer_nid)
 
     def on_response(self, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceived, now: float,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.errors import ENODEV, LNetConfigError
-from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
@@ -110,7 +110,7 @@ class Router:
         return self.discovery_ref
 
     @property
-    def nets(self) -> dict[Net, Any]:
+    def nets(self) -> dict[Net, LNetNet]:
         return self.local.nets
 
     def local_nis(self) -> list[LNetNI]:

@@ -132,8 +132,8 @@ class RouterPools:
         return self.forward_send(msg, now)
 
     def forward_send(self, msg: Msg, now: float) -> list[Action]:
-        self.r.counters.bump("route_count")
-        self.r.counters.bump("route_length", msg.nob)
+        self.r.counters.values["route_count"] += 1
+        self.r.counters.values["route_length"] += msg.nob
         if msg.phase is not MsgPhase.NEW:
             msg.fire(MsgInput.READY)
         return self.r.sender.send(msg, now)
@@ -169,8 +169,8 @@ class RouterPools:
                                        f"{best.nid}")]
 
     def drop_forward(self, msg: Msg, now: float, why: str) -> list[Action]:
-        self.r.counters.bump("drop_count")
-        self.r.counters.bump("drop_length", msg.nob)
+        self.r.counters.values["drop_count"] += 1
+        self.r.counters.values["drop_length"] += msg.nob
         self.r.counters.msg_free()
         return [Log(level="info", text=f"dropping routed {msg.type.name} to {msg.final_dst}: "
                                        f"{why}"), *self.return_rx_credits(msg, now)]

@@ -18,8 +18,7 @@ counts resends whose selection succeeded, and a resend whose selection fails end
 message with that error and no further resend (``lnet_resend_pending_msgs_locked``).
 Otherwise the stats are decommitted (only on success) and the initiator's MD gets its event.
 Selection failures never commit: no credits, no health, no resend (spec §2.8). Every message
-ends in exactly one final MD event (spec §4.4) and, while tracing is on, in exactly one
-``MsgTrace`` ``complete`` (TRACE-SCHEMA; ``trace.py``).
+ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``complete``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
-from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, ESHUTDOWN, ETIMEDOUT
+from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
 from nodes.lnet.events import MessageReceived, TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
@@ -42,7 +41,7 @@ from nodes.lnet.nid import LO_NET, NID
 from nodes.lnet.node import NodeState
 from nodes.lnet.peer import PeerTable
 from nodes.lnet.route import RouteWait
-from nodes.lnet.select import SelectError, find_local_ni
+from nodes.lnet.select import SelectError
 from nodes.lnet.timers import MD_RESPONSE
 from nodes.lnet.trace import Tracer
 from nodes.lnet.tunables import Tunables
@@ -117,22 +116,24 @@ class Sender:
         return self.finalize_tx(msg, now, ev.rc, ev.hstatus)
 
     # ------------------------------------------------------------------ lnet_send
-    def _resolve(self, dst: NID) -> PeerNI:
-        """The destination's peer NI, a new non-MR traffic peer if unknown."""
+    def _resolve(self, dst: NID) -> PeerNI:  # the peer NI; a non-MR traffic peer if unknown
         lpni = self.peers.find_lpni(dst)
-        return lpni if lpni is not None else \
-            self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
+        return lpni or self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
 
     def _select(self, msg: Msg, lpni: PeerNI) -> tuple[LNetNI, PeerNI]:
         """Run the pathway selection for ``lpni`` (``msg.final_dst``); raises SelectError."""
-        src = find_local_ni(msg.src_nid_param, self.local.local_nis()) \
-            if msg.src_nid_param else None
+        src = None
+        if msg.src_nid_param is not None:
+            src = self.local.ni_by_nid(msg.src_nid_param)
+            if src is None or src.is_lo:  # spec §2.8: a source must be one of ours
+                raise SelectError(-EINVAL, f"source NID {msg.src_nid_param} is not a local "
+                                           "NID")
         if self.router.table.is_remote(lpni, src, msg):  # routed path (spec §2.6)
             msg.fixed_ni = True
             return self.router.table.find_routed_path(msg, lpni, src)
         nmr = not lpni.peer.multi_rail or msg.recovery or msg.fwd is not None
         msg.fixed_ni = src is not None or msg.fwd is not None
-        return self.decisions.select_pathway(  # type: ignore[return-value]
+        return self.decisions.select_pathway(
             lpni=lpni, src=src, nets=self.local.nets, nmr=nmr, md_cpt=msg.md_cpt,
             numa_range=self.tunables.numa_range,
             reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
@@ -199,8 +200,8 @@ class Sender:
         return deadline
 
     def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI) -> None:
-        self.counters.bump("drop_count")
-        self.counters.bump("drop_length", msg.nob)
+        self.counters.values["drop_count"] += 1
+        self.counters.values["drop_length"] += msg.nob
         ni.stats.dropped.bump(msg.type)
         lpni.stats.dropped.bump(msg.type)
 
@@ -334,7 +335,7 @@ class Sender:
         except RouteWait as w:
             msg.fire(MsgInput.WAIT_ROUTE)
             return logs + self.router.table.park(msg, w, now)
-        self.counters.bump("resend_count")
+        self.counters.values["resend_count"] += 1
         self.commit(msg, ni, lpni, now)
         return [*logs, Log(level="error", text=f"{failed}; resending from {ni.nid} to "
                                                f"{lpni.nid} (try {msg.retry_count + 1})"),
@@ -360,9 +361,9 @@ class Sender:
             actions += self.router.fwd.return_rx_credits(msg, now)
         if rc == 0:
             # lnet_msg_decommit_tx: only successful sends are counted
-            self.counters.bump("send_count")
+            self.counters.values["send_count"] += 1
             if msg.type == MsgType.PUT:
-                self.counters.bump("send_length", msg.nob)
+                self.counters.values["send_length"] += msg.nob
             for st in (ni.stats if ni else None, lpni.stats if lpni else None):
                 if st is None:
                     continue

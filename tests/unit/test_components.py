@@ -5,6 +5,7 @@ signal (``timers.py``, ``LNetEngine.deadline_changed``), the message lifecycle t
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from enginekit import PORTAL, C, S, mr2_fabric
@@ -85,10 +86,10 @@ def test_every_message_ends_finalized_and_off_the_active_list() -> None:
 # ---------------------------------------------------------------------------- decisions
 def test_a_wrong_selection_decision_is_injected_per_engine() -> None:
     """issue 17's seam: c1 always picks its first pair; s1 keeps the real selector."""
-    def first_pair(**kw: object) -> tuple[object, object]:
+    def first_pair(**kw: Any) -> tuple[Any, Any]:
         lpni = kw["lpni"]
         src = kw["src"]
-        ni = src or kw["nets"][lpni.nid.net].nis[0]  # type: ignore[index,union-attr]
+        ni = src or kw["nets"][lpni.nid.net].nis[0]
         return ni, lpni
 
     fab = mr2_fabric()
