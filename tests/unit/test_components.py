@@ -14,7 +14,7 @@ from nodes.lnet.decisions import Decisions
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.msg import TRANSITIONS, LNetLifecycleError, Msg, MsgInput, MsgPhase
 from nodes.lnet.timers import MD_RESPONSE, MONITOR, Timers
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 def _put(fab: Fabric, **kw: object) -> int:

@@ -10,7 +10,7 @@ from enginekit import PORTAL, C, S, mr2_fabric
 
 from nodes.lnet.actions import Action, MsgTrace
 from nodes.lnet.notify import drain
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 def _traced(fab: Fabric) -> list[tuple[str, MsgTrace]]:
