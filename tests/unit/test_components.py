@@ -4,12 +4,15 @@ signal (``timers.py``, ``LNetEngine.deadline_changed``), the message lifecycle t
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from enginekit import PORTAL, C, S, mr2_fabric
 
+import nodes.lnet
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.msg import TRANSITIONS, LNetLifecycleError, Msg, MsgInput, MsgPhase
@@ -117,3 +120,46 @@ def test_wrong_health_and_resend_decisions_are_injected() -> None:
     assert len(final) == 1 and final[0].status != 0
     assert c1.counters.values["resend_count"] == 0
     assert all(lp.healthv == 1000 for lp in c1.peers.find_peer(S[0]).lpnis)  # type: ignore
+
+
+# ---------------------------------------------------------------------------- the walk
+def _entries(fn: Any) -> list[str]:
+    """Modules of nodes/lnet entered (called from another module) while ``fn`` runs;
+    property reads and comprehensions are not stops (issue 12's "walk of one PUT")."""
+    root = os.path.dirname(nodes.lnet.__file__) + os.sep
+
+    def stop(frame: Any) -> bool:
+        slf = frame.f_locals.get("self")
+        prop = slf is not None and isinstance(getattr(type(slf), frame.f_code.co_name, None),
+                                              property)
+        return not prop and not frame.f_code.co_name.startswith("<")
+
+    out: list[str] = []
+
+    def prof(frame: Any, event: str, arg: object) -> None:
+        if event != "call" or not frame.f_code.co_filename.startswith(root) or not stop(frame):
+            return
+        caller = frame.f_back
+        while caller is not None and not stop(caller):
+            caller = caller.f_back
+        mod = frame.f_code.co_filename[len(root):]
+        if caller is None or caller.f_code.co_filename[len(root):] != mod:
+            out.append(mod)
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return out
+
+
+def test_one_puts_walk_enters_no_module_twice() -> None:
+    """issue 12 acceptance: ``put`` -> Transmit enters each module of the engine once."""
+    fab = mr2_fabric()
+    _put(fab)
+    fab.run_until(fab.now + 1)
+    c1 = fab.engines["c1"]
+    walk = _entries(lambda: c1.put(fab.now, S[0], payload=bytes(64), portal=PORTAL))
+    assert walk[:3] == ["engine.py", "requests.py", "mds.py"] and "select.py" in walk
+    assert len(walk) == len(set(walk)), walk
