@@ -172,6 +172,10 @@ class Router:
     def route_alive(self, route: Route) -> bool:
         return self.table.route_alive(route)
 
+    def gateways(self) -> list[Peer]:
+        """Every gateway peer of the route table, once each (the recorder samples them)."""
+        return self.table.gateways()
+
     def route_show(self, net: str | None = None, gateway: str | None = None,
                    hop: int | None = None, priority: int | None = None,
                    verbose: int = 0) -> dict[str, Any]:
