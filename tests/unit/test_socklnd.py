@@ -37,6 +37,7 @@ class Node:
     rx: list[RxMsg] = field(default_factory=list)
     done: dict[int, list[tuple[int, HStatus]]] = field(default_factory=dict)
     conns: list[tuple[str, NID, NID, str]] = field(default_factory=list)
+    notes: list[tuple[NID, NID, bool, bool]] = field(default_factory=list)
 
 
 def make_node(port: int, timeout: float = 50.0, inc: int = 1, typed: bool = False) -> Node:
@@ -48,7 +49,8 @@ def make_node(port: int, timeout: float = 50.0, inc: int = 1, typed: bool = Fals
         box[0].done.setdefault(tx, []).append((rc, hs))
 
     lnd = SockLND(on_rx=lambda m: box[0].rx.append(m), on_tx_done=on_tx_done,
-                  on_conn=lambda *a: box[0].conns.append(a), incarnation=inc,
+                  on_conn=lambda *a: box[0].conns.append(a),
+                  on_notify=lambda *a: box[0].notes.append(a), incarnation=inc,
                   timeout=timeout, port=port, typed_conns=typed)
     box.append(Node(lnd))
     return box[0]
