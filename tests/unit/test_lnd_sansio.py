@@ -194,5 +194,5 @@ def test_bulk_payload_lands_in_a_pooled_buffer_reused_once_released() -> None:
     first = id(ev.payload.obj)
     second = pool.get(n)
     assert id(second) != first  # the first is still referenced by the event's view
-    del ev, got
+    del ev, got, buf  # the last receive buffer was a view of it too
     assert id(pool.get(n)) == first
