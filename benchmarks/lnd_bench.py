@@ -282,8 +282,8 @@ def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-AREAS = (("engine", "nodes/lnet/"), ("lnd", "nodes/lnd/"), ("daemon", "nodes/daemon/"),
-         ("zmq", "zmq"))
+AREAS = (("engine", "nodes/lnet/"), ("lnd", "nodes/lnd/"), ("daemon", "nodes/daemon/c"),
+         ("daemon", "nodes/daemon/r"), ("zmq", "zmq/"))
 
 
 def pyspy_summary(path: Path, top: int = 10) -> str:
@@ -316,6 +316,20 @@ def pyspy_summary(path: Path, top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def profiled(nodes: Sequence[Any], out: Path, tag: str, run: Callable[[], object],
+             seconds: int = 3) -> None:
+    """py-spy every node in ``nodes`` for ``seconds`` while ``run()`` works (it should last
+    a little longer), then print and save each summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    spies = {n.name: pyspy(n.pid, seconds, out / f"{tag}-{n.name}.txt") for n in nodes}
+    run()
+    for name, spy in spies.items():
+        spy.wait(60)
+        summary = pyspy_summary(out / f"{tag}-{name}.txt")
+        (out / f"{tag}-{name}.summary").write_text(summary + "\n")
+        print(f"# profile {tag} {name}: {summary}", flush=True)
+
+
 def parser(doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--runs", type=int, default=3, help="runs per figure (min/median/max)")
@@ -333,8 +347,8 @@ def main(argv: list[str]) -> int:
         ip, port, req, resp, count, inflight = argv[1], *map(int, argv[2:7])
         print(asyncio.run(_ref_client(ip, port, req, resp, count, inflight)))
         return 0
-    print("usage: lnd_bench.py ref-server IP PORT REQ RESP | ref-client IP PORT REQ RESP COUNT INFLIGHT",
-          file=sys.stderr)
+    print("usage: lnd_bench.py ref-server IP PORT REQ RESP | "
+          "ref-client IP PORT REQ RESP COUNT INFLIGHT", file=sys.stderr)
     return 2
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import lnd_bench as lb  # noqa: E402
+import lnd_bench as lb
 
 SIZE = lb.MIB
 
@@ -42,19 +42,11 @@ def ref_mbps(c1: Any, s1: Any, op: str, count: int) -> float:
     return count * SIZE / secs / 1e6
 
 
-def profile(load: lb.Load, tb: Any, c1: Any, s1: Any, count: int, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+def profile(load: lb.Load, c1: Any, s1: Any, count: int, out: Path) -> None:
     for op in ("write", "read"):
         # a run of ~4 s sampled for 3 s, so the busy shares are the run's own
-        mbps = lnet_mbps(load, c1, op, count)
-        n = max(count, int(4 * mbps * 1e6 / SIZE))
-        spies = {nd.name: lb.pyspy(nd.pid, 3, out / f"{op}-{nd.name}.txt") for nd in (c1, s1)}
-        lnet_mbps(load, c1, op, n)
-        for name, spy in spies.items():
-            spy.wait(60)
-            summary = lb.pyspy_summary(out / f"{op}-{name}.txt")
-            (out / f"{op}-{name}.summary").write_text(summary + "\n")
-            print(f"# profile {op} {name}: {summary}", flush=True)
+        n = max(count, int(4 * lnet_mbps(load, c1, op, count) * 1e6 / SIZE))
+        lb.profiled((c1, s1), out, op, lambda op=op, n=n: lnet_mbps(load, c1, op, n))
 
 
 def main() -> int:
@@ -81,7 +73,7 @@ def main() -> int:
                   f"(target 0.60) of_asyncio={lb.ratio(lnet, aio):.2f} (target 0.65)",
                   flush=True)
         if args.profile:
-            profile(load, tb, c1, s1, args.count, Path(args.profile))
+            profile(load, c1, s1, args.count, Path(args.profile))
     return 0
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,13 +181,16 @@ class ConnTable:
             return BULK_OUT
         return BULK_IN if bi < cpp else None
 
-    def wants_connector(self, p: Peer, now: float) -> bool:
+    def wants_connector(self, p: Peer, now: Callable[[], float]) -> bool:
         """``ksocknal_find_connectable_conn_cb_locked``: launch a connector now? Always when
         nothing is connected (each send tries again, as ksocklnd's first attempt does);
         otherwise for missing types once the retry interval has passed."""
-        if p.connecting or self.wanted_type(p) is None:
+        cpp = self.max_conns(p.ni)
+        if p.connecting or len(p.conns) >= (1 + 2 * cpp if self.typed else cpp):
+            return False  # (the common case, checked first: every type connected)
+        if self.wanted_type(p) is None:
             return False
-        return not p.conns or now >= p.retry_at
+        return not p.conns or now() >= p.retry_at
 
     # --- choosing a connection ----------------------------------------------------------
     def _match(self, ctype: int, nob: int) -> int:

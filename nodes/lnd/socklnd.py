@@ -139,7 +139,7 @@ class SockLND:
         tx = Tx(tx_id, hdr, payload)
         if p.conns:
             c = self._table.choose(p, len(payload))
-            if p.connector is None and self._table.wants_connector(p, self._now()):
+            if p.connector is None and self._table.wants_connector(p, self._now):
                 p.connector = self._spawn(self._connector.run(p))
             if c is not None:
                 self._life.queue(c, tx)
