@@ -7,8 +7,9 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
+# iperf3: the TCP reference of benchmarks/throughput.py and multirail.py
 APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python3-dev \
-            libnetfilter-queue-dev build-essential tshark
+            libnetfilter-queue-dev build-essential tshark iperf3
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test deps venv lint clean-testbeds

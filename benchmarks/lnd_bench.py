@@ -273,6 +273,19 @@ def burst_load(client: Any, dst: str, op: str, size: int, count: int) -> float:
     return elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(nodes: Sequence[Any], run: Callable[[], float]) -> tuple[float, list[float]]:
+    """``run()``'s result and the CPU seconds each of ``nodes``' daemons spent meanwhile."""
+    before = [cpu_seconds(n.pid) for n in nodes]
+    result = run()
+    return result, [cpu_seconds(n.pid) - b for n, b in zip(nodes, before, strict=True)]
+
+
 # --- profiling ----------------------------------------------------------------------------
 def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
     """Start ``py-spy record`` on ``pid`` (raw collapsed stacks, idle frames included)."""

@@ -32,15 +32,20 @@ def main() -> int:
     with lb.testbed(1, "mrate") as tb:
         c1, s1 = tb.node("c1"), tb.node("s1")
         c1.put(lb.server_nid(0), count=64, size=SIZE)  # discovery, connections up
-        lnet, ref = [], []
+        lnet, ref, cpu_c1, cpu_s1 = [], [], [], []
         for _ in range(args.runs):
-            lnet.append(args.count / load(c1, lb.server_nid(0), "write", SIZE, args.count))
+            secs, cpu = lb.with_cpu((c1, s1), lambda: load(c1, lb.server_nid(0), "write",
+                                                            SIZE, args.count))
+            lnet.append(args.count / secs)
+            cpu_c1.append(cpu[0] / args.count * 1e6)
+            cpu_s1.append(cpu[1] / args.count * 1e6)
             secs = lb.asyncio_ref(c1, s1, lb.server_ip(0), count=args.count,
                                   req_bytes=lb.FRAME_OVERHEAD + SIZE,
                                   resp_bytes=lb.FRAME_OVERHEAD)
             ref.append(args.count / secs)
         print(f"put_8B: lnet_msgs_per_s={lb.fmt(lnet)} asyncio_msgs_per_s={lb.fmt(ref)} "
-              f"of_asyncio={lb.ratio(lnet, ref):.2f} (floor 0.25, stretch 0.50)", flush=True)
+              f"of_asyncio={lb.ratio(lnet, ref):.2f} (floor 0.25, stretch 0.50) "
+              f"cpu_us_per_msg c1={lb.fmt(cpu_c1)} s1={lb.fmt(cpu_s1)}", flush=True)
         if args.profile:
             n = max(args.count, int(4 * max(lnet)))
             lb.profiled((c1, s1), Path(args.profile), "put8",

@@ -19,6 +19,7 @@ daemons during one extra LNet run of each direction. Run as root:
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,11 @@ def main() -> int:
     p = lb.parser(__doc__)
     p.add_argument("--count", type=int, default=2000, help="1 MiB messages per LNet run")
     p.add_argument("--seconds", type=int, default=3, help="iperf3 duration")
+    p.add_argument("--untyped", action="store_true", help="daemons with typed_conns=0: one "
+                   "SOCKLND_CONN_ANY connection per peer NI instead of control + bulk in/out")
     args = p.parse_args()
+    if args.untyped:
+        os.environ["KSOCKLND_TYPED_CONNS"] = "0"  # inherited by the node daemons
     load: lb.Load = lb.burst_load
     with lb.testbed(1, "tput") as tb:
         c1, s1 = tb.node("c1"), tb.node("s1")
@@ -61,7 +66,11 @@ def main() -> int:
         res: dict[str, list[float]] = {}
         for _ in range(args.runs):
             for op in ("write", "read"):
-                res.setdefault(f"lnet_{op}", []).append(lnet_mbps(load, c1, op, args.count))
+                mbps, cpu = lb.with_cpu((c1, s1), lambda op=op: lnet_mbps(load, c1, op,
+                                                                          args.count))
+                res.setdefault(f"lnet_{op}", []).append(mbps)
+                for name, secs in zip(("c1", "s1"), cpu, strict=True):
+                    res.setdefault(f"cpu_{name}_{op}", []).append(secs / args.count * 1e6)
                 res.setdefault(f"iperf3_{op}", []).append(
                     lb.iperf3(c1, s1, lb.server_ip(0), seconds=args.seconds,
                               reverse=op == "read"))
@@ -70,8 +79,9 @@ def main() -> int:
             lnet, ip3, aio = res[f"lnet_{op}"], res[f"iperf3_{op}"], res[f"asyncio_{op}"]
             print(f"{op}: lnet_MBps={lb.fmt(lnet)} iperf3_MBps={lb.fmt(ip3)} "
                   f"asyncio_MBps={lb.fmt(aio)} of_iperf3={lb.ratio(lnet, ip3):.2f} "
-                  f"(target 0.60) of_asyncio={lb.ratio(lnet, aio):.2f} (target 0.65)",
-                  flush=True)
+                  f"(target 0.60) of_asyncio={lb.ratio(lnet, aio):.2f} (target 0.65) "
+                  f"cpu_us_per_MiB c1={lb.fmt(res[f'cpu_c1_{op}'])} "
+                  f"s1={lb.fmt(res[f'cpu_s1_{op}'])}", flush=True)
         if args.profile:
             profile(load, c1, s1, args.count, Path(args.profile))
     return 0
