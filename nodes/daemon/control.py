@@ -122,54 +122,33 @@ class ControlServer:
     async def _burst(self, op: str, req: dict[str, Any]) -> dict[str, Any]:
         """A burst of ``count`` PUTs (ACKed) or GETs (answered with a REPLY of ``size``
         bytes) to the lnet_selftest bulk portal, at most 64 in flight; each message succeeds
-        when its final event is the ACK/REPLY with status 0 (spec §4.4). In-flight messages
-        are a counter, not a task, semaphore and future each: a final event starts the next
-        message (iteratively, so failures at once cannot recurse)."""
+        when its final event is the ACK/REPLY with status 0 (spec §4.4). 64 workers take
+        messages off a counter: no task and semaphore per message (the runtime's
+        ``wait_final`` is the only per-message wait; on the sim it advances virtual time)."""
         parsed = burst_args(req)
         if isinstance(parsed, str):
             return {"ok": False, "error": parsed}
         dst, count, size, src, numa = parsed
         errors: collections.Counter[str] = collections.Counter()
-        engine, rt, want = self.rt.engine, self.rt, "ACK" if op == "put" else "REPLY"
+        engine, want = self.rt.engine, "ACK" if op == "put" else "REPLY"
         payload = bytes(size) if op == "put" else b""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        state = {"started": 0, "finished": 0, "credits": min(MAX_INFLIGHT, count), "busy": 0}
+        left = [count]
 
-        def on_event(ev: Any) -> None:
-            if not ev.unlinked:
-                return
-            if ev.kind != want or ev.status != 0:
-                errors[f"{ev.kind}:{ev.status}"] += 1
-            state["finished"] += 1
-            state["credits"] += 1
-            if state["finished"] == count and not done.done():
-                done.set_result(None)
-            pump()
+        def start() -> tuple[int, list[Any]]:
+            if op == "put":
+                return engine.put(self.rt.now(), dst, payload=payload,
+                                  portal=SRPC_RDMA_PORTAL, src=src, numa=numa)
+            return engine.get(self.rt.now(), dst, length=size, portal=SRPC_RDMA_PORTAL,
+                              src=src, numa=numa)
 
-        def pump() -> None:
-            if state["busy"]:
-                return  # an outer pump() is running: it starts the next one
-            state["busy"] = 1
-            try:
-                while state["credits"] and state["started"] < count and not done.done():
-                    state["credits"] -= 1
-                    state["started"] += 1
-                    if op == "put":
-                        handle, actions = engine.put(rt.now(), dst, payload=payload,
-                                                     portal=SRPC_RDMA_PORTAL, src=src, numa=numa)
-                    else:
-                        handle, actions = engine.get(rt.now(), dst, length=size,
-                                                     portal=SRPC_RDMA_PORTAL, src=src, numa=numa)
-                    rt.watch(handle, on_event)
-                    rt.execute(actions)
-            except Exception as exc:
-                if not done.done():
-                    done.set_exception(exc)
-            finally:
-                state["busy"] = 0
+        async def worker() -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                final = (await self.rt.wait_final(start))[-1]
+                if final.kind != want or final.status != 0:
+                    errors[f"{final.kind}:{final.status}"] += 1
 
-        pump()
-        await done
+        await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
         failed = sum(errors.values())
         return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
                 "errors": dict(errors)}

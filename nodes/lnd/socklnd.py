@@ -38,6 +38,7 @@ import asyncio
 import errno as E
 import ipaddress
 import logging
+import os
 import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
 _log = logging.getLogger("lnet.socklnd")
+#: ksocklnd's ``typed_conns`` module parameter for a daemon: ``KSOCKLND_TYPED_CONNS=0`` gives
+#: one SOCKLND_CONN_ANY connection per peer NI (benchmarks/throughput.py ``--untyped``).
+TYPED_CONNS_ENV = "KSOCKLND_TYPED_CONNS"
 
 
 @dataclass(eq=False, slots=True)
@@ -75,9 +79,11 @@ class SockLND:
                  on_conn: Callable[[str, NID, NID, str], None] | None = None,
                  on_notify: Callable[[NID, NID, bool, bool], None] | None = None,
                  incarnation: int, pid: int = LNET_PID_LUSTRE, timeout: float = 50.0,
-                 port: int = wire.LNET_ACCEPTOR_PORT, typed_conns: bool = True) -> None:
+                 port: int = wire.LNET_ACCEPTOR_PORT, typed_conns: bool | None = None) -> None:
         self._timeout = timeout
         self._nis: dict[NID, _NetIf] = {}
+        if typed_conns is None:  # the ksocklnd module parameter (default 1)
+            typed_conns = os.environ.get(TYPED_CONNS_ENV, "1") != "0"
         self._table = ConnTable(typed=typed_conns)
         self._peers = self._table.peers
         self._acceptor = handshake.Acceptor(port, self._passive, self._spawn)
@@ -264,4 +270,4 @@ class SockLND:
 
 
 
-__all__ = ["RxMsg", "SockLND", "txlist_hstatus"]
+__all__ = ["TYPED_CONNS_ENV", "RxMsg", "SockLND", "txlist_hstatus"]
