@@ -29,6 +29,7 @@ import socket
 from collections.abc import Callable
 
 from nodes.lnd import handshake, wire
+from nodes.lnd.bufpool import BufferPool
 from nodes.lnd.conntable import (
     ANY,
     BULK_OUT,
@@ -39,7 +40,6 @@ from nodes.lnd.conntable import (
     Peer,
     Verdict,
 )
-from nodes.lnd.framing import BufferPool
 from nodes.lnd.ratelimit import RateLimitedLog
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNET_PID_LUSTRE

@@ -38,12 +38,12 @@ driver therefore checks ``error`` after handling the events of each chunk.
 from __future__ import annotations
 
 import enum
-import sys
 from dataclasses import dataclass
 
 from nodes.lnd import wire
+from nodes.lnd.bufpool import BufferPool
 from nodes.lnet.errors import WireProtocolError
-from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType
+from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.nid import NID
 
 #: Staging buffer per connection: headers and small frames are received and parsed in place.
@@ -55,29 +55,6 @@ _HEAD = wire.LNET_FRAME_HEAD
 
 #: A received payload: ``bytes`` (small) or a read-only view of its own buffer (bulk).
 Payload = bytes | memoryview
-
-
-class BufferPool:
-    """Preallocated payload buffers (``LNET_MTU`` each) shared by one LND's connections,
-    reused once nobody holds a view of them any more (CPython's reference count says so):
-    the kernel then writes into pages already mapped, instead of a fresh 1 MiB allocation
-    faulting in 256 pages per message. A payload kept by its consumer simply keeps its
-    buffer; the pool then allocates another (up to ``keep``; beyond, buffers are one-off)."""
-
-    def __init__(self, keep: int = 8) -> None:
-        self.keep = keep
-        self._bufs: list[bytearray] = []
-
-    def get(self, n: int) -> bytearray:
-        """A buffer of at least ``n`` bytes that nobody else references."""
-        if n <= LNET_MTU:
-            for b in self._bufs:
-                if sys.getrefcount(b) <= 3:  # the list, ``b`` and getrefcount's argument
-                    return b
-            if len(self._bufs) < self.keep:
-                self._bufs.append(bytearray(LNET_MTU))
-                return self._bufs[-1]
-        return bytearray(n)
 
 
 class LocalProtocolError(Exception):
@@ -405,6 +382,6 @@ class KsockConnection:
             self._fire(Inp.CLOSE)
 
 
-__all__ = ["DIRECT_MIN", "STAGE_SIZE", "BufferPool", "ConnState", "ConnreqReceived", "Event",
+__all__ = ["DIRECT_MIN", "STAGE_SIZE", "ConnState", "ConnreqReceived", "Event",
            "HelloReceived", "Input", "KsockConnection", "LNetMessageReceived",
            "LocalProtocolError", "NoopReceived", "Payload"]

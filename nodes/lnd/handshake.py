@@ -32,13 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.lnd import wire
-from nodes.lnd.framing import (
-    BufferPool,
-    ConnreqReceived,
-    Event,
-    HelloReceived,
-    KsockConnection,
-)
+from nodes.lnd.bufpool import BufferPool
+from nodes.lnd.framing import ConnreqReceived, Event, HelloReceived, KsockConnection
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.nid import NID
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodes.lnd import wire
+from nodes.lnd.bufpool import BufferPool
 from nodes.lnd.conntable import (
     ANY,
     BULK_IN,
@@ -19,7 +20,7 @@ from nodes.lnd.conntable import (
     ConnTable,
     Verdict,
 )
-from nodes.lnd.framing import DIRECT_MIN, BufferPool, KsockConnection, LNetMessageReceived
+from nodes.lnd.framing import DIRECT_MIN, KsockConnection, LNetMessageReceived
 from nodes.lnd.sendq import SendQueue, Tx
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus

@@ -173,8 +173,9 @@ def test_oversized_frame_is_refused_before_anything_is_buffered() -> None:
     is a protocol error at once (REMOTE_ERROR), the connection closes, the LND serves on."""
     async def main() -> None:
         port = free_port()
-        a = make_node(port)
+        a, b = make_node(port), make_node(port, inc=2)
         await a.lnd.startup_ni(NID_A, IP_A)
+        await b.lnd.startup_ni(NID_B, IP_B)  # bound at once: the port is only free now
         s = _raw_connect(port, _hello(3))
         assert len(await _answer(s)) == wire.HELLO_SIZE
         head = wire.pack_lnet_head(put(NID_B, NID_A, b""))
@@ -186,8 +187,6 @@ def test_oversized_frame_is_refused_before_anything_is_buffered() -> None:
         assert "payload_length" in a.conns[1][3]
         assert s.recv(10) == b""
         s.close()
-        b = make_node(port, inc=2)
-        await b.lnd.startup_ni(NID_B, IP_B)
         b.lnd.send(1, NID_B, NID_A, put(NID_B, NID_A, b"ok"), b"ok")
         await wait_for(lambda: 1 in b.done and len(a.rx) == 1)
         await a.lnd.close()
