@@ -43,6 +43,7 @@ from nodes.lnet.nid import NID
 
 _log = logging.getLogger("lnet.socklnd")
 _CLOSED = FAILURES["conn_closed"]
+RX_TIMEOUT = "rx timeout"  # the rate-limited log's kind for "Timeout receiving"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +201,7 @@ class Lifecycle:
         """``ksocknal_find_timed_out_conn`` for ``c``; closes its peer's conns if so."""
         timeout = self._timeout_of(c.ni)
         if self._table.rx_stalled(c, now, timeout):
-            self._refusals.log(now, logging.ERROR, "rx timeout",
+            self._refusals.log(now, logging.ERROR, RX_TIMEOUT,
                               f"socklnd: Timeout receiving from {c.peer_nid} ({c.peer_ip}), "
                               f"{c.framer.rx_pending} bytes of a frame held")
             self.close(p, p.conns, "Timeout receiving from peer", _CLOSED)
@@ -215,4 +216,4 @@ class Lifecycle:
         return False
 
 
-__all__ = ["Lifecycle", "RxMsg"]
+__all__ = ["RX_TIMEOUT", "Lifecycle", "RxMsg"]

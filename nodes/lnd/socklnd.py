@@ -50,7 +50,7 @@ from nodes.lnd.conntable import ConnTable
 from nodes.lnd.errmap import FAILURES
 from nodes.lnd.errmap import txlist_hstatus as txlist_hstatus  # re-exported (tests)
 from nodes.lnd.framing import Payload
-from nodes.lnd.lifecycle import Lifecycle, RxMsg
+from nodes.lnd.lifecycle import RX_TIMEOUT, Lifecycle, RxMsg
 from nodes.lnd.ratelimit import RateLimitedLog
 from nodes.lnd.sendq import Tx
 from nodes.lnet.hdr import LNET_MTU, LNET_PID_LUSTRE, LNetHdr
@@ -210,12 +210,15 @@ class SockLND:
         return closed
 
     def stats(self) -> dict[str, Any]:
-        """Connections by type, and refused connections by reason (rate-limited log)."""
+        """Connections by type, refused connections by reason, receive stalls timed out,
+        and log lines the rate limit suppressed."""
         conns: dict[str, int] = {}
         for p in self._peers.values():
             for c in p.conns:
                 conns[c.type_name] = conns.get(c.type_name, 0) + 1
-        return {"conns": conns, "refused": dict(self.refusals.counts),
+        counts = dict(self.refusals.counts)
+        stalls = counts.pop(RX_TIMEOUT, 0)
+        return {"conns": conns, "refused": counts, "rx_timeouts": stalls,
                 "log_suppressed": self.refusals.suppressed}
 
     async def close(self) -> None:

@@ -82,6 +82,7 @@ def test_connection_stalled_mid_frame_is_timed_out_and_reported() -> None:
         assert 0.9 <= loop.time() - t0 <= 3.5
         assert "Timeout receiving" in a.conns[1][3]
         assert a.notes[-1] == (NID_A, NID_B, False, False)
+        assert a.lnd.stats()["rx_timeouts"] == 1
         assert a.rx == [] and not a.lnd._peers[(NID_A, NID_B)].conns
         s.close()
         await a.lnd.close()
