@@ -246,7 +246,7 @@ class SockLND:
         if not task.cancelled() and task.exception() is not None:
             _log.error("socklnd task failed", exc_info=task.exception())
 
-    # --- connections: up and down -------------------------------------------------------
+    # --- the NIs' addresses and accepted sockets ----------------------------------------
     def _ni_ip(self, ni: NID) -> str | None:
         netif = self._nis.get(ni)
         return None if netif is None else netif.ip
@@ -270,7 +270,6 @@ class SockLND:
                 for c in list(p.conns):
                     if not c.closed and self._life.timed_out(p, c, now):
                         break
-
 
 
 __all__ = ["TYPED_CONNS_ENV", "RxMsg", "SockLND", "txlist_hstatus"]
