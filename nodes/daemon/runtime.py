@@ -223,7 +223,8 @@ class NodeRuntime:
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
         self._subnets[nid] = interface_subnet(interface)
         try:
-            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout))
+            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout),
+                                      conns_per_peer=ni.conns_per_peer)
         except OSError as e:
             self.engine.net_del(net, interface)
             raise LNetConfigError(-(e.errno or EINVAL),
