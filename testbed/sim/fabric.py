@@ -33,16 +33,20 @@ Mininet backend's events.jsonl, ``{"t": <virtual seconds>, "kind": ..., "node": 
 ``link_down``/``link_up``): the same seed and the same inputs give the same log, byte for
 byte. This is the core of the ``sim`` backend (``testbed/sim/``).
 
-Scheduling costs O(log n) per event, not O(n) in the number of engines: each engine's
-``next_deadline()`` is cached in a heap of ``(deadline, engine order, name)`` and re-asked only
-for engines marked dirty, which ``apply`` (so every ``call``, delivery and timer), ``add``,
-``refresh`` and ``touch`` do; stale heap entries are dropped lazily. Unit tests change engines
-directly (``eng.set_tunable(...)`` with no ``apply``), so each ``run_until`` and, unless the
-fabric is ``tracked``, each ``step`` called from outside first re-asks every engine; a
-``tracked`` fabric (``SimFabric``: the sim runtimes route every engine change through
-``apply``/``flush``/``refresh``) re-asks only the dirty ones. Engines due at the same instant
-run in ``add`` order, as a scan of every engine would run them, so the event log is the same
-as an unindexed fabric's.
+Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too): the
+fabric supplies its clock, its transmit, its timer and its sinks. Scheduling costs O(log n) per
+event, not O(n) in the number of engines: each driver arms its timer only when its engine's
+earliest deadline moved, as a ``(deadline, engine order, name)`` entry of one heap; stale
+entries are dropped lazily. Unit tests change engines directly (``eng.set_tunable(...)`` with
+no ``apply``), so each ``run_until`` and, unless the fabric is ``tracked``, each ``step``
+called from outside first re-asks every engine (``touch``); a ``tracked`` fabric
+(``SimFabric``: every engine change goes through a driver) does not. Engines due at the same
+instant run in ``add`` order, as a scan of every engine would run them.
+
+Wiring is incremental: ``add``/``refresh_node`` update the NID -> owner map for one node, and
+the host's interfaces are indexed by (host, segment) for the cross-segment check, so bringing
+up n nodes costs O(n), not O(n^2). Failures carry the rc and health status the socklnd would
+report for them (``nodes/lnd/errmap.py``).
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
+from nodes.driver import NodeDriver
+from nodes.lnd import errmap
+from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
@@ -76,7 +82,7 @@ class _Pending:
 class Fabric:
     """Engines wired by NID. ``events[name]`` collects each node's MD events in order."""
 
-    #: every engine change reaches ``apply``/``refresh``/``touch``: ``step`` need not re-ask all
+    #: every engine change reaches a driver or ``touch``: ``step`` need not re-ask all
     tracked = False
 
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
@@ -85,11 +91,14 @@ class Fabric:
         self.jitter = jitter
         self.rng = random.Random(seed)
         self.engines: dict[str, LNetEngine] = {}
+        self.drivers: dict[str, NodeDriver] = {}
         self.owner: dict[NID, str] = {}
+        self._owned: dict[str, set[NID]] = {}  # node -> NIDs it owns in ``owner``
         self.down: set[NID] = set()
         self.nid_latency: dict[NID, float] = {}
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
         self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
+        self._host_seg: dict[tuple[str, str], list[NID]] = {}  # (host, segment) -> its NIDs
         self.events: dict[str, list[MDEvent]] = {}
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
@@ -110,16 +119,58 @@ class Fabric:
         self.events[name] = []
         self._order.setdefault(name, len(self._order))
         self._deadline.pop(name, None)
+        self.drivers[name] = self._driver(name, engine)
         self._dirty.add(name)
-        for ni in engine.local_nis():
-            self.owner[ni.nid] = name
+        self.refresh_node(name)
         return engine
 
+    def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
+        """The node driver of ``name``: this fabric's clock, wire, timer heap and logs."""
+        return NodeDriver(
+            engine, now=lambda: self.now, transmit=lambda act: self._send(name, act),
+            arm_timer=lambda d: self._arm(name, d),
+            notify_peer_down=lambda nid: self._peer_down(name, nid),
+            log=lambda act: self.log.append((self.now, name, act.text)),
+            md_sink=lambda ev: self._md(name, ev))
+
+    def refresh_node(self, name: str) -> None:
+        """Re-read node ``name``'s NIs (after its net add/del): only its NIDs change owner."""
+        for nid in self._owned.pop(name, ()):
+            if self.owner.get(nid) == name:
+                del self.owner[nid]
+        eng = self.engines.get(name)
+        if eng is None:
+            return
+        mine = {ni.nid for ni in eng.local_nis()}
+        for nid in mine:
+            self.owner[nid] = name
+        self._owned[name] = mine
+        self._dirty.add(name)
+
     def refresh(self) -> None:
-        """Re-read every engine's NIs (after net add/del)."""
-        self.owner = {ni.nid: name for name, eng in self.engines.items()
-                      for ni in eng.local_nis()}
+        """Re-read every engine's NIs (after changes made behind the fabric's back)."""
+        self.owner.clear()
+        self._owned.clear()
+        for name in self.engines:
+            self.refresh_node(name)
         self.touch()
+
+    def remove(self, name: str) -> None:
+        """Take node ``name``'s engine off the fabric (its NIDs owned by nobody: sends to them
+        fail); its pending timers are forgotten."""
+        for nid in self._owned.pop(name, ()):
+            if self.owner.get(nid) == name:
+                del self.owner[nid]
+        self.engines.pop(name, None)
+        self.drivers.pop(name, None)
+        self._deadline.pop(name, None)
+        self._dirty.discard(name)
+
+    def add_interface(self, nid: NID, segment: str, host: str) -> None:
+        """Interface ``nid`` of ``host`` is on L2 ``segment`` (whether or not a NI is on it)."""
+        self.segment[nid] = segment
+        self.host[nid] = host
+        self._host_seg.setdefault((host, segment), []).append(nid)
 
     def touch(self, name: str | None = None) -> None:
         """Re-ask node ``name``'s (default: every node's) ``next_deadline()`` before the next
@@ -163,10 +214,9 @@ class Fabric:
         sa, sb = self.segment.get(a), self.segment.get(b)
         if sa is None or sb is None or sa == sb:
             return 0
-        host = self.host.get(a) or self.owner.get(a)
-        for nid, seg in self.segment.items():
-            if seg == sb and nid not in self.down and (
-                    self.host.get(nid) or self.owner.get(nid)) == host:
+        host = self.host.get(a) or self.owner.get(a) or ""
+        for nid in self._host_seg.get((host, sb), ()):
+            if nid not in self.down:
                 return 0
         return -ENETUNREACH
 
@@ -178,28 +228,32 @@ class Fabric:
         heapq.heappush(self._q, _Pending(t, next(self._seq), fn))
 
     # ------------------------------------------------------------------ actions
-    def apply(self, name: str, actions: list[Action]) -> None:
-        self._dirty.add(name)  # the engine was just called: its deadline may have moved
-        for act in actions:
-            if isinstance(act, Transmit):
-                self.transmits.append((self.now, name, act))
-                nid = self._nid_str
-                self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=nid(act.ni),
-                            lpni=nid(act.lpni), src=nid(act.hdr.src_nid),
-                            dst=nid(act.hdr.dest_nid), nob=len(act.payload))
-                self._transmit(name, act)
-            elif isinstance(act, MDEvent):
-                self.events[name].append(act)
-                self.record("md", name, handle=act.handle, type=act.kind, status=act.status,
-                            unlinked=act.unlinked)
-            elif isinstance(act, Log):
-                self.log.append((self.now, name, act.text))
-            elif isinstance(act, NotifyPeerDown):  # lnd_notify_peer_down: conns closed
-                self.record("notify_peer_down", name, lpni=str(act.lpni))
-                self.log.append((self.now, name, f"socklnd: LNet notified peer NI {act.lpni} "
-                                                 "dead"))
-                self.connected = {c for c in self.connected
-                                  if not (c[0] == name and c[2] == act.lpni)}
+    def apply(self, name: str, actions: list[Any]) -> None:
+        """Carry out node ``name``'s engine actions (its driver's ``execute``)."""
+        self.drivers[name].execute(actions)
+
+    def call(self, name: str, fn: Callable[..., object], *args: object, **kw: object) -> object:
+        """Run an engine API call on node ``name`` now; returns the call's value if any."""
+        return self.drivers[name].run(fn, *args, **kw)
+
+    def _send(self, name: str, act: Transmit) -> None:
+        self.transmits.append((self.now, name, act))
+        nid = self._nid_str
+        self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=nid(act.ni),
+                    lpni=nid(act.lpni), src=nid(act.hdr.src_nid),
+                    dst=nid(act.hdr.dest_nid), nob=len(act.payload))
+        self._transmit(name, act)
+
+    def _md(self, name: str, ev: MDEvent) -> None:
+        self.events[name].append(ev)
+        self.record("md", name, handle=ev.handle, type=ev.kind, status=ev.status,
+                    unlinked=ev.unlinked)
+
+    def _peer_down(self, name: str, lpni: NID) -> None:
+        """``lnd_notify_peer_down``: the sender's conns to that NID are closed."""
+        self.record("notify_peer_down", name, lpni=str(lpni))
+        self.log.append((self.now, name, f"socklnd: LNet notified peer NI {lpni} dead"))
+        self.connected = {c for c in self.connected if not (c[0] == name and c[2] == lpni)}
 
     def _notify(self, name: str, ni: NID, lpni: NID, alive: bool) -> None:
         """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni)."""
@@ -211,11 +265,20 @@ class Fabric:
         self.apply(name, self.engines[name].handle(
             PeerNotify(ni=ni, nid=lpni, alive=alive), self.now))
 
-    def _fail(self, name: str, act: Transmit, rc: int) -> None:
+    def _fail(self, name: str, act: Transmit, rc: int,
+              hstatus: HStatus | None = None) -> None:
+        """The tx fails as the socklnd fails it: ``rc`` and, unless given, the hstatus
+        ``ksocknal_connect``/``ksocknal_txlist_done`` give that errno (errmap.py)."""
+        if name not in self.engines:
+            return  # the sender itself is gone (killed)
         self._notify(name, act.ni, act.lpni, False)
-        self._complete(name, act.tx_id, rc, HStatus.REMOTE_DROPPED)
+        if hstatus is None:
+            rc, hstatus = errmap.connect_failure(rc)
+        self._complete(name, act.tx_id, rc, hstatus)
 
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        if name not in self.engines:
+            return
         self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=hstatus.name)
         self.apply(name, self.engines[name].handle(
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
@@ -229,50 +292,44 @@ class Fabric:
             return
         if self.hold:
             return
+        self._at(self.now + delay, lambda: self._deliver(name, act))
+
+    def _deliver(self, name: str, act: Transmit) -> None:
+        rc = self.path_error(act.ni, act.lpni)
+        if rc:  # a link went down in flight: the conn closed under the tx
+            self._fail(name, act, rc)
+            return
+        if name not in self.engines:
+            return  # the sender died with the message on the wire: nobody to complete
         dst = self.owner[act.lpni]
-
-        def deliver() -> None:
-            rc = self.path_error(act.ni, act.lpni)
-            if rc:  # a link went down in flight: the conn closed under the tx
-                self._fail(name, act, rc)
-                return
-            self._notify(name, act.ni, act.lpni, True)
-            nid = self._nid_str
-            self.record("recv", dst, type=act.hdr.type.name, ni=nid(act.lpni),
-                        peer=nid(act.ni), src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
-            ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)
-            self.apply(dst, self.engines[dst].handle(ev, self.now))
-            self._complete(name, act.tx_id, 0, HStatus.OK)
-
-        self._at(self.now + delay, deliver)
-
-    def call(self, name: str, fn: Callable[..., object], *args: object, **kw: object) -> object:
-        """Run an engine API call on node ``name`` now; returns the call's value if any."""
-        result = fn(*args, **kw)
-        if isinstance(result, tuple):
-            value, actions = result
-        else:
-            value, actions = None, result
-        self.apply(name, actions or [])  # type: ignore[arg-type]
-        return value
+        self._notify(name, act.ni, act.lpni, True)
+        nid = self._nid_str
+        self.record("recv", dst, type=act.hdr.type.name, ni=nid(act.lpni),
+                    peer=nid(act.ni), src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
+        ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)
+        self.apply(dst, self.engines[dst].handle(ev, self.now))
+        self._complete(name, act.tx_id, 0, HStatus.OK)
 
     # ------------------------------------------------------------------ time
+    def _arm(self, name: str, deadline: float | None) -> None:
+        """A driver's timer: ``name`` is due at ``deadline`` (None: no timer)."""
+        if name not in self.engines:
+            return
+        self._deadline[name] = deadline
+        if deadline is not None:
+            heapq.heappush(self._timers, (deadline, self._order[name], name))
+
     def _refresh_deadlines(self) -> None:
-        """Re-ask the dirty engines' deadlines; push the ones that changed."""
+        """Re-ask the dirty engines' deadlines (their drivers re-arm if they moved)."""
         for name in self._dirty:
-            eng = self.engines.get(name)
-            d = eng.next_deadline() if eng is not None else None
-            if name in self._deadline and self._deadline[name] == d:
-                continue
-            self._deadline[name] = d
-            if d is not None:
-                heapq.heappush(self._timers, (d, self._order[name], name))
+            drv = self.drivers.get(name)
+            if drv is not None:
+                drv.rearm()
         self._dirty.clear()
         if len(self._timers) > 4 * len(self._deadline) + 64:  # compact the stale entries
             self._timers = [(d, self._order[n], n) for n, d in self._deadline.items()
                             if d is not None]
             heapq.heapify(self._timers)
-
     def _next_deadline(self) -> float | None:
         """The earliest engine deadline (stale heap entries dropped)."""
         self._refresh_deadlines()
@@ -310,8 +367,10 @@ class Fabric:
             if self._deadline.get(name, _UNQUEUED) == d:
                 due.add(name)
         for name in sorted(due, key=self._order.__getitem__):
-            del self._deadline[name]  # popped: pushed again once re-asked
-            self.apply(name, self.engines[name].handle_timer(self.now))
+            drv = self.drivers.get(name)
+            if drv is not None:
+                self._deadline[name] = _UNQUEUED  # popped: pushed again once re-armed
+                drv.on_timer()
         return True
 
     def run_until(self, t_end: float) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ class SimNodeHandle(NodeVerbs):
             raise TestbedError(f"node {self.name}: unknown verb {cmd!r}")
         with self.testbed.lock:
             self.testbed._check_up()
-            rc, out, err = run_sync(module.run(self.rt, list(argv)))  # type: ignore[arg-type]
+            rc, out, err = run_sync(module.run(self.rt, list(argv)))
             self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
             self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
         return sh.Completed(rc, out, err)
@@ -154,8 +154,10 @@ class SimTestbed:
         self.runtimes = {n.name: SimRuntime(self, n, seed) for n in plan.nodes}
         for n in plan.nodes:  # L2 segments, and which host routes each interface's traffic
             for i in n.interfaces:
-                self.fabric.segment[NID.parse(i.nid)] = i.segment
-                self.fabric.host[NID.parse(i.nid)] = n.name
+                self.fabric.add_interface(NID.parse(i.nid), i.segment, n.name)
+        #: a server's pacing task drives the clock (``wait_final`` awaits instead of stepping)
+        self.paced = False
+        self.kick: Callable[[], None] = lambda: None
         self.is_up = True
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -186,7 +188,7 @@ class SimTestbed:
         ``global:`` block first (the daemon's ``--lnet-param``, "modprobe lnet", spec §0),
         then the same verb list (testbed/plan/verbs.py)."""
         try:
-            lnetctl_config.apply_module_params(self.runtimes[node.name],  # type: ignore[arg-type]
+            lnetctl_config.apply_module_params(self.runtimes[node.name],
                                                list(node.module_params))
         except LNetConfigError as e:
             raise TestbedError(f"node {node.name}: bad LNet module parameter: {e.descr}") from e

@@ -12,8 +12,8 @@ REMOTE_DROPPED, as the socklnd does after a link-down event, while peers still r
 
 from __future__ import annotations
 
-from nodes.lnet import notify
-from nodes.lnet.actions import Action
+from nodes.driver import NodeDriver, trace_fields
+from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
 from testbed.sim.fabric import Fabric
@@ -22,27 +22,33 @@ from testbed.sim.fabric import Fabric
 class SimFabric(Fabric):
     """A ``Fabric`` with the daemon's notice log and simulated LND link-down NIs."""
 
-    tracked = True  # SimRuntime/verbs change engines only via apply, flush or refresh
+    tracked = True  # SimRuntime/verbs change engines only through drivers, flush or refresh
 
-    def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0,
+                 trace_messages: bool = False) -> None:
         super().__init__(latency, seed=seed, jitter=jitter)
         self.lnd_down: set[NID] = set()  # NIs whose LND reported a simulated link down
+        self.trace_messages = trace_messages
+
+    def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
+        drv = super()._driver(name, engine)
+        drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
+        if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
+            drv.trace_sink = lambda act: self.record("msg", name, **trace_fields(act))
+            if hasattr(engine, "trace_messages"):
+                engine.trace_messages = True
+        return drv
 
     def path_error(self, a: NID, b: NID) -> int:
         if a in self.lnd_down:
             return -ENETDOWN
         return super().path_error(a, b)
 
-    def apply(self, name: str, actions: list[Action]) -> None:
-        super().apply(name, actions)
-        self.flush(name)
-
     def flush(self, name: str) -> None:
-        """Move node ``name``'s health notices into the event log (notify.py); the node's
-        deadline is re-asked (``flush`` follows every verb's direct engine calls)."""
-        engine = self.engines.get(name)
-        if engine is None:
-            return
-        self.touch(name)
-        for kind, fields in notify.drain(engine):
-            self.record(kind, name, **fields)
+        """After direct engine calls (a verb's DLC call): node ``name``'s health notices go
+        to the event log (notify.py) and its timer is re-armed if its deadline moved."""
+        drv = self.drivers.get(name)
+        if drv is not None:
+            drv.flush_notices()
+            drv.rearm()
+
