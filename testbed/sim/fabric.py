@@ -51,11 +51,8 @@ report for them (``nodes/lnd/errmap.py``).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.driver import NodeDriver
@@ -66,35 +63,29 @@ from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
+from testbed.sim.links import _Link, _Watched
+from testbed.sim.sched import VIRTUAL_TIME_LIMIT, Scheduler
 
-#: virtual time never runs past this (a guard against a waiter that cannot complete)
-VIRTUAL_TIME_LIMIT = 1e7
-_UNQUEUED = float("nan")  # the cached deadline of an engine with none in the heap (!= any t)
+__all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
 
-
-@dataclass(order=True)
-class _Pending:
-    t: float
-    seq: int
-    fn: Callable[[], None] = field(compare=False)
+_HS_NAME = {h: h.name for h in HStatus}  # (Enum.name is a property: slow per message)
 
 
-class Fabric:
+class Fabric(Scheduler):
     """Engines wired by NID. ``events[name]`` collects each node's MD events in order."""
 
-    #: every engine change reaches a driver or ``touch``: ``step`` need not re-ask all
-    tracked = False
-
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
-        self.now = 0.0
-        self.latency = latency
+        super().__init__()
+        self.version = 0  # bumped by every wiring change: cached _Links are then stale
+        self._latency = latency
         self.jitter = jitter
         self.rng = random.Random(seed)
         self.engines: dict[str, LNetEngine] = {}
         self.drivers: dict[str, NodeDriver] = {}
         self.owner: dict[NID, str] = {}
         self._owned: dict[str, set[NID]] = {}  # node -> NIDs it owns in ``owner``
-        self.down: set[NID] = set()
+        self.down: set[NID] = _Watched(self.changed)
+        self._links: dict[tuple[NID, NID], _Link] = {}
         self.nid_latency: dict[NID, float] = {}
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
         self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
@@ -103,15 +94,19 @@ class Fabric:
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
         self.event_log: list[dict[str, Any]] = []
-        self._q: list[_Pending] = []
-        self._seq = itertools.count()
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
-        self._order: dict[str, int] = {}  # engine -> add order (ties between due engines)
-        self._deadline: dict[str, float | None] = {}  # engine -> deadline it has in _timers
-        self._dirty: set[str] = set()  # engines whose next_deadline() must be asked again
-        self._timers: list[tuple[float, int, str]] = []  # heap; entries may be stale
         self._nid_text: dict[NID, str] = {}
+
+    @property
+    def latency(self) -> float:
+        """Default one-way latency (virtual seconds) of a NID without its own."""
+        return self._latency
+
+    @latency.setter
+    def latency(self, value: float) -> None:
+        self._latency = value
+        self.changed()
 
     # ------------------------------------------------------------------ wiring
     def add(self, name: str, engine: LNetEngine) -> LNetEngine:
@@ -146,6 +141,7 @@ class Fabric:
             self.owner[nid] = name
         self._owned[name] = mine
         self._dirty.add(name)
+        self.changed()
 
     def refresh(self) -> None:
         """Re-read every engine's NIs (after changes made behind the fabric's back)."""
@@ -165,17 +161,14 @@ class Fabric:
         self.drivers.pop(name, None)
         self._deadline.pop(name, None)
         self._dirty.discard(name)
+        self.changed()
 
     def add_interface(self, nid: NID, segment: str, host: str) -> None:
         """Interface ``nid`` of ``host`` is on L2 ``segment`` (whether or not a NI is on it)."""
         self.segment[nid] = segment
         self.host[nid] = host
         self._host_seg.setdefault((host, segment), []).append(nid)
-
-    def touch(self, name: str | None = None) -> None:
-        """Re-ask node ``name``'s (default: every node's) ``next_deadline()`` before the next
-        step: for engine changes made without ``apply``/``call``."""
-        self._dirty.update(self.engines if name is None else (name,))
+        self.changed()
 
     def set_link(self, nid: NID, up: bool, iface: str | None = None) -> None:
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
@@ -187,6 +180,23 @@ class Fabric:
 
     def set_latency(self, nid: NID, latency: float) -> None:
         self.nid_latency[nid] = latency
+        self.changed()
+
+    def changed(self) -> None:
+        """The wiring changed (links, owners, latencies, faults): re-decide every path."""
+        self.version += 1
+
+    def link(self, ni: NID, lpni: NID) -> _Link:
+        """The cached decision for sends from ``ni`` to ``lpni`` (made again once stale)."""
+        key = (ni, lpni)
+        link = self._links.get(key)
+        if link is None or link.version != self.version:
+            rc = self.path_error(ni, lpni)
+            base = max(self.nid_latency.get(ni, self.latency),
+                       self.nid_latency.get(lpni, self.latency))
+            link = self._links[key] = _Link(self.version, rc, self.owner.get(lpni), base,
+                                            self._nid_str(ni), self._nid_str(lpni))
+        return link
 
     def record(self, kind: str, node: str, /, **fields: Any) -> None:
         """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
@@ -199,17 +209,14 @@ class Fabric:
             text = self._nid_text[nid] = str(nid)
         return text
 
-    def _link_latency(self, a: NID, b: NID) -> float:
-        lat = max(self.nid_latency.get(a, self.latency), self.nid_latency.get(b, self.latency))
-        return lat + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
-
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd would report:
         -ENETDOWN (``a``'s own link is down), -ENETUNREACH (no route to ``b``, ``b`` down or
         gone). Across segments the sending host routes (see the module docstring)."""
-        if a in self.down:
+        down = self.down
+        if down and a in down:  # (an empty set still hashes: NID hashing is not free)
             return -ENETDOWN
-        if b in self.down or b not in self.owner:
+        if (down and b in down) or b not in self.owner:
             return -ENETUNREACH
         sa, sb = self.segment.get(a), self.segment.get(b)
         if sa is None or sb is None or sa == sb:
@@ -224,9 +231,6 @@ class Fabric:
         """``path_error(a, b) == 0``."""
         return self.path_error(a, b) == 0
 
-    def _at(self, t: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._q, _Pending(t, next(self._seq), fn))
-
     # ------------------------------------------------------------------ actions
     def apply(self, name: str, actions: list[Any]) -> None:
         """Carry out node ``name``'s engine actions (its driver's ``execute``)."""
@@ -238,9 +242,9 @@ class Fabric:
 
     def _send(self, name: str, act: Transmit) -> None:
         self.transmits.append((self.now, name, act))
-        nid = self._nid_str
-        self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=nid(act.ni),
-                    lpni=nid(act.lpni), src=nid(act.hdr.src_nid),
+        nid, link = self._nid_str, self.link(act.ni, act.lpni)
+        self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=link.ni_text,
+                    lpni=link.lpni_text, src=nid(act.hdr.src_nid),
                     dst=nid(act.hdr.dest_nid), nob=len(act.payload))
         self._transmit(name, act)
 
@@ -279,13 +283,14 @@ class Fabric:
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
         if name not in self.engines:
             return
-        self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=hstatus.name)
+        self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=_HS_NAME[hstatus])
         self.apply(name, self.engines[name].handle(
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
-        delay = self._link_latency(act.ni, act.lpni)
-        rc = self.path_error(act.ni, act.lpni)
+        link = self.link(act.ni, act.lpni)
+        delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
+        rc = link.rc
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
             self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
                      lambda: self._fail(name, act, rc))
@@ -295,86 +300,19 @@ class Fabric:
         self._at(self.now + delay, lambda: self._deliver(name, act))
 
     def _deliver(self, name: str, act: Transmit) -> None:
-        rc = self.path_error(act.ni, act.lpni)
-        if rc:  # a link went down in flight: the conn closed under the tx
-            self._fail(name, act, rc)
+        link = self.link(act.ni, act.lpni)
+        if link.rc:  # a link went down in flight: the conn closed under the tx
+            self._fail(name, act, link.rc)
             return
         if name not in self.engines:
             return  # the sender died with the message on the wire: nobody to complete
-        dst = self.owner[act.lpni]
-        self._notify(name, act.ni, act.lpni, True)
+        dst = link.dst
+        assert dst is not None  # rc 0: owned
+        if (name, act.ni, act.lpni) not in self.connected:
+            self._notify(name, act.ni, act.lpni, True)
         nid = self._nid_str
-        self.record("recv", dst, type=act.hdr.type.name, ni=nid(act.lpni),
-                    peer=nid(act.ni), src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
+        self.record("recv", dst, type=act.hdr.type.name, ni=link.lpni_text,
+                    peer=link.ni_text, src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
         ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)
         self.apply(dst, self.engines[dst].handle(ev, self.now))
         self._complete(name, act.tx_id, 0, HStatus.OK)
-
-    # ------------------------------------------------------------------ time
-    def _arm(self, name: str, deadline: float | None) -> None:
-        """A driver's timer: ``name`` is due at ``deadline`` (None: no timer)."""
-        if name not in self.engines:
-            return
-        self._deadline[name] = deadline
-        if deadline is not None:
-            heapq.heappush(self._timers, (deadline, self._order[name], name))
-
-    def _refresh_deadlines(self) -> None:
-        """Re-ask the dirty engines' deadlines (their drivers re-arm if they moved)."""
-        for name in self._dirty:
-            drv = self.drivers.get(name)
-            if drv is not None:
-                drv.rearm()
-        self._dirty.clear()
-        if len(self._timers) > 4 * len(self._deadline) + 64:  # compact the stale entries
-            self._timers = [(d, self._order[n], n) for n, d in self._deadline.items()
-                            if d is not None]
-            heapq.heapify(self._timers)
-    def _next_deadline(self) -> float | None:
-        """The earliest engine deadline (stale heap entries dropped)."""
-        self._refresh_deadlines()
-        timers = self._timers
-        while timers and self._deadline.get(timers[0][2], _UNQUEUED) != timers[0][0]:
-            heapq.heappop(timers)
-        return timers[0][0] if timers else None
-
-    def next_time(self) -> float | None:
-        """The earliest pending delivery or engine deadline."""
-        d = self._next_deadline()
-        if self._q and (d is None or self._q[0].t < d):
-            return self._q[0].t
-        return d
-
-    def step(self, t_end: float = VIRTUAL_TIME_LIMIT) -> bool:
-        """Advance to the next pending thing (if not after ``t_end``) and run it: a delivery
-        first, else the timers of every engine then due, in ``add`` order."""
-        if not self.tracked:
-            self.touch()  # the caller may have changed an engine behind the fabric's back
-        return self._step(t_end)
-
-    def _step(self, t_end: float) -> bool:
-        t_next = self.next_time()
-        if t_next is None or t_next > t_end:
-            return False
-        self.now = max(self.now, t_next)
-        if self._q and self._q[0].t <= self.now:
-            heapq.heappop(self._q).fn()
-            return True
-        due: set[str] = set()
-        timers = self._timers
-        while timers and timers[0][0] <= self.now:
-            d, _, name = heapq.heappop(timers)
-            if self._deadline.get(name, _UNQUEUED) == d:
-                due.add(name)
-        for name in sorted(due, key=self._order.__getitem__):
-            drv = self.drivers.get(name)
-            if drv is not None:
-                self._deadline[name] = _UNQUEUED  # popped: pushed again once re-armed
-                drv.on_timer()
-        return True
-
-    def run_until(self, t_end: float) -> None:
-        self.touch()
-        while self._step(t_end):
-            pass
-        self.now = max(self.now, t_end)

@@ -17,6 +17,7 @@ from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
 from testbed.sim.fabric import Fabric
+from testbed.sim.links import _Watched
 
 
 class SimFabric(Fabric):
@@ -27,7 +28,8 @@ class SimFabric(Fabric):
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0,
                  trace_messages: bool = False) -> None:
         super().__init__(latency, seed=seed, jitter=jitter)
-        self.lnd_down: set[NID] = set()  # NIs whose LND reported a simulated link down
+        #: NIs whose LND reported a simulated link down
+        self.lnd_down: set[NID] = _Watched(self.changed)
         self.trace_messages = trace_messages
 
     def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
@@ -40,7 +42,7 @@ class SimFabric(Fabric):
         return drv
 
     def path_error(self, a: NID, b: NID) -> int:
-        if a in self.lnd_down:
+        if self.lnd_down and a in self.lnd_down:
             return -ENETDOWN
         return super().path_error(a, b)
 
