@@ -12,6 +12,8 @@ from testbed.base import TestbedError
 from testbed.commands.common import CliError, Named, pick
 from testbed.plan import load_topology
 
+PROG_WARN = "testbed: warning: "
+
 
 def cmd_up(args: argparse.Namespace) -> int:
     if args.backend == "sim":
@@ -30,6 +32,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress)
     elapsed = time.monotonic() - started
+    for line in tb.warnings:
+        print(f"{PROG_WARN}{line}", file=sys.stderr)
     status = tb.status()
     print(f"testbed {tb.name} is up ({elapsed:.1f}s), run directory {tb.rundir}")
     for node, info in status["nodes"].items():

@@ -148,9 +148,11 @@ class MininetTestbed(CtlTestbed):
         argv = [sys.executable, "-m", "testbed.mininet.supervisor", "--name", name]
         if topology_path is not None:
             argv += ["--topology", str(Path(topology_path).resolve())]
-        spawn(argv, child_env(name, rdir), UP_TIMEOUT + UP_TIMEOUT_PER_NODE * len(plan.nodes),
-              progress)
-        return cls(name, rdir, base)
+        ready = spawn(argv, child_env(name, rdir),
+                      UP_TIMEOUT + UP_TIMEOUT_PER_NODE * len(plan.nodes), progress)
+        tb = cls(name, rdir, base)
+        tb.warnings = [str(w) for w in ready.get("warnings", [])]
+        return tb
 
     def node(self, name: str) -> MininetNode:
         """Handle on node ``name``.

@@ -38,7 +38,7 @@ from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.actions import Action
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
-from testbed import sh
+from testbed import bringup, sh
 from testbed.base import NodeVerbs, TestbedError, unsupported
 from testbed.plan import NodePlan, Plan, config_verbs, load_topology
 from testbed.sim.fabric import VIRTUAL_TIME_LIMIT
@@ -159,6 +159,7 @@ class SimTestbed:
         self.paced = False
         self.kick: Callable[[], None] = lambda: None
         self.is_up = True
+        self.warnings: list[str] = []  # routes still down after bring-up, with why
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __repr__(self) -> str:
@@ -176,25 +177,47 @@ class SimTestbed:
         """
         tb = cls(load_topology(topology_path, name=name), seed=seed, latency=latency,
                  jitter=jitter)
-        total = len(tb.plan.nodes)
-        for step, node in enumerate(tb.plan.nodes, 1):
-            if progress is not None:
-                progress(step, total, f"configuring {node.name}")
-            tb._configure(node)
+        tb.bring_up(progress)
         return tb
 
-    def _configure(self, node: NodePlan) -> None:
-        """Contract B of the supervisor: the LNet module parameters of the topology's
-        ``global:`` block first (the daemon's ``--lnet-param``, "modprobe lnet", spec §0),
-        then the same verb list (testbed/plan/verbs.py)."""
+    def bring_up(self, progress: Any = None) -> None:
+        """Module parameters, then ``testbed.bringup``: every node's NIs, then peers and
+        routes, then (on virtual time) the routes' first router-checker round.
+
+        Raises:
+            TestbedError: a configuration verb failed (names node, verb and output).
+        """
+        for node in self.plan.nodes:
+            self._module_params(node)
+        step = iter(range(1, 4))
+
+        def report(text: str) -> None:
+            if progress is not None:
+                progress(next(step), 3, text)
+
+        bringup.configure(self.plan, lambda node, argv: self.node(node).verb("lnetctl", argv),
+                          self._lnet_dir(), progress=report)
+        report("waiting for routes")
+        self.warnings = bringup.wait_routes(
+            self.plan, lambda node, argv: self.node(node).verb("lnetctl", argv),
+            advance=self.run, now=lambda: self.fabric.now)
+        for line in self.warnings:
+            self.fabric.record("route_not_up", "testbed", text=line)
+
+    def _module_params(self, node: NodePlan) -> None:
+        """The LNet module parameters of the topology's ``global:`` block, before anything
+        else (the daemon's ``--lnet-param``, "modprobe lnet", spec §0)."""
         try:
             lnetctl_config.apply_module_params(self.runtimes[node.name],
                                                list(node.module_params))
         except LNetConfigError as e:
             raise TestbedError(f"node {node.name}: bad LNet module parameter: {e.descr}") from e
-        verbs = config_verbs(self.plan, node, self._lnet_dir())
+
+    def configure_node(self, node: NodePlan) -> None:
+        """One node alone, module parameters and both phases (a restarted node)."""
+        self._module_params(node)
         handle = self.node(node.name)
-        for verb in verbs:
+        for verb in config_verbs(self.plan, node, self._lnet_dir()):
             res = handle.verb("lnetctl", verb)
             if res.rc != 0:
                 raise TestbedError(f"node {node.name}: lnetctl {' '.join(verb)} failed with rc "
