@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from errno import ECONNREFUSED
 from typing import Any
 
 from nodes.driver import NodeDriver
@@ -85,6 +86,14 @@ class Fabric(Scheduler):
         self.owner: dict[NID, str] = {}
         self._owned: dict[str, set[NID]] = {}  # node -> NIDs it owns in ``owner``
         self.down: set[NID] = _Watched(self.changed)
+        #: NIDs of killed nodes: connecting is refused, an established connection is reset
+        self.dead: set[NID] = _Watched(self.changed)
+        self._seen_inc: dict[tuple[str, NID], int] = {}  # (node, peer NID) -> incarnation
+        #: peers' connections to a killed node: reset (not refused) on their next use
+        self._reset_pending: set[tuple[str, NID, NID]] = set()
+        #: keep every MD event per node and every Transmit (tests read them); a long-lived
+        #: server turns it off and flushes ``event_log``/``log`` to files instead
+        self.keep_history = True
         self._links: dict[tuple[NID, NID], _Link] = {}
         self.nid_latency: dict[NID, float] = {}
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
@@ -151,6 +160,20 @@ class Fabric(Scheduler):
             self.refresh_node(name)
         self.touch()
 
+    def kill(self, name: str, nids: list[NID]) -> None:
+        """Node ``name`` dies (SIGKILL of its daemon): its engine is gone, its NIDs refuse
+        connections; peers' established connections to it are reset on their next use."""
+        self.remove(name)
+        self.dead.update(nids)
+        gone = set(nids)
+        self._reset_pending |= {c for c in self.connected if c[2] in gone}
+        self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
+
+    def revive(self, name: str, nids: list[NID]) -> None:
+        """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""
+        for nid in nids:
+            self.dead.discard(nid)
+
     def remove(self, name: str) -> None:
         """Take node ``name``'s engine off the fabric (its NIDs owned by nobody: sends to them
         fail); its pending timers are forgotten."""
@@ -170,12 +193,15 @@ class Fabric(Scheduler):
         self._host_seg.setdefault((host, segment), []).append(nid)
         self.changed()
 
-    def set_link(self, nid: NID, up: bool, iface: str | None = None) -> None:
+    def set_link(self, nid: NID, up: bool, iface: str | None = None,
+                 by: str | None = None) -> None:
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
         as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
         node = self.host.get(nid) or self.owner.get(nid, "?")
-        extra = {"iface": iface} if iface is not None else {}
+        extra: dict[str, str] = {"iface": iface} if iface is not None else {}
+        if by is not None:
+            extra["by"] = by
         self.record(f"link_{'up' if up else 'down'}", node, nid=str(nid), **extra)
 
     def set_latency(self, nid: NID, latency: float) -> None:
@@ -216,6 +242,8 @@ class Fabric(Scheduler):
         down = self.down
         if down and a in down:  # (an empty set still hashes: NID hashing is not free)
             return -ENETDOWN
+        if self.dead and b in self.dead:  # its host is up, nobody listens on port 988
+            return -ECONNREFUSED
         if (down and b in down) or b not in self.owner:
             return -ENETUNREACH
         sa, sb = self.segment.get(a), self.segment.get(b)
@@ -241,7 +269,8 @@ class Fabric(Scheduler):
         return self.drivers[name].run(fn, *args, **kw)
 
     def _send(self, name: str, act: Transmit) -> None:
-        self.transmits.append((self.now, name, act))
+        if self.keep_history:
+            self.transmits.append((self.now, name, act))
         nid, link = self._nid_str, self.link(act.ni, act.lpni)
         self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=link.ni_text,
                     lpni=link.lpni_text, src=nid(act.hdr.src_nid),
@@ -249,7 +278,8 @@ class Fabric(Scheduler):
         self._transmit(name, act)
 
     def _md(self, name: str, ev: MDEvent) -> None:
-        self.events[name].append(ev)
+        if self.keep_history:
+            self.events[name].append(ev)
         self.record("md", name, handle=ev.handle, type=ev.kind, status=ev.status,
                     unlinked=ev.unlinked)
 
@@ -259,15 +289,25 @@ class Fabric(Scheduler):
         self.log.append((self.now, name, f"socklnd: LNet notified peer NI {lpni} dead"))
         self.connected = {c for c in self.connected if not (c[0] == name and c[2] == lpni)}
 
-    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool) -> None:
-        """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni)."""
+    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
+        """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni); ``reset``: the
+        peer's incarnation changed since the last connection (it was restarted)."""
         key = (name, ni, lpni)
         if alive == (key in self.connected) and alive:
             return
         (self.connected.add if alive else self.connected.discard)(key)
-        self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive)
+        extra = {"reset": True} if reset else {}
+        self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive, **extra)
         self.apply(name, self.engines[name].handle(
-            PeerNotify(ni=ni, nid=lpni, alive=alive), self.now))
+            PeerNotify(ni=ni, nid=lpni, alive=alive, reset=reset), self.now))
+
+    def _incarnation_changed(self, name: str, peer: NID, peer_node: str) -> bool:
+        """Has ``peer``'s node a new incarnation since ``name`` last connected to it? (the
+        socklnd's hello carries it; a changed one resets the peer NI's health history)"""
+        inc = self.engines[peer_node].incarnation
+        last = self._seen_inc.get((name, peer))
+        self._seen_inc[(name, peer)] = inc
+        return last is not None and last != inc
 
     def _fail(self, name: str, act: Transmit, rc: int,
               hstatus: HStatus | None = None) -> None:
@@ -275,6 +315,11 @@ class Fabric(Scheduler):
         ``ksocknal_connect``/``ksocknal_txlist_done`` give that errno (errmap.py)."""
         if name not in self.engines:
             return  # the sender itself is gone (killed)
+        key = (name, act.ni, act.lpni)
+        if hstatus is None and rc == -ECONNREFUSED and key in self._reset_pending:
+            self._reset_pending.discard(key)
+            rc, hstatus = errmap.FAILURES["conn_closed"]  # reset by the dead peer's kernel
+            self.connected.add(key)  # (so that _notify reports it closed)
         self._notify(name, act.ni, act.lpni, False)
         if hstatus is None:
             rc, hstatus = errmap.connect_failure(rc)
@@ -308,8 +353,12 @@ class Fabric(Scheduler):
             return  # the sender died with the message on the wire: nobody to complete
         dst = link.dst
         assert dst is not None  # rc 0: owned
-        if (name, act.ni, act.lpni) not in self.connected:
-            self._notify(name, act.ni, act.lpni, True)
+        if (name, act.ni, act.lpni) not in self.connected:  # a connection comes up
+            self._reset_pending.discard((name, act.ni, act.lpni))
+            self._notify(name, act.ni, act.lpni, True,
+                         self._incarnation_changed(name, act.lpni, dst))
+            if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
+                self._notify(dst, act.lpni, act.ni, True, True)
         nid = self._nid_str
         self.record("recv", dst, type=act.hdr.type.name, ni=link.lpni_text,
                     peer=link.ni_text, src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))

@@ -12,12 +12,17 @@ REMOTE_DROPPED, as the socklnd does after a link-down event, while peers still r
 
 from __future__ import annotations
 
+from typing import Any
+
 from nodes.driver import NodeDriver, trace_fields
+from nodes.lnd import errmap
+from nodes.lnet.actions import Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
 from testbed.sim.fabric import Fabric
 from testbed.sim.links import _Watched
+from testbed.sim.netfaults import vanish_failure
 
 
 class SimFabric(Fabric):
@@ -31,6 +36,8 @@ class SimFabric(Fabric):
         #: NIs whose LND reported a simulated link down
         self.lnd_down: set[NID] = _Watched(self.changed)
         self.trace_messages = trace_messages
+        #: active fault activations (testbed/sim/netfaults.py ``Rule``), set by ``SimFaults``
+        self.rules: list[Any] = []
 
     def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
         drv = super()._driver(name, engine)
@@ -45,6 +52,34 @@ class SimFabric(Fabric):
         if self.lnd_down and a in self.lnd_down:
             return -ENETDOWN
         return super().path_error(a, b)
+
+    def record_global(self, kind: str, /, **fields: Any) -> None:
+        """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
+        self.event_log.append({"t": round(self.now, 9), "kind": kind, **fields})
+
+    def _transmit(self, name: str, act: Transmit) -> None:
+        """With faults active: a message may vanish (its tx fails at the sending NI's LND
+        timeout, as the socklnd's would) or be held up (TCP retransmissions, delay)."""
+        if not self.rules:
+            super()._transmit(name, act)
+            return
+        link = self.link(act.ni, act.lpni)
+        if link.rc or self.hold or link.dst is None:
+            super()._transmit(name, act)
+            return
+        ni = self.engines[name].ni_by_nid(act.ni)
+        timeout = float(ni.lnd_timeout) if ni is not None else 50.0
+        if any(rule.vanishes(act, self.connected, link.dst) for rule in self.rules):
+            rc, hstatus = vanish_failure((name, act.ni, act.lpni) in self.connected)
+            self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
+            return
+        extra = sum(rule.delay(act) for rule in self.rules)
+        if extra >= timeout:  # the socklnd gave up on the connection first
+            rc, hstatus = errmap.FAILURES["posted_timeout"]
+            self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
+            return
+        delay = link.latency + extra + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
+        self._at(self.now + delay, lambda: self._deliver(name, act))
 
     def flush(self, name: str) -> None:
         """After direct engine calls (a verb's DLC call): node ``name``'s health notices go
