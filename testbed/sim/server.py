@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     state["phase"] = "ready"
     runstate.write_state(rdir, state)
+    gc.freeze()  # what bring-up made lives as long as the server: out of the GC's scans
     server = SimServer(tb, rdir, speed)
     server.flush()
     _send(proto, {"ready": {"name": plan.name, "rundir": str(rdir), "backend": "sim",
