@@ -60,8 +60,8 @@ def _run_script(backend: list[str], env: dict[str, str]) -> dict[str, Any]:
         assert not check or res.returncode == 0, f"{args}: {res.stdout}{res.stderr}"
         return res
 
-    def views(label: str, node: str = "c1") -> None:
-        for v in VIEWS:
+    def views(label: str, node: str = "c1", which: tuple[str, ...] = VIEWS[:2]) -> None:
+        for v in which:
             seen[f"{label}: {node} {v}"] = _strip(yaml.safe_load(
                 tb("lnetctl", "-n", name, node, *v.split()).stdout))
 
@@ -84,8 +84,8 @@ def _run_script(backend: list[str], env: dict[str, str]) -> dict[str, Any]:
 
     tb("up", *backend, "-n", name, str(HERE / "parity.yaml"))
     try:
-        views("up")
-        views("up", "s1")
+        views("up", which=VIEWS)
+        views("up", "s1", which=VIEWS)
         tb("lnetctl", "-n", name, "c1", "discover", S1_RAIL0)
         time.sleep(1.0)  # the pushes that follow a discovery are done
         views("discovered")
