@@ -202,11 +202,24 @@ class NodeDriver:
         self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), cause))
 
 
+_PLAIN = (bool, int, float, str, dict, list)
+_FIELDS: dict[type, tuple[str, ...]] = {}  # per action class: its field names, in order
+
+
 def trace_fields(act: Any) -> dict[str, Any]:
-    """A message trace action as JSON-ready fields (NIDs as text; TRACE-SCHEMA.md)."""
+    """A message trace action as JSON-ready fields (NIDs as text; ``health`` pairs as the
+    ``{"ni": value, "lpni": value}`` object of docs/events.md; TRACE-SCHEMA.md)."""
+    names = _FIELDS.get(type(act))
+    if names is None:
+        names = _FIELDS[type(act)] = tuple(f.name for f in dataclasses.fields(act))
     out = {}
-    for f in dataclasses.fields(act):
-        value = getattr(act, f.name)
-        out[f.name] = value if value is None or isinstance(value, bool | int | float | str
-                                                           | dict | list) else str(value)
+    for name in names:
+        value = getattr(act, name)
+        if value is None or isinstance(value, _PLAIN):
+            out[name] = value
+        elif isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2
+                                              for v in value):
+            out[name] = dict(value)
+        else:
+            out[name] = str(value)
     return out

@@ -18,7 +18,7 @@ import zmq
 import zmq.asyncio
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd
-from nodes.daemon.eventlog import EventLog
+from nodes.daemon.eventlog import EventLog, trace_from_env
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
@@ -66,6 +66,10 @@ class ControlServer:
         events = EventLog.from_env(node)  # health notices -> events.jsonl (hlth-lnt-udev)
         if events is not None:
             rt.notice_sink = events.write
+        trace = trace_from_env(node, rt.now)  # message trace (testbed explore, issue 17)
+        if trace is not None:
+            rt.driver.trace_sink = trace
+            rt.engine.trace_messages = True
 
     async def serve(self) -> None:
         while not self.stopping.is_set():

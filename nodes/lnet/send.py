@@ -132,12 +132,16 @@ class Sender:
             msg.fixed_ni = True
             return self.router.table.find_routed_path(msg, lpni, src)
         nmr = not lpni.peer.multi_rail or msg.recovery or msg.fwd is not None
-        msg.fixed_ni = src is not None or msg.fwd is not None
+        reserved = msg.hdr.ptl_index == LNET_RESERVED_PORTAL and msg.type in (MsgType.GET,
+                                                                              MsgType.PUT)
+        # a non-MR peer keeps its preferred NI, fatal or not (lnet_find_existing_preferred_
+        # best_ni): not a free choice either
+        msg.fixed_ni = src is not None or msg.fwd is not None or (
+            nmr and not reserved and any(e.pref_nids for e in lpni.peer_net.lpnis))
         return self.decisions.select_pathway(
             lpni=lpni, src=src, nets=self.local.nets, nmr=nmr, md_cpt=msg.md_cpt,
             numa_range=self.tunables.numa_range,
-            reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
-            and msg.type in (MsgType.GET, MsgType.PUT), is_response=msg.is_response)
+            reserved=reserved, is_response=msg.is_response)
 
     def send(self, msg: Msg, now: float) -> list[Action]:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
@@ -251,6 +255,8 @@ class Sender:
             return []
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
             hs = HStatus(verdict)
+            if self.tracer.on:  # the LND got this attempt (it fails it right away)
+                self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
             return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \

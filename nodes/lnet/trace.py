@@ -43,7 +43,7 @@ class Tracer:
             event="send", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), ni=str(ni.nid), lpni=str(lpni.nid),
             attempt=msg.retry_count, fixed_ni=msg.fixed_ni, forwarded=msg.fwd is not None,
-            deadline=msg.deadline if first else None,
+            deadline=msg.deadline,  # each attempt's own: a resend re-commits (spec §3.4)
             retry_count=retry_count if first else None))
 
     def resend(self, msg: Msg) -> None:

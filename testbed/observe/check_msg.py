@@ -85,6 +85,8 @@ class MsgCheck:
             fl = self.flight[key] = Flight(item, rc if isinstance(rc, int) else None,
                                            float(dl) if isinstance(dl, int | float) else None)
             self.completion.checked += 1
+        elif isinstance(ev.get("deadline"), int | float):
+            fl.deadline = float(ev["deadline"])  # a resend re-commits: its own deadline (§3.4)
         fl.proof.append(item)
         attempt = ev.get("attempt")
         if isinstance(attempt, int):
@@ -104,10 +106,10 @@ class MsgCheck:
                                  [done, item])
             return
         fl = self.flight.get(key)
-        if fl is None:
-            self.resend.flag(f"message {key[2]} of {key[0]}: resend of a message never sent",
-                             [item])
-            return
+        if fl is None:  # every attempt so far failed before the LND (lnet_post_send_locked
+            # drops for a dead next hop, REMOTE_DROPPED): resent without a send (spec §3.3)
+            fl = self.flight[key] = Flight(item, None, None)
+            self.completion.checked += 1
         fl.resends += 1
         fl.proof.append(item)
         self.resend.checked += 1

@@ -38,6 +38,7 @@ class NodeState:
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
+    fresh: bool = False                  # node_started seen, its node_restarted not yet
 
 
 def net_of(nid: str) -> str:
@@ -91,6 +92,10 @@ class Tracker:
                 st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
+            if kind == "node_restarted" and st.fresh:
+                st.fresh = False  # Mininet: said once the new daemon (node_started) is set up
+                return
+            st.fresh = kind == "node_started"
             st.incarnation += 1
             st.fatal.clear()
             st.down.clear()

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon import lnetctl_config
+from nodes.daemon.eventlog import ENV_TRACE
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from testbed import bringup
@@ -55,7 +56,9 @@ class SimTestbed:
         self.name = plan.name
         self.plan = plan
         self.seed = seed
-        self.fabric = SimFabric(latency, seed=seed, jitter=jitter)
+        # the message trace, as a daemon writes it with LNET_TESTBED_TRACE_MESSAGES=1
+        self.fabric = SimFabric(latency, seed=seed, jitter=jitter,
+                                trace_messages=os.environ.get(ENV_TRACE) == "1")
         self.lock = threading.RLock()  # the fabric is single-threaded; Traffic threads share it
         self.runtimes = {n.name: SimRuntime(self, n, seed) for n in plan.nodes}
         self.dead: dict[str, str] = {}  # killed node -> why (a kill fault)
@@ -172,8 +175,9 @@ class SimTestbed:
             self.fabric.revive(node, [NID.parse(n) for n in self.plan.node(node).nids])
             self.runtimes[node] = SimRuntime(self, old.plan, self.seed, old.generation + 1)
             del self.dead[node]
-            self.configure_node(old.plan)
+            # before its configuration's events: a new process, then what it does
             self.fabric.record("node_restarted", node, incarnation=self.runtimes[node].incarnation)
+            self.configure_node(old.plan)
 
     # -- the Testbed API -----------------------------------------------------------------------
     @property
