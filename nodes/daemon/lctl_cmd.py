@@ -17,10 +17,14 @@ hlth-stt-ni-down/up-events, hlth-stt-avg-send-time, hlth-stt-avg-transaction-tim
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING
 
 from nodes.daemon.lnetctl_fault import kick, parse_add, parse_del
-from nodes.lnet.errors import LNetConfigError
+from nodes.daemon.lnetctl_ping import PING_DEFAULT_TIMEOUT
+from nodes.dlc.output import exit_code
+from nodes.dlc.tunables import c_int, parse_long
+from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.fault import nid_str
 from nodes.lnet.nid import LO_NID, NID
 from nodes.lnet.ping import PingInfo
@@ -76,18 +80,34 @@ def _testbed(rt: NodeRuntime, cmd: str, args: list[str]) -> Result:
 
 
 async def _ping(rt: NodeRuntime, args: list[str]) -> Result:
-    if not args or len(args) > 3:
-        return 1, "", "usage: ping nid [timeout] [pid]\n"
+    """portals.c ``jt_ptl_ping``: ``ping [PID-]NID [TIMEOUT]``. The timeout is ``1000 *
+    atol(T)`` ms, refused above 120 s; unless that is 1000 (the default) the *text* T goes to
+    the kernel, which reads it as milliseconds and keeps it when 0 < T < 180000, else waits
+    180 s (api-ni.c ``lnet_genl_ping_prerun``) -- so ``lctl ping NID 2`` waits 2 ms, as the
+    real tool does. Failures print ``failed to ping ID: why`` on stdout."""
+    if not args:
+        return exit_code(-EINVAL), "", "usage: ping id [timeout (secs)]\n"
+    word = args[0]
+    pid_part, dash, rest = word.partition("-")
     try:
-        nid = NID.parse(args[0])
-        timeout = float(args[1]) if len(args) > 1 else 1.0
-    except (LNetConfigError, ValueError) as e:
-        return 1, "", f"failed to parse '{' '.join(args)}': {e}\n"
+        nid = NID.parse(rest if dash and pid_part.lstrip("uU").isdigit() else word)
+    except LNetConfigError:
+        return exit_code(-EINVAL), "", ""
+    timeout = float(PING_DEFAULT_TIMEOUT)
+    if len(args) > 1:
+        m = re.match(r"\s*([+-]?\d+)", args[1])
+        ms = c_int(1000 * int(m.group(1))) if m else 0
+        if ms > 120 * 1000:
+            return exit_code(-EINVAL), "", f"Timeout {args[1]} is to large\n"
+        if ms != 1000:
+            value = parse_long(args[1])
+            if value is not None and 0 < value < PING_DEFAULT_TIMEOUT * 1000:
+                timeout = value / 1000
     events = await rt.wait_final(lambda: rt.engine.ping(rt.now(), nid, timeout=timeout))
     final = events[-1]
     if final.kind != "REPLY" or final.status != 0:
         status = final.status or -5
-        return 1, "", f"failed to ping {nid}: {os.strerror(-status)}\n"
+        return exit_code(status), f"failed to ping {word}: {os.strerror(-status)}\n", ""
     info = PingInfo.unpack(final.payload)
     lines = [f"{info.pid}-{LO_NID}"] + [f"{info.pid}-{n}" for n, _ in info.nis]
     return 0, "\n".join(lines) + "\n", ""
