@@ -67,5 +67,7 @@ async def _run(rt: NodeRuntime, tool: str, call: Any) -> dict[str, Any]:
         log.exception("%s request failed", tool)
         return {"ok": False, "rc": 1, "out": "", "err": f"{tool}: internal error: {e!r}\n",
                 "error": f"internal error: {e!r}"}
-    rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
+    flush = getattr(rt, "flush_notices", None)  # a node daemon's runtime; the sim flushes
+    if flush is not None:                        # in its own verb path
+        flush()  # e.g. `lnetctl net set --health`: status changes
     return {"rc": rc, "out": out, "err": err}

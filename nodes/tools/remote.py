@@ -30,8 +30,12 @@ def control_path(tool: str) -> tuple[str | None, str]:
     if ctl is None:
         return None, (f"{tool}: no LNet node daemon serves this network namespace "
                       "(run inside a testbed node, e.g. `testbed exec NODE ...`)")
-    if not os.path.exists(ctl):
-        return None, f"{tool}: opening {ctl} failed: {os.strerror(errno.ENOENT)}"
+    try:
+        os.stat(ctl)
+    except OSError as e:  # ENOENT: the daemon is gone; EACCES: a directory on the way
+        why = os.strerror(e.errno or errno.EIO)
+        hint = f": {tool} needs root" if e.errno == errno.EACCES else ""
+        return None, f"{tool}: opening {ctl} failed: {why}{hint}"
     if not os.access(ctl, os.R_OK | os.W_OK):
         return None, (f"{tool}: opening {ctl} failed: {os.strerror(errno.EACCES)}: "
                       f"{tool} needs root")
