@@ -41,9 +41,7 @@ def install() -> None:
     """Capture the ``lnet`` logger (called once by the node daemon's command modules)."""
     logger = logging.getLogger("lnet")
     if not any(isinstance(h, _Capture) for h in logger.handlers):
-        logger.addHandler(_Capture(level=logging.DEBUG))
-        if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
-            logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Capture(level=logging.DEBUG))  # at the logger's own level
 
 
 def add(rt: Any, text: str, mask: int = D_WARNING) -> None:

@@ -25,8 +25,9 @@ _PTR = 8
 #: ``lnetctl import``: file size and parsed nodes
 MAX_IMPORT_BYTES = 4 * 1024 * 1024
 MAX_IMPORT_NODES = 200_000
-#: a control request (JSON) may carry one argv or one import document, plus framing
-MAX_REQUEST_BYTES = 4 * ARG_MAX + MAX_IMPORT_BYTES
+#: a control request (JSON) carries one argv or one import document: refused past this size
+#: before it is parsed (a 2-million-word argv is 12 MB of JSON)
+MAX_REQUEST_BYTES = 2 * MAX_IMPORT_BYTES
 
 
 def argv_error(tool: str, argv: object) -> str | None:

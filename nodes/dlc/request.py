@@ -24,6 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.dlc import debuglog
 from nodes.dlc.apply import apply
 from nodes.dlc.commands import CommandError, from_fields
 from nodes.dlc.importfile import content_error
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("control")
 KINDS = ("lnetctl", "lctl", "dlc")
+debuglog.install()  # this process serves a node: its engine log feeds `lctl dk`
 
 
 async def handle(rt: NodeRuntime, req: dict[str, Any]) -> dict[str, Any]:

@@ -146,3 +146,15 @@ def test_a_non_root_user_is_told_at_once(daemon: str) -> None:
     """Issue 11 item 9: the socket is root's; the client says so instead of waiting 200 s."""
     res = _lnetctl(daemon, "net", "show", user="65534", timeout=15)
     assert res.returncode != 0 and b"needs root" in res.stderr, res
+
+
+def test_a_huge_argv_is_refused_before_parsing_and_the_daemon_answers(daemon: str) -> None:
+    """Issue 11 item 2: 2 million words over ZeroMQ wedged a daemon for minutes at 538 MB;
+    the control server refuses the request by its size before decoding it."""
+    from nodes.daemon.client import request
+
+    body = {"cmd": "lnetctl", "argv": ["-v"] * 2_000_000}
+    reply = _in_thread(lambda: request(daemon, body, timeout=10))
+    assert reply["ok"] is False and "larger than" in reply["error"]
+    again = request(daemon, {"cmd": "lnetctl", "argv": ["global", "show"]}, timeout=10)
+    assert again["rc"] == 0 and "retry_count" in again["out"]
