@@ -69,8 +69,9 @@ async def export_doc(rt: NodeRuntime, backup: bool) -> dict[str, Any]:
     """The ``lnetctl export [--backup]`` document, keys in spec §9.4 order."""
     out: dict[str, Any] = {}
     net = await _show(rt, ["net", "show", "-v", "1" if backup else "2"])
-    if net.get("net"):
-        out["net"] = _backup_net(net) if backup else net["net"]
+    nets = (_backup_net(net) if backup else net.get("net")) if net.get("net") else []
+    if nets:  # --backup leaves out 0@lo: no net section for a node without NIs
+        out["net"] = nets
     route = await _show(rt, ["route", "show", "-v"])
     if route.get("route"):
         out["route"] = [{k: v for k, v in r.items() if not backup or k in

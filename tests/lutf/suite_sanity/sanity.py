@@ -1,0 +1,70 @@
+"""What sanity-lnet.sh's helper functions do, for the ported tests (suite_sanity).
+
+``reinit`` is ``reinit_dlc`` (LNet unconfigured and configured again, then the base YAML of
+``define_global_yaml``); ``export`` is ``$LNETCTL export --backup`` parsed;
+``compare_yaml_files`` compares parsed YAML as ``verify_compare_yaml`` does; ``peer_doc`` builds
+the ``peer:`` entries sanity-lnet writes into its expected files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import yaml
+
+
+def run(node: Any, cmd: str) -> Any:
+    """``do_lnetctl CMD``: must succeed."""
+    res = node.lnetctl(cmd)
+    assert res.rc == 0, f"lnetctl {cmd}: rc {res.rc}: {res.out}{res.err}"
+    return res
+
+
+def fails(node: Any, cmd: str) -> Any:
+    """``do_lnetctl CMD && error "Command should have failed"``."""
+    res = node.lnetctl(cmd)
+    assert res.rc != 0, f"lnetctl {cmd} should have failed: {res.out}"
+    assert "Traceback" not in res.err
+    return res
+
+
+def export(node: Any) -> dict[str, Any]:
+    res = run(node, "export --backup")
+    return yaml.safe_load(res.out) or {}
+
+
+def reinit(node: Any) -> dict[str, Any]:
+    """``reinit_dlc``: returns ``define_global_yaml``'s document (the global block)."""
+    run(node, "lnet unconfigure")
+    run(node, "lnet configure")
+    base = export(node)
+    assert list(base) == ["global"], base
+    return base
+
+
+def peer_doc(*peers: tuple[str, list[str]], mr: bool = True) -> list[dict[str, Any]]:
+    """``peer:`` entries: (primary, other NIDs) each, the primary listed first."""
+    return [{"primary nid": prim, "Multi-Rail": mr,
+             "peer ni": [{"nid": n} for n in [prim, *others]]} for prim, others in peers]
+
+
+def expect(node: Any, base: dict[str, Any], **sections: Any) -> None:
+    """``compare_yaml_files``: the export equals the expected sections plus the base."""
+    want = {k.replace("_", " "): v for k, v in sections.items()}
+    want.update(base)
+    assert export(node) == want
+
+
+def import_text(node: Any, text: str, *opts: str) -> Any:
+    """``do_lnetctl import [OPTS] < FILE``: real lnetctl reads stdin itself; the testbed's verb
+    path takes a FILE read on the caller's side, so a temporary file stands for stdin."""
+    fd, path = tempfile.mkstemp(suffix=".yaml", prefix="sanity-lnet-")
+    try:
+        os.write(fd, text.encode())
+        os.close(fd)
+        os.chmod(path, 0o644)
+        return node.lnetctl("import", *opts, path)
+    finally:
+        os.unlink(path)
