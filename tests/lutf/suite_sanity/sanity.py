@@ -68,3 +68,17 @@ def import_text(node: Any, text: str, *opts: str) -> Any:
         return node.lnetctl("import", *opts, path)
     finally:
         os.unlink(path)
+
+
+#: setup_router_test's REMOTE_NET (``${NETTYPE}1``)
+REMOTE_NET = "tcp1"
+
+
+def gateways(node: Any) -> list[str]:
+    """``validate_gateway_nids``: the export's gateways, each a valid NID."""
+    from nodes.lnet.nid import NID
+
+    gws = [r["gateway"] for r in export(node).get("route", [])]
+    for gw in gws:
+        NID.parse(gw)  # validate_nid
+    return gws
