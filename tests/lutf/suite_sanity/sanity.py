@@ -82,3 +82,22 @@ def gateways(node: Any) -> list[str]:
     for gw in gws:
         NID.parse(gw)  # validate_nid
     return gws
+
+
+def route_states(node: Any) -> tuple[str, str, str]:
+    """``check_route_aliveness``'s three views of the routes' state: ``lctl show_route``
+    (field 7), ``lnetctl route show -v`` (``state``) and ``lctl get_param -n routes``
+    (field 4 of the route lines), each the sorted unique values joined by spaces."""
+    lctl = sorted({line.split()[6] for line in node.lctl("show_route").out.splitlines()
+                   if len(line.split()) > 6})
+    shown = yaml.safe_load(node.lnetctl("route show -v").out or "{}") or {}
+    lnetctl = sorted({r["state"] for r in shown.get("route", [])})
+    debugfs = sorted({line.split()[3] for line in node.lctl("get_param -n routes").out
+                      .splitlines() if "tcp" in line and len(line.split()) > 3})
+    return " ".join(lctl), " ".join(lnetctl), " ".join(debugfs)
+
+
+def ni_status(node: Any, net: str) -> str:
+    """``check_router_ni_status``: the status of the node's NI on ``net``."""
+    out = node.lnetctl(f"net show --net {net}").out
+    return " ".join(line.split()[-1] for line in out.splitlines() if "status:" in line)

@@ -159,3 +159,58 @@ def test_sanity_252_ping_to_down_peer_unlinks_quickly(sr: Health, module_topolog
     fails(sr.h, f"ping --timeout 15 {sr.rnids[0]}")
     took = (clock.now if clock is not None else time.monotonic()) - t0
     assert took < 15, took
+
+
+def _resends(node: Health, b: dict[str, int], a: dict[str, int]) -> None:
+    """``check_resends``: retry_count resends, one failed, none successful."""
+    retry = node.saved["retry_count"]
+    assert (a["resend"] - b["resend"], a["failed"] - b["failed"], a["ok"] - b["ok"]) == (
+        retry, 1, 0)
+
+
+def test_sanity_205_health_and_resends_for_mr_local_failures(mr: Health) -> None:
+    for hstatus in LOCAL_RESEND:
+        before, after = mr.ping_test(hstatus)
+        _resends(mr, before, after)
+        assert after["local"] != before["local"], hstatus
+    for hstatus in LOCAL_NO_RESEND:
+        before, after = mr.ping_test(hstatus)
+        _no_resends(before, after)
+        assert after["local"] != before["local"], hstatus
+
+
+def test_sanity_207_health_and_resends_for_mr_remote_errors(mr: Health) -> None:
+    for hstatus in REMOTE_RESEND + REMOTE_NO_RESEND:
+        before, after = mr.ping_test(hstatus)
+        if hstatus in REMOTE_RESEND:
+            _resends(mr, before, after)
+        else:
+            _no_resends(before, after)
+        assert after["local"] == before["local"], hstatus
+        assert after["remote"] != before["remote"], hstatus
+        run(mr.h, "peer set --health 1000 --all")
+
+
+def test_sanity_209_health_but_no_resends_for_network_timeout(module_topology: Any) -> None:
+    for is_mr in (False, True):
+        node = Health(module_topology, mr=is_mr)
+        before = node.pre()
+        node.drop_gets("network_timeout")
+        fails(node.h, f"discover {node.rnids[0]}")
+        after = node.post()
+        run(node.h, "fault drop del -a")
+        _no_resends(before, after)
+        assert after["local"] != before["local"]
+        assert (after["remote"] != before["remote"]) == is_mr
+
+
+def test_sanity_233_successful_resends(mr: Health) -> None:
+    """Intermittent failures (every second GET dropped): the ping succeeds by one
+    successful resend."""
+    for hstatus in LOCAL_RESEND + REMOTE_RESEND:
+        before = mr.pre()
+        mr.drop_gets(hstatus, rate=2)
+        run(mr.h, f"ping --source {mr.lnids[0]} {mr.rnids[0]}")
+        run(mr.h, "fault drop del -a")
+        after = mr.post()
+        assert after["ok"] - before["ok"] == 1, hstatus
