@@ -31,7 +31,7 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 #: api-ni.c ``local_nid_dist_zero`` default: a local NID is at distance 0
 LOCAL_NID_DIST_ZERO = True

@@ -24,7 +24,7 @@ from nodes.dlc.cmdline import Stop, options
 from nodes.dlc.output import Result, exit_code
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 #: per-node values of the libcfs parameters set_param stores
 _STORED: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()

@@ -35,7 +35,7 @@ from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.parse import parse
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 PROG = "lnetctl"
 #: the version string ``lnetctl version`` prints (LUSTRE_VERSION_STRING of the release whose

@@ -47,7 +47,7 @@ from nodes.lnet.tunables import MODULE_PARAMS, apply_module_param
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 _IMPORT = (LongOpt("add", NO, "a"), LongOpt("del", NO, "d"), LongOpt("show", NO, "s"),
            LongOpt("exec", NO, "e"), LongOpt("old-api", NO, "o"), LongOpt("help", NO, "h"))

@@ -32,7 +32,7 @@ from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 #: lib-lnet.h DEFAULT_PEER_TIMEOUT: the kernel's ping timeout when none (or a bad one) is given
 PING_DEFAULT_TIMEOUT = 180

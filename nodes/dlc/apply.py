@@ -28,7 +28,7 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 #: verbs that work before ``lnet configure`` (lnetctl reaches the kernel either way)
 UNCONFIGURED_OK = (C.LnetConfigure, C.LnetUnconfigure, C.SetTunable)
@@ -79,7 +79,7 @@ async def _add_nis(rt: NodeRuntime, net: Net, ifaces: list[str], cmd: C.NetAdd) 
             ni = next(n for n in rt.engine.local_nis() if n.interface == iface
                       and n.nid.net == net)
             nid = ni.nid
-        glue.set_ni_lnd_tunables(rt.engine, nid, cmd.conns_per_peer, cmd.tos)
+        glue.set_ni_lnd_tunables(rt, nid, cmd.conns_per_peer, cmd.tos)
         glue.set_peer_buffer_credits(rt.engine, nid, cmd.peer_buffer_credits)
 
 
@@ -138,7 +138,7 @@ def _net_set(rt: NodeRuntime, cmd: C.NetSet) -> None:
     if cmd.conns_per_peer >= 0:
         for ni in rt.engine.local_nis():
             if nid is None or ni.nid == nid:
-                glue.set_ni_lnd_tunables(rt.engine, ni.nid, cmd.conns_per_peer, -1)
+                glue.set_ni_lnd_tunables(rt, ni.nid, cmd.conns_per_peer, -1)
 
 
 def _peer_set(rt: NodeRuntime, cmd: C.PeerSet) -> None:

@@ -6,8 +6,9 @@ state that the kernel simply stores and the engine has no setter for today; they
 in one place, so the engine refactor (issue 12) changes one module when it adds the methods
 (docs/sanity-lnet.md gap list E5-E7):
 
-* ``conns_per_peer`` of an NI (``lnd tunables``): stored, shown by ``net show -v``; the
-  socklnd does not open that many connections yet (E5);
+* ``conns_per_peer`` of an NI (``lnd tunables``): stored on the NI (``net show -v``) and
+  handed to the daemon's socklnd (``set_conns_per_peer``: connections made from then on); the
+  simulator has no LND connections (``lctl conn_list`` data is still missing, E5);
 * ``peer_buffer_credits`` of a net (``tunables``), as ``lnet_ni_tunables``;
 * ``peer set --state``: the kernel's IOC_LIBCFS_SET_PEER is ``lp->lp_state = state`` (E7);
 * the node's interfaces and their IPv4 addresses, which ``net add --nid`` and ip2nets match:
@@ -54,9 +55,10 @@ def interface_of(rt: Any, nid: NID) -> str:
     raise LNetConfigError(-ENOENT, f"cannot add network: no interface has address {addr}")
 
 
-def set_ni_lnd_tunables(eng: LNetEngine, nid: NID, conns_per_peer: int, tos: int) -> None:
+def set_ni_lnd_tunables(rt: Any, nid: NID, conns_per_peer: int, tos: int) -> None:
     """The ``lnd tunables`` a ``net add``/``net set`` gave (-1: keep). ToS needs an engine
     field that does not exist yet (gap E6): refused rather than shown wrongly."""
+    eng: LNetEngine = rt.engine
     ni = eng.ni_by_nid(nid)
     if ni is None:
         raise LNetConfigError(-ENOENT, f"no local NI {nid}")
@@ -66,6 +68,9 @@ def set_ni_lnd_tunables(eng: LNetEngine, nid: NID, conns_per_peer: int, tos: int
         ni.tos = tos  # type: ignore[attr-defined]
     if conns_per_peer >= 0:
         ni.conns_per_peer = conns_per_peer
+        lnd_set = getattr(getattr(rt, "lnd", None), "set_conns_per_peer", None)
+        if lnd_set is not None:  # the daemon's socklnd (ksocknal_tunables_setup)
+            lnd_set(nid, conns_per_peer)
 
 
 def tos_supported() -> bool:

@@ -31,7 +31,7 @@ from nodes.dlc.importfile import content_error
 from nodes.dlc.limits import argv_error
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 log = logging.getLogger("control")
 KINDS = ("lnetctl", "lctl", "dlc")

@@ -22,7 +22,12 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise CliError("exec: no command given")
     node = pick(args.name).node(args.node)
     argv = ["sh", "-c", args.cmd[0]] if len(args.cmd) == 1 else list(args.cmd)
-    full = sh.ns_argv(argv, node.host_pid)  # type: ignore[attr-defined]
+    if not hasattr(node, "host_pid"):  # the sim: one lnetctl/lctl command line, or refused
+        result = node.exec(argv)
+        sys.stdout.write(result.out)
+        sys.stderr.write(result.err)
+        return result.rc
+    full = sh.ns_argv(argv, node.host_pid)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
