@@ -1,5 +1,7 @@
-"""sanity-lnet.sh tests 204, 206, 252, 501, 502: health and resends under LNet drop rules,
-``peer set --health``, a ping to a node whose LNet is down, at lustre-release c881f8ebcb.
+"""sanity-lnet.sh tests 204, 205, 206, 207, 209, 212, 233, 252, 253, 254, 501, 502: health
+and resends under LNet drop rules, ``peer set --health``, a ping to a node whose LNet is down,
+messages delayed past their deadline, the LU-14627 discovery race, at lustre-release
+c881f8ebcb.
 
 ``setup_health_test``: this host ``h`` and a remote node ``rn`` (single-rail: one NID each;
 multi-rail: ``net add --net tcp1`` on the same interface on both), the remote discovered;
@@ -8,6 +10,8 @@ failing ping and put the parameters and health values back."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +19,7 @@ import pytest
 import yaml
 
 from lutf.suite_sanity.sanity import fails, run
+from testbed.pytest.plugin import wait_for
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("pair.yaml")]
 LOCAL_RESEND = ("local_interrupt", "local_dropped", "local_aborted", "local_no_route",
@@ -153,8 +158,6 @@ def test_sanity_252_ping_to_down_peer_unlinks_quickly(sr: Health, module_topolog
     """The remote node's LNet unloaded: ``ping --timeout 15`` fails before 15 s."""
     run(sr.rn, "lnet unconfigure")
     clock = getattr(module_topology, "fabric", None)
-    import time
-
     t0 = clock.now if clock is not None else time.monotonic()
     fails(sr.h, f"ping --timeout 15 {sr.rnids[0]}")
     took = (clock.now if clock is not None else time.monotonic()) - t0
@@ -214,3 +217,92 @@ def test_sanity_233_successful_resends(mr: Health) -> None:
         run(mr.h, "fault drop del -a")
         after = mr.post()
         assert after["ok"] - before["ok"] == 1, hstatus
+
+
+def _get_drops(node: Health) -> int:
+    """The ``get:`` counts under ``dropped_stats`` of ``peer show -v 2 --nid RNIDS[0]``."""
+    out = node.h.lnetctl(f"peer show -v 2 --nid {node.rnids[0]}").out.splitlines()
+    return sum(int(out[i + j].split()[-1]) for i, line in enumerate(out)
+               if line.strip() == "dropped_stats:" for j in (1, 2)
+               if out[i + j].strip().startswith("get:"))
+
+
+def _tx_credits(node: Health) -> int:
+    """The largest ``available_tx_credits`` among the peer NIs of ``RNIDS[0]``'s peer."""
+    out = node.h.lnetctl(f"peer show -v --nid {node.rnids[0]}").out
+    return max(int(line.split()[-1]) for line in out.splitlines()
+               if line.strip().startswith("available_tx_credits:"))
+
+
+def _expired_message_drop(node: Health) -> None:
+    """``do_expired_message_drop_test``: every peer NI tx credit held by GETs delayed past
+    the transaction timeout; one more ping queues on the credit and is dropped when it gets
+    one, past its deadline. The delayed GETs leave the delay list without the deadline check
+    (``lnet_post_send_locked`` is not on that path): exactly one dropped GET."""
+    h, saved = node.h, yaml.safe_load(node.h.lnetctl("global show").out)["global"]
+    run(h, "set retry_count 0")
+    ltt, delay = 10, 11
+    run(h, f"net set --net tcp --lnd-timeout {(ltt - 1) // 1}")  # set_ltt_node, retry 0
+    run(h, f"set transaction_timeout {ltt}")
+    for lnid in node.lnids:
+        for rnid in node.rnids:
+            run(h, f"fault delay add -s {lnid} -d {rnid} -l {delay} -r 1 -m GET")
+    pcs = [int(line.split()[-1]) for line in
+           run(h, f"peer show -v --nid {node.rnids[0]}").out.splitlines()
+           if "max_ni_tx_credits:" in line]
+    assert len(pcs) == len(node.rnids), pcs
+    pings = []
+    for rnid, credits in zip(node.rnids, pcs, strict=True):
+        lnid = next(n for n in node.lnids if n.split("@")[1] == rnid.split("@")[1])
+        pings += [f"ping --timeout {delay + 2} --source {lnid} {rnid}"] * credits
+    with concurrent.futures.ThreadPoolExecutor(len(pings) + 1) as pool:
+        done = [pool.submit(h.lnetctl, cmd) for cmd in pings]
+        # the shell's `&` jobs hold every credit before the next ping is issued; it must come
+        # well within delay - ltt (1 s) of them, or its deadline outlives the delay
+        wait_for(lambda: _tx_credits(node) <= 0, timeout=5, interval=0.02)
+        done.append(pool.submit(h.lnetctl, f"ping --timeout {delay + 2} {node.rnids[0]}"))
+        time.sleep(delay)
+        run(h, "fault delay del -a")
+        for fut in done:
+            fut.result()
+    assert _get_drops(node) == 1
+    run(h, f"set retry_count {saved['retry_count']}")
+    run(h, "net set --net tcp --lnd-timeout 0")
+    run(h, f"set transaction_timeout {saved['transaction_timeout']}")
+
+
+@pytest.mark.mininet_only("background lnetctl pings held on credits for 11 s of wall clock")
+def test_sanity_253_message_delayed_beyond_deadline_dropped_sr(sr: Health) -> None:
+    _expired_message_drop(sr)
+
+
+@pytest.mark.mininet_only("background lnetctl pings held on credits for 11 s of wall clock")
+def test_sanity_254_message_delayed_beyond_deadline_dropped_mr(mr: Health) -> None:
+    _expired_message_drop(mr)
+
+
+@pytest.mark.mininet_only("a discover in the background while the remote node discovers us")
+def test_sanity_212_discovery_refcount_loss_lu14627(sr: Health) -> None:
+    """LU-14627: a discovery PING that fails while a PUSH is outstanding used to lose the
+    peer's reference; here both discoveries end, the rules go, and LNet shuts down and comes
+    back (the real test's check is that unloading the modules does not trip an ASSERT)."""
+    h, rn = sr.h, sr.rn
+    run(h, f"discover --force {sr.rnids[0]}")
+    run(rn, f"discover --force {sr.lnids[0]}")
+    run(h, "fault drop add -s *@tcp -d *@tcp -r 1 -e local_error")
+    fails(h, f"discover --force {sr.rnids[0]}")
+    run(h, "fault drop del -a")
+    for nid in sr.rnids:
+        run(h, f"fault delay add -s *@tcp -d {nid} -r 1 -m GET -l 3")
+        run(h, f"fault drop add -s *@tcp -d {nid} -r 1 -m GET -e local_error")
+        run(h, f"fault delay add -s *@tcp -d {nid} -r 1 -m PUT -l 6")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        background = pool.submit(h.lnetctl, f"discover --force {sr.rnids[0]}")
+        rn.lnetctl(f"discover --force {sr.lnids[0]}")
+        assert background.result().rc != 0  # its PING is dropped with local_error
+    run(h, "fault delay del -a")
+    run(h, "fault drop del -a")
+    run(h, "lnet unconfigure")
+    run(h, "lnet configure")
+    run(h, "net add --net tcp --if eth0")
+    run(h, f"ping {sr.rnids[0]}")
