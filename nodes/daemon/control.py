@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.dlc import request as frontend
+from nodes.dlc.limits import MAX_REQUEST_BYTES
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
@@ -60,6 +61,8 @@ class ControlServer:
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # a frame past this is dropped by ZeroMQ itself, never buffered whole (issue 11)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * MAX_REQUEST_BYTES)
         self.sock.bind(f"ipc://{sock_path}")
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -86,6 +89,9 @@ class ControlServer:
             return  # not a REQ envelope: nothing to answer to
         ident, body = frames[0], frames[-1]
         try:
+            if len(body) > MAX_REQUEST_BYTES:  # checked before any parsing (issue 11 item 2)
+                raise ValueError(f"request of {len(body)} bytes is larger than "
+                                 f"{MAX_REQUEST_BYTES}")
             req = json.loads(body)
             if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
                 raise ValueError("request must be a JSON object with a string 'cmd'")
@@ -104,14 +110,8 @@ class ControlServer:
 
             return {"ok": True, "node": self.node, "pid": os.getpid(),
                     "nids": [str(ni.nid) for ni in self.rt.engine.local_nis()]}
-        if cmd in ("lnetctl", "lctl"):
-            argv = req.get("argv")
-            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-                raise ValueError("'argv' must be a list of strings")
-            module = lnetctl_cmd if cmd == "lnetctl" else lctl_cmd
-            rc, out, err = await module.run(self.rt, argv)
-            self.rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
-            return {"rc": rc, "out": out, "err": err}
+        if cmd in frontend.KINDS:  # lnetctl/lctl argv, typed DLC commands (nodes/dlc)
+            return await frontend.handle(self.rt, req)
         if cmd in ("put", "get"):
             return await self._burst(cmd, req)
         if cmd == "shutdown":
