@@ -16,7 +16,8 @@ SUITE = Path(__file__).resolve().parents[2] / "tests" / "lutf" / "suite_sanity"
 #: how many run_test entries sanity-lnet.sh has at c881f8ebcb (counted from the source)
 RUN_TESTS_AT_C881F8E = 172
 _BLOCK = re.compile(r"```sanity-lnet-run-test (\w+)\n(.*?)\n```", re.S)
-_ROW = re.compile(r"^\| (\w+) \| .* \| (to port|not portable|ported: `(\w+)`(?: \(Mininet only\))?) \| (.*) \|$")
+_ROW = re.compile(r"^\| (\w+) \| .* \| "
+                  r"(to port|not portable|ported: `(\w+)`(?: \(Mininet only\))?) \| (.*) \|$")
 
 
 def _doc() -> str:
