@@ -40,7 +40,7 @@ INVARIANTS = {
     "routing": ("no message forwarded by a node with routing off",
                 "message trace sends with forwarded"),
 }
-_STATE_KINDS = frozenset({"ni_link", "ni_status", "routing"})
+_STATE_KINDS = frozenset({"ni_link", "ni_status", "ni_add", "ni_del", "routing"})
 _ROUTE_KINDS = frozenset({"lpni_error", "lpni_status", "lpni_health", "notify_peer_down",
                           "peer_notify", "msg", "route_state"})
 _HEALTH_KINDS = frozenset({"ni_health", "lpni_health", "ni_error", "lpni_error", "ni_status",

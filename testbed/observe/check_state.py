@@ -19,7 +19,8 @@ from testbed.observe.checktypes import Inv, Item
 
 MAX_HEALTH = 1000  # LNET_MAX_HEALTH_VALUE (spec §0)
 #: events whose nid field is a local NI of the event's node
-LOCAL_NID_KINDS = frozenset({"ni_link", "ni_status", "ni_error", "ni_health"})
+LOCAL_NID_KINDS = frozenset({"ni_link", "ni_status", "ni_error", "ni_health", "ni_add",
+                             "ni_del"})
 #: fault kinds that cut a node off the network or stop its process
 CUTTING_FAULTS = frozenset({"blackhole", "carrier", "flap", "partition", "kill", "stop",
                             "stall"})
@@ -78,6 +79,14 @@ class Tracker:
             if "fatal_error" in ev:
                 self._fatal(node, ev["nid"], bool(ev["fatal_error"]), item)
             if ev.get("status") == "down":
+                st.down[ev["nid"]] = item
+            else:
+                st.down.pop(ev["nid"], None)
+        elif kind in ("ni_add", "ni_del") and isinstance(node, str):
+            self.state_events += 1  # a deleted NI is unusable; a re-added one starts up
+            st = self.node(node)
+            st.fatal.pop(ev["nid"], None)
+            if kind == "ni_del":
                 st.down[ev["nid"]] = item
             else:
                 st.down.pop(ev["nid"], None)
