@@ -14,7 +14,7 @@ from testbed.observe import recfile
 
 pytest.importorskip("matplotlib")  # the `report` extra (make venv installs it)
 # imported here, not first inside a pytester run: numpy cannot be loaded twice per process
-from testbed.observe import plots  # noqa: E402, F401
+from testbed.observe import plots  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
