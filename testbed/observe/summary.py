@@ -5,7 +5,8 @@ Theory of operation: every figure here comes from the event log (docs/events.md 
 recorder files (§3), never from a guess: a fault window is a ``fault_applied`` ->
 ``fault_reverted`` pair of one fault activation, or a ``link_down`` -> ``link_up`` pair of one
 interface not made by a fault; a health dip is an NI or peer NI whose health went below 1000,
-from the recorder when it has that object, else from the health notices; traffic moved when
+from the health notices when the log has them for that object (exact times: the engine
+raises one per change), else from the recorder (times of samples); traffic moved when
 another NI of the faulted node on the same net started carrying more messages after the
 window opened; failures are message trace completions with a non-zero status (else, for
 logs without a trace, the failures the health notices blamed).
@@ -115,19 +116,23 @@ def _dips_from_rec(rec: Rec) -> list[Dip]:
     return out
 
 
-def _dips_from_events(events: list[Event], have: set[tuple[str, str]]) -> list[Dip]:
-    """Dips of objects the recorder did not see, from ``*_error`` / ``*_status`` notices."""
+_HEALTH_NOTICES = frozenset({"ni_error", "lpni_error", "ni_status", "lpni_status",
+                             "ni_health", "lpni_health"})
+
+
+def _dips_from_events(events: list[Event]) -> tuple[list[Dip], set[tuple[str, str]]]:
+    """Dips from the health notices (``*_health``, ``*_error``, ``*_status``), and the
+    objects (node, "ni|lpni NID") the notices cover."""
     out: list[Dip] = []
+    covered: set[tuple[str, str]] = set()
     open_: dict[tuple[str, str], Dip] = {}
     for ev in events:
         kind = ev["kind"]
-        if kind not in ("ni_error", "lpni_error", "ni_status", "lpni_status", "ni_health",
-                        "lpni_health"):
+        if kind not in _HEALTH_NOTICES:
             continue
         side = kind.split("_")[0]
         key = (str(ev.get("node")), f"{side} {ev.get('nid')}")
-        if key in have:
-            continue
+        covered.add(key)
         value = ev.get("new", ev.get("health"))
         if not isinstance(value, int):
             continue
@@ -141,7 +146,7 @@ def _dips_from_events(events: list[Event], have: set[tuple[str, str]]) -> list[D
         elif dip is not None:
             dip.back = t
             del open_[key]
-    return out
+    return out, covered
 
 
 def _moves(wins: list[Window], recs: dict[str, Rec], t0: float) -> list[str]:
@@ -183,12 +188,9 @@ def _first_rise(rec: Rec, ni: str, start: float) -> float | None:
 
 def gather(events: list[Event], recs: dict[str, Rec], t0: float) -> Facts:
     f = Facts(windows=windows(events))
-    for rec in recs.values():
-        f.dips += _dips_from_rec(rec)
-    have = {(d.node, d.what) for d in f.dips} | {
-        (rec.node, f"{k} {i}") for rec in recs.values() for k in ("ni", "lpni")
-        for i in rec.objects(k)}
-    f.dips += _dips_from_events(events, have)
+    f.dips, covered = _dips_from_events(events)
+    for rec in recs.values():  # objects no notice speaks of: the recorder's samples
+        f.dips += [d for d in _dips_from_rec(rec) if (d.node, d.what) not in covered]
     f.dips.sort(key=lambda d: (d.fell, d.node, d.what))
     f.moves = _moves(f.windows, recs, t0)
     traced = False

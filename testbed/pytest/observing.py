@@ -114,12 +114,32 @@ def _report_root(config: pytest.Config) -> Path:
     return Path(tempfile.gettempdir()) / "lnet-reports"
 
 
+def report_of(tb: Any, out: Path, title: str | None = None) -> Any:
+    """``testbed report`` of a live testbed into ``out`` (writers flushed first): its run
+    directory on Mininet or a sim server, the in-process sim's log and recorder directory.
+
+    Raises:
+        ReportError, RecError: no report can be made (matplotlib missing, a corrupt file).
+    """
+    from testbed.observe import recfile
+    from testbed.observe.report import make_report, report_rundir
+
+    flush(tb)
+    fabric = getattr(tb, "fabric", None)
+    if fabric is None:
+        return report_rundir(tb.rundir, out)
+    rdir = getattr(tb, "record_dir", None)
+    recs = recfile.read_dir(rdir) if isinstance(rdir, Path) else {}
+    return make_report(out, events=tb.events(), recs=recs,
+                       title=title or f"testbed {getattr(tb, 'name', '')}")
+
+
 def failure_report(config: pytest.Config, tb: Any, nodeid: str) -> tuple[str, str] | None:
     """A ``testbed report`` of ``tb`` for the failure of test ``nodeid``: (section title,
     text naming the page and the summary), or None for an object that is not a testbed of
     ours (a suite's fake)."""
     from testbed.observe import recfile
-    from testbed.observe.report import ReportError, make_report, report_rundir
+    from testbed.observe.report import ReportError
 
     name = str(getattr(tb, "name", "testbed"))
     rundir = getattr(tb, "rundir", None)
@@ -130,13 +150,7 @@ def failure_report(config: pytest.Config, tb: Any, nodeid: str) -> tuple[str, st
     out = _report_root(config) / f"{slug}-{name}"
     title = f"lnet {name} report"
     try:
-        flush(tb)
-        if fabric is not None:
-            rdir = getattr(tb, "record_dir", None)
-            recs = recfile.read_dir(rdir) if isinstance(rdir, Path) else {}
-            rep = make_report(out, events=tb.events(), recs=recs, title=f"{name} ({nodeid})")
-        else:
-            rep = report_rundir(rundir, out)
+        rep = report_of(tb, out, f"{name} ({nodeid})")
     except (ReportError, recfile.RecError, OSError) as exc:
         return title, f"no report: {exc}"
     except Exception as exc:  # the failure itself must still be reported
