@@ -163,3 +163,19 @@ def test_trace_sink_turns_the_engine_trace_on_and_off() -> None:
     assert [t.event for t in traces] == ["send"]
     drv.set_trace_sink(None)
     assert not drv.engine.trace_messages
+
+
+def test_forwarding_from_bring_up_is_logged_as_routing_enabled() -> None:
+    """``modprobe lnet forwarding=enabled`` (a router from the start): the first drain after
+    ``lnet configure`` says routing is on, so ``testbed check``'s routing invariant does not
+    take the router's first forwarded message for one sent with routing off."""
+    from nodes.lnet.tunables import apply_module_param
+
+    side = Side()
+    eng = LNetEngine(rng=random.Random(1), incarnation=7)
+    apply_module_param(eng.tunables, "forwarding", "enabled")
+    drv = NodeDriver(eng, now=lambda: side.t, transmit=side.sent.append,
+                     arm_timer=side.armed.append, notify_peer_down=lambda nid: None,
+                     notice_sink=lambda k, f: side.notices.append((k, f)))
+    drv.run(eng.configure)
+    assert ("routing", {"enabled": True}) in side.notices
