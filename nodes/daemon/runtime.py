@@ -176,7 +176,11 @@ class NodeRuntime:
         self.execute(self.engine.handle(ev, self.now()))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
-        """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify)."""
+        """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify), logged as a
+        ``peer_notify`` event as the sim's fabric logs it (a dead notice is what a route
+        that goes down cites, docs/events.md §2)."""
+        self._notice("peer_notify", {"ni": str(ni), "lpni": str(peer), "alive": alive,
+                                     **({"reset": True} if reset else {})})
         ev = PeerNotify(ni=ni, nid=peer, alive=alive, reset=reset)
         self.execute(self.engine.handle(ev, self.now()))
 

@@ -36,6 +36,7 @@ class NodeState:
     routing_on: bool = False
     sensitivity: int | None = None
     sens_from: str = ""                  # "event", "tunable", "inferred at #N"
+    transaction_timeout: float | None = None  # last ``tunable`` event (launch = deadline - it)
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
@@ -93,11 +94,12 @@ class Tracker:
         elif kind == "routing" and isinstance(node, str):
             st = self.node(node)
             st.routing, st.routing_on = item, bool(ev.get("enabled"))
-        elif kind == "tunable" and isinstance(node, str) and ev.get("name") in (
-                "health_sensitivity", "lnet_health_sensitivity"):
+        elif kind == "tunable" and isinstance(node, str) and isinstance(ev.get("value"), int):
             st = self.node(node)
-            if isinstance(ev.get("value"), int):
+            if ev.get("name") in ("health_sensitivity", "lnet_health_sensitivity"):
                 st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
+            elif ev.get("name") == "transaction_timeout":
+                st.transaction_timeout = float(ev["value"])
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
             st.incarnation += 1
