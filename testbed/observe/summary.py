@@ -8,8 +8,9 @@ interface not made by a fault; a health dip is an NI or peer NI whose health wen
 from the health notices when the log has them for that object (exact times: the engine
 raises one per change), else from the recorder (times of samples); traffic moved when
 another NI of the faulted node on the same net started carrying more messages after the
-window opened; failures are message trace completions with a non-zero status (else, for
-logs without a trace, the failures the health notices blamed).
+window opened; the workload is the ``traffic_end`` events' bursts per node and operation;
+failures are message trace completions with a non-zero status (else, for logs without a
+trace, the failures the health notices blamed).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class Facts:
     resends: int = 0
     resend_times: dict[str, list[float]] = field(default_factory=dict)
     failure_times: dict[str, list[float]] = field(default_factory=dict)
+    #: (node, op) -> [bursts, messages sent, completed, failed] from the workload events
+    workload: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 def windows(events: list[Event]) -> list[Window]:
@@ -196,6 +199,11 @@ def gather(events: list[Event], recs: dict[str, Rec], t0: float) -> Facts:
     traced = False
     for ev in events:
         kind, node = ev["kind"], str(ev.get("node"))
+        if kind == "traffic_end":
+            w = f.workload.setdefault((node, str(ev.get("op"))), [0, 0, 0, 0])
+            for i, key in enumerate(("sent", "completed", "failed"), 1):
+                w[i] += int(ev.get(key) or 0)
+            w[0] += 1
         if kind == "msg":
             traced = True
             if ev.get("event") == "resend":
@@ -234,6 +242,10 @@ def render(f: Facts, t0: float, t_end: float) -> str:
     lines.append("traffic moved:" + ("" if f.moves else " (no rail fault with recorded "
                                                         "traffic)"))
     lines += [f"  {m}" for m in f.moves]
+    lines.append(f"workload: {sum(w[0] for w in f.workload.values())} burst(s)"
+                 + ("" if f.workload else " logged (traffic_start/traffic_end)"))
+    lines += [f"  {node} {op}: {w[0]} burst(s), {w[1]} sent, {w[2]} completed, {w[3]} failed"
+              for (node, op), w in sorted(f.workload.items())]
     lines.append(f"resends: {f.resends}")
     total = sum(f.failures.values())
     lines.append(f"failures by hstatus ({f.failure_source}): {total}")

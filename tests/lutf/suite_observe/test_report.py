@@ -128,4 +128,9 @@ def test_blackhole_and_flap_report(topology: Any, tmp_path: Path) -> None:
     result = check_events(events)
     assert result.ok, result.render()
     assert {"completion", "resend", "health", "fatal_ni", "routing"} <= set(result.checked)
-    assert any(e["kind"] == "traffic_end" for e in events)
+    # the workload, from the traffic_end events of the five bursts
+    ends = [e for e in events if e["kind"] == "traffic_end"]
+    assert len(ends) == 5 and [e["node"] for e in ends] == ["c1"] * 5
+    sent, done, failed = (sum(e[k] for e in ends) for k in ("sent", "completed", "failed"))
+    assert sent == 60 and done + failed == 60
+    assert f"c1 put: 5 burst(s), {sent} sent, {done} completed, {failed} failed" in rep.summary
