@@ -86,6 +86,7 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
 
     made: list[tuple[str, Any]] = []  # (name, root), recorded before `up` is even tried
     up: dict[str, Any] = {}  # name -> testbed, for the teardown check
+    traced: dict[str, bool] = {}  # name -> it traced messages
 
     def make(topology_path: str | os.PathLike[str] | None = None, **kw: Any) -> Any:
         if "name" in kw:
@@ -97,7 +98,7 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
         for key, value in observing.up_kwargs(request.config).items():
             kw.setdefault(key, value)  # recorder and message trace (issue 16)
         tb = MininetTestbed.up(topology_path, name=name, **kw)
-        up[name] = tb
+        up[name], traced[name] = tb, bool(kw["trace_messages"])
         request.node.stash.setdefault(TESTBEDS, []).append(tb)  # evidence on failure
         return tb
 
@@ -106,7 +107,8 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
     problems = []
     for name, root in made:
         if name in up:  # LNet's promises over its whole log, before down removes it
-            problems += observing.teardown_problems(request.config, up[name])
+            problems += observing.teardown_problems(request.config, up[name],
+                                                    traced=traced[name])
         problems += _teardown_one(name, root)
     if problems:
         pytest.fail("testbed problems at teardown:\n  " + "\n  ".join(problems),

@@ -90,8 +90,10 @@ def flush(tb: Any) -> None:
         eventlog.flush_writers(rdir)
 
 
-def teardown_problems(config: pytest.Config, tb: Any) -> list[str]:
-    """The teardown check of ``tb`` (before ``down``): one text per violated invariant."""
+def teardown_problems(config: pytest.Config, tb: Any, traced: bool | None = None) -> list[str]:
+    """The teardown check of ``tb`` (before ``down``): one text per violated invariant, and
+    one if ``tb`` traced messages (``traced``, default: the plugin's option) while the check
+    found no trace to check the message invariants on."""
     if config.getoption(pytest_check.OPTION, False):
         return []
     rundir = getattr(tb, "rundir", None)
@@ -99,7 +101,9 @@ def teardown_problems(config: pytest.Config, tb: Any) -> list[str]:
         return []  # the test took it down itself: nothing left to read
     try:
         flush(tb)
-        return pytest_check.teardown_problems(config, tb)
+        if traced is None:
+            traced = not config.getoption(TRACE_OFF_OPTION, False)
+        return pytest_check.teardown_problems(config, tb, traced=traced)
     except Exception as exc:  # a check that cannot run says so; it never hides a leftover
         return [f"{getattr(tb, 'name', 'testbed')}: testbed check could not run: {exc!r}"]
 

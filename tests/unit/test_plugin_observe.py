@@ -132,3 +132,24 @@ def test_teardown_check_covers_the_message_invariants() -> None:
         tb.down()
         observing.release_sim(tb)
     assert not tb.record_dir.exists()
+
+
+def test_a_traced_testbed_without_a_trace_is_a_problem() -> None:
+    """The check must not pass for want of evidence: a testbed that should trace but whose
+    log has traffic and no message trace fails its teardown check."""
+    import types
+
+    from testbed.observe import pytest_check
+    from testbed.pytest import observing
+    from testbed.sim import SimTestbed
+
+    config = types.SimpleNamespace(getoption=lambda name, default=None: default)
+    tb = SimTestbed.up(Path(__file__).parents[2] / "topologies" / "default.yaml",
+                       name="obsnotr")  # trace_messages off: the trace "broke"
+    try:
+        tb.node("c1").put(tb.node("s1").nids[0], count=3, size=10)
+        problems = observing.teardown_problems(config, tb, traced=True)  # type: ignore[arg-type]
+        assert len(problems) == 1 and "could not check the message invariants" in problems[0]
+        assert pytest_check.teardown_problems(config, tb, traced=False) == []
+    finally:
+        tb.down()
