@@ -132,7 +132,7 @@ class NodeDriver:
             kind = type(act)
             if kind is Transmit:
                 if rec is not None:
-                    rec.tx(act.ni, act.lpni, len(act.payload))  # type: ignore[union-attr]
+                    rec.tx(act.ni, act.lpni, len(act.payload))  # type: ignore[union-attr,arg-type]
                 self._transmit(act)  # type: ignore[arg-type]
             elif kind is MDEvent:
                 self._md_event(act)  # type: ignore[arg-type]
@@ -140,7 +140,7 @@ class NodeDriver:
                 if self._log is not None:
                     self._log(act)  # type: ignore[arg-type]
             elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
-                self._notify_peer_down(act.lpni)  # type: ignore[attr-defined]
+                self._notify_peer_down(act.lpni)  # type: ignore[union-attr,arg-type]
             elif kind is MSG_TRACE and self.trace_sink is not None:
                 self.trace_sink(act)
         self.flush_notices()
