@@ -54,6 +54,15 @@ def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | No
     return dst, count, size, src, numa
 
 
+def burst_end(op: str, dst: NID, sent: int, completed: int,
+              errors: dict[str, int]) -> dict[str, Any]:
+    """The fields of a ``traffic_end`` event and of the burst's reply (docs/events.md §1.6):
+    messages started, completed, failed, failures by final event kind and status (a burst
+    cut short has started messages that are neither)."""
+    return {"op": op, "dst": str(dst), "sent": sent, "completed": completed,
+            "failed": sum(errors.values()), "errors": dict(errors)}
+
+
 class ControlServer:
     def __init__(self, rt: NodeRuntime, node: str, sock_path: str) -> None:
         self.rt = rt
@@ -66,9 +75,10 @@ class ControlServer:
         self.sock.bind(f"ipc://{sock_path}")
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
-        events = EventLog.from_env(node)  # health notices -> events.jsonl (hlth-lnt-udev)
-        if events is not None:
-            rt.notice_sink = events.write
+        # health notices and workload events -> events.jsonl (hlth-lnt-udev, issue 16)
+        self.events = EventLog.from_env(node)
+        if self.events is not None:
+            rt.notice_sink = self.events.write
 
     async def serve(self) -> None:
         while not self.stopping.is_set():
@@ -114,6 +124,9 @@ class ControlServer:
             return await frontend.handle(self.rt, req)
         if cmd in ("put", "get"):
             return await self._burst(cmd, req)
+        if cmd == "flush":  # trace and recorder to their files (a reader is about to look)
+            self.rt.flush_observations()
+            return {"ok": True}
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}
@@ -132,7 +145,7 @@ class ControlServer:
         errors: collections.Counter[str] = collections.Counter()
         engine, want = self.rt.engine, "ACK" if op == "put" else "REPLY"
         payload = bytes(size) if op == "put" else b""
-        left = [count]
+        left, ok = [count], [0]
 
         def start() -> tuple[int, list[Any]]:
             if op == "put":
@@ -147,11 +160,24 @@ class ControlServer:
                 final = (await self.rt.wait_final(start))[-1]
                 if final.kind != want or final.status != 0:
                     errors[f"{final.kind}:{final.status}"] += 1
+                else:
+                    ok[0] += 1
 
-        await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
-        failed = sum(errors.values())
-        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
-                "errors": dict(errors)}
+        self._workload("traffic_start", op=op, dst=str(dst), count=count, size=size)
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
+        except BaseException as e:  # a burst cut short (shutdown) ends too, with why
+            self._workload("traffic_end", **burst_end(op, dst, count - left[0], ok[0], errors),
+                           error=repr(e))
+            raise
+        end = burst_end(op, dst, count, ok[0], errors)
+        self._workload("traffic_end", **end)
+        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}
+
+    def _workload(self, kind: str, **fields: Any) -> None:
+        """A workload event (docs/events.md §1.6) in the testbed event log."""
+        if self.events is not None:
+            self.events.write(kind, fields)
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd
-from nodes.daemon.control import MAX_INFLIGHT, burst_args
+from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.actions import MDEvent
 from testbed.base import Completed, NodeVerbs, TestbedError
@@ -124,7 +124,7 @@ class SimNodeHandle(NodeVerbs):
         rt, fab, want = self.rt, self.testbed.fabric, "ACK" if op == "put" else "REPLY"
         payload = bytes(size) if op == "put" else b""
         errors: dict[str, int] = {}
-        state = {"started": 0, "inflight": 0, "done": 0}
+        state = {"started": 0, "inflight": 0, "done": 0, "ok": 0}
         paced = self.testbed.paced
         finished: asyncio.Future[None] | None = (
             asyncio.get_running_loop().create_future() if paced else None)
@@ -136,6 +136,8 @@ class SimNodeHandle(NodeVerbs):
             state["done"] += 1
             if ev.kind != want or ev.status != 0:
                 errors[f"{ev.kind}:{ev.status}"] = errors.get(f"{ev.kind}:{ev.status}", 0) + 1
+            else:
+                state["ok"] += 1
             if finished is not None:  # refill outside the driver's dispatch
                 asyncio.get_running_loop().call_soon(refill)
 
@@ -154,14 +156,23 @@ class SimNodeHandle(NodeVerbs):
             if finished is not None and state["done"] >= count and not finished.done():
                 finished.set_result(None)
 
-        refill()
-        if finished is not None:
-            self.testbed.kick()
-            await finished
-        while state["done"] < count:
-            if not fab.step():
-                raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never complete")
+        # workload events in the event log, as the daemon's verb writes them (docs/events.md)
+        fab.record("traffic_start", self.name, op=op, dst=str(dnid), count=count, size=size)
+        try:
             refill()
-        failed = sum(errors.values())
-        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
-                "errors": errors}
+            if finished is not None:
+                self.testbed.kick()
+                await finished
+            while state["done"] < count:
+                if not fab.step():
+                    raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never "
+                                       "complete")
+                refill()
+        except BaseException as exc:
+            fab.record("traffic_end", self.name, **burst_end(op, dnid, state["started"],
+                                                             state["ok"], errors),
+                       error=str(exc) if isinstance(exc, TestbedError) else repr(exc))
+            raise
+        end = burst_end(op, dnid, count, state["ok"], errors)
+        fab.record("traffic_end", self.name, **end)
+        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}

@@ -122,7 +122,8 @@ class SimRuntime:
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
-        self.engine.net_del(net, interface)
+        for nid in self.engine.net_del(net, interface):
+            self.driver.ni_removed(nid)
         self.sim.fabric.refresh_node(self.name)
         self.execute([])
 
@@ -148,6 +149,7 @@ class SimRuntime:
         return True
 
     async def unconfigure(self) -> None:
-        self.engine.unconfigure()
+        for nid in self.engine.unconfigure():
+            self.driver.ni_removed(nid)
         self.sim.fabric.refresh_node(self.name)
         self.execute([])
