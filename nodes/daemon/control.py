@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.errors import LNetConfigError
@@ -114,6 +114,8 @@ class ControlServer:
             return {"rc": rc, "out": out, "err": err}
         if cmd in ("put", "get"):
             return await self._burst(cmd, req)
+        if cmd in lst_verb.VERBS:  # lnet_selftest: lst and its console ioctls
+            return await lst_verb.dispatch(self.rt, req)
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}

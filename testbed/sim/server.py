@@ -43,7 +43,7 @@ from testbed.sim.pacer import Pacer, parse_speed
 
 SERVER_LOG = "server.log"
 LNET_LOG = "lnet.log"
-NODE_VERBS = ("lnetctl", "lctl", "put", "get", "log")
+NODE_VERBS = ("lnetctl", "lctl", "lst", "put", "get", "log")
 
 
 class SimServer:
