@@ -46,6 +46,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "stat": {"name": _NAME, "nids": _LIST, "timeout": _INT},
 }
 MAX_NIDS = 65536
+EPOCH = 1_000_000_000  # a wall-clock-like base for the runtimes' clocks (``time``)
 
 
 def check(req: dict[str, Any]) -> tuple[str, int, dict[str, Any]] | str:
@@ -101,7 +102,10 @@ class RuntimeIO:
         await self.rt.wait_final(lambda: self.st.sleep(self.rt.now(), seconds))
 
     def time(self) -> int:
-        return int(self.rt.now())
+        """``time(NULL)``: the runtime's clock (virtual seconds from 0 on the sim) moved to
+        the epoch's range, so lst's "a delay since the last sample at 0" holds as with a
+        real clock."""
+        return EPOCH + int(self.rt.now())
 
 
 async def ioctl(rt: Any, req: dict[str, Any]) -> dict[str, Any]:

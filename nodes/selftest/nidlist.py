@@ -5,7 +5,8 @@ be below hi) and strided ranges ``lo-hi/stride``; brackets are expanded from the
 per pass, each expansion in order, so ``10.0.[1-2].[1-2]@tcp`` gives .1.1 .1.2 .2.1 .2.2. A
 bad bracket is a syntax error for the whole string (``Syntax error in "..."``), a word that
 is not a NID afterwards is ``Invalid nid: ...`` -- lst's own messages, returned for the
-caller to print. Expansion is bounded (``MAX_NIDS``) so a list cannot exhaust memory.
+caller to print. Expansion is bounded (``MAX_NIDS``, a message of our own) so a list cannot
+exhaust memory.
 """
 
 from __future__ import annotations
@@ -51,8 +52,16 @@ def _items(expr: str) -> list[int] | None:
     return list(range(x, y + 1, third[0]))
 
 
+class TooMany(ValueError):
+    """More than ``MAX_NIDS`` NIDs (a bound of this implementation)."""
+
+
 def expand(text: str) -> list[str] | None:
-    """``expand_strs``: every string the brackets stand for, or None on a syntax error."""
+    """``expand_strs``: every string the brackets stand for, or None on a syntax error.
+
+    Raises:
+        TooMany: the list would hold more than ``MAX_NIDS`` NIDs.
+    """
     words = [text]
     while any("[" in w for w in words):
         out: list[str] = []
@@ -71,14 +80,17 @@ def expand(text: str) -> list[str] | None:
                     return None
                 out += [f"{prefix}{v}{postfix}" for v in values]
                 if len(out) > MAX_NIDS:
-                    return None
+                    raise TooMany(text)
         words = out
     return words
 
 
 def parse_nids(text: str) -> tuple[list[NID] | None, str | None]:
     """``lst_parse_nids``: (NIDs, None) or (None, lst's message for stderr)."""
-    words = expand(text)
+    try:
+        words = expand(text)
+    except TooMany:
+        return None, f'Too many NIDs in "{text}" (at most {MAX_NIDS})'
     if words is None:
         return None, f'Syntax error in "{text}"'
     nids = []
