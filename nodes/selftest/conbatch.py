@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from errno import E2BIG, EEXIST, EINVAL, ENETDOWN, ENOENT
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.hdr import LNET_PID_LUSTRE
 from nodes.selftest import conrpc, wire
@@ -83,8 +83,9 @@ class BatchOps:
     ses: Any
     conrpc: conrpc.Conrpc
 
-    def node_get(self, nid: Any, create: bool = True) -> ConNode | None: ...
-    def node_put(self, nd: ConNode) -> None: ...
+    if TYPE_CHECKING:  # provided by Console
+        def node_get(self, nid: Any, create: bool = True) -> ConNode | None: ...
+        def node_put(self, nd: ConNode) -> None: ...
 
     @staticmethod
     def count_states(nodes: list[ConNode]) -> dict[str, int]:

@@ -14,20 +14,21 @@ The console's nodes exist while a group or a batch holds them (``lstcon_node_fin
 ``lstcon_node_put``); a group held by a test is busy (EBUSY). The pinger (every
 ``LST_PING_INTERVAL`` s) keeps the nodes' sessions alive with DEBUG RPCs once half their
 session timeout has passed since their last reply, and ends the session on every node when
-no ioctl came for the console's own timeout (``lstcon_rpc_pinger``). Batches and tests are
-``conbatch.py``'s.
+no ioctl came for the console's own timeout (``lstcon_rpc_pinger``). Groups are
+``congroup.py``'s, batches and tests ``conbatch.py``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from errno import E2BIG, EACCES, EBUSY, EEXIST, EINVAL, ENOENT, EPROTO, ESHUTDOWN, ESRCH
+from errno import E2BIG, EACCES, EEXIST, EINVAL, ENOENT, EPROTO, ESHUTDOWN, ESRCH
 from typing import Any
 
 from nodes.lnet.nid import NID
 from nodes.selftest import conrpc
 from nodes.selftest.conbatch import BatchOps, ConBatch, Group
+from nodes.selftest.congroup import GroupOps
 from nodes.selftest.conrpc import ACTIVE, LST_PING_INTERVAL, ConNode, Conrpc, Op, Trans
 from nodes.selftest.rpc import Srpc
 from nodes.selftest.rpcclient import SrpcClient
@@ -74,7 +75,7 @@ class Session:
         return EPROTO if self.features != feats else 0
 
 
-class Console(BatchOps):
+class Console(GroupOps, BatchOps):
     """``console_session`` and the ioctls on it."""
 
     ses: Session
@@ -219,128 +220,6 @@ class Console(BatchOps):
             ses.ping = None
         for nd in ses.nodes.values():
             nd.ping = None
-
-    # ------------------------------------------------------------------ groups
-    def op_group_add(self, key: int, name: str) -> Gen:
-        """``lstcon_group_add``."""
-        yield from ()
-        if name in self.ses.groups:
-            return {"rc": -EEXIST}
-        if len(name.encode()) > LST_NAME_SIZE - 1:
-            return {"rc": -E2BIG}
-        self.ses.groups[name] = Group(name)
-        return {"rc": 0}
-
-    def _group(self, name: str, busy_ok: bool = False) -> Group | int:
-        grp = self.ses.groups.get(name)
-        if grp is None:
-            return -ENOENT
-        if grp.tests and not busy_ok:
-            return -EBUSY  # referred by a test
-        return grp
-
-    def op_nodes_add(self, key: int, name: str, nids: list[str]) -> Gen:
-        """``lstcon_nodes_add``: new nodes join the session (SESNEW), then the group."""
-        grp = self._group(name)
-        if isinstance(grp, int):
-            return {"rc": grp}
-        if not nids:
-            return {"rc": -EINVAL}
-        tmp: list[ConNode] = []
-        for text in nids:
-            nid = NID.parse(text)
-            if any(nd.nid == nid for nd in grp.nodes) or any(nd.nid == nid for nd in tmp):
-                continue
-            nd = self.node_get(nid)
-            assert nd is not None
-            tmp.append(nd)
-        trans = self.conrpc.ndlist(tmp, grp.translist, Op.SESNEW, self._session_req,
-                                   lambda nd: int(nd.state != ACTIVE))
-        if isinstance(trans, int):
-            for nd in tmp:
-                self.node_put(nd)
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-        ents = self.conrpc.interpret(trans)
-        self.conrpc.destroy(trans)
-        grp.nodes += tmp
-        return {"rc": 0, "ents": ents, "feats": trans.features,
-                "trans": trans.stat.to_json()}
-
-    def _release(self, grp: Group, nodes: list[ConNode]) -> None:
-        for nd in nodes:
-            if nd in grp.nodes:
-                grp.nodes.remove(nd)
-                self.node_put(nd)
-
-    def _end_nodes(self, grp: Group, nodes: list[ConNode]) -> Gen:
-        """SESEND to ``nodes`` that are Active and in no other list (``lstcon_sesrpc_
-        condition`` with a group)."""
-        trans = self.conrpc.ndlist(nodes, grp.translist, Op.SESEND, self._session_req,
-                                   lambda nd: int(nd.state == ACTIVE and nd.refs <= 1))
-        if isinstance(trans, int):
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-        ents = self.conrpc.interpret(trans)
-        self.conrpc.destroy(trans)
-        return {"rc": 0, "ents": ents, "trans": trans.stat.to_json()}
-
-    def op_group_del(self, key: int, name: str) -> Gen:
-        """``lstcon_group_del``: its nodes leave the session, the group goes anyway."""
-        grp = self._group(name)
-        if isinstance(grp, int):
-            return {"rc": grp}
-        result = yield from self._end_nodes(grp, list(grp.nodes))
-        if result["rc"] == 0:
-            self._release(grp, list(grp.nodes))
-            self.ses.groups.pop(name, None)
-        return result
-
-    def op_group_update(self, key: int, name: str, action: str, states: int = 0,
-                        nids: list[str] | None = None) -> Gen:
-        """``lstcon_group_clean|refresh``, ``lstcon_nodes_remove``."""
-        grp = self._group(name)
-        if isinstance(grp, int):
-            return {"rc": grp}
-        if action == "clean":  # drop the nodes in the given states
-            self._release(grp, [nd for nd in grp.nodes if nd.state & states])
-            result: dict[str, Any] = {"rc": 0}
-        elif action == "remove":
-            if not nids:
-                return {"rc": -EINVAL}
-            wanted = {NID.parse(t) for t in nids}
-            gone = [nd for nd in grp.nodes if nd.nid in wanted]
-            result = yield from self._end_nodes(grp, gone)
-            self._release(grp, gone)
-        elif action == "refresh":  # re-invite the inactive nodes
-            trans = self.conrpc.ndlist(list(grp.nodes), grp.translist, Op.SESNEW,
-                                       self._session_req, lambda nd: int(nd.state != ACTIVE))
-            if isinstance(trans, int):
-                return {"rc": trans}
-            yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-            result = {"rc": 0, "ents": self.conrpc.interpret(trans),
-                      "trans": trans.stat.to_json()}
-            self.conrpc.destroy(trans)
-            return result
-        else:
-            return {"rc": -EINVAL}
-        if not grp.nodes:  # an empty group is released
-            self.ses.groups.pop(name, None)
-        return result
-
-    def op_group_list(self, key: int, idx: int) -> Gen:
-        yield from ()
-        names = list(self.ses.groups)
-        return {"rc": 0, "name": names[idx]} if 0 <= idx < len(names) else {"rc": -ENOENT}
-
-    def op_group_info(self, key: int, name: str) -> Gen:
-        """``lstcon_group_info``: state counts and every node with its state."""
-        yield from ()
-        grp = self.ses.groups.get(name)
-        if grp is None:
-            return {"rc": -ENOENT}
-        return {"rc": 0, "ndinfo": self.count_states(grp.nodes),
-                "nodes": [[nd.id_str, nd.state] for nd in grp.nodes]}
 
     # ------------------------------------------------------------------ debug and stat
     def _nodes_of(self, kind: str, name: str | None, nids: list[str] | None,

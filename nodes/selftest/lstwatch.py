@@ -50,12 +50,14 @@ async def watch(io: LstIO, key: int, batch: str, every: float, out: Callable[[st
         err(f"watch: batch {batch} has no nodes\n")
         return -1
     prev: dict[str, float] | None = None
+    first: dict[str, float] | None = None
     start, errors, line = io.time(), 0.0, ""
     while True:
         q = await io.ioctl("batch_query", key, {"name": batch, "timeout": 5})
         st = await io.ioctl("stat", key, {"nids": nids, "timeout": 5})
-        if q.get("rc") or st.get("rc"):
-            err(f"watch: {strerror(-int(q.get('rc') or st.get('rc')))}\n")
+        rc = int(q.get("rc") or st.get("rc") or 0)
+        if rc:
+            err(f"watch: {strerror(-rc)}\n")
             return -1
         running = q["trans"]["fwk"][1]
         now = _totals(st.get("ents", []), clients)
@@ -68,10 +70,16 @@ async def watch(io: LstIO, key: int, batch: str, every: float, out: Callable[[st
                     f"{(now['recv'] - prev['recv']) / dt / _MIB:,.1f} MiB/s | "
                     f"errors {errors:.0f}")
             out(("\r" + line.ljust(100)) if tty else line + "\n")
-        prev = now
+        prev, first = now, first or now
         if running == 0:
             if tty and line:
                 out("\n")
-            out(f"{batch}: stopped after {io.time() - start} s, errors {errors:.0f}\n")
+            base, since = (first, "while watched") if first is not now else (
+                dict.fromkeys(now, 0.0), "since the session began")
+            out(f"{batch}: stopped after {io.time() - start} s; the clients completed "
+                f"{now['rpcs'] - base['rpcs']:,.0f} RPCs, "
+                f"{(now['sent'] - base['sent']) / _MIB:,.1f} MiB out, "
+                f"{(now['recv'] - base['recv']) / _MIB:,.1f} MiB in {since}; "
+                f"errors {errors:.0f}\n")
             return 0 if errors == 0 else 1
         await io.sleep(every)

@@ -90,6 +90,8 @@ class Selftest:
                 self.framework.expired()
             elif kind == "pinger":
                 self.console.pinger()
+            elif kind == "work":
+                self.tests.run_ready()
             elif kind == "sleep":
                 self._complete(key[1], {"rc": 0})  # type: ignore[index]
         return self._take()

@@ -36,6 +36,9 @@ from nodes.selftest.wire import LST_FEAT_BULK_LEN, LST_FEATS_MASK, Service, Srpc
 
 log = logging.getLogger("lnet.selftest")
 LST_PING_TEST_MAGIC = 0xBABEFACE
+#: a work item runs this long after it was scheduled (a workqueue's turn; virtual seconds on
+#: the sim, a loop iteration on the daemon)
+WORK_DELAY = 1e-6
 _BRW_CHECKS = (bulk.CHECK_NONE, bulk.CHECK_SIMPLE, bulk.CHECK_FULL, bulk.CHECK_DISCARD)
 
 
@@ -85,6 +88,7 @@ class Tests:
         self.rpc_timeout = rpc_timeout
         self.on_batch_idle: Callable[[Any], None] = lambda sn: None
         self.ping_seq = 0  # lst_ping_data.pnd_counter
+        self.ready: list[Unit] = []  # units whose work item is scheduled (sfw_run_test)
         self._services = [
             ServiceDef(Service.BRW, "brw_test", self._brw_handle, self._brw_bulk_ready),
             ServiceDef(Service.PING, "ping_test", self._ping_handle)]
@@ -140,8 +144,22 @@ class Tests:
                 self._instance_done(tsi)
         for tsi in bat.tests:
             if tsi.is_client:
-                for unit in list(tsi.units):
-                    self._run(unit)
+                for unit in tsi.units:
+                    self._schedule(unit)
+
+    def _schedule(self, unit: Unit) -> None:
+        """``swi_schedule_workitem``: the unit runs from the work queue, a moment later
+        (``WORK_DELAY``), never inline -- so a unit testing its own node (loopback, which
+        completes an RPC within one engine call) cannot run forever at one instant."""
+        if not self.ready:
+            self.srpc.timers.arm(("work",), self.srpc.now + WORK_DELAY)
+        self.ready.append(unit)
+
+    def run_ready(self) -> None:
+        """The work queue's turn: every scheduled unit sends its next RPC."""
+        ready, self.ready = self.ready, []
+        for unit in ready:
+            self._run(unit)
 
     def stop_batch(self, bat: Batch, force: bool) -> None:
         """``sfw_stop_batch``."""
@@ -185,7 +203,7 @@ class Tests:
         if tsi.stopping or unit.loop == 0 or (rpc.status != 0 and tsi.stop_onerr):
             self._unit_done(unit)
         else:
-            self._run(unit)
+            self._schedule(unit)
 
     def _unit_done(self, unit: Unit) -> None:
         """``sfw_test_unit_done``."""
