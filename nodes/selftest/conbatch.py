@@ -149,13 +149,7 @@ class BatchOps:
             else (lambda nd: int(nd.state == ACTIVE))
         trans = self.conrpc.ndlist(list(bat.cli), bat.translist, op,
                                    self._batch_req(bat, 0, opc), cond)
-        if isinstance(trans, int):
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-        result = {"rc": 0, "ents": self.conrpc.interpret(trans),
-                  "trans": trans.stat.to_json()}
-        self.conrpc.destroy(trans)
-        return result
+        return (yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT))
 
     def op_batch_start(self, key: int, name: str, timeout: int = 0) -> Gen:
         """``lstcon_batch_run``."""
@@ -193,15 +187,10 @@ class BatchOps:
         op = Op.TSBCLIQRY if client else Op.TSBSRVQRY
         trans = self.conrpc.ndlist(list(nodes), translist, op,
                                    self._batch_req(bat, testidx, 3))
-        if isinstance(trans, int):
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, timeout)
-        st = trans.stat
-        if testidx == 0 and st.rpc[2] == 0 and st.fwk[1] == 0:
+        result = yield from self.conrpc.run(trans, timeout, conrpc.tsbqry_readent)
+        st = result.get("trans")
+        if testidx == 0 and st and st["rpc"][2] == 0 and st["fwk"][1] == 0:
             bat.state = BATCH_IDLE  # all answered, nothing runs
-        result = {"rc": 0, "ents": self.conrpc.interpret(trans, conrpc.tsbqry_readent),
-                  "trans": st.to_json()}
-        self.conrpc.destroy(trans)
         return result
 
     # ------------------------------------------------------------------ tests
@@ -242,13 +231,10 @@ class BatchOps:
 
             trans = self.conrpc.ndlist(list(grp.nodes), test.translist, op,
                                        self._test_req(test, op), cond)
-            if isinstance(trans, int):
-                return {"rc": trans}
-            yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-            st = trans.stat
-            result = {"rc": 0, "ents": self.conrpc.interpret(trans), "trans": st.to_json()}
-            self.conrpc.destroy(trans)
-            if st.rpc_errno or st.fwk_errno:
+            result = yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT)
+            if result["rc"]:
+                return result
+            if result["trans"]["rpc_errno"] or result["trans"]["fwk_errno"]:
                 break
         bat.tests.append(test)  # kept anyway, so the user can see what went on
         test.src.tests += 1

@@ -74,16 +74,13 @@ class GroupOps:
             tmp.append(nd)
         trans = self.conrpc.ndlist(tmp, grp.translist, Op.SESNEW, self._session_req,
                                    lambda nd: int(nd.state != ACTIVE))
-        if isinstance(trans, int):
+        result = yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT)
+        if result["rc"]:
             for nd in tmp:
                 self.node_put(nd)
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-        ents = self.conrpc.interpret(trans)
-        self.conrpc.destroy(trans)
-        grp.nodes += tmp
-        return {"rc": 0, "ents": ents, "feats": trans.features,
-                "trans": trans.stat.to_json()}
+        else:
+            grp.nodes += tmp
+        return result
 
     def _release(self, grp: Group, nodes: list[ConNode]) -> None:
         for nd in nodes:
@@ -96,12 +93,7 @@ class GroupOps:
         condition`` with a group)."""
         trans = self.conrpc.ndlist(nodes, grp.translist, Op.SESEND, self._session_req,
                                    lambda nd: int(nd.state == ACTIVE and nd.refs <= 1))
-        if isinstance(trans, int):
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-        ents = self.conrpc.interpret(trans)
-        self.conrpc.destroy(trans)
-        return {"rc": 0, "ents": ents, "trans": trans.stat.to_json()}
+        return (yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT))
 
     def op_group_del(self, key: int, name: str) -> Gen:
         """``lstcon_group_del``: its nodes leave the session, the group goes anyway."""
@@ -133,13 +125,7 @@ class GroupOps:
         elif action == "refresh":  # re-invite the inactive nodes
             trans = self.conrpc.ndlist(list(grp.nodes), grp.translist, Op.SESNEW,
                                        self._session_req, lambda nd: int(nd.state != ACTIVE))
-            if isinstance(trans, int):
-                return {"rc": trans}
-            yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
-            result = {"rc": 0, "ents": self.conrpc.interpret(trans),
-                      "trans": trans.stat.to_json()}
-            self.conrpc.destroy(trans)
-            return result
+            return (yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT))
         else:
             return {"rc": -EINVAL}
         if not grp.nodes:  # an empty group is released

@@ -212,6 +212,19 @@ class Conrpc:
         trans.stat = self.trans_stat(trans)
         return rc
 
+    def run(self, trans: Trans | int, timeout: int,
+            readent: Callable[[SrpcMsg], dict[str, Any]] | None = None
+            ) -> Generator[Trans, None, dict[str, Any]]:
+        """A transaction from ``ndlist`` (or its error) through: post, wait, read, destroy;
+        the ioctl's answer with the entries and statistics."""
+        if isinstance(trans, int):
+            return {"rc": trans}
+        yield from self.postwait(trans, timeout)
+        result = {"rc": 0, "ents": self.interpret(trans, readent),
+                  "trans": trans.stat.to_json(), "feats": trans.features}
+        self.destroy(trans)
+        return result
+
     def timed_out(self, key: int) -> None:
         """The transaction's wait is over: resume its waiter with RPCs still out."""
         trans = self._waiting.get(key)

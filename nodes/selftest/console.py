@@ -277,10 +277,4 @@ class Console(GroupOps, BatchOps):
     def _query(self, nodes: list[ConNode], op: Op,
                readent: Callable[[Any], dict[str, Any]], timeout: int) -> Gen:
         trans = self.conrpc.ndlist(nodes, None, op, self._session_req)
-        if isinstance(trans, int):
-            return {"rc": trans}
-        yield from self.conrpc.postwait(trans, conrpc.validate_timeout(timeout))
-        result = {"rc": 0, "ents": self.conrpc.interpret(trans, readent),
-                  "trans": trans.stat.to_json()}
-        self.conrpc.destroy(trans)
-        return result
+        return (yield from self.conrpc.run(trans, conrpc.validate_timeout(timeout), readent))
