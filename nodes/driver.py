@@ -28,16 +28,20 @@ whenever it changes, so ``testbed check``'s health-step rule knows the sensitivi
 (docs/events.md §1.3) whichever path changed it (``lnetctl set``, import, module parameter);
 ``ni_add``/``ni_del`` when the runtime adds or removes an NI (``ni_added``, ``ni_removed``).
 
-MD events go to waiters registered per MD handle (``watch``); what LNet decides about the LND
-timeout (``lnd_timeout`` derived from transaction_timeout and retry_count, or an NI's own
-``--lnd-timeout``) is kept in step here (``sync_lnd_timeouts``, ``set_lnd_timeout``). No
-asyncio: a waiter is a callable, a future is the caller's business.
+MD events go to waiters registered per MD handle (``watch``), except those of an upper layer
+that drives LNet itself (``upper``: lnet_selftest, ``nodes/selftest``): its MD events go to
+it, the actions it returns are carried out after the batch that produced them (a loop, never
+recursion: a loopback RPC completes within one call), and its deadline joins the engine's.
+What LNet decides about the LND timeout (``lnd_timeout`` derived from transaction_timeout
+and retry_count, or an NI's own ``--lnd-timeout``) is kept in step here
+(``sync_lnd_timeouts``, ``set_lnd_timeout``). No asyncio: a waiter is a callable, a future is
+the caller's business.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Container, Coroutine
 from typing import Any, Protocol
 
 from nodes.lnet import actions as _actions
@@ -56,6 +60,17 @@ _UNARMED = float("nan")  # the armed deadline of a driver whose timer must be (r
 HEALTH_TUNABLES = ("health_sensitivity", "retry_count", "transaction_timeout")
 
 Waiter = Callable[[MDEvent], None]
+
+
+class UpperLayer(Protocol):
+    """A sans-I/O layer above LNet on the same node (``nodes/selftest``): fed the events of
+    its own MDs (``handles``) and the time, it returns more engine actions."""
+
+    handles: Container[int]
+
+    def on_md_event(self, ev: MDEvent, now: float) -> list[Action]: ...
+    def next_deadline(self) -> float | None: ...
+    def handle_timer(self, now: float) -> list[Action]: ...
 
 
 class Runtime(Protocol):
@@ -112,6 +127,8 @@ class NodeDriver:
         self.arm_sample = arm_sample
         self._sample_armed: float | None = None
         self._tunables: tuple[int, ...] | None = None  # HEALTH_TUNABLES last published
+        #: lnet_selftest on this node (``nodes.selftest.attach``), or None
+        self.upper: UpperLayer | None = None
 
     # ---------------------------------------------------------------- engine plumbing
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -125,24 +142,33 @@ class NodeDriver:
         return value
 
     def execute(self, actions: list[Action]) -> None:
-        """Carry out ``actions`` in order, then drain notices, sync LND timeouts, re-arm,
-        and give the recorder its chance to sample."""
-        rec = self.recorder
-        for act in actions:
-            kind = type(act)
-            if kind is Transmit:
-                if rec is not None:
-                    rec.tx(act.ni, act.lpni, len(act.payload))  # type: ignore[union-attr,arg-type]
-                self._transmit(act)  # type: ignore[arg-type]
-            elif kind is MDEvent:
-                self._md_event(act)  # type: ignore[arg-type]
-            elif kind is Log:
-                if self._log is not None:
-                    self._log(act)  # type: ignore[arg-type]
-            elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
-                self._notify_peer_down(act.lpni)  # type: ignore[union-attr,arg-type]
-            elif kind is MSG_TRACE and self.trace_sink is not None:
-                self.trace_sink(act)
+        """Carry out ``actions`` in order (then what the upper layer returned for its MD
+        events, batch after batch), then drain notices, sync LND timeouts, re-arm, and give
+        the recorder its chance to sample."""
+        upper, rec = self.upper, self.recorder
+        while actions:
+            follow: list[Action] = []
+            for act in actions:
+                kind = type(act)
+                if kind is Transmit:
+                    if rec is not None:
+                        rec.tx(act.ni, act.lpni, len(act.payload))  # type: ignore[union-attr,arg-type]
+                    self._transmit(act)  # type: ignore[arg-type]
+                elif kind is MDEvent:
+                    if upper is not None and act.handle in upper.handles:  # type: ignore
+                        if self.md_sink is not None:
+                            self.md_sink(act)  # type: ignore[arg-type]
+                        follow += upper.on_md_event(act, self.now())  # type: ignore[arg-type]
+                    else:
+                        self._md_event(act)  # type: ignore[arg-type]
+                elif kind is Log:
+                    if self._log is not None:
+                        self._log(act)  # type: ignore[arg-type]
+                elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
+                    self._notify_peer_down(act.lpni)  # type: ignore[attr-defined]
+                elif kind is MSG_TRACE and self.trace_sink is not None:
+                    self.trace_sink(act)
+            actions = follow
         self.flush_notices()
         self.sync_lnd_timeouts()
         self.rearm()
@@ -214,8 +240,13 @@ class NodeDriver:
 
     # ---------------------------------------------------------------- timer
     def rearm(self) -> None:
-        """Re-arm the timer if the engine's earliest deadline moved."""
+        """Re-arm the timer if the earliest deadline (the engine's, the upper layer's)
+        moved."""
         deadline = self.engine.next_deadline()
+        if self.upper is not None:
+            later = self.upper.next_deadline()
+            if later is not None and (deadline is None or later < deadline):
+                deadline = later
         if deadline != self._armed:  # (NaN: never equal, so an unarmed driver arms)
             self._armed = deadline
             self._arm_timer(deadline)
@@ -223,7 +254,11 @@ class NodeDriver:
     def on_timer(self) -> None:
         """The armed deadline came: run the engine's timers."""
         self._armed = _UNARMED
-        self.execute(self.engine.handle_timer(self.now()))
+        now = self.now()
+        actions = self.engine.handle_timer(now)
+        if self.upper is not None:
+            actions = actions + self.upper.handle_timer(now)
+        self.execute(actions)
 
     # ---------------------------------------------------------------- LND timeouts
     def sync_lnd_timeouts(self) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 import zmq.asyncio
 
+from nodes.daemon import lst_verb
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.dlc import request as frontend
@@ -127,6 +128,8 @@ class ControlServer:
         if cmd == "flush":  # trace and recorder to their files (a reader is about to look)
             self.rt.flush_observations()
             return {"ok": True}
+        if cmd in lst_verb.VERBS:  # lnet_selftest: lst and its console ioctls
+            return await lst_verb.dispatch(self.rt, req)
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}

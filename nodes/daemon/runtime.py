@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nodes import selftest
 from nodes.daemon.eventlog import TraceLog
 from nodes.daemon.ifaddr import interface_ipv4
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
@@ -45,7 +46,8 @@ def _log_line(act: Log) -> None:
     getattr(log, act.level if act.level != "info" else "debug")(act.text)
 
 #: lnet_selftest's bulk portal (lnet/selftest/selftest.h SRPC_RDMA_PORTAL): the traffic
-#: generator PUTs and GETs there and every node posts a sink match entry on it at start.
+#: generator PUTs and GETs there with match bits 0 (which srpc never uses), answered by
+#: the sink ``selftest.attach`` posts on every node.
 SRPC_RDMA_PORTAL = 52
 #: what a GET on that match entry reads (a GET of N bytes gets N bytes back): one shared
 #: zero buffer of LNET_MTU bytes, never copied per node (bytes are immutable).
@@ -79,8 +81,8 @@ class NodeRuntime:
         self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link,
                                    on_simulated=self._on_simulated_link)
         self._linkwatch_task = self.loop.create_task(self.linkwatch.run())
-        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
-                              data=SRPC_BULK_DATA, sink=True)
+        # every node serves lnet_selftest (nodes/selftest), which also answers the bursts
+        self.selftest = selftest.attach(self.driver, burst_data=SRPC_BULK_DATA)
         self._sample_timer: asyncio.TimerHandle | None = None
         self.trace: TraceLog | None = None
         self._trace_flush: asyncio.TimerHandle | None = None

@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.actions import MDEvent
@@ -29,11 +29,11 @@ from testbed.sim.runtime import SimRuntime, run_sync
 if TYPE_CHECKING:
     from testbed.sim.inproc import SimTestbed
 
-MODULES = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd}
+MODULES = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd, "lst": lst_verb}
 
 
 def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """``testbed exec`` on the sim: ``(verb, argv)`` of one lnetctl/lctl command line (argv,
+    """``testbed exec`` on the sim: ``(verb, argv)`` of one lnetctl/lctl/lst command line (argv,
     one string, or ``sh -c STRING``).
 
     Raises:
@@ -47,10 +47,18 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
             words = shlex.split(words[0])
         except ValueError as exc:
             raise TestbedError(f"sim backend: exec: cannot parse {words[0]!r}: {exc}") from None
+    env = []  # `[env] LST_SESSION=1 lst ...`: lst's environment, handed to the lst verb
+    while words and (words[0] == "env" or ("=" in words[0]
+                     and words[0].split("=", 1)[0].isidentifier())):
+        env += [] if words[0] == "env" else [words[0]]
+        words = words[1:]
+    if env and words and os.path.basename(words[0]) == "lst":
+        words = [words[0], *env, *words[1:]]
     if not words or os.path.basename(words[0]) not in MODULES or any(
             w in (";", "&&", "||", "|", ">", "<") for w in words):
         shown = " ".join(words) or "(nothing)"
-        raise TestbedError(f"sim backend: exec runs one lnetctl or lctl command, not {shown!r} "
+        raise TestbedError(f"sim backend: exec runs one lnetctl, lctl or lst command, not "
+                           f"{shown!r} "
                            "(the simulator has no namespaces, shells or other programs)")
     return os.path.basename(words[0]), words[1:]
 

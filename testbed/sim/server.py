@@ -37,6 +37,7 @@ from typing import IO, Any
 import zmq
 import zmq.asyncio
 
+from nodes.daemon import lst_verb
 from testbed import clean, runstate
 from testbed.base import TestbedError
 from testbed.plan import TopologyError, load_topology
@@ -45,7 +46,7 @@ from testbed.sim.pacer import Pacer, parse_speed
 
 SERVER_LOG = "server.log"
 LNET_LOG = "lnet.log"
-NODE_VERBS = ("lnetctl", "lctl", "put", "get", "log")
+NODE_VERBS = ("lnetctl", "lctl", "lst", "lstio", "put", "get", "log")
 
 
 class SimServer:
@@ -154,6 +155,9 @@ class SimServer:
         if cmd in ("put", "get"):
             return await node.aburst(cmd, str(req.get("dst", "")), req.get("count", 1),
                                      req.get("size", 4096), req.get("src"), req.get("numa"))
+        if cmd == "lstio":  # one lst console ioctl (nodes/daemon/lst_verb.py)
+            self.tb.check_alive(node.name)
+            return await lst_verb.ioctl(node.rt, req)
         argv = req.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise ValueError("'argv' must be a list of strings")
