@@ -76,7 +76,7 @@ def test_cli_drives_a_sim_testbed(env: dict[str, str], tmp_path: Path) -> None:
         "10.10.0.1@tcp", "10.11.0.1@tcp"]
     refused = cli("exec", "-n", name, "c1", "ip link", env=env, check=False)
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
-    assert "exec runs one lnetctl or lctl command" in refused.stderr
+    assert "exec runs one lnetctl, lctl or lst command" in refused.stderr
     st = cli("status", "-n", name, env=env).stdout
     assert "backend sim" in st and "link down" in st
     kinds = [json.loads(ln)["kind"] for ln in cli("events", "-n", name, "--json", env=env)
