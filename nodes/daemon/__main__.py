@@ -31,7 +31,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--lnet-param", action="append", default=[], metavar="NAME=VALUE",
                    help="LNet module parameter, applied before LNet is configured (spec §0)")
+    p.add_argument("--record-period", type=_period, default=0.0, metavar="SECONDS",
+                   help="sample the engine into RUNDIR/nodes/NODE.rec every SECONDS "
+                        "(0: no recorder; docs/events.md §3)")
+    p.add_argument("--trace-messages", action="store_true",
+                   help="write every send, resend and completion to "
+                        "RUNDIR/nodes/NODE.trace.jsonl (docs/events.md §1.5)")
     return p.parse_args(argv)
+
+
+def _period(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be 0..3600 seconds, not {text}")
+    return value
 
 
 def _register(sock_path: Path) -> Path | None:
@@ -62,6 +78,7 @@ async def _amain(ns: argparse.Namespace) -> int:
         logging.getLogger("daemon").error("bad --lnet-param: %s", e.descr)
         await rt.close()
         return 2
+    rt.observe(ns.rundir, ns.node, record_period=ns.record_period, trace=ns.trace_messages)
     server = ControlServer(rt, ns.node, str(sock_path))
     os.chmod(sock_path, 0o600)
     link = _register(sock_path)

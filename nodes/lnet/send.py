@@ -254,9 +254,9 @@ class Sender:
             msg.fire(MsgInput.DELAY)
             return []
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
-            hs = HStatus(verdict)
-            if self.tracer.on:  # the LND got this attempt (it fails it right away)
+            if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
                 self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
+            hs = HStatus(verdict)
             return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \

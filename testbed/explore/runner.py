@@ -1,9 +1,9 @@
 """One schedule on the in-process simulator: safety phase, heal, liveness phase, verdict.
 
 Theory of operation (issue 17 item 1): ``run`` brings the topology up on a ``SimTestbed``
-(with the schedule's tunables in its ``global:`` block, every engine's message trace on:
-``LNET_TESTBED_TRACE_MESSAGES=1``, and a planted bug if asked: ``LNET_TESTBED_PLANTED_BUG``,
-the variables the emitted tests set too), plays the schedule's steps through ``Replay``
+(with the schedule's tunables in its ``global:`` block, every engine's message trace on, and
+a planted bug if asked: ``LNET_TESTBED_PLANTED_BUG``, the variable the emitted tests read
+too), plays the schedule's steps through ``Replay``
 (``play``), then:
 
 1. safety: ``testbed check`` over the log with the faults active (every invariant of
@@ -30,7 +30,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.daemon.eventlog import ENV_TRACE
 from nodes.lnet.planted import PLANTED_ENV
 from testbed.base import TestbedError
 from testbed.explore import liveness
@@ -85,7 +84,7 @@ class Outcome:
 @contextmanager
 def environment(planted: str | None) -> Iterator[None]:
     """The variables every engine of the run is built under (restored afterwards)."""
-    want = {ENV_TRACE: "1", PLANTED_ENV: planted or ""}
+    want = {PLANTED_ENV: planted or ""}
     old = {k: os.environ.get(k) for k in want}
     os.environ.update(want)
     try:
@@ -144,7 +143,8 @@ def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed:
     out = Outcome(schedule.seed, None)
     with environment(planted):
         try:
-            tb = SimTestbed.up(path, name=f"x{schedule.seed % 10**8}", seed=sim_seed)
+            tb = SimTestbed.up(path, name=f"x{schedule.seed % 10**8}", seed=sim_seed,
+                               trace_messages=True)
         except TestbedError as exc:
             out.violation = Violation("setup", "bringup", str(exc))
             return out

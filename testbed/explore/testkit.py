@@ -3,7 +3,7 @@
 Theory of operation (issue 17 item 2): an emitted test module sets ``TOPOLOGY`` (the topology
 with the schedule's tunables, written beside it) and ``SIM_SEED``, imports ``explore_testbed``
 and plays its steps through ``Replay``. The fixture turns the engines' message trace on
-(``LNET_TESTBED_TRACE_MESSAGES=1``, read by the sim and by every node daemon at start) and
+(``trace_messages=True``: the sim's fabric, or ``--trace-messages`` of every daemon) and
 brings the topology up on the backend of ``--lnet-backend``: on the sim in this process with
 ``SIM_SEED`` (so the steps replay what ``explore`` ran, event for event), on Mininet through
 the plugin's ``testbed_factory`` (unique names, teardown and leftover checks). A planted bug
@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 import testbed
-from nodes.daemon.eventlog import ENV_TRACE
 from testbed.explore import liveness, runner
 from testbed.explore.model import Schedule
 from testbed.explore.replay import Replay
@@ -33,20 +32,18 @@ from testbed.pytest.fixtures import unique_name
 
 
 @pytest.fixture
-def explore_testbed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-                    ) -> Iterator[Any]:
+def explore_testbed(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The module's ``TOPOLOGY`` up on ``--lnet-backend`` with message traces on."""
     module = request.module
     path = Path(module.TOPOLOGY)
-    monkeypatch.setenv(ENV_TRACE, "1")
     if request.config.getoption("--lnet-backend", "mininet") == "sim":
         tb = testbed.up(path, backend="sim", name=unique_name(request.config),
-                        seed=int(getattr(module, "SIM_SEED", 0)))
+                        seed=int(getattr(module, "SIM_SEED", 0)), trace_messages=True)
         yield tb
         tb.down()
         return
     make = request.getfixturevalue("testbed_factory")
-    yield make(path)
+    yield make(path, trace_messages=True)
 
 
 def assert_safe(replay: Replay) -> None:
