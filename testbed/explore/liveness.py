@@ -9,7 +9,8 @@ then sends the probes, and lists each way LNet is not whole:
 * ``health``: a local NI below 1000 (local NIs recover without limit, spec §3.5);
 * ``peer_health``: a peer NI below 1000 that LNet still owes a recovery: it is on the recovery
   queue (not recovered within the bound), or it is off the queue although it was heard from
-  (``recv`` events; the sim logs them) and not aged out (``recovery_limit`` 0, or heard from
+  since its node last started (on the sim the engine's ``lpni_last_alive``; on Mininet
+  ``recv`` events, when the log has them) and not aged out (``recovery_limit`` 0, or heard from
   within the limit). Off the queue and never heard from, or aged out, it may stay below 1000
   (spec §3.5, §11.7); without ``recv`` events (Mininet) an off-queue peer NI is given that
   benefit;
@@ -61,6 +62,7 @@ class NodeState:
     local: dict[str, Any] = field(default_factory=dict)
     peers: dict[str, Any] = field(default_factory=dict)
     queued: set[str] = field(default_factory=set)
+    last_alive: dict[str, float] = field(default_factory=dict)  # sim only: lpni_last_alive
     routes: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
@@ -75,6 +77,7 @@ def node_state(replay: Replay, node: str) -> NodeState:
         st.local = {str(ni.nid): ni.healthv for ni in eng.local_nis()}
         st.peers = {str(p.nid): p.healthv for p in eng.peers.by_nid.values()}
         st.queued = {str(p.nid) for p in eng.recovery.lpni_queue}
+        st.last_alive = {str(p.nid): p.last_alive for p in eng.peers.by_nid.values()}
         for r in eng.router.route_show(verbose=1)["route"]:
             st.routes[(str(r["net"]), str(r["gateway"]))] = r["state"]
         return st
@@ -111,6 +114,10 @@ class _Evidence:
             kind, node = ev.get("kind"), str(ev.get("node"))
             if kind in HEALTH_KINDS:
                 self.health.setdefault((node, str(ev.get("nid"))), []).append((i, ev))
+            elif kind in ("node_started", "node_restarted", "node_died"):
+                # a new process knows none of its peers: heard-from starts again (its peer
+                # NIs are new objects, lpni_last_alive 0 until a message arrives)
+                self.heard = {k: t for k, t in self.heard.items() if k[0] != node}
             elif kind == "recv":
                 self.has_recv = True
                 self.heard[(node, str(ev.get("peer")))] = float(ev["t"])
@@ -177,7 +184,9 @@ def _state_problems(replay: Replay, tunables: dict[str, dict[str, int]],
         for nid, value in st.peers.items():
             if value == 1000:
                 continue
-            why = _owed(nid in st.queued, ev.heard.get((node, nid)), ev.has_recv, limit, now)
+            heard = st.last_alive.get(nid) if st.last_alive else ev.heard.get((node, nid))
+            why = _owed(nid in st.queued, heard or None, ev.has_recv or bool(st.last_alive),
+                        limit, now)
             if why:
                 out.append(Problem("peer_health", f"{node}: peer NI {nid} health {value}, "
                                    f"not back to 1000: {why}", ev.last_health(node, nid)))
