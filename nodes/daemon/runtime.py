@@ -25,13 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes import selftest
+from nodes import planted, selftest
 from nodes.daemon.eventlog import TraceLog
 from nodes.daemon.ifaddr import interface_ipv4
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.driver import NodeDriver
 from nodes.lnd.socklnd import RxMsg, SockLND
-from nodes.lnet import planted
 from nodes.lnet.actions import Action, Log, MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
@@ -65,7 +64,7 @@ class NodeRuntime:
         self.loop = asyncio.get_running_loop()
         rng = random.Random(seed)
         self.incarnation = rng.getrandbits(63) | 1
-        # a test may plant a wrong decision (nodes/lnet/planted.py, issue 17)
+        # a test may plant a wrong decision (nodes/planted.py, issue 17)
         self.engine: LNetEngine = planted.new_engine(planted.from_environ(os.environ), rng=rng,
                                                      incarnation=self.incarnation)
         self.lnd = SockLND(on_rx=self._on_rx, on_tx_done=self._on_tx_done,

@@ -16,7 +16,7 @@ from testbed.commands.common import CliError, Named
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from nodes.lnet.planted import check_name
+    from nodes.planted import check_name
     from testbed.explore.driver import explore
     from testbed.explore.topo import load
 
@@ -71,5 +71,5 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
                     "summary only")
     sp.add_argument("--planted-bug", metavar="NAME", default=None,
                     help="test-only: build every engine with a planted wrong decision "
-                         "(nodes/lnet/planted.py) to check that explore finds it")
+                         "(nodes/planted.py) to check that explore finds it")
     sp.set_defaults(func=cmd_explore)

@@ -63,7 +63,7 @@ def write(out_dir: Path, topo: Topo, sch: Schedule, violation: Violation, *,
     body.append("    assert_safe(r)")
     if violation.phase != "safety":
         body.append("    assert_live(r, TOPOLOGY)")
-    bug = (f"\nFound with the planted bug {planted!r} (nodes/lnet/planted.py): it fails with\n"
+    bug = (f"\nFound with the planted bug {planted!r} (nodes/planted.py): it fails with\n"
            f"LNET_TESTBED_PLANTED_BUG={planted} in the environment and passes without it.\n"
            if planted else "")
     doc = "\n".join([

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.lnet.planted import PLANTED_ENV
+from nodes.planted import PLANTED_ENV
 from testbed.base import TestbedError
 from testbed.explore import liveness
 from testbed.explore.bound import Bound, liveness_bound

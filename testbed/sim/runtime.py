@@ -17,9 +17,8 @@ import random
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from nodes import selftest
+from nodes import planted, selftest
 from nodes.daemon.runtime import SRPC_BULK_DATA
-from nodes.lnet import planted
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
@@ -54,7 +53,7 @@ class SimRuntime:
         # a restarted node is a new incarnation (seed 002: peers see the reset), still seeded
         rng = random.Random(f"{seed}:{plan.name}" + (f":{generation}" if generation else ""))
         self.incarnation = rng.getrandbits(63) | 1
-        # a test may plant a wrong decision (nodes/lnet/planted.py, issue 17)
+        # a test may plant a wrong decision (nodes/planted.py, issue 17)
         self.engine: LNetEngine = planted.new_engine(planted.from_environ(os.environ), rng=rng,
                                                      incarnation=self.incarnation)
         sim.fabric.add(self.name, self.engine)

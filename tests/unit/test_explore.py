@@ -15,7 +15,7 @@ import pytest
 
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.planted import PLANTED, PLANTED_ENV, from_environ, new_engine
+from nodes.planted import PLANTED, PLANTED_ENV, from_environ, new_engine
 from testbed import cli
 from testbed.explore import emit, liveness, pool, runner, swarm, topo
 from testbed.explore.bound import liveness_bound
