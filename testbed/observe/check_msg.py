@@ -165,6 +165,8 @@ class MsgCheck:
             self.queued_on_fatal += 1  # chosen before the NI went fatal, sent after
             return
         for other in sorted(st.nets.get(net_of(ni), ())):
+            if chosen is not None and st.unfatal.get(other, float("-inf")) > chosen:
+                continue  # fatal too when this NI was chosen (both were; it came back since)
             if other != ni and other not in st.fatal and (node, other) not in changing:
                 proof = [why, item]
                 self.fatal.flag(f"{node} sent {ev.get('type')} message {ev.get('msg')} on "

@@ -30,6 +30,7 @@ CONFIG_REASONS = ("added", "deleted", "config")
 @dataclass
 class NodeState:
     fatal: dict[str, Item] = field(default_factory=dict)    # nid -> event that made it fatal
+    unfatal: dict[str, float] = field(default_factory=dict)  # nid -> when it last stopped
     down: dict[str, Item] = field(default_factory=dict)     # nid -> ni_status down event
     nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
     routing: Item | None = None          # last routing event (enabled or not)
@@ -121,8 +122,8 @@ class Tracker:
         st = self.node(node)
         if fatal:
             st.fatal.setdefault(nid, item)
-        else:
-            st.fatal.pop(nid, None)
+        elif st.fatal.pop(nid, None) is not None and isinstance(item[1].get("t"), int | float):
+            st.unfatal[nid] = float(item[1]["t"])
 
     def _fault(self, item: Item) -> None:
         _idx, ev = item
