@@ -32,7 +32,8 @@ silent for longer than the limit ("aged out", ``lnet_peer_ni_add_to_recoveryq_lo
 a peer NI stays below 1000, off the recovery queue, until a message from it arrives; with
 ``health_sensitivity`` 0 no health value ever moves (``lnet_dec_healthv_locked`` and
 ``lnet_inc_healthv`` add 0; spec §3.1) and ``retry_count`` is 0; every route up; every new
-message completes.
+message completes (with ``recovery_limit`` > 0 the second of two: a router drops what it
+forwards to an aged-out peer NI still below 1000).
 """
 
 from __future__ import annotations
