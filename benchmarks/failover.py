@@ -34,25 +34,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from testbed import api
+from testbed.mininet import MininetNode, MininetTestbed
 
 C1_ETH0, C1_ETH1, S1_ETH0 = "10.10.0.1@tcp", "10.11.0.1@tcp", "10.10.0.2@tcp"
 
 
-def ni_view(c1: api.NodeHandle) -> dict[str, dict[str, Any]]:
+def ni_view(c1: MininetNode) -> dict[str, dict[str, Any]]:
     view = c1.lnetctl_yaml("net", "show", "-v", "3")
     return {ni["nid"]: ni for net in view["net"] if net["net type"] == "tcp"
             for ni in net["local NI(s)"]}
 
 
-def blackhole(c1: api.NodeHandle, on: bool) -> None:
+def blackhole(c1: MininetNode, on: bool) -> None:
     for chain, opt in (("OUTPUT", "-o"), ("INPUT", "-i")):
         c1.exec(["iptables", "-w", "-I" if on else "-D", chain, opt, "eth1", "-j", "DROP"])
 
 
 def run_one(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     name = f"bf{uuid.uuid4().hex[:6]}"
-    tb = api.Testbed.up(None, name=name)
+    tb = MininetTestbed.up(None, name=name)
     try:
         c1 = tb.node("c1")
         if mode == "blackhole":

@@ -30,7 +30,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from faults import netops  # noqa: E402
-from testbed import api  # noqa: E402
+from testbed.clean import leftovers  # noqa: E402
+from testbed.mininet import MininetTestbed  # noqa: E402
 
 PORT = 5001
 
@@ -62,7 +63,7 @@ def source(dst: str, port: int, nbytes: int) -> int:
     return 0
 
 
-def icmp(tb: api.Testbed, dst: str, count: int, interval: float, wait: float = 2.0
+def icmp(tb: MininetTestbed, dst: str, count: int, interval: float, wait: float = 2.0
          ) -> dict[str, object]:
     res = tb.node("c1").exec([sys.executable, "-m", "faults.icmpping", dst, "-c", str(count),
                               "-i", str(interval), "-W", str(wait)], timeout=600)
@@ -71,7 +72,7 @@ def icmp(tb: api.Testbed, dst: str, count: int, interval: float, wait: float = 2
     return json.loads(res.out)
 
 
-def transfer(tb: api.Testbed, nbytes: int) -> float:
+def transfer(tb: MininetTestbed, nbytes: int) -> float:
     """Seconds to move ``nbytes`` c1 -> s1 over TCP (10.10.0.0/24)."""
     import subprocess
 
@@ -91,7 +92,7 @@ def transfer(tb: api.Testbed, nbytes: int) -> float:
         srv.wait(timeout=30)
 
 
-def counters(tb: api.Testbed, fid: str) -> dict[str, int]:
+def counters(tb: MininetTestbed, fid: str) -> dict[str, int]:
     f = next(x for x in tb.fault.list() if x["id"] == fid)
     return dict(f["counters"])
 
@@ -109,17 +110,17 @@ def main() -> int:
         return sink(a.sink)
     if a.source:
         return source(a.source[0], int(a.source[1]), int(a.source[2]))
-    tb = api.Testbed.up(None, name=f"bench-faults-{os.getpid()}")
+    tb = MininetTestbed.up(None, name=f"bench-faults-{os.getpid()}")
     try:
         run(tb, a)
     finally:
         tb.down()
-        left = api.leftovers(tb.name)
+        left = leftovers(tb.name)
         print(f"leftovers after down: {left or 'none'}")
     return 0
 
 
-def run(tb: api.Testbed, a: argparse.Namespace) -> None:
+def run(tb: MininetTestbed, a: argparse.Namespace) -> None:
     n = a.packets
     # 1. loss
     f = tb.fault.loss(node="c1", rate=a.loss, seed=1, match={"proto": "icmp"})

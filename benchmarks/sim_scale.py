@@ -1,7 +1,7 @@
-"""Scale study of the sim backend (testbed/sim.py): N clients x M servers, one PUT burst each.
+"""Scale study of the sim backend (testbed/sim/): N clients x M servers, one PUT burst each.
 
 For each size a generated topology (two rails per node, lan0 and lan1 on the one net ``tcp``,
-M = N/4 servers; written to a temp dir in the testbed/topology.py schema) is brought up in a
+M = N/4 servers; written to a temp dir in the testbed/plan/ schema) is brought up in a
 fresh child process, and every client starts ``--puts`` PUTs of ``--size`` bytes at once (at
 most 64 in flight per client, like the daemon's ``put`` verb) to its server (client i writes to
 server i mod M), all concurrently on the one virtual clock. Discovery is on (the default), so

@@ -180,16 +180,18 @@ class Interposer:
             print(f"interposer: inject to {dst} failed: {exc}", file=sys.stderr, flush=True)
 
     def _forge_rst(self, data: bytes, pkt: Pkt) -> None:
-        """Kill the packet's TCP connection: an RST to each end, with the sequence numbers
-        each end expects (seq = the other side's next byte), built with scapy."""
+        """Kill the packet's TCP connection: an RST to each end, built with scapy.
+
+        Linux accepts an RST only when its sequence number is exactly the receiver's
+        ``rcv_nxt`` (RFC 5961 §3.2; anything else in the window earns a challenge ACK). The
+        segment itself is dropped, so its receiver still expects ``tcp.seq``; the sender
+        expects ``tcp.ack``, the next byte it acknowledged."""
         from scapy.layers.inet import IP, TCP
 
         ip = IP(data)
         tcp = ip[TCP]
-        plen = len(bytes(tcp.payload))
-        syn_fin = 1 if tcp.flags & 0x03 else 0
         to_dst = IP(src=ip.src, dst=ip.dst) / TCP(sport=tcp.sport, dport=tcp.dport,
-                                                  flags="R", seq=tcp.seq + plen + syn_fin)
+                                                  flags="R", seq=tcp.seq)
         to_src = IP(src=ip.dst, dst=ip.src) / TCP(sport=tcp.dport, dport=tcp.sport,
                                                   flags="R", seq=tcp.ack)
         for forged in (to_dst, to_src):

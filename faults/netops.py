@@ -1,7 +1,8 @@
 """Realise and revert faults on a running testbed: iptables, tc, ip link, interposers, signals.
 
 Theory of operation (STYLE rules 9 and 10): every change is a *resource*, a small dict that
-``testbed.faultctl`` records in state.json **before** it is made and undoes in reverse order:
+``testbed.mininet.faultctl`` records in state.json **before** it is made and undoes in
+reverse order:
 
 * ``iptables``: one rule, as the argv after ``-I``/``-D``, in a node's network namespace
   (``ns_pid``), tagged ``-m comment --comment lntb:<fault id>``;

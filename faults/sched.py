@@ -5,7 +5,7 @@ Theory of operation (STYLE rule 13, orchestrator logic tested against a fake clo
 ``every``; for ``flap`` its ``down``/``up``/``count``/``jitter``) and the time the fault was
 added. ``due(now)`` returns the transitions (``"apply"``/``"revert"``, with the activation
 index) that are due by ``now``, in order; ``next_deadline()`` says when to call again. The
-supervisor's loop (``testbed.faultctl``) drives it with the real time; unit tests with
+supervisor's loop (``testbed.mininet.faultctl``) drives it with the real time; unit tests with
 numbers. Flap jitter comes from ``random.Random(seed)``, so a recorded seed replays the same
 down/up times.
 

@@ -1,0 +1,68 @@
+"""lnet-testbed's orchestrator: bring emulated LNet clusters up on a backend and drive them.
+
+    import testbed
+    tb = testbed.up("topologies/routed.yaml", backend="sim", seed=1)   # or backend="mininet"
+    tb.node("c1").ping("10.12.0.2@tcp1"); tb.link("c1", "eth0", "down"); tb.down()
+    tb = testbed.attach("demo")        # a testbed some other process brought up
+
+Every backend satisfies the ``Testbed``/``NodeHandle`` protocols of ``testbed.base``.
+Subpackages: ``plan`` (topology YAML -> plan -> node configuration verbs), ``mininet``
+(client, supervisor, faults on the wire), ``sim`` (the in-memory fabric, the simulated node
+runtime, the in-process testbed, the long-lived sim server and its client), ``pytest`` (the
+plugin, fixtures, reports, traceability), ``commands`` (the CLI's subcommands, ``testbed.cli``
+parses). Shared helpers: ``sh``, ``runstate``, ``names``, ``clean``, ``spawn``, ``ctlclient``.
+Backends are imported only when used: ``import testbed`` loads neither Mininet nor ZeroMQ.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from testbed.base import FaultAPI, NodeHandle, Testbed, TestbedError
+
+__all__ = ["BACKENDS", "FaultAPI", "NodeHandle", "Testbed", "TestbedError", "attach", "up"]
+
+BACKENDS = ("mininet", "sim")
+
+
+def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
+       **kw: Any) -> Testbed:
+    """Bring ``topology`` (None: topologies/default.yaml) up on ``backend``.
+
+    ``mininet``: ``testbed.mininet.MininetTestbed.up(topology, name=, progress=, root=)``.
+    ``sim``: in this process (``testbed.sim.SimTestbed.up(topology, name=, seed=, latency=,
+    jitter=)``, virtual time moves only when asked: deterministic).
+
+    Raises:
+        TopologyError: the topology is invalid (nothing was started).
+        TestbedError: unknown backend, or bring-up failed (everything started was removed).
+    """
+    if backend == "mininet":
+        from testbed.mininet import MininetTestbed
+
+        return MininetTestbed.up(topology, **kw)
+    if backend == "sim":
+        from testbed.sim import SimTestbed
+
+        return SimTestbed.up(topology, **kw)
+    raise TestbedError(f"unknown backend {backend!r} (choose one of: {', '.join(BACKENDS)})")
+
+
+def attach(name: str, *, root: str | Path | None = None) -> Testbed:
+    """The running testbed ``name``, whichever backend carries it (its state file says).
+
+    Raises:
+        TestbedError: no such testbed is up.
+    """
+    from testbed import runstate
+    from testbed.base import check_name
+
+    base = runstate.runroot(root)
+    rdir = runstate.rundir(check_name(name), base)
+    if not rdir.exists():
+        raise TestbedError(f"no testbed named {name} is up")
+    from testbed.mininet import MininetTestbed
+
+    return MininetTestbed(name, rdir, base)

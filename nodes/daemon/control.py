@@ -44,7 +44,7 @@ MAX_INFLIGHT = 64  # PUTs or GETs of one burst in flight at once
 
 def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | None] | str:
     """Check a ``put``/``get`` request's arguments: (dst, count, size, src, numa), or a
-    one-line error naming the bad argument (shared by the sim backend, testbed/sim.py)."""
+    one-line error naming the bad argument (shared by the sim backend, testbed/sim/)."""
     try:
         dst = NID.parse(str(req.get("dst", "")))
     except LNetConfigError as e:

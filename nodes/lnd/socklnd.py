@@ -103,6 +103,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.lnd import wire
+from nodes.lnd.errmap import FAILURES, connect_failure, transmit_hstatus
+from nodes.lnd.errmap import txlist_hstatus as txlist_hstatus  # re-exported (tests)
 from nodes.lnd.framing import (
     ConnreqReceived,
     Event,
@@ -116,15 +118,10 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
 _log = logging.getLogger("lnet.socklnd")
+_CLOSED = FAILURES["conn_closed"]
 #: linux/sockios.h SIOCOUTQ (== TIOCOUTQ): bytes not yet acknowledged by the peer
 SIOCOUTQ = 0x5411
 _RECV_CHUNK = 1 << 16
-_REMOTE_DROPPED_ERRNOS = frozenset({E.ENETDOWN, E.EHOSTUNREACH, E.ENETUNREACH, E.ECONNREFUSED,
-                                    E.ECONNRESET})
-
-
-#: seed 003 hlth-lnd-local-timeout: a tx that timed out before it was posted (see the table above)
-UNPOSTED_TIMEOUT = HStatus.LOCAL_TIMEOUT
 
 
 def _tcp_state(sock: socket.socket) -> tuple[bool, int | None]:
@@ -140,15 +137,6 @@ def _tcp_state(sock: socket.socket) -> tuple[bool, int | None]:
     if len(info) < 128:
         return len(info) > 2 and info[2] > 0, None
     return info[2] > 0, struct.unpack_from("Q", info, 120)[0]
-
-
-def txlist_hstatus(rc: int) -> HStatus:
-    """``ksocknal_txlist_done``: the hstatus of a tx failed with ``rc`` (spec §3.7)."""
-    if rc == -E.ETIMEDOUT:
-        return HStatus.NETWORK_TIMEOUT
-    if -rc in _REMOTE_DROPPED_ERRNOS:
-        return HStatus.REMOTE_DROPPED
-    return HStatus.LOCAL_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,18 +175,15 @@ class _ConnProtocol(asyncio.Protocol):
         self.lnd._on_data(self.p, self.c, data)
 
     def eof_received(self) -> bool:
-        self.lnd._close_conn(self.p, self.c, "peer closed the connection", -E.EIO,
-                             HStatus.LOCAL_ERROR)
+        self.lnd._close_conn(self.p, self.c, "peer closed the connection", *_CLOSED)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         why = f"connection lost: {exc}" if exc else "peer closed the connection"
         # ksocknal_process_transmit: a write failing with ETIMEDOUT (TCP gave up, see
         # TCP_USER_TIMEOUT) is REMOTE_TIMEOUT (seed 003 hlth-lnd-remote-timeout)
-        posted = (HStatus.REMOTE_TIMEOUT if isinstance(exc, OSError)
-                  and exc.errno == E.ETIMEDOUT else HStatus.LOCAL_ERROR)
-        self.lnd._close_conn(self.p, self.c, why, -E.EIO, HStatus.LOCAL_ERROR,
-                             posted=(-E.EIO, posted))
+        posted = transmit_hstatus(exc.errno if isinstance(exc, OSError) else None)
+        self.lnd._close_conn(self.p, self.c, why, *_CLOSED, posted=(-E.EIO, posted))
 
     def pause_writing(self) -> None:
         self.c.can_write.clear()
@@ -330,9 +315,9 @@ class SockLND:
                 waits.append(p.connector)
             if p.conn is not None:
                 waits.extend(p.conn.tasks)
-                self._close_conn(p, p.conn, "NI shutdown", -E.ECONNABORTED,
-                                 HStatus.LOCAL_ABORTED, peer_failed=False)
-            self._fail_queue(p, -E.ECONNABORTED, HStatus.LOCAL_ABORTED)
+                self._close_conn(p, p.conn, "NI shutdown", *FAILURES["ni_shutdown"],
+                                 peer_failed=False)
+            self._fail_queue(p, *FAILURES["ni_shutdown"])
             del self._peers[key]
         await asyncio.gather(*waits, return_exceptions=True)
 
@@ -341,15 +326,15 @@ class SockLND:
         loop = asyncio.get_running_loop()
         netif = self._nis.get(ni)
         if netif is None:
-            loop.call_soon(self._call_tx_done, tx_id, -E.ENETDOWN, HStatus.LOCAL_ABORTED)
+            loop.call_soon(self._call_tx_done, tx_id, *FAILURES["ni_not_started"])
             return
         if netif.link_down:
             # lnet_connect binds to the NI's device: with its carrier gone the connect fails
             # at once, and ksocknal_connect reports -ENETDOWN as REMOTE_DROPPED (spec §3.7)
-            loop.call_soon(self._call_tx_done, tx_id, -E.ENETDOWN, HStatus.REMOTE_DROPPED)
+            loop.call_soon(self._call_tx_done, tx_id, *FAILURES["link_down"])
             return
         if len(payload) != hdr.payload_length or len(payload) > LNET_MTU:
-            loop.call_soon(self._call_tx_done, tx_id, -E.EINVAL, HStatus.LOCAL_ERROR)
+            loop.call_soon(self._call_tx_done, tx_id, *FAILURES["bad_payload"])
             return
         p = self._peers.get((ni, peer))
         if p is None:
@@ -410,8 +395,8 @@ class SockLND:
                 p.connector = None
             if p.conn is not None:
                 closed += 1
-                self._close_conn(p, p.conn, "link down", -E.ENETDOWN, HStatus.REMOTE_DROPPED)
-            self._fail_queue(p, -E.ENETDOWN, HStatus.REMOTE_DROPPED)
+                self._close_conn(p, p.conn, "link down", *FAILURES["link_down"])
+            self._fail_queue(p, *FAILURES["link_down"])
         return closed
 
     def notify_peer_down(self, nid: NID) -> int:
@@ -421,8 +406,8 @@ class SockLND:
         for p in list(self._peers.values()):
             if p.nid == nid and p.conn is not None:
                 closed += 1
-                self._close_conn(p, p.conn, "LNet: peer NI dead", -E.ENETDOWN,
-                                 HStatus.REMOTE_DROPPED, peer_failed=False)
+                self._close_conn(p, p.conn, "LNet: peer NI dead", *FAILURES["peer_down"],
+                                 peer_failed=False)
         _log.warning("socklnd: LNet notified peer NI %s dead: %d connection(s) closed", nid,
                      closed)
         return closed
@@ -520,8 +505,7 @@ class SockLND:
                     backoff = min(2 * backoff, 1.0)
                     continue
                 self._peer_failed(p)
-                self._fail_queue(p, rc, UNPOSTED_TIMEOUT if rc == -E.ETIMEDOUT
-                                 else txlist_hstatus(rc))
+                self._fail_queue(p, *connect_failure(rc))
                 # txs queued while those failed (LNet's resends) get a fresh attempt
         finally:
             if p.connector is asyncio.current_task():
@@ -666,8 +650,8 @@ class SockLND:
         if p.conn is not None:
             if p.conn.incarnation == hello.src_incarnation:
                 return True  # duplicate of an established conn: tell the peer with CONN_NONE
-            self._close_conn(p, p.conn, "stale: peer incarnation changed", -E.EIO,
-                             HStatus.LOCAL_ERROR, peer_failed=False)
+            self._close_conn(p, p.conn, "stale: peer incarnation changed", *_CLOSED,
+                             peer_failed=False)
             return False
         return p.connector is not None and hello.src_nid < p.ni
 
@@ -699,8 +683,7 @@ class SockLND:
             transport, _proto = await loop.connect_accepted_socket(
                 lambda: _ConnProtocol(self, p, c), sock=c.sock)
         except OSError as exc:
-            self._close_conn(p, c, f"cannot attach transport: {exc}", -E.EIO,
-                             HStatus.LOCAL_ERROR)
+            self._close_conn(p, c, f"cannot attach transport: {exc}", *_CLOSED)
             return
         c.transport = transport
         # at most one posted tx sits in user space, as one partly written tx in the kernel
@@ -720,7 +703,7 @@ class SockLND:
                 raise c.framer.error
         except WireProtocolError as exc:
             _log.error("socklnd: protocol error from %s (%s): %s", c.peer_nid, c.peer_ip, exc)
-            self._close_conn(p, c, f"protocol error: {exc}", -E.EIO, HStatus.LOCAL_ERROR)
+            self._close_conn(p, c, f"protocol error: {exc}", *_CLOSED)
 
     def _deliver(self, c: _Conn, events: list[Event]) -> None:
         for ev in events:
@@ -809,7 +792,7 @@ class SockLND:
                     # ksocknal_flush_stale_txs: stop at the first tx still in time; never
                     # posted, so a local timeout (seed 003 hlth-lnd-local-timeout)
                     while p.queue and p.queue[0].deadline <= now:
-                        self._done(p.queue.popleft(), -E.ETIMEDOUT, UNPOSTED_TIMEOUT)
+                        self._done(p.queue.popleft(), *FAILURES["unposted_timeout"])
                 else:
                     self._check_progress(p, p.conn, now)
 
@@ -835,5 +818,5 @@ class SockLND:
             _log.error("socklnd: timeout sending data to %s (%s); the network or that node may "
                        "be down", c.peer_nid, c.peer_ip)
             # posted tx: network timeout; not yet posted: local timeout (seed 003 hlth-lnd-*)
-            self._close_conn(p, c, "timeout sending data", -E.ETIMEDOUT, UNPOSTED_TIMEOUT,
-                             posted=(-E.ETIMEDOUT, HStatus.NETWORK_TIMEOUT))
+            self._close_conn(p, c, "timeout sending data", *FAILURES["unposted_timeout"],
+                             posted=FAILURES["posted_timeout"])

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from testbed.pytest_plugin import mininet_unavailable
+from testbed.pytest.plugin import mininet_unavailable
 
 # (the plugin, an installed pytest11 entry point, provides the testbed_factory fixture)
 

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from itkit import TOPOLOGIES, pytestmark  # noqa: F401  (the marks)
 
-from testbed import api
-from testbed.pytest_plugin import wait_for
+from testbed.mininet import MininetNode
+from testbed.pytest.plugin import wait_for
 
 C1 = ["10.10.0.1@tcp", "10.11.0.1@tcp"]
 S1 = ["10.10.0.2@tcp", "10.11.0.2@tcp"]
 
 
-def peers(node: api.NodeHandle) -> dict[str, dict[str, Any]]:
+def peers(node: MininetNode) -> dict[str, dict[str, Any]]:
     """primary nid -> ``peer show -v 3`` entry (empty when there is no peer)."""
     res = node.lnetctl("peer", "show", "-v", "3")
     assert res.rc == 0, res.err
@@ -95,7 +95,7 @@ def test_non_mr_peer_used_only_on_its_nid(testbed_factory: Any) -> None:
 @pytest.mark.requirement("bck-025")
 def test_static_non_mr_peer_is_added_non_mr(testbed_factory: Any, tmp_path: Any) -> None:
     """bck-025: a ``peers:`` entry naming a ``multi_rail: false`` node is added with
-    ``peer add --non_mr`` (testbed/nodeconfig.py): ``lnet_add_peer_ni`` would keep a peer
+    ``peer add --non_mr`` (testbed/plan/verbs.py): ``lnet_add_peer_ni`` would keep a peer
     configured MR even when its ping says otherwise, and the client would spread PUTs over
     s2's second NID. Non-MR, every PUT goes to the NID addressed."""
     topo = tmp_path / "compat-static.yaml"

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from itkit import pytestmark  # noqa: F401  (the marks)
 
-from testbed import api
-from testbed.pytest_plugin import wait_for
+from testbed.mininet import MininetNode
+from testbed.pytest.plugin import wait_for
 
 C1_ETH0, C1_ETH1 = "10.10.0.1@tcp", "10.11.0.1@tcp"
 S1_ETH0, S1_ETH1 = "10.10.0.2@tcp", "10.11.0.2@tcp"
@@ -32,14 +32,14 @@ S1_ETH0, S1_ETH1 = "10.10.0.2@tcp", "10.11.0.2@tcp"
 LINKWATCH_BOUND = 3.0
 
 
-def local_nis(node: api.NodeHandle) -> dict[str, dict[str, Any]]:
+def local_nis(node: MininetNode) -> dict[str, dict[str, Any]]:
     """nid -> the ``net show -v 3`` entry of each tcp NI."""
     view = node.lnetctl_yaml("net", "show", "-v", "3")
     return {ni["nid"]: ni for net in view["net"] if net["net type"] == "tcp"
             for ni in net["local NI(s)"]}
 
 
-def peer_health(node: api.NodeHandle, nid: str) -> int:
+def peer_health(node: MininetNode, nid: str) -> int:
     view = node.lnetctl_yaml("peer", "show", "-v", "3")
     for peer in view["peer"]:
         for lpni in peer["peer ni"]:
@@ -48,11 +48,11 @@ def peer_health(node: api.NodeHandle, nid: str) -> int:
     raise AssertionError(f"{nid} not in peer show: {view}")
 
 
-def stats(node: api.NodeHandle) -> dict[str, int]:
+def stats(node: MininetNode) -> dict[str, int]:
     return node.lnetctl_yaml("stats", "show")["statistics"]
 
 
-def sends(node: api.NodeHandle) -> dict[str, int]:
+def sends(node: MininetNode) -> dict[str, int]:
     return {nid: ni["statistics"]["send_count"] for nid, ni in local_nis(node).items()}
 
 
@@ -66,7 +66,7 @@ def recovery_bound(failed_pings: int, successes: int = 10) -> float:
     return 2 ** (failed_pings + 1) + 2 * successes + 2
 
 
-def rail_down_detected(c1: api.NodeHandle) -> bool:
+def rail_down_detected(c1: MininetNode) -> bool:
     ni = local_nis(c1)[C1_ETH1]
     return ni["status"] == "down"
 
@@ -120,7 +120,7 @@ def test_link_down_fails_over_without_put_failures_then_recovers(testbed_factory
     assert sends(c1)[C1_ETH1] > after[C1_ETH1]  # eth1 carries traffic again
 
 
-def iptables_blackhole(node: api.NodeHandle, iface: str, on: bool) -> None:
+def iptables_blackhole(node: MininetNode, iface: str, on: bool) -> None:
     verb = "-I" if on else "-D"
     for chain, opt in (("OUTPUT", "-o"), ("INPUT", "-i")):
         res = node.exec(["iptables", "-w", verb, chain, opt, iface, "-j", "DROP"])

@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 from itkit import PROJECT_ROOT, pytestmark, settle_peers  # noqa: F401  (the marks)
 
-from testbed import api, runstate
-from testbed.pytest_plugin import wait_for
+from testbed import runstate
+from testbed.clean import leftovers
+from testbed.mininet import MininetTestbed
+from testbed.pytest.plugin import wait_for
 
 FAST = """
 name: ft
@@ -36,7 +38,7 @@ nodes:
 """
 
 
-def icmp(tb: api.Testbed, node: str, dst: str, count: int = 20, interval: float = 0.005,
+def icmp(tb: MininetTestbed, node: str, dst: str, count: int = 20, interval: float = 0.005,
          wait: float = 0.5, size: int = 56, linger: bool = False) -> dict[str, Any]:
     res = tb.node(node).exec([sys.executable, "-m", "faults.icmpping", dst, "-c", str(count),
                               "-i", str(interval), "-W", str(wait), "-s", str(size),
@@ -45,7 +47,13 @@ def icmp(tb: api.Testbed, node: str, dst: str, count: int = 20, interval: float 
     return json.loads(res.out)
 
 
-def clean_after(tb: api.Testbed) -> None:
+def challenge_acks(tb: MininetTestbed, node: str) -> int:
+    """TCP challenge ACKs the node's kernel sent (``nstat``, per network namespace)."""
+    out = tb.node(node).exec(["nstat", "-az", "TcpExtTCPChallengeACK"]).out
+    return int(next(ln.split()[1] for ln in out.splitlines() if "ChallengeACK" in ln))
+
+
+def clean_after(tb: MininetTestbed) -> None:
     tb.fault.clear()
     assert tb.fault.residue() == []
 
@@ -171,7 +179,13 @@ def test_rst_kills_connection_and_socklnd_reconnects(testbed_factory: Any,
     f = tb.fault.rst(node="c1", iface="eth0")
     c1.put("10.10.0.2@tcp", count=4, size=100)
     log = runstate.node_log(tb.rundir, "c1")
-    wait_for(lambda: "Connection reset by peer" in log.read_text(), timeout=5)
+    s1_log = runstate.node_log(tb.rundir, "s1")
+    wait_for(lambda: "Connection reset by peer" in log.read_text()
+             and "Connection reset by peer" in s1_log.read_text(), timeout=5)
+    # each forged RST resets its end directly (issue 11 item 11): one out of the receiver's
+    # window earns a challenge ACK (RFC 5961 §3.2) and the reset then depends on the other
+    # end answering it
+    assert challenge_acks(tb, "s1") == 0 and challenge_acks(tb, "c1") == 0
     assert tb.fault.delete(f["id"])["counters"]["rst"] == 1
     assert c1.lnetctl("ping", "--source", "10.10.0.1@tcp", "10.10.0.2@tcp").rc == 0
     ups = [ln for ln in log.read_text().splitlines()
@@ -305,7 +319,7 @@ def test_kill_9_of_supervisor_leaves_nothing_after_clean(testbed_factory: Any) -
              if r["type"] == "interposer"]
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not runstate.pid_alive(pid), timeout=5)
-    assert any("interposer process" in x for x in api.leftovers(tb.name, tb.root))
+    assert any("interposer process" in x for x in leftovers(tb.name, tb.root))
     removed = tb.down()
     assert any(f"interposer process {inter[0]}" in x for x in removed)
-    assert api.leftovers(tb.name, tb.root) == []
+    assert leftovers(tb.name, tb.root) == []

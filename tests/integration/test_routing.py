@@ -15,19 +15,19 @@ from typing import Any
 
 from itkit import pytestmark  # noqa: F401  (the marks)
 
-from testbed import api
+from testbed.mininet import MininetNode, MininetTestbed
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies"
 CHECK_INTERVAL = 5.0  # alive_router_check_interval of the example topologies
 ROUTE_BOUND = 3 * CHECK_INTERVAL + 2
 
 
-def routes(node: api.NodeHandle) -> dict[tuple[str, str], dict[str, Any]]:
+def routes(node: MininetNode) -> dict[tuple[str, str], dict[str, Any]]:
     view = node.lnetctl_yaml("route", "show", "-v")
     return {(r["net"], r["gateway"]): r for r in (view or {}).get("route", [])}
 
 
-def wait_routes(node: api.NodeHandle, want: str = "up", n: int | None = None,
+def wait_routes(node: MininetNode, want: str = "up", n: int | None = None,
                 bound: float = ROUTE_BOUND) -> dict[tuple[str, str], dict[str, Any]]:
     end = time.monotonic() + bound
     while True:
@@ -41,11 +41,11 @@ def wait_routes(node: api.NodeHandle, want: str = "up", n: int | None = None,
         time.sleep(0.25)
 
 
-def route_count(node: api.NodeHandle) -> int:
+def route_count(node: MininetNode) -> int:
     return int(node.lnetctl_yaml("stats", "show")["statistics"]["route_count"])
 
 
-def nid_of(tb: api.Testbed, node: str, net: str) -> str:
+def nid_of(tb: MininetTestbed, node: str, net: str) -> str:
     nids = [ni["nid"] for n in tb.node(node).lnetctl_yaml("net", "show")["net"]
             if n["net type"] == net for ni in n["local NI(s)"]]
     assert nids, (node, net)

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from itkit import C1_NIDS, PROJECT_ROOT, S1_NIDS, pytestmark, settle_peers  # noqa: F401
 
-from testbed import api, names, runstate, sh
-from testbed.pytest_plugin import unique_name, wait_for
+from testbed import TestbedError, names, runstate, sh
+from testbed.clean import leftovers
+from testbed.mininet import MininetNode, MininetTestbed
+from testbed.pytest.plugin import unique_name, wait_for
 
 
 def cli(*args: str, root: Path | None = None, timeout: float = 120.0
@@ -33,11 +35,11 @@ def cli(*args: str, root: Path | None = None, timeout: float = 120.0
                           text=True, timeout=timeout, env=env, cwd="/", check=False)
 
 
-def ping(node: api.NodeHandle, nid: str, *extra: str) -> sh.Completed:
+def ping(node: MininetNode, nid: str, *extra: str) -> sh.Completed:
     return node.lnetctl("ping", nid, *extra)
 
 
-def tcp_stats(node: api.NodeHandle) -> dict[str, dict[str, Any]]:
+def tcp_stats(node: MininetNode) -> dict[str, dict[str, Any]]:
     """nid -> {"interface": ..., "statistics": {...}} for the node's tcp NIs."""
     view = node.lnetctl_yaml("net", "show", "-v", "2")
     found = {}
@@ -132,7 +134,7 @@ def test_cli_errors_are_one_line(testbed_factory: Any) -> None:
 # -- links and traffic ---------------------------------------------------------------------------
 
 
-def tcp_connect(node: api.NodeHandle, ip: str) -> int:
+def tcp_connect(node: MininetNode, ip: str) -> int:
     """rc of a TCP connect from inside ``node`` to ``ip``:988 (the socklnd acceptor)."""
     code = f"import socket; socket.create_connection(({ip!r}, 988), timeout=3).close()"
     return node.exec([sys.executable, "-c", code]).rc
@@ -203,10 +205,10 @@ def test_two_testbeds_at_once_do_not_interfere(testbed_factory: Any) -> None:
 
 def test_down_leaves_nothing(testbed_factory: Any) -> None:
     tb = testbed_factory()
-    assert api.leftovers(tb.name)  # while up, there is something to find
+    assert leftovers(tb.name)  # while up, there is something to find
     result = cli("down", "-n", tb.name)
     assert result.returncode == 0, result.stderr
-    assert api.leftovers(tb.name) == []
+    assert leftovers(tb.name) == []
     assert cli("status", "-n", tb.name).returncode == 1
 
 
@@ -218,11 +220,11 @@ def test_kill9_then_clean_removes_everything(testbed_factory: Any, tmp_path: Pat
     os.kill(supervisor, signal.SIGKILL)
     os.kill(daemon, signal.SIGKILL)
     wait_for(lambda: not runstate.pid_alive(supervisor), timeout=5)
-    assert api.leftovers(tb.name, root)
+    assert leftovers(tb.name, root)
     result = cli("clean", root=root)
     assert result.returncode == 0, result.stderr
     assert "removed directory" in result.stdout
-    assert wait_for(lambda: api.leftovers(tb.name, root), timeout=10, expected=[]) == []
+    assert wait_for(lambda: leftovers(tb.name, root), timeout=10, expected=[]) == []
     assert not names.ours([names.short_hash(tb.name)])
 
 
@@ -247,8 +249,8 @@ def test_existing_bridge_refused(request: pytest.FixtureRequest) -> None:
     owner = subprocess.Popen(["sleep", "120"], env={**os.environ, runstate.ENV_NAME: name})
     sh.run_checked(["ip", "link", "add", "name", bridge, "type", "bridge"])
     try:
-        with pytest.raises(api.TestbedError, match="testbed clean") as exc:
-            api.Testbed.up(None, name=name)
+        with pytest.raises(TestbedError, match="testbed clean") as exc:
+            MininetTestbed.up(None, name=name)
         assert bridge in str(exc.value)
         assert bridge in names.ours([names.short_hash(name)])  # someone else's: left alone
         assert not runstate.rundir(name).exists()
@@ -256,7 +258,7 @@ def test_existing_bridge_refused(request: pytest.FixtureRequest) -> None:
         sh.run(["ip", "link", "del", "dev", bridge])
         owner.kill()
         owner.wait()
-    assert api.leftovers(name) == []
+    assert leftovers(name) == []
 
 
 BAD_TOPOLOGIES = {
@@ -296,7 +298,7 @@ def test_bad_topology_refused_before_anything_starts(
     assert len(lines) == 1 and lines[0].startswith("testbed: error: "), lines
     assert f"{path.name}:{line}" in lines[0], lines[0]
     assert "Traceback" not in result.stderr
-    assert api.leftovers(name) == []
+    assert leftovers(name) == []
     assert not runstate.rundir(name).exists()
 
 

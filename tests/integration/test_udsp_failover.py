@@ -11,7 +11,7 @@ import pytest
 import yaml
 from itkit import TOPOLOGIES, pytestmark  # noqa: F401  (the marks)
 
-from testbed.pytest_plugin import wait_for
+from testbed.pytest.plugin import wait_for
 
 TOPO = TOPOLOGIES / "hetero-failover.yaml"
 S1_TCP = "10.20.0.2@tcp"

@@ -11,7 +11,7 @@ from typing import Any
 from nodes.lnet import discovery
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.nid import NID, Net
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 TCP = Net.parse("tcp")
 C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]

@@ -22,7 +22,7 @@ from nodes.lnet.ping import (
     PingInfo,
     ping_info_size,
 )
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 TCP = Net.parse("tcp")
 C = [NID.parse("10.10.0.1@tcp"), NID.parse("10.11.0.1@tcp")]

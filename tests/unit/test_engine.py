@@ -14,7 +14,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from nodes.lnet.tunables import Tunables
 from nodes.tools.yamlfmt import dump
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 @pytest.fixture

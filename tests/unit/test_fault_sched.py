@@ -16,8 +16,9 @@ import pytest
 from faults import decide, netops
 from faults.sched import Timeline
 from faults.spec import FaultError, parse_fault, parse_words
-from testbed import faultctl, runstate
-from testbed.topology import parse_topology
+from testbed import runstate
+from testbed.mininet import faultctl
+from testbed.plan import parse_topology
 
 NODES = {"c1": ["eth0", "eth1"], "s1": ["eth0", "eth1"]}
 
@@ -61,7 +62,7 @@ def test_topology_faults_are_validated_with_file_and_line() -> None:
             "nodes:\n  c1: {interfaces: [lan0]}\n  s1: {interfaces: [lan0]}\n"
             "faults:\n  - {kind: loss, node: c1, rate: 0.1, seed: 4}\n"
             "  - {kind: delay, node: s1, delay: -3}\n")
-    from testbed.topology import TopologyError
+    from testbed.plan import TopologyError
 
     with pytest.raises(TopologyError, match=r"^t\.yaml:8: faults\[1\]: delay: -3\.0 out"):
         parse_topology(text, source="t.yaml")

@@ -16,12 +16,12 @@ import pytest
 import yaml
 from enginekit import settle_sim
 
+import testbed
 from nodes.daemon.control import ControlServer
 from nodes.daemon.runtime import SRPC_BULK_DATA
-from testbed import api
-from testbed.lutf_fixtures import Traffic
-from testbed.pytest_plugin import wait_for
-from testbed.sim import SimTestbed, run_script
+from testbed.pytest.plugin import Traffic, wait_for
+from testbed.sim import SimTestbed
+from testbed.sim.script import run_script
 
 S1_NIDS = ("10.10.0.2@tcp", "10.11.0.2@tcp")
 KIB64 = 64 * 1024
@@ -29,7 +29,7 @@ KIB64 = 64 * 1024
 
 @pytest.fixture
 def tb() -> SimTestbed:
-    tb = api.Testbed.up(backend="sim", seed=1)  # the default topology (mr2)
+    tb = testbed.up(backend="sim", seed=1)  # the default topology (mr2)
     assert isinstance(tb, SimTestbed)
     return settle_sim(tb)  # peers discovered, statistics zeroed: the test counts its own
 

@@ -11,7 +11,7 @@ from nodes.lnet.events import TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from nodes.lnet.tunables import Tunables
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 H = HStatus
 

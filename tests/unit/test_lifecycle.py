@@ -13,7 +13,7 @@ from nodes.lnet.actions import Transmit
 from nodes.lnet.errors import EIO
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 class ChaosFabric(Fabric):

@@ -1,4 +1,4 @@
-"""testbed/nodeconfig.py: the verb list that configures a node on both backends (contract B).
+"""testbed/plan/verbs.py: the verb list that configures a node on both backends (contract B).
 
 A ``peers:`` entry naming a ``multi_rail: false`` node is added with ``--non_mr``, as an
 admin adds a downrev peer (``lnetctl peer add --non_mr``): ``lnet_add_peer_ni`` keeps a peer
@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.nodeconfig import config_verbs
+from testbed.plan import config_verbs, parse_topology
 from testbed.sim import SimTestbed
-from testbed.topology import parse_topology
 
 TOPO = """\
 networks:

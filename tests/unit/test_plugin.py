@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import trace
+from testbed.pytest import trace
 
 # generated files are named test_gen_* so that in-process pytester runs never clash with
 # test modules the outer run already imported (e.g. tests/unit/test_sim.py)

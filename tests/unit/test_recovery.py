@@ -11,7 +11,7 @@ from enginekit import make_node as _node
 from nodes.lnet import recovery
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, MsgType
 from nodes.tools.yamlfmt import dump
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 def _mr2() -> Fabric:

@@ -28,7 +28,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.peer import LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.rtrstate import MACHINES, RouterStateError, step
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 TCP, TCP1 = Net.parse("tcp"), Net.parse("tcp1")
 C1 = NID.parse("10.10.0.1@tcp")

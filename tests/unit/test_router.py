@@ -17,7 +17,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.ping import LNET_PING_FEAT_RTE_DISABLED
 from nodes.lnet.router import ROUTING_ENABLED, ROUTING_STARTING
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 TCP, TCP1, TCP2 = Net.parse("tcp"), Net.parse("tcp1"), Net.parse("tcp2")
 C1 = NID.parse("10.10.0.1@tcp")

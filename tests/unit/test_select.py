@@ -7,7 +7,7 @@ from enginekit import make_node as _node
 
 from nodes.lnet.nid import NID
 from nodes.lnet.select import best_ni, numa_distance
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 def _fabric(c_numa: list[int | None] | None = None, s_nids: list[NID] = S,

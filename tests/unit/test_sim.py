@@ -11,17 +11,18 @@ import pytest
 import yaml
 from enginekit import settle_sim
 
-from testbed import api, cli
-from testbed.api import TestbedError
-from testbed.sim import SimTestbed, run_script
-from testbed.topology import TopologyError
+import testbed
+from testbed import TestbedError, cli
+from testbed.plan import TopologyError
+from testbed.sim import SimTestbed
+from testbed.sim.script import run_script
 
 S1_NIDS = ["10.10.0.2@tcp", "10.11.0.2@tcp"]
 
 
 @pytest.fixture
 def tb() -> SimTestbed:
-    tb = api.Testbed.up(backend="sim", seed=1)  # the default topology, seed 000 Figure 2
+    tb = testbed.up(backend="sim", seed=1)  # the default topology, seed 000 Figure 2
     assert isinstance(tb, SimTestbed)
     return settle_sim(tb)  # static peers discovered first: tests count their own messages
 

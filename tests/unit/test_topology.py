@@ -1,4 +1,4 @@
-"""testbed.topology: YAML -> frozen plan; every refusal names file, line and YAML path."""
+"""testbed.plan: YAML -> frozen plan; every refusal names file, line and YAML path."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testbed.topology import (
+from testbed.plan import (
     NAME_RE,
     TUNABLES,
     Plan,

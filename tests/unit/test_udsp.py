@@ -20,7 +20,7 @@ U = udsp.UINT_MAX
 
 def _sim(seed: int) -> SimTestbed:
     """The hetero-failover topology on sim; its ``udsp:`` rules are applied by bring-up with
-    the same verbs the Mininet supervisor sends (testbed/nodeconfig.py)."""
+    the same verbs the Mininet supervisor sends (testbed/plan/verbs.py)."""
     return SimTestbed.up(TOPO, seed=seed)
 
 

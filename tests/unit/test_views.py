@@ -16,7 +16,7 @@ from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.tools.yamlfmt import dump
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 def _mr2() -> Fabric:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import S1_NIDS, peer_nis
-from testbed.pytest_plugin import Traffic
+from testbed.pytest.plugin import Traffic
 
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("short_timeouts.yaml")]
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import delta, local_nis, ok, peer_nis, reset_nodes, stats
-from testbed.pytest_plugin import wait_for
+from testbed.pytest.plugin import wait_for
 
 C1_NIDS = ("10.10.0.1@tcp", "10.11.0.1@tcp")  # topologies/default.yaml
 S1_NIDS = ("10.10.0.2@tcp", "10.11.0.2@tcp")

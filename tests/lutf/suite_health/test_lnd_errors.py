@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, peer_nis, stats
-from testbed.pytest_plugin import wait_for
+from testbed.pytest.plugin import wait_for
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("lndfast.yaml"),
               pytest.mark.mininet_only("real TCP failures on real sockets (TCP giving up, "

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import S1_NIDS, ok, peer_nis, reset_nodes, stats
-from testbed.api import PROJECT_ROOT
+from testbed.spawn import PROJECT_ROOT
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 

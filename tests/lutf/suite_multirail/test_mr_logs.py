@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import C1_NIDS, S1_NIDS, ok, stats
-from testbed.pytest_plugin import wait_for
+from testbed.pytest.plugin import wait_for
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default"),
               pytest.mark.mininet_only("reads the node daemon's log file (LNet error level)")]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lutf.lnet_views import C1_NIDS, S1_NIDS, delta, local_nis, peer_nis
-from testbed.pytest_plugin import wait_for
+from testbed.pytest.plugin import wait_for
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 

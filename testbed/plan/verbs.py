@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from testbed.topology import NodePlan, Plan
+from testbed.plan.model import NodePlan, Plan
 
 
 def config_verbs(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[list[str]]:

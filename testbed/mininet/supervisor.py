@@ -1,8 +1,8 @@
 """The per-testbed supervisor: realises a plan on Mininet, then serves ``ctl.sock`` until down.
 
-Theory of operation (STYLE rules 8-12): ``testbed up`` (``testbed.api.Testbed.up``) validates
-the topology, then spawns ``python -m testbed.supervisor --name NAME [--topology PATH]`` in a
-new session with ``LNET_TESTBED=NAME`` in its environment, so that it and every process it
+Theory of operation (STYLE rules 8-12): ``testbed up`` (``MininetTestbed.up``) validates the
+topology, then spawns ``python -m testbed.mininet.supervisor --name NAME [--topology PATH]`` in
+a new session with ``LNET_TESTBED=NAME`` in its environment, so that it and every process it
 starts (Mininet host shells, node daemons) carries the owner tag. The supervisor:
 
 1. creates the run directory (atomic mkdir: one ``up`` per name) and records, in state.json and
@@ -38,28 +38,15 @@ from typing import IO, Any
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
-from testbed import clean, faultctl, names, runstate, sh
-from testbed.nodeconfig import config_verbs
-from testbed.topology import NodePlan, Plan, TopologyError, load_topology
+from testbed import clean, names, runstate, sh
+from testbed.mininet import daemons, faultctl, netbuild
+from testbed.mininet.netbuild import BringUpError
+from testbed.plan import Plan, TopologyError, load_topology
+from testbed.spawn import child_env
 
-#: Seconds every daemon gets to answer its first ``hello``.
-HELLO_TIMEOUT = 30.0
-#: Seconds one configuration verb may take.
-CONFIG_TIMEOUT = 30.0
 #: Seconds a daemon gets to exit after ``shutdown`` before it is signalled.
 SHUTDOWN_GRACE = 3.0
 TOTAL_STEPS = 5
-NODE_SYSCTLS = (
-    "net.ipv6.conf.all.disable_ipv6=1",
-    "net.ipv6.conf.default.disable_ipv6=1",
-    "net.ipv4.conf.all.arp_ignore=1",
-    "net.ipv4.conf.all.arp_announce=2",
-)
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-class BringUpError(Exception):
-    """Bring-up cannot continue; the message is the one-line reason shown to the user."""
 
 
 class Terminated(Exception):
@@ -76,26 +63,6 @@ def _raise_terminated(_signum: int, _frame: object) -> None:
 
 def _request_stop(_signum: int, _frame: object) -> None:
     _STOP["requested"] = True
-
-
-def child_env(name: str, rdir: Path) -> dict[str, str]:
-    """Environment of every process of this testbed: the owner tag and the import path."""
-    env = dict(os.environ)
-    env[runstate.ENV_NAME] = name
-    env[runstate.ENV_RUNDIR] = str(rdir)
-    env[runstate.ENV_RUNROOT] = str(rdir.parent)
-    paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
-def log_tail(path: Path, lines: int = 8) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
-    return " | ".join(tail) if tail else "(empty log)"
 
 
 class Supervisor:
@@ -156,15 +123,15 @@ class Supervisor:
         self.progress(1, f"topology {self.name}: {len(self.plan.nodes)} nodes, "
                          f"{len(self.plan.segments)} segments ({self.plan.source})")
         self.progress(2, "creating network: " + " ".join(s.name for s in self.plan.segments))
-        self.build_network()
+        netbuild.build_network(self)
         self.progress(3, "starting daemons: " + " ".join(n.name for n in self.plan.nodes))
         for node in self.plan.nodes:
-            self.start_daemon(node)
+            daemons.start_daemon(self, node)
         self.progress(4, "waiting for daemons: " + " ".join(n.name for n in self.plan.nodes))
-        self.wait_hello()
+        daemons.wait_hello(self)
         self.progress(5, "configuring LNet: " + " ".join(n.name for n in self.plan.nodes))
         for node in self.plan.nodes:
-            self.configure(node)
+            daemons.configure(self, node)
         self.state["phase"] = "ready"
         self.save()
         runstate.append_event(self.rdir, "up", testbed=self.name,
@@ -173,120 +140,6 @@ class Supervisor:
             reply = self.faults.add(dict(raw))
             if not reply.get("ok"):
                 raise BringUpError(f"faults: {reply.get('error')}")
-
-    def build_network(self) -> None:
-        from mininet.log import setLogLevel
-        from mininet.net import Mininet
-        from mininet.nodelib import LinuxBridge
-
-        setLogLevel("warning")
-        # Mininet.init() would run fixLimits(), rewriting host-wide sysctls and rlimits.
-        Mininet.inited = True
-        net = Mininet(topo=None, controller=None, switch=LinuxBridge, build=False,
-                      autoSetMacs=False, waitConnected=False)
-        self.net = net
-        switches = {}
-        for i, seg in enumerate(self.plan.segments):
-            br = names.bridge_name(self.name, i)
-            self.record("bridge", name=br, segment=seg.name)
-            switches[seg.name] = net.addSwitch(br, cls=LinuxBridge)
-        for node in self.plan.nodes:
-            self.record("host", node=node.name)
-            host = net.addHost(node.name, ip=None, inNamespace=True)
-            self.hosts[node.name] = host
-            self.state["nodes"][node.name] = {"host_pid": host.pid, "interfaces": {},
-                                              "nids": list(node.nids)}
-            self.save()
-            sh.run_checked(["sysctl", "-q", "-w", *NODE_SYSCTLS], ns_pid=host.pid)
-        seg_index = {s.name: i for i, s in enumerate(self.plan.segments)}
-        for j, node in enumerate(self.plan.nodes):
-            for iface in node.interfaces:
-                port = names.port_name(self.name, seg_index[iface.segment], j)
-                self.record("veth", name=port, node=node.name, iface=iface.name)
-                self.state["nodes"][node.name]["interfaces"][iface.name] = port
-                net.addLink(self.hosts[node.name], switches[iface.segment],
-                            intfName1=iface.name, intfName2=port,
-                            params1={"ip": f"{iface.ip}/{iface.prefixlen}"})
-        self.save()
-        net.start()
-        for node in self.plan.nodes:
-            self.check_addresses(node)
-
-    def check_addresses(self, node: NodePlan) -> None:
-        """A node has exactly its planned IPv4 addresses, its links up, no default route."""
-        pid = self.hosts[node.name].pid
-        sh.run_checked(["ip", "route", "flush", "exact", "0.0.0.0/0"], ns_pid=pid)
-        out = sh.run_checked(["ip", "-4", "-o", "addr", "show"], ns_pid=pid).out
-        have = set()
-        for line in out.splitlines():
-            fields = line.split()
-            if len(fields) >= 4 and fields[1] != "lo":
-                have.add((fields[1], fields[3]))
-        want = {(i.name, f"{i.ip}/{i.prefixlen}") for i in node.interfaces}
-        if have != want:
-            raise BringUpError(f"node {node.name}: addresses {sorted(have)} != {sorted(want)}")
-
-    def daemon_argv(self, node: NodePlan) -> list[str]:
-        return [sys.executable, "-m", "nodes.daemon", "--testbed", self.name,
-                "--node", node.name, "--rundir", str(self.rdir)] + [
-                    f"--lnet-param={k}={v}" for k, v in node.module_params]  # spec §0
-
-    def start_daemon(self, node: NodePlan) -> None:
-        host = self.hosts[node.name]
-        argv = self.daemon_argv(node)
-        self.record("daemon", node=node.name)
-        with open(runstate.node_log(self.rdir, node.name), "ab") as log:
-            proc = host.popen(argv, mncmd=["mnexec", "-a", str(host.pid)], env=self.env,
-                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                              cwd="/", start_new_session=True)
-        self.daemons[node.name] = proc
-        info = self.state["nodes"][node.name]
-        info["daemon_pid"] = proc.pid
-        info["sock"] = str(runstate.node_sock(self.rdir, node.name))
-        self.save()
-        runstate.append_event(self.rdir, "node_started", node=node.name, pid=proc.pid)
-
-    def wait_hello(self) -> None:
-        pending = [n.name for n in self.plan.nodes]
-        deadline = time.monotonic() + HELLO_TIMEOUT
-        while pending:
-            for node in list(pending):
-                proc = self.daemons[node]
-                if proc.poll() is not None:
-                    raise BringUpError(
-                        f"daemon of node {node} exited with rc {proc.returncode}: "
-                        f"{log_tail(runstate.node_log(self.rdir, node))}")
-                sock = runstate.node_sock(self.rdir, node)
-                if not sock.exists():
-                    continue
-                try:
-                    reply = request(str(sock), {"cmd": "hello"}, timeout=1.0)
-                except DaemonUnreachable:
-                    continue
-                if reply.get("ok") and reply.get("node") == node:
-                    pending.remove(node)
-            if not pending:
-                break
-            if time.monotonic() >= deadline:
-                node = pending[0]
-                raise BringUpError(
-                    f"daemon of node {node} did not answer hello within {HELLO_TIMEOUT:g}s: "
-                    f"{log_tail(runstate.node_log(self.rdir, node))}")
-            time.sleep(0.05)
-
-    def configure(self, node: NodePlan) -> None:
-        """Contract B: lnet configure, net add per interface, set per tunable, peer add."""
-        verbs = config_verbs(self.plan, node, self.rdir / "nodes")
-        sock = str(runstate.node_sock(self.rdir, node.name))
-        for verb in verbs:
-            try:
-                reply = request(sock, {"cmd": "lnetctl", "argv": verb}, timeout=CONFIG_TIMEOUT)
-            except DaemonUnreachable as exc:
-                raise BringUpError(f"node {node.name}: lnetctl {' '.join(verb)}: {exc}") from exc
-            if reply.get("rc") != 0:
-                output = " ".join(f"{reply.get('out', '')} {reply.get('err', '')}".split())
-                raise BringUpError(f"node {node.name}: lnetctl {' '.join(verb)} failed with "
-                                   f"rc {reply.get('rc')}: {output}")
 
     # -- serving -------------------------------------------------------------------------------
 
@@ -412,30 +265,15 @@ class Supervisor:
         for proc in self.daemons.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.5)
-        self.stop_mininet()
+        netbuild.stop_mininet(self)
         removed = clean.kill_tagged(self.name)  # stray `testbed exec` children, shells
         removed += clean.delete_interfaces(clean.recorded_interfaces(self.state))
         print(json.dumps({"teardown": removed}), flush=True)
         runstate.append_event(self.rdir, "down", testbed=self.name)
         clean.remove_files(self.rdir)
 
-    def stop_mininet(self) -> None:
-        """End the Mininet host and switch shells (their namespaces go with them)."""
-        if self.net is None:
-            return
-        shells = [n.shell for n in (*self.net.hosts, *self.net.switches)
-                  if getattr(n, "shell", None) is not None]
-        for shell in shells:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(shell.pid, signal.SIGHUP)
-        clean.terminate([s.pid for s in shells if s.poll() is None], grace=1.0)
-        for shell in shells:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                shell.wait(timeout=0.5)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.supervisor")
+    parser = argparse.ArgumentParser(prog="python -m testbed.mininet.supervisor")
     parser.add_argument("--name", required=True)
     parser.add_argument("--topology", default=None)
     args = parser.parse_args(argv)

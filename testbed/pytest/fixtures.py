@@ -1,4 +1,4 @@
-"""Fixtures and helpers of the ``lnet_testbed`` pytest plugin (``testbed/pytest_plugin.py``).
+"""Fixtures and helpers of the ``lnet_testbed`` pytest plugin (``testbed/pytest/plugin.py``).
 
 Theory of operation (STYLE rules 12, 14): ``testbed_factory`` and the ``topology`` /
 ``module_topology`` / ``session_topology`` fixtures bring testbeds up under names unique across
@@ -6,7 +6,7 @@ the run and its xdist workers, take them down at teardown and *check* that nothi
 node daemon that logged a traceback fails the test too). ``wait_for`` polls state instead of
 sleeping; ``Traffic`` is a background PUT generator; ``lnet_fault`` hands out a testbed's fault
 API. The plugin module imports these names, so pytest registers the fixtures through it and
-tests keep importing them from ``testbed.pytest_plugin``.
+tests import them from ``testbed.pytest``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from testbed import trace
+from testbed.pytest import trace
 
 _UNSET = object()
 #: the fixtures that bring up a topology (on --lnet-backend=sim they need no root)
@@ -81,7 +81,7 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)
-    from testbed.api import Testbed
+    from testbed.mininet import MininetTestbed
 
     made: list[tuple[str, Any]] = []  # (name, root), recorded before `up` is even tried
 
@@ -92,7 +92,7 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
         made.append((name, kw.get("root")))
         request.node.stash.setdefault(FACTORY_BACKENDS, set()).add(str(kw.get("backend",
                                                                              "mininet")))
-        tb = Testbed.up(topology_path, name=name, **kw)
+        tb = MininetTestbed.up(topology_path, name=name, **kw)
         request.node.stash.setdefault(TESTBEDS, []).append(tb)  # evidence on failure
         return tb
 
@@ -109,12 +109,13 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
 def _teardown_one(name: str, root: Any) -> list[str]:
     """Down testbed ``name`` (if it is still there) and list what it left behind."""
     from testbed import runstate
-    from testbed.api import Testbed, TestbedError, leftovers
-    from testbed.clean import clean_testbed
+    from testbed.base import TestbedError
+    from testbed.clean import clean_testbed, leftovers
+    from testbed.mininet import MininetTestbed
 
     crashed = _daemon_tracebacks(runstate.rundir(name, root))
     try:
-        Testbed(name, runstate.rundir(name, root), runstate.runroot(root)).down()
+        MininetTestbed(name, runstate.rundir(name, root), runstate.runroot(root)).down()
     except (TestbedError, OSError) as exc:
         clean_testbed(name, root)
         return [f"{name}: down failed: {exc}"]
@@ -208,14 +209,14 @@ def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
     """Bring up ``path`` on the configured backend; returns (testbed, name)."""
     backend = config.getoption("--lnet-backend", "mininet")
     name = unique_name(config)
-    from testbed.api import Testbed
+    import testbed
 
-    if backend == "sim":  # pytest_configure refused it unless testbed.sim exists
-        return Testbed.up(path, name=name, backend="sim"), name
+    if backend == "sim":
+        return testbed.up(path, backend="sim", name=name), name
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)
-    return Testbed.up(path, name=name), name
+    return testbed.up(path, name=name), name
 
 
 def _release(config: pytest.Config, tb: Any, name: str) -> list[str]:
@@ -225,16 +226,23 @@ def _release(config: pytest.Config, tb: Any, name: str) -> list[str]:
     return _teardown_one(name, None)
 
 
-@pytest.fixture
-def topology(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A testbed of this test alone: the closest ``topology`` marker (default topology)."""
-    tb, name = _bring_up(request.config, _topology_of(request.node))
-    request.node.stash.setdefault(TESTBEDS, []).append(tb)
+def _lifetime(request: pytest.FixtureRequest, path: Path | None,
+              evidence: bool = False) -> Iterator[Any]:
+    """Up ``path`` on the configured backend, hand it out, down it and check the leftovers."""
+    tb, name = _bring_up(request.config, path)
+    if evidence:
+        request.node.stash.setdefault(TESTBEDS, []).append(tb)
     yield tb
     problems = _release(request.config, tb, name)
     if problems:
         pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
                     pytrace=False)
+
+
+@pytest.fixture
+def topology(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A testbed of this test alone: the closest ``topology`` marker (default topology)."""
+    yield from _lifetime(request, _topology_of(request.node), evidence=True)
 
 
 @pytest.fixture(scope="module")
@@ -243,24 +251,14 @@ def module_topology(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     For tests that only read state or leave it as they found it: each bring-up costs ~0.7 s.
     """
-    tb, name = _bring_up(request.config, _topology_of(request.node))
-    yield tb
-    problems = _release(request.config, tb, name)
-    if problems:
-        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
-                    pytrace=False)
+    yield from _lifetime(request, _topology_of(request.node))
 
 
 @pytest.fixture(scope="session")
 def session_topology(request: pytest.FixtureRequest) -> Iterator[Any]:
     """One testbed per xdist worker for the whole run (``--lnet-topology``, else default)."""
-    path = resolve_topology(request.config.getoption("--lnet-topology", None))
-    tb, name = _bring_up(request.config, path)
-    yield tb
-    problems = _release(request.config, tb, name)
-    if problems:
-        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
-                    pytrace=False)
+    yield from _lifetime(request, resolve_topology(request.config.getoption("--lnet-topology",
+                                                                            None)))
 
 
 class FaultHandle:
@@ -280,7 +278,7 @@ def lnet_fault() -> Callable[[Any], FaultHandle]:
 
     def handle(tb: Any) -> FaultHandle:
         if getattr(type(tb), "fault", None) is None:
-            pytest.skip("the fault API (testbed.api.Testbed.fault) is not available yet")
+            pytest.skip("this testbed has no fault API")
         if tb.status().get("backend") == "sim":
             pytest.skip("wire faults need the mininet backend (the sim has link state only)")
         return FaultHandle(tb)

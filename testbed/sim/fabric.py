@@ -31,7 +31,7 @@ Every message, MD event and link change is appended to ``event_log`` with the sc
 Mininet backend's events.jsonl, ``{"t": <virtual seconds>, "kind": ..., "node": ..., ...}``
 (kinds: ``send``, ``recv``, ``tx_done``, ``md`` (``type``: the LNet event type),
 ``link_down``/``link_up``): the same seed and the same inputs give the same log, byte for
-byte. This is the core of the ``sim`` backend (``testbed/sim.py``).
+byte. This is the core of the ``sim`` backend (``testbed/sim/``).
 
 Scheduling costs O(log n) per event, not O(n) in the number of engines: each engine's
 ``next_deadline()`` is cached in a heap of ``(deadline, engine order, name)`` and re-asked only

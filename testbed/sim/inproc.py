@@ -18,152 +18,35 @@ What the daemon's drivers do around the engine is done here too: ``link`` is the
 watcher (``nodes/daemon/linkwatch.py``, ``ksocknal_handle_link_state_change``): it sets the
 local NI's fatal state with ``engine.ni_set_fatal`` and the fabric fails transmissions over
 the dead interface with -ENETDOWN / REMOTE_DROPPED as the socklnd does. Cross-segment sends
-are routed by the sending host as on Mininet (``testbed/fabric.py``). What the sim cannot
+are routed by the sending host as on Mininet (``testbed/sim/fabric.py``). What the sim cannot
 do -- wire faults, processes, namespaces (``exec``) -- raises ``TestbedError``; suites mark
 such tests ``@pytest.mark.mininet_only`` and the plugin skips them on ``--lnet-backend=sim``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import random
-import shlex
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
-
-import yaml
+from typing import Any
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd, lnetctl_config
 from nodes.daemon.control import MAX_INFLIGHT, burst_args
-from nodes.daemon.runtime import SRPC_BULK_DATA, SRPC_RDMA_PORTAL
-from nodes.lnet.actions import Action, MDEvent
-from nodes.lnet.engine import LNetEngine
-from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
-from nodes.lnet.nid import NID, Net, nid_from_ip
+from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.lnet.actions import Action
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.nid import NID
 from testbed import sh
-from testbed.api import NodeHandle, Testbed, TestbedError, _split
-from testbed.fabric import VIRTUAL_TIME_LIMIT
-from testbed.nodeconfig import config_verbs
-from testbed.simfabric import SimFabric
-from testbed.topology import NodePlan, Plan, load_topology
+from testbed.base import NodeVerbs, TestbedError, unsupported
+from testbed.plan import NodePlan, Plan, config_verbs, load_topology
+from testbed.sim.fabric import VIRTUAL_TIME_LIMIT
+from testbed.sim.runtime import SimRuntime, run_sync
+from testbed.sim.simfabric import SimFabric
 
 
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Drive a command coroutine that never suspends (all its waits are virtual)."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coro.close()
-    raise TestbedError("sim: a command waited on real I/O, which the sim backend cannot do")
-
-
-class SimRuntime:
-    """One simulated node: what ``NodeRuntime`` is to a daemon, on the fabric's clock."""
-
-    def __init__(self, sim: SimTestbed, plan: NodePlan, seed: int) -> None:
-        self.sim = sim
-        self.name = plan.name
-        self.plan = plan
-        rng = random.Random(f"{seed}:{plan.name}")
-        self.incarnation = rng.getrandbits(63) | 1
-        self.engine = LNetEngine(rng=rng, incarnation=self.incarnation)
-        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
-                              data=SRPC_BULK_DATA, sink=True)
-        sim.fabric.add(self.name, self.engine)
-        # per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
-        self.sock_timeout: dict[NID, int] = {}
-
-    def now(self) -> float:
-        return self.sim.fabric.now
-
-    def execute(self, actions: list[Action]) -> None:
-        self.sim.fabric.apply(self.name, actions)
-
-    def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        return self.sim.fabric.call(self.name, fn, *args, **kw)
-
-    def start(self, start: Callable[[], tuple[int, list[Action]]]) -> tuple[int, int]:
-        """Start an operation; returns (MD handle, index of its first event)."""
-        mark = len(self.sim.fabric.events[self.name])
-        handle, actions = start()
-        self.execute(actions)
-        return handle, mark
-
-    def final(self, handle: int, mark: int) -> list[MDEvent] | None:
-        evs = [e for e in self.sim.fabric.events[self.name][mark:] if e.handle == handle]
-        return evs if evs and evs[-1].unlinked else None
-
-    async def wait_final(self, start: Callable[[], tuple[int, list[Action]]]) -> list[MDEvent]:
-        """Start an operation and advance virtual time until its MD is unlinked."""
-        handle, mark = self.start(start)
-        while (evs := self.final(handle, mark)) is None:
-            if not self.sim.fabric.step():
-                raise TestbedError(f"sim: node {self.name}: MD {handle} can never complete")
-        return evs
-
-    async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:
-        iface = next((i for i in self.plan.interfaces if i.name == interface), None)
-        if iface is None:
-            raise LNetConfigError(-EINVAL, f"cannot add network: interface {interface} "
-                                           "has no IPv4 address")
-        nid = nid_from_ip(str(iface.ip), net)
-        self.engine.net_add(net, interface, nid, **kw)
-        self.sock_timeout.pop(nid, None)
-        self.sync_lnd_timeouts()
-        self.sim.fabric.refresh()
-        if nid in self.sim.fabric.down:  # the link watcher's first pass: carrier is down
-            self.execute(self.engine.ni_set_fatal(nid, True, self.now()))
-        return nid
-
-    async def net_del(self, net: Net, interface: str | None) -> None:
-        self.engine.net_del(net, interface)
-        self.sim.fabric.refresh()
-
-    def sync_lnd_timeouts(self) -> None:
-        """As ``NodeRuntime._sync_lnd_timeouts`` (hlth-lnd-tx-timeout-from-lnet): an NI without
-        its own ``--lnd-timeout`` follows LNet's derived lnd_timeout (``ksocknal_timeout()``)."""
-        for ni in self.engine.local_nis():
-            if not ni.is_lo and ni.nid not in self.sock_timeout:
-                ni.lnd_timeout = self.engine.tunables.lnd_timeout
-
-    def set_lnd_timeout(self, net: Net, seconds: int) -> int:
-        """``NodeRuntime.set_lnd_timeout`` (``net set --lnd-timeout``; 0: back to LNet's);
-        returns how many NIs changed."""
-        count = 0
-        for ni in self.engine.local_nis():
-            if ni.nid.net == net:
-                if seconds:
-                    self.sock_timeout[ni.nid] = seconds
-                else:
-                    self.sock_timeout.pop(ni.nid, None)
-                ni.lnd_timeout = seconds or self.engine.tunables.lnd_timeout
-                count += 1
-        return count
-
-    def lnd_link(self, nid: NID, up: bool) -> bool:
-        """``NodeRuntime.lnd_link`` (hlth-dbg-sim-ni-down/up): a link event reported by the
-        LND, the interface untouched; until a real link change the NI's sends fail with
-        -ENETDOWN (``SimFabric.lnd_down``). Returns whether the link state changed."""
-        ni = self.engine.ni_by_nid(nid)
-        if ni is None or ni.is_lo:
-            raise LNetConfigError(-ENOENT, f"{nid} is not a local NI")
-        (self.sim.fabric.lnd_down.discard if up else self.sim.fabric.lnd_down.add)(nid)
-        if ni.fatal_error == (not up):  # the link watcher reports changes only
-            return False
-        self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), "simulated"))
-        return True
-
-    async def unconfigure(self) -> None:
-        self.engine.unconfigure()
-        self.sim.fabric.refresh()
-
-
-class SimNodeHandle(NodeHandle):
+class SimNodeHandle(NodeVerbs):
     """``NodeHandle`` of a simulated node: verbs run in-process on the virtual clock."""
 
     def __init__(self, testbed: SimTestbed, rt: SimRuntime) -> None:
@@ -188,14 +71,9 @@ class SimNodeHandle(NodeHandle):
             self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
         return sh.Completed(rc, out, err)
 
-    def lnetctl(self, *argv: str, timeout: float = 60.0) -> sh.Completed:
-        return self.verb("lnetctl", _split(argv), timeout)
-
-    def lctl(self, *argv: str, timeout: float = 60.0) -> sh.Completed:
-        return self.verb("lctl", _split(argv), timeout)
-
     def exec(self, argv: Any, *, input: str | None = None, timeout: float = 60.0) -> Any:
-        raise TestbedError("exec is not available on the sim backend (no namespaces)")
+        raise unsupported("sim", "exec", "no namespaces in the simulator; run lnetctl/lctl "
+                          "through node.lnetctl()/node.lctl()")
 
     def log(self) -> str:
         """``NodeHandle.log``: this node's engine console lines, at virtual times (the fabric
@@ -263,12 +141,12 @@ class SimNodeHandle(NodeHandle):
                 "errors": errors}
 
 
-class SimTestbed(Testbed):
+class SimTestbed:
     """A testbed whose nodes are engines in this process (no supervisor, no namespaces)."""
 
     def __init__(self, plan: Plan, *, seed: int = 0, latency: float = 0.001,
                  jitter: float = 0.0) -> None:
-        super().__init__(plan.name, Path("/nonexistent-sim"), Path("/nonexistent-sim"))
+        self.name = plan.name
         self.plan = plan
         self.seed = seed
         self.fabric = SimFabric(latency, seed=seed, jitter=jitter)
@@ -285,7 +163,7 @@ class SimTestbed(Testbed):
         return f"<SimTestbed {self.name} seed={self.seed} t={self.fabric.now:g}>"
 
     @classmethod
-    def up(cls, topology_path: str | os.PathLike[str] | None = None,  # type: ignore[override]
+    def up(cls, topology_path: str | os.PathLike[str] | None = None,
            name: str | None = None, progress: Any = None, *, root: Any = None,
            seed: int = 0, latency: float = 0.001, jitter: float = 0.0) -> SimTestbed:
         """Validate the topology and configure every node through its lnetctl verbs.
@@ -306,7 +184,7 @@ class SimTestbed(Testbed):
     def _configure(self, node: NodePlan) -> None:
         """Contract B of the supervisor: the LNet module parameters of the topology's
         ``global:`` block first (the daemon's ``--lnet-param``, "modprobe lnet", spec §0),
-        then the same verb list (testbed/nodeconfig.py)."""
+        then the same verb list (testbed/plan/verbs.py)."""
         try:
             lnetctl_config.apply_module_params(self.runtimes[node.name],  # type: ignore[arg-type]
                                                list(node.module_params))
@@ -409,92 +287,11 @@ class SimTestbed(Testbed):
         if rt.engine.ni_by_nid(nid) is not None:  # linkwatch -> ni_set_fatal (hlt-005/010)
             rt.execute(rt.engine.ni_set_fatal(nid, not up, self.fabric.now))
 
+    @property
+    def fault(self) -> Any:
+        raise unsupported("sim", "fault injection on the wire", "the fabric has link state "
+                          "only; use `lctl net_drop_add` or tb.link()")
+
     def events(self) -> list[dict[str, Any]]:
         """The event log, schema of the Mininet events.jsonl: ``{"t", "kind", "node", ...}``."""
         return list(self.fabric.event_log)
-
-
-# ------------------------------------------------------------------------------ scripts
-SCRIPT_HELP = """one command per line ('#' starts a comment):
-  NODE lnetctl ARGS...          NODE lctl ARGS...
-  NODE put|get DST_NID|NODE [COUNT [SIZE]]
-  link NODE IFACE up|down       run SECONDS        events"""
-
-
-def run_script(tb: SimTestbed, lines: Iterable[str], out: TextIO, err: TextIO,
-               source: str = "<script>") -> int:
-    """Run a ``testbed sim --script`` file; returns the last non-zero status (0 if none).
-
-    Every error is one line naming the script line; output is what the verbs print.
-    """
-    status = 0
-    for lineno, raw in enumerate(lines, 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        try:
-            words = shlex.split(line)
-            status = _script_line(tb, words, out, err) or status
-        except (ValueError, TestbedError) as exc:
-            err.write(f"{source}:{lineno}: {exc}\n")
-            status = 1
-    return status
-
-
-def _script_line(tb: SimTestbed, words: list[str], out: TextIO, err: TextIO) -> int:
-    head = words[0]
-    if head == "link" and len(words) == 4:
-        tb.link(words[1], words[2], words[3])
-        out.write(f"{words[1]} {words[2]} {words[3]}\n")
-        return 0
-    if head == "run" and len(words) == 2:
-        tb.run(float(words[1]))
-        return 0
-    if head == "events" and len(words) == 1:
-        out.writelines(json.dumps(e, sort_keys=True) + "\n" for e in tb.events())
-        return 0
-    if len(words) >= 2 and words[1] in ("lnetctl", "lctl"):
-        res = tb.node(head).verb(words[1], words[2:])
-        out.write(res.out)
-        err.write(res.err)
-        return res.rc
-    if len(words) in (3, 4, 5) and words[1] in ("put", "get"):
-        dst = words[2] if "@" in words[2] else tb.node(words[2]).nids[0]
-        count = int(words[3]) if len(words) > 3 else 1
-        size = int(words[4]) if len(words) > 4 else 4096
-        reply = getattr(tb.node(head), words[1])(dst, count=count, size=size)
-        if not reply.get("ok"):
-            raise TestbedError(str(reply.get("error")))
-        out.write(yaml.safe_dump({k: reply[k] for k in ("sent", "completed", "failed",
-                                                        "errors")}, sort_keys=False))
-        return 0 if not reply["failed"] else 1
-    raise TestbedError(f"cannot parse {' '.join(words)!r} (see `testbed sim --help` and the "
-                       "README, Backends)")
-
-
-def oneshot(topology: str | None, *, name: str | None, seed: int, script: str | None,
-            out: TextIO, err: TextIO) -> int:
-    """``testbed up --backend sim`` / ``testbed sim``: bring up, run a script, exit.
-
-    A sim testbed lives only in the process that made it, so the CLI runs it one-shot: the
-    status lines, then each script line's output; ``-`` reads the script from stdin.
-    """
-    tb = SimTestbed.up(topology, name=name, seed=seed)
-    out.write(f"sim testbed {tb.name} is up (seed {seed}, virtual time {tb.now:g}s)\n")
-    for node, info in tb.status()["nodes"].items():
-        out.write(f"  {node:<12} " + " ".join(f"{i}={d['nid']}" for i, d in
-                                             info["interfaces"].items()) + "\n")
-    if script is None:
-        return 0
-    try:
-        if script == "-":
-            import sys
-
-            lines = sys.stdin.read().splitlines()
-        else:
-            lines = Path(script).read_text().splitlines()
-    except OSError as exc:
-        raise TestbedError(f"cannot read script {script}: {exc.strerror or exc}") from exc
-    rc = run_script(tb, lines, out, err, source=script if script != "-" else "<stdin>")
-    tb.down()
-    return rc

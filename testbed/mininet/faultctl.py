@@ -1,7 +1,7 @@
 """The supervisor's fault manager: add/list/del/clear faults, schedule them, log them, undo them.
 
 Theory of operation: one :class:`FaultManager` lives in each testbed's supervisor process
-(``testbed/supervisor.py``), which owns the faults of its testbed. Requests arrive as ctl
+(``testbed/mininet/supervisor.py``), which owns the faults of its testbed. Requests arrive as ctl
 verbs (``fault_add``, ``fault_list``, ``fault_del``, ``fault_clear``) from the CLI and the
 Python API, or from the topology's ``faults:`` list at bring-up. Each fault gets an id
 (``f1``, ``f2``...), a seed (given, or drawn and recorded), and a
@@ -28,9 +28,11 @@ from typing import Any
 
 from faults import netops
 from faults.sched import Timeline
-from faults.spec import INTERPOSED, FaultError, FaultSpec, parse_fault
+from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import runstate
+from testbed.mininet import daemons
+from testbed.mininet.faultres import FaultResources
 
 #: Seconds a restarted daemon gets to answer ``hello``.
 RESTART_TIMEOUT = 30.0
@@ -71,8 +73,8 @@ class _Fault:
         return "done" if self.timeline.done else "pending"
 
 
-class FaultManager:
-    """Faults of one testbed; ``sup`` is its :class:`testbed.supervisor.Supervisor`."""
+class FaultManager(FaultResources):
+    """Faults of one testbed; ``sup`` is its :class:`testbed.mininet.supervisor.Supervisor`."""
 
     def __init__(self, sup: Any) -> None:
         self.sup = sup
@@ -262,87 +264,6 @@ class FaultManager:
                                   problems=problems)
         return counters
 
-    def _ns(self, node: str) -> int:
-        return int(self.sup.hosts[node].pid)
-
-    def _resources(self, f: _Fault, k: int) -> list[dict[str, Any]]:
-        spec, kind = f.spec, f.spec.kind
-        if kind in INTERPOSED:
-            return self._interposed(f, k)
-        if kind == "blackhole" or (kind == "flap" and spec.params["style"] == "blackhole"):
-            ns = self._ns(spec.node or "")
-            return [{"type": "iptables", "ns_pid": ns, "node": spec.node, "rule": rule}
-                    for rule in netops.rule_specs(f.fid, spec, ["-j", "DROP"])]
-        if kind in ("carrier", "flap"):
-            return [{"type": "link", "ns_pid": self._ns(spec.node or ""), "node": spec.node,
-                     "iface": spec.iface}]
-        if kind == "bandwidth":
-            return self._bandwidth(f)
-        if kind == "partition":
-            return self._partition(f)
-        if kind == "stop":
-            return [{"type": "signal", "node": spec.node,
-                     "pid": self.sup.daemons[spec.node].pid}]
-        raise FaultError(f"{kind}: not applicable")  # pragma: no cover
-
-    def _interposed(self, f: _Fault, k: int) -> list[dict[str, Any]]:
-        spec = f.spec
-        node = spec.node or ""
-        queue = self.next_queue
-        self.next_queue += 1
-        self.fdir.mkdir(exist_ok=True)
-        base = self.fdir / f"{f.fid}-{k}"
-        inter = {"kind": spec.kind, "params": spec.params, "seed": f.seed + k,
-                 "match": spec.match.as_dict(), "queue": queue,
-                 "counters": str(base) + ".counters.json",
-                 "local_nids": list(self.sup.plan.node(node).nids)}
-        ns = self._ns(node)
-        out: list[dict[str, Any]] = [
-            {"type": "interposer", "ns_pid": ns, "node": node, "interposer": inter,
-             "spec_path": str(base) + ".spec.json", "counters": inter["counters"],
-             "log": str(base) + ".log"}]
-        target = ["-j", "NFQUEUE", "--queue-num", str(queue)]
-        for rule in netops.rule_specs(f.fid, spec, target, netops.match_args(spec)):
-            out.append({"type": "iptables", "ns_pid": ns, "node": node, "rule": rule})
-        return out
-
-    def _bandwidth(self, f: _Fault) -> list[dict[str, Any]]:
-        spec = f.spec
-        node = spec.node or ""
-        ifaces = [spec.iface] if spec.iface else [i.name for i in
-                                                  self.sup.plan.node(node).interfaces]
-        p = spec.params
-        out = []
-        for iface in ifaces:
-            if spec.direction == "out":
-                where: dict[str, Any] = {"ns_pid": self._ns(node), "dev": iface}
-            else:  # the bridge-side veth's egress is the node's ingress
-                where = {"ns_pid": None,
-                         "dev": self.sup.state["nodes"][node]["interfaces"][iface]}
-            out.append({"type": "qdisc", "node": node, "iface": iface, "bw": p["bw"],
-                        "burst": p["burst"], "latency": p["latency"], **where})
-        return out
-
-    def _partition(self, f: _Fault) -> list[dict[str, Any]]:
-        """DROP between the sides, on each node's OUTPUT. One way (a -> b): a's packets to
-        b are dropped unless they answer a connection b opened (only ``--ctdir ORIGINAL``
-        is dropped), so b's requests to a still get their replies."""
-        p = f.spec.params
-        ips = {n.name: [str(i.ip) for i in n.interfaces] for n in self.sup.plan.nodes}
-        tag = ["-m", "comment", "--comment", f"{netops.TAG}{f.fid}"]
-        pairs = [(a, b, p["oneway"]) for a in p["a"] for b in p["b"]]
-        if not p["oneway"]:
-            pairs += [(b, a, False) for a in p["a"] for b in p["b"]]
-        out = []
-        for src, dst, oneway in pairs:
-            for ip in ips[dst]:
-                rule = ["OUTPUT", "-d", ip]
-                if oneway:
-                    rule += ["-m", "conntrack", "--ctdir", "ORIGINAL"]
-                out.append({"type": "iptables", "ns_pid": self._ns(src), "node": src,
-                            "rule": [*rule, *tag, "-j", "DROP"]})
-        return out
-
     # -- process faults -----------------------------------------------------------------------
 
     def _process(self, f: _Fault, k: int) -> None:
@@ -364,7 +285,7 @@ class FaultManager:
         plan = self.sup.plan.node(node)
         sock = runstate.node_sock(self.sup.rdir, node)
         sock.unlink(missing_ok=True)
-        self.sup.start_daemon(plan)
+        daemons.start_daemon(self.sup, plan)
         self.sup.dead_reported.discard(node)
         deadline = time.monotonic() + RESTART_TIMEOUT
         while True:
@@ -379,38 +300,6 @@ class FaultManager:
             if time.monotonic() > deadline:
                 raise netops.FaultApplyError(f"restarted daemon of {node} did not answer")
             time.sleep(0.05)
-        self.sup.configure(plan)
+        daemons.configure(self.sup, plan)
         runstate.append_event(self.sup.rdir, "node_restarted", node=node,
                               pid=self.sup.daemons[node].pid)
-
-    # -- what is left -------------------------------------------------------------------------
-
-    def residue(self) -> list[str]:
-        """Every fault artefact still present: tagged iptables rules and tbf qdiscs in the
-        node namespaces and on the bridge ports, interposer processes."""
-        found = []
-        for node in self.sup.plan.nodes:
-            ns = self._ns(node.name)
-            found += [f"{node.name}: iptables {r}" for r in netops.tagged_rules(ns)]
-            for iface in node.interfaces:
-                found += [f"{node.name} {iface.name}: {q}"
-                          for q in netops.tagged_qdiscs(iface.name, ns)]
-                port = self.sup.state["nodes"][node.name]["interfaces"].get(iface.name)
-                if port:
-                    found += [f"{port}: {q}" for q in netops.tagged_qdiscs(port, None)]
-        found += [f"interposer process {pid}" for pid in interposer_pids(self.sup.name)]
-        return found
-
-
-def interposer_pids(name: str) -> list[int]:
-    """Live interposer processes tagged with testbed ``name``."""
-    out = []
-    for pid in runstate.tagged_pids(name):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read()
-        except OSError:
-            continue
-        if b"faults.interposer" in cmd:
-            out.append(pid)
-    return sorted(out)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: The requirement list (generated from ../shared/seeds by tools/gen_requirements.py).
 DEFAULT_REQUIREMENTS = PROJECT_ROOT / "docs" / "requirements.md"
 #: Where ``make test`` leaves the trace data (``--lnet-trace=reports/trace.md``).

@@ -1,4 +1,4 @@
-"""The sim backend's fabric: ``testbed.fabric.Fabric`` plus what the node daemon's drivers add.
+"""The sim backend's fabric: ``testbed.sim.fabric.Fabric`` plus what the node daemon's drivers add.
 
 Theory of operation: the daemon writes each engine's health notices to the event log
 (hlth-lnt-udev, ``nodes/daemon/eventlog.py``) and its socklnd can be told that an NI's link
@@ -16,7 +16,7 @@ from nodes.lnet import notify
 from nodes.lnet.actions import Action
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
-from testbed.fabric import Fabric
+from testbed.sim.fabric import Fabric
 
 
 class SimFabric(Fabric):

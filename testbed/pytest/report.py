@@ -1,4 +1,4 @@
-"""Evidence and traceability of the ``lnet_testbed`` pytest plugin (``testbed/pytest_plugin.py``).
+"""Evidence and traceability of the ``lnet_testbed`` pytest plugin (``testbed/pytest/plugin.py``).
 
 Theory of operation (STYLE rule 15): when a test that used testbeds fails, its report gets
 sections with each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from testbed import trace
-from testbed.lutf_fixtures import FACTORY_BACKENDS, TESTBEDS, TOPOLOGY_FIXTURES
+from testbed.pytest import trace
+from testbed.pytest.fixtures import FACTORY_BACKENDS, TESTBEDS, TOPOLOGY_FIXTURES
 
 #: How many events of the log a failure report shows.
 EVENT_TAIL = 30

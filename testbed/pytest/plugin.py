@@ -10,20 +10,21 @@ Theory of operation (STYLE rules 12, 14, 15):
   never shares a name, a kernel interface or a socket. At teardown every testbed is taken down
   and *checked* with ``leftovers(name)``: anything left fails the test (as pyzmq's
   ``term_context`` fails on open sockets); a node daemon that logged a traceback does too.
-* **Handles.** A testbed is a ``testbed.api.Testbed``: ``tb.node("c1")`` is a ``NodeHandle``
-  (``.lnetctl()``, ``.yaml("net show -v 3")`` parsed, ``.lctl()``, ``.ping(nid)``, ``.put()``,
-  ``.get()``), ``tb.events()`` the event log, ``tb.link()``. ``Traffic`` is a background PUT
-  generator; ``lnet_fault`` passes through to ``tb.fault`` (skips while that API is absent).
+* **Handles.** A testbed is a ``testbed.Testbed`` (any backend): ``tb.node("c1")`` is a
+  ``NodeHandle`` (``.lnetctl()``, ``.yaml("net show -v 3")`` parsed, ``.lctl()``,
+  ``.ping(nid)``, ``.put()``, ``.get()``), ``tb.events()`` the event log, ``tb.link()``.
+  ``Traffic`` is a background PUT generator; ``lnet_fault`` passes through to ``tb.fault``.
 * **Traceability.** ``@pytest.mark.requirement("snd-030", ...)`` names requirement IDs of
-  docs/requirements.md (``testbed.trace``); an unknown ID is a collection error naming the test.
-  IDs go into the JUnit XML as ``requirement`` properties and, with ``--lnet-trace=PATH``, into
-  a traceability report written on the xdist controller from the reports workers send back.
+  docs/requirements.md (``testbed.pytest.trace``); an unknown ID is a collection error naming
+  the test. IDs go into the JUnit XML as ``requirement`` properties and, with
+  ``--lnet-trace=PATH``, into a traceability report written on the xdist controller from the
+  reports workers send back.
 * **Evidence on failure.** When a test that used testbeds fails, its report gets sections with
   each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event log's tail.
 
 Modules: hooks, options and markers here; fixtures, ``wait_for`` and ``Traffic`` in
-``testbed/lutf_fixtures.py``; failure evidence and the traceability collector in
-``testbed/lutf_report.py``. Every public name stays importable from this module.
+``testbed/pytest/fixtures.py``; failure evidence and the traceability collector in
+``testbed/pytest/report.py``. Every public name stays importable from this module.
 
 Markers: ``mininet`` (needs root and Mininet; skipped with the reason otherwise; on
 ``--lnet-backend=sim`` tests using a topology fixture run on the simulator instead),
@@ -33,12 +34,12 @@ Markers: ``mininet`` (needs root and Mininet; skipped with the reason otherwise;
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
-from testbed.lutf_fixtures import (
+from testbed import BACKENDS
+from testbed.pytest.fixtures import (
     TOPOLOGY_FIXTURES,
     FaultHandle,
     Traffic,
@@ -52,7 +53,7 @@ from testbed.lutf_fixtures import (
     unique_name,
     wait_for,
 )
-from testbed.lutf_report import (
+from testbed.pytest.report import (
     EVENT_TAIL,
     EVIDENCE_TIMEOUT,
     TraceCollector,
@@ -77,7 +78,6 @@ MARKERS = (
     "topology(name_or_path): the topology the topology fixtures bring up "
     "(topologies/NAME.yaml or a path relative to the test file)",
 )
-BACKENDS = ("mininet", "sim")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -101,11 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--lnet-backend={backend}: unknown backend "
                                 f"(choose one of: {', '.join(BACKENDS)})")
-    if backend == "sim" and importlib.util.find_spec("testbed.sim") is None:
-        raise pytest.UsageError("--lnet-backend=sim: the simulator (testbed/sim.py) is not "
-                                "available yet; use --lnet-backend=mininet")
     config.pluginmanager.register(TraceCollector(config), f"lnet_trace_{id(config)}")
-
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,89 @@
+"""The socklnd's failure -> (rc, health status) mapping: one table, shared by every fabric.
+
+Theory of operation: pure data and two functions, no I/O and no asyncio, so the real socklnd
+(``nodes/lnd/socklnd.py``) and the simulator's fabric report the *same* hstatus for the same
+failure (spec §3.7; seed 003 hlth-lnd-*). What it encodes, from ksocklnd
+(lnet/klnds/socklnd/socklnd_cb.c):
+
+* ``ksocknal_txlist_done``: a tx failed while queued (connect failed, connection closed or
+  deleted) gets NETWORK_TIMEOUT for -ETIMEDOUT, REMOTE_DROPPED for -ENETDOWN, -EHOSTUNREACH,
+  -ENETUNREACH, -ECONNREFUSED and -ECONNRESET ("retransmit elsewhere"), LOCAL_ERROR for any
+  other error ("we don't want to retransmit") — ``txlist_hstatus``;
+* ``ksocknal_process_transmit``: a write that failed on the socket gets REMOTE_TIMEOUT for
+  -ETIMEDOUT (TCP gave up: ``TCP_USER_TIMEOUT``), LOCAL_ERROR otherwise — ``transmit_hstatus``;
+* ``ksocknal_tx_done``: a tx finished with bytes left over (``tx_resid != 0``, the connection
+  went away under it) is -EIO, LOCAL_ERROR — ``FAILURES["conn_closed"]``.
+
+Seed 003 (hlth-lnd-local-timeout / hlth-lnd-network-timeout) splits a timeout *before* a tx was
+posted (LOCAL_TIMEOUT, resendable on another NI) from one after (NETWORK_TIMEOUT), as o2iblnd's
+``kiblnd_abort_txs`` does; ksocklnd says NETWORK_TIMEOUT for both (docs/differences.md), so a
+connect timeout and a stale queued tx use ``UNPOSTED_TIMEOUT``.
+
+``FAILURES`` names every row of the table in ``socklnd.py``'s docstring so a fabric that has
+no sockets (the simulator) can say "link down" or "NI shut down" and get the socklnd's answer.
+"""
+
+from __future__ import annotations
+
+import errno as E
+from types import MappingProxyType
+
+from nodes.lnet.hstatus import HStatus
+
+#: seed 003 hlth-lnd-local-timeout: a tx that timed out before it was posted
+UNPOSTED_TIMEOUT = HStatus.LOCAL_TIMEOUT
+
+#: ``ksocknal_txlist_done``: errno -> hstatus of the txs it fails; absent errnos are
+#: LOCAL_ERROR ("for all other errors we don't want to retransmit").
+TXLIST_HSTATUS: MappingProxyType[int, HStatus] = MappingProxyType({
+    E.ETIMEDOUT: HStatus.NETWORK_TIMEOUT,
+    E.ENETDOWN: HStatus.REMOTE_DROPPED,
+    E.EHOSTUNREACH: HStatus.REMOTE_DROPPED,
+    E.ENETUNREACH: HStatus.REMOTE_DROPPED,
+    E.ECONNREFUSED: HStatus.REMOTE_DROPPED,
+    E.ECONNRESET: HStatus.REMOTE_DROPPED,
+})
+
+#: Named failures -> (rc, hstatus), one per row of the table in ``socklnd.py``.
+FAILURES: MappingProxyType[str, tuple[int, HStatus]] = MappingProxyType({
+    # ksocknal_tx_done: resid != 0 after close_conn_locked (reset, EOF, protocol error, stale)
+    "conn_closed": (-E.EIO, HStatus.LOCAL_ERROR),
+    # ksocknal_process_transmit: the socket write failed with ETIMEDOUT (TCP gave up)
+    "posted_tcp_timeout": (-E.EIO, HStatus.REMOTE_TIMEOUT),
+    # ksocknal_flush_stale_txs / connect deadline: never posted (seed 003)
+    "unposted_timeout": (-E.ETIMEDOUT, UNPOSTED_TIMEOUT),
+    # ksocknal_find_timed_out_conn: posted, the send queue made no progress
+    "posted_timeout": (-E.ETIMEDOUT, HStatus.NETWORK_TIMEOUT),
+    # carrier loss on the NI's interface: ksocknal_del_peer -> txlist_done(-ENETDOWN)
+    "link_down": (-E.ENETDOWN, HStatus.REMOTE_DROPPED),
+    # LNet's lnd_notify_peer_down (ksocknal_notify_gw_down): conns to that NID closed
+    "peer_down": (-E.ENETDOWN, HStatus.REMOTE_DROPPED),
+    # shutdown_ni / close of this API (ksocklnd: -ENETDOWN at ksocknal_shutdown)
+    "ni_shutdown": (-E.ECONNABORTED, HStatus.LOCAL_ABORTED),
+    # send on an NI that is not started
+    "ni_not_started": (-E.ENETDOWN, HStatus.LOCAL_ABORTED),
+    # payload length wrong or > LNET_MTU: the caller's bug
+    "bad_payload": (-E.EINVAL, HStatus.LOCAL_ERROR),
+})
+
+
+def txlist_hstatus(rc: int) -> HStatus:
+    """``ksocknal_txlist_done``: the hstatus of a queued tx failed with ``rc`` (< 0)."""
+    return TXLIST_HSTATUS.get(-rc, HStatus.LOCAL_ERROR)
+
+
+def connect_failure(rc: int) -> tuple[int, HStatus]:
+    """``ksocknal_connect`` failed with ``rc``: what its queued txs end with. A timeout there
+    is one before the tx was posted (``UNPOSTED_TIMEOUT``, seed 003); the rest are
+    ``ksocknal_txlist_done``'s."""
+    return rc, UNPOSTED_TIMEOUT if rc == -E.ETIMEDOUT else txlist_hstatus(rc)
+
+
+def transmit_hstatus(err: int | None) -> HStatus:
+    """``ksocknal_process_transmit``: a socket error ``err`` (errno, > 0) on the tx being
+    written; ETIMEDOUT is the remote's (REMOTE_TIMEOUT), anything else LOCAL_ERROR."""
+    return HStatus.REMOTE_TIMEOUT if err == E.ETIMEDOUT else HStatus.LOCAL_ERROR
+
+
+__all__ = ["FAILURES", "TXLIST_HSTATUS", "UNPOSTED_TIMEOUT", "connect_failure",
+           "transmit_hstatus", "txlist_hstatus"]

@@ -1,0 +1,8 @@
+"""The ``testbed`` CLI's subcommands, one module per concern; ``testbed.cli`` builds the parser.
+
+Each module has ``register(sub, named)``, which adds its subparsers (``named`` adds one with
+``-n NAME``), and ``cmd_*`` functions taking the parsed arguments and returning the exit
+status. ``common`` holds what they share: the one-line ``CliError`` and picking the testbed
+to act on. Modules: ``lifecycle`` (up, down, status, clean), ``node`` (lnetctl, exec, link,
+traffic), ``faults`` (fault, events), ``sim`` (the one-shot ``sim``, ``clock``), ``trace``.
+"""

@@ -1,0 +1,98 @@
+"""``testbed up``, ``down``, ``status``, ``clean``: a testbed's life, on any backend."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import testbed
+from testbed import clean, runstate
+from testbed.base import TestbedError
+from testbed.commands.common import CliError, Named, pick
+from testbed.plan import load_topology
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.backend == "sim":
+        from testbed.commands.sim import cmd_sim
+
+        return cmd_sim(args)
+    if args.script is not None:
+        raise CliError("--script needs --backend sim")
+    plan = load_topology(args.topology, name=args.name)  # errors before anything starts
+    started = time.monotonic()
+
+    def progress(step: int, total: int, text: str) -> None:
+        print(f"[{step}/{total}] {text}", file=sys.stderr, flush=True)
+
+    from testbed.mininet import MininetTestbed
+
+    tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress)
+    elapsed = time.monotonic() - started
+    status = tb.status()
+    print(f"testbed {tb.name} is up ({elapsed:.1f}s), run directory {tb.rundir}")
+    for node, info in status["nodes"].items():
+        ifaces = " ".join(f"{i}={d['nid']}" for i, d in info["interfaces"].items())
+        print(f"  {node:<12} pid {info['pid']:<8} {ifaces}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    tb = pick(args.name)
+    removed = tb.down()
+    for item in removed:
+        print(f"removed {item}", file=sys.stderr)
+    print(f"testbed {tb.name} is down")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    names = [args.name] if args.name else runstate.list_testbeds()
+    if not names:
+        print("no testbed is up")
+        return 0
+    for name in names:
+        tb = testbed.attach(name)
+        try:
+            st = tb.status()
+        except TestbedError:
+            print(f"testbed {name}: supervisor not running (leftover: run `testbed clean`)")
+            continue
+        print(f"testbed {name}: {st['phase']}, topology {st['topology']}, "
+              f"supervisor pid {st['supervisor_pid']}, up {time.time() - st['started']:.0f}s")
+        for seg, info in st["segments"].items():
+            print(f"  segment {seg:<10} {info['lnet']:<8} {info['subnet']:<18} "
+                  f"bridge {info['bridge']}")
+        for node, info in st["nodes"].items():
+            alive = "running" if info["alive"] else "DEAD"
+            print(f"  node {node:<12} {alive:<8} pid {info['pid']}")
+            for iface, d in info["interfaces"].items():
+                print(f"    {iface:<6} {d['nid']:<22} {d['segment']:<10} link {d['state']:<5}"
+                      f" ({d['kernel']})")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    removed = clean.clean_all()
+    for item in removed:
+        print(f"removed {item}")
+    if not removed:
+        print("nothing to clean")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
+    sp = named("up", "bring a topology up (default: topologies/default.yaml)")
+    sp.add_argument("topology", nargs="?", help="topology YAML file")
+    sp.add_argument("--backend", choices=testbed.BACKENDS, default="mininet",
+                    help="sim: every engine in this process, virtual clock, one-shot")
+    sp.add_argument("--script", metavar="FILE", help="sim commands, one per line "
+                    "('-' for stdin; see README, Backends)")
+    sp.add_argument("--seed", type=int, default=0, help="sim RNG seed (default 0)")
+    sp.set_defaults(func=cmd_up)
+    named("down", "take a testbed down").set_defaults(func=cmd_down)
+    named("status", "show testbeds, nodes, NIDs and links").set_defaults(func=cmd_status)
+    sub.add_parser("clean", help="remove every leftover of every testbed",
+                   description="remove every leftover of every testbed").set_defaults(
+                       func=cmd_clean)

@@ -1,0 +1,77 @@
+"""``testbed lnetctl``, ``exec``, ``link``, ``traffic``: acting on one node of a testbed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from testbed import sh
+from testbed.commands.common import CliError, Named, pick
+
+
+def cmd_lnetctl(args: argparse.Namespace) -> int:
+    result = pick(args.name).node(args.node).verb("lnetctl", args.args)
+    sys.stdout.write(result.out)
+    sys.stderr.write(result.err)
+    return result.rc
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    if not args.cmd:
+        raise CliError("exec: no command given")
+    node = pick(args.name).node(args.node)
+    argv = ["sh", "-c", args.cmd[0]] if len(args.cmd) == 1 else list(args.cmd)
+    full = sh.ns_argv(argv, node.host_pid)  # type: ignore[attr-defined]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(full[0], full, node.exec_env())  # type: ignore[attr-defined]
+    except OSError as exc:
+        raise CliError(f"cannot run {full[0]}: {exc.strerror or exc}") from exc
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    pick(args.name).link(args.node, args.iface, args.state)
+    print(f"{args.node} {args.iface} {args.state}")
+    return 0
+
+
+def cmd_traffic(args: argparse.Namespace) -> int:
+    tb = pick(args.name)
+    dst = args.to
+    if "@" not in dst:
+        dst = tb.node(dst).nids[0]
+    op = args.op  # "put" or "get" (argparse choices)
+    reply = getattr(tb.node(args.node), op)(dst, count=args.count, size=args.size)
+    if not reply.get("ok"):
+        raise CliError(f"traffic from {args.node} to {dst}: {reply.get('error', reply)}")
+    print(f"{args.node} -> {dst}: {op} sent {reply.get('sent')} completed {reply.get('completed')} "
+          f"failed {reply.get('failed')}")
+    for err, n in (reply.get("errors") or {}).items():
+        print(f"  {err}: {n}")
+    return 0 if not reply.get("failed") else 1
+
+
+def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
+    sp = named("lnetctl", "run lnetctl on a node (arguments passed unchanged)")
+    sp.add_argument("node")
+    sp.add_argument("args", nargs=argparse.REMAINDER)
+    sp.set_defaults(func=cmd_lnetctl)
+    sp = named("exec", "run a command inside a node's network namespace")
+    sp.add_argument("node")
+    sp.add_argument("cmd", nargs=argparse.REMAINDER, help="one shell string, or argv")
+    sp.set_defaults(func=cmd_exec)
+    sp = named("link", "set a node's interface down or up")
+    sp.add_argument("node")
+    sp.add_argument("iface")
+    sp.add_argument("state", choices=("down", "up"))
+    sp.set_defaults(func=cmd_link)
+    sp = named("traffic", "send a burst of LNet PUTs (or GETs) from a node")
+    sp.add_argument("node")
+    sp.add_argument("--op", choices=("put", "get"), default="put",
+                    help="get: each GET reads SIZE bytes back in its REPLY")
+    sp.add_argument("--to", required=True, metavar="NID|NODE")
+    sp.add_argument("--count", type=int, default=100)
+    sp.add_argument("--size", type=int, default=4096, metavar="BYTES")
+    sp.set_defaults(func=cmd_traffic)

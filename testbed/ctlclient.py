@@ -1,0 +1,159 @@
+"""Client side of a testbed's control socket, shared by every backend that runs as a process.
+
+Theory of operation: a Mininet testbed's supervisor and a sim testbed's server both serve JSON
+requests on a ZeroMQ ROUTER at ``ipc://RUNDIR/ctl.sock`` (``status``, ``link``, ``down``,
+``fault_add|list|del|clear``; the sim adds node verbs and ``clock``). ``CtlTestbed`` holds
+what every such client does the same way: find the run directory, check the process is still
+the one recorded (pid and owner tag), send a request with a bounded wait, take the testbed
+down (falling back to cleaning by the state file when the process is gone). ``FaultHandle``
+is ``tb.fault`` over those requests. Nothing here keeps global state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nodes.daemon.client import DaemonUnreachable, request
+from testbed import clean, runstate
+from testbed.base import TestbedError
+
+#: Bound on one control request.
+CTL_TIMEOUT = 10.0
+#: Bound on ``down``.
+DOWN_TIMEOUT = 60.0
+
+
+class CtlTestbed:
+    """A running testbed known by name: its run directory and its control process."""
+
+    backend = "?"
+
+    def __init__(self, name: str, rundir: Path, root: Path) -> None:
+        self.name = name
+        self.rundir = rundir
+        self.root = root
+        self._status: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.rundir}>"
+
+    def _ctl(self, msg: dict[str, Any], timeout: float = CTL_TIMEOUT) -> dict[str, Any]:
+        if not runstate.supervisor_alive(self.name, runstate.read_state(self.rundir)):
+            raise TestbedError(f"testbed {self.name}: its {self.backend} process is not "
+                               "running (run `testbed clean`)")
+        try:
+            return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout)
+        except DaemonUnreachable as exc:
+            raise TestbedError(f"testbed {self.name}: not answering ({exc})") from exc
+
+    def _ok(self, msg: dict[str, Any], timeout: float = CTL_TIMEOUT) -> dict[str, Any]:
+        """``_ctl`` whose ``ok: false`` reply becomes a TestbedError."""
+        reply = self._ctl(msg, timeout)
+        if not reply.get("ok"):
+            raise TestbedError(f"testbed {self.name}: "
+                               f"{reply.get('error', str(msg.get('cmd')) + ' failed')}")
+        return reply
+
+    def down(self, timeout: float = DOWN_TIMEOUT) -> list[str]:
+        """Take the testbed down; if its process is dead, clean by its state file.
+
+        Returns:
+            What was removed by the fallback cleaning ([] when the process did it all).
+        """
+        state = runstate.read_state(self.rundir)
+        if runstate.supervisor_alive(self.name, state):
+            try:
+                reply = self._ctl({"cmd": "down"}, timeout=timeout)
+            except TestbedError:
+                reply = {}
+            if reply.get("ok"):
+                pid = state.get("supervisor_pid")
+                clean.wait_gone([pid] if isinstance(pid, int) else [], 5.0)
+        return clean.clean_testbed(self.name, self.root)
+
+    def status(self) -> dict[str, Any]:
+        """Nodes (NIDs, interfaces and link states), segments, phase."""
+        reply = self._ok({"cmd": "status"})
+        self._status = reply
+        return reply
+
+    @property
+    def nodes(self) -> list[str]:
+        return list((self._status or self.status())["nodes"])
+
+    def link(self, node: str, iface: str, state: str) -> None:
+        """Set interface ``iface`` of ``node`` ``up`` or ``down`` (logged as an event)."""
+        self._ok({"cmd": "link", "node": node, "iface": iface, "state": state})
+
+    def events(self) -> list[dict[str, Any]]:
+        return runstate.read_events(self.rundir)
+
+    @property
+    def fault(self) -> FaultHandle:
+        """Faults of this testbed (``tb.fault.loss(node="c1", rate=.1)``)."""
+        return FaultHandle(self.name, self._ctl)
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass (wall-clock time; the sim's client moves its virtual clock)."""
+        time.sleep(seconds)
+
+    @property
+    def now(self) -> float:
+        """Wall-clock time, the clock of the event log's ``t``."""
+        return time.time()
+
+
+Ctl = Callable[..., dict[str, Any]]
+
+
+class FaultHandle:
+    """Faults of one testbed, owned by its control process (faults/README.md).
+
+    Every kind is a method taking the keys of ``faults.spec`` as keyword arguments (``match``
+    as a dict); each returns the fault's description (``id``, ``seed``, ``state``...).
+    """
+
+    def __init__(self, name: str, ctl: Ctl) -> None:
+        self.name = name
+        self._ctl = ctl
+
+    def add(self, kind: str, **spec: Any) -> dict[str, Any]:
+        """Add a fault of ``kind``.
+
+        Raises:
+            TestbedError: the spec is invalid or could not be applied (one line).
+        """
+        reply = self._ctl({"cmd": "fault_add", "spec": {"kind": kind, **spec}}, timeout=60.0)
+        if not reply.get("ok"):
+            raise TestbedError(f"testbed {self.name}: fault {kind}: "
+                               f"{reply.get('error', 'failed')}")
+        return dict(reply["fault"])
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every fault with its state, seed, activations and live counters."""
+        return list(self._ctl({"cmd": "fault_list"})["faults"])
+
+    def residue(self) -> list[str]:
+        """Fault artefacts still present (iptables rules, qdiscs, interposers); [] is clean."""
+        return list(self._ctl({"cmd": "fault_list", "residue": True}, timeout=60.0)["residue"])
+
+    def delete(self, fid: str) -> dict[str, Any]:
+        """Revert and remove fault ``fid`` (id or name); returns its final counters."""
+        reply = self._ctl({"cmd": "fault_del", "id": fid}, timeout=60.0)
+        if not reply.get("ok"):
+            raise TestbedError(f"testbed {self.name}: {reply.get('error')}")
+        return dict(reply["fault"])
+
+    def clear(self) -> list[dict[str, Any]]:
+        return list(self._ctl({"cmd": "fault_clear"}, timeout=120.0)["faults"])
+
+    def __getattr__(self, kind: str) -> Callable[..., dict[str, Any]]:
+        from faults.spec import PARAMS
+
+        alias = {"drop": "loss", "dup": "duplicate", "partition_": "partition"}.get(kind, kind)
+        if alias not in PARAMS:
+            raise AttributeError(kind)
+        return lambda **spec: self.add(alias, **spec)

@@ -1,0 +1,182 @@
+"""The Mininet backend's client: what the CLI and the tests hold for a Mininet testbed.
+
+Theory of operation: ``MininetTestbed.up`` validates the topology here (so a bad file fails
+before anything starts), then spawns the supervisor (``testbed.mininet.supervisor``) in its own
+session and follows its progress lines until ``ready`` or ``error`` (``testbed.spawn``); every
+wait is bounded. After that, a ``MininetTestbed`` is a thin handle: control requests go to the
+supervisor's ``ctl.sock`` (``testbed.ctlclient``), LNet requests straight to each node
+daemon's socket, and ``exec`` enters a node's network namespace with ``nsenter``. Nothing here
+keeps global state: two handles of different names are independent, whatever process holds
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
+from testbed import runstate, sh
+from testbed.base import Completed, NodeVerbs, TestbedError, check_name
+from testbed.ctlclient import CtlTestbed
+from testbed.plan import load_topology
+from testbed.spawn import PROJECT_ROOT, Progress, child_env, spawn
+
+#: Bound on a whole bring-up (per node allowance added on top).
+UP_TIMEOUT = 60.0
+UP_TIMEOUT_PER_NODE = 5.0
+
+
+def scripts_dir() -> str:
+    """The directory of this environment's console scripts (lnetctl, lctl, testbed)."""
+    return sysconfig.get_path("scripts")
+
+
+class MininetNode(NodeVerbs):
+    """One node of a running Mininet testbed: a daemon in its own network namespace."""
+
+    def __init__(self, testbed: MininetTestbed, name: str, info: dict[str, Any]) -> None:
+        self.testbed = testbed
+        self.name = name
+        self.pid: int = info["pid"]
+        self.host_pid: int = info["host_pid"]
+        self.sock: str = info["sock"]
+        self.nids: list[str] = list(info.get("nids", []))
+
+    def __repr__(self) -> str:
+        return f"<MininetNode {self.testbed.name}/{self.name} pid={self.pid}>"
+
+    def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
+        """Send daemon verb ``cmd`` ("lnetctl", "lctl") with ``argv`` exactly as given."""
+        try:
+            reply = request(self.sock, {"cmd": cmd, "argv": list(argv)}, timeout=timeout)
+        except DaemonUnreachable as exc:
+            raise TestbedError(f"node {self.name}: {exc}") from exc
+        return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
+                         str(reply.get("err", "")))
+
+    def log(self) -> str:
+        """The node daemon's log, ``<rundir>/nodes/<node>.log``: the engine's console lines at
+        their LNet level (``... c1 lnet ERROR: local NI ... link down ...``, dbg-110/115).
+
+        Raises:
+            TestbedError: the log cannot be read.
+        """
+        try:
+            return runstate.node_log(self.testbed.rundir, self.name).read_text(errors="replace")
+        except OSError as exc:
+            raise TestbedError(f"node {self.name}: cannot read its log: "
+                               f"{exc.strerror or exc}") from exc
+
+    def exec_env(self) -> dict[str, str]:
+        """Environment of a command run in this node: our lnetctl/lctl first on PATH."""
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([scripts_dir(), env.get("PATH", "/usr/bin:/bin")])
+        env[ENV_CTL] = self.sock
+        env[runstate.ENV_NAME] = self.testbed.name
+        env[runstate.ENV_RUNDIR] = str(self.testbed.rundir)
+        paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        return env
+
+    def exec(self, argv: Sequence[str], *, input: str | None = None,
+             timeout: float = 60.0) -> Completed:
+        """Run ``argv`` in this node's network namespace (host filesystem); capture output."""
+        return sh.run(argv, ns_pid=self.host_pid, input=input, timeout=timeout,
+                      env=self.exec_env())
+
+    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            numa: int | None = None) -> dict[str, Any]:
+        """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID); ``numa`` is
+        the NUMA node of the messages' memory (emulated ``md_cpt``, snd-020)."""
+        return self._burst("put", dst, count, size, timeout, numa)
+
+    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            numa: int | None = None) -> dict[str, Any]:
+        """A burst of ``count`` LNet GETs of ``size`` bytes from ``dst``'s lnet_selftest
+        bulk portal (at most 64 in flight); each succeeds on its REPLY. Same result dict as
+        ``put``: ok, sent, completed, failed, errors (``"KIND:status"`` -> count)."""
+        return self._burst("get", dst, count, size, timeout, numa)
+
+    def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
+               numa: int | None) -> dict[str, Any]:
+        req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
+        if numa is not None:
+            req["numa"] = numa
+        try:
+            return request(self.sock, req, timeout=timeout)
+        except DaemonUnreachable as exc:
+            raise TestbedError(f"node {self.name}: {exc}") from exc
+        except (TypeError, ValueError) as exc:  # an argument JSON cannot carry
+            return {"ok": False, "error": f"{op}: bad argument: {exc}"}
+
+
+class MininetTestbed(CtlTestbed):
+    """A running Mininet testbed, known by name (its run directory and supervisor)."""
+
+    backend = "mininet"
+
+    @classmethod
+    def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,
+           progress: Progress | None = None, *, root: str | Path | None = None
+           ) -> MininetTestbed:
+        """Bring a testbed up and return when every node's LNet is configured.
+
+        Args:
+            topology_path: topology YAML (None: topologies/default.yaml).
+            name: testbed name (default: the topology's ``name``).
+            progress: called as ``progress(step, total, text)`` for each step.
+            root: RUNROOT (default: $LNET_TESTBED_RUNROOT or /run/lnet-testbed).
+
+        Raises:
+            TopologyError: the topology is invalid (nothing was started).
+            TestbedError: bring-up failed (everything started was removed again).
+        """
+        plan = load_topology(topology_path, name=name)
+        name = check_name(plan.name)
+        base = runstate.runroot(root)
+        rdir = runstate.rundir(name, base)
+        if rdir.exists():
+            if runstate.supervisor_alive(name, runstate.read_state(rdir)):
+                raise TestbedError(f"testbed {name} is already up")
+            raise TestbedError(f"a leftover of testbed {name} remains in {rdir}: "
+                               "run `testbed clean`")
+        argv = [sys.executable, "-m", "testbed.mininet.supervisor", "--name", name]
+        if topology_path is not None:
+            argv += ["--topology", str(Path(topology_path).resolve())]
+        spawn(argv, child_env(name, rdir), UP_TIMEOUT + UP_TIMEOUT_PER_NODE * len(plan.nodes),
+              progress)
+        return cls(name, rdir, base)
+
+    def node(self, name: str) -> MininetNode:
+        """Handle on node ``name``.
+
+        Raises:
+            TestbedError: no such node in this testbed.
+        """
+        try:
+            status = self._status or self.status()
+            if name not in status["nodes"]:
+                status = self.status()
+        except TestbedError:
+            status = self._recorded()  # supervisor gone: its daemons may still serve
+        if name not in status["nodes"]:
+            raise TestbedError(f"testbed {self.name} has no node {name!r} "
+                               f"(nodes: {', '.join(status['nodes'])})")
+        return MininetNode(self, name, status["nodes"][name])
+
+    def _recorded(self) -> dict[str, Any]:
+        """Node information from the state file (when the supervisor cannot be asked)."""
+        nodes = {}
+        for node, info in runstate.read_state(self.rundir).get("nodes", {}).items():
+            if "daemon_pid" in info and "sock" in info:
+                nodes[node] = {"pid": info["daemon_pid"], "host_pid": info["host_pid"],
+                               "sock": info["sock"], "nids": info.get("nids", [])}
+        if not nodes:
+            raise TestbedError(f"testbed {self.name}: supervisor is not running and no node "
+                               "is recorded (run `testbed clean`)")
+        return {"nodes": nodes}

@@ -1,0 +1,154 @@
+"""The plan: frozen dataclasses a validated topology becomes (STYLE rule 8: plan, then apply).
+
+Theory of operation: a :class:`Plan` is made only of frozen dataclasses, tuples and
+``ipaddress`` values; backends (mininet, sim, vagrant) only *realise* it. ``TopologyError`` is
+the one refusal, a one-line ``file:line: field: reason``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: Testbed, node and network names: they reach commands, interface names and paths.
+#: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+
+class TopologyError(Exception):
+    """A refused topology; ``str(e)`` is one line: ``file:line: field: reason``."""
+
+    def __init__(self, reason: str, *, path: str, line: int | None = None, field: str = ""):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        self.field = field
+        where = path if line is None else f"{path}:{line}"
+        parts = [where, field, reason] if field else [where, reason]
+        super().__init__(_one_line(": ".join(parts)))
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def _one_line(text: str) -> str:
+    """Escape every character ``str.splitlines`` would break on, keeping messages one line."""
+    return "".join(repr(c)[1:-1] if len(f"a{c}b".splitlines()) > 1 else c for c in text)
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """One L2 segment (a bridge) carrying one LNet net on one IPv4 subnet."""
+
+    name: str
+    lnet: str
+    subnet: ipaddress.IPv4Network
+
+
+@dataclass(frozen=True)
+class IfacePlan:
+    """One node interface and the NI configured on it."""
+
+    name: str
+    segment: str
+    net: str
+    ip: ipaddress.IPv4Address
+    prefixlen: int
+    numa: int | None = None  # emulated NUMA node of the device (lnetctl net add --numa)
+
+    @property
+    def nid(self) -> str:
+        return f"{self.ip}@{self.net}"
+
+
+@dataclass(frozen=True)
+class PeerPlan:
+    """A long-form static peer: ``lnetctl peer add --prim_nid P [--nid ...] [--non_mr]
+    [--lock_prim]`` (cfg-070)."""
+
+    prim_nid: str
+    nids: tuple[str, ...] = ()
+    non_mr: bool = False
+    lock_prim: bool = False
+
+    def argv(self) -> list[str]:
+        verb = ["peer", "add", "--prim_nid", self.prim_nid]
+        if self.nids:
+            verb += ["--nid", ",".join(self.nids)]
+        return verb + (["--non_mr"] if self.non_mr else []) + \
+            (["--lock_prim"] if self.lock_prim else [])
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    """``lnetctl route add --net N --gateway NID [--hop H] [--priority P]`` (spec §6.1)."""
+
+    net: str
+    gateway: str
+    hop: int | None = None
+    priority: int | None = None
+
+    def argv(self) -> list[str]:
+        verb = ["route", "add", "--net", self.net, "--gateway", self.gateway]
+        if self.hop is not None:
+            verb += ["--hop", str(self.hop)]
+        return verb + ([] if self.priority is None else ["--priority", str(self.priority)])
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One emulated node: its interfaces (NIs), merged tunables and static peers.
+
+    ``module_params`` are LNet module parameters given to the daemon before LNet starts;
+    ``static_peers`` the long-form peers, ``udsp`` the rules (``lnetctl udsp add`` options, in
+    order) and ``lnet`` a raw ``lnetctl export``-format block imported last (spec §9.4).
+    """
+
+    name: str
+    interfaces: tuple[IfacePlan, ...]
+    tunables: tuple[tuple[str, int], ...]
+    peers: tuple[str, ...]
+    module_params: tuple[tuple[str, str], ...] = ()
+    static_peers: tuple[PeerPlan, ...] = ()
+    udsp: tuple[tuple[str, ...], ...] = ()
+    lnet: dict[str, Any] | None = None
+    #: ``routes:`` (gateway names resolved to NIDs); ``routing: true`` and ``buffers:`` are
+    #: in ``tunables`` as ``forwarding``/``*_buffers`` (module parameter forwarding=enabled)
+    routes: tuple[RoutePlan, ...] = ()
+    #: ``multi_rail: false``: a non-Multi-Rail ("downrev") node, configured with the
+    #: testbed-only ``lnetctl set multi_rail 0`` before ``lnet configure`` (bck-025)
+    multi_rail: bool = True
+
+    @property
+    def nids(self) -> tuple[str, ...]:
+        return tuple(i.nid for i in self.interfaces)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A whole validated testbed; backends realise it and nothing else."""
+
+    name: str
+    source: str
+    segments: tuple[SegmentPlan, ...]
+    nodes: tuple[NodePlan, ...]
+    tunables: tuple[tuple[str, int], ...]
+    #: validated ``faults:`` items (faults.spec mappings), applied once the testbed is up
+    faults: tuple[dict[str, Any], ...] = ()
+
+    def node(self, name: str) -> NodePlan:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r} in testbed {self.name!r}")
+
+    def segment(self, name: str) -> SegmentPlan:
+        for s in self.segments:
+            if s.name == name:
+                return s
+        raise KeyError(f"no network {name!r} in testbed {self.name!r}")

@@ -1,0 +1,155 @@
+"""The schema's key tables and the top-level sections: ``global:`` and ``networks:``.
+
+Theory of operation: every mapping of a topology is closed; the ``*_KEYS`` tables here are
+the single source of allowed keys (key -> required?). ``TUNABLES`` are the ``lnetctl set``
+tunables with their ranges, in the order a backend applies them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.nid import parse_net
+from nodes.lnet.tunables import MODULE_PARAMS, module_param_value
+from testbed.plan.model import SegmentPlan
+from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
+
+DEFAULT_TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "default.yaml"
+
+_U32 = 2**32 - 1
+#: `lnetctl set` tunables -> inclusive range, in the order a backend should apply them
+#: (retry_count before transaction_timeout: with LNet's default timeout of 150 s that order
+#: fails only for retry counts above it; the reverse fails for any timeout <= 2).
+TUNABLES: dict[str, tuple[int, int]] = {
+    "numa_range": (0, _U32),
+    "max_interfaces": (0, _U32),  # LNet itself raises values below 16 to its default
+    "discovery": (0, 1),
+    "drop_asym_route": (0, 1),
+    "retry_count": (0, _U32),
+    "transaction_timeout": (1, _U32),  # api-ni.c transaction_to_set refuses 0
+    "health_sensitivity": (0, 1000),
+    "recovery_interval": (1, _U32),  # api-ni.c: "must be at least 1 second"
+    "router_sensitivity": (0, 100),
+    "response_tracking": (0, 3),
+    "recovery_limit": (0, _U32),
+    "max_recovery_ping_interval": (1, _U32),
+    "routing": (0, 1),
+    # router buffer counts: the engine (nodes/lnet/tunables.py) refuses 0 as lnetctl does
+    "tiny_buffers": (1, _U32),
+    "small_buffers": (1, _U32),
+    "large_buffers": (1, _U32),
+}
+#: Allowed keys per mapping -> required?
+TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True,
+                             "faults": False}
+NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True}
+NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False,
+                              "udsp": False, "lnet": False, "routing": False,
+                              "buffers": False, "routes": False, "multi_rail": False}
+#: one route of a node's ``routes:`` list (``lnetctl route add``, spec §6.1)
+ROUTE_KEYS: dict[str, bool] = {"net": True, "gateway": True, "hop": False, "priority": False}
+#: a node's router buffer pools ``buffers: {tiny: N, small: N, large: N}`` (spec §1.6)
+BUFFER_KEYS: dict[str, bool] = {"tiny": False, "small": False, "large": False}
+#: long-form static peer ``{prim_nid: NID, nids: [NID...], non_mr: bool, lock_prim: bool}``
+PEER_KEYS: dict[str, bool] = {"prim_nid": True, "nids": False, "non_mr": False,
+                              "lock_prim": False}
+#: one UDSP rule of a node's ``udsp:`` list (spec §7.1): ``lnetctl udsp add`` options
+UDSP_KEYS: dict[str, bool] = {"src": False, "dst": False, "rte": False, "priority": False,
+                              "idx": False}
+#: keys of an interface's option mapping ``{lan0: {ip: ..., numa: ...}}``
+IFACE_KEYS: dict[str, bool] = {"ip": False, "numa": False}
+MAX_PREFIXLEN = 30  # /31 and /32 leave no room for two hosts plus network and broadcast
+
+
+@dataclass
+class _Tunable:
+    value: int
+    line: int
+    field: str
+
+
+def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tunable]:
+    """``lnetctl set`` tunables and LNet module parameters (spec §0, tunables.MODULE_PARAMS)."""
+    m = doc.mapping(value, line, field, dict.fromkeys([*TUNABLES, *MODULE_PARAMS], False))
+    out: dict[str, _Tunable] = {}
+    for key, val in m.items():
+        if key in MODULE_PARAMS:
+            try:
+                module_param_value(key, val if not isinstance(val, bool) else "bool")
+            except LNetConfigError as e:
+                doc.fail(m.vline(key), _join(field, key), e.descr)
+            out[key] = _Tunable(val, m.vline(key), _join(field, key))
+            continue
+        lo, hi = TUNABLES[key]
+        vline, vfield = m.vline(key), _join(field, key)
+        if isinstance(val, bool) or not isinstance(val, int):
+            doc.fail(vline, vfield, f"expected an integer in {lo}..{hi}, got {_kind(val)}")
+        if not lo <= val <= hi:
+            doc.fail(vline, vfield, f"{key} must be in {lo}..{hi}, got {val}")
+        out[key] = _Tunable(val, vline, vfield)
+    return out
+
+
+def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
+                    own: dict[str, _Tunable]) -> tuple[tuple[str, int], ...]:
+    """Node values win; then the cross-checks LNet's setters make (api-ni.c)."""
+    merged = {**top, **own}
+    retry, timeout = merged.get("retry_count"), merged.get("transaction_timeout")
+    health = merged.get("health_sensitivity")
+    if retry is not None and timeout is not None and timeout.value <= retry.value:
+        bad = own.get("transaction_timeout") or own.get("retry_count") or timeout
+        doc.fail(bad.line, bad.field, f"transaction_timeout ({timeout.value}) must be greater "
+                 f"than retry_count ({retry.value})")
+    if retry is not None and health is not None and health.value == 0 and retry.value > 0:
+        bad = own.get("retry_count") or own.get("health_sensitivity") or retry
+        doc.fail(bad.line, bad.field, "retry_count must be 0 when health_sensitivity is 0 "
+                 "(LNet refuses retries with the health feature off)")
+    return tuple((k, merged[k].value) for k in TUNABLES if k in merged)  # type: ignore[misc]
+
+
+def _module_params(top: dict[str, _Tunable],
+                   own: dict[str, _Tunable]) -> tuple[tuple[str, str], ...]:
+    merged = {**top, **own}
+    return tuple((k, str(merged[k].value)) for k in MODULE_PARAMS if k in merged)
+
+
+def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
+    m = doc.mapping(value, line, "networks")
+    if not m:
+        doc.fail(line, "networks", "at least one network is required")
+    out: dict[str, SegmentPlan] = {}
+    for seg_name, body in m.items():
+        fld = _join("networks", seg_name)
+        doc.name(seg_name, m.key_lines[seg_name], fld, "network")
+        spec = doc.mapping(body, m.vline(seg_name), fld, NETWORK_KEYS)
+        lnet = doc.string(spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
+        net = parse_net(lnet)
+        if net is None or not net.ip_addressed:
+            doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {lnet!r} (expected an "
+                     "IP-addressed net such as tcp, tcp1, o2ib2)")
+        subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
+        for other in out.values():
+            if subnet.overlaps(other.subnet):
+                doc.fail(spec.vline("subnet"), f"{fld}.subnet", f"subnet {subnet} overlaps "
+                         f"network {other.name!r} ({other.subnet})")
+        out[seg_name] = SegmentPlan(seg_name, str(net), subnet)
+    return out
+
+
+def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:
+    line = spec.vline("subnet")
+    text = doc.string(spec["subnet"], line, fld)
+    try:
+        subnet = ipaddress.IPv4Network(text, strict=False)
+    except ValueError:
+        doc.fail(line, fld, f"bad subnet {text!r}: not an IPv4 network like 10.10.0.0/24")
+    if subnet.prefixlen > MAX_PREFIXLEN:
+        doc.fail(line, fld, f"subnet {text!r} is too small: prefix must be /{MAX_PREFIXLEN} "
+                 "or shorter")
+    if str(subnet.network_address) != text.split("/")[0].strip():
+        doc.fail(line, fld, f"bad subnet {text!r}: host bits set (did you mean {subnet}?)")
+    return subnet

@@ -1,0 +1,124 @@
+"""Starting a testbed's long-lived process (Mininet supervisor, sim server) and following it.
+
+Theory of operation: ``testbed up`` spawns the process in its own session with the owner tag
+(``LNET_TESTBED``) in its environment, then reads its JSON progress lines on a pipe
+(``{"progress": ..., "step": N, "total": M}``, then ``{"ready": ...}`` or ``{"error": ...}``)
+with a bounded wait; the process then detaches its stdout to its own log and serves
+``ctl.sock``. An interrupted ``up`` sends it SIGTERM, on which it undoes its work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from testbed import runstate
+from testbed.base import TestbedError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: Bound on waiting for a spawned process to exit after an error or SIGTERM.
+REAP_TIMEOUT = 60.0
+
+Progress = Callable[[int, int, str], None]
+
+
+def child_env(name: str, rdir: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of every process of testbed ``name``: the owner tag, its run directory
+    and root, and this project on the import path."""
+    env = dict(os.environ if base is None else base)
+    env[runstate.ENV_NAME] = name
+    env[runstate.ENV_RUNDIR] = str(rdir)
+    env[runstate.ENV_RUNROOT] = str(rdir.parent)
+    paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+def spawn(argv: list[str], env: dict[str, str], timeout: float,
+          progress: Progress | None) -> dict[str, Any]:
+    """Run ``argv`` detached and follow its progress until ``ready``; returns that message.
+
+    Raises:
+        TestbedError: the process reported an error, exited, or did not finish in time (it
+            is then told to undo its work).
+    """
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, cwd="/",
+                            start_new_session=True)
+    try:
+        return follow(proc, timeout, progress)
+    except BaseException:
+        stop(proc)
+        raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def follow(proc: subprocess.Popen[bytes], timeout: float,
+           progress: Progress | None) -> dict[str, Any]:
+    """Read progress until ``ready``; raise TestbedError on error/timeout."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    noise: list[str] = []
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TestbedError(f"bring-up did not finish within {timeout:g}s")
+            if not sel.select(timeout=min(left, 1.0)):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                msg = _parse(line)
+                if msg is None:
+                    noise.append(line.decode(errors="replace"))
+                elif "progress" in msg:
+                    if progress is not None:
+                        progress(int(msg["step"]), int(msg["total"]), str(msg["progress"]))
+                elif "ready" in msg:
+                    return dict(msg["ready"]) if isinstance(msg["ready"], dict) else {}
+                elif "error" in msg:
+                    reap(proc)
+                    raise TestbedError(str(msg["error"]))
+    reap(proc)
+    tail = " | ".join(n for n in noise if n.strip())[-800:]
+    raise TestbedError(f"testbed process exited with rc {proc.returncode} before the testbed "
+                       f"was ready: {tail or '(no output)'}")
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def reap(proc: subprocess.Popen[bytes], timeout: float = REAP_TIMEOUT) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """An interrupted ``up``: the process undoes its work on SIGTERM."""
+    if proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        reap(proc)
