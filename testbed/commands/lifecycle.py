@@ -20,6 +20,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         return cmd_sim(args)
     if args.script is not None:
         raise CliError("--script needs --backend sim")
+    if args.backend in ("vagrant", "hosts"):
+        from testbed.vagrant.cli import cmd_up as vagrant_up
+
+        return vagrant_up(args)
+    if args.provider is not None:
+        raise CliError("--provider needs --backend vagrant")
     plan = load_topology(args.topology, name=args.name)  # errors before anything starts
     started = time.monotonic()
 
@@ -90,6 +96,8 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("--script", metavar="FILE", help="sim commands, one per line "
                     "('-' for stdin; see README, Backends)")
     sp.add_argument("--seed", type=int, default=0, help="sim RNG seed (default 0)")
+    sp.add_argument("--provider", choices=("lxc", "libvirt"), default=None,
+                    help="vagrant: LXC system containers (default) or libvirt VMs")
     sp.set_defaults(func=cmd_up)
     named("down", "take a testbed down").set_defaults(func=cmd_down)
     named("status", "show testbeds, nodes, NIDs and links").set_defaults(func=cmd_status)

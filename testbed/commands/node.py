@@ -22,11 +22,15 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise CliError("exec: no command given")
     node = pick(args.name).node(args.node)
     argv = ["sh", "-c", args.cmd[0]] if len(args.cmd) == 1 else list(args.cmd)
-    full = sh.ns_argv(argv, node.host_pid)  # type: ignore[attr-defined]
+    if hasattr(node, "exec_argv"):  # a node on a guest or host (testbed/vagrant/client.py)
+        full, env = node.exec_argv(argv, tty=sys.stdin.isatty()), dict(os.environ)
+    else:
+        full = sh.ns_argv(argv, node.host_pid)  # type: ignore[attr-defined]
+        env = node.exec_env()  # type: ignore[attr-defined]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(full[0], full, node.exec_env())  # type: ignore[attr-defined]
+        os.execvpe(full[0], full, env)
     except OSError as exc:
         raise CliError(f"cannot run {full[0]}: {exc.strerror or exc}") from exc
 

@@ -51,6 +51,7 @@ PACKAGES = (
     "python3-cffi-backend",  # provides the virtual python3-cffi-backend-api-* python3-zmq
     #                          needs: debootstrap resolves no virtual package itself
     "libnetfilter-queue1",  # run-time library of the netfilterqueue wheel
+    "libnss-myhostname",  # the guest resolves its own name (sudo: "unable to resolve host")
 )
 #: Only in the libvirt box (LXC guests share the host's kernel).
 KERNEL_PACKAGES = ("linux-image-amd64",)
@@ -251,11 +252,20 @@ def added_boxes(env: dict[str, str]) -> set[tuple[str, str]]:
     return found
 
 
+def unavailable(provider: str = "lxc") -> str | None:
+    """Why guests of ``provider`` cannot be made here (None: they can)."""
+    if os.geteuid() != 0:
+        return "needs root (containers, VMs, bridges, namespaces)"
+    tools = ["vagrant", "debootstrap", "extlinux"] + (
+        ["lxc-start"] if provider == "lxc" else ["virsh", "qemu-system-x86_64", "libvirtd"])
+    missing = [t for t in tools if shutil.which(t) is None]
+    return f"missing {', '.join(missing)} (make vagrant-deps)" if missing else None
+
+
 def vagrant_env() -> dict[str, str]:
     env = dict(os.environ)
     env["VAGRANT_HOME"] = str(vagrant_home())
     env["VAGRANT_CHECKPOINT_DISABLE"] = "1"  # no call home
-    env["VAGRANT_NO_PLUGINS"] = "0"
     return env
 
 
