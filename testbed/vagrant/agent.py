@@ -37,6 +37,7 @@ from typing import Any
 from testbed.vagrant import agentnet
 
 ROOT = Path(os.environ.get("LNET_TESTBED_HOSTS_ROOT", "/run/lnet-testbed-hosts"))
+SITE_ROOT = Path("/var/lib/lnet-testbed-hosts")  # hostset.SITE_ROOT (no import: stdlib only)
 TERM_GRACE = 3.0
 MAX_POLL_BYTES = 4 << 20
 
@@ -158,15 +159,21 @@ def stop_daemons(st: HostState, nodes: list[str] | None = None) -> list[str]:
 
 def teardown(testbed: str, host: str) -> dict[str, Any]:
     hdir = host_dir(testbed, host)
-    if not hdir.exists():
+    if not hdir.exists() and not (SITE_ROOT / testbed / host).exists():
         return {"ok": True, "removed": []}
     st = HostState(hdir)
     removed = stop_daemons(st)
     removed += agentnet.remove(st.data.get("created", []))
     shutil.rmtree(hdir, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        (ROOT / testbed).rmdir()
-    return {"ok": True, "removed": [*removed, f"directory {hdir}"]}
+    removed.append(f"directory {hdir}")
+    site = SITE_ROOT / testbed / host  # the installed wheels (testbed/vagrant/deploy.py)
+    if site.exists():
+        shutil.rmtree(site, ignore_errors=True)
+        removed.append(f"directory {site}")
+    for top in (ROOT / testbed, SITE_ROOT / testbed):
+        with contextlib.suppress(OSError):
+            top.rmdir()
+    return {"ok": True, "removed": removed}
 
 
 def poll(st: HostState, offset: int) -> dict[str, Any]:

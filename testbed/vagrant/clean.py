@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.vagrant import guests
-from testbed.vagrant.hostset import HOSTS_ROOT
+from testbed.vagrant.hostset import HOSTS_ROOT, SITE_ROOT
 from testbed.vagrant.shell import Shell, SshShell
 
 AGENT_TIMEOUT = 60.0
@@ -53,7 +53,7 @@ def agents(state: dict[str, Any], rdir: Path | None = None) -> list[str]:
         elif rec.get("reach") != "ssh":
             continue  # a guest never reached: destroying it is enough
         else:
-            python, path = "python3", f"{HOSTS_ROOT}/{name}/{host}/site"
+            python, path = "python3", f"{SITE_ROOT}/{name}/{host}/site"
         shell = shell_from_record(host, rec, (rdir or Path("/nonexistent")) / "ssh")
         res = shell.run(["env", f"PYTHONPATH={path}", python, "-m", "testbed.vagrant.agent",
                          "teardown", "--testbed", name, "--host", host],
@@ -115,8 +115,9 @@ def leftovers(name: str) -> list[str]:
                 found.append(f"subnet reservation {res.name}")
         except OSError:
             continue
-    if Path(HOSTS_ROOT, name).exists():
-        found.append(f"directory {HOSTS_ROOT}/{name}")
+    for root in (HOSTS_ROOT, SITE_ROOT):
+        if Path(root, name).exists():
+            found.append(f"directory {root}/{name}")
     if name in services.users():
         found.append("libvirtd still counts this testbed as a user")
     return found

@@ -88,7 +88,7 @@ class VagrantNode(NodeVerbs):
         info = runstate.read_state(self.testbed.rundir)["nodes"][self.name]
         site = info["pythonpath"]
         path = f"{site}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        if not site.endswith("/site"):  # this machine: our environment's scripts
+        if not site.endswith("/site"):  # this machine: our environment's scripts too
             path = f"{os.path.dirname(sys.executable)}:{path}"
         inner = ["env", f"PATH={path}", f"PYTHONPATH={site}",
                  f"{runstate.ENV_NAME}={self.testbed.name}",

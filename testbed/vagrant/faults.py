@@ -157,7 +157,7 @@ class FaultTable:
                 f.applied.append(("signal", (host, node)))
         elif spec.kind == "restart":
             self.restart(node)
-        sup.event("fault_applied", id=f.fid, activation=k, kind=spec.kind, node=spec.node)
+        sup.event("fault_applied", id=f.fid, activation=k, fault=spec.kind, node=spec.node)
 
     def _rules(self, f: _Fault, rules: list[tuple[str, list[str]]]) -> None:
         for node, rule in rules:

@@ -82,19 +82,29 @@ def release_subnet(net: str) -> None:
 
 def vagrant(rdir: Path, *args: str, timeout: float, log: Path | None = None
             ) -> subprocess.CompletedProcess[str]:
+    """One ``vagrant`` command in the testbed's environment; output appended to ``log`` as it
+    comes (a guest that never boots shows where it stopped), and returned."""
     env = boxes.vagrant_env()
     env["VAGRANT_CWD"] = str(rdir / "vagrant")
     env["VAGRANT_DOTFILE_PATH"] = str(rdir / "vagrant" / ".vagrant")
-    try:
-        proc = subprocess.run(["vagrant", *args], env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False, cwd=str(rdir / "vagrant"))
-    except subprocess.TimeoutExpired as exc:
-        proc = subprocess.CompletedProcess(exc.cmd, -9, str(exc.stdout or ""),
-                                           f"timed out after {timeout:g}s")
-    if log is not None:
-        with open(log, "a") as f:
-            f.write(f"$ vagrant {' '.join(args)}\n{proc.stdout}{proc.stderr}rc={proc.returncode}\n")
-    return proc
+    log = log or rdir / "vagrant.log"
+    with open(log, "a") as f:
+        f.write(f"$ vagrant {' '.join(args)}\n")
+        f.flush()
+        start = f.tell()
+        try:
+            proc = subprocess.run(["vagrant", *args], env=env, stdout=f,
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                                  check=False, cwd=str(rdir / "vagrant"))
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:  # run() killed it (SIGKILL: vagrant ignores TERM)
+            rc = -9
+            f.write(f"\n(killed after {timeout:g}s)\n")
+        f.write(f"rc={rc}\n")
+    with open(log) as f:
+        f.seek(start)
+        out = f.read()
+    return subprocess.CompletedProcess(["vagrant", *args], rc, out, "")
 
 
 def _bridge(name: str, address: str | None = None) -> None:
@@ -151,7 +161,7 @@ class Guests:
         box = str(boxes.ensure_boxes()["box"])
         if self.provider == "libvirt":
             self.record("service", name="libvirtd")
-            services.acquire(self.plan.name, kvm=services.kvm_usable())
+            services.acquire(self.plan.name)
         net = reserve_subnet(self.plan.name, self.provider)
         self.record("subnet", name=str(net))
         lay, guests = self.layout(box, net)
@@ -169,7 +179,7 @@ class Guests:
         vdir.mkdir(mode=0o700, exist_ok=True)
         (vdir / "Vagrantfile").write_text(vf.render(lay, guests))
         self.record("vagrant_env", name=str(vdir), provider=self.provider,
-                    machines=sorted(self.machines.values()))
+                    machines=sorted(self.machines.values()), prefix=self.prefix)
         self.progress(f"vagrant up --provider {self.provider}: "
                       + " ".join(g.name for g in guests))
         args = ["up", "--provider", self.provider, "--no-provision"]
@@ -248,7 +258,11 @@ def _destroy_env(rdir: Path, item: dict[str, Any]) -> list[str]:
         proc = vagrant(rdir, "destroy", "-f", timeout=DESTROY_TIMEOUT, log=rdir / "vagrant.log")
         if proc.returncode == 0:
             removed.append(f"vagrant guests {' '.join(item.get('machines', []))}")
-    for machine in item.get("machines", []):  # whatever vagrant left behind
+    machines = set(item.get("machines", []))
+    if item.get("provider") == "libvirt":  # also any domain of ours vagrant was defining
+        prefix = str(item.get("prefix") or "")
+        machines |= {d for d in _virsh_names("list") if prefix and d.startswith(prefix)}
+    for machine in sorted(machines):  # whatever vagrant left behind
         if item.get("provider") == "lxc":
             if subprocess.run(["lxc-info", "-n", machine], capture_output=True,
                               check=False).returncode == 0:
@@ -264,6 +278,13 @@ def _destroy_env(rdir: Path, item: dict[str, Any]) -> list[str]:
                            capture_output=True, check=False)
             removed.append(f"domain {machine}")
     return removed
+
+
+def _virsh_names(what: str) -> list[str]:
+    """Names of all domains (``list``) or networks (``net-list``) libvirtd knows."""
+    res = subprocess.run([*VIRSH, what, "--all", "--name"], capture_output=True, text=True,
+                         check=False)
+    return res.stdout.split() if res.returncode == 0 else []
 
 
 def parse_ssh_config(text: str) -> dict[str, dict[str, str]]:

@@ -38,6 +38,9 @@ HELLO_TIMEOUT = 60.0
 CONFIG_TIMEOUT = 30.0
 AGENT_TIMEOUT = 120.0
 HOSTS_ROOT = "/run/lnet-testbed-hosts"
+#: Where the wheels are installed on a host: not under /run, which is mounted noexec on
+#: Debian (a wheel's extension module cannot be mapped from there; LXC happens not to care).
+SITE_ROOT = "/var/lib/lnet-testbed-hosts"
 #: Verbs configured once every node has its NIs (bring-up in the order a cluster comes up).
 SECOND_PHASE = ("peer", "route", "udsp", "import")
 
@@ -79,6 +82,9 @@ class HostSet:
     def hdir(self, host: str) -> str:
         return f"{HOSTS_ROOT}/{self.plan.name}/{host}"
 
+    def sitedir(self, host: str) -> str:
+        return f"{SITE_ROOT}/{self.plan.name}/{host}"
+
     # ------------------------------------------------------------------ agent calls
     def agent(self, host: str, verb: str, *args: str, body: dict[str, Any] | None = None,
               timeout: float = AGENT_TIMEOUT) -> dict[str, Any]:
@@ -101,7 +107,7 @@ class HostSet:
     def install(self, wheels: list[Path]) -> None:
         for h in self.hosts.values():
             h.pythonpath = str(deploy.PROJECT_ROOT) if h.local else \
-                deploy.install(h.shell, self.hdir(h.name), wheels)
+                deploy.install(h.shell, self.sitedir(h.name), wheels)
 
     def _node_spec(self, node: Any, host: HostRuntime, index: int,
                    segs: dict[str, vxlan.Segment]) -> dict[str, Any]:

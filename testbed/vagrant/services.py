@@ -27,6 +27,12 @@ from testbed.vagrant.boxes import locked
 
 STATE_DIR = Path(os.environ.get("LNET_TESTBED_VAGRANT_RUN", "/run/lnet-testbed-vagrant"))
 RECORD = STATE_DIR / "services.json"
+#: libvirtd writes into these even for an isolated network (it rewrites the packaged
+#: ``default`` network and nwfilter XML with UUIDs at start, keeps dnsmasq state, logs): the
+#: file set is recorded before it starts, /etc/libvirt saved whole, both restored after.
+LIBVIRT_TREES = ("/etc/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/run/libvirt",
+                 "/var/cache/libvirt")
+ETC_SNAPSHOT = STATE_DIR / "etc-libvirt.tar"
 LOCK = STATE_DIR / "services.lock"
 DAEMONS = (("virtlogd", "/run/virtlogd.pid"), ("libvirtd", "/run/libvirtd.pid"))
 VIRSH = ["virsh", "-q", "-c", "qemu:///system"]
@@ -84,7 +90,7 @@ def kvm_usable() -> bool:
     return Path("/dev/kvm").exists() and (" vmx" in flags or " svm" in flags)
 
 
-def acquire(testbed: str, kvm: bool = False) -> list[str]:
+def acquire(testbed: str) -> list[str]:
     """Make libvirtd usable for ``testbed``; returns the daemons started now."""
     started = []
     with locked(LOCK):
@@ -95,7 +101,11 @@ def acquire(testbed: str, kvm: bool = False) -> list[str]:
                 "chains": _chains(),
                 "kvm_mode": oct(os.stat("/dev/kvm").st_mode & 0o777)
                 if Path("/dev/kvm").exists() else None,
+                "paths": sorted(_tree_paths()),
             }
+            STATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+            subprocess.run(["tar", "-C", "/etc", "-cf", str(ETC_SNAPSHOT), "libvirt"],
+                           check=False, capture_output=True)
             data["started"] = {}
         for name, pidfile in DAEMONS:
             if _pid(pidfile, name) is None:
@@ -103,7 +113,12 @@ def acquire(testbed: str, kvm: bool = False) -> list[str]:
                 pid = _wait_pid(pidfile, name)
                 data["started"][name] = pid
                 started.append(f"{name} (pid {pid})")
-        if kvm and Path("/dev/kvm").exists():  # no udev: the node stays 0600 root
+        if Path("/dev/kvm").exists():
+            # No udev here, so /dev/kvm stays 0600 root. Even with driver=qemu (TCG) libvirtd
+            # must be able to use it: its QEMU capability probe runs as root and finds KVM,
+            # its cache check asks whether the qemu user can open /dev/kvm; while the answers
+            # differ, every API call re-probes QEMU twice (measured: 4-8 s per call, minutes
+            # per `vagrant up`; 50 ms once the mode allows it). Restored by ``release``.
             os.chmod("/dev/kvm", 0o666)
         if testbed not in data["users"]:
             data["users"].append(testbed)
@@ -159,6 +174,7 @@ def release(testbed: str, volume_prefix: str = "lnet-testbed") -> list[str]:
                 os.kill(pid, signal.SIGKILL)
             removed.append(f"{name} (pid {pid})")
         removed += _undo_host(data.get("before", {}))
+        removed += _restore_trees(data.get("before", {}))
         RECORD.unlink(missing_ok=True)
     return removed
 
@@ -201,6 +217,35 @@ def _undo_host(before: dict[str, Any]) -> list[str]:
     if mode is not None and Path("/dev/kvm").exists():
         os.chmod("/dev/kvm", int(mode, 8))
     return removed
+
+
+def _tree_paths() -> set[str]:
+    found: set[str] = set()
+    for top in LIBVIRT_TREES:
+        if Path(top).exists():
+            found.add(top)
+            for dirpath, dirs, files in os.walk(top):
+                found.update(os.path.join(dirpath, n) for n in (*dirs, *files))
+    return found
+
+
+def _restore_trees(before: dict[str, Any]) -> list[str]:
+    """Remove what libvirtd created under its trees; put /etc/libvirt back as it was."""
+    if "paths" not in before:
+        return []
+    old = set(before["paths"])
+    new = sorted(_tree_paths() - old, key=lambda p: -p.count("/"))  # deepest first
+    for path in new:
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+    if ETC_SNAPSHOT.exists():
+        subprocess.run(["tar", "-C", "/etc", "-xpf", str(ETC_SNAPSHOT)], check=False,
+                       capture_output=True)
+        ETC_SNAPSHOT.unlink()
+    return [f"{len(new)} files libvirtd made under {', '.join(LIBVIRT_TREES)}"] if new else []
 
 
 def _unhook(tool: str, table: str, chain: str) -> None:

@@ -28,12 +28,13 @@ def sends(node: Any, nid: str) -> int:
     raise AssertionError(f"{node.name}: no NI {nid}")
 
 
-def multirail_then_rail_cut(tb: Any, client: str, server: str, count: int = 200) -> None:
+def multirail_then_rail_cut(tb: Any, client: str, server: str, count: int = 200,
+                            size: int = 65536) -> None:
     """PUTs from ``client`` spread over both rails; then rail 1 of ``client`` is cut from
     outside (carrier loss), and once its NI is down every PUT completes on rail 0 alone."""
     c1, s1 = tb.node(client), tb.node(server)
     first = [sends(c1, n) for n in c1.nids]
-    burst = c1.put(s1.nids[0], count=count, size=65536)
+    burst = c1.put(s1.nids[0], count=count, size=size)
     assert burst["failed"] == 0 and burst["completed"] == count, burst
     both = [sends(c1, n) for n in c1.nids]
     assert all(b - a >= count // 8 for a, b in zip(first, both, strict=True)), (first, both)
@@ -42,7 +43,7 @@ def multirail_then_rail_cut(tb: Any, client: str, server: str, count: int = 200)
     ni_down(c1, c1.nids[1])
     for _ in range(2):  # the first burst may still resend what the cut socket held
         cut = [sends(c1, n) for n in c1.nids]
-        burst = c1.put(s1.nids[0], count=count, size=65536)
+        burst = c1.put(s1.nids[0], count=count, size=size)
         assert burst["completed"] == count, burst
     after = [sends(c1, n) for n in c1.nids]
     assert after[0] - cut[0] >= count and after[1] == cut[1], (cut, after)
