@@ -213,6 +213,9 @@ def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
 
     if backend == "sim":
         return testbed.up(path, backend="sim", name=name), name
+    if backend in ("vagrant", "hosts"):  # guests or machines (testbed/vagrant/)
+        provider = config.getoption("--lnet-provider", "lxc")
+        return testbed.up(path, backend=backend, name=name, provider=provider), name
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)
