@@ -7,8 +7,9 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
+# wireshark-common: dumpcap for `testbed capture` (tshark depends on it; named for clarity)
 APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python3-dev \
-            libnetfilter-queue-dev build-essential tshark
+            libnetfilter-queue-dev build-essential tshark wireshark-common
 STAMP := $(VENV)/.installed
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and
 # libvirt providers, QEMU, the box builder's tools: 131 packages, 240 MB, 25 s here, so only
@@ -71,7 +72,7 @@ venv: deps $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,report]'
 	touch $(STAMP)
 
 lint: venv

@@ -17,12 +17,13 @@ from testbed import sh
 from testbed.base import TestbedError
 from testbed.commands import faults, lifecycle, node, sim, trace
 from testbed.commands.common import CliError
+from testbed.observe import cli as observe_cli
 from testbed.plan import TopologyError
 from testbed.pytest.trace import TraceError
 
 PROG = "testbed"
 #: subcommand modules, in the order ``testbed --help`` lists them
-MODULES = (lifecycle, sim, node, faults, trace)
+MODULES = (lifecycle, sim, node, faults, trace, observe_cli)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,8 +1,9 @@
 """Outputs of the engine: imperatives for the driver (STYLE rule 3).
 
 ``Transmit`` and ``NotifyPeerDown`` go to the LND, ``MDEvent`` to the upper layer (the MD's
-owner), ``Log`` to the node log. Timers are not actions: the driver asks
-``next_deadline()`` after every call.
+owner), ``Log`` to the node log, ``MsgTrace`` (only while ``engine.trace_messages`` is set) to
+the event log. Timers are not actions: the driver asks ``next_deadline()`` after a call
+(only when ``engine.deadline_changed`` says the earliest deadline may have moved).
 """
 
 from __future__ import annotations
@@ -57,4 +58,48 @@ class NotifyPeerDown:
     lpni: NID
 
 
-Action = Transmit | MDEvent | Log | NotifyPeerDown
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MsgTrace:
+    """One record of a message's life on this node (/work/wt/TRACE-SCHEMA.md, issue 16 item 4).
+
+    ``event``: ``send`` (one per Transmit: per attempt), ``resend`` (the decision to send
+    again after a failed attempt) or ``complete`` (the message's one final outcome here).
+    ``msg`` is engine-unique and the same across resends; ``type`` the LNet message type;
+    ``src``/``dst`` the header source and final destination. Send: ``ni``/``lpni`` of the
+    attempt, ``attempt`` (0 first), ``fixed_ni`` (the NI was not the selector's free choice:
+    explicit source, a response, a route or forwarding constraint), ``forwarded`` (a router
+    forwarding someone else's message); the first send also ``deadline`` and
+    ``retry_count``. Resend: ``attempt`` of the next try and the failed ``hstatus``.
+    Complete: ``hstatus`` and ``status`` (0 or a negative errno). Resend/complete after a
+    failure: ``health`` of the NI and peer NI after the update. Fields that do not apply are
+    None (left out of ``to_json``).
+    """
+
+    event: str
+    msg: int
+    type: str
+    src: str
+    dst: str
+    ni: str | None = None
+    lpni: str | None = None
+    attempt: int | None = None
+    fixed_ni: bool | None = None
+    forwarded: bool = False
+    deadline: float | None = None
+    retry_count: int | None = None
+    hstatus: str | None = None
+    status: int | None = None
+    health: tuple[tuple[str, int], ...] | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""
+        out: dict[str, object] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            out[name] = dict(value) if name == "health" else value
+        return out
+
+
+Action = Transmit | MDEvent | Log | NotifyPeerDown | MsgTrace

@@ -1,4 +1,5 @@
-"""Discovery data: ping replies and pushes, and their merge into the peer table (spec §5.4;
+"""Discovery on the wire: pings and pushes sent, ping replies and pushes received, and their
+merge into the peer table (spec §5.2 rules 5-6, §5.4;
 peer.c ``lnet_discovery_event_reply``, ``lnet_peer_push_event``, ``lnet_peer_data_present``,
 ``lnet_peer_merge_data``; seed 000 dyn-040/060, cfg-085).
 
@@ -25,6 +26,7 @@ from nodes.lnet.dc_state import (
     DISCOVERED,
     DISCOVERING,
     FORCE_PING,
+    FORCE_PUSH,
     LOCK_PRIMARY,
     MARK_DELETION,
     MULTI_RAIL,
@@ -32,6 +34,7 @@ from nodes.lnet.dc_state import (
     NO_DISCOVERY,
     PING_FAILED,
     PING_SENT,
+    PUSH_SENT,
     REDISCOVER_PEER,
     ROUTER_ENABLED,
     Effect,
@@ -39,9 +42,11 @@ from nodes.lnet.dc_state import (
     discovery_disabled,
     phase,
     queue,
-    queues,
+    to_working,
 )
 from nodes.lnet.errors import EPERM, EPROTO, WireProtocolError
+from nodes.lnet.hdr import LNET_PING_INFO_MIN_SIZE, LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL
+from nodes.lnet.msg import MDOwner, OwnerRole
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN
 from nodes.lnet.ping import (
     LNET_PING_FEAT_DISCOVERY,
@@ -52,16 +57,16 @@ from nodes.lnet.ping import (
 )
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.discovery import Discovery
     from nodes.lnet.msg import MD
     from nodes.lnet.nid import NID
     from nodes.lnet.peer import Peer
 
 
-def features(eng: LNetEngine, peer: Peer, info: PingInfo, *, push: bool) -> None:
+def features(dc: Discovery, peer: Peer, info: PingInfo, *, push: bool) -> None:
     """Feature bits of a reply or push (spec §5.4 first two bullets)."""
     s = peer.state
-    if not info.features & LNET_PING_FEAT_DISCOVERY or not eng.tunables.discovery:
+    if not info.features & LNET_PING_FEAT_DISCOVERY or not dc.tunables.discovery:
         gone = (s & DISCOVERED and not s & DISCOVERING) if push else \
             bool(s & DISCOVERED or s & MULTI_RAIL)
         if not s & CONFIGURED and not s & NO_DISCOVERY and gone:
@@ -70,7 +75,7 @@ def features(eng: LNetEngine, peer: Peer, info: PingInfo, *, push: bool) -> None
     else:
         peer.state &= ~NO_DISCOVERY
     if info.features & LNET_PING_FEAT_MULTI_RAIL:
-        if not (s & CONFIGURED and not s & MULTI_RAIL) and eng.tunables.discovery \
+        if not (s & CONFIGURED and not s & MULTI_RAIL) and dc.tunables.discovery \
                 and not peer.state & NO_DISCOVERY:
             peer.state |= MULTI_RAIL
     elif peer.state & MULTI_RAIL and not s & CONFIGURED:
@@ -86,7 +91,7 @@ def _parse(payload: bytes) -> PingInfo | int:
         return need if need > len(payload) else -EPROTO
 
 
-def _ping_reply(eng: LNetEngine, peer: Peer, now: float, *, payload: bytes = b"",
+def _ping_reply(dc: Discovery, peer: Peer, now: float, *, payload: bytes = b"",
                 source: NID | None = None, md: MD | None = None,
                 **kw: object) -> tuple[int, list[Action]]:
     """``lnet_discovery_event_reply`` (spec §5.2 events, §5.4)."""
@@ -101,31 +106,31 @@ def _ping_reply(eng: LNetEngine, peer: Peer, now: float, *, payload: bytes = b""
         else:
             peer.state |= PING_FAILED
             peer.ping_error = parsed
-        queue(eng, peer)
+        queue(dc, peer)
         return 0, [Log(level="warning", text=f"bad ping reply from {source}: {parsed}")]
     info = parsed
     msg = md.msg if md is not None else None
     if msg is not None and msg.txni is not None:
         peer.disc_src_nid = msg.txni.nid
     peer.disc_dst_nid = source
-    features(eng, peer, info, push=False)
+    features(dc, peer, info, push=False)
     peer.data_bytes = max(peer.data_bytes, ping_info_size(payload))
     if info.features & LNET_PING_FEAT_MULTI_RAIL and info.nis \
             and info.nis[0][0] == peer.primary_nid:
         peer.peer_seqno = info.seq
     peer.data = info
     peer.state |= DATA_PRESENT
-    queue(eng, peer)
+    queue(dc, peer)
     return 0, []
 
 
-def _push_data(eng: LNetEngine, peer: Peer, now: float, *, info: PingInfo | None = None,
+def _push_data(dc: Discovery, peer: Peer, now: float, *, info: PingInfo | None = None,
                **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_push_event`` after the checks of ``on_push``: features first (a peer that
     turned discovery off is marked NO_DISCOVERY, maybe for deletion), then stale data is
     dropped, new data stored and the peer queued (spec §5.4)."""
     assert info is not None
-    features(eng, peer, info, push=True)
+    features(dc, peer, info, push=True)
     marked = bool(peer.state & MARK_DELETION)
     if info.nis and peer.primary_nid == info.nis[0][0] and info.seq < peer.peer_seqno:
         return 0, [Log(level="info", text=f"stale push from {peer.primary_nid}")]
@@ -137,32 +142,32 @@ def _push_data(eng: LNetEngine, peer: Peer, now: float, *, info: PingInfo | None
     peer.data = info
     peer.state |= DATA_PRESENT
     if phase(peer) in (Phase.IDLE, Phase.QUEUED):
-        queue(eng, peer)
-    queues(eng).wake = 0.0
+        queue(dc, peer)
+    dc.queues.wake = 0.0
     return 0, []
 
 
-def _data_present(eng: LNetEngine, peer: Peer, now: float,
+def _data_present(dc: Discovery, peer: Peer, now: float,
                   **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_data_present`` (spec §5.4): primary NID, consolidation, merge."""
     info = peer.data if isinstance(peer.data, PingInfo) else None
     peer.data = None
     peer.state &= ~DATA_PRESENT
     peer.state |= NIDS_UPTODATE
-    if peer not in eng.peers.peers or info is None or not info.nis:
+    if peer not in dc.peers.peers or info is None or not info.nis:
         return REDISCOVER_PEER, []
     prim = info.nis[0][0]
     nids = [n for n, _ in info.nis]
     actions: list[Action] = []
     if peer.primary_nid == prim or (peer.primary_nid in nids
-                                    and discovery_disabled(eng, peer)):
-        actions += merge_data(eng, peer, info)
+                                    and discovery_disabled(dc, peer)):
+        actions += merge_data(dc, peer, info)
     else:
-        owner = eng.peers.find_peer(prim)
+        owner = dc.peers.find_peer(prim)
         if owner is None or owner is peer:
             if not peer.state & LOCK_PRIMARY:
-                set_primary(eng, peer, prim)
-            actions += merge_data(eng, peer, info)
+                set_primary(dc, peer, prim)
+            actions += merge_data(dc, peer, info)
         else:
             # the data belongs to another peer: hand it over (lnet_peer_set_primary_data)
             if not peer.state & NO_DISCOVERY:
@@ -171,23 +176,23 @@ def _data_present(eng: LNetEngine, peer: Peer, now: float,
                 owner.state |= MULTI_RAIL
             if peer.disc_src_nid is not None:
                 owner.disc_src_nid, owner.disc_dst_nid = peer.disc_src_nid, peer.disc_dst_nid
-            queue(eng, owner)
+            queue(dc, owner)
             if owner.state & MULTI_RAIL:
                 owner.peer_seqno = max(owner.peer_seqno, info.seq)
             owner.state &= ~(PING_FAILED | FORCE_PING | DATA_PRESENT)
             owner.state |= NIDS_UPTODATE
-            actions += merge_data(eng, owner, info)
+            actions += merge_data(dc, owner, info)
             actions.append(Log(level="info", text=f"discovery: {peer.primary_nid} is "
                                                   f"{owner.primary_nid}, consolidated"))
     return REDISCOVER_PEER, actions
 
 
-def set_primary(eng: LNetEngine, peer: Peer, nid: NID) -> None:
+def set_primary(dc: Discovery, peer: Peer, nid: NID) -> None:
     """``lnet_peer_set_primary_nid``: the peer's primary becomes ``nid`` (spec §1.3)."""
     peer.primary_nid = nid
 
 
-def merge_data(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
+def merge_data(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
     """``lnet_peer_merge_data`` (spec §5.4): statuses, NIDs added/removed, primary first."""
     actions: list[Action] = []
     if info.features & LNET_PING_FEAT_RTE_DISABLED:
@@ -198,8 +203,8 @@ def merge_data(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
     for lpni in peer.lpnis:
         if lpni.nid in status:
             lpni.ns_status = status[lpni.nid]
-    if not discovery_disabled(eng, peer):
-        actions += _add_nids(eng, peer, info)
+    if not discovery_disabled(dc, peer):
+        actions += _add_nids(dc, peer, info)
         for lpni in list(peer.lpnis):
             if lpni.nid in status or lpni.nid.is_lo:
                 continue
@@ -212,20 +217,20 @@ def merge_data(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
             if lpni.nid == peer.primary_nid and len(peer.lpnis) > 1 \
                     and peer.rtr_refcount == 0:
                 continue  # lnet_peer_del_nid refuses (-EBUSY)
-            eng.peers._del_lpni(lpni)
+            dc.peers.del_lpni(lpni)
         _primary_first(peer, info.nis[0][0])
-    router = getattr(eng, "router", None)
+    router = getattr(dc, "router", None)
     if peer.rtr_refcount > 0 and hasattr(router, "discovery_ping_reply"):
         actions += router.discovery_ping_reply(peer, info) or []  # type: ignore[union-attr]
     return actions
 
 
-def _add_nids(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
+def _add_nids(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
     actions: list[Action] = []
     for nid, st in info.nis:
         if nid.is_lo:
             continue
-        lpni = eng.peers.find_lpni(nid)
+        lpni = dc.peers.find_lpni(nid)
         if lpni is not None and lpni.peer is peer:
             continue
         if lpni is not None:
@@ -240,20 +245,19 @@ def _add_nids(eng: LNetEngine, peer: Peer, info: PingInfo) -> list[Action]:
                     f"NID of peer {other.primary_nid}: not moved (dyn-060)")))
                 continue
             was_primary = other.primary_nid == nid
-            eng.peers._del_lpni(lpni)
+            dc.peers.del_lpni(lpni)
             if was_primary or not other.nets:
                 peer.dc_pendq += other.dc_pendq
                 other.dc_pendq = []
                 peer.rtr_refcount += other.rtr_refcount
                 peer.dc_waiters += other.dc_waiters
                 other.dc_waiters = []
-                if other in eng.peers.peers:
-                    eng.peers.delete_peer(other)
-                for q in (queues(eng).request, queues(eng).working):
+                if other in dc.peers.peers:
+                    dc.peers.delete_peer(other)
+                for q in (dc.queues.request, dc.queues.working):
                     if other in q:
                         q.remove(other)
-        lnet = eng.nets.get(nid.net)
-        new = eng.peers._add_nid(peer, nid, lnet.tunables.peer_credits if lnet else 0)
+        new = dc.peers.add_nid(peer, nid, dc.nets.peer_credits(nid.net))
         new.ns_status = st
     return actions
 
@@ -270,7 +274,47 @@ def _primary_first(peer: Peer, prim: NID) -> None:
         pnet.lpnis.insert(0, lpni)
 
 
+# ---------------------------------------------------------------------------- pings, pushes
+def _send_ping(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_send_ping``: GET of max(lp_data_bytes, 272) to the primary NID (§5.2
+    r5), or to the peer's NID on ``lp_disc_net_id`` for router discovery."""
+    peer.state &= ~FORCE_PING
+    peer.state |= PING_SENT
+    to_working(dc, peer)
+    dst = peer.primary_nid
+    if peer.disc_net is not None:
+        dst = next((p.nid for p in peer.lpnis if p.nid.net == peer.disc_net), dst)
+    length = max(peer.data_bytes, LNET_PING_INFO_MIN_SIZE)
+    handle, acts = dc.get(now, dst, length=length, portal=LNET_RESERVED_PORTAL,
+                            match_bits=LNET_PROTO_PING_MATCHBITS,
+                            owner=MDOwner(OwnerRole.DC_PING, peer.primary_nid))
+    if peer.state & PING_SENT:
+        peer.ping_mdh = handle
+    return 0, acts
+
+def _send_push(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+    """``lnet_peer_send_push``: PUT with ACK of our ping buffer to ``lp_disc_dst_nid``
+    (the NID that answered the ping) or the primary, from ``lp_disc_src_nid`` (§5.2 r6,
+    dyn-035)."""
+    peer.state &= ~FORCE_PUSH
+    peer.state |= PUSH_SENT
+    to_working(dc, peer)
+    peer.push_seq = dc.node.ping_seq
+    dst = peer.disc_dst_nid or peer.primary_nid
+    src = peer.disc_src_nid if peer.disc_src_nid and dc.nets.ni_by_nid(
+        peer.disc_src_nid) else None
+    handle, acts = dc.put(now, dst, payload=dc.ping_buffer(),
+                            portal=LNET_RESERVED_PORTAL,
+                            match_bits=LNET_PROTO_PING_MATCHBITS, ack=True, src=src,
+                            owner=MDOwner(OwnerRole.DC_PUSH, peer.primary_nid))
+    if peer.state & PUSH_SENT:
+        peer.push_mdh = handle
+    return 0, acts
+
+
 MERGE_EFFECTS: dict[str, Effect] = {
+    "send_ping": _send_ping,
+    "send_push": _send_push,
     "ping_reply": _ping_reply,
     "push_data": _push_data,
     "data_present": _data_present,

@@ -26,7 +26,7 @@ from nodes.lnet.actions import Action, Log
 from nodes.lnet.errors import ETIMEDOUT
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.discovery import Discovery
     from nodes.lnet.peer import Peer
 
 # lp_state bits (spec §1.3; the first ones also live in peer.py)
@@ -55,10 +55,6 @@ BAD_CONFIG = 0x200000
 
 #: ``LNET_REDISCOVER_PEER``: the rule's result says "process this peer again right away"
 REDISCOVER_PEER = 1
-#: owner tags of discovery MDs (``MD.owner[0]``)
-OWNER_PING = "dc_ping"
-OWNER_PUSH = "dc_push"
-OWNER_WAIT = "dc_wait"
 
 
 class Phase(Enum):
@@ -138,16 +134,9 @@ class DiscoveryQueues:
 Effect = Callable[..., tuple[int, list[Action]]]
 
 
-def queues(eng: LNetEngine) -> DiscoveryQueues:
-    dc = getattr(eng, "dc", None)
-    if dc is None:
-        dc = DiscoveryQueues()
-        eng.dc = dc
-    return dc
-
-
 # ---------------------------------------------------------------------------- predicates
 def phase(peer: Peer) -> Phase:
+    """The peer's phase, derived from its ``lp_state`` bits."""
     s = peer.state
     if not s & DISCOVERING:
         return Phase.IDLE
@@ -158,39 +147,39 @@ def phase(peer: Peer) -> Phase:
     return Phase.QUEUED
 
 
-def discovery_disabled(eng: LNetEngine, peer: Peer) -> bool:
+def discovery_disabled(dc: Discovery, peer: Peer) -> bool:
     """``lnet_is_discovery_disabled``: global off, peer not MR, or NO_DISCOVERY (§5.3)."""
-    return (not eng.tunables.discovery or not peer.state & MULTI_RAIL
+    return (not dc.tunables.discovery or not peer.state & MULTI_RAIL
             or bool(peer.state & NO_DISCOVERY))
 
 
-def needs_push(eng: LNetEngine, peer: Peer) -> bool:
+def needs_push(dc: Discovery, peer: Peer) -> bool:
     """``lnet_peer_needs_push`` (spec §5.2); a non-MR node never pushes (dyn-010)."""
     s = peer.state
-    if not getattr(eng, "multi_rail", True):
+    if not dc.node.multi_rail:
         return False
     if not s & MULTI_RAIL or s & MARK_DELETED or s & PUSH_SENT:
         return False
     if s & FORCE_PUSH:
         return True
-    return (not s & NO_DISCOVERY and bool(eng.tunables.discovery)
-            and peer.node_seqno < eng.ping_seq)
+    return (not s & NO_DISCOVERY and bool(dc.tunables.discovery)
+            and peer.node_seqno < dc.node.ping_seq)
 
 
 def needs_ping(peer: Peer) -> bool:
     return bool(peer.state & FORCE_PING or not peer.state & NIDS_UPTODATE)
 
 
-def is_uptodate(eng: LNetEngine, peer: Peer) -> bool:
+def is_uptodate(dc: Discovery, peer: Peer) -> bool:
     """``lnet_peer_is_uptodate_locked`` (spec §5.2)."""
     if peer.state & (DISCOVERING | FORCE_PING | FORCE_PUSH | REDISCOVER):
         return False
-    if needs_push(eng, peer):
+    if needs_push(dc, peer):
         return False
     return bool(peer.state & DISCOVERED and peer.state & NIDS_UPTODATE)
 
 
-def classify(eng: LNetEngine, peer: Peer) -> Input:
+def classify(dc: Discovery, peer: Peer) -> Input:
     """The first matching rule of the discovery thread for a queued peer (spec §5.2)."""
     s = peer.state
     if s & (MARK_DELETION | MARK_DELETED):
@@ -203,74 +192,74 @@ def classify(eng: LNetEngine, peer: Peer) -> Input:
         return Input.R_PUSH_FAILED
     if needs_ping(peer):
         return Input.R_PING
-    if needs_push(eng, peer):
+    if needs_push(dc, peer):
         return Input.R_PUSH
     return Input.R_DONE
 
-def queue(eng: LNetEngine, peer: Peer) -> None:
+def queue(dc: Discovery, peer: Peer) -> None:
     """``lnet_peer_queue_for_discovery``: DISCOVERING, on the request queue."""
-    dc = queues(eng)
+    q = dc.queues
     peer.state |= DISCOVERING
-    if peer in dc.working:
-        dc.working.remove(peer)
-    if peer not in dc.request:
-        dc.request.append(peer)
+    if peer in q.working:
+        q.working.remove(peer)
+    if peer not in q.request:
+        q.request.append(peer)
 
 
-def to_working(eng: LNetEngine, peer: Peer) -> None:
-    dc = queues(eng)
-    if peer in dc.request:
-        dc.request.remove(peer)
-    if peer not in dc.working:
-        dc.working.append(peer)
+def to_working(dc: Discovery, peer: Peer) -> None:
+    q = dc.queues
+    if peer in q.request:
+        q.request.remove(peer)
+    if peer not in q.working:
+        q.working.append(peer)
 
 
 # ---------------------------------------------------------------------------- effects
-def _noop(eng: LNetEngine, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+def _noop(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
     return 0, []
 
 
-def _eff_queue(eng: LNetEngine, peer: Peer, now: float,
+def _eff_queue(dc: Discovery, peer: Peer, now: float,
                **kw: object) -> tuple[int, list[Action]]:
-    queue(eng, peer)
+    queue(dc, peer)
     return 0, []
 
 
-def stale(eng: LNetEngine, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+def stale(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
     return 0, [Log(level="info", text=f"discovery of {peer.primary_nid}: stale event ignored")]
 
 
-def _ping_failed_evt(eng: LNetEngine, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
+def _ping_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
                      **kw: object) -> tuple[int, list[Action]]:
     peer.state &= ~PING_SENT
     peer.state |= PING_FAILED
     peer.ping_error = status or -ETIMEDOUT
     peer.ping_mdh = 0
-    queue(eng, peer)
+    queue(dc, peer)
     return 0, [Log(level="info", text=f"discovery ping to {peer.primary_nid} failed: {status}")]
 
 
-def _push_failed_evt(eng: LNetEngine, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
+def _push_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
                      **kw: object) -> tuple[int, list[Action]]:
     peer.state &= ~PUSH_SENT
     peer.state |= PUSH_FAILED
     peer.push_error = status or -ETIMEDOUT
     peer.push_mdh = 0
-    queue(eng, peer)
+    queue(dc, peer)
     return 0, [Log(level="info", text=f"discovery push to {peer.primary_nid} failed: {status}")]
 
 
-def _push_acked(eng: LNetEngine, peer: Peer, now: float,
+def _push_acked(dc: Discovery, peer: Peer, now: float,
                 **kw: object) -> tuple[int, list[Action]]:
     """ACK of our push: the peer now holds our buffer of that sequence (``lp_node_seqno``)."""
     peer.state &= ~PUSH_SENT
     peer.node_seqno = peer.push_seq
     peer.push_mdh = 0
-    queue(eng, peer)
+    queue(dc, peer)
     return 0, []
 
 
-def _ping_failed_rule(eng: LNetEngine, peer: Peer, now: float,
+def _ping_failed_rule(dc: Discovery, peer: Peer, now: float,
                       **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_ping_failed``: retry by FORCE_PING; error 0 (truncation) retries now."""
     peer.state &= ~PING_FAILED
@@ -279,14 +268,14 @@ def _ping_failed_rule(eng: LNetEngine, peer: Peer, now: float,
     return (rc or REDISCOVER_PEER), []
 
 
-def _push_failed_rule(eng: LNetEngine, peer: Peer, now: float,
+def _push_failed_rule(dc: Discovery, peer: Peer, now: float,
                       **kw: object) -> tuple[int, list[Action]]:
     peer.state &= ~PUSH_FAILED
     rc, peer.push_error = peer.push_error, 0
     return (rc or REDISCOVER_PEER), []
 
 
-def _discovered(eng: LNetEngine, peer: Peer, now: float,
+def _discovered(dc: Discovery, peer: Peer, now: float,
                 **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_discovered``: rule 7 (spec §5.2)."""
     peer.state |= DISCOVERED
@@ -296,12 +285,11 @@ def _discovered(eng: LNetEngine, peer: Peer, now: float,
                                       f"(state {peer.state:#x})")]
 
 
-def _delete(eng: LNetEngine, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
+def _delete(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_deletion``: the peer goes; traffic recreates it non-MR (spec §5.4)."""
-    if not peer.state & MARK_DELETED and peer in eng.peers.peers:
-        eng.peers.delete_peer(peer)
-        eng.lpni_recoveryq[:] = [p for p in eng.lpni_recoveryq
-                                 if eng.peers.find_lpni(p.nid) is p]
+    if not peer.state & MARK_DELETED and peer in dc.peers.peers:
+        dc.peers.delete_peer(peer)
+        dc.recovery.forget_deleted_peers()
     peer.state |= MARK_DELETED
     peer.state &= ~(DISCOVERING | FORCE_PING | FORCE_PUSH | MARK_DELETION)
     return 0, [Log(level="info", text=f"peer {peer.primary_nid} deleted by discovery")]

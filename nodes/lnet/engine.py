@@ -3,311 +3,313 @@
 Theory of operation: the driver feeds configuration calls (the DLC API), upper-layer sends
 (``put``/``get``/``ping``), LND events (``handle``), link-state changes (``ni_set_fatal``) and
 the passing of time (``handle_timer``); every call returns a list of actions (``Transmit``,
-``MDEvent``, ``Log``) and the driver asks ``next_deadline()`` afterwards. No sockets, threads,
-clocks or unseeded randomness in here.
+``MDEvent``, ``Log``, ``NotifyPeerDown``, ``MsgTrace``). ``next_deadline()`` is the earliest
+deadline; ``deadline_changed`` says cheaply whether it may differ from the value last
+returned (re-arm only then). No sockets, threads, clocks or unseeded randomness in here.
 
-This module is the facade; the work lives in one module per concept: ``send.py`` (select ->
-commit -> credits -> Transmit, tx finalize, resend), ``select.py`` (spec §2), ``health.py``
-(spec §3.1-3.3), ``recovery.py`` (spec §3.5, driven by the 1 s monitor tick), ``receive.py``
-(spec §4.2), ``router.py`` (routing, spec §6: ``route``, ``rtrpool``, ``rtrcheck``,
-``rtralive``, ``rtrstate``), ``nistate.py`` (NI add/del, link state, dbg-110 logging),
-``views.py`` (spec §9).
-Invariant (spec §4.4): every send ends in exactly one final MD event (``unlinked=True``),
-success or failure with a negative errno.
+This module is the facade: it builds the components, wires them, keeps the public surface.
+Each concept is an object owning its state, one module each: ``LocalNets``, ``PeerTable``,
+``MDTable``, ``Timers``, ``Health`` (§3.1-3.3), ``Recovery`` (§3.5), ``NIState`` (dbg-110),
+``Notices``, ``Discovery`` (§5), ``Router`` (§6), ``FaultState`` (§8), ``UDSPTable`` (§7),
+``Requests``, ``Sender`` and ``Receiver`` (the lifecycle, §1.5, §4); the selector
+``select.py`` (§2) is pure and the ``Decisions`` (``decisions.py``) are injectable.
+Invariant (spec §4.4): every send ends in exactly one final MD event (``unlinked=True``).
 """
 
 from __future__ import annotations
 
-import heapq
 import random
 
-from nodes.lnet import discovery, nistate, notify, recovery, send, udsp, views
-from nodes.lnet.actions import Action, Log, MDEvent
+from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
-from nodes.lnet.errors import (
-    ECANCELED,
-    EEXIST,
-    ENODEV,
-    ESHUTDOWN,
-    ETIMEDOUT,
-    LNetConfigError,
-)
+from nodes.lnet.decisions import Decisions
+from nodes.lnet.discovery import Discovery
+from nodes.lnet.errors import ECANCELED, EEXIST, ETIMEDOUT, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
-from nodes.lnet.fault import FaultState, release
+from nodes.lnet.fault import FaultState
 from nodes.lnet.hdr import (
     LNET_MTU,
     LNET_PID_LUSTRE,
     LNET_PING_INFO_MIN_SIZE,
     LNET_PROTO_PING_MATCHBITS,
     LNET_RESERVED_PORTAL,
-    LNetHdr,
-    MsgType,
-    WireHandle,
 )
-from nodes.lnet.health import remote_failure
-from nodes.lnet.hstatus import HStatus
-from nodes.lnet.msg import MD, ME, Msg
-from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNetNet, LNetNI, NetTunables
-from nodes.lnet.nid import LO_NET, LO_NID, NID, Net
-from nodes.lnet.peer import PeerNI, PeerTable
-from nodes.lnet.ping import (
-    LNET_PING_FEAT_BASE,
-    LNET_PING_FEAT_DISCOVERY,
-    LNET_PING_FEAT_MULTI_RAIL,
-    LNET_PING_FEAT_NI_STATUS,
-    LNET_PING_FEAT_RTE_DISABLED,
-    PingInfo,
-)
+from nodes.lnet.health import Health
+from nodes.lnet.mds import MDTable, id_source
+from nodes.lnet.msg import MD, MDOwner, Msg, OwnerRole
+from nodes.lnet.nets import LocalNets
+from nodes.lnet.ni import LNetNI
+from nodes.lnet.nid import LO_NID, NID, Net
+from nodes.lnet.nistate import NIState
+from nodes.lnet.node import NodeState
+from nodes.lnet.notify import Notices
+from nodes.lnet.peer import PeerTable
+from nodes.lnet.ping import PingInfo, node_ping_info
+from nodes.lnet.receive import Receiver
+from nodes.lnet.recovery import Recovery
+from nodes.lnet.requests import Requests
 from nodes.lnet.router import ROUTER_PARAMS, Router
-from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE, Tunables
+from nodes.lnet.send import Sender
+from nodes.lnet.timers import Timers
+from nodes.lnet.trace import Tracer
+from nodes.lnet.tunables import Tunables
+from nodes.lnet.udsp import UDSPTable
+from nodes.lnet.views import Views
 
 
 class LNetEngine:
-    """One node's LNet. ``rng`` is injected so the same seed gives the same decisions."""
+    """One node's LNet. ``rng`` is injected so the same seed gives the same decisions;
+    ``decisions`` replaces single decisions in tests (``decisions.py``)."""
 
     def __init__(self, *, rng: random.Random | None = None, pid: int = LNET_PID_LUSTRE,
-                 incarnation: int = 1) -> None:
+                 incarnation: int = 1, decisions: Decisions | None = None) -> None:
         self.rng = rng or random.Random(0)
-        self.pid = pid
-        self.incarnation = incarnation
+        self.node = NodeState(pid=pid, incarnation=incarnation)
         self.tunables = Tunables()
         self.counters = GlobalCounters()
+        self.timers = Timers()
+        self.ids = id_source()
+        self.tracer = Tracer()
+        dec = decisions or Decisions()
         self.peers = PeerTable()
-        self.nets: dict[Net, LNetNet] = {}
-        self.configured = False
-        self.net_seq = 0
-        self.ping_seq = 1
-        self._next_id = 1
-        self.txs: dict[int, Msg] = {}
-        self._mds: dict[int, MD] = {}
-        self._mes: list[ME] = []
-        self._timers: list[tuple[float, int]] = []
-        self.ni_recoveryq: list[LNetNI] = []      # ln_mt_localNIRecovq (spec §3.5)
-        self.lpni_recoveryq: list[PeerNI] = []    # ln_mt_peerNIRecovq
-        self.mt_last = float("-inf")              # last monitor tick
-        self.faults = FaultState(self.rng)  # lctl net_drop_add/net_delay_add (spec §8)
-        self.router = Router(self)  # routes, gateways, buffers, forwarding (router.py, §6)
-        self.dc = discovery.DiscoveryQueues()  # ln_dc_request/working (discovery.py, §5.2)
-        self.multi_rail = True  # False: a "downrev" non-MR node (seed 000 bck-*, discovery.py)
-        self.udsp = udsp.UDSPTable()        # ln_udsp_list (spec §7)
-        self.notices = notify.Notices()     # health notices for user space (hlth-lnt-udev)
-        self.nistate = nistate.NIStateLog()  # local NI states last logged (dbg-110)
-        self._hook_peers()
+        self.notices = Notices()
+        self.nistate = NIState(lambda: self.local.local_nis(), self.timers, self.notices)
+        self.local = LocalNets(self.nistate, self._ping_changed)
+        self.notices.local_nis = self.local.local_nis
+        self.notices.find_lpni = self.peers.find_lpni
+        self.udsp = UDSPTable(self.local, self.peers)
+        self.mds = MDTable(self.ids, self.timers, self.counters, incarnation)
+        self.faults = FaultState(self.rng, self.timers)  # lctl net_drop_add (spec §8)
+        self.health = Health(self.tunables, self.counters, self.notices, self.nistate, dec)
+        self.recovery = Recovery(self.tunables, self.timers, self.health, self.nistate)
+        self.router = Router(node=self.node, tunables=self.tunables, peers=self.peers,
+                             local=self.local, counters=self.counters, notices=self.notices,
+                             nistate=self.nistate, health=self.health, rng=self.rng,
+                             ids=self.ids)
+        self.discovery = Discovery(self.node, self.tunables, self.peers, self.local, self.mds,
+                                   self.recovery, self.timers)
+        self.sender = Sender(node=self.node, tunables=self.tunables, counters=self.counters,
+                             local=self.local, peers=self.peers, mds=self.mds,
+                             health=self.health, nistate=self.nistate, router=self.router,
+                             discovery=self.discovery, faults=self.faults, decisions=dec,
+                             tracer=self.tracer, ids=self.ids)
+        self.receiver = Receiver(node=self.node, counters=self.counters, local=self.local,
+                                 peers=self.peers, mds=self.mds, health=self.health,
+                                 router=self.router, discovery=self.discovery,
+                                 faults=self.faults, sender=self.sender,
+                                 ping_buffer=lambda: self.ping_info().pack())
+        self.requests = Requests(self.node, self.tunables, self.counters, self.mds,
+                                 self.sender, self.ids)
+        self.views = Views(self.local, self.peers, self.counters, self.tunables, self.recovery,
+                           self.router)
+        self._wire()
+        # the same objects under the names older callers and the unit tests read
+        self.pid, self.incarnation, self.nets = pid, incarnation, self.local.nets
+        self.dc, self._mes = self.discovery.queues, self.mds.mes
+        self.ni_recoveryq, self.lpni_recoveryq = self.recovery.ni_queue, self.recovery.lpni_queue
 
-    def _hook_peers(self) -> None:
-        """New peer nets / peer NIs get the UDSP rules applied at creation (spec §7.3)."""
-        self.peers.on_new_lpn = lambda pnet: udsp.on_lpn(self, pnet)
-        self.peers.on_new_lpni = lambda lpni: udsp.on_lpni(self, lpni)
+    def _wire(self) -> None:
+        """Collaborators built after the components that call them; MD owner roles."""
+        h, r, d = self.health, self.router, self.discovery
+        h.recovery = self.recovery
+        h.local_count = lambda: len(self.local.local_nis())
+        h.is_local = lambda nid: nid in self.local.by_nid
+        h.lpni_fell = r.health_fell
+        rec = self.recovery
+        rec.ping, rec.unlink, rec.peers = self.recovery_ping, self.unlink, self.peers
+        rec.md_by_handle, rec.ni_by_nid = self.mds.get, self.local.ni_by_nid
+        r.sender_ref, r.discovery_ref = self.sender, d
+        r.get, r.ping_changed = self.get, self._ping_changed
+        d.sender, d.router_ref = self.sender, r
+        d.get, d.put = self.get, self.put
+        d.ping_buffer = lambda: self.ping_info().pack()
+        self.sender.receiver = self.receiver
+        self.mds.register(OwnerRole.LPNI_RECOVERY, rec.on_md_event)
+        for role in (OwnerRole.DC_PING, OwnerRole.DC_PUSH):
+            self.mds.register(role, d.on_md_event)
+        self.mds.register(OwnerRole.RTR_QUERY, lambda md, kind, st, payload, src: [])
+        self.peers.on_new_lpn = self.udsp.on_lpn
+        self.peers.on_new_lpni = self.udsp.on_lpni
+
+    # ------------------------------------------------------------------ node attributes
+    @property
+    def configured(self) -> bool:
+        return self.node.configured
+
+    @property
+    def multi_rail(self) -> bool:
+        """False: a "downrev" non-MR node (seed 000 bck-*, discovery.py)."""
+        return self.node.multi_rail
+
+    @multi_rail.setter
+    def multi_rail(self, value: bool) -> None:
+        self.node.multi_rail = value
+
+    @property
+    def ping_seq(self) -> int:  # the ping buffer's sequence number (spec §5.1)
+        return self.node.ping_seq
+
+    @property
+    def trace_messages(self) -> bool:
+        """Emit ``MsgTrace`` actions (TRACE-SCHEMA); off by default, set by the driver."""
+        return self.tracer.on
+
+    @trace_messages.setter
+    def trace_messages(self, value: bool) -> None:
+        self.tracer.on = value
+
+    @property
+    def mt_last(self) -> float:  # the last monitor tick (recovery.py)
+        return self.recovery.mt_last
 
     # ------------------------------------------------------------------ DLC: configuration
     def configure(self) -> None:
-        """``lnetctl lnet configure``: bring LNet up with its loopback NI ``0@lo``."""
-        if self.configured:
+        """``lnetctl lnet configure``: LNet up with its loopback NI ``0@lo``."""
+        if self.node.configured:
             return
-        lo = LNetNet(LO_NET, NetTunables(peer_timeout=0, peer_credits=0, credits=0))
-        lo.nis.append(LNetNI(LO_NID, "", lo, tx_credits=0, max_tx_credits=0, min_tx_credits=0))
-        self.nets = {LO_NET: lo}
-        self.configured = True
-        if self.tunables.forwarding:  # module param forwarding=enabled: a router at once (§6.2)
+        self.local.configure()
+        self.node.configured = True
+        if self.tunables.forwarding:  # module param forwarding=enabled: a router at once
             self.router.on_tunable("forwarding", 1, None)
 
     def unconfigure(self) -> list[NID]:
-        """``lnetctl lnet unconfigure``: returns the NIDs the LND must shut down."""
-        nids = [ni.nid for ni in self.local_nis()]
-        self.nets = {}
-        self.peers = PeerTable()
-        self._hook_peers()
-        self.udsp = udsp.UDSPTable()  # lnet_udsp_destroy(shutdown) on LNetNIFini
-        self.ni_recoveryq.clear()
-        self.lpni_recoveryq.clear()
-        self.router = Router(self)
-        self.dc = discovery.DiscoveryQueues()
-        self.configured = False
-        return nids
-
-    def _require_up(self) -> None:
-        if not self.configured:
-            raise LNetConfigError(-ENODEV, "LNet is not configured")  # lnetctl: No such device
+        """``lnetctl lnet unconfigure``: the NIDs the LND must shut down."""
+        nis = self.local.clear()
+        self.peers.clear()
+        self.udsp.rules.clear()  # lnet_udsp_destroy(shutdown) on LNetNIFini
+        self.recovery.clear()
+        self.router.clear()
+        self.discovery.clear()
+        self.node.configured = False
+        return [ni.nid for ni in nis]
 
     def net_add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None = None,
                 credits: int | None = None, peer_timeout: int | None = None,
                 cpts: tuple[int, ...] = (0,), numa: int | None = None) -> LNetNI:
-        """``lnetctl net add --net N --if IF``: one NI per interface (cfg-020, cfg-040).
-
-        ``numa`` is the emulated NUMA node of the interface's device (``dev cpt``, snd-010;
-        testbed extension ``--numa``); None leaves it unbound (-1). Logged (dbg-110) at the
-        next tick (``nistate.py``).
-        """
-        self._require_up()
-        return nistate.net_add(self, net, interface, nid, peer_credits=peer_credits,
-                               credits=credits, peer_timeout=peer_timeout, cpts=cpts,
-                               numa=numa)
+        """``lnetctl net add``: one NI per interface (cfg-020, cfg-040); ``numa`` is the
+        emulated NUMA node of its device (snd-010), None unbound (``nets.py``)."""
+        self.router.require_up()  # -ENODEV
+        return self.local.add(net, interface, nid, peer_credits=peer_credits, credits=credits,
+                              peer_timeout=peer_timeout, cpts=cpts, numa=numa,
+                              multi_rail=self.node.multi_rail, udsp=self.udsp,
+                              peers=self.peers)
 
     def net_del(self, net: Net, interface: str | None = None) -> list[NID]:
         """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110)."""
-        self._require_up()
-        return nistate.net_del(self, net, interface)
+        self.router.require_up()  # -ENODEV
+        return self.local.delete(net, interface, self.recovery)
 
     def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
                  lock_prim: bool = False) -> None:
         """``lnetctl peer add --prim_nid P --nid LIST`` (cfg-070, cfg-075, cfg-080)."""
-        self._require_up()
-        local = {ni.nid for ni in self.local_nis()}
+        self.router.require_up()  # -ENODEV
         for nid in [prim, *nids]:
-            if nid in local:
+            if nid in self.local.by_nid and nid != LO_NID:
                 raise LNetConfigError(-EEXIST, f"{nid} is a local NID")
-        credits = {n: ln.tunables.peer_credits for n, ln in self.nets.items()}
+        credits = {n: ln.tunables.peer_credits for n, ln in self.local.nets.items()}
         self.peers.user_add(prim, nids, non_mr, lock_prim, credits)
 
     def peer_del(self, prim: NID, nids: list[NID], *, force: bool = False) -> None:
-        self._require_up()
+        self.router.require_up()  # -ENODEV
         self.peers.user_del(prim, nids, force)
-        self.lpni_recoveryq[:] = [p for p in self.lpni_recoveryq
-                                  if self.peers.find_lpni(p.nid) is p]
+        self.recovery.forget_deleted_peers()
 
     def set_tunable(self, name: str, value: int, now: float | None = None) -> list[Action]:
         old = getattr(self.tunables, name, None)
         self.tunables.set(name, value)
         if name == "discovery":  # disabling force-pushes to MR peers (discovery.py, §5.4)
-            discovery.set_discovery(self, int(old or 0), value)
+            self.discovery.set_discovery(int(old or 0), value)
         if name in ROUTER_PARAMS:  # routing state and buffer pools (router.py, spec §6.2)
-            return self.router.on_tunable(name, value, now)
+            return self.router.on_tunable(name, value, now) + self.tracer.take()
         return []
 
     def _ping_changed(self) -> None:
         """A local NI was added or removed: the ping buffer is rebuilt with seq+1 and MR
-        peers are pushed the new one (spec §5.1, dyn-045; ``discovery.local_ni_changed``)."""
-        self.ping_seq += 1
-        discovery.local_ni_changed(self)
+        peers are pushed the new one (spec §5.1, dyn-045)."""
+        self.node.ping_seq += 1
+        self.discovery.local_ni_changed()
 
     # ------------------------------------------------------------------ health controls
     def ni_set_fatal(self, nid: NID, fatal: bool, now: float,
                      cause: str = "carrier") -> list[Action]:
-        """``lnet_set_link_fatal_state``: the LND saw the device's link go down/up (hlt lnd-010).
-
-        Each change counts as a local interface down/up event (hlth-stt-ni-down/up-events)
-        and raises an ``ni_link`` notice; ``cause`` is ``carrier`` (link watcher) or
-        ``simulated`` (the ``lctl net_ni_down|up`` hook, hlth-dbg-sim-ni-down/up).
-
-        A fatal NI loses to every non-fatal NI in selection (spec §2.4 criterion 1) and shows
-        ``status: down`` / ``fatal_error: 1``. Clearing it makes the NI selectable again; its
-        status returns to ``up`` when its health is 1000 (config.c), otherwise it is (re)queued
-        for local recovery, whose pings now succeed and raise it (spec §3.5).
-        """
-        return nistate.ni_set_fatal(self, nid, fatal, now, cause)
+        """``lnet_set_link_fatal_state``: the LND saw the device's link go down/up (hlt
+        lnd-010); ``cause`` is ``carrier`` or ``simulated`` (``NIState.link_change``)."""
+        ni = self.local.ni_by_nid(nid)
+        if ni is None or ni.is_lo:
+            return [Log(level="warning", text=f"link state change for unknown NI {nid}")]
+        return self.nistate.link_change(ni, fatal, now, cause, self.recovery)
 
     def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
         """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""
-        nistate.net_set_health(self, nid, value, now)
+        for ni in self.local.local_nis():
+            if nid is None or ni.nid == nid:
+                self.health.manual_ni(ni, value)
+                self.recovery.ni_enqueue(ni, now, manual=True)
 
     def peer_set_health(self, nid: NID | None, value: int, now: float) -> None:
         """``lnetctl peer set --nid X|--all --health V`` (spec §3.6; subject to §3.5 rules)."""
-        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
-            value = LNET_MAX_HEALTH_VALUE
         for lpni in list(self.peers.by_nid.values()):
-            if nid is not None and lpni.nid != nid:
-                continue
-            lpni.healthv = value
-            recovery.lpni_enqueue(self, lpni, now)
-            self.notices.watch_lpni(lpni)  # its status changes are published (notify.py)
+            if nid is None or lpni.nid == nid:
+                self.health.manual_lpni(lpni, value)
+                self.recovery.lpni_enqueue(lpni, now)
 
     def stats_reset(self) -> None:
         """``lnetctl stats reset`` (spec §4.5): global counters incl. gauges, per-NI and
-        per-peer-NI send/recv/drop and latency stats; health counters are kept. The testbed
-        statistics (link events, send/transaction times, counters.py) are reset too."""
+        per-peer-NI statistics and the testbed's (counters.py); health counters are kept."""
         self.counters.reset()
-        for ni in self.local_nis(True):
+        for ni in self.local.local_nis(True):
             ni.stats.reset()
             ni.link_events.reset()
         for lpni in self.peers.by_nid.values():
             lpni.stats.reset()
 
-    # ------------------------------------------------------------------ queries
     def local_nis(self, include_lo: bool = False) -> list[LNetNI]:
-        return [ni for net in self.nets.values() for ni in net.nis if include_lo or not ni.is_lo]
+        return list(self.local.local_nis(include_lo))
 
     def ni_by_nid(self, nid: NID) -> LNetNI | None:
-        return next((ni for ni in self.local_nis(True) if ni.nid == nid), None)
+        return self.local.ni_by_nid(nid)
 
     def md_by_handle(self, handle: int) -> MD | None:
-        return self._mds.get(handle)
+        return self.mds.get(handle)
 
     def ping_info(self) -> PingInfo:
-        features = LNET_PING_FEAT_BASE | LNET_PING_FEAT_NI_STATUS
-        if self.multi_rail:  # a downrev node has neither bit (bck-025, discovery.py)
-            features |= LNET_PING_FEAT_MULTI_RAIL
-            if self.tunables.discovery:
-                features |= LNET_PING_FEAT_DISCOVERY
-        if self.router.rte_disabled():  # STARTING/STOPPING keep it (spec §6.2)
-            features |= LNET_PING_FEAT_RTE_DISABLED
-        # NI status per entry: a fatal NI is DOWN, otherwise its status (spec §1.2, §5.1)
-        nis = tuple((ni.nid, LNET_NI_STATUS_DOWN if ni.fatal_error else ni.status)
-                    for ni in self.local_nis())
-        return PingInfo(features, self.pid, self.ping_seq, nis)
+        """Our ping buffer (``ping.node_ping_info``, spec §5.1)."""
+        return node_ping_info(self.node.pid, self.node.ping_seq, self.node.multi_rail,
+                              bool(self.tunables.discovery), self.router.rte_disabled(),
+                              self.local.local_nis())
 
-    def view(self, what: str, **kw: object) -> dict[str, object]:
-        """YAML-ready dicts for lnetctl (``views.py``)."""
-        return views.render(self, what, **kw)
+    def view(self, what: str, **kw: object) -> dict[str, object]:  # lnetctl's YAML
+        return self.views.render(what, **kw)
 
     # ------------------------------------------------------------------ upper layer API
-    def new_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
-    def _bind_md(self, now: float, *, threshold: int, data: bytes = b"",
-                 timeout: float | None = None, op: MsgType | None = None,
-                 owner: tuple[str, NID] | None = None) -> MD:
-        md = MD(self.new_id(), threshold, data=data, sent_at=now, op=op, owner=owner)
-        self._mds[md.handle] = md
-        if timeout is not None:
-            md.user_deadline = now + timeout
-            heapq.heappush(self._timers, (md.user_deadline, md.handle))
-        return md
-
     def attach_me(self, portal: int, match_bits: int, ignore_bits: int, *,
                   data: bytes = b"", sink: bool = True, events: bool = False) -> int:
         """Post a match entry (a test service); returns the MD handle."""
-        md = MD(self.new_id(), -1, data=data, sink=sink, events=events)
-        self._mds[md.handle] = md
-        self._mes.append(ME(portal, match_bits, ignore_bits, md))
-        return md.handle
+        return self.mds.attach(portal, match_bits, ignore_bits, data=data, sink=sink,
+                               events=events).handle
 
     def put(self, now: float, dst: NID, *, payload: bytes, portal: int, match_bits: int = 0,
             ack: bool = True, src: NID | None = None, timeout: float | None = None,
             hdr_data: int = 0, numa: int | None = None,
-            owner: tuple[str, NID] | None = None) -> tuple[int, list[Action]]:
+            owner: MDOwner | None = None) -> tuple[int, list[Action]]:
         """``LNetPut``: returns the MD handle; events arrive as ``MDEvent`` actions.
-
         ``timeout`` is the caller's own transaction timeout (003); ``numa`` the NUMA node of
-        the payload memory (snd-020).
-        """
-        md = self._bind_md(now, threshold=2 if ack else 1, timeout=timeout, op=MsgType.PUT,
-                           owner=owner)
-        wmd = WireHandle(self.incarnation, md.handle) if ack else WireHandle()
-        hdr = LNetHdr(dest_nid=dst, src_nid=LO_NID, dest_pid=LNET_PID_LUSTRE, src_pid=self.pid,
-                      type=MsgType.PUT, payload_length=len(payload), wmd=wmd,
-                      match_bits=match_bits, hdr_data=hdr_data, ptl_index=portal)
-        msg = Msg(self.new_id(), MsgType.PUT, hdr, payload, md=md, final_dst=dst, md_cpt=numa)
-        md.msg = msg
-        # discovery pushes are always tracked (lnet_response_tracking 0 still tracks, §4.3)
-        return md.handle, self._launch(msg, now, src, track=ack, force_track=owner is not None)
+        the payload memory (snd-020)."""
+        handle, actions = self.requests.put(now, dst, payload=payload, portal=portal,
+                                            match_bits=match_bits, ack=ack, src=src,
+                                            timeout=timeout, hdr_data=hdr_data, numa=numa,
+                                            owner=owner)
+        return handle, actions + self.tracer.take() if self.tracer.on else actions
 
     def get(self, now: float, dst: NID, *, length: int, portal: int, match_bits: int = 0,
             src: NID | None = None, timeout: float | None = None, recovery: bool = False,
             numa: int | None = None,
-            owner: tuple[str, NID] | None = None) -> tuple[int, list[Action]]:
+            owner: MDOwner | None = None) -> tuple[int, list[Action]]:
         """``LNetGet``: the REPLY's payload comes back in the REPLY ``MDEvent``."""
-        md = self._bind_md(now, threshold=2, timeout=timeout, op=MsgType.GET, owner=owner)
-        hdr = LNetHdr(dest_nid=dst, src_nid=LO_NID, dest_pid=LNET_PID_LUSTRE, src_pid=self.pid,
-                      type=MsgType.GET, payload_length=0,
-                      wmd=WireHandle(self.incarnation, md.handle), match_bits=match_bits,
-                      ptl_index=portal, sink_length=length)
-        msg = Msg(self.new_id(), MsgType.GET, hdr, b"", md=md, final_dst=dst,
-                  recovery=recovery, md_cpt=numa)
-        md.msg = msg
-        force = portal == LNET_RESERVED_PORTAL and match_bits == LNET_PROTO_PING_MATCHBITS
-        return md.handle, self._launch(msg, now, src, track=True, force_track=force and
-                                       owner is not None)
+        handle, actions = self.requests.get(now, dst, length=length, portal=portal,
+                                            match_bits=match_bits, src=src, timeout=timeout,
+                                            recovery=recovery, numa=numa, owner=owner)
+        return handle, actions + self.tracer.take() if self.tracer.on else actions
 
     def ping(self, now: float, dst: NID, *, timeout: float | None = None,
              src: NID | None = None, numa: int | None = None) -> tuple[int, list[Action]]:
@@ -318,184 +320,79 @@ class LNetEngine:
                         numa=numa)
 
     def recovery_ping(self, now: float, dst: NID,
-                      owner: tuple[str, NID]) -> tuple[int, list[Action]]:
+                      owner: MDOwner) -> tuple[int, list[Action]]:
         """``lnet_send_ping(recovery=true)``: 272-byte GET, tracked, NMR, never resent."""
         return self.get(now, dst, length=LNET_PING_INFO_MIN_SIZE, portal=LNET_RESERVED_PORTAL,
                         match_bits=LNET_PROTO_PING_MATCHBITS, recovery=True, owner=owner)
 
+    def discover(self, nid: NID, now: float, *, force: bool = False) -> tuple[int, list[Action]]:
+        """``lnetctl discover [--force] NID`` (``Discovery.discover``, spec §5.3)."""
+        handle, actions = self.discovery.discover(nid, now, force=force)
+        return handle, actions + self.tracer.take()
+
     def unlink(self, now: float, handle: int) -> list[Action]:
-        """``LNetMDUnlink``: the MD's owner gives up; it gets a final UNLINK event."""
-        md = self._mds.get(handle)
+        """``LNetMDUnlink``: a final UNLINK event."""
+        md = self.mds.get(handle)
         if md is None or md.unlinked:
             return []
-        return self.md_final(md, "UNLINK", -ETIMEDOUT if md.user_deadline else -ECANCELED)
-
-    def _launch(self, msg: Msg, now: float, src: NID | None, *, track: bool,
-                force_track: bool = False) -> list[Action]:
-        self.counters.msg_alloc()
-        if not self.configured:
-            return send.fail_unsent(self, msg, now, -ESHUTDOWN, HStatus.LOCAL_ERROR)
-        if track and msg.md is not None and (force_track or self._tracking(msg.type)):
-            # lnet_attach_rsp_tracker: one deadline per MD, not reset on resend (spec §3.4)
-            msg.md.rsp_deadline = now + self.tunables.transaction_timeout
-            heapq.heappush(self._timers, (msg.md.rsp_deadline, msg.md.handle))
-            self.counters.bump("rst_alloc")
-        msg.src_nid_param = src
-        return send.send(self, msg, now)
-
-    def _tracking(self, mtype: MsgType) -> bool:
-        """``lnet_response_tracking`` 0..3 (spec §4.3)."""
-        rt = self.tunables.response_tracking
-        return (mtype == MsgType.GET and rt in (1, 3)) or (mtype == MsgType.PUT and rt in (2, 3))
-
-    # the fault hooks (nodes/lnet/fault.py) call these two names
-    def _post_send(self, msg: Msg, now: float) -> list[Action]:
-        return send.post_send(self, msg, now)
-
-    def _finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus) -> list[Action]:
-        return send.finalize_tx(self, msg, now, rc, hstatus)
-
-    # ------------------------------------------------------------------ MD events
-    def md_event(self, md: MD, kind: str, status: int, *, unlinked: bool = False,
-                 **kw: object) -> list[Action]:
-        """Deliver an event on ``md``: to the upper layer, or to recovery for its pings."""
-        if md.unlinked and not unlinked:
-            return []
-        if md.owner is not None and md.owner[0] in ("rtr", "rtrq"):  # router pings (§6.4)
-            return self.router.on_md_event(md, kind, status, kw.get("payload", b""))  # type: ignore[arg-type]
-        if md.owner is not None and md.owner[0].startswith("dc_"):  # discovery ping/push
-            return discovery.on_md_event(self, md, kind, status, **kw)
-        if md.owner is not None:
-            return recovery.on_md_event(self, md, kind, status)
-        return [MDEvent(handle=md.handle, kind=kind, status=status, unlinked=unlinked,
-                        **kw)]  # type: ignore[arg-type]
-
-    def md_final(self, md: MD, kind: str, status: int, **kw: object) -> list[Action]:
-        """The MD's last event (exactly once): unlink it and detach its response tracker."""
-        if md.unlinked:
-            return []
-        md.unlinked = True
-        self._mds.pop(md.handle, None)
-        if md.rsp_deadline is not None:
-            md.rsp_deadline = None
-            self.counters.values["rst_alloc"] = max(0, self.counters.values["rst_alloc"] - 1)
-        return self.md_event(md, kind, status, unlinked=True, **kw)
+        return self.mds.final(md, "UNLINK", -ETIMEDOUT if md.user_deadline else -ECANCELED)
 
     # ------------------------------------------------------------------ LND events
     def handle(self, event: TxCompleted | MessageReceived | PeerNotify,
                now: float) -> list[Action]:
-        """An LND event. Local NI state changes (dbg-110) from before it are logged first,
-        those it caused last (``nistate.py``)."""
-        actions = nistate.status_logs(self) if nistate.pending(self) else []
-        actions += self._handle(event, now)
-        return actions + nistate.status_logs(self) if nistate.pending(self) else actions
-
-    def _handle(self, event: TxCompleted | MessageReceived | PeerNotify,
-                now: float) -> list[Action]:
-        if isinstance(event, PeerNotify):  # lnet_notify from the LND (seed 002, rtralive.py)
-            return self.router.notify(event, now)
+        """An LND event; NI state changes (dbg-110) from before it logged first."""
+        nistate = self.nistate
+        actions = nistate.status_logs() if nistate.pending else []
         if isinstance(event, TxCompleted):
-            msg = self.txs.pop(event.tx_id, None)
-            if msg is None:
-                return [Log(level="warning", text=f"completion for unknown tx {event.tx_id}")]
-            if event.rc == 0 and msg.txni is not None and msg.txpeer is not None:
-                # hlth-stt-avg-send-time: commit of this attempt -> the LND's completion
-                nsec = int((now - msg.committed_at) * 1e9)
-                msg.txni.stats.send_time.add(nsec)
-                msg.txpeer.stats.send_time.add(nsec)
-            return send.finalize_tx(self, msg, now, event.rc, event.hstatus)
-        return self.on_receive(event, now)
+            actions += self.sender.tx_completed(event, now)
+        elif isinstance(event, MessageReceived):
+            actions += self.receiver.parse(event, now)
+        else:  # lnet_notify from the LND (seed 002, rtralive.py)
+            actions += self.router.alive.notify(event, now)
+        if nistate.pending:
+            actions += nistate.status_logs()
+        return actions + self.tracer.take() if self.tracer.on else actions
 
-    # ------------------------------------------------------------------ receive path
-    def on_receive(self, ev: MessageReceived, now: float, *,
-                   loopback: bool = False) -> list[Action]:
-        """``lnet_parse`` (spec §4.2) for messages addressed to this node."""
-        from nodes.lnet.receive import parse  # receive imports fault, which is light
-
-        return parse(self, ev, now, loopback=loopback)
-
-    def send_response(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
-                      payload: bytes = b"", mlength: int = 0,
-                      rtr: NID | None = None) -> list[Action]:
-        """ACK/REPLY: from the NID the request came to, to the request's source (snd-045);
-        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1)."""
-        hdr = LNetHdr(dest_nid=req.src_nid, src_nid=rx_ni.nid, dest_pid=req.src_pid,
-                      src_pid=self.pid, type=mtype, payload_length=len(payload), wmd=req.wmd,
-                      match_bits=req.match_bits, mlength=mlength)
-        msg = Msg(self.new_id(), mtype, hdr, payload, is_response=True,
-                  final_dst=req.src_nid, src_nid_param=rx_ni.nid, rtr_nid_param=rtr)
-        self.counters.msg_alloc()
-        return send.send(self, msg, now)
-
-    def match_me(self, portal: int, match_bits: int) -> MD | None:
-        for me in self._mes:
-            if me.portal == portal and me.matches(match_bits) and not me.md.unlinked:
-                return me.md
-        return None
-
-    def lookup_md(self, wmd: WireHandle) -> MD | None:
-        if wmd.interface_cookie != self.incarnation:
-            return None
-        md = self._mds.get(wmd.object_cookie)
-        return None if md is None or md.unlinked else md
-
-    def md_response(self, now: float, md: MD, kind: str, source: NID, initiator: NID,
-                    payload: bytes = b"", mlength: int = 0) -> list[Action]:
-        """An ACK or REPLY matched ``md``: its final event. The transaction's time (PUT/GET
-        sent -> this response) goes to the responding peer NI (hlth-stt-avg-transaction-time)."""
-        lpni = self.peers.find_lpni(source)
-        if lpni is not None:
-            lpni.stats.transaction_time.add(int((now - md.sent_at) * 1e9))
-        return self.md_final(md, kind, 0, source=source, initiator=initiator,
-                             payload=payload, mlength=mlength)
-
-    # ------------------------------------------------------------------ time
     def next_deadline(self) -> float | None:
-        """Earliest of: MD timers, delayed messages (spec §8.3), the monitor tick (§3.5);
-        at once when a local NI state change waits to be logged (dbg-110, nistate.py)."""
-        times = (self.faults.next_deadline(), self._next_md_deadline(),
-                 recovery.deadline(self), self.router.deadline(),
-                 discovery.deadline(self), 0.0 if nistate.pending(self) else None)
-        return min((t for t in times if t is not None), default=None)
+        """Earliest timer of every component (``timers.py``) and, while routing is in use,
+        of the router checker (``Router.deadline``)."""
+        first = self.timers.next_deadline()
+        if not self.router.active:
+            return first
+        rtr = self.router.deadline()
+        return rtr if first is None or (rtr is not None and rtr < first) else first
 
-    def _next_md_deadline(self) -> float | None:
-        while self._timers:
-            t, handle = self._timers[0]
-            md = self._mds.get(handle)
-            if md is not None and not md.unlinked and t in (md.rsp_deadline, md.user_deadline):
-                return t
-            heapq.heappop(self._timers)
-        return None
+    @property
+    def deadline_changed(self) -> bool:
+        """Whether ``next_deadline()`` may now differ from what it last returned (a driver
+        that armed its timer at that value need not ask again while this is false)."""
+        return self.timers.changed or self.router.active
 
     def handle_timer(self, now: float) -> list[Action]:
         """Delayed messages, response trackers (spec §3.4), caller timeouts, monitor tick."""
-        actions = nistate.status_logs(self)  # changes by config calls, with their cause
-        actions += release(self, now)  # delayed messages due (spec §8.3)
-        while self._timers and self._timers[0][0] <= now:
-            t, handle = heapq.heappop(self._timers)
-            md = self._mds.get(handle)
-            if md is None or md.unlinked:
-                continue
-            if t == md.rsp_deadline:
-                # lnet_finalize_expired_responses: penalise the next hop (spec §3.4, §11.6)
-                self.counters.bump("response_timeout_count")
-                if md.rsp_next_hop is not None:  # no single-NI exemption here (lib-move.c)
-                    before = md.rsp_next_hop.healthv
-                    remote_failure(self, md.rsp_next_hop, now, "RESPONSE_TIMEOUT")
-                    actions += self.router.health_fell(md.rsp_next_hop, before)  # 002
-                actions += self.md_final(md, "UNLINK", -ETIMEDOUT)
-            elif t == md.user_deadline:
-                actions += self.md_final(md, "UNLINK", -ETIMEDOUT)
-        due = recovery.deadline(self)
+        actions = self.nistate.status_logs()  # changes by config calls, with their cause
+        for item in self.faults.release(now):  # delayed messages due (spec §8.3)
+            if isinstance(item, Msg):
+                actions += self.sender.post(item, now, released=True)
+            else:
+                actions += self.receiver.parse(item, now, released=True)
+        for md, response in self.mds.expired(now):
+            if md.unlinked:
+                continue  # unlinked by the expiry handled before it
+            if response:  # lnet_finalize_expired_responses: the next hop is blamed (§3.4)
+                actions += self.health.response_timeout(md.rsp_next_hop, now)
+                msg = md.msg
+                if self.tracer.on and msg is not None and not msg.traced:
+                    self.tracer.complete(msg, -ETIMEDOUT, "RESPONSE_TIMEOUT")
+            actions += self.mds.final(md, "UNLINK", -ETIMEDOUT)
+        due = self.recovery.deadline()
         if due is not None and due <= now:
-            actions += recovery.tick(self, now)
+            actions += self.recovery.tick(now)
         due = self.router.deadline()
         if due is not None and due <= now:
             actions += self.router.tick(now)  # router checker (spec §6.4)
-        due = discovery.deadline(self)
-        if due is not None and due <= now:
-            actions += discovery.tick(self, now)  # deferred discovery work (spec §5.2)
-        return actions + nistate.status_logs(self)  # NI state changes not logged yet (dbg-110)
+        if self.discovery.queues.request and self.discovery.queues.wake <= now:
+            actions += self.discovery.run_queue(now)  # deferred discovery work (spec §5.2)
+        actions += self.nistate.status_logs()  # NI state changes not logged yet (dbg-110)
+        return actions + self.tracer.take() if self.tracer.on else actions
 
-    def ni_status_up(self, ni: LNetNI) -> bool:
-        return ni.status == LNET_NI_STATUS_UP

@@ -2,13 +2,13 @@
 
 Theory of operation: a node owns one ``FaultState`` (``engine.faults``) holding its drop rules
 and delay rules, newest first (``lctl net_drop_add`` puts a rule at the **head**, spec §8.1).
-The engine calls two hooks and nothing else decides here:
+The engine asks two hooks; they decide and hold, the engine acts (sends, fails, counts):
 
-* ``tx_hook`` from ``_post_send`` right before a ``Transmit`` would be emitted (credits held):
+* ``tx_check`` from the send path right before a ``Transmit`` would be emitted (credits held):
   delay rules first (``lnet_post_send_locked``, spec §8.3), then the socklnd's
   ``lnet_send_error_simulation``: drop rules **with** ``-e`` (or ``-x``) fail the tx with the
   chosen hstatus and rc -EINVAL, so health, recovery and resend run as for a real error (§3.2).
-* ``rx_hook`` at the start of ``receive.parse``: drop rules **without** ``-e`` (or ``-x``)
+* ``rx_check`` at the start of ``receive.parse``: drop rules **without** ``-e`` (or ``-x``)
   silently discard the message (``lnet_parse``: counted as a drop; the sender sees nothing),
   then delay rules hold it.
 
@@ -16,7 +16,8 @@ Evaluation walks the list and stops at the first rule that drops (``lnet_drop_ru
 rules passed over still advance their counters. Rate rules drop exactly one message per window
 of ``rate`` matches; interval rules once per ``interval`` seconds; ``-n`` about half of the
 matches. Delayed messages are released ``latency`` seconds later through the engine's timer
-(``next_deadline``/``release``) or at once when their rule is deleted. Randomness comes only
+(``timers.py`` ``FAULT_RELEASE``, ``release``) or at once when their rule is deleted.
+Randomness comes only
 from the engine's injected ``random.Random`` (STYLE rule 1), so a seed replays exactly.
 """
 
@@ -26,18 +27,15 @@ import heapq
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from nodes.lnet.actions import Action, Log
+from nodes.lnet.actions import Log
 from nodes.lnet.errors import EINVAL, LNetConfigError
-from nodes.lnet.hdr import LNET_MAX_PORTALS, MsgType
+from nodes.lnet.events import MessageReceived
+from nodes.lnet.hdr import LNET_MAX_PORTALS, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.msg import Msg
 from nodes.lnet.nid import ADDR_ANY, NID, parse_net, parse_nid
-
-if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
-    from nodes.lnet.events import MessageReceived
-    from nodes.lnet.msg import Msg
+from nodes.lnet.timers import FAULT_RELEASE, Timers
 
 #: LNET_ACK_BIT .. LNET_REPLY_BIT (1 << lnet_msg_type), spec §8.1
 MSG_BITS = {"ack": 1 << MsgType.ACK, "put": 1 << MsgType.PUT, "get": 1 << MsgType.GET,
@@ -233,16 +231,20 @@ def choose_hstatus(rng: random.Random, mask: int) -> HStatus:
 
 
 class FaultState:
-    """A node's drop and delay rules and the messages its delay rules hold."""
+    """A node's drop and delay rules and the messages its delay rules hold.
 
-    def __init__(self, rng: random.Random) -> None:
+    ``timers`` (the engine's, ``timers.py``) gets the release time of the earliest held
+    message under ``FAULT_RELEASE``; a standalone instance (unit tests) keeps none.
+    """
+
+    def __init__(self, rng: random.Random, timers: Timers | None = None) -> None:
         self.rng = rng
+        self.timers = timers
         self.drop_rules: list[FaultRule] = []
         self.delay_rules: list[FaultRule] = []
-        # (release time, seq, rule, kind, item): kind "tx" holds a Msg, "rx" a MessageReceived
-        self._held: list[tuple[float, int, FaultRule, str, object]] = []
-        self._seq = itertools.count()
-        self._bypass: object | None = None  # the released rx event being re-parsed
+        # (release time, seq, rule, item): a Msg (tx side) or a MessageReceived (rx side)
+        self.held: list[tuple[float, int, FaultRule, Msg | MessageReceived]] = []
+        self.seq = itertools.count()
 
     # ------------------------------------------------------------------ DLC: rule management
     def rules(self, kind: str) -> list[FaultRule]:
@@ -270,9 +272,10 @@ class FaultState:
         for r in gone:
             rules.remove(r)
         if kind == "delay" and gone:
-            self._held = [(min(t, now) if r in gone else t, s, r, k, it)
-                          for t, s, r, k, it in self._held]
-            heapq.heapify(self._held)
+            self.held = [(min(t, now) if r in gone else t, s, r, it)
+                         for t, s, r, it in self.held]
+            heapq.heapify(self.held)
+            self._rearm()
         return len(gone)
 
     def reset(self, kind: str, now: float) -> None:
@@ -310,81 +313,75 @@ class FaultState:
                 return rule
         return None
 
-    def hold(self, rule: FaultRule, kind: str, item: object, now: float) -> None:
-        heapq.heappush(self._held, (now + rule.attr.latency, next(self._seq), rule, kind, item))
+    def hold(self, rule: FaultRule, item: Msg | MessageReceived, now: float) -> None:
+        heapq.heappush(self.held, (now + rule.attr.latency, next(self.seq), rule, item))
+        self._rearm()
+
+    def _rearm(self) -> None:
+        if self.timers is None:
+            return
+        if self.held:
+            self.timers.arm((FAULT_RELEASE, 0), self.held[0][0])
+        else:
+            self.timers.cancel((FAULT_RELEASE, 0))
 
     def next_deadline(self) -> float | None:
-        return self._held[0][0] if self._held else None
+        return self.held[0][0] if self.held else None
 
     def held_count(self) -> int:
-        return len(self._held)
+        return len(self.held)
+
+    # ------------------------------------------------------------------ the two hooks
+    def tx_check(self, msg: Msg, now: float, *, released: bool) -> HStatus | bool:
+        """Before ``Transmit`` (credits held): delay (spec §8.3) then error simulation
+        (``lnet_send_error_simulation``, §8.2). Returns False (send now), True (held by a
+        delay rule) or the hstatus of a simulated failure (the tx fails with ``EINVAL_TX``).
+        ``released``: the message comes out of a delay rule and is not matched again."""
+        hdr = msg.hdr
+        mtype, portal = int(hdr.type), _portal(hdr.type, hdr.ptl_index)
+        if not released and self.delay_rules:
+            rule = self.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
+            if rule is not None:
+                self.hold(rule, msg, now)
+                return True
+        if not self.drop_rules:
+            return False
+        hs = self.drop_match(hdr.src_nid, None, hdr.dest_nid, mtype, portal, now, tx=True)
+        return False if hs is None else hs
+
+    def rx_check(self, ev: MessageReceived, now: float) -> Log | bool:
+        """At the start of ``lnet_parse``: silent drop (a ``Log`` saying so; the receiver
+        counts the drop), then delay (True: held); False: parse it now."""
+        hdr = ev.hdr
+        mtype, portal = int(hdr.type), _portal(hdr.type, hdr.ptl_index)
+        if self.drop_rules and self.drop_match(hdr.src_nid, ev.ni, hdr.dest_nid, mtype, portal,
+                                               now, tx=False) is not None:
+            return Log(level="info", text=f"{ev.peer_nid}, src {hdr.src_nid}, dst "
+                                          f"{hdr.dest_nid}: Dropping {hdr.type.name} to "
+                                          "simulate silent message loss")
+        if self.delay_rules:
+            rule = self.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
+            if rule is not None:
+                self.hold(rule, ev, now)
+                return True
+        return False
+
+    def release(self, now: float) -> list[Msg | MessageReceived]:
+        """The delay daemon: every held message that is due, oldest first; the engine sends
+        (tx side) or parses (rx side) each, without matching the delay rules again."""
+        out: list[Msg | MessageReceived] = []
+        while self.held and self.held[0][0] <= now:
+            out.append(heapq.heappop(self.held)[3])
+        if out:
+            self._rearm()
+        return out
 
 
 def _portal(mtype: int, ptl_index: int) -> int:
     return ptl_index if mtype in (MsgType.PUT, MsgType.GET) else -1
 
 
-def tx_hook(eng: LNetEngine, msg: Msg, now: float) -> list[Action] | None:
-    """Before ``Transmit``: delay (spec §8.3) then error simulation (§8.2); None = send now."""
-    fs = eng.faults
-    hdr = msg.hdr
-    mtype, portal = int(hdr.type), _portal(hdr.type, hdr.ptl_index)
-    if msg.extra.pop("fault_released", False) is False and fs.delay_rules:
-        rule = fs.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
-        if rule is not None:
-            fs.hold(rule, "tx", msg, now)
-            return []
-    if not fs.drop_rules:
-        return None
-    hs = fs.drop_match(hdr.src_nid, None, hdr.dest_nid, mtype, portal, now, tx=True)
-    if hs is None:
-        return None
-    log = Log(level="info", text=f"src {hdr.src_nid}->dst {hdr.dest_nid}: {hdr.type.name} "
-                                 f"simulate health error: {hs.name}")
-    return [log, *eng._finalize_tx(msg, now, EINVAL_TX, hs)]
-
-
-def rx_hook(eng: LNetEngine, ev: MessageReceived, now: float, *,
-            loopback: bool = False) -> list[Action] | None:
-    """At the start of ``lnet_parse``: silent drop, then delay; None = parse it now."""
-    fs = eng.faults
-    if loopback or fs._bypass is ev:
-        fs._bypass = None
-        return None
-    hdr = ev.hdr
-    mtype, portal = int(hdr.type), _portal(hdr.type, hdr.ptl_index)
-    if fs.drop_rules and fs.drop_match(hdr.src_nid, ev.ni, hdr.dest_nid, mtype, portal, now,
-                                       tx=False) is not None:
-        eng.counters.bump("drop_count")
-        eng.counters.bump("drop_length", len(ev.payload))
-        ni = eng.ni_by_nid(ev.ni)
-        if ni is not None:
-            ni.stats.dropped.bump(hdr.type)
-        return [Log(level="info", text=f"{ev.peer_nid}, src {hdr.src_nid}, dst "
-                                       f"{hdr.dest_nid}: Dropping {hdr.type.name} to "
-                                       "simulate silent message loss")]
-    if fs.delay_rules:
-        rule = fs.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
-        if rule is not None:
-            fs.hold(rule, "rx", ev, now)
-            return []
-    return None
-
-
-def release(eng: LNetEngine, now: float) -> list[Action]:
-    """The delay daemon: send (TX) or parse (RX) every held message that is due."""
-    from nodes.lnet.receive import parse  # receive imports this module
-
-    fs = eng.faults
-    actions: list[Action] = []
-    while fs._held and fs._held[0][0] <= now:
-        _t, _s, _rule, kind, item = heapq.heappop(fs._held)
-        if kind == "tx":
-            msg: Msg = item  # type: ignore[assignment]
-            msg.extra["fault_released"] = True
-            actions += eng._post_send(msg, now)
-        else:
-            fs._bypass = item
-            actions += parse(eng, item, now)  # type: ignore[arg-type]
-            fs._bypass = None
-    return actions
+def simulated_error_log(hdr: LNetHdr, hs: HStatus) -> Log:
+    """The console line of a simulated tx health error (``lnet_send_error_simulation``)."""
+    return Log(level="info", text=f"src {hdr.src_nid}->dst {hdr.dest_nid}: {hdr.type.name} "
+                                  f"simulate health error: {hs.name}")

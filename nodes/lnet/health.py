@@ -17,22 +17,34 @@ Remote health is not touched for a single-NI peer (unless it or this node is a r
 a peer NI that is one of this node's own NIDs (spec §3.2 step 3, §11.4).
 A local NI reaching 0 is shown ``status: down``, reaching 1000 ``up`` (LU-19476, spec §3.1).
 Sensitivity 0 means health never moves and nothing is queued for recovery.
+
+``Health`` is the one writer of health values (``LNetNI.healthv``, ``PeerNI.healthv``): send
+and receive outcomes, the response tracker's penalty (``lnet_finalize_expired_responses``,
+spec §3.4), recovery ping replies, ``lnetctl net|peer set --health`` and ``lnet_notify``'s
+reset all come through it. Every change raises an ``ni_health`` / ``lpni_health`` notice
+with its cause. Its decisions (how far a value moves, whether to resend) go through the
+engine's ``Decisions`` (``decisions.py``), the seam a test uses to make one of them wrong.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from nodes.lnet import notify, recovery
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.counters import GlobalCounters
+from nodes.lnet.decisions import Decisions
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNetNI
-from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+from nodes.lnet.nid import NID
+from nodes.lnet.notify import Notices
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE, Tunables
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
     from nodes.lnet.msg import Msg
+    from nodes.lnet.nistate import NIState
     from nodes.lnet.peer import PeerNI
+    from nodes.lnet.recovery import Recovery
 
 LOCAL_RESENDABLE = frozenset({HStatus.LOCAL_INTERRUPT, HStatus.LOCAL_DROPPED,
                               HStatus.LOCAL_ABORTED, HStatus.LOCAL_NO_ROUTE,
@@ -56,127 +68,184 @@ LPNI_KEY = {HStatus.REMOTE_DROPPED: "dropped", HStatus.REMOTE_ERROR: "error",
             HStatus.REMOTE_TIMEOUT: "timeout", HStatus.NETWORK_TIMEOUT: "network_timeout"}
 
 
-# ---------------------------------------------------------------------- arithmetic (§3.1)
-def set_ni_health(ni: LNetNI, value: int) -> None:
-    """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6)."""
-    ni.healthv = value
-    if value == 0:
-        ni.status = LNET_NI_STATUS_DOWN
-    elif value == LNET_MAX_HEALTH_VALUE:
-        ni.status = LNET_NI_STATUS_UP
+# ---------------------------------------------------------------------- the component
+class Health:
+    """Health values of one node and the ``lnet_health_check`` decisions (spec §3.1-3.3)."""
 
+    def __init__(self, tunables: Tunables, counters: GlobalCounters, notices: Notices,
+                 nistate: NIState, decisions: Decisions) -> None:
+        self.tunables = tunables
+        self.counters = counters
+        self.notices = notices
+        self.nistate = nistate
+        self.decisions = decisions
+        # wired by the engine (they are built after this component)
+        self.recovery: Recovery | None = None
+        self.local_count: Callable[[], int] = lambda: 0
+        self.is_local: Callable[[NID], bool] = lambda nid: False
+        self.lpni_fell: Callable[[PeerNI, int], list[Action]] = lambda lpni, before: []
 
-def inc_ni(eng: LNetEngine, ni: LNetNI) -> None:
-    """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000."""
-    if ni.is_lo:
-        return
-    set_ni_health(ni, min(LNET_MAX_HEALTH_VALUE, ni.healthv + eng.tunables.health_sensitivity))
+    # ------------------------------------------------------------------ arithmetic (§3.1)
+    def set_ni(self, ni: LNetNI, value: int, cause: str, why: str | None = None) -> None:
+        """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6)."""
+        old = ni.healthv
+        ni.healthv = value
+        if value == 0 and ni.status != LNET_NI_STATUS_DOWN:
+            self.nistate.set_status(ni, LNET_NI_STATUS_DOWN, why)
+        elif value == LNET_MAX_HEALTH_VALUE and ni.status != LNET_NI_STATUS_UP:
+            self.nistate.set_status(ni, LNET_NI_STATUS_UP, why)
+        if value != old:
+            self.notices.touch()
+            self.notices.emit("ni_health", nid=str(ni.nid), old=old, new=value, cause=cause)
 
+    def set_lpni(self, lpni: PeerNI, value: int, cause: str) -> None:
+        old = lpni.healthv
+        if value == old:
+            return
+        lpni.healthv = value
+        self.notices.touch()
+        self.notices.emit("lpni_health", nid=str(lpni.nid), old=old, new=value, cause=cause)
+        if self.recovery is not None and (old >= LNET_MAX_HEALTH_VALUE) != (
+                value >= LNET_MAX_HEALTH_VALUE):
+            self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
-def dec_ni(eng: LNetEngine, ni: LNetNI) -> None:
-    """``lnet_dec_ni_healthv_locked``: −sensitivity, never below 0 (hlt lnt-020)."""
-    if ni.is_lo or eng.tunables.health_sensitivity == 0:
-        return
-    set_ni_health(ni, max(0, ni.healthv - eng.tunables.health_sensitivity))
+    def inc_ni(self, ni: LNetNI, cause: str = "ok") -> None:
+        """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000."""
+        if ni.is_lo:
+            return
+        self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
+                                                   True), cause)
 
+    def dec_ni(self, ni: LNetNI) -> None:
+        """``lnet_dec_ni_healthv_locked``: -sensitivity, never below 0 (hlt lnt-020)."""
+        if ni.is_lo or self.tunables.health_sensitivity == 0:
+            return
+        self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
+                                                   False), "error")
 
-def inc_lpni(eng: LNetEngine, lpni: PeerNI) -> None:
-    lpni.healthv = min(LNET_MAX_HEALTH_VALUE, lpni.healthv + eng.tunables.health_sensitivity)
+    def inc_lpni(self, lpni: PeerNI) -> None:
+        self.set_lpni(lpni, self.decisions.health_step(
+            lpni.healthv, self.tunables.health_sensitivity, True), "ok")
 
+    def dec_lpni(self, lpni: PeerNI) -> None:
+        self.set_lpni(lpni, self.decisions.health_step(
+            lpni.healthv, self.tunables.health_sensitivity, False), "error")
 
-def dec_lpni(eng: LNetEngine, lpni: PeerNI) -> None:
-    lpni.healthv = max(0, lpni.healthv - eng.tunables.health_sensitivity)
+    def local_failure(self, ni: LNetNI, now: float, why: str = "") -> None:
+        """``lnet_handle_local_failure``: decrement and queue for local recovery (spec §3.5);
+        ``why`` (the hstatus) goes out as an ``ni_error`` notice (hlth-lnt-udev)."""
+        self.dec_ni(ni)
+        assert self.recovery is not None
+        self.recovery.ni_enqueue(ni, now)
+        if not ni.is_lo:
+            self.notices.ni_error(ni, why)
 
-
-def local_failure(eng: LNetEngine, ni: LNetNI, now: float, why: str = "") -> None:
-    """``lnet_handle_local_failure``: decrement and queue for local recovery (spec §3.5);
-    ``why`` (the hstatus) goes out as an ``ni_error`` notice (hlth-lnt-udev, notify.py)."""
-    dec_ni(eng, ni)
-    recovery.ni_enqueue(eng, ni, now)
-    if not ni.is_lo:
-        notify.ni_error(eng, ni, why)
-
-
-def remote_failure(eng: LNetEngine, lpni: PeerNI, now: float, why: str = "") -> None:
-    """``lnet_handle_remote_failure_locked``: decrement and queue for peer recovery; an
-    ``lpni_error`` notice (hlth-lnt-udev)."""
-    dec_lpni(eng, lpni)
-    recovery.lpni_enqueue(eng, lpni, now)
-    notify.lpni_error(eng, lpni, why)
-
-
-def is_router(eng: LNetEngine, lpni: PeerNI) -> bool:
-    """``lnet_isrouter(lpni) || lnet_routing_enabled()`` (spec §3.1 special case)."""
-    return lpni.peer.rtr_refcount > 0 or bool(eng.tunables.routing)
-
-
-def remote_health_applies(eng: LNetEngine, lpni: PeerNI) -> bool:
-    """``handle_remote_health`` (spec §3.2 step 3)."""
-    if lpni.peer.nnis <= 1 and not is_router(eng, lpni):
-        return False
-    return eng.ni_by_nid(lpni.nid) is None
-
-
-# ---------------------------------------------------------------------- finalize (§3.2)
-def rx_ok(eng: LNetEngine, ni: LNetNI, lpni: PeerNI, now: float) -> None:
-    """OK branch for a received message: both ends proved alive (spec §3.2 OK row)."""
-    inc_ni(eng, ni)
-    lpni.ping_count = 0
-    ni.ping_count = 0
-    if is_router(eng, lpni):
-        lpni.healthv = LNET_MAX_HEALTH_VALUE
-    else:
-        inc_lpni(eng, lpni)
-        recovery.lpni_enqueue(eng, lpni, now)
-
-
-def count(eng: LNetEngine, msg: Msg, ni: LNetNI, lpni: PeerNI | None, hstatus: HStatus) -> None:
-    """``lnet_incr_hstats``: global + NI + peer NI counters of one health status."""
-    if hstatus == HStatus.OK:
-        if msg.retry_count:
-            eng.counters.bump("successful_resends")
-        return
-    eng.counters.bump(GLOBAL_KEY[hstatus])
-    if hstatus in NI_KEY:
-        key = NI_KEY[hstatus]
-        setattr(ni.hstats, key, getattr(ni.hstats, key) + 1)
-    if hstatus == HStatus.NETWORK_TIMEOUT:  # testbed-only, views.testbed_stats
-        ni.hstats.network_timeout += 1
-    if hstatus in LPNI_KEY and lpni is not None:
-        key = LPNI_KEY[hstatus]
-        setattr(lpni.hstats, key, getattr(lpni.hstats, key) + 1)
-
-
-def health_check(eng: LNetEngine, msg: Msg, now: float) -> tuple[bool, list[Action]]:
-    """``lnet_health_check`` for a tx-committed message; returns (resend?, log actions)."""
-    ni, lpni = msg.txni, msg.txpeer
-    assert ni is not None and lpni is not None
-    hstatus = msg.hstatus
-    if now > msg.deadline and hstatus != HStatus.OK:
-        return False, []  # late failures change nothing (spec §3.2 step 1, §11.3)
-    count(eng, msg, ni, lpni, hstatus)
-    if hstatus == HStatus.OK:
-        inc_ni(eng, ni)
-        return False, []
-    local_resend = len(eng.local_nis()) >= 2
-    remote_resend = lpni.peer.nnis > 1
-    remote_health = remote_health_applies(eng, lpni)
-    if hstatus in LOCAL_CLASSES or hstatus == HStatus.NETWORK_TIMEOUT:
-        local_failure(eng, ni, now, hstatus.name)
-    notify_dead: list[Action] = []
-    if hstatus in REMOTE_CLASSES and remote_health:
+    def remote_failure(self, lpni: PeerNI, now: float, why: str = "") -> list[Action]:
+        """``lnet_handle_remote_failure_locked``: decrement and queue for peer recovery; an
+        ``lpni_error`` notice (hlth-lnt-udev); the LND is told when a gateway's (or, on a
+        router, any) peer NI falls below the router sensitivity (002 rtr-mr-notify-dead)."""
         before = lpni.healthv
-        remote_failure(eng, lpni, now, hstatus.name)
-        notify_dead = eng.router.health_fell(lpni, before)  # rtr-mr-notify-dead (seed 002)
-    retryable = ((hstatus in LOCAL_RESENDABLE and local_resend)
-                 or (hstatus == HStatus.REMOTE_DROPPED and remote_resend))
-    if not retryable or msg.recovery or msg.no_resend:
-        return False, notify_dead
-    if msg.retry_count >= eng.tunables.retry_count:
-        if eng.tunables.retry_count:
-            eng.counters.bump("failed_resends")
-        return False, notify_dead
-    # dbg-115: say which pair failed; the new pair is logged by the resend itself
-    return True, [*notify_dead, Log(level="error", text=(
-        f"{msg.type.name} from {ni.nid} to {lpni.nid} failed: {hstatus.name}; "
-        f"resending (try {msg.retry_count + 2})"))]
+        self.dec_lpni(lpni)
+        assert self.recovery is not None
+        self.recovery.lpni_enqueue(lpni, now)
+        self.notices.lpni_error(lpni, why)
+        return self.lpni_fell(lpni, before)
+
+    def response_timeout(self, next_hop: PeerNI | None, now: float) -> list[Action]:
+        """``lnet_finalize_expired_responses``: the next hop is blamed (spec §3.4, §11.6),
+        with no single-NI exemption here (lib-move.c)."""
+        self.counters.values["response_timeout_count"] += 1
+        if next_hop is None:
+            return []
+        return self.remote_failure(next_hop, now, "RESPONSE_TIMEOUT")
+
+    def is_router(self, lpni: PeerNI) -> bool:
+        """``lnet_isrouter(lpni) || lnet_routing_enabled()`` (spec §3.1 special case)."""
+        return lpni.peer.rtr_refcount > 0 or bool(self.tunables.routing)
+
+    def remote_health_applies(self, lpni: PeerNI) -> bool:
+        """``handle_remote_health`` (spec §3.2 step 3)."""
+        if lpni.peer.nnis <= 1 and not self.is_router(lpni):
+            return False
+        return not self.is_local(lpni.nid)
+
+    # ------------------------------------------------------------------ manual and reset
+    def manual_ni(self, ni: LNetNI, value: int) -> None:
+        """``lnetctl net set --health`` (spec §3.6; out of range -> 1000); the status change
+        is logged with that cause (dbg-110)."""
+        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
+            value = LNET_MAX_HEALTH_VALUE
+        self.set_ni(ni, value, "manual", "lnetctl net set --health")
+
+    def manual_lpni(self, lpni: PeerNI, value: int) -> None:
+        """``lnetctl peer set --health`` (spec §3.6; out of range -> 1000); its status
+        changes are published."""
+        if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
+            value = LNET_MAX_HEALTH_VALUE
+        self.set_lpni(lpni, value, "manual")
+        self.notices.watch_lpni(lpni)
+
+    def reset_lpni(self, lpni: PeerNI) -> None:
+        """``lnet_notify`` reset: "force LNet to fully recover the peer_ni's health"."""
+        self.set_lpni(lpni, LNET_MAX_HEALTH_VALUE, "reset")
+
+    # ------------------------------------------------------------------ finalize (§3.2)
+    def rx_ok(self, ni: LNetNI, lpni: PeerNI, now: float) -> None:
+        """OK branch for a received message: both ends proved alive (spec §3.2 OK row)."""
+        self.inc_ni(ni)
+        lpni.ping_count = 0
+        ni.ping_count = 0
+        if self.is_router(lpni):
+            self.set_lpni(lpni, LNET_MAX_HEALTH_VALUE, "ok")
+        else:
+            self.inc_lpni(lpni)
+            assert self.recovery is not None
+            self.recovery.lpni_enqueue(lpni, now)
+
+    def count(self, msg: Msg, ni: LNetNI, lpni: PeerNI | None, hstatus: HStatus) -> None:
+        """``lnet_incr_hstats``: global + NI + peer NI counters of one health status."""
+        if hstatus == HStatus.OK:
+            if msg.retry_count:
+                self.counters.values["successful_resends"] += 1
+            return
+        self.counters.values[GLOBAL_KEY[hstatus]] += 1
+        if hstatus in NI_KEY:
+            key = NI_KEY[hstatus]
+            setattr(ni.hstats, key, getattr(ni.hstats, key) + 1)
+        if hstatus == HStatus.NETWORK_TIMEOUT:  # testbed-only, views.testbed_stats
+            ni.hstats.network_timeout += 1
+        if hstatus in LPNI_KEY and lpni is not None:
+            key = LPNI_KEY[hstatus]
+            setattr(lpni.hstats, key, getattr(lpni.hstats, key) + 1)
+
+    def check(self, msg: Msg, now: float) -> tuple[bool, list[Action]]:
+        """``lnet_health_check`` for a tx-committed message; returns (resend?, actions)."""
+        ni, lpni = msg.txni, msg.txpeer
+        assert ni is not None and lpni is not None
+        hstatus = msg.hstatus
+        if now > msg.deadline and hstatus != HStatus.OK:
+            return False, []  # late failures change nothing (spec §3.2 step 1, §11.3)
+        self.count(msg, ni, lpni, hstatus)
+        if hstatus == HStatus.OK:
+            self.inc_ni(ni)
+            return False, []
+        local_resend = self.local_count() >= 2
+        remote_resend = lpni.peer.nnis > 1
+        remote_health = self.remote_health_applies(lpni)
+        if hstatus in LOCAL_CLASSES or hstatus == HStatus.NETWORK_TIMEOUT:
+            self.local_failure(ni, now, hstatus.name)
+        notify_dead: list[Action] = []
+        if hstatus in REMOTE_CLASSES and remote_health:
+            notify_dead = self.remote_failure(lpni, now, hstatus.name)  # rtr-mr-notify-dead
+        retryable = ((hstatus in LOCAL_RESENDABLE and local_resend)
+                     or (hstatus == HStatus.REMOTE_DROPPED and remote_resend))
+        resend = retryable and not msg.recovery and not msg.no_resend
+        exhausted = resend and msg.retry_count >= self.tunables.retry_count
+        if self.decisions.resend(msg, resend and not exhausted) is False:
+            if exhausted and self.tunables.retry_count:
+                self.counters.values["failed_resends"] += 1
+            return False, notify_dead
+        # dbg-115: say which pair failed; the new pair is logged by the resend itself
+        return True, [*notify_dead, Log(level="error", text=(
+            f"{msg.type.name} from {ni.nid} to {lpni.nid} failed: {hstatus.name}; "
+            f"resending (try {msg.retry_count + 2})"))]

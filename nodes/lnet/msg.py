@@ -1,15 +1,30 @@
-"""Messages, memory descriptors and match entries (spec §4).
+"""Messages, their lifecycle, memory descriptors and match entries (spec §4; lib-msg.c).
 
-Theory of operation: every LNet message in flight is a ``Msg``; it remembers the parameters its
-first send was made with (source NID, router NID) so a resend redoes the selection from scratch
-(spec §3.3). An ``MD`` is the upper layer's buffer: the initiator's MD receives SEND then
+Theory of operation: every LNet message this node sends or forwards is a ``Msg`` (``struct
+lnet_msg``). It remembers the parameters its first send was made with (source NID, router
+NID) so a resend redoes the selection from scratch (spec §3.3). Its lifecycle is the
+transition table ``TRANSITIONS`` (STYLE rule 2, like ``nodes/lnd/framing.py``): a phase
+(``MsgPhase``) plus the bits ``struct lnet_msg`` keeps, under their lib-msg.c names:
+``tx_committed``/``rx_committed`` (committed for sending / for receiving: a forwarded message
+is both), ``onactivelist`` (counted in ``msgs_alloc``), ``sending``, ``txcredit`` and
+``peertxcredit`` (an NI / peer NI send credit taken), ``rtrcredit`` and ``peerrtrcredit`` (a
+router buffer / a peer router credit taken, forwarding only), ``tx_delayed`` (waiting for a
+send credit). ``fire`` applies one input; an input the table does not have for the phase is a
+local protocol error (``LNetLifecycleError``): a bug in the engine, never wire input.
+
+A message being forwarded carries a ``Forwarding`` record (the NI and peer NI it came from,
+the router buffer pool it holds); a routed message the header destination its gateway must
+see (``rt_dst``). An ``MD`` is the upper layer's buffer: the initiator's MD receives SEND then
 ACK/REPLY (or UNLINK on timeout); a target's MD (attached to a portal with an ``ME``) receives
-PUT/GET. Every initiator MD ends with exactly one event whose ``unlinked`` is true.
+PUT/GET. Every initiator MD ends with exactly one event whose ``unlinked`` is true. An MD the
+engine sends for itself (recovery, discovery and router pings) names its ``MDOwner``: the
+component its events go to, by role.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import enum
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nodes.lnet.hdr import LNetHdr, MsgType
@@ -19,6 +34,25 @@ from nodes.lnet.nid import NID
 if TYPE_CHECKING:
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.peer import PeerNI
+    from nodes.lnet.rtrpool import BufferPool
+
+
+class OwnerRole(enum.Enum):
+    """Who an internal MD's events go to (``lnet_mt_event_handler`` and friends)."""
+
+    LPNI_RECOVERY = "lpni recovery ping"   # recovery.py (spec §3.5)
+    DC_PING = "discovery ping"             # discovery.py (spec §5.2)
+    DC_PUSH = "discovery push"
+    RTR_PING = "router ping"               # rtrcheck.py (spec §6.4)
+    RTR_QUERY = "down peer NI query"       # rtralive.py (rtr-router-query-down)
+
+
+@dataclass(frozen=True, slots=True)
+class MDOwner:
+    """An internal MD's owner: the component role and the NID it is about."""
+
+    role: OwnerRole
+    nid: NID
 
 
 @dataclass(eq=False, slots=True)
@@ -31,7 +65,8 @@ class MD:
     max_size: int = 1 << 20
     sink: bool = False
     events: bool = True
-    # response tracking (spec §4.3): deadline for the ACK/REPLY and the next hop to blame
+    # response tracking (spec §4.3): deadline for the ACK/REPLY and the next hop to blame;
+    # None: not tracked; inf: tracked, not armed yet (armed at the first LND hand-off)
     rsp_deadline: float | None = None
     rsp_next_hop: PeerNI | None = None
     rsp_armed: bool = False  # started at the first LND hand-off (hlth-lnt-timeout-after-send)
@@ -41,8 +76,7 @@ class MD:
     msg: Msg | None = None
     sent_at: float = 0.0
     op: MsgType | None = None
-    # internal MDs (recovery pings): events go to recovery.py, not the upper layer
-    owner: tuple[str, NID] | None = None
+    owner: MDOwner | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -56,6 +90,80 @@ class ME:
 
     def matches(self, match_bits: int) -> bool:
         return (self.match_bits ^ match_bits) & ~self.ignore_bits == 0
+
+
+@dataclass(eq=False, slots=True)
+class Forwarding:
+    """What a router holds for a message it forwards (``msg_routing``, spec §1.5/§1.6)."""
+
+    rxni: LNetNI
+    rxpeer: PeerNI
+    pool: BufferPool | None = None  # the buffer pool while ``rtrcredit`` is held
+
+
+class MsgPhase(enum.Enum):
+    NEW = "allocated"                     # on the active list, not committed
+    WAIT_DISCOVERY = "on lp_dc_pendq"     # the send gate holds it (spec §2.2 step 5)
+    WAIT_ROUTE = "parked on a gateway"    # routes wait for router discovery (seed 002)
+    WAIT_RTRCREDIT = "on lp_rtrq"         # forwarding: no peer router credit
+    WAIT_BUFFER = "on rbp_msgs"           # forwarding: no router buffer
+    COMMITTED = "tx committed"            # selected; credits being taken
+    TX_DELAYED = "waiting for a credit"   # on an NI / peer NI tx queue (msg_tx_delayed)
+    FAULT_DELAYED = "held by a delay rule"  # spec §8.3
+    SENDING = "with the LND"              # a Transmit is out, awaiting TxCompleted
+    DONE = "finalized"
+
+
+class MsgInput(enum.Enum):
+    WAIT_DISCOVERY = "wait for discovery"
+    WAIT_ROUTE = "wait for router discovery"
+    WAIT_RTRCREDIT = "wait for a peer router credit"
+    WAIT_BUFFER = "wait for a router buffer"
+    READY = "ready to send"               # discovery done, route found, buffer taken
+    COMMIT = "commit for sending"
+    QUEUE = "queue for a send credit"
+    CREDIT = "send credit granted"
+    DELAY = "delay rule holds it"
+    RELEASE = "delay rule releases it"
+    TRANSMIT = "hand to the LND"
+    RESEND = "decommit for a resend"
+    FINALIZE = "finalize"
+
+
+class LNetLifecycleError(Exception):
+    """An input the message lifecycle has no transition for (a local protocol error)."""
+
+
+class _Table(dict[tuple[MsgPhase, MsgInput], MsgPhase]):
+    """The transition table; a missing (phase, input) raises ``LNetLifecycleError``, so the
+    send path may apply a transition as a plain lookup: ``msg.phase = NEXT[msg.phase, inp]``."""
+
+    def __missing__(self, key: tuple[MsgPhase, MsgInput]) -> MsgPhase:
+        raise LNetLifecycleError(f"cannot {key[1].value} a message {key[0].value}")
+
+
+P, I_ = MsgPhase, MsgInput
+_WAITING = (P.NEW, P.WAIT_DISCOVERY, P.WAIT_ROUTE, P.WAIT_RTRCREDIT, P.WAIT_BUFFER)
+_POSTING = (P.COMMITTED, P.TX_DELAYED, P.FAULT_DELAYED)
+#: (phase, input) -> next phase (STYLE rule 2). Everything absent is a lifecycle error.
+TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
+    (P.NEW, I_.WAIT_DISCOVERY): P.WAIT_DISCOVERY,
+    (P.NEW, I_.WAIT_ROUTE): P.WAIT_ROUTE,
+    (P.NEW, I_.WAIT_RTRCREDIT): P.WAIT_RTRCREDIT,
+    (P.NEW, I_.WAIT_BUFFER): P.WAIT_BUFFER,
+    (P.WAIT_RTRCREDIT, I_.WAIT_BUFFER): P.WAIT_BUFFER,
+    **{(p, I_.READY): P.NEW for p in _WAITING},
+    (P.NEW, I_.COMMIT): P.COMMITTED,
+    (P.COMMITTED, I_.QUEUE): P.TX_DELAYED,
+    (P.TX_DELAYED, I_.CREDIT): P.COMMITTED,
+    (P.COMMITTED, I_.DELAY): P.FAULT_DELAYED,
+    (P.FAULT_DELAYED, I_.RELEASE): P.COMMITTED,
+    (P.COMMITTED, I_.TRANSMIT): P.SENDING,
+    # a failed attempt goes back to NEW for a full reselection (lnet_resend_msg_locked)
+    **{(p, I_.RESEND): P.NEW for p in (*_POSTING, P.SENDING)},
+    **{(p, I_.FINALIZE): P.DONE for p in (*_WAITING, *_POSTING, P.SENDING)},
+})
+NEXT = TRANSITIONS
 
 
 @dataclass(eq=False, slots=True)
@@ -75,19 +183,35 @@ class Msg:
     rtr_nid_param: NID | None = None
     txni: LNetNI | None = None
     txpeer: PeerNI | None = None
-    rxni: LNetNI | None = None
-    rxpeer: PeerNI | None = None
+    fwd: Forwarding | None = None   # msg_routing: the receive side of a forwarded message
+    rt_dst: NID | None = None       # routed: the header destination behind the gateway
+    phase: MsgPhase = MsgPhase.NEW
+    # the bits of struct lnet_msg (lib-msg.c), see the module doc
     tx_committed: bool = False
-    peer_credit: bool = False
-    ni_credit: bool = False
-    queued: bool = False
+    rx_committed: bool = False
+    onactivelist: bool = False
+    sending: bool = True
+    txcredit: bool = False
+    peertxcredit: bool = False
+    rtrcredit: bool = False
+    peerrtrcredit: bool = False
+    tx_delayed: bool = False
     deadline: float = 0.0
     retry_count: int = 0
     hstatus: HStatus = HStatus.OK
     tx_id: int | None = None
     committed_at: float = 0.0
     md_cpt: int | None = None  # NUMA node of the message memory (snd-020), None = unknown
-    extra: dict[str, object] = field(default_factory=dict)
+    traced: bool = False       # its MsgTrace ``complete`` was emitted (exactly once)
+    fixed_ni: bool = False     # the local NI of this attempt was not the selector's choice
+
+    def fire(self, inp: MsgInput) -> None:
+        """Apply one lifecycle input (``TRANSITIONS``); raises ``LNetLifecycleError``."""
+        nxt = TRANSITIONS.get((self.phase, inp))
+        if nxt is None:
+            raise LNetLifecycleError(f"message {self.mid} ({self.type.name}): cannot "
+                                     f"{inp.value} when {self.phase.value}")
+        self.phase = nxt
 
     @property
     def nob(self) -> int:

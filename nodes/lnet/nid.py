@@ -181,7 +181,10 @@ def parse_nid(text: str) -> NID | None:
     if net.lnd == LOLND:
         addr = 0  # libcfs_lo_str2addr ignores the address: anything@lo is 0@lo
     elif net.ip_addressed:
-        addr = _parse_ip(addr_s)
+        ip = _parse_ip(addr_s)
+        if ip is None:
+            return None
+        addr = ip
     elif _NUM_RE.match(addr_s):
         addr = int(addr_s)
         if addr > 0xFFFF_FFFF:

@@ -1,189 +1,163 @@
-"""Local NI state: NIs added and removed, link (fatal) state, manual health, and one
-error-level log line for every change of a local NI's state (seed 000 dbg-110).
+"""Local NI state: status (up/down), link (fatal) state, and one error-level log line for
+every change of a local NI's state (seed 000 dbg-110).
 
-Theory of operation: a local NI's status moves in many places (send/receive health, spec
-§3.1-3.2; recovery pings, §3.5; ``net set --health``, §3.6; the router checker's
-``lnet_update_ni_status_locked``, §6.4). Rather than a log call at each, ``NIStateLog``
-remembers the status last logged for every NI and ``status_logs`` compares: each status that
-moved, each NI added and each NI removed gives one ``Log(level="error")``. The engine sweeps
-at the end of ``handle``, ``handle_timer`` and ``ni_set_fatal``; code that knows why a status
-moved (a send's health status, a recovery ping) logs through ``log_status`` with that reason;
-changes made by calls that return no actions (``net add/del``, ``net set --health``) make
-``deadline`` due at once, so the next tick logs them. Link changes (the LND's carrier events,
-``lnet_set_link_fatal_state``) have their own error line here too.
+Theory of operation: a local NI's status moves for many reasons (its health reaching 0 or
+1000, spec §3.1; the router checker's ``lnet_update_ni_status_locked``, §6.4; traffic on a
+router, §6.5; the link coming back, §3.5). Every one of them goes through ``set_status``,
+the only writer of ``LNetNI.status``, and the link state through ``set_fatal``
+(``lnet_set_link_fatal_state``), the only writer of ``fatal_error``. ``NIState`` remembers
+the status last logged for every NI; each status that moved, each NI added and each NI
+removed gives one ``Log(level="error")``. Code that knows why a status moved (a send's health
+status, a recovery ping) logs through ``log_status`` with that reason; the engine logs the
+rest (``status_logs``) at the end of ``handle``, ``handle_timer`` and ``ni_set_fatal``.
+Changes made by calls that return no actions (``net add/del``, ``net set --health``) arm the
+``NI_LOG`` timer at once, so the next tick logs them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from nodes.lnet import recovery, udsp
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.errors import EEXIST, EINVAL, ENOENT, LNetConfigError
-from nodes.lnet.health import set_ni_health
-from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI
-from nodes.lnet.nid import LO_NET, NID, Net
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
+from nodes.lnet.timers import NI_LOG, Timers
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.notify import Notices
+    from nodes.lnet.recovery import Recovery
 
-
-class NIStateLog:
-    """The status last logged per local NI, and why a pending change happened if known."""
-
-    def __init__(self) -> None:
-        self.logged: dict[LNetNI, int] = {}
-        self.why: dict[LNetNI, str] = {}
+_KEY = (NI_LOG, 0)
 
 
 def _word(status: int) -> str:
     return "up" if status == LNET_NI_STATUS_UP else "down"
 
 
-def log_status(eng: LNetEngine, ni: LNetNI, why: str) -> list[Action]:
-    """dbg-110: the error line for ``ni``'s status change, if it moved since last logged.
-    An NI not announced yet is left to ``status_logs`` (its "added" line carries it)."""
-    st = eng.nistate
-    old = st.logged.get(ni)
-    if old is None or old == ni.status:
-        return []
-    st.logged[ni] = ni.status
-    st.why.pop(ni, None)
-    return [Log(level="error", text=f"local NI {ni.nid} status {_word(ni.status)}: health "
-                                    f"{ni.healthv} after {why}")]
+class NIState:
+    """The status last logged per local NI, why a pending change happened if known, and
+    the NIs whose state may differ from what was logged."""
 
+    def __init__(self, live: Callable[[], list[LNetNI]], timers: Timers,
+                 notices: Notices) -> None:
+        self.live = live
+        self.timers = timers
+        self.notices = notices
+        self.logged: dict[LNetNI, int] = {}
+        self.why: dict[LNetNI, str] = {}
+        self._dirty: set[LNetNI] = set()
+        self._removed = False
 
-def status_logs(eng: LNetEngine) -> list[Action]:
-    """Every local NI state change not logged yet: added, removed, status up/down."""
-    st = eng.nistate
-    logs: list[Action] = []
-    live = eng.local_nis()
-    for ni in live:
-        if ni not in st.logged:
-            st.logged[ni] = ni.status
-            logs.append(Log(level="error", text=f"local NI {ni.nid} added on {ni.interface}: "
-                                                f"status {_word(ni.status)}"))
-        elif st.logged[ni] != ni.status:
-            logs += log_status(eng, ni, st.why.get(ni, "a health change"))
-    if len(st.logged) != len(live):
-        alive = set(live)
-        for ni in [n for n in st.logged if n not in alive]:
-            del st.logged[ni]
-            st.why.pop(ni, None)
-            logs.append(Log(level="error", text=f"local NI {ni.nid} removed from "
-                                                f"{ni.interface}"))
-    return logs
+    # ------------------------------------------------------------------ writers
+    def set_status(self, ni: LNetNI, status: int, why: str | None = None) -> None:
+        """The one writer of ``ni.status``; ``why`` is kept for the log line."""
+        if ni.status == status:
+            return
+        ni.status = status
+        if why is not None:
+            self.why[ni] = why
+        self.notices.touch()
+        self._mark(ni)
 
-
-def pending(eng: LNetEngine) -> bool:
-    """A change ``status_logs`` would log (the engine's deadline is then due at once)."""
-    logged = eng.nistate.logged
-    count = 0
-    for ni in eng.local_nis():
-        count += 1
-        if logged.get(ni) != ni.status:
-            return True
-    return count != len(logged)
-
-
-# ------------------------------------------------------------------ NI add / del (DLC)
-def net_add(eng: LNetEngine, net: Net, interface: str, nid: NID, *,
-            peer_credits: int | None, credits: int | None, peer_timeout: int | None,
-            cpts: tuple[int, ...], numa: int | None) -> LNetNI:
-    """``lnetctl net add`` (cfg-020, cfg-040); see ``LNetEngine.net_add``."""
-    if net == LO_NET:
-        raise LNetConfigError(-EINVAL, "cannot add network: Invalid argument")
-    if numa is not None and numa < 0:
-        raise LNetConfigError(-EINVAL, f"cannot add network: invalid NUMA node {numa}")
-    if any(ni.nid == nid for ni in eng.local_nis()):
-        raise LNetConfigError(-EEXIST, "cannot add network: File exists")
-    lnet = eng.nets.get(net)
-    if lnet is None:
-        lnet = LNetNet(net)
-        if peer_credits is not None:
-            lnet.tunables.peer_credits = peer_credits
-        if credits is not None:
-            lnet.tunables.credits = credits
-        if peer_timeout is not None:
-            lnet.tunables.peer_timeout = peer_timeout
-        eng.nets[net] = lnet
-        udsp.on_net(eng, lnet)  # spec §7.3: rules applied to a new net
-    elif any(ni.interface == interface for ni in lnet.nis):
-        raise LNetConfigError(-EEXIST, "cannot add network: File exists")
-    elif not eng.multi_rail:  # downrev LNet: one NI per net (discovery.py, bck-*)
-        raise LNetConfigError(-EEXIST, f"cannot add network: non-Multi-Rail node "
-                                       f"already has an NI on {net}")
-    max_cr = lnet.tunables.credits
-    ni = LNetNI(nid, interface, lnet, cpts=cpts, tx_credits=max_cr, max_tx_credits=max_cr,
-                min_tx_credits=max_cr, dev_cpt=-1 if numa is None else numa)
-    lnet.nis.append(ni)
-    udsp.on_ni(eng, ni)  # spec §7.3: rules applied to a new NI
-    eng._ping_changed()
-    # peer NIs on this net created before it existed now get credits (spec §1.3)
-    for lpni in eng.peers.by_nid.values():
-        if lpni.nid.net == net and lpni.max_tx_credits == 0:
-            c = lnet.tunables.peer_credits
-            lpni.tx_credits = lpni.max_tx_credits = lpni.min_tx_credits = c
-            lpni.rtr_credits = lpni.min_rtr_credits = c
-    return ni
-
-
-def net_del(eng: LNetEngine, net: Net, interface: str | None) -> list[NID]:
-    """``lnetctl net del --net N [--if IF]``: returns the NIDs removed."""
-    lnet = eng.nets.get(net)
-    if lnet is None or net == LO_NET:
-        raise LNetConfigError(-ENOENT, "cannot delete network: No such file or directory")
-    victims = [ni for ni in lnet.nis if interface is None or ni.interface == interface]
-    if not victims:
-        raise LNetConfigError(-ENOENT, "cannot delete network: No such file or directory")
-    for ni in victims:
-        lnet.nis.remove(ni)
-        if ni in eng.ni_recoveryq:
-            eng.ni_recoveryq.remove(ni)
-    if not lnet.nis:
-        del eng.nets[net]
-    eng._ping_changed()
-    return [ni.nid for ni in victims]
-
-
-# ------------------------------------------------------------------ link state and health
-def ni_set_fatal(eng: LNetEngine, nid: NID, fatal: bool, now: float,
-                 cause: str) -> list[Action]:
-    """``lnet_set_link_fatal_state``; see ``LNetEngine.ni_set_fatal``."""
-    ni = eng.ni_by_nid(nid)
-    if ni is None or ni.is_lo:
-        return [Log(level="warning", text=f"link state change for unknown NI {nid}")]
-    old = ni.fatal_error
-    ni.fatal_error = fatal
-    if old == fatal:
-        return []
-    if fatal:
-        ni.link_events.down += 1
-    else:
-        ni.link_events.up += 1
-    eng.notices.emit("ni_link", nid=str(nid), link="down" if fatal else "up", cause=cause)
-    # the NI's status is updated in place in the ping buffer: no rebuild, no push (§5.1)
-    if not fatal:
-        if ni.healthv == LNET_MAX_HEALTH_VALUE:
-            ni.status = LNET_NI_STATUS_UP
+    def set_fatal(self, ni: LNetNI, fatal: bool) -> bool:
+        """The one writer of ``ni.fatal_error``; returns whether it changed."""
+        if ni.fatal_error == fatal:
+            return False
+        ni.fatal_error = fatal
+        if fatal:
+            ni.link_events.down += 1
         else:
-            recovery.ni_enqueue(eng, ni, now, manual=True)
-    return [Log(level="error", text=f"local NI {nid} link {'down' if fatal else 'up'}: "
-                                    f"fatal state {'set' if fatal else 'cleared'}"),
-            *log_status(eng, ni, f"link {'down' if fatal else 'up'}")]
+            ni.link_events.up += 1
+        self.notices.touch()
+        return True
 
+    def link_change(self, ni: LNetNI, fatal: bool, now: float, cause: str,
+                    recovery: Recovery) -> list[Action]:
+        """``lnet_set_link_fatal_state`` (hlt lnd-010). Each change counts as a local
+        interface down/up event (hlth-stt-ni-down/up-events) and raises an ``ni_link`` notice
+        (``cause``: ``carrier`` from the link watcher, ``simulated`` from ``lctl
+        net_ni_down|up``). A fatal NI loses to every non-fatal NI in selection (spec §2.4)
+        and shows ``status: down``; clearing it makes the NI selectable again, its status
+        ``up`` when its health is 1000 (config.c), otherwise it is queued for local recovery,
+        whose pings now succeed and raise it (spec §3.5). The status changes in place in the
+        ping buffer: no rebuild, no push (spec §5.1)."""
+        if not self.set_fatal(ni, fatal):
+            return []
+        word = "down" if fatal else "up"
+        self.notices.emit("ni_link", nid=str(ni.nid), link=word, cause=cause)
+        if not fatal:
+            if ni.healthv == LNET_MAX_HEALTH_VALUE:
+                self.set_status(ni, LNET_NI_STATUS_UP)
+            else:
+                recovery.ni_enqueue(ni, now, manual=True)
+        return [Log(level="error", text=f"local NI {ni.nid} link {word}: fatal state "
+                                        f"{'set' if fatal else 'cleared'}"),
+                *self.log_status(ni, f"link {word}")]
 
-def net_set_health(eng: LNetEngine, nid: NID | None, value: int, now: float) -> None:
-    """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000). A
-    status change is logged at the next tick, which ``pending`` makes due at once."""
-    if not 0 <= value <= LNET_MAX_HEALTH_VALUE:
-        value = LNET_MAX_HEALTH_VALUE
-    for ni in eng.local_nis():
-        if nid is not None and ni.nid != nid:
-            continue
-        was = ni.status
-        set_ni_health(ni, value)
-        if ni.status != was:
-            eng.nistate.why[ni] = "lnetctl net set --health"
-        recovery.ni_enqueue(eng, ni, now, manual=True)
+    def added(self, ni: LNetNI) -> None:
+        self.notices.touch()
+        self._mark(ni)
+
+    def removed(self, ni: LNetNI) -> None:
+        self.notices.touch()
+        self._dirty.discard(ni)
+        if ni in self.logged:
+            self._removed = True
+        self._rearm()
+
+    def _mark(self, ni: LNetNI) -> None:
+        self._dirty.add(ni)
+        self._rearm()
+
+    def _rearm(self) -> None:
+        if self.pending:
+            self.timers.arm(_KEY, 0.0)
+        else:
+            self.timers.cancel(_KEY)
+
+    @property
+    def pending(self) -> bool:
+        """A change ``status_logs`` would log (the engine's deadline is then due at once)."""
+        logged = self.logged
+        return self._removed or any(logged.get(ni) != ni.status for ni in self._dirty)
+
+    # ------------------------------------------------------------------ log lines
+    def log_status(self, ni: LNetNI, why: str) -> list[Action]:
+        """dbg-110: the error line for ``ni``'s status change, if it moved since last logged.
+        An NI not announced yet is left to ``status_logs`` (its "added" line carries it)."""
+        old = self.logged.get(ni)
+        if old is None or old == ni.status:
+            return []
+        self.logged[ni] = ni.status
+        self.why.pop(ni, None)
+        self._dirty.discard(ni)
+        self._rearm()
+        return [Log(level="error", text=f"local NI {ni.nid} status {_word(ni.status)}: health "
+                                        f"{ni.healthv} after {why}")]
+
+    def status_logs(self) -> list[Action]:
+        """Every local NI state change not logged yet: added, removed, status up/down."""
+        if not self.pending:
+            return []
+        logs: list[Action] = []
+        live = self.live()
+        logged = self.logged
+        for ni in live:
+            if ni not in logged:
+                logged[ni] = ni.status
+                logs.append(Log(level="error", text=f"local NI {ni.nid} added on "
+                                                    f"{ni.interface}: status {_word(ni.status)}"))
+            elif logged[ni] != ni.status:
+                logs += self.log_status(ni, self.why.get(ni, "a health change"))
+        if len(logged) != len(live):
+            alive = set(live)
+            for ni in [n for n in logged if n not in alive]:
+                del logged[ni]
+                self.why.pop(ni, None)
+                logs.append(Log(level="error", text=f"local NI {ni.nid} removed from "
+                                                    f"{ni.interface}"))
+        self._dirty.clear()
+        self._removed = False
+        self._rearm()
+        return logs

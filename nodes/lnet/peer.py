@@ -143,7 +143,7 @@ class PeerTable:
     def __init__(self) -> None:
         self.peers: list[Peer] = []
         self.by_nid: dict[NID, PeerNI] = {}
-        # UDSP application on creation (spec §7.3), set by the engine
+        # UDSP application on creation (spec §7.3), wired by the engine
         self.on_new_lpn: Callable[[PeerNet], None] | None = None
         self.on_new_lpni: Callable[[PeerNI], None] | None = None
 
@@ -154,7 +154,8 @@ class PeerTable:
         lpni = self.by_nid.get(nid)
         return lpni.peer if lpni else None
 
-    def _add_nid(self, peer: Peer, nid: NID, peer_credits: int) -> PeerNI:
+    def add_nid(self, peer: Peer, nid: NID, peer_credits: int) -> PeerNI:
+        """Add ``nid`` to ``peer`` (a new peer net if needed; UDSP rules applied, §7.3)."""
         pnet = peer.peer_net(nid.net)
         if pnet is None:
             pnet = PeerNet(nid.net, peer)
@@ -174,7 +175,7 @@ class PeerTable:
         """``lnet_peer_ni_traffic_add``: a new non-MR peer whose primary is ``nid``."""
         peer = Peer(nid)
         self.peers.append(peer)
-        return self._add_nid(peer, nid, peer_credits)
+        return self.add_nid(peer, nid, peer_credits)
 
     def user_add(self, prim: NID, nids: list[NID], non_mr: bool, lock_prim: bool,
                  credits_for: dict[Net, int]) -> Peer:
@@ -191,7 +192,7 @@ class PeerTable:
         if peer is None:
             peer = Peer(prim, state=LNET_PEER_CONFIGURED)
             self.peers.append(peer)
-            self._add_nid(peer, prim, credits_for.get(prim.net, 0))
+            self.add_nid(peer, prim, credits_for.get(prim.net, 0))
         if not non_mr:
             peer.state |= LNET_PEER_MULTI_RAIL
         if lock_prim:
@@ -205,7 +206,7 @@ class PeerTable:
                                                f"{owner.primary_nid}")
             if not peer.multi_rail and peer.peer_net(nid.net) is not None:
                 raise LNetConfigError(-ENOTUNIQ, f"non-MR peer {prim} may have one NID per net")
-            self._add_nid(peer, nid, credits_for.get(nid.net, 0))
+            self.add_nid(peer, nid, credits_for.get(nid.net, 0))
         return peer
 
     def user_del(self, prim: NID, nids: list[NID], force: bool) -> None:
@@ -231,16 +232,24 @@ class PeerTable:
             lpni = self.by_nid.get(nid)
             if lpni is None or lpni.peer is not peer:
                 raise LNetConfigError(-ENOENT, f"NID {nid} is not a NID of peer {prim}")
-            self._del_lpni(lpni)
+            self.del_lpni(lpni)
 
-    def _del_lpni(self, lpni: PeerNI) -> None:
+    def del_lpni(self, lpni: PeerNI) -> None:
+        """Remove one peer NI (its peer net too when it was the last one)."""
         pnet = lpni.peer_net
         pnet.lpnis.remove(lpni)
         del self.by_nid[lpni.nid]
         if not pnet.lpnis:
             pnet.peer.nets.remove(pnet)
 
+    _del_lpni = del_lpni  # the name older callers (unit tests) use
+
     def delete_peer(self, peer: Peer) -> None:
         for lpni in list(peer.lpnis):
-            self._del_lpni(lpni)
+            self.del_lpni(lpni)
         self.peers.remove(peer)
+
+    def clear(self) -> None:
+        """``unconfigure``: every peer goes."""
+        self.peers.clear()
+        self.by_nid.clear()

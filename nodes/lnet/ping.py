@@ -13,9 +13,11 @@ buffer with ``seq + 1`` when a local NI is added or removed (``LNetEngine._ping_
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nodes.lnet.errors import WireProtocolError
+from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNetNI
 from nodes.lnet.nid import LO_NID, NID
 
 LNET_PROTO_PING_MAGIC = 0x70696E67
@@ -63,12 +65,29 @@ class PingInfo:
         return cls(features, pid, entries[0][1], nis)
 
 
+def node_ping_info(pid: int, seq: int, multi_rail: bool, discovery: bool, rte_disabled: bool,
+                   nis: Iterable[LNetNI]) -> PingInfo:
+    """A node's own buffer: BASE and NI_STATUS always; MULTI_RAIL and DISCOVERY (while
+    discovery is on) on a Multi-Rail node (a downrev node has neither, bck-025);
+    RTE_DISABLED while routing is not ENABLED (spec §6.2). Each NI's status: a fatal NI is
+    DOWN, otherwise its status (spec §1.2, §5.1)."""
+    features = LNET_PING_FEAT_BASE | LNET_PING_FEAT_NI_STATUS
+    if multi_rail:
+        features |= LNET_PING_FEAT_MULTI_RAIL
+        if discovery:
+            features |= LNET_PING_FEAT_DISCOVERY
+    if rte_disabled:
+        features |= LNET_PING_FEAT_RTE_DISABLED
+    return PingInfo(features, pid, seq, tuple(
+        (ni.nid, LNET_NI_STATUS_DOWN if ni.fatal_error else ni.status) for ni in nis))
+
+
 def ping_info_size(data: bytes) -> int:
     """Bytes the whole buffer takes, from its header (0 if even the header is missing):
     a reply shorter than this was truncated and the ping is retried with a bigger sink."""
     if len(data) < _HDR.size:
         return 0
-    nnis = _HDR.unpack_from(data)[3]
+    nnis: int = _HDR.unpack_from(data)[3]
     return _HDR.size + min(nnis, 1 << 16) * _ENTRY.size
 
 

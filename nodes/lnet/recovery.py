@@ -19,147 +19,216 @@ A failing NI (or peer NI) backs off exponentially.
 Peer NIs never heard from (``last_alive == 0``) are not queued; with ``recovery_limit`` > 0 a
 peer NI silent for longer than that ages out (ping_count reset, not queued). Local NIs have no
 limit. Sensitivity 0 never lowers health, so nothing is queued.
+
+``Recovery`` owns both queues and the monitor tick's ``MONITOR`` timer (``timers.py``), which
+it re-arms whenever what ``deadline`` reads changes: an entry queued or leaving, a ping sent
+or answered, the tick itself, or a pending entry's health crossing 1000 (``Health`` says so).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from nodes.lnet import nistate
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
+from nodes.lnet.msg import MD, MDOwner, OwnerRole
+from nodes.lnet.nid import NID
+from nodes.lnet.timers import MONITOR, Timers
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE, Tunables
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
-    from nodes.lnet.msg import MD
+    from nodes.lnet.health import Health
     from nodes.lnet.ni import LNetNI
-    from nodes.lnet.peer import PeerNI
+    from nodes.lnet.nistate import NIState
+    from nodes.lnet.peer import PeerNI, PeerTable
 
 #: ``ni_recovery_state`` / ``lpni_state`` recovery bits
 RECOVERY_PENDING = 0x1
 RECOVERY_FAILED = 0x2
 #: the monitor thread's period (spec §0)
 MONITOR_PERIOD = 1.0
+_KEY = (MONITOR, 0)
+
+#: sends a recovery ping: (now, dst, owner) -> (MD handle, actions) (``LNetEngine``)
+PingFn = Callable[[float, NID, MDOwner], tuple[int, list[Action]]]
+#: unlinks an MD: (now, handle) -> actions
+UnlinkFn = Callable[[float, int], list[Action]]
 
 
-def interval(eng: LNetEngine, n: int) -> int:
+class _HasTunables(Protocol):
+    @property
+    def tunables(self) -> Tunables: ...
+
+
+def interval(eng: _HasTunables, n: int) -> int:
+    """``lnet_get_next_recovery_ping`` for an engine (``next_interval``)."""
+    return next_interval(eng.tunables, n)
+
+
+def next_interval(tunables: Tunables, n: int) -> int:
     """``lnet_get_next_recovery_ping``: 2**n seconds, or the maximum past the ping count."""
-    max_iv = eng.tunables.max_recovery_ping_interval
+    max_iv = tunables.max_recovery_ping_interval
     max_count = math.floor(math.log2(max_iv)) if max_iv > 0 else 0
     return max_iv if n > max_count else 1 << n
 
 
-def ni_enqueue(eng: LNetEngine, ni: LNetNI, now: float, *, manual: bool = False) -> None:
-    """``lnet_ni_add_to_recoveryq_locked`` (or the manual ``net set --health`` add)."""
-    if ni in eng.ni_recoveryq or ni.is_lo:
-        return
-    if ni.healthv >= LNET_MAX_HEALTH_VALUE:
-        return
-    if not manual:
-        ni.next_ping = now + interval(eng, ni.ping_count)
-    eng.ni_recoveryq.append(ni)
+class Recovery:
+    """``ln_mt_localNIRecovq`` and ``ln_mt_peerNIRecovq`` and the monitor tick."""
 
+    def __init__(self, tunables: Tunables, timers: Timers, health: Health,
+                 nistate: NIState) -> None:
+        self.tunables = tunables
+        self.timers = timers
+        self.health = health
+        self.nistate = nistate
+        self.ni_queue: list[LNetNI] = []      # ln_mt_localNIRecovq (spec §3.5)
+        self.lpni_queue: list[PeerNI] = []    # ln_mt_peerNIRecovq
+        self.mt_last = float("-inf")          # last monitor tick
+        # wired by the engine
+        self.ping: PingFn = lambda now, nid, owner: (0, [])
+        self.unlink: UnlinkFn = lambda now, handle: []
+        self.md_by_handle: Callable[[int], MD | None] = lambda handle: None
+        self.ni_by_nid: Callable[[NID], LNetNI | None] = lambda nid: None
+        self.peers: PeerTable | None = None
 
-def lpni_enqueue(eng: LNetEngine, lpni: PeerNI, now: float) -> None:
-    """``lnet_peer_ni_add_to_recoveryq_locked`` with the last_alive and limit rules."""
-    if lpni in eng.lpni_recoveryq or lpni.healthv >= LNET_MAX_HEALTH_VALUE:
-        return
-    if not lpni.last_alive:
-        return  # never heard from: not eligible (spec §3.5, §11.7)
-    limit = eng.tunables.recovery_limit
-    if limit and now > lpni.last_alive + limit:
-        lpni.ping_count = 0  # aged out: the next enqueue pings right away
-        return
-    lpni.next_ping = now + interval(eng, lpni.ping_count)
-    eng.lpni_recoveryq.append(lpni)
+    # ------------------------------------------------------------------ queues
+    def ni_enqueue(self, ni: LNetNI, now: float, *, manual: bool = False) -> None:
+        """``lnet_ni_add_to_recoveryq_locked`` (or the manual ``net set --health`` add)."""
+        if ni in self.ni_queue or ni.is_lo:
+            return
+        if ni.healthv >= LNET_MAX_HEALTH_VALUE:
+            return
+        if not manual:
+            ni.next_ping = now + next_interval(self.tunables, ni.ping_count)
+        self.ni_queue.append(ni)
+        self.rearm()
 
+    def lpni_enqueue(self, lpni: PeerNI, now: float) -> None:
+        """``lnet_peer_ni_add_to_recoveryq_locked`` with the last_alive and limit rules."""
+        if lpni.healthv >= LNET_MAX_HEALTH_VALUE or lpni in self.lpni_queue:
+            return
+        if not lpni.last_alive:
+            return  # never heard from: not eligible (spec §3.5, §11.7)
+        limit = self.tunables.recovery_limit
+        if limit and now > lpni.last_alive + limit:
+            lpni.ping_count = 0  # aged out: the next enqueue pings right away
+            return
+        lpni.next_ping = now + next_interval(self.tunables, lpni.ping_count)
+        self.lpni_queue.append(lpni)
+        self.rearm()
 
-def deadline(eng: LNetEngine) -> float | None:
-    """When the monitor must tick next: never more often than once a second."""
-    due = [x.next_ping for x in (*eng.ni_recoveryq, *eng.lpni_recoveryq)
-           if not x.recovery_state & RECOVERY_PENDING or x.healthv >= LNET_MAX_HEALTH_VALUE]
-    if not due:
-        return None
-    return max(min(due), eng.mt_last + MONITOR_PERIOD)
+    def forget_ni(self, ni: LNetNI) -> None:
+        """A local NI was deleted (``net del``)."""
+        if ni in self.ni_queue:
+            self.ni_queue.remove(ni)
+            self.rearm()
 
+    def forget_deleted_peers(self) -> None:
+        """Peer NIs no longer in the peer table leave the queue (peer del, discovery)."""
+        assert self.peers is not None
+        find = self.peers.find_lpni
+        self.lpni_queue[:] = [p for p in self.lpni_queue if find(p.nid) is p]
+        self.rearm()
 
-def tick(eng: LNetEngine, now: float) -> list[Action]:
-    """One monitor pass over both queues (``lnet_recover_local_nis``/``_peer_nis``)."""
-    eng.mt_last = now
-    return _recover_local(eng, now) + _recover_peers(eng, now)
+    def clear(self) -> None:
+        self.ni_queue.clear()
+        self.lpni_queue.clear()
+        self.rearm()
 
+    # ------------------------------------------------------------------ the monitor tick
+    def deadline(self) -> float | None:
+        """When the monitor must tick next: never more often than once a second."""
+        entries: list[LNetNI | PeerNI] = [*self.ni_queue, *self.lpni_queue]
+        due = [x.next_ping for x in entries
+               if not x.recovery_state & RECOVERY_PENDING or x.healthv >= LNET_MAX_HEALTH_VALUE]
+        if not due:
+            return None
+        return max(min(due), self.mt_last + MONITOR_PERIOD)
 
-def _unlink(eng: LNetEngine, md: MD | None, now: float) -> list[Action]:
-    return [] if md is None else eng.unlink(now, md.handle)
-
-
-def _recover_local(eng: LNetEngine, now: float) -> list[Action]:
-    actions: list[Action] = []
-    for ni in list(eng.ni_recoveryq):
-        if ni.healthv >= LNET_MAX_HEALTH_VALUE or eng.ni_by_nid(ni.nid) is not ni:
-            eng.ni_recoveryq.remove(ni)
-            ni.recovery_state = 0
-            continue
-        if ni.recovery_state & RECOVERY_FAILED:
-            ni.recovery_state &= ~RECOVERY_FAILED
-        if now < ni.next_ping or ni.recovery_state & RECOVERY_PENDING:
-            continue
-        eng.ni_recoveryq.remove(ni)
-        ni.ping_count += 1
-        ni_enqueue(eng, ni, now)
-        ok = not ni.fatal_error
-        actions.append(Log(level="info", text=(
-            f"recovery ping of local NI {ni.nid} #{ni.ping_count}: "
-            f"{'ok' if ok else 'failed (-ENETDOWN)'}")))
-        if ok:
-            # lnet_handle_recovery_reply: +sensitivity on the NI explicitly; the REPLY that
-            # real LNet receives on the NI also resets its ping_count (spec §3.2 OK row)
-            from nodes.lnet.health import inc_ni
-
-            inc_ni(eng, ni)
-            ni.ping_count = 0
-            actions += nistate.log_status(eng, ni, "recovery ping")  # dbg-110
+    def rearm(self) -> None:
+        at = self.deadline()
+        if at is None:
+            self.timers.cancel(_KEY)
         else:
-            ni.recovery_state |= RECOVERY_FAILED
-    return actions
+            self.timers.arm(_KEY, at)
 
+    def tick(self, now: float) -> list[Action]:
+        """One monitor pass over both queues (``lnet_recover_local_nis``/``_peer_nis``)."""
+        self.mt_last = now
+        actions = self._recover_local(now) + self._recover_peers(now)
+        self.rearm()
+        return actions
 
-def _recover_peers(eng: LNetEngine, now: float) -> list[Action]:
-    actions: list[Action] = []
-    for lpni in list(eng.lpni_recoveryq):
-        if (lpni.healthv >= LNET_MAX_HEALTH_VALUE
-                or eng.peers.find_lpni(lpni.nid) is not lpni):
-            eng.lpni_recoveryq.remove(lpni)
-            if lpni.recovery_state & RECOVERY_PENDING:
-                actions += _unlink(eng, lpni.ping_md, now)
-            lpni.recovery_state = 0
-            continue
-        if lpni.recovery_state & RECOVERY_FAILED:
-            actions += _unlink(eng, lpni.ping_md, now)
-            lpni.recovery_state &= ~RECOVERY_FAILED
-        if now < lpni.next_ping or lpni.recovery_state & RECOVERY_PENDING:
-            continue
-        lpni.recovery_state |= RECOVERY_PENDING
-        eng.lpni_recoveryq.remove(lpni)
-        handle, acts = eng.recovery_ping(now, lpni.nid, owner=("lpni", lpni.nid))
-        lpni.ping_md = eng.md_by_handle(handle)
-        lpni.ping_count += 1
-        lpni_enqueue(eng, lpni, now)
-        actions += acts
-    return actions
+    def _unlink(self, md: MD | None, now: float) -> list[Action]:
+        return [] if md is None else self.unlink(now, md.handle)
 
+    def _recover_local(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        for ni in list(self.ni_queue):
+            if ni.healthv >= LNET_MAX_HEALTH_VALUE or self.ni_by_nid(ni.nid) is not ni:
+                self.ni_queue.remove(ni)
+                ni.recovery_state = 0
+                continue
+            if ni.recovery_state & RECOVERY_FAILED:
+                ni.recovery_state &= ~RECOVERY_FAILED
+            if now < ni.next_ping or ni.recovery_state & RECOVERY_PENDING:
+                continue
+            self.ni_queue.remove(ni)
+            ni.ping_count += 1
+            self.ni_enqueue(ni, now)
+            ok = not ni.fatal_error
+            actions.append(Log(level="info", text=(
+                f"recovery ping of local NI {ni.nid} #{ni.ping_count}: "
+                f"{'ok' if ok else 'failed (-ENETDOWN)'}")))
+            if ok:
+                # lnet_handle_recovery_reply: +sensitivity on the NI explicitly; the REPLY that
+                # real LNet receives on the NI also resets its ping_count (spec §3.2 OK row)
+                self.health.inc_ni(ni, "recovery")
+                ni.ping_count = 0
+                actions += self.nistate.log_status(ni, "recovery ping")  # dbg-110
+            else:
+                ni.recovery_state |= RECOVERY_FAILED
+        return actions
 
-def on_md_event(eng: LNetEngine, md: MD, kind: str, status: int) -> list[Action]:
-    """``lnet_mt_event_handler``/``lnet_handle_recovery_reply`` for a peer NI recovery ping."""
-    owner = md.owner
-    assert owner is not None
-    lpni = eng.peers.find_lpni(owner[1])
-    if lpni is None:
+    def _recover_peers(self, now: float) -> list[Action]:
+        assert self.peers is not None
+        actions: list[Action] = []
+        for lpni in list(self.lpni_queue):
+            if (lpni.healthv >= LNET_MAX_HEALTH_VALUE
+                    or self.peers.find_lpni(lpni.nid) is not lpni):
+                self.lpni_queue.remove(lpni)
+                if lpni.recovery_state & RECOVERY_PENDING:
+                    actions += self._unlink(lpni.ping_md, now)
+                lpni.recovery_state = 0
+                continue
+            if lpni.recovery_state & RECOVERY_FAILED:
+                actions += self._unlink(lpni.ping_md, now)
+                lpni.recovery_state &= ~RECOVERY_FAILED
+            if now < lpni.next_ping or lpni.recovery_state & RECOVERY_PENDING:
+                continue
+            lpni.recovery_state |= RECOVERY_PENDING
+            self.lpni_queue.remove(lpni)
+            handle, acts = self.ping(now, lpni.nid, MDOwner(OwnerRole.LPNI_RECOVERY, lpni.nid))
+            lpni.ping_md = self.md_by_handle(handle)
+            lpni.ping_count += 1
+            self.lpni_enqueue(lpni, now)
+            actions += acts
+        return actions
+
+    def on_md_event(self, md: MD, kind: str, status: int, payload: bytes,
+                    source: NID | None) -> list[Action]:
+        """``lnet_mt_event_handler``/``lnet_handle_recovery_reply`` for a peer NI ping."""
+        assert md.owner is not None and self.peers is not None
+        lpni = self.peers.find_lpni(md.owner.nid)
+        if lpni is None:
+            return []
+        if kind != "SEND" or status != 0:
+            lpni.recovery_state &= ~RECOVERY_PENDING
+        if status != 0:
+            lpni.recovery_state |= RECOVERY_FAILED
+        self.rearm()
+        if status != 0:
+            return [Log(level="info", text=f"peer NI {lpni.nid} recovery ping failed: "
+                                           f"{status}")]
         return []
-    if kind != "SEND" or status != 0:
-        lpni.recovery_state &= ~RECOVERY_PENDING
-    if status != 0:
-        lpni.recovery_state |= RECOVERY_FAILED
-        return [Log(level="info", text=f"peer NI {lpni.nid} recovery ping failed: {status}")]
-    return []

@@ -35,10 +35,10 @@ from nodes.lnet.select import SelectError, best_ni
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
-    from nodes.lnet.peer import Peer, PeerNet, PeerNI
+    from nodes.lnet.peer import Peer, PeerNI
+    from nodes.lnet.router import Router
 
 LNET_UNDEFINED_HOPS = 0xFFFF_FFFF
 
@@ -71,20 +71,15 @@ class Route:
 
 
 class RouteTable:
-    """Mixin of ``Router``: the route table and the routed path (state lives in Router)."""
+    """Part of ``Router``: the route table and the routed path (state lives in Router)."""
 
-    eng: LNetEngine
-    routes: dict[Net, list[Route]]
-    pending: dict[NID, list[Msg]]
-    discovered: set[NID]
-    next_ping: dict[PeerNet, float]
-
-    if TYPE_CHECKING:  # rtrcheck.RouterChecker
-        def _start_discovery(self, gw: Peer, net: Net | None, now: float) -> list[Action]: ...
+    def __init__(self, r: Router) -> None:
+        self.r = r
+        self.routes: dict[Net, list[Route]] = {}
 
     # ------------------------------------------------------------------ queries
     def gateway(self, route: Route) -> Peer | None:
-        return self.eng.peers.find_peer(route.nid)
+        return self.r.peers.find_peer(route.nid)
 
     def all_routes(self) -> list[Route]:
         return [r for rs in self.routes.values() for r in rs]
@@ -99,20 +94,20 @@ class RouteTable:
 
     def is_discovered(self, gw: Peer) -> bool:
         """LNET_PEER_RTR_DISCOVERED, kept by NID so it survives a peer merge (002)."""
-        return any(p.nid in self.discovered for p in gw.lpnis)
+        return any(p.nid in self.r.checker.discovered for p in gw.lpnis)
 
     def refresh_refcounts(self) -> None:
         """``lp_rtr_refcount``: routes using each peer as gateway (after add/del/merge)."""
         gws = [self.gateway(r) for r in self.all_routes()]
-        for peer in self.eng.peers.peers:
+        for peer in self.r.peers.peers:
             peer.rtr_refcount = sum(1 for g in gws if g is peer)
-        live = {pn for p in self.eng.peers.peers for pn in p.nets}
-        for pn in [pn for pn in self.next_ping if pn not in live]:
-            del self.next_ping[pn]  # peer nets of peers merged away (002 consolidation)
+        live = {pn for p in self.r.peers.peers for pn in p.nets}
+        for pn in [pn for pn in self.r.checker.next_ping if pn not in live]:
+            del self.r.checker.next_ping[pn]  # peer nets of peers merged away (002 consolidation)
 
     def threshold(self) -> int:
         """Seed 002: a gateway peer NI below MAX_HEALTH * router_sensitivity % is not used."""
-        return LNET_MAX_HEALTH_VALUE * self.eng.tunables.router_sensitivity // 100
+        return LNET_MAX_HEALTH_VALUE * self.r.tunables.router_sensitivity // 100
 
     def lpni_usable(self, lpni: PeerNI) -> bool:
         """rtr-mr-no-unhealthy: UP and healthy enough to put a message on the wire."""
@@ -126,7 +121,7 @@ class RouteTable:
         llpn = gw.peer_net(route.lnet)
         if llpn is None or not any(self.lpni_usable(p) for p in llpn.lpnis):
             return False  # rtr-gw-down: every local representation below the threshold
-        if self.eng.tunables.avoid_asym_router_failure and (route.hops == 1 or
+        if self.r.tunables.avoid_asym_router_failure and (route.hops == 1 or
                                                             route.single_hop):
             rlpn = gw.peer_net(route.net)
             if rlpn is None or not any(p.ns_status == LNET_NI_STATUS_UP for p in rlpn.lpnis):
@@ -137,8 +132,8 @@ class RouteTable:
     def add(self, net: Net, gateway: NID, hops: int | None, priority: int,
             now: float) -> list[Action]:
         """``lnet_add_route`` with the kernel's checks (spec §6.1); raises LNetConfigError."""
-        eng = self.eng
-        eng._require_up()
+        eng = self.r
+        eng.require_up()
         if gateway.is_lo or net == LO_NET or gateway.nid4 == LNET_NID_ANY:
             raise LNetConfigError(-EINVAL, "add route: invalid gateway or net")
         if gateway.net == net:
@@ -155,7 +150,7 @@ class RouteTable:
                                                  "local net")
         lpni = eng.peers.find_lpni(gateway)
         if lpni is None:
-            lpni = eng.peers.traffic_add(gateway, eng.nets[gateway.net].tunables.peer_credits)
+            lpni = eng.peers.traffic_add(gateway, eng.local.peer_credits(gateway.net))
         gw = lpni.peer
         existing = self.routes.setdefault(net, [])
         if any(self.gateway(r) is gw for r in existing):
@@ -168,7 +163,7 @@ class RouteTable:
         existing.insert(eng.rng.randint(0, len(existing)), route)  # random position (§1.4)
         self.refresh_refcounts()
         for pnet in gw.nets:  # force an immediate router check (lpn_next_ping = now)
-            self.next_ping[pnet] = now
+            self.r.checker.next_ping[pnet] = now
         logs: list[Action] = []
         if eng.tunables.avoid_asym_router_failure and hops is None:
             logs.append(Log(level="warning", text="Use hops = 1 for a single-hop route when "
@@ -177,8 +172,8 @@ class RouteTable:
 
     def delete(self, net: Net | None, gateway: NID | None) -> None:
         """``lnet_del_route``: routes to ``net`` (all nets if None) via ``gateway``'s peer."""
-        self.eng._require_up()
-        gw = self.eng.peers.find_peer(gateway) if gateway is not None else None
+        self.r.require_up()
+        gw = self.r.peers.find_peer(gateway) if gateway is not None else None
         if gateway is not None and gw is None:
             raise LNetConfigError(-ENOENT, f"no route through {gateway}")
         found = False
@@ -198,10 +193,10 @@ class RouteTable:
     # ------------------------------------------------------------------ route selection
     def is_remote(self, lpni: PeerNI, src: LNetNI | None, msg: Msg) -> bool:
         """REMOTE_DST classification (spec §2.2 step 6)."""
-        nets = self.eng.nets
+        nets = self.r.nets
         if src is not None:
             return src.net.net != lpni.nid.net
-        if msg.extra.get("forwarding") or msg.recovery or msg.is_response \
+        if msg.fwd is not None or msg.recovery or msg.is_response \
                 or not lpni.peer.multi_rail:
             return lpni.nid.net not in nets
         return not any(pn.net in nets and nets[pn.net].nis and pn.lpnis
@@ -210,31 +205,31 @@ class RouteTable:
     def find_routed_path(self, msg: Msg, lpni: PeerNI,
                          src: LNetNI | None) -> tuple[LNetNI, PeerNI]:
         """``lnet_handle_find_routed_path`` (spec §2.6); raises SelectError or RouteWait."""
-        eng = self.eng
+        eng = self.r
         rtr = msg.rtr_nid_param
         if rtr is not None and msg.is_response:
             # back through the previous hop's gateway: its best NI on that net (the one the
             # request came from may be down; lnet_handle_find_routed_path + find_best_lpni)
             gw_lpni = eng.peers.find_lpni(rtr)
             if gw_lpni is not None and gw_lpni.peer.rtr_refcount > 0:
-                gw_lpni = self._gw_lpni(gw_lpni.peer, gw_lpni.nid.net) or gw_lpni
+                gw_lpni = self.gw_lpni(gw_lpni.peer, gw_lpni.nid.net) or gw_lpni
             if gw_lpni is not None and gw_lpni.peer.rtr_refcount > 0 and (
                     src is None or src.net.net == gw_lpni.nid.net):
                 ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt,
                                     eng.tunables.numa_range)
                 if ni is not None:
-                    msg.extra["rt_dst"] = lpni.nid
+                    msg.rt_dst = lpni.nid
                     return ni, gw_lpni
         dst = lpni
-        if src is None and not msg.extra.get("forwarding") and lpni.peer.multi_rail \
+        if src is None and msg.fwd is None and lpni.peer.multi_rail \
                 and not msg.is_response:
-            dst = self._best_remote_lpni(lpni)
+            dst = self.best_remote_lpni(lpni)
         routes = self.routes.get(dst.nid.net)
         if not routes:
             raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid}: Route table may be "
                                              "misconfigured")
         src_net = src.net.net if src is not None else None
-        choice = self._find_route(routes, src_net, dst)
+        choice = self.find_route(routes, src_net, dst)
         if choice is None:
             waiting = [g for r in routes if (g := self.gateway(r)) is not None
                        and not self.is_discovered(g) and g.alive
@@ -248,12 +243,12 @@ class RouteTable:
         route.seq = max(r.seq for r in alive) + 1
         ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt, eng.tunables.numa_range)
         assert ni is not None
-        msg.extra["rt_dst"] = dst.nid
+        msg.rt_dst = dst.nid
         dst.peer.send_seq += 1  # the final destination's stamps move too (spec §2.7)
         dst.peer_net.seq = dst.seq = dst.peer.send_seq
         return ni, gw_lpni
 
-    def _best_remote_lpni(self, lpni: PeerNI) -> PeerNI:
+    def best_remote_lpni(self, lpni: PeerNI) -> PeerNI:
         """SRC_ANY request to an MR peer: its net that has routes, then its best NI there."""
         pnets = [pn for pn in lpni.peer.nets if pn.net in self.routes and pn.lpnis]
         if not pnets:
@@ -261,7 +256,7 @@ class RouteTable:
         pn = min(pnets, key=lambda p: (-p.healthv, p.sel_priority, p.seq))
         return min(pn.lpnis, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
 
-    def _gw_lpni(self, gw: Peer, net: Net) -> PeerNI | None:
+    def gw_lpni(self, gw: Peer, net: Net) -> PeerNI | None:
         """The gateway's best usable NI on ``net`` (``lnet_find_best_lpni``, seed 002)."""
         pnet = gw.peer_net(net)
         if pnet is None:
@@ -271,7 +266,7 @@ class RouteTable:
             return None
         return min(cands, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
 
-    def _find_route(self, routes: list[Route], src_net: Net | None,
+    def find_route(self, routes: list[Route], src_net: Net | None,
                     dst: PeerNI) -> tuple[Route, PeerNI] | None:
         """``lnet_find_route_locked`` (spec §2.6 step 3, 002 "Route Selection")."""
         best: tuple[Route, PeerNI] | None = None
@@ -282,9 +277,9 @@ class RouteTable:
             gw = self.gateway(route)
             assert gw is not None
             net = src_net if src_net is not None else route.lnet
-            if net not in self.eng.nets:
+            if net not in self.r.nets:
                 continue
-            gw_lpni = self._gw_lpni(gw, net)
+            gw_lpni = self.gw_lpni(gw, net)
             if gw_lpni is None:
                 continue
             pref = 0 if gw.primary_nid in dst.rtr_pref_nids or any(
@@ -301,10 +296,10 @@ class RouteTable:
         Keyed by the gateway's primary NID, so a send parked on a peer that discovery then
         merges into another one is redone when the merged gateway completes (002)."""
         gw = wait.gateways[0]
-        self.pending.setdefault(gw.primary_nid, []).append(msg)
+        self.r.checker.pending.setdefault(gw.primary_nid, []).append(msg)
         actions: list[Action] = []
         for g in wait.gateways:
-            actions += self._start_discovery(g, None, now)
+            actions += self.r.checker.start_discovery(g, None, now)
         return actions
 
     # ------------------------------------------------------------------ views (spec §9.3)
@@ -314,7 +309,7 @@ class RouteTable:
         out = []
         want_net = Net.parse(net) if net else None
         want_gw = NID.parse(gateway) if gateway else None
-        gw_peer = self.eng.peers.find_peer(want_gw) if want_gw else None
+        gw_peer = self.r.peers.find_peer(want_gw) if want_gw else None
         for rnet, routes in self.routes.items():
             if want_net is not None and rnet != want_net:
                 continue

@@ -1,39 +1,60 @@
-"""Routing of one node: the facade ``eng.router`` (spec §1.4-1.6, §2.6, §6; seeds 001, 002).
+"""Routing of one node: the ``Router`` object (spec §1.4-1.6, §2.6, §6; seeds 001, 002).
 
-Theory of operation. ``Router`` holds the routing state and is assembled from one mixin per
-concept (pyzmq's core-plus-mixin split), each in its own module:
+Theory of operation. ``Router`` is one object; what it does is split by concept into parts
+it owns, each holding its own state and reaching the others through the router:
 
-* ``route.py``     -- route table, route aliveness, route selection (spec §2.6, §6.1, §6.3);
-* ``rtrpool.py``   -- forwarding: router credits, buffer pools, MR final hop (spec §1.5/1.6);
-* ``rtrcheck.py``  -- the router checker: gateway pings and replies, router NI status (§6.4);
-* ``rtralive.py``  -- ``lnet_notify`` from the LND, rx aliveness, next-hop aliveness and the
-  LNet -> LND "peer NI dead" call (seed 001/002);
-* ``rtrstate.py``  -- the transition tables of peer NI, gateway and route aliveness.
+* ``table``   (``route.py``)    -- route table, route aliveness, route selection (spec §2.6,
+  §6.1, §6.3);
+* ``fwd``     (``rtrpool.py``)  -- forwarding: router credits, buffer pools, MR final hop
+  (spec §1.5/1.6);
+* ``checker`` (``rtrcheck.py``) -- the router checker: gateway pings and replies, router NI
+  status (§6.4);
+* ``alive``   (``rtralive.py``) -- ``lnet_notify`` from the LND, rx aliveness, next-hop
+  aliveness and the LNet -> LND "peer NI dead" call (seed 001/002);
+* ``rtrstate.py``               -- the transition tables of peer NI, gateway and route
+  aliveness.
 
-This module keeps the routing state machine (spec §6.2): DISABLED -> STARTING (``set routing
-1``: forwarding at once, the ping keeps RTE_DISABLED for alive_router_check_interval +
-router_ping_timeout) -> ENABLED; ``set routing 0`` -> STOPPING (RTE_DISABLED at once; disabled
-once the pools are idle after that delay, at most three times it). Module parameter
-``forwarding=1`` -> ENABLED at once.
+The router itself keeps the routing state machine (spec §6.2): DISABLED -> STARTING (``set
+routing 1``: forwarding at once, the ping keeps RTE_DISABLED for alive_router_check_interval
++ router_ping_timeout) -> ENABLED; ``set routing 0`` -> STOPPING (RTE_DISABLED at once;
+disabled once the pools are idle after that delay, at most three times it). Module parameter
+``forwarding=1`` -> ENABLED at once. Each change of routing state raises a ``routing``
+notice, each change of a route's usability a ``route_state`` notice (TRACE-SCHEMA).
+
+Its timer is derived from state it shares with other components (a gateway's peer nets grow
+when discovery merges peers; local NI status and link state), so the engine asks
+``deadline()`` whenever it needs the next deadline, only while routing is in use
+(``active``): a node with no routes that does not route pays nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.ni import LNET_NI_STATUS_UP
+from nodes.lnet.counters import GlobalCounters
+from nodes.lnet.errors import ENODEV, LNetConfigError
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI
+from nodes.lnet.nid import NID, Net
+from nodes.lnet.node import NodeState
+from nodes.lnet.notify import Notices
+from nodes.lnet.peer import Peer, PeerNI, PeerTable
 from nodes.lnet.route import LNET_UNDEFINED_HOPS, Route, RouteTable, RouteWait
 from nodes.lnet.rtralive import RouterAliveness
 from nodes.lnet.rtrcheck import RouterChecker
 from nodes.lnet.rtrpool import PAGE_SIZE, POOL_PARAMS, POOLS, BufferPool, RouterPools
+from nodes.lnet.tunables import Tunables
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
+    import random
+
+    from nodes.lnet.discovery import Discovery
+    from nodes.lnet.health import Health
     from nodes.lnet.msg import Msg
-    from nodes.lnet.ni import LNetNI
-    from nodes.lnet.nid import NID, Net
-    from nodes.lnet.peer import PeerNet, PeerNI
+    from nodes.lnet.nets import LocalNets
+    from nodes.lnet.nistate import NIState
+    from nodes.lnet.send import Sender
 
 __all__ = ["LNET_UNDEFINED_HOPS", "PAGE_SIZE", "POOLS", "ROUTER_PARAMS", "ROUTING_DISABLED",
            "ROUTING_ENABLED", "ROUTING_STARTING", "ROUTING_STOPPING", "BufferPool", "Route",
@@ -42,27 +63,135 @@ __all__ = ["LNET_UNDEFINED_HOPS", "PAGE_SIZE", "POOLS", "ROUTER_PARAMS", "ROUTIN
 ROUTING_DISABLED, ROUTING_STARTING, ROUTING_ENABLED, ROUTING_STOPPING = range(4)
 #: tunables (module parameters) this module reacts to
 ROUTER_PARAMS = ("routing", "forwarding", *POOL_PARAMS)
+#: sends a GET: the engine's ``get`` (router queries, rtr-router-query-down)
+GetFn = Callable[..., tuple[int, list[Action]]]
 
 
-class Router(RouteTable, RouterPools, RouterChecker, RouterAliveness):
-    """Routing state of one node; ``eng.router``."""
+class Router:
+    """Routing state of one node (``LNetEngine.router``)."""
 
-    def __init__(self, eng: LNetEngine) -> None:
-        self.eng = eng
-        self.routes: dict[Net, list[Route]] = {}
-        self.pools: list[BufferPool] | None = None
+    def __init__(self, *, node: NodeState, tunables: Tunables, peers: PeerTable,
+                 local: LocalNets, counters: GlobalCounters, notices: Notices,
+                 nistate: NIState, health: Health, rng: random.Random,
+                 ids: Iterator[int]) -> None:
+        self.node = node
+        self.tunables = tunables
+        self.peers = peers
+        self.local = local
+        self.counters = counters
+        self.notices = notices
+        self.nistate = nistate
+        self.health = health
+        self.rng = rng
+        self.ids = ids
+        # wired by the engine (built after the router)
+        self.sender_ref: Sender | None = None
+        self.discovery_ref: Discovery | None = None
+        self.get: GetFn = lambda *a, **kw: (0, [])
+        self.ping_changed: Callable[[], None] = lambda: None
         self.state = ROUTING_DISABLED
         self.state_at = 0.0          # when STARTING/STOPPING ends (at the earliest)
         self.stop_limit = 0.0
-        self.pending: dict[NID, list[Msg]] = {}    # sends parked on a gateway's discovery
-        self.in_discovery: set[NID] = set()        # LNET_PEER_RTR_DISCOVERY (by NID)
-        self.discovered: set[NID] = set()          # LNET_PEER_RTR_DISCOVERED (by NID)
-        self.next_ping: dict[PeerNet, float] = {}  # lpn_next_ping
-        self.ni_last_alive: dict[LNetNI, float] = {}
-        self.notify_ts: dict[PeerNI, float] = {}   # lpni_timestamp (lnet_notify)
-        self.query_last: dict[NID, float] = {}     # last query of a down peer NI
-        self.query_wanted: set[NID] = set()
         self.last_now = 0.0
+        self.table = RouteTable(self)
+        self.fwd = RouterPools(self)
+        self.checker = RouterChecker(self)
+        self.alive = RouterAliveness(self)
+
+    # ------------------------------------------------------------------ collaborators
+    @property
+    def sender(self) -> Sender:
+        assert self.sender_ref is not None
+        return self.sender_ref
+
+    @property
+    def discovery(self) -> Discovery:
+        assert self.discovery_ref is not None
+        return self.discovery_ref
+
+    @property
+    def nets(self) -> dict[Net, LNetNet]:
+        return self.local.nets
+
+    def local_nis(self) -> list[LNetNI]:
+        return self.local.local_nis()
+
+    def ni_by_nid(self, nid: NID) -> LNetNI | None:
+        return self.local.ni_by_nid(nid)
+
+    def require_up(self) -> None:
+        if not self.node.configured:
+            raise LNetConfigError(-ENODEV, "LNet is not configured")  # lnetctl: No such device
+
+    def clear(self) -> None:
+        """``unconfigure``: a fresh router (routes, pools, checker and aliveness state)."""
+        self.state, self.state_at, self.stop_limit, self.last_now = ROUTING_DISABLED, 0.0, \
+            0.0, 0.0
+        self.table = RouteTable(self)
+        self.fwd = RouterPools(self)
+        self.checker = RouterChecker(self)
+        self.alive = RouterAliveness(self)
+
+    # ------------------------------------------------------------------ the public face
+    @property
+    def active(self) -> bool:
+        """Routing is in use: routes, a routing state, or down peer NIs to query."""
+        return bool(self.table.routes) or self.state != ROUTING_DISABLED \
+            or bool(self.alive.query_wanted)
+
+    def deadline(self) -> float | None:
+        return self.checker.deadline() if self.active else None
+
+    def tick(self, now: float) -> list[Action]:
+        return self.checker.tick(now)
+
+    @property
+    def pending(self) -> dict[NID, list[Msg]]:
+        return self.checker.pending
+
+    @property
+    def discovered(self) -> set[NID]:
+        return self.checker.discovered
+
+    def is_discovered(self, gw: Peer) -> bool:
+        return self.table.is_discovered(gw)
+
+    def _consolidate(self, gw: Peer, nids: list[NID]) -> Peer:
+        return self.checker.consolidate(gw, nids)  # the name the unit tests use
+
+    def add(self, net: Net, gateway: NID, hops: int | None, priority: int,
+            now: float) -> list[Action]:
+        return self.table.add(net, gateway, hops, priority, now)
+
+    def delete(self, net: Net | None, gateway: NID | None) -> None:
+        self.table.delete(net, gateway)
+
+    def all_routes(self) -> list[Route]:
+        return self.table.all_routes()
+
+    def route_alive(self, route: Route) -> bool:
+        return self.table.route_alive(route)
+
+    def gateways(self) -> list[Peer]:
+        """Every gateway peer of the route table, once each (the recorder samples them)."""
+        return self.table.gateways()
+
+    def route_show(self, net: str | None = None, gateway: str | None = None,
+                   hop: int | None = None, priority: int | None = None,
+                   verbose: int = 0) -> dict[str, Any]:
+        return self.table.route_show(net, gateway, hop, priority, verbose)
+
+    def routing_show(self) -> dict[str, Any]:
+        return self.fwd.routing_show()
+
+    def discovery_complete(self, gw: Peer, rc: int, now: float) -> list[Action]:
+        return self.checker.discovery_complete(gw, rc, now)
+
+    def discovery_ping_reply(self, gw: Peer, info: Any) -> list[Action]:
+        return self.checker.discovery_ping_reply(gw, info)
+
+    def health_fell(self, lpni: PeerNI, before: int) -> list[Action]:
+        return self.alive.health_fell(lpni, before)
 
     @property
     def enabled(self) -> bool:
@@ -81,20 +210,22 @@ class Router(RouteTable, RouterPools, RouterChecker, RouterAliveness):
             return self._enable(t, immediate=True) if value else self._disable(t)
         if name == "routing":
             return self._enable(t, immediate=False) if value else self._disable(t)
-        return self.pools_resize(name, value, t)
+        return self.fwd.pools_resize(name, value, t)
 
     def _enable(self, now: float, *, immediate: bool) -> list[Action]:
-        self._alloc_pools()
-        for ni in self.eng.local_nis():
-            self.ni_last_alive[ni] = now
+        self.fwd.alloc_pools()
+        for ni in self.local.local_nis():
+            self.checker.ni_last_alive[ni] = now
         if immediate:
+            self._routing_notice(ROUTING_ENABLED)
             self.state = ROUTING_ENABLED
-            self.eng.tunables.routing = 1
-            self.eng._ping_changed()
+            self.tunables.routing = 1
+            self.ping_changed()
             return []
         if self.state == ROUTING_ENABLED:
             return []
         delay = self._grace()
+        self._routing_notice(ROUTING_STARTING)
         self.state, self.state_at = ROUTING_STARTING, now + delay
         return [Log(level="warning", text=f"Message forwarding will be enabled in {delay}s")]
 
@@ -104,11 +235,11 @@ class Router(RouteTable, RouterPools, RouterChecker, RouterAliveness):
         delay = self._grace()
         self.state, self.state_at, self.stop_limit = ROUTING_STOPPING, now + delay, \
             now + 3 * delay
-        self.eng._ping_changed()
+        self.ping_changed()
         return [Log(level="warning", text=f"Message forwarding will be disabled in {delay}s")]
 
     def _grace(self) -> int:
-        t = self.eng.tunables
+        t = self.tunables
         return max(t.alive_router_check_interval, 0) + t.router_ping_timeout
 
     def state_tick(self, now: float) -> tuple[list[float], list[Action]]:
@@ -117,10 +248,10 @@ class Router(RouteTable, RouterPools, RouterChecker, RouterAliveness):
         if now >= 0:
             if self.state == ROUTING_STARTING and now >= self.state_at:
                 self.state = ROUTING_ENABLED
-                self.eng._ping_changed()
+                self.ping_changed()
                 actions.append(Log(level="warning", text="Message forwarding enabled"))
             if self.state == ROUTING_STOPPING and now >= self.state_at and (
-                    self._pools_idle() or now >= self.stop_limit):
+                    self.fwd.pools_idle() or now >= self.stop_limit):
                 actions += self._stop(now)
         times: list[float] = []
         if self.state == ROUTING_STARTING:
@@ -129,20 +260,26 @@ class Router(RouteTable, RouterPools, RouterChecker, RouterAliveness):
             times.append(max(self.state_at, self.last_now + 1.0))
         return times, actions
 
+    def _routing_notice(self, new: int) -> None:
+        """A ``routing`` notice when forwarding turns on or off (TRACE-SCHEMA)."""
+        if (new != ROUTING_DISABLED) != self.enabled:
+            self.notices.emit("routing", enabled=new != ROUTING_DISABLED)
+
     def _stop(self, now: float) -> list[Action]:
+        self._routing_notice(ROUTING_DISABLED)
         self.state = ROUTING_DISABLED
-        self.eng.tunables.routing = 0
+        self.tunables.routing = 0
         actions: list[Action] = [Log(level="warning", text="Message forwarding disabled")]
-        for pool in self.pools or []:
+        for pool in self.fwd.pools or []:
             while pool.msgs:
                 msg = pool.msgs.popleft()
                 pool.credits += 1
-                actions += self._drop_forward(msg, now, "routing disabled")
+                actions += self.fwd.drop_forward(msg, now, "routing disabled")
         return actions
 
 
-def lpni_state(eng: LNetEngine, lpni: PeerNI) -> str:
+def lpni_state(router: Router, lpni: PeerNI) -> str:
     """Peer NI ``state``: up/down for gateways or when peer aliveness applies, else NA."""
-    if lpni.peer.rtr_refcount > 0 or eng.router.enabled:
+    if lpni.peer.rtr_refcount > 0 or router.enabled:
         return "up" if lpni.ns_status == LNET_NI_STATUS_UP else "down"
     return "NA"

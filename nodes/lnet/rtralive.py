@@ -27,50 +27,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log, NotifyPeerDown
+from nodes.lnet.dc_state import discovery_disabled
+from nodes.lnet.msg import MDOwner, OwnerRole
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
     from nodes.lnet.events import PeerNotify
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.nid import NID
-    from nodes.lnet.peer import Peer, PeerNI
-    from nodes.lnet.route import Route
+    from nodes.lnet.peer import PeerNI
+    from nodes.lnet.router import Router
 
 #: rtr-router-query-down: a peer NI marked down is queried at most this often (seconds)
 QUERY_INTERVAL = 1.0
 
 
 class RouterAliveness:
-    """Mixin of ``Router``: ``lnet_notify``, rx aliveness, next-hop aliveness on routers."""
+    """Part of ``Router``: ``lnet_notify``, rx aliveness, next-hop aliveness on routers."""
 
-    eng: LNetEngine
-    routes: dict
-    last_now: float
-    ni_last_alive: dict[LNetNI, float]
-    notify_ts: dict[PeerNI, float]
-    query_last: dict[NID, float]
-    query_wanted: set[NID]
-
-    if TYPE_CHECKING:  # provided by the other mixins and Router
-        @property
-        def enabled(self) -> bool: ...
-        def all_routes(self) -> list[Route]: ...
-        def gateway(self, route: Route) -> Peer | None: ...
-        def threshold(self) -> int: ...
-        def log_route_changes(self) -> list[Action]: ...
-        def gw_event(self, gw: Peer, event: str) -> str | None: ...
-        @staticmethod
-        def lpni_event(lpni: PeerNI, event: str) -> str | None: ...
-        @staticmethod
-        def route_event(route: Route, event: str) -> None: ...
+    def __init__(self, r: Router) -> None:
+        self.r = r
+        self.notify_ts: dict[PeerNI, float] = {}  # lpni_timestamp (lnet_notify)
+        self.query_last: dict[NID, float] = {}  # last query of a down peer NI
+        self.query_wanted: set[NID] = set()
 
     # ------------------------------------------------------------------ lnet_notify
     def notify(self, ev: PeerNotify, now: float) -> list[Action]:
         """``lnet_notify`` (router.c): the LND says peer NI ``ev.nid`` is alive or dead."""
-        eng = self.eng
+        eng = self.r
         what = "birth" if ev.alive else "death"
         when = now if ev.when is None else ev.when
         if ev.ni is not None and ev.ni.net != ev.nid.net:
@@ -80,7 +66,7 @@ class RouterAliveness:
             return [Log(level="warning", text=f"Ignoring prediction from {ev.ni or 'userspace'}"
                                               f" of {ev.nid} {what} {when - now:g} seconds in "
                                               "the future")]
-        lpni = eng.peers.find_lpni(ev.nid) if eng.configured else None
+        lpni = eng.peers.find_lpni(ev.nid) if eng.node.configured else None
         if lpni is None:
             return []
         if ev.ni is not None and not ev.alive and when < lpni.last_alive:
@@ -91,29 +77,30 @@ class RouterAliveness:
         gw = lpni.peer
         if gw.rtr_refcount:
             if ev.reset:  # "reset flag indicates gateway peer went up or down"
-                self.gw_event(gw, "notify_alive_reset" if ev.alive else "notify_dead_reset")
-            from nodes.lnet.discovery import discovery_disabled
-
-            if discovery_disabled(eng, gw) and not (
-                    not ev.alive and ev.ni is not None and self._superseded(ev.ni)):
-                for route in self.all_routes():
+                self.r.checker.gw_event(gw, "notify_alive_reset" if ev.alive
+                                        else "notify_dead_reset")
+            if discovery_disabled(eng.discovery, gw) and not (
+                    not ev.alive and ev.ni is not None and self.superseded(ev.ni)):
+                for route in self.r.table.all_routes():
                     if route.nid == lpni.nid:
-                        self.route_event(route, "notify_alive" if ev.alive else "notify_dead")
-        effect = self.lpni_event(lpni, "notify_alive" if ev.alive else "notify_dead")
+                        self.r.checker.route_event(route, "notify_alive" if ev.alive
+                                                   else "notify_dead")
+        effect = self.r.checker.lpni_event(lpni, "notify_alive" if ev.alive else "notify_dead")
         actions: list[Action] = []
         if ev.alive and ev.reset:
-            lpni.healthv = LNET_MAX_HEALTH_VALUE  # lnet_set_lpni_healthv_locked
+            eng.health.reset_lpni(lpni)  # lnet_set_lpni_healthv_locked
         if effect == "lnd_notify_peer_down" and ev.ni is not None and (
-                gw.rtr_refcount or self.enabled):  # "only pertinent on routers or gateways"
+                gw.rtr_refcount or self.r.enabled):  # "only pertinent on routers or gateways"
             actions.append(NotifyPeerDown(lpni=lpni.nid))
         if effect is not None:
             actions.append(Log(level="info", text=f"{ev.ni or 'userspace'} notifying "
                                                   f"{ev.nid}: {'up' if ev.alive else 'down'}"))
-        return actions + self.log_route_changes()
+        return actions + self.r.checker.log_route_changes(
+            f"{'alive' if ev.alive else 'dead'} notification from {ev.ni or 'userspace'}")
 
-    def _superseded(self, nid: NID) -> bool:
+    def superseded(self, nid: NID) -> bool:
         """``lnet_local_ni_superseded``: another NI of the net is preferred over ``nid``."""
-        ni = self.eng.ni_by_nid(nid)
+        ni = self.r.ni_by_nid(nid)
         if ni is None:
             return False
         for alt in ni.net.nis:
@@ -127,10 +114,10 @@ class RouterAliveness:
 
     def health_fell(self, lpni: PeerNI, before: int) -> list[Action]:
         """rtr-mr-notify-dead: the peer NI's health crossed below the router sensitivity."""
-        thr = self.threshold()
+        thr = self.r.table.threshold()
         if not (thr and before >= thr > lpni.healthv):
             return []
-        if lpni.peer.rtr_refcount == 0 and not self.enabled:
+        if lpni.peer.rtr_refcount == 0 and not self.r.enabled:
             return []
         return [Log(level="warning", text=f"peer NI {lpni.nid} health {lpni.healthv} below "
                                           f"router sensitivity {thr}: telling the LND"),
@@ -142,31 +129,32 @@ class RouterAliveness:
         On a router the peer NI's non-MR preferred NI is forgotten, so the resend may leave
         from any local NI (``lnet_handle_any_local_nmr_dst`` for ``msg_routing``,
         hlth-lnt-router-any-ni)."""
-        if self.enabled:
+        if self.r.enabled:
             lpni.pref_nids.clear()
 
     # ------------------------------------------------------------------ receive side
     def on_rx(self, ni: LNetNI, lpni: PeerNI, src: NID, now: float) -> str | None:
         """Every received message (spec §4.2 step 4, §6.5); returns a drop reason or None."""
-        self.last_now = max(self.last_now, now)
-        self.lpni_event(lpni, "rx")
+        self.r.last_now = max(self.r.last_now, now)
+        self.r.checker.lpni_event(lpni, "rx")
         self.query_wanted.discard(lpni.nid)
-        if self.enabled:
-            self.ni_last_alive[ni] = now
+        if self.r.enabled:
+            self.r.checker.ni_last_alive[ni] = now
             if ni.status != LNET_NI_STATUS_UP and not ni.fatal_error \
                     and ni.healthv == LNET_MAX_HEALTH_VALUE:
-                ni.status = LNET_NI_STATUS_UP  # in place in the ping buffer (spec §5.1)
-        if src.net == lpni.nid.net or self.eng.ni_by_nid(src) is not None:
+                # in place in the ping buffer (spec §5.1)
+                self.r.nistate.set_status(ni, LNET_NI_STATUS_UP)
+        if src.net == lpni.nid.net or self.r.ni_by_nid(src) is not None:
             return None
         gw = lpni.peer
-        if self.eng.tunables.drop_asym_route and not any(
-                self.gateway(r) is gw for r in self.routes.get(src.net, [])):
+        if self.r.tunables.drop_asym_route and not any(
+                self.r.table.gateway(r) is gw for r in self.r.table.routes.get(src.net, [])):
             return f"Dropping asymmetrical route from {src} through {lpni.nid}"
         if not gw.alive and gw.rtr_refcount > 0:
-            self.gw_event(gw, "rx")
+            self.r.checker.gw_event(gw, "rx")
             for p in gw.lpnis:
                 if p.nid.net == src.net:
-                    self.lpni_event(p, "rx")
+                    self.r.checker.lpni_event(p, "rx")
         return None
 
     # ------------------------------------------------------------------ next hop on a router
@@ -174,9 +162,9 @@ class RouterAliveness:
         """Peer aliveness on a router (spec §1.5 step 1): forwarding to a DOWN peer NI.
 
         The peer NI is queried at the next tick (at most once per QUERY_INTERVAL)."""
-        if not self.enabled or msg.recovery or not msg.extra.get("forwarding"):
+        if not self.r.enabled or msg.recovery or msg.fwd is None:
             return False
-        lnet = self.eng.nets.get(lpni.nid.net)
+        lnet = self.r.nets.get(lpni.nid.net)
         dead = bool(lnet and lnet.tunables.peer_timeout > 0
                     and lpni.ns_status != LNET_NI_STATUS_UP)
         if dead:
@@ -184,7 +172,7 @@ class RouterAliveness:
         return dead
 
     def query_deadlines(self) -> list[float]:
-        return [max(self.query_last.get(n, float("-inf")) + QUERY_INTERVAL, self.last_now)
+        return [max(self.query_last.get(n, float("-inf")) + QUERY_INTERVAL, self.r.last_now)
                 for n in self.query_wanted]
 
     def query_tick(self, now: float) -> list[Action]:
@@ -195,9 +183,9 @@ class RouterAliveness:
                 continue
             self.query_wanted.discard(nid)
             self.query_last[nid] = now
-            _h, acts = self.eng.get(now, nid, length=16 + 16 * 17, portal=0,
+            _h, acts = self.r.get(now, nid, length=16 + 16 * 17, portal=0,
                                     match_bits=1 << 63, recovery=True,
-                                    timeout=float(max(self.eng.tunables.router_ping_timeout,
-                                                      1)), owner=("rtrq", nid))
+                                    timeout=float(max(self.r.tunables.router_ping_timeout,
+                                                      1)), owner=MDOwner(OwnerRole.RTR_QUERY, nid))
             actions += [Log(level="warning", text=f"querying down peer NI {nid}"), *acts]
         return actions

@@ -5,7 +5,7 @@ Theory of operation. A gateway is pinged on one of its local nets every
 ``alive_router_check_interval`` (and at once after a route add). When the discovery module
 offers ``start(..., rtr_net=)`` it does the ping (and merges the gateway's NIDs, spec §5.4)
 and calls ``discovery_ping_reply`` + ``discovery_complete``; otherwise the checker's own ping
-(the pre-LU-11299 pinger) is used and ``_consolidate`` merges. The reply's NI list and
+(the pre-LU-11299 pinger) is used and ``consolidate`` merges. The reply's NI list and
 statuses drive the machines of ``rtrstate.py``: each gateway peer NI (ping_ni_up/down), the
 gateway (ping_reply / ping_reply_rte_disabled / ping_failed) and each route through it
 (asym: ping_remote_up/down, rtr-gw-asym). State the checker keeps per gateway is keyed by NID
@@ -19,54 +19,39 @@ alive_router_check_interval, or whose link is fatal, is reported DOWN in the pin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.errors import EHOSTUNREACH, EINVAL
+from nodes.lnet.msg import MsgInput
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.peer import LNET_PEER_MULTI_RAIL, LNET_PEER_ROUTER_ENABLED
+from nodes.lnet.ping import LNET_PING_FEAT_MULTI_RAIL, LNET_PING_FEAT_RTE_DISABLED, PingInfo
 from nodes.lnet.rtrstate import ALIVE, DEAD, DISABLED, DOWN, UNKNOWN, UP, step
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
-    from nodes.lnet.msg import MD, Msg
+    from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.peer import Peer, PeerNet, PeerNI
     from nodes.lnet.route import Route
+    from nodes.lnet.router import Router
 
 
 class RouterChecker:
-    """Mixin of ``Router``: router pings, replies, completion, NI status."""
+    """Part of ``Router``: router pings, replies, completion, NI status."""
 
-    eng: LNetEngine
-    pending: dict[NID, list[Msg]]
-    in_discovery: set[NID]
-    discovered: set[NID]
-    next_ping: dict[PeerNet, float]
-    ni_last_alive: dict[LNetNI, float]
-    last_now: float
-    state: int
-    state_at: float
-    stop_limit: float
-
-    if TYPE_CHECKING:  # provided by the other mixins and Router
-        @property
-        def enabled(self) -> bool: ...
-        def all_routes(self) -> list[Route]: ...
-        def gateway(self, route: Route) -> Peer | None: ...
-        def gateways(self) -> list[Peer]: ...
-        def route_alive(self, route: Route) -> bool: ...
-        def refresh_refcounts(self) -> None: ...
-        def is_discovered(self, gw: Peer) -> bool: ...
-        def state_tick(self, now: float) -> tuple[list[float], list[Action]]: ...
-        def query_deadlines(self) -> list[float]: ...
-        def query_tick(self, now: float) -> list[Action]: ...
+    def __init__(self, r: Router) -> None:
+        self.r = r
+        self.pending: dict[NID, list[Msg]] = {}  # sends parked on a gateway's discovery
+        self.in_discovery: set[NID] = set()  # LNET_PEER_RTR_DISCOVERY (by NID)
+        self.discovered: set[NID] = set()  # LNET_PEER_RTR_DISCOVERED (by NID)
+        self.next_ping: dict[PeerNet, float] = {}  # lpn_next_ping
+        self.ni_last_alive: dict[LNetNI, float] = {}
 
     # ------------------------------------------------------------------ machines
     def gw_state(self, gw: Peer) -> str:
         """The gateway machine's state (rtrstate.GATEWAY) from lp_alive and the features."""
-        if not self.is_discovered(gw):
+        if not self.r.table.is_discovered(gw):
             return UNKNOWN
         if not gw.alive:
             return DEAD
@@ -102,117 +87,78 @@ class RouterChecker:
     def deadline(self) -> float | None:
         """Next time the checker has work: a gateway ping, a state change, an NI timeout."""
         times: list[float] = []
-        interval = self.eng.tunables.alive_router_check_interval
-        for gw in self.gateways():
-            if self._skip(gw, interval):
+        interval = self.r.tunables.alive_router_check_interval
+        for gw in self.r.table.gateways():
+            if self.skip(gw, interval):
                 continue
-            times += [self.next_ping.get(pn, 0.0) for pn in gw.nets if pn.net in self.eng.nets]
-        state_times, _ = self.state_tick(-1.0)
-        times += state_times + self.query_deadlines()
-        if self.enabled:
-            limit = self._ni_timeout()
-            nis = self.eng.local_nis()
+            times += [self.next_ping.get(pn, 0.0) for pn in gw.nets if pn.net in self.r.nets]
+        state_times, _ = self.r.state_tick(-1.0)
+        times += state_times + self.r.alive.query_deadlines()
+        if self.r.enabled:
+            limit = self.ni_timeout()
+            nis = self.r.local_nis()
             times += [t + limit for ni, t in self.ni_last_alive.items()
                       if ni in nis and ni.status == LNET_NI_STATUS_UP and limit > 0]
-            times += [self.last_now + 1.0 for ni in nis
+            times += [self.r.last_now + 1.0 for ni in nis
                       if ni.fatal_error and ni.status == LNET_NI_STATUS_UP]
         if not times:
             return None
-        return max(min(times), self.last_now)
+        return max(min(times), self.r.last_now)
 
-    def _skip(self, gw: Peer, interval: int) -> bool:
+    def skip(self, gw: Peer, interval: int) -> bool:
         in_disc = any(p.nid in self.in_discovery for p in gw.lpnis)
-        return in_disc or (interval <= 0 and self.is_discovered(gw))
+        return in_disc or (interval <= 0 and self.r.table.is_discovered(gw))
 
-    def _ni_timeout(self) -> float:
-        t = self.eng.tunables
+    def ni_timeout(self) -> float:
+        t = self.r.tunables
         return t.router_ping_timeout + max(t.alive_router_check_interval, 0)
 
     def tick(self, now: float) -> list[Action]:
         """``lnet_check_routers`` + the router's own NI status update (spec §6.2, §6.4)."""
-        self.last_now = now
-        _, actions = self.state_tick(now)
-        if self.enabled:
-            self._update_ni_status(now)
-        actions += self.query_tick(now)
-        interval = self.eng.tunables.alive_router_check_interval
-        for gw in self.gateways():
-            if self._skip(gw, interval):
+        self.r.last_now = now
+        _, actions = self.r.state_tick(now)
+        if self.r.enabled:
+            self.update_ni_status(now)
+        actions += self.r.alive.query_tick(now)
+        interval = self.r.tunables.alive_router_check_interval
+        for gw in self.r.table.gateways():
+            if self.skip(gw, interval):
                 continue
             for pn in gw.nets:
-                if pn.net in self.eng.nets and self.next_ping.get(pn, 0.0) <= now:
+                if pn.net in self.r.nets and self.next_ping.get(pn, 0.0) <= now:
                     self.next_ping[pn] = now + (interval if interval > 0 else 60)
-                    actions += self._start_discovery(gw, pn.net, now)
+                    actions += self.start_discovery(gw, pn.net, now)
                     break
         return actions
 
-    def _update_ni_status(self, now: float) -> None:
+    def update_ni_status(self, now: float) -> None:
         """``lnet_update_ni_status_locked``: silent or fatal NIs are reported DOWN. The status
         changes in place in the ping buffer (no new sequence, no push; spec §5.1)."""
-        limit = self._ni_timeout()
-        for ni in self.eng.local_nis():
+        limit = self.ni_timeout()
+        for ni in self.r.local_nis():
             last = self.ni_last_alive.setdefault(ni, now)
             down = ni.fatal_error or (limit > 0 and now - last >= limit)
             if down and ni.status == LNET_NI_STATUS_UP:
-                ni.status = LNET_NI_STATUS_DOWN
+                self.r.nistate.set_status(ni, LNET_NI_STATUS_DOWN)
 
     # ------------------------------------------------------------------ the ping
-    def _start_discovery(self, gw: Peer, net: Net | None, now: float) -> list[Action]:
+    def start_discovery(self, gw: Peer, net: Net | None, now: float) -> list[Action]:
         """Ping the gateway on ``net`` (RTR_DISCOVERY, spec §6.4)."""
         if any(p.nid in self.in_discovery for p in gw.lpnis):
             return []
-        nets = [pn for pn in gw.nets if pn.net in self.eng.nets and pn.lpnis]
+        nets = [pn for pn in gw.nets if pn.net in self.r.nets and pn.lpnis]
         pnet = next((pn for pn in nets if pn.net == net), nets[0] if nets else None)
         if pnet is None:
             return []
         self.in_discovery.add(gw.primary_nid)
-        from nodes.lnet import discovery  # the discovery developer's entry point
+        return self.r.discovery.start(gw, now, force_ping=True, force_push=True,
+                                      rtr_net=pnet.net)
 
-        start = getattr(discovery, "start", None)
-        if start is not None:
-            try:
-                return list(start(self.eng, gw, now, force_ping=True, force_push=True,
-                                  rtr_net=pnet.net) or [])
-            except TypeError:
-                pass
-        target = min(pnet.lpnis, key=lambda p: (-p.healthv, p.seq))
-        _h, actions = self.eng.get(now, target.nid, length=16 + 16 * 17, portal=0,
-                                   match_bits=1 << 63, recovery=True,
-                                   timeout=float(max(self.eng.tunables.router_ping_timeout, 1)),
-                                   owner=("rtr", target.nid))
-        return actions
-
-    def on_md_event(self, md: MD, kind: str, status: int, payload: bytes) -> list[Action]:
-        """The checker's own router ping finished (``lnet_router_discovery_ping_reply``);
-        a down-peer query (owner ``rtrq``, rtr-router-query-down) needs nothing more: its
-        REPLY already marked the peer NI up on receipt."""
-        assert md.owner is not None
-        if md.owner[0] == "rtrq":
-            return []
-        gw = self.eng.peers.find_peer(md.owner[1])
-        if gw is None or (kind == "SEND" and status == 0):
-            return []
-        now = self.last_now
-        if kind == "REPLY" and status == 0:
-            from nodes.lnet.ping import PingInfo
-
-            try:
-                info = PingInfo.unpack(payload)
-            except Exception as e:  # a bad reply counts as a failed discovery
-                return [Log(level="error", text=f"bad ping reply from {gw.primary_nid}: {e}"),
-                        *self.discovery_complete(gw, -EINVAL, now)]
-            gw = self._consolidate(gw, [nid for nid, _ in info.nis])
-            return [*self.discovery_ping_reply(gw, info),
-                    *self.discovery_complete(gw, 0, now)]
-        return self.discovery_complete(gw, status or -EHOSTUNREACH, now)
-
-    def discovery_ping_reply(self, gw: Peer, info: Any) -> list[Action]:
+    def discovery_ping_reply(self, gw: Peer, info: PingInfo) -> list[Action]:
         """``lnet_router_discovery_ping_reply`` (spec §6.4): a gateway's ping data (peer NI
         status, MR and ROUTER_ENABLED features) and per route ``lr_single_hop``/``lr_alive``.
-        Called by discovery after it merged the NIDs (002 consolidation), or by our pinger."""
-        from nodes.lnet.ping import LNET_PING_FEAT_MULTI_RAIL, LNET_PING_FEAT_RTE_DISABLED
-
-        self.refresh_refcounts()
+        Called by discovery after it merged the NIDs (002 consolidation)."""
+        self.r.table.refresh_refcounts()
         status = dict(info.nis)
         for lpni in gw.lpnis:
             if lpni.nid in status:
@@ -222,12 +168,12 @@ class RouterChecker:
             gw.state |= LNET_PEER_MULTI_RAIL
         disabled = bool(info.features & LNET_PING_FEAT_RTE_DISABLED)
         effect = self.gw_event(gw, "ping_reply_rte_disabled" if disabled else "ping_reply")
-        for route in self.all_routes():
-            if self.gateway(route) is not gw:
+        for route in self.r.table.all_routes():
+            if self.r.table.gateway(route) is not gw:
                 continue
             on_net = [st for nid, st in info.nis if nid.net == route.net]
             route.single_hop = bool(on_net)
-            asym = self.eng.tunables.avoid_asym_router_failure and (
+            asym = self.r.tunables.avoid_asym_router_failure and (
                 route.hops == 1 or route.single_hop)
             if not asym:
                 self.route_event(route, "ping_no_asym")
@@ -239,12 +185,12 @@ class RouterChecker:
                         "gateway but routing feature is not turned on")]
         return []
 
-    def _consolidate(self, gw: Peer, nids: list[NID]) -> Peer:
+    def consolidate(self, gw: Peer, nids: list[NID]) -> Peer:
         """Put every NID of the gateway on one peer whose primary is the first NID (002)."""
-        table = self.eng.peers
+        table = self.r.peers
         if not nids:
             return gw
-        local = {ni.nid for ni in self.eng.local_nis()}
+        local = {ni.nid for ni in self.r.local_nis()}
         for nid in nids:
             if nid in local:
                 continue
@@ -253,16 +199,16 @@ class RouterChecker:
                 continue
             if owner is not None:
                 old = table.by_nid[nid]
-                table._del_lpni(old)
+                table.del_lpni(old)
                 if not owner.nets:
                     table.peers.remove(owner)
                     gw.rtrq.extend(owner.rtrq)
-            lnet = self.eng.nets.get(nid.net)
-            new = table._add_nid(gw, nid, lnet.tunables.peer_credits if lnet else 0)
-            new.last_alive = self.last_now
+            lnet = self.r.nets.get(nid.net)
+            new = table.add_nid(gw, nid, lnet.tunables.peer_credits if lnet else 0)
+            new.last_alive = self.r.last_now
         if nids[0] not in local and table.find_peer(nids[0]) is gw:
             gw.primary_nid = nids[0]
-        self.refresh_refcounts()
+        self.r.table.refresh_refcounts()
         return gw
 
     def discovery_complete(self, gw: Peer, rc: int, now: float) -> list[Action]:
@@ -270,9 +216,7 @@ class RouterChecker:
 
         Sends parked on any NID that now belongs to ``gw`` are redone: after a merge the
         routes and sends of both former peers follow the merged gateway."""
-        from nodes.lnet import send
-
-        self.last_now = max(self.last_now, now)
+        self.r.last_now = max(self.r.last_now, now)
         nids = {p.nid for p in gw.lpnis} | {gw.primary_nid}
         self.in_discovery -= nids
         self.discovered |= nids
@@ -281,28 +225,32 @@ class RouterChecker:
             self.gw_event(gw, "ping_failed")
             for lpni in gw.lpnis:
                 self.lpni_event(lpni, "ping_failed")
-            for route in self.all_routes():
-                if self.gateway(route) is gw:
+            for route in self.r.table.all_routes():
+                if self.r.table.gateway(route) is gw:
                     self.route_event(route, "ping_failed")
         elif not gw.alive:
             gw.alive = True  # completion without a reply handler call (no ping data)
-        actions += self.log_route_changes()
+        actions += self.log_route_changes("router ping" if rc == 0 else "router ping failed")
         # keys whose peer is gone (merged away) count as this gateway's: its NIDs moved here
         keys = [k for k in self.pending
-                if (owner := self.eng.peers.find_peer(k)) is gw or owner is None]
+                if (owner := self.r.peers.find_peer(k)) is gw or owner is None]
         for key in keys:
             for msg in self.pending.pop(key, []):
-                actions += send.send(self.eng, msg, now)
+                msg.fire(MsgInput.READY)
+                actions += self.r.sender.send(msg, now)
         return actions
 
-    def log_route_changes(self) -> list[Action]:
-        """Console lines for route state changes ("has gone from up to down")."""
+    def log_route_changes(self, reason: str) -> list[Action]:
+        """Console lines for route state changes ("has gone from up to down"), each also a
+        ``route_state`` notice with ``reason`` (TRACE-SCHEMA)."""
         out: list[Action] = []
-        for route in self.all_routes():
-            up = self.route_alive(route)
+        for route in self.r.table.all_routes():
+            up = self.r.table.route_alive(route)
             if route.shown_up is not None and route.shown_up != up:
                 a, b = ("down", "up") if up else ("up", "down")
                 out.append(Log(level="warning", text=f"route to {route.net} through "
                                                      f"{route.nid} has gone from {a} to {b}"))
+                self.r.notices.emit("route_state", net=str(route.net), gateway=str(route.nid),
+                                    state=b, reason=reason)
             route.shown_up = up
         return out

@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.hdr import LNET_MTU, MsgType
+from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType
+from nodes.lnet.msg import Forwarding, Msg, MsgInput, MsgPhase
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
-    from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.peer import PeerNI
+    from nodes.lnet.router import Router
 
 PAGE_SIZE = 4096
 #: (name, npages) of the three router buffer pools (spec §1.6)
@@ -59,14 +59,11 @@ class BufferPool:
 
 
 class RouterPools:
-    """Mixin of ``Router``: buffers, router credits and forwarding."""
+    """Part of ``Router``: buffers, router credits and forwarding."""
 
-    eng: LNetEngine
-    pools: list[BufferPool] | None
-
-    if TYPE_CHECKING:  # router.Router
-        @property
-        def enabled(self) -> bool: ...
+    def __init__(self, r: Router) -> None:
+        self.r = r
+        self.pools: list[BufferPool] | None = None
 
     def pools_resize(self, name: str, value: int, now: float) -> list[Action]:
         """``set tiny_buffers|small_buffers|large_buffers N`` on a router (spec §1.6)."""
@@ -82,36 +79,34 @@ class RouterPools:
         for _ in range(max(delta, 0)):  # each new buffer is a returned credit
             pool.credits += 1
             if pool.credits <= 0 and pool.msgs:
-                actions += self._forward_send(pool.msgs.popleft(), now)
+                actions += self.forward_send(pool.msgs.popleft(), now)
         return actions
 
-    def _alloc_pools(self) -> None:
+    def alloc_pools(self) -> None:
         if self.pools is None:
-            t = self.eng.tunables
+            t = self.r.tunables
             sizes = (t.tiny_buffers, t.small_buffers, t.large_buffers)
             self.pools = [BufferPool(name, npages, n, n, n)
                           for (name, npages), n in zip(POOLS, sizes, strict=True)]
 
-    def _pools_idle(self) -> bool:
+    def pools_idle(self) -> bool:
         return all(p.credits == p.nbuffers and not p.msgs for p in self.pools or [])
 
-    def forward(self, ni: LNetNI, lpni: PeerNI, hdr: Any, payload: bytes,
+    def forward(self, ni: LNetNI, lpni: PeerNI, hdr: LNetHdr, payload: bytes,
                 now: float) -> list[Action]:
-        """A message for another node arrived on a router (seed 001, spec §1.5, §6.6)."""
-        from nodes.lnet.msg import Msg
-
-        eng = self.eng
-        msg = Msg(eng.new_id(), hdr.type, hdr, payload, final_dst=hdr.dest_nid)
-        msg.extra["forwarding"] = True
-        msg.rxni, msg.rxpeer = ni, lpni
-        eng.counters.msg_alloc()
-        msg.extra["rtr_credit"] = True
+        """A message for another node arrived on a router (seed 001, spec §1.5, §6.6):
+        committed for receiving, a peer router credit taken (``peerrtrcredit``)."""
+        msg = Msg(next(self.r.ids), hdr.type, hdr, payload, final_dst=hdr.dest_nid,
+                  fwd=Forwarding(ni, lpni), rx_committed=True, onactivelist=True,
+                  peerrtrcredit=True)
+        self.r.counters.msg_alloc()
         lpni.rtr_credits -= 1
         lpni.min_rtr_credits = min(lpni.min_rtr_credits, lpni.rtr_credits)
         if lpni.rtr_credits < 0:
+            msg.fire(MsgInput.WAIT_RTRCREDIT)
             lpni.peer.rtrq.append(msg)  # wait for a router credit (lp_rtrq)
             return []
-        return self._take_buffer(msg, now)
+        return self.take_buffer(msg, now)
 
     def pool_for(self, nob: int) -> BufferPool:
         """``lnet_msg2bufpool``: the smallest pool whose buffers hold the payload."""
@@ -121,24 +116,27 @@ class RouterPools:
                 return pool
         return self.pools[-1]
 
-    def _take_buffer(self, msg: Msg, now: float) -> list[Action]:
+    def take_buffer(self, msg: Msg, now: float) -> list[Action]:
         if self.pools is None:
-            self._alloc_pools()
+            self.alloc_pools()
         pool = self.pool_for(msg.nob)
-        msg.extra["rtr_pool"] = pool
+        assert msg.fwd is not None
+        msg.fwd.pool = pool
+        msg.rtrcredit = True
         pool.credits -= 1
         pool.mincredits = min(pool.mincredits, pool.credits)
         if pool.credits < 0:
+            msg.fire(MsgInput.WAIT_BUFFER)
             pool.msgs.append(msg)  # wait for a buffer (rbp_msgs), FIFO
             return []
-        return self._forward_send(msg, now)
+        return self.forward_send(msg, now)
 
-    def _forward_send(self, msg: Msg, now: float) -> list[Action]:
-        from nodes.lnet import send
-
-        self.eng.counters.bump("route_count")
-        self.eng.counters.bump("route_length", msg.nob)
-        return send.send(self.eng, msg, now)
+    def forward_send(self, msg: Msg, now: float) -> list[Action]:
+        self.r.counters.values["route_count"] += 1
+        self.r.counters.values["route_length"] += msg.nob
+        if msg.phase is not MsgPhase.NEW:
+            msg.fire(MsgInput.READY)
+        return self.r.sender.send(msg, now)
 
     def mr_final_hop(self, msg: Msg) -> list[Action]:
         """``lnet_mr_forwarding_allowed``: re-aim the final hop at a healthier NI of an MR
@@ -146,7 +144,7 @@ class RouterPools:
 
         Called by ``send.send`` after the discovery gate and by ``send._resend`` for every
         attempt, as ``lnet_select_pathway`` decides it per send."""
-        eng = self.eng
+        eng = self.r
         dst = msg.final_dst
         if dst is None or dst.net not in eng.nets:
             return []  # not the final hop
@@ -170,34 +168,39 @@ class RouterPools:
         return [Log(level="info", text=f"MR forwarding {msg.type.name} for {dst} to "
                                        f"{best.nid}")]
 
-    def _drop_forward(self, msg: Msg, now: float, why: str) -> list[Action]:
-        self.eng.counters.bump("drop_count")
-        self.eng.counters.bump("drop_length", msg.nob)
-        self.eng.counters.msg_free()
+    def drop_forward(self, msg: Msg, now: float, why: str) -> list[Action]:
+        self.r.counters.values["drop_count"] += 1
+        self.r.counters.values["drop_length"] += msg.nob
+        self.r.counters.msg_free()
         return [Log(level="info", text=f"dropping routed {msg.type.name} to {msg.final_dst}: "
                                        f"{why}"), *self.return_rx_credits(msg, now)]
 
     def return_rx_credits(self, msg: Msg, now: float) -> list[Action]:
         """``lnet_return_rx_credits_locked``: buffer, then router credit; wake the next."""
         actions: list[Action] = []
-        pool = msg.extra.pop("rtr_pool", None)
-        if isinstance(pool, BufferPool):
+        fwd = msg.fwd
+        assert fwd is not None
+        pool, fwd.pool = fwd.pool, None
+        if msg.rtrcredit and pool is not None:
+            msg.rtrcredit = False
             pool.credits += 1
             if pool.credits <= 0 and pool.msgs:
-                actions += self._forward_send(pool.msgs.popleft(), now)
-        if msg.extra.pop("rtr_credit", False) and msg.rxpeer is not None:
-            lpni = msg.rxpeer
+                actions += self.forward_send(pool.msgs.popleft(), now)
+        if msg.peerrtrcredit:
+            msg.peerrtrcredit = False
+            lpni = fwd.rxpeer
             lpni.rtr_credits += 1
             if lpni.rtr_credits <= 0 and lpni.peer.rtrq:
-                actions += self._take_buffer(lpni.peer.rtrq.popleft(), now)
+                actions += self.take_buffer(lpni.peer.rtrq.popleft(), now)
+        msg.rx_committed = False
         return actions
 
     def routing_show(self) -> dict[str, Any]:
         """``lnetctl routing show``: nothing until the pools have been allocated."""
         if self.pools is None:
             return {}
-        t = self.eng.tunables
+        t = self.r.tunables
         cpt = {p.name: p.show() for p in self.pools}
-        return {"routing": [{"cpt[0]": cpt}, {"enable": int(self.enabled)}],
+        return {"routing": [{"cpt[0]": cpt}, {"enable": int(self.r.enabled)}],
                 "buffers": {"tiny": t.tiny_buffers, "small": t.small_buffers,
                             "large": t.large_buffers}}

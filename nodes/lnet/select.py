@@ -23,12 +23,12 @@ the routed path (spec §2.6) lives in ``router.py`` (``send._select`` asks it fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from nodes.lnet.errors import EHOSTUNREACH, EINVAL
+from nodes.lnet.errors import EHOSTUNREACH
 from nodes.lnet.ni import LNetNet, LNetNI
-from nodes.lnet.nid import NID, Net
+from nodes.lnet.nid import Net
 from nodes.lnet.peer import Peer, PeerNet, PeerNI
 
 T = TypeVar("T")
@@ -160,11 +160,3 @@ def select_pathway(*, lpni: PeerNI, src: LNetNI | None, nets: dict[Net, LNetNet]
     if ni is None or chosen is None:
         raise SelectError(-EHOSTUNREACH, f"no route to {lpni.nid}")
     return ni, chosen
-
-
-def find_local_ni(nid: NID, local_nis: Sequence[LNetNI]) -> LNetNI:
-    """A source NID must be one of ours (spec §2.8: -EINVAL otherwise)."""
-    for ni in local_nis:
-        if ni.nid == nid:
-            return ni
-    raise SelectError(-EINVAL, f"source NID {nid} is not a local NID")

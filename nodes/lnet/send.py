@@ -1,313 +1,399 @@
 """Send path: ``lnet_send`` -> select -> commit -> credits -> Transmit; and tx finalize.
 
-Theory of operation (spec §1.5, §2, §3.3, §4.4): ``send`` resolves the destination peer NI
-(creating a non-MR traffic peer if unknown), asks ``select.py`` for (NI, peer NI), commits
-(round-robin stamps, per-attempt deadline ``now + lnd_timeout*(retry_count+1) + 1`` capped by
-the caller's own transaction timeout, spec §3.4/003) and posts: peer NI credit, then NI
-credit, else the message waits FIFO (seed 001). A message that waited past its deadline is
-dropped with NETWORK_TIMEOUT (spec §1.5 step 1). Right before a ``Transmit`` the LNet fault
-rules get their say (``fault.tx_hook``, spec §8).
+Theory of operation (spec §1.5, §2, §3.3, §4.4): ``Sender`` moves every message it sends
+through the lifecycle of ``msg.py`` (``Msg.fire``). ``send`` passes the discovery gate,
+resolves the destination peer NI (creating a non-MR traffic peer if unknown), asks the
+selector (``select.py``, through the engine's ``Decisions``) or the router for (NI, peer NI),
+commits (round-robin stamps, per-attempt deadline ``now + lnd_timeout*(retry_count+1) + 1``
+capped by the caller's own transaction timeout, spec §3.4/003) and posts: peer NI credit
+(``peertxcredit``), then NI credit (``txcredit``), else the message waits FIFO
+(``tx_delayed``, seed 001). A message that waited past its deadline is dropped with
+NETWORK_TIMEOUT (spec §1.5 step 1). Right before a ``Transmit`` the LNet fault rules get
+their say (``FaultState.tx_check``, spec §8) and the MD's response tracker starts.
 
 ``finalize_tx`` is ``lnet_finalize`` for a sent message: credits back (posting the next
-waiter), health check (``health.py``), which may resend: the message is decommitted and sent
-again with its original source/router parameters (full reselection); ``resend_count`` counts
-resends whose selection succeeded, and a resend whose selection fails ends the message with
-that error and no further resend (``lnet_resend_pending_msgs_locked``). Otherwise the stats are
-decommitted (only on success) and the initiator's MD gets its event. Selection failures never
-commit: no credits, no health, no resend (spec §2.8). Every message ends in exactly one final
-MD event (spec §4.4).
+waiter), health check (``Health.check``), which may resend: the message is decommitted and
+sent again with its original source/router parameters (full reselection); ``resend_count``
+counts resends whose selection succeeded, and a resend whose selection fails ends the
+message with that error and no further resend (``lnet_resend_pending_msgs_locked``).
+Otherwise the stats are decommitted (only on success) and the initiator's MD gets its event.
+Selection failures never commit: no credits, no health, no resend (spec §2.8). Every message
+ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``complete``.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nodes.lnet import nistate
 from nodes.lnet.actions import Action, Log, Transmit
-from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, ETIMEDOUT
-from nodes.lnet.fault import tx_hook
-from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, MsgType
-from nodes.lnet.health import health_check
+from nodes.lnet.counters import GlobalCounters
+from nodes.lnet.decisions import Decisions
+from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
+from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
+from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.router import RouteWait
-from nodes.lnet.select import SelectError, find_local_ni, select_pathway
+from nodes.lnet.mds import MDTable
+from nodes.lnet.msg import NEXT, Msg, MsgInput, MsgPhase
+from nodes.lnet.nid import LO_NET, NID
+from nodes.lnet.node import NodeState
+from nodes.lnet.peer import PeerTable
+from nodes.lnet.route import RouteWait
+from nodes.lnet.select import SelectError
+from nodes.lnet.timers import MD_RESPONSE
+from nodes.lnet.trace import Tracer
+from nodes.lnet.tunables import Tunables
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
-    from nodes.lnet.msg import Msg
+    from nodes.lnet.discovery import Discovery
+    from nodes.lnet.health import Health
+    from nodes.lnet.nets import LocalNets
     from nodes.lnet.ni import LNetNI
+    from nodes.lnet.nistate import NIState
     from nodes.lnet.peer import PeerNI
+    from nodes.lnet.receive import Receiver
+    from nodes.lnet.router import Router
 
 
-def _select(eng: LNetEngine, msg: Msg) -> tuple[LNetNI, PeerNI]:
-    """Resolve the destination and run the pathway selection; raises SelectError."""
-    assert msg.final_dst is not None
-    dst = msg.final_dst
-    src = find_local_ni(msg.src_nid_param, eng.local_nis()) if msg.src_nid_param else None
-    lpni = eng.peers.find_lpni(dst)
-    if lpni is None:
-        lnet = eng.nets.get(dst.net)
-        lpni = eng.peers.traffic_add(dst, lnet.tunables.peer_credits if lnet else 0)
-    if eng.router.is_remote(lpni, src, msg):  # routed path (router.py, spec §2.6)
-        return eng.router.find_routed_path(msg, lpni, src)
-    nmr = not lpni.peer.multi_rail or msg.recovery or bool(msg.extra.get("forwarding"))
-    return select_pathway(lpni=lpni, src=src, nets=eng.nets, nmr=nmr, md_cpt=msg.md_cpt,
-                          numa_range=eng.tunables.numa_range,
-                          reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
-                          and msg.type in (MsgType.GET, MsgType.PUT),
-                          is_response=msg.is_response)
+class Sender:
+    """The send side of the message lifecycle; ``txs`` are the messages with the LND."""
 
+    def __init__(self, *, node: NodeState, tunables: Tunables, counters: GlobalCounters,
+                 local: LocalNets, peers: PeerTable, mds: MDTable, health: Health,
+                 nistate: NIState, router: Router, discovery: Discovery, faults: FaultState,
+                 decisions: Decisions, tracer: Tracer, ids: Iterator[int]) -> None:
+        self.node = node
+        self.tunables = tunables
+        self.counters = counters
+        self.local = local
+        self.peers = peers
+        self.mds = mds
+        self.health = health
+        self.nistate = nistate
+        self.router = router
+        self.discovery = discovery
+        self.faults = faults
+        self.decisions = decisions
+        self.tracer = tracer
+        self.ids = ids
+        self.timers = mds.timers
+        self.txs: dict[int, Msg] = {}
+        self.receiver: Receiver | None = None  # wired by the engine (loopback)
 
-def send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
-    """``lnet_send``: select, commit, post; selection errors finalize without resend."""
-    assert msg.final_dst is not None
-    dst = msg.final_dst
-    if (dst.is_lo or eng.ni_by_nid(dst) is not None) and not msg.recovery:
-        return send_loopback(eng, msg, now)
-    # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to date;
-    # a router runs it for a forwarded message's final destination too (msg_routing)
-    from nodes.lnet import discovery
+    # ------------------------------------------------------------------ entry points
+    def launch(self, msg: Msg, now: float, src: NID | None) -> list[Action]:
+        """``LNetPut``/``LNetGet`` once the MD is bound and the message is on the active
+        list (``requests.py``): sent, or failed at once when LNet is down."""
+        if not self.node.configured:
+            return self.fail_unsent(msg, now, -ESHUTDOWN, HStatus.LOCAL_ERROR)
+        msg.src_nid_param = src
+        return self.send(msg, now)
 
-    _hold_rsp_tracker(msg)
-    if (waiting := discovery.gate(eng, msg, now)) is not None:
-        return waiting
-    logs = eng.router.mr_final_hop(msg) if msg.extra.get("forwarding") else []
-    try:
-        ni, lpni = _select(eng, msg)
-    except SelectError as e:
-        hs = HStatus.REMOTE_ERROR if e.errno == -EHOSTUNREACH else HStatus.LOCAL_ERROR
-        return [*logs, Log(level="error", text=e.descr),
-                *fail_unsent(eng, msg, now, e.errno, hs)]
-    except RouteWait as w:  # gateway discovered on first use (seed 002)
-        return logs + eng.router.park(msg, w, now)
-    commit(eng, msg, ni, lpni, now)
-    return logs + post_send(eng, msg, now)
+    def respond(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
+                payload: bytes = b"", mlength: int = 0, rtr: NID | None = None) -> list[Action]:
+        """ACK/REPLY: from the NID the request came to, to the request's source (snd-045);
+        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1)."""
+        hdr = LNetHdr(dest_nid=req.src_nid, src_nid=rx_ni.nid, dest_pid=req.src_pid,
+                      src_pid=self.node.pid, type=mtype, payload_length=len(payload),
+                      wmd=req.wmd, match_bits=req.match_bits, mlength=mlength)
+        msg = Msg(next(self.ids), mtype, hdr, payload, is_response=True, final_dst=req.src_nid,
+                  src_nid_param=rx_ni.nid, rtr_nid_param=rtr, onactivelist=True)
+        self.counters.msg_alloc()
+        return self.send(msg, now)
 
+    def tx_completed(self, ev: TxCompleted, now: float) -> list[Action]:
+        """The LND is done with ``ev.tx_id`` (``lnet_finalize`` from the LND)."""
+        msg = self.txs.pop(ev.tx_id, None)
+        if msg is None:
+            return [Log(level="warning", text=f"completion for unknown tx {ev.tx_id}")]
+        if ev.rc == 0 and msg.txni is not None and msg.txpeer is not None:
+            # hlth-stt-avg-send-time: commit of this attempt -> the LND's completion
+            nsec = int((now - msg.committed_at) * 1e9)
+            msg.txni.stats.send_time.add(nsec)
+            msg.txpeer.stats.send_time.add(nsec)
+        return self.finalize_tx(msg, now, ev.rc, ev.hstatus)
 
-def commit(eng: LNetEngine, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float) -> None:
-    """``lnet_handle_send``: RR stamps, deadline, header addressing (spec §2.7, §3.4)."""
-    peer = lpni.peer
-    peer.send_seq += 1
-    lpni.peer_net.seq = lpni.seq = peer.send_seq
-    eng.net_seq += 1
-    ni.net.seq = ni.seq = eng.net_seq
-    msg.txni, msg.txpeer = ni, lpni
-    msg.tx_committed = True
-    msg.committed_at = now
-    msg.deadline = msg_deadline(eng, ni, now, msg)
-    # routed: header dest = final destination; forwarded: the originator's src stays (§2.7)
-    dest = msg.extra.pop("rt_dst", lpni.nid)
-    src = msg.hdr.src_nid if msg.extra.get("forwarding") else ni.nid
-    msg.hdr = replace(msg.hdr, src_nid=src, dest_nid=dest)  # type: ignore[arg-type]
-    if msg.md is not None and msg.md.rsp_deadline is not None:
-        msg.md.rsp_next_hop = lpni
+    # ------------------------------------------------------------------ lnet_send
+    def _resolve(self, dst: NID) -> PeerNI:  # the peer NI; a non-MR traffic peer if unknown
+        lpni = self.peers.find_lpni(dst)
+        return lpni or self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
 
+    def _select(self, msg: Msg, lpni: PeerNI) -> tuple[LNetNI, PeerNI]:
+        """Run the pathway selection for ``lpni`` (``msg.final_dst``); raises SelectError."""
+        src = None
+        if msg.src_nid_param is not None:
+            src = self.local.ni_by_nid(msg.src_nid_param)
+            if src is None or src.is_lo:  # spec §2.8: a source must be one of ours
+                raise SelectError(-EINVAL, f"source NID {msg.src_nid_param} is not a local "
+                                           "NID")
+        if self.router.table.is_remote(lpni, src, msg):  # routed path (spec §2.6)
+            msg.fixed_ni = True
+            return self.router.table.find_routed_path(msg, lpni, src)
+        nmr = not lpni.peer.multi_rail or msg.recovery or msg.fwd is not None
+        msg.fixed_ni = src is not None or msg.fwd is not None
+        return self.decisions.select_pathway(
+            lpni=lpni, src=src, nets=self.local.nets, nmr=nmr, md_cpt=msg.md_cpt,
+            numa_range=self.tunables.numa_range,
+            reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
+            and msg.type in (MsgType.GET, MsgType.PUT), is_response=msg.is_response)
 
-def msg_deadline(eng: LNetEngine, ni: LNetNI, now: float, msg: Msg | None = None) -> float:
-    """``get_msg_deadline`` (spec §3.4): per-attempt, LND timeout x (retry_count+1) + 1.
+    def send(self, msg: Msg, now: float) -> list[Action]:
+        """``lnet_send``: select, commit, post; selection errors finalize without resend."""
+        dst = msg.final_dst
+        assert dst is not None
+        if (dst.net == LO_NET or dst in self.local.by_nid) and not msg.recovery:
+            return self.send_loopback(msg, now)
+        lpni = self._resolve(dst)
+        # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
+        # date; a router runs it for a forwarded message's final destination too
+        if (waiting := self.discovery.gate(msg, lpni, now)) is not None:
+            return waiting
+        logs: list[Action] = []
+        if msg.fwd is not None:
+            logs = self.router.fwd.mr_final_hop(msg)
+            assert msg.final_dst is not None
+            lpni = self._resolve(msg.final_dst)
+        try:
+            ni, lpni = self._select(msg, lpni)
+        except SelectError as e:
+            hs = HStatus.REMOTE_ERROR if e.errno == -EHOSTUNREACH else HStatus.LOCAL_ERROR
+            return [*logs, Log(level="error", text=e.descr),
+                    *self.fail_unsent(msg, now, e.errno, hs)]
+        except RouteWait as w:  # gateway discovered on first use (seed 002)
+            msg.fire(MsgInput.WAIT_ROUTE)
+            return logs + self.router.table.park(msg, w, now)
+        self.commit(msg, ni, lpni, now)
+        return logs + self.post(msg, now)
 
-    Falls back to the transaction timeout when the NI's LND has none; a caller-given
-    transaction timeout (003 "callers may specify a different transaction timeout") caps it.
-    """
-    lnd_timeout = ni.lnd_timeout
-    if lnd_timeout:
-        deadline = now + lnd_timeout * (eng.tunables.retry_count + 1) + 1
-    else:
-        deadline = now + eng.tunables.transaction_timeout
-    if msg is not None and msg.md is not None and msg.md.user_deadline is not None:
-        deadline = min(deadline, msg.md.user_deadline)
-    return deadline
+    def commit(self, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float) -> None:
+        """``lnet_handle_send`` + ``lnet_msg_commit``: RR stamps, deadline, header
+        addressing (spec §2.7, §3.4)."""
+        peer = lpni.peer
+        peer.send_seq += 1
+        lpni.peer_net.seq = lpni.seq = peer.send_seq
+        self.node.net_seq += 1
+        ni.net.seq = ni.seq = self.node.net_seq
+        msg.phase = NEXT[msg.phase, MsgInput.COMMIT]
+        msg.txni, msg.txpeer = ni, lpni
+        msg.tx_committed = True
+        msg.committed_at = now
+        msg.deadline = self.msg_deadline(ni, now, msg)
+        # routed: header dest = final destination; forwarded: the originator's src stays (§2.7)
+        dest, msg.rt_dst = msg.rt_dst or lpni.nid, None
+        src = msg.hdr.src_nid if msg.fwd is not None else ni.nid
+        msg.hdr = replace(msg.hdr, src_nid=src, dest_nid=dest)
+        if msg.md is not None and msg.md.rsp_deadline is not None:
+            msg.md.rsp_next_hop = lpni
 
+    def msg_deadline(self, ni: LNetNI, now: float, msg: Msg | None = None) -> float:
+        """``get_msg_deadline`` (spec §3.4): per-attempt, LND timeout x (retry_count+1) + 1;
+        the transaction timeout when the NI's LND has none; a caller-given transaction
+        timeout (003 "callers may specify a different transaction timeout") caps it."""
+        if ni.lnd_timeout:
+            deadline = now + ni.lnd_timeout * (self.tunables.retry_count + 1) + 1
+        else:
+            deadline = now + self.tunables.transaction_timeout
+        if msg is not None and msg.md is not None and msg.md.user_deadline is not None:
+            deadline = min(deadline, msg.md.user_deadline)
+        return deadline
 
-def _hold_rsp_tracker(msg: Msg) -> None:
-    """Seed 003 hlth-lnt-timeout-after-send: the response tracker that ``LNetPut``/``LNetGet``
-    attached does not run while the message waits (discovery, credits, delay rules); it is
-    armed when the message is handed to the LND (docs/differences.md)."""
-    md = msg.md
-    if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
-            and not msg.is_response:
-        md.rsp_deadline = math.inf
-
-
-def _arm_rsp_tracker(eng: LNetEngine, msg: Msg, now: float) -> None:
-    """First hand-off to the LND: deadline = now + transaction_timeout, once per MD (a resend
-    keeps it, spec §3.4)."""
-    md = msg.md
-    if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
-            and not msg.is_response:
-        md.rsp_armed = True
-        md.rsp_deadline = now + eng.tunables.transaction_timeout
-        heapq.heappush(eng._timers, (md.rsp_deadline, md.handle))
-
-
-def post_send(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
-    """``lnet_post_send_locked``: peer credit then NI credit, else wait FIFO (spec §1.5)."""
-    ni, lpni = msg.txni, msg.txpeer
-    assert ni is not None and lpni is not None
-    if msg.md is not None and msg.md.unlinked and not msg.is_response:
-        return finalize_tx(eng, msg, now, -ECANCELED, HStatus.LOCAL_ABORTED, no_resend=True)
-    if not msg.peer_credit:
-        msg.peer_credit = True
-        lpni.tx_credits -= 1
-        lpni.txqnob += msg.nob + LNET_HDR_SIZE
-        lpni.min_tx_credits = min(lpni.min_tx_credits, lpni.tx_credits)
-        if lpni.tx_credits < 0:
-            msg.queued = True
-            lpni.txq.append(msg)
-            return []
-    if not msg.ni_credit:
-        msg.ni_credit = True
-        ni.tx_credits -= 1
-        ni.min_tx_credits = min(ni.min_tx_credits, ni.tx_credits)
-        if ni.tx_credits < 0:
-            msg.queued = True
-            ni.txq.append(msg)
-            return []
-    if eng.router.next_hop_dead(msg, lpni):
-        # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
-        eng.counters.bump("drop_count")
-        eng.counters.bump("drop_length", msg.nob)
+    def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI) -> None:
+        self.counters.values["drop_count"] += 1
+        self.counters.values["drop_length"] += msg.nob
         ni.stats.dropped.bump(msg.type)
         lpni.stats.dropped.bump(msg.type)
-        return finalize_tx(eng, msg, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
-    if msg.queued and now > msg.deadline and not msg.extra.get("forwarding"):
-        # (routers never drop on deadline, spec §3.4)
-        # a message that waited past its deadline is dropped (spec §1.5 step 1)
-        eng.counters.bump("drop_count")
-        eng.counters.bump("drop_length", msg.nob)
-        ni.stats.dropped.bump(msg.type)
-        lpni.stats.dropped.bump(msg.type)
-        return finalize_tx(eng, msg, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
-    msg.queued = False
-    if (held := tx_hook(eng, msg, now)) is not None:  # LNet delay/error rules, spec §8
-        return held
-    _arm_rsp_tracker(eng, msg, now)
-    msg.tx_id = eng.new_id()
-    eng.txs[msg.tx_id] = msg
-    return [Transmit(tx_id=msg.tx_id, ni=ni.nid, lpni=lpni.nid, hdr=msg.hdr,
-                     payload=msg.payload)]
 
+    def post(self, msg: Msg, now: float, *, released: bool = False) -> list[Action]:
+        """``lnet_post_send_locked``: peer credit then NI credit, else wait FIFO (spec §1.5);
+        ``released``: the message comes back from an LNet delay rule (spec §8.3)."""
+        if msg.phase is MsgPhase.TX_DELAYED:
+            msg.fire(MsgInput.CREDIT)
+        elif msg.phase is MsgPhase.FAULT_DELAYED:
+            msg.fire(MsgInput.RELEASE)
+        ni, lpni = msg.txni, msg.txpeer
+        assert ni is not None and lpni is not None
+        if msg.md is not None and msg.md.unlinked and not msg.is_response:
+            return self.finalize_tx(msg, now, -ECANCELED, HStatus.LOCAL_ABORTED, no_resend=True)
+        if not msg.peertxcredit:
+            msg.peertxcredit = True
+            lpni.tx_credits -= 1
+            lpni.txqnob += msg.nob + LNET_HDR_SIZE
+            lpni.min_tx_credits = min(lpni.min_tx_credits, lpni.tx_credits)
+            if lpni.tx_credits < 0:
+                msg.tx_delayed = True
+                msg.fire(MsgInput.QUEUE)
+                lpni.txq.append(msg)
+                return []
+        if not msg.txcredit:
+            msg.txcredit = True
+            ni.tx_credits -= 1
+            ni.min_tx_credits = min(ni.min_tx_credits, ni.tx_credits)
+            if ni.tx_credits < 0:
+                msg.tx_delayed = True
+                msg.fire(MsgInput.QUEUE)
+                ni.txq.append(msg)
+                return []
+        if msg.fwd is not None and self.router.alive.next_hop_dead(msg, lpni):
+            # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
+            self._drop(msg, ni, lpni)
+            return self.finalize_tx(msg, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
+        if msg.tx_delayed and now > msg.deadline and msg.fwd is None:
+            # a message that waited past its deadline is dropped (spec §1.5 step 1); routers
+            # never drop on deadline (spec §3.4)
+            self._drop(msg, ni, lpni)
+            return self.finalize_tx(msg, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+        msg.tx_delayed = False
+        verdict = self.faults.tx_check(msg, now, released=released)
+        if verdict is True:  # an LNet delay rule holds it, credits and all (spec §8.3)
+            msg.fire(MsgInput.DELAY)
+            return []
+        if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
+            hs = HStatus(verdict)
+            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
+        md = msg.md
+        if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
+                and not msg.is_response:
+            # seed 003 hlth-lnt-timeout-after-send: the response tracker starts at the first
+            # hand-off to the LND, once per MD (docs/differences.md)
+            md.rsp_armed = True
+            md.rsp_deadline = at = now + self.tunables.transaction_timeout
+            self.timers.arm((MD_RESPONSE, md.handle), at, (md.handle, 0))
+        msg.tx_id = tx_id = next(self.ids)
+        self.txs[tx_id] = msg
+        msg.phase = NEXT[msg.phase, MsgInput.TRANSMIT]
+        if self.tracer.on:
+            self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
+        return [Transmit(tx_id=tx_id, ni=ni.nid, lpni=lpni.nid, hdr=msg.hdr, payload=msg.payload)]
 
-def return_credits(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
-    """``lnet_return_tx_credits_locked``: give back credits, post the next waiter."""
-    actions: list[Action] = []
-    ni, lpni = msg.txni, msg.txpeer
-    if msg.ni_credit and ni is not None:
-        msg.ni_credit = False
-        if msg in ni.txq:
-            ni.txq.remove(msg)
-        ni.tx_credits += 1
-        if ni.tx_credits <= 0 and ni.txq:
-            actions += post_send(eng, ni.txq.popleft(), now)
-    if msg.peer_credit and lpni is not None:
-        msg.peer_credit = False
-        if msg in lpni.txq:
-            lpni.txq.remove(msg)
-        lpni.tx_credits += 1
-        lpni.txqnob -= msg.nob + LNET_HDR_SIZE
-        if lpni.tx_credits <= 0 and lpni.txq:
-            actions += post_send(eng, lpni.txq.popleft(), now)
-    return actions
-
-
-def send_loopback(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
-    """Messages to one of our own NIDs go through the loopback NI, without credits."""
-    from nodes.lnet.events import MessageReceived
-    from nodes.lnet.nid import LO_NET
-
-    assert msg.final_dst is not None
-    ni = eng.ni_by_nid(msg.final_dst) or eng.nets[LO_NET].nis[0]
-    msg.hdr = replace(msg.hdr, src_nid=ni.nid, dest_nid=ni.nid)
-    msg.txni = ni
-    actions = eng.on_receive(MessageReceived(ni=ni.nid, peer_nid=ni.nid, hdr=msg.hdr,
-                                             payload=msg.payload), now, loopback=True)
-    return actions + finalize_tx(eng, msg, now, 0, HStatus.OK)
-
-
-def _resend(eng: LNetEngine, msg: Msg, now: float) -> list[Action]:
-    """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3).
-
-    dbg-115: one error line names the local NID whose send failed (and its peer NI and
-    hstatus) and the local/remote NID pair the message is switched to (real LNet has only
-    D_NET debug lines here; the seed asks for an error)."""
-    failed = (f"{msg.type.name} to {msg.final_dst}: send from {msg.txni.nid if msg.txni else '?'}"
-              f" to {msg.txpeer.nid if msg.txpeer else '?'} failed ({msg.hstatus.name})")
-    msg.retry_count += 1
-    msg.tx_committed = False
-    msg.queued = False
-    logs: list[Action] = []
-    if msg.extra.get("forwarding"):
-        # the target becomes the header's dest_nid (the peer NI last tried) and the MR
-        # forwarding decision is made again for it (lnet_resend_msg_locked -> lnet_send)
-        msg.final_dst = msg.hdr.dest_nid
-        logs = eng.router.mr_final_hop(msg)
-    try:
-        ni, lpni = _select(eng, msg)
-    except SelectError as e:
-        return [*logs, Log(level="error", text=f"{failed}; cannot resend: Error sending "
-                                               f"{msg.type.name} to {msg.final_dst}: "
-                                               f"{e.errno}"),
-                *fail_unsent(eng, msg, now, e.errno, HStatus.LOCAL_ERROR)]
-    except RouteWait as w:
-        return logs + eng.router.park(msg, w, now)
-    eng.counters.bump("resend_count")
-    commit(eng, msg, ni, lpni, now)
-    return [*logs, Log(level="error", text=f"{failed}; resending from {ni.nid} to {lpni.nid} "
-                                           f"(try {msg.retry_count + 1})"),
-            *post_send(eng, msg, now)]
-
-
-def finalize_tx(eng: LNetEngine, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
-                no_resend: bool = False) -> list[Action]:
-    """``lnet_finalize`` of a sent message: credits, health, maybe resend, stats, events."""
-    msg.hstatus = hstatus
-    msg.no_resend = msg.no_resend or no_resend
-    actions = return_credits(eng, msg, now)
-    ni, lpni = msg.txni, msg.txpeer
-    if lpni is not None and hstatus != HStatus.OK:
-        eng.router.tx_failed(lpni, hstatus)  # LND peer-down notification (seed 002)
-    if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
-        resend, logs = health_check(eng, msg, now)
-        # dbg-110: a status moved by this health change is logged with its cause (spec §3.1)
-        actions += logs + nistate.log_status(eng, ni, hstatus.name)
-        if resend:
-            return actions + _resend(eng, msg, now)
-    msg.tx_committed = False
-    if msg.extra.get("forwarding"):  # router buffer and credit back (spec §1.5)
-        actions += eng.router.return_rx_credits(msg, now)
-    if rc == 0:
-        # lnet_msg_decommit_tx: only successful sends are counted
-        eng.counters.bump("send_count")
-        if msg.type == MsgType.PUT:
-            eng.counters.bump("send_length", msg.nob)
-        for st in (ni.stats if ni else None, lpni.stats if lpni else None):
-            if st is None:
-                continue
-            st.sent.bump(msg.type)
-            if (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
-                    and not msg.is_response):
-                st.put_egress.add(int((now - msg.committed_at) * 1e9))
-    eng.counters.msg_free()
-    if msg.md is None or msg.is_response:
+    def return_credits(self, msg: Msg, now: float) -> list[Action]:
+        """``lnet_return_tx_credits_locked``: give back credits, post the next waiter."""
+        actions: list[Action] = []
+        ni, lpni = msg.txni, msg.txpeer
+        if msg.txcredit and ni is not None:
+            msg.txcredit = False
+            if msg in ni.txq:
+                ni.txq.remove(msg)
+            ni.tx_credits += 1
+            if ni.tx_credits <= 0 and ni.txq:
+                actions += self.post(ni.txq.popleft(), now)
+        if msg.peertxcredit and lpni is not None:
+            msg.peertxcredit = False
+            if msg in lpni.txq:
+                lpni.txq.remove(msg)
+            lpni.tx_credits += 1
+            lpni.txqnob -= msg.nob + LNET_HDR_SIZE
+            if lpni.tx_credits <= 0 and lpni.txq:
+                actions += self.post(lpni.txq.popleft(), now)
         return actions
-    md = msg.md
-    if rc != 0 or md.threshold <= 1:
-        return actions + eng.md_final(md, "SEND", rc, source=ni.nid if ni else None)
-    md.threshold -= 1
-    return actions + eng.md_event(md, "SEND", 0, source=ni.nid if ni else None)
 
+    def send_loopback(self, msg: Msg, now: float) -> list[Action]:
+        """Messages to one of our own NIDs go through the loopback NI, without credits."""
+        assert msg.final_dst is not None and self.receiver is not None
+        ni = self.local.ni_by_nid(msg.final_dst) or self.local.nets[LO_NET].nis[0]
+        msg.hdr = replace(msg.hdr, src_nid=ni.nid, dest_nid=ni.nid)
+        msg.txni = ni
+        md = msg.md
+        if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
+                and not msg.is_response:
+            self.mds.arm(md, now + self.tunables.transaction_timeout)
+        actions = self.receiver.parse(MessageReceived(ni=ni.nid, peer_nid=ni.nid, hdr=msg.hdr,
+                                                      payload=msg.payload), now, loopback=True)
+        return actions + self.finalize_tx(msg, now, 0, HStatus.OK)
 
-def fail_unsent(eng: LNetEngine, msg: Msg, now: float, rc: int,
-                hstatus: HStatus) -> list[Action]:
-    """Selection failed: never committed, so no credits, no health, no resend (§2.8)."""
-    msg.hstatus = hstatus
-    msg.no_resend = True
-    eng.counters.msg_free()
-    if msg.extra.get("forwarding"):  # a router simply frees it (spec §2.8)
-        return eng.router.return_rx_credits(msg, now)
-    if msg.md is None or msg.is_response:
-        return []
-    return eng.md_final(msg.md, "SEND", rc)
+    # ------------------------------------------------------------------ lnet_finalize
+    def _resend(self, msg: Msg, now: float) -> list[Action]:
+        """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3).
+
+        dbg-115: one error line names the local NID whose send failed (and its peer NI and
+        hstatus) and the local/remote NID pair the message is switched to (real LNet has only
+        D_NET debug lines here; the seed asks for an error)."""
+        failed = (f"{msg.type.name} to {msg.final_dst}: send from "
+                  f"{msg.txni.nid if msg.txni else '?'} to "
+                  f"{msg.txpeer.nid if msg.txpeer else '?'} failed ({msg.hstatus.name})")
+        if self.tracer.on:
+            self.tracer.resend(msg)
+        msg.fire(MsgInput.RESEND)
+        msg.retry_count += 1
+        msg.tx_committed = False
+        msg.tx_delayed = False
+        logs: list[Action] = []
+        if msg.fwd is not None:
+            # the target becomes the header's dest_nid (the peer NI last tried) and the MR
+            # forwarding decision is made again for it (lnet_resend_msg_locked -> lnet_send)
+            msg.final_dst = msg.hdr.dest_nid
+            logs = self.router.fwd.mr_final_hop(msg)
+        assert msg.final_dst is not None
+        try:
+            ni, lpni = self._select(msg, self._resolve(msg.final_dst))
+        except SelectError as e:
+            return [*logs, Log(level="error", text=f"{failed}; cannot resend: Error sending "
+                                                   f"{msg.type.name} to {msg.final_dst}: "
+                                                   f"{e.errno}"),
+                    *self.fail_unsent(msg, now, e.errno, HStatus.LOCAL_ERROR)]
+        except RouteWait as w:
+            msg.fire(MsgInput.WAIT_ROUTE)
+            return logs + self.router.table.park(msg, w, now)
+        self.counters.values["resend_count"] += 1
+        self.commit(msg, ni, lpni, now)
+        return [*logs, Log(level="error", text=f"{failed}; resending from {ni.nid} to "
+                                               f"{lpni.nid} (try {msg.retry_count + 1})"),
+                *self.post(msg, now)]
+
+    def finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
+                    no_resend: bool = False) -> list[Action]:
+        """``lnet_finalize`` of a sent message: credits, health, maybe resend, stats, events."""
+        msg.hstatus = hstatus
+        msg.no_resend = msg.no_resend or no_resend
+        actions = self.return_credits(msg, now)
+        ni, lpni = msg.txni, msg.txpeer
+        if lpni is not None and hstatus != HStatus.OK:
+            self.router.alive.tx_failed(lpni, hstatus)  # LND peer-down notification (002)
+        if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
+            resend, logs = self.health.check(msg, now)
+            # dbg-110: a status moved by this health change is logged with its cause (§3.1)
+            actions += logs + self.nistate.log_status(ni, hstatus.name)
+            if resend:
+                return actions + self._resend(msg, now)
+        msg.tx_committed = False
+        if msg.fwd is not None:  # router buffer and credit back (spec §1.5)
+            actions += self.router.fwd.return_rx_credits(msg, now)
+        if rc == 0:
+            # lnet_msg_decommit_tx: only successful sends are counted
+            self.counters.values["send_count"] += 1
+            if msg.type == MsgType.PUT:
+                self.counters.values["send_length"] += msg.nob
+            for st in (ni.stats if ni else None, lpni.stats if lpni else None):
+                if st is None:
+                    continue
+                st.sent.bump(msg.type)
+                if (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
+                        and not msg.is_response):
+                    st.put_egress.add(int((now - msg.committed_at) * 1e9))
+        return actions + self._decommit(msg, now, rc, ni.nid if ni else None)
+
+    def fail_unsent(self, msg: Msg, now: float, rc: int, hstatus: HStatus) -> list[Action]:
+        """Selection failed: never committed, so no credits, no health, no resend (§2.8)."""
+        msg.hstatus = hstatus
+        msg.no_resend = True
+        if msg.fwd is not None:  # a router simply frees it (spec §2.8)
+            actions = self.router.fwd.return_rx_credits(msg, now)
+            return actions + self._decommit(msg, now, rc, None)
+        return self._decommit(msg, now, rc, None)
+
+    def _decommit(self, msg: Msg, now: float, rc: int, source: NID | None) -> list[Action]:
+        """Off the active list, finalized: the trace's ``complete`` and the MD's SEND."""
+        self.counters.msg_free()
+        msg.onactivelist = False
+        msg.phase = NEXT[msg.phase, MsgInput.FINALIZE]
+        if self.tracer.on:
+            self.tracer.complete(msg, rc)
+        md = msg.md
+        if md is None or msg.is_response:
+            return []
+        if rc != 0 or md.threshold <= 1:
+            return self.mds.final(md, "SEND", rc, source=source)
+        md.threshold -= 1
+        return self.mds.event(md, "SEND", 0, source=source)
+

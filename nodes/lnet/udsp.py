@@ -16,7 +16,7 @@ to constructs, writing the fields that ``select.py`` (and the router's route cho
 
 Order (spec §7.3): on ``add`` every rule is re-applied walking the list from the last index to
 the first, so the lowest index is written last and wins. New constructs get the rules applied
-when they are created, with the kernel's per-construct callbacks (``engine.net_add`` calls
+when they are created, with the kernel's per-construct callbacks (``LocalNets.add`` calls
 ``on_net``/``on_ni``, the peer table calls ``on_lpn``/``on_lpni``); as in udsp.c a new peer NI
 is matched by NID only, so a pair rule whose ``dst`` is a whole net reaches only peer NIs that
 existed when it was applied. ``delete`` reverts only the deleted rule's targets (priority back
@@ -27,15 +27,15 @@ Gateways are the peers that routes use (``Peer.rtr_refcount > 0``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodes.lnet.errors import EALREADY, EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.nidrange import NIDRange, parse_nidrange
 
 if TYPE_CHECKING:
-    from nodes.lnet.engine import LNetEngine
+    from nodes.lnet.nets import LocalNets
     from nodes.lnet.ni import LNetNet, LNetNI
-    from nodes.lnet.peer import PeerNet, PeerNI
+    from nodes.lnet.peer import PeerNet, PeerNI, PeerTable
 
 #: LNET_MAX_SELECTION_PRIORITY: the priority of every construct no rule touched (spec §0)
 UINT_MAX = 0xFFFF_FFFF
@@ -70,10 +70,126 @@ class UDSP:
 
 
 class UDSPTable:
-    """``ln_udsp_list``: the node's rules in index order."""
+    """``ln_udsp_list``: the node's rules in index order, applied to the node's local nets and
+    NIs (``local``) and peer table (``peers``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, local: LocalNets | None = None, peers: PeerTable | None = None) -> None:
         self.rules: list[UDSP] = []
+        self.local = local
+        self.peers = peers
+
+    def add(self, rule: UDSP, idx: int | None = None) -> None:
+        """``lnet_udsp_add_policy`` then apply all rules (spec §7.1, §7.3; cfg-095, cfg-160).
+
+        ``idx`` inserts before the rule now at that index; None or too large appends. A rule
+        with the same criteria updates the priority of an existing priority rule, else
+        -EALREADY."""
+        rules = self.rules
+        for old in rules:
+            if old.same_criteria(rule):
+                if old.action == rule.action == PRIORITY and old.priority != rule.priority:
+                    old.priority = rule.priority
+                    break
+                raise LNetConfigError(-EALREADY, "cannot add udsp: Operation already in "
+                                                 "progress")
+        else:
+            if idx is not None and 0 <= idx < len(rules):
+                rules.insert(idx, rule)
+            else:
+                rules.append(rule)
+        for r in reversed(rules):
+            self._apply(r, revert=False)
+
+    def delete(self, idx: int | None) -> None:
+        """``lnet_udsp_del_policy``: revert only this rule's targets; None deletes all."""
+        if idx is None:
+            self.rules.clear()  # lnet_udsp_destroy: nothing is reverted
+            return
+        if not 0 <= idx < len(self.rules):
+            raise LNetConfigError(-ENOENT, "cannot del udsp: No such file or directory")
+        self._apply(self.rules.pop(idx), revert=True)
+
+    def show(self, idx: int | None = None) -> dict[str, Any]:
+        """``lnetctl udsp show [--idx N]`` (spec §7.4; cfg-050); no rule prints nothing."""
+        rules = list(enumerate(self.rules))
+        if idx is not None:
+            rules = [(i, r) for i, r in rules if i == idx]
+        return {"udsp": [r.show(i) for i, r in rules]} if rules else {}
+
+    def _apply(self, rule: UDSP, *, revert: bool) -> None:
+        assert self.local is not None and self.peers is not None
+        kind = _kind(rule)
+        if kind == "src":
+            assert rule.src is not None
+            for net in self.local.nets.values():
+                if net.net.lnd != rule.src.lnd:
+                    continue
+                if rule.src.is_net_rule:   # lnet_udsp_apply_prio_rule_on_net
+                    _rule_on_net(rule, net, revert)
+                    continue
+                for ni in net.nis:
+                    _rule_on_ni(rule, ni, revert)
+        elif kind is not None:
+            assert rule.dst is not None
+            for peer in self.peers.peers:
+                for pnet in peer.nets:
+                    if pnet.net.lnd != rule.dst.lnd:
+                        continue
+                    if _rule_on_lpn(rule, kind, pnet, revert):
+                        continue
+                    for lpni in pnet.lpnis:
+                        self._rule_on_lpni(rule, kind, lpni, pnet, revert)
+
+    def _rule_on_lpni(self, rule: UDSP, kind: str, lpni: PeerNI, pnet: PeerNet | None,
+                      revert: bool) -> None:
+        """``lnet_udsp_apply_rule_on_lpni``: NID match, or a net-form dst matching the peer
+        net."""
+        assert self.local is not None and self.peers is not None
+        dst = rule.dst
+        assert dst is not None
+        if not dst.matches_nid(lpni.nid) and not (pnet is not None and dst.is_net_rule
+                                                  and dst.matches_net(pnet.net)):
+            return
+        if kind == "pair":
+            src = rule.src
+            _pref_list(lpni, [ni.nid for ni in self.local.local_nis() if src is not None
+                              and ni.net.net.lnd == src.lnd and src.matches_nid(ni.nid)],
+                       revert, "pref_nids")
+        elif kind == "rte":
+            assert rule.rte is not None
+            gws = [p.primary_nid for p in self.peers.peers
+                   if p.rtr_refcount > 0 and rule.rte.matches_nid(p.primary_nid)]
+            _pref_list(lpni, gws, revert, "rtr_pref_nids")
+        else:
+            lpni.sel_priority = _prio(rule, revert)
+
+    # ------------------------------------------------------------- new constructs (§7.3)
+    def on_net(self, net: LNetNet) -> None:
+        """``lnet_udsp_apply_policies_on_net``: net-form src priority rules, last first."""
+        for rule in reversed(self.rules):
+            if _kind(rule) == "src" and rule.src is not None and rule.src.is_net_rule:
+                _rule_on_net(rule, net, False)
+
+    def on_ni(self, ni: LNetNI) -> None:
+        """``lnet_udsp_apply_policies_on_ni``: NID-form src priority rules."""
+        for rule in reversed(self.rules):
+            if _kind(rule) == "src" and rule.src is not None and not rule.src.is_net_rule:
+                _rule_on_ni(rule, ni, False)
+
+    def on_lpn(self, pnet: PeerNet) -> None:
+        """``lnet_udsp_apply_policies_on_lpn``: net-form dst priority rules."""
+        for rule in reversed(self.rules):
+            kind = _kind(rule)
+            if kind is not None and kind != "src" and rule.dst is not None \
+                    and pnet.net.lnd == rule.dst.lnd:
+                _rule_on_lpn(rule, kind, pnet, False)
+
+    def on_lpni(self, lpni: PeerNI) -> None:
+        """``lnet_udsp_apply_policies_on_lpni``: dst rules matching the new peer NI's NID."""
+        for rule in reversed(self.rules):
+            kind = _kind(rule)
+            if kind is not None and kind != "src":
+                self._rule_on_lpni(rule, kind, lpni, None, False)
 
 
 # ------------------------------------------------------------------------------- DLC verbs
@@ -100,47 +216,6 @@ def make_rule(src: str | None, dst: str | None, rte: str | None,
     return UDSP(descr["src"], descr["dst"], descr["rte"], action, priority or 0)
 
 
-def add(eng: LNetEngine, rule: UDSP, idx: int | None = None) -> None:
-    """``lnet_udsp_add_policy`` then apply all rules (spec §7.1, §7.3; cfg-095, cfg-160).
-
-    ``idx`` inserts before the rule now at that index; None or too large appends. A rule with
-    the same criteria updates the priority of an existing priority rule, else -EALREADY.
-    """
-    rules = eng.udsp.rules
-    for old in rules:
-        if old.same_criteria(rule):
-            if old.action == rule.action == PRIORITY and old.priority != rule.priority:
-                old.priority = rule.priority
-                break
-            raise LNetConfigError(-EALREADY, "cannot add udsp: Operation already in progress")
-    else:
-        if idx is not None and 0 <= idx < len(rules):
-            rules.insert(idx, rule)
-        else:
-            rules.append(rule)
-    for r in reversed(rules):
-        _apply(eng, r, revert=False)
-
-
-def delete(eng: LNetEngine, idx: int | None) -> None:
-    """``lnet_udsp_del_policy``: revert only this rule's targets; None deletes every rule."""
-    rules = eng.udsp.rules
-    if idx is None:
-        rules.clear()  # lnet_udsp_destroy: nothing is reverted
-        return
-    if not 0 <= idx < len(rules):
-        raise LNetConfigError(-ENOENT, "cannot del udsp: No such file or directory")
-    _apply(eng, rules.pop(idx), revert=True)
-
-
-def show(eng: LNetEngine, idx: int | None = None) -> dict[str, Any]:
-    """``lnetctl udsp show [--idx N]`` (spec §7.4; cfg-050); no rule prints nothing."""
-    rules = list(enumerate(eng.udsp.rules))
-    if idx is not None:
-        rules = [(i, r) for i, r in rules if i == idx]
-    return {"udsp": [r.show(i) for i, r in rules]} if rules else {}
-
-
 # ------------------------------------------------------------------------------- application
 def _prio(rule: UDSP, revert: bool) -> int:
     return UINT_MAX if revert else rule.priority
@@ -157,30 +232,6 @@ def _kind(rule: UDSP) -> str | None:
     if rule.src is not None:
         return "src" if rule.action == PRIORITY else None
     return None                                              # rte only: "Bad UDSP policy"
-
-
-def _apply(eng: LNetEngine, rule: UDSP, *, revert: bool) -> None:
-    kind = _kind(rule)
-    if kind == "src":
-        assert rule.src is not None
-        for net in eng.nets.values():
-            if net.net.lnd != rule.src.lnd:
-                continue
-            if rule.src.is_net_rule:   # lnet_udsp_apply_prio_rule_on_net
-                _rule_on_net(rule, net, revert)
-                continue
-            for ni in net.nis:
-                _rule_on_ni(rule, ni, revert)
-    elif kind is not None:
-        assert rule.dst is not None
-        for peer in eng.peers.peers:
-            for pnet in peer.nets:
-                if pnet.net.lnd != rule.dst.lnd:
-                    continue
-                if _rule_on_lpn(rule, kind, pnet, revert):
-                    continue
-                for lpni in pnet.lpnis:
-                    _rule_on_lpni(eng, rule, kind, lpni, pnet, revert)
 
 
 def _rule_on_net(rule: UDSP, net: LNetNet, revert: bool) -> None:
@@ -205,27 +256,6 @@ def _rule_on_lpn(rule: UDSP, kind: str, pnet: PeerNet, revert: bool) -> bool:
     return True
 
 
-def _rule_on_lpni(eng: LNetEngine, rule: UDSP, kind: str, lpni: PeerNI,
-                  pnet: PeerNet | None, revert: bool) -> None:
-    """``lnet_udsp_apply_rule_on_lpni``: NID match, or a net-form dst matching the peer net."""
-    dst = rule.dst
-    assert dst is not None
-    if not dst.matches_nid(lpni.nid) and not (pnet is not None and dst.is_net_rule
-                                              and dst.matches_net(pnet.net)):
-        return
-    if kind == "pair":
-        _pref_list(lpni, [ni.nid for ni in eng.local_nis() if rule.src is not None
-                          and ni.net.net.lnd == rule.src.lnd and rule.src.matches_nid(ni.nid)],
-                   revert, "pref_nids")
-    elif kind == "rte":
-        assert rule.rte is not None
-        gws = [p.primary_nid for p in eng.peers.peers
-               if p.rtr_refcount > 0 and rule.rte.matches_nid(p.primary_nid)]
-        _pref_list(lpni, gws, revert, "rtr_pref_nids")
-    else:
-        lpni.sel_priority = _prio(rule, revert)
-
-
 def _pref_list(lpni: PeerNI, nids: list[Any], revert: bool, attr: str) -> None:
     """``lnet_udsp_apply_ni_list``/``_rte_list_on_lpni``: clear once, then add the matches;
     nothing matching leaves the list alone; a revert clears it."""
@@ -237,36 +267,25 @@ def _pref_list(lpni: PeerNI, nids: list[Any], revert: bool, attr: str) -> None:
         current.extend(dict.fromkeys(nids))
 
 
-# ------------------------------------------------------------------- new constructs (§7.3)
-def on_net(eng: LNetEngine, net: LNetNet) -> None:
-    """``lnet_udsp_apply_policies_on_net``: net-form src priority rules, last index first."""
-    for rule in reversed(eng.udsp.rules):
-        if _kind(rule) == "src" and rule.src is not None and rule.src.is_net_rule:
-            _rule_on_net(rule, net, False)
+# ------------------------------------------------------------------------------- callers
+class _HasUDSP(Protocol):
+    @property
+    def udsp(self) -> UDSPTable: ...
 
 
-def on_ni(eng: LNetEngine, ni: LNetNI) -> None:
-    """``lnet_udsp_apply_policies_on_ni``: NID-form src priority rules."""
-    for rule in reversed(eng.udsp.rules):
-        if _kind(rule) == "src" and rule.src is not None and not rule.src.is_net_rule:
-            _rule_on_ni(rule, ni, False)
+def add(eng: _HasUDSP, rule: UDSP, idx: int | None = None) -> None:
+    """``lnetctl udsp add`` on ``eng`` (``UDSPTable.add``)."""
+    eng.udsp.add(rule, idx)
 
 
-def on_lpn(eng: LNetEngine, pnet: PeerNet) -> None:
-    """``lnet_udsp_apply_policies_on_lpn``: net-form dst priority rules."""
-    for rule in reversed(eng.udsp.rules):
-        kind = _kind(rule)
-        if kind is not None and kind != "src" and rule.dst is not None \
-                and pnet.net.lnd == rule.dst.lnd:
-            _rule_on_lpn(rule, kind, pnet, False)
+def delete(eng: _HasUDSP, idx: int | None) -> None:
+    """``lnetctl udsp del`` on ``eng`` (``UDSPTable.delete``)."""
+    eng.udsp.delete(idx)
 
 
-def on_lpni(eng: LNetEngine, lpni: PeerNI) -> None:
-    """``lnet_udsp_apply_policies_on_lpni``: dst rules matching the new peer NI's NID."""
-    for rule in reversed(eng.udsp.rules):
-        kind = _kind(rule)
-        if kind is not None and kind != "src":
-            _rule_on_lpni(eng, rule, kind, lpni, None, False)
+def show(eng: _HasUDSP, idx: int | None = None) -> dict[str, Any]:
+    """``lnetctl udsp show`` on ``eng`` (``UDSPTable.show``)."""
+    return eng.udsp.show(idx)
 
 
 # ------------------------------------------------------------------------------- views

@@ -1,12 +1,9 @@
-"""``testbed fault`` and ``testbed events``: faults of a testbed and its event log."""
+"""``testbed fault``: faults of a testbed (``testbed events`` is in ``testbed.observe``)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
-from testbed import runstate
 from testbed.commands.common import CliError, Named, pick
 
 
@@ -40,35 +37,9 @@ def cmd_fault(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_events(args: argparse.Namespace) -> int:
-    """Print events.jsonl as stored (one JSON object per line); --follow keeps reading."""
-    tb = pick(args.name)
-    rundir = tb.rundir  # type: ignore[attr-defined]
-    path = rundir / runstate.EVENTS_FILE
-    pos = 0
-    while True:
-        try:
-            with open(path) as f:
-                f.seek(pos)
-                chunk = f.read()
-                pos = f.tell()
-        except FileNotFoundError:
-            if pos:
-                return 0  # the testbed went down
-            raise CliError(f"testbed {tb.name} has no event log") from None
-        sys.stdout.write(chunk)
-        sys.stdout.flush()
-        if not args.follow or not rundir.exists():
-            return 0
-        time.sleep(0.2)
-
-
 def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
     sp = named("fault", "add, list, delete or clear faults (faults/README.md)")
     sp.add_argument("op", choices=("add", "list", "del", "clear"))
     sp.add_argument("words", nargs="*", metavar="KIND|ID key=value",
                     help="add: KIND then key=value (match.type=PUT); del: fault id or name")
     sp.set_defaults(func=cmd_fault)
-    sp = named("events", "print the testbed's event log (JSON lines)")
-    sp.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
-    sp.set_defaults(func=cmd_events)

@@ -303,7 +303,7 @@ def test_yaml_faults_cli_events_and_bad_input(testbed_factory: Any, tmp_path: Pa
     assert "rate: 2.0 out of range" in bad.stderr and "Traceback" not in bad.stderr
     assert cli("fault", "-n", tb.name, "del", "lossy").returncode == 0
     assert cli("fault", "-n", tb.name, "clear").returncode == 0
-    events = [json.loads(x) for x in cli("events", "-n", tb.name).stdout.splitlines()]
+    events = [json.loads(x) for x in cli("events", "-n", tb.name, "--json").stdout.splitlines()]
     assert {"fault_added", "fault_applied", "fault_reverted", "fault_deleted"} <= {
         e["kind"] for e in events}
     assert tb.fault.residue() == []

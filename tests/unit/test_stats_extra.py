@@ -34,7 +34,8 @@ def tb() -> SimTestbed:
 
 
 def _kinds(tb: SimTestbed, prefix: tuple[str, ...] = ("ni_", "lpni_")) -> list[dict[str, Any]]:
-    return [e for e in tb.events() if e["kind"].startswith(prefix)]
+    return [e for e in tb.events() if e["kind"].startswith(prefix)
+            and not e["kind"].endswith("_health")]  # ni_health/lpni_health: the trace's
 
 
 # ---------------------------------------------------------------- statistics

@@ -1,0 +1,70 @@
+"""The message trace: ``MsgTrace`` records of sends, resends and completions (TRACE-SCHEMA).
+
+Theory of operation: the send path asks ``Tracer.on`` (one attribute read) before building
+anything, so tracing off costs nothing else. While on, each record is appended to ``buffer``;
+the engine facade hands the buffer out at the end of the call that produced it, after that
+call's other actions (``take``), so every driver sees them with the call's ``now``. A
+message gets one ``send`` per Transmit, one ``resend`` per decision to try again and exactly
+one ``complete`` (``Msg.traced`` guards the once).
+"""
+
+from __future__ import annotations
+
+from nodes.lnet.actions import Action, MsgTrace
+from nodes.lnet.msg import Msg
+from nodes.lnet.ni import LNetNI
+from nodes.lnet.peer import PeerNI
+
+
+def _health(msg: Msg) -> tuple[tuple[str, int], ...] | None:
+    ni, lpni = msg.txni, msg.txpeer
+    if ni is None or lpni is None:
+        return None
+    return (("ni", ni.healthv), ("lpni", lpni.healthv))
+
+
+class Tracer:
+    """``MsgTrace`` records of one engine while ``on``."""
+
+    __slots__ = ("buffer", "on")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.buffer: list[Action] = []
+
+    def take(self) -> list[Action]:
+        out, self.buffer = self.buffer, []
+        return out
+
+    def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int) -> None:
+        """A Transmit of ``msg`` from ``ni`` to ``lpni`` (one per attempt)."""
+        first = msg.retry_count == 0
+        self.buffer.append(MsgTrace(
+            event="send", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
+            dst=str(msg.hdr.dest_nid), ni=str(ni.nid), lpni=str(lpni.nid),
+            attempt=msg.retry_count, fixed_ni=msg.fixed_ni, forwarded=msg.fwd is not None,
+            deadline=msg.deadline if first else None,
+            retry_count=retry_count if first else None))
+
+    def resend(self, msg: Msg) -> None:
+        """The decision to send ``msg`` again after the attempt that failed with its
+        ``hstatus`` (before the retry count moves: ``attempt`` is the next one)."""
+        if msg.traced:
+            return  # its response tracker already expired: nothing more to say
+        self.buffer.append(MsgTrace(
+            event="resend", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
+            dst=str(msg.hdr.dest_nid), attempt=msg.retry_count + 1,
+            forwarded=msg.fwd is not None, hstatus=msg.hstatus.name, health=_health(msg)))
+
+    def complete(self, msg: Msg, rc: int, hstatus: str | None = None) -> None:
+        """``msg``'s one final outcome on this node (``hstatus``: ``RESPONSE_TIMEOUT`` when
+        its response tracker expired before it was finalized)."""
+        if msg.traced:
+            return
+        msg.traced = True
+        failed = rc != 0
+        self.buffer.append(MsgTrace(
+            event="complete", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
+            dst=str(msg.hdr.dest_nid), forwarded=msg.fwd is not None,
+            hstatus=hstatus or msg.hstatus.name, status=rc,
+            health=_health(msg) if failed else None))

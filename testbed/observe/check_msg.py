@@ -1,0 +1,188 @@
+"""The message invariants of ``testbed check``: completion, resend bounds, fatal NIs, routing.
+
+Theory of operation (ARCHITECTURE "Nothing is ever silently lost: every send ends in exactly
+one completion event"; spec §3.3 resend, §2.4 NI selection, §6.2 forwarding): ``MsgCheck``
+follows each message of each node through its ``msg`` trace events (TRACE-SCHEMA.md) in one
+pass. A message in flight holds the events that will prove a violation; a finished one keeps
+only the index of its ``complete`` (to catch a second one). Messages of a node whose process
+died or restarted are excused, not flagged: what a dead process held is lost by design.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.observe.check_state import Tracker, net_of
+from testbed.observe.checktypes import Inv, Item
+
+#: a message must complete within its deadline plus one monitor tick (spec §3.4: the deadline
+#: is enforced by the 1 s monitor thread) and a little driver latency
+COMPLETION_GRACE = 2.0
+RESPONSES = frozenset({"ACK", "REPLY"})
+
+
+@dataclass
+class Flight:
+    """One message in flight on one node."""
+
+    first: Item
+    retry_count: int | None
+    deadline: float | None
+    resends: int = 0
+    proof: list[Item] = field(default_factory=list)
+
+
+class MsgCheck:
+    """Completion, resend, fatal-NI and routing invariants over ``msg`` events."""
+
+    def __init__(self, invs: dict[str, Inv], tracker: Tracker) -> None:
+        self.completion = invs["completion"]
+        self.resend = invs["resend"]
+        self.fatal = invs["fatal_ni"]
+        self.routing = invs["routing"]
+        self.tracker = tracker
+        self.flight: dict[tuple[str, int, Any], Flight] = {}
+        self.done: dict[tuple[str, int, Any], Item] = {}
+        self.excused = 0
+        self.sends = 0
+
+    def key(self, ev: dict[str, Any]) -> tuple[str, int, Any]:
+        node = str(ev.get("node"))
+        return node, self.tracker.node(node).incarnation, ev.get("msg")
+
+    def on_restart(self, node: str) -> None:
+        """The node's process is gone: what it had in flight is excused."""
+        for key in [k for k in self.flight if k[0] == node]:
+            del self.flight[key]
+            self.excused += 1
+
+    def handle(self, item: Item, changing: set[tuple[str, str]]) -> None:
+        _idx, ev = item
+        what = ev.get("event")
+        if what == "send":
+            self._send(item, changing)
+        elif what == "resend":
+            self._resend(item)
+        elif what == "complete":
+            self._complete(item)
+
+    # -------------------------------------------------------------------- per event
+    def _send(self, item: Item, changing: set[tuple[str, str]]) -> None:
+        _idx, ev = item
+        self.sends += 1
+        key = self.key(ev)
+        node = key[0]
+        if isinstance(ev.get("ni"), str):
+            self.tracker.learn_ni(node, ev["ni"])
+        done = self.done.get(key)
+        if done is not None:
+            self.completion.flag(f"message {key[2]} of {node} sent again after its "
+                                 "completion", [done, item])
+        fl = self.flight.get(key)
+        if fl is None:
+            rc, dl = ev.get("retry_count"), ev.get("deadline")
+            fl = self.flight[key] = Flight(item, rc if isinstance(rc, int) else None,
+                                           float(dl) if isinstance(dl, int | float) else None)
+            self.completion.checked += 1
+        fl.proof.append(item)
+        attempt = ev.get("attempt")
+        if isinstance(attempt, int):
+            self.resend.checked += 1
+            if attempt != fl.resends:
+                self.resend.flag(f"message {key[2]} of {node}: attempt {attempt} sent after "
+                                 f"{fl.resends} resend decision(s)", fl.proof[-4:])
+        self._fatal_ni(item, changing)
+        self._forwarding(item, changing)
+
+    def _resend(self, item: Item) -> None:
+        _idx, ev = item
+        key = self.key(ev)
+        done = self.done.get(key)
+        if done is not None:
+            self.completion.flag(f"message {key[2]} of {key[0]} resent after its completion",
+                                 [done, item])
+            return
+        fl = self.flight.get(key)
+        if fl is None:
+            self.resend.flag(f"message {key[2]} of {key[0]}: resend of a message never sent",
+                             [item])
+            return
+        fl.resends += 1
+        fl.proof.append(item)
+        self.resend.checked += 1
+        if fl.retry_count is not None and fl.resends > fl.retry_count:
+            self.resend.flag(f"message {key[2]} of {key[0]}: resend {fl.resends} exceeds "
+                             f"retry_count {fl.retry_count}", [fl.first, item])
+        if fl.deadline is not None and float(ev["t"]) > fl.deadline:
+            self.resend.flag(f"message {key[2]} of {key[0]}: resent at t={ev['t']} after its "
+                             f"deadline {fl.deadline}", [fl.first, item])
+
+    def _complete(self, item: Item) -> None:
+        _idx, ev = item
+        key = self.key(ev)
+        done = self.done.get(key)
+        if done is not None:
+            self.completion.flag(f"message {key[2]} of {key[0]} completed twice",
+                                 [done, item])
+            return
+        fl = self.flight.pop(key, None)
+        if fl is None:
+            self.completion.checked += 1  # failed before any send (selection, spec §2.8)
+        self.done[key] = item
+
+    # -------------------------------------------------------------------- selection
+    def _fatal_ni(self, item: Item, changing: set[tuple[str, str]]) -> None:
+        _idx, ev = item
+        ni = ev.get("ni")
+        if not isinstance(ni, str) or ev.get("fixed_ni") or (
+                "fixed_ni" not in ev and ev.get("type") in RESPONSES):
+            return
+        node = str(ev.get("node"))
+        self.fatal.checked += 1
+        st = self.tracker.node(node)
+        why = st.fatal.get(ni)
+        if why is None or (node, ni) in changing:
+            return
+        for other in sorted(st.nets.get(net_of(ni), ())):
+            if other != ni and other not in st.fatal and (node, other) not in changing:
+                proof = [why, item]
+                self.fatal.flag(f"{node} sent {ev.get('type')} message {ev.get('msg')} on "
+                                f"{ni} (link down) while {other} on the same net was not",
+                                proof)
+                return
+
+    def _forwarding(self, item: Item, changing: set[tuple[str, str]]) -> None:
+        _idx, ev = item
+        if "forwarded" not in ev:
+            return
+        self.routing.checked += 1
+        node = str(ev.get("node"))
+        st = self.tracker.node(node)
+        if ev["forwarded"] and not st.routing_on and (node, "routing") not in changing:
+            proof = [st.routing, item] if st.routing is not None else [item]
+            self.routing.flag(f"{node} forwarded {ev.get('type')} message {ev.get('msg')} "
+                              f"({ev.get('src')} -> {ev.get('dst')}) with routing "
+                              f"{'off' if st.routing else 'never enabled'}", proof)
+
+    # -------------------------------------------------------------------- end of log
+    def finish(self, t_end: float | None) -> None:
+        """Messages still in flight: past deadline + grace is a violation, else a note."""
+        waiting = unknown = 0
+        for key, fl in self.flight.items():
+            dead = self.tracker.node(key[0]).dead
+            if dead is not None:
+                self.excused += 1
+            elif fl.deadline is None:
+                unknown += 1
+            elif t_end is not None and t_end > fl.deadline + COMPLETION_GRACE:
+                self.completion.flag(f"message {key[2]} of {key[0]} never completed (deadline "
+                                     f"{fl.deadline}, log ends at {t_end})", fl.proof[:6])
+            else:
+                waiting += 1
+        if waiting or unknown:
+            self.completion.notes.append(f"{waiting + unknown} message(s) still in flight when "
+                                         f"the log ends ({unknown} with no deadline)")
+        if self.excused:
+            self.completion.notes.append(f"{self.excused} message(s) of nodes that died or "
+                                         "restarted excused")

@@ -1,0 +1,308 @@
+"""State the invariant checker follows through a log, and the two state invariants.
+
+Theory of operation: ``Tracker`` keeps, per node, what the log has said so far about its local
+NIs (fatal = link down per ``ni_link``/``ni_status``; status down), its routing switch, its
+health sensitivity, whether its process is alive, and which node owns each NID (learnt from
+every event in which a node names one of its own NIs). ``HealthCheck`` checks health values
+against spec §3.1/§3.2/§3.5 arithmetic; ``RouteCheck`` asks, for every route that goes down,
+for evidence that the gateway's NIs are unusable (spec §6.3-6.4). Both are fed event by event
+(``handle``) by ``testbed.observe.check``; each method is O(1) amortised per event, so a log is
+checked in linear time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.observe.checktypes import Inv, Item
+
+MAX_HEALTH = 1000  # LNET_MAX_HEALTH_VALUE (spec §0)
+#: events whose nid field is a local NI of the event's node
+LOCAL_NID_KINDS = frozenset({"ni_link", "ni_status", "ni_error", "ni_health"})
+#: fault kinds that cut a node off the network or stop its process
+CUTTING_FAULTS = frozenset({"blackhole", "carrier", "flap", "partition", "kill", "stop",
+                            "stall"})
+CONFIG_REASONS = ("added", "deleted", "config")
+
+
+@dataclass
+class NodeState:
+    fatal: dict[str, Item] = field(default_factory=dict)    # nid -> event that made it fatal
+    down: dict[str, Item] = field(default_factory=dict)     # nid -> ni_status down event
+    nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
+    routing: Item | None = None          # last routing event (enabled or not)
+    routing_on: bool = False
+    sensitivity: int | None = None
+    sens_from: str = ""                  # "event", "tunable", "inferred at #N"
+    incarnation: int = 0
+    dead: Item | None = None             # died / killed / stopped (and not back)
+    cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
+
+
+def net_of(nid: str) -> str:
+    return nid.rsplit("@", 1)[-1]
+
+
+class Tracker:
+    """What the log has said so far about nodes, NIs, NID owners and faults."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.owner: dict[str, str] = {}
+        self.state_events = 0
+
+    def node(self, name: str) -> NodeState:
+        st = self.nodes.get(name)
+        if st is None:
+            st = self.nodes[name] = NodeState()
+        return st
+
+    def learn_ni(self, node: str, nid: str) -> None:
+        if self.owner.get(nid) != node:
+            self.owner[nid] = node
+        self.node(node).nets.setdefault(net_of(nid), set()).add(nid)
+
+    def handle(self, item: Item, on_restart: Any) -> None:
+        idx, ev = item
+        kind = ev["kind"]
+        node = ev.get("node")
+        if kind in LOCAL_NID_KINDS and isinstance(node, str) and isinstance(ev.get("nid"), str):
+            self.learn_ni(node, ev["nid"])
+        if kind == "ni_link" and isinstance(node, str):
+            self.state_events += 1
+            self._fatal(node, ev["nid"], ev.get("link") == "down", item)
+        elif kind == "ni_status" and isinstance(node, str):
+            self.state_events += 1
+            st = self.node(node)
+            if "fatal_error" in ev:
+                self._fatal(node, ev["nid"], bool(ev["fatal_error"]), item)
+            if ev.get("status") == "down":
+                st.down[ev["nid"]] = item
+            else:
+                st.down.pop(ev["nid"], None)
+        elif kind == "routing" and isinstance(node, str):
+            st = self.node(node)
+            st.routing, st.routing_on = item, bool(ev.get("enabled"))
+        elif kind == "tunable" and isinstance(node, str) and ev.get("name") in (
+                "health_sensitivity", "lnet_health_sensitivity"):
+            st = self.node(node)
+            if isinstance(ev.get("value"), int):
+                st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
+        elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
+            st = self.node(node)
+            st.incarnation += 1
+            st.fatal.clear()
+            st.down.clear()
+            st.dead = item if kind == "node_died" else None
+            if kind != "node_died":
+                st.routing, st.routing_on = None, False
+            on_restart(node)
+        elif kind in ("fault_applied", "fault_reverted"):
+            self._fault(item)
+
+    def _fatal(self, node: str, nid: str, fatal: bool, item: Item) -> None:
+        st = self.node(node)
+        if fatal:
+            st.fatal.setdefault(nid, item)
+        else:
+            st.fatal.pop(nid, None)
+
+    def _fault(self, item: Item) -> None:
+        _idx, ev = item
+        spec = ev.get("spec") if isinstance(ev.get("spec"), dict) else {}
+        kind = ev.get("fault_kind") or spec.get("kind")
+        if kind not in CUTTING_FAULTS:
+            return
+        targets = [spec.get("node"), *list(spec.get("a") or []), *list(spec.get("b") or [])]
+        for name in [t for t in targets if isinstance(t, str)]:
+            st = self.node(name)
+            key = str(ev.get("id"))
+            if ev["kind"] == "fault_applied":
+                st.cut[key] = item
+                if kind in ("kill", "stop"):
+                    st.dead = item
+            else:
+                st.cut.pop(key, None)
+                if kind in ("kill", "stop") and st.dead is not None \
+                        and st.dead[1].get("id") == ev.get("id"):
+                    st.dead = None
+
+
+# ---------------------------------------------------------------------------- health
+class HealthCheck:
+    """Health values in 0..1000 moving by the sensitivity and recovery rules (spec §3)."""
+
+    def __init__(self, inv: Inv, tracker: Tracker) -> None:
+        self.inv = inv
+        self.tracker = tracker
+        self.last: dict[tuple[str, str, str], Item] = {}  # (node, ni|lpni, nid) -> event
+        self.steps = 0
+
+    def handle(self, item: Item) -> None:
+        _idx, ev = item
+        kind = ev["kind"]
+        if kind in ("ni_health", "lpni_health"):
+            self._step(item)
+        elif kind in ("ni_error", "lpni_error", "ni_status", "lpni_status"):
+            self._range(item, ev.get("health"), kind)
+        elif kind == "msg" and isinstance(ev.get("health"), dict):
+            for side, value in ev["health"].items():
+                self._range(item, value, f"msg health.{side}")
+
+    def _range(self, item: Item, value: Any, what: str) -> None:
+        if not isinstance(value, int):
+            return
+        self.inv.checked += 1
+        if not 0 <= value <= MAX_HEALTH:
+            self.inv.flag(f"{what} health {value} outside 0..{MAX_HEALTH}", [item])
+
+    def _step(self, item: Item) -> None:
+        idx, ev = item
+        node, nid = str(ev.get("node")), str(ev.get("nid"))
+        side = "ni" if ev["kind"] == "ni_health" else "lpni"
+        old, new, cause = ev.get("old"), ev.get("new"), ev.get("cause")
+        self.inv.checked += 1
+        self.steps += 1
+        if not isinstance(old, int) or not isinstance(new, int):
+            self.inv.flag(f"{side} {nid} on {node}: health change without integer old/new",
+                          [item])
+            return
+        if not (0 <= old <= MAX_HEALTH and 0 <= new <= MAX_HEALTH):
+            self.inv.flag(f"{side} {nid} on {node}: health {old} -> {new} outside "
+                          f"0..{MAX_HEALTH}", [item])
+            return
+        key = (node, side, nid)
+        prev = self.last.get(key)
+        self.last[key] = item
+        if prev is not None and prev[1].get("new") != old and old != MAX_HEALTH:
+            self.inv.flag(f"{side} {nid} on {node}: health was {prev[1].get('new')}, the next "
+                          f"change starts from {old}", [prev, item])
+        st = self.tracker.node(node)
+        if isinstance(ev.get("sensitivity"), int):
+            st.sensitivity, st.sens_from = ev["sensitivity"], "the events' sensitivity field"
+        why = self._rule(side, old, new, str(cause), st, idx)
+        if why:
+            self.inv.flag(f"{side} {nid} on {node}: {cause} moved health {old} -> {new}: {why}",
+                          [item])
+
+    @staticmethod
+    def _rule(side: str, old: int, new: int, cause: str, st: NodeState, idx: int) -> str:
+        """Why ``old -> new`` breaks the rule of ``cause`` ('' if it does not)."""
+        if cause == "manual":
+            return ""
+        if cause == "reset":
+            return "" if new == MAX_HEALTH else f"a reset sets {MAX_HEALTH}"
+        if cause not in ("error", "ok", "recovery"):
+            return f"unknown cause {cause!r} (error, ok, recovery, manual, reset)"
+        down = cause == "error"
+        if down and new >= old:
+            return "an error must lower health"
+        if not down and new <= old:
+            return f"{cause} must raise health"
+        if not down and side == "lpni" and new == MAX_HEALTH:
+            return ""  # router rule / never-heard peer NI set straight to 1000 (spec §3.1)
+        step = old - new if down else new - old
+        ambiguous = new == (0 if down else MAX_HEALTH)
+        if st.sensitivity is None:
+            if ambiguous:
+                return ""
+            st.sensitivity, st.sens_from = step, f"inferred from event #{idx}"
+            return ""
+        s = st.sensitivity
+        want = max(old - s, 0) if down else min(old + s, MAX_HEALTH)
+        if new != want:
+            return (f"expected {want} with health_sensitivity {s} "
+                    f"({st.sens_from})")
+        return ""
+
+
+# ---------------------------------------------------------------------------- routes
+class RouteCheck:
+    """A route goes down only when its gateway's NIs say so (spec §6.3, §6.4)."""
+
+    def __init__(self, inv: Inv, tracker: Tracker) -> None:
+        self.inv = inv
+        self.tracker = tracker
+        # (node, peer NID) -> last failure event about that peer NI seen on node
+        self.failures: dict[tuple[str, str], Item] = {}
+        self.up_at: dict[tuple[str, str, str], int] = {}  # route -> index it was last up
+        self.last_lpni: dict[tuple[str, Any], str] = {}   # (node, msg) -> lpni of last send
+
+    def handle(self, item: Item) -> None:
+        _idx, ev = item
+        kind = ev["kind"]
+        node = ev.get("node")
+        if not isinstance(node, str):
+            return
+        if kind in ("lpni_error", "notify_peer_down") or (
+                kind == "lpni_status" and not ev.get("healthy", True)) or (
+                kind == "lpni_health" and isinstance(ev.get("new"), int)
+                and isinstance(ev.get("old"), int) and ev["new"] < ev["old"]) or (
+                kind == "peer_notify" and ev.get("alive") is False):
+            nid = ev.get("nid") or ev.get("lpni")
+            if isinstance(nid, str):
+                self.failures[(node, nid)] = item
+        elif kind == "msg":
+            self._msg(item)
+        elif kind == "route_state":
+            self._route(item)
+
+    def _msg(self, item: Item) -> None:
+        _idx, ev = item
+        key = (str(ev.get("node")), ev.get("msg"))
+        what = ev.get("event")
+        if what == "send" and isinstance(ev.get("lpni"), str):
+            self.last_lpni[key] = ev["lpni"]
+        elif what in ("resend", "complete"):
+            lpni = self.last_lpni.get(key) if what == "resend" else self.last_lpni.pop(key, None)
+            failed = what == "resend" or (isinstance(ev.get("status"), int) and ev["status"])
+            if lpni is not None and failed:
+                self.failures[(key[0], lpni)] = item
+
+    def _route(self, item: Item) -> None:
+        idx, ev = item
+        node, net, gw = str(ev.get("node")), str(ev.get("net")), str(ev.get("gateway"))
+        rkey = (node, net, gw)
+        if ev.get("state") != "down":
+            self.up_at[rkey] = idx
+            return
+        self.inv.checked += 1
+        reason = str(ev.get("reason") or "")
+        if any(word in reason for word in CONFIG_REASONS):
+            return
+        proof = self.evidence(node, net, gw, self.up_at.get(rkey, -1))
+        if proof is None:
+            self.inv.flag(f"route to {net} via {gw} on {node} went down (reason "
+                          f"{reason or 'none'}) with no sign that the gateway's NIs are "
+                          "unusable", [item])
+
+    def evidence(self, node: str, net: str, gw: str, since: int) -> Item | None:
+        """An event showing gateway ``gw`` unusable for ``node`` (None if there is none)."""
+        tr = self.tracker
+        gnode = tr.owner.get(gw)
+        gw_nids = {gw}
+        if gnode is not None:
+            gst = tr.node(gnode)
+            for n in (net, net_of(gw)):
+                gw_nids |= gst.nets.get(n, set())
+            for nid in gw_nids:
+                found = gst.fatal.get(nid) or gst.down.get(nid)
+                if found is not None:
+                    return found
+            if gst.routing is not None and not gst.routing_on:
+                return gst.routing
+            if gst.dead is not None:
+                return gst.dead
+            if gst.cut:
+                return next(iter(gst.cut.values()))
+            for nids in gst.nets.values():  # a failure on any NI of the gateway counts
+                gw_nids |= nids
+        ast = tr.node(node)
+        if ast.cut:
+            return next(iter(ast.cut.values()))
+        for nid in gw_nids:
+            found = self.failures.get((node, nid))
+            if found is not None and found[0] > since:
+                return found
+        return None

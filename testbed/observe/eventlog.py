@@ -1,0 +1,138 @@
+"""Reading event logs: events.jsonl (+ per-node message traces), time origin, filters.
+
+Theory of operation (docs/events.md §1): a log is JSON lines ``{"t", "kind", ...}``. Readers
+here never raise on a bad line: they skip it and count it, because a log written by a process
+that was killed may end in half a line. A run directory's log is ``events.jsonl`` plus any
+``nodes/NODE.trace.jsonl`` message traces, merged by ``t`` (each file is in time order, so a
+k-way merge keeps the whole read linear in the number of events).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed import runstate
+
+Event = dict[str, Any]
+TRACE_GLOB = "*.trace.jsonl"
+#: a ``t`` below this is virtual seconds (sim: testbed/sim/fabric.py VIRTUAL_TIME_LIMIT)
+VIRTUAL_CLOCK_LIMIT = 1e8
+
+
+class LogError(Exception):
+    """The log cannot be read at all (missing file, not a directory); one line for the user."""
+
+
+@dataclass
+class Loaded:
+    """Events read from a log, with what was skipped."""
+
+    events: list[Event] = field(default_factory=list)
+    skipped: int = 0
+    sources: list[str] = field(default_factory=list)
+
+
+def _lines(path: Path) -> Iterator[Event | None]:
+    """Each line of ``path`` as an event, None for a line that is not a JSON object with t."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise LogError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with fh:
+        for line in fh:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                yield None
+                continue
+            if isinstance(ev, dict) and isinstance(ev.get("t"), int | float) \
+                    and isinstance(ev.get("kind"), str):
+                yield ev
+            else:
+                yield None
+
+
+def read_file(path: str | Path) -> Loaded:
+    """Every event of one JSON-lines file, in file order."""
+    out = Loaded(sources=[str(path)])
+    for ev in _lines(Path(path)):
+        if ev is None:
+            out.skipped += 1
+        else:
+            out.events.append(ev)
+    return out
+
+
+def read_rundir(rdir: str | Path) -> Loaded:
+    """``events.jsonl`` of a run directory merged by time with its nodes' message traces."""
+    rdir = Path(rdir)
+    if not rdir.is_dir():
+        raise LogError(f"no run directory {rdir}")
+    files = [rdir / runstate.EVENTS_FILE, *sorted((rdir / runstate.NODES_DIR).glob(TRACE_GLOB))]
+    files = [f for f in files if f.exists()]
+    if not files:
+        raise LogError(f"{rdir} has no event log ({runstate.EVENTS_FILE})")
+    out = Loaded(sources=[str(f) for f in files])
+    skipped = [0]
+
+    def counted(path: Path, rank: int) -> Iterator[tuple[float, int, Event]]:
+        for ev in _lines(path):
+            if ev is None:
+                skipped[0] += 1
+            else:
+                yield float(ev["t"]), rank, ev
+
+    streams = [counted(f, rank) for rank, f in enumerate(files)]
+    # equal times: events.jsonl first, then the traces in file order (merge is stable)
+    out.events = [ev for _t, _r, ev in heapq.merge(*streams, key=lambda x: (x[0], x[1]))]
+    out.skipped = skipped[0]
+    return out
+
+
+def origin(events: Iterable[Event]) -> float:
+    """Start of bring-up: the ``up`` event's ``t - seconds``; else the first event's ``t``; 0
+    for an empty log (the sim's virtual time starts at bring-up, so its origin is 0)."""
+    first: float | None = None
+    for ev in events:
+        if first is None:
+            first = float(ev["t"])
+        if ev.get("kind") == "up":
+            secs = ev.get("seconds")
+            return float(ev["t"]) - (float(secs) if isinstance(secs, int | float) else 0.0)
+    if first is None or first < VIRTUAL_CLOCK_LIMIT:
+        return 0.0  # a virtual clock (sim) starts at bring-up
+    return first
+
+
+def node_of(ev: Event) -> str | None:
+    """The node an event is about (``node`` field), or None (testbed-wide events)."""
+    node = ev.get("node")
+    return node if isinstance(node, str) else None
+
+
+def select(events: Iterable[Event], *, nodes: set[str] | None = None,
+           kinds: set[str] | None = None, since: float | None = None,
+           t0: float = 0.0) -> Iterator[Event]:
+    """Events matching every filter: node in ``nodes`` (testbed-wide events never match a
+    node filter), kind in ``kinds`` (``msg`` also matches ``msg.send`` etc.: see
+    ``kind_name``), relative time ``t - t0 >= since``."""
+    for ev in events:
+        if nodes is not None and node_of(ev) not in nodes:
+            continue
+        if kinds is not None and ev["kind"] not in kinds and kind_name(ev) not in kinds:
+            continue
+        if since is not None and float(ev["t"]) - t0 < since:
+            continue
+        yield ev
+
+
+def kind_name(ev: Event) -> str:
+    """``msg.send`` / ``msg.resend`` / ``msg.complete`` for message trace events, else kind."""
+    if ev["kind"] == "msg" and isinstance(ev.get("event"), str):
+        return f"msg.{ev['event']}"
+    return str(ev["kind"])

@@ -1,0 +1,142 @@
+"""The message trace (TRACE-SCHEMA, issue 16 item 4) on the fabric: ``MsgTrace`` actions of
+every send, resend and completion, and the health notices."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from enginekit import PORTAL, C, S, mr2_fabric
+
+from nodes.lnet.actions import Action, MsgTrace
+from nodes.lnet.notify import drain
+from testbed.sim.fabric import Fabric
+
+
+def _traced(fab: Fabric) -> list[tuple[str, MsgTrace]]:
+    """Turn tracing on for every engine and collect what they emit, per node."""
+    out: list[tuple[str, MsgTrace]] = []
+    apply = fab.apply
+
+    def capture(name: str, actions: list[Action]) -> None:
+        out.extend((name, a) for a in actions if isinstance(a, MsgTrace))
+        apply(name, actions)
+
+    fab.apply = capture  # type: ignore[method-assign]
+    for eng in fab.engines.values():
+        eng.trace_messages = True
+    return out
+
+
+def _put(fab: Fabric, **kw: Any) -> int:
+    eng = fab.engines["c1"]
+    return fab.call("c1", eng.put, fab.now, kw.pop("dst", S[0]), payload=bytes(64),
+                    portal=PORTAL, **kw)  # type: ignore[return-value]
+
+
+def _by_msg(traces: list[tuple[str, MsgTrace]], node: str) -> dict[int, list[MsgTrace]]:
+    out: dict[int, list[MsgTrace]] = {}
+    for name, t in traces:
+        if name == node:
+            out.setdefault(t.msg, []).append(t)
+    return out
+
+
+def test_trace_is_off_by_default() -> None:
+    fab = mr2_fabric()
+    seen: list[Action] = []
+    apply = fab.apply
+    fab.apply = lambda n, a: (seen.extend(a), apply(n, a))[1]  # type: ignore[method-assign]
+    _put(fab)
+    fab.run_until(fab.now + 1)
+    assert seen and not [a for a in seen if isinstance(a, MsgTrace)]
+
+
+def test_every_send_ends_in_exactly_one_complete() -> None:
+    """Clean PUTs, PUTs over a dead rail (resent) and PUTs to a dead peer (failed): each
+    message that was sent has exactly one ``complete``, on both nodes (ACKs too)."""
+    fab = mr2_fabric()
+    traces = _traced(fab)
+    for _ in range(4):
+        _put(fab)
+    fab.run_until(fab.now + 1)
+    fab.set_link(S[1], False)
+    for _ in range(4):
+        _put(fab)
+    fab.run_until(fab.now + 5)
+    fab.set_link(S[0], False)
+    _put(fab)
+    fab.run_until(fab.now + 400)
+    for node in ("c1", "s1"):
+        msgs = _by_msg(traces, node)
+        assert msgs, node
+        for mid, recs in msgs.items():
+            kinds = Counter(t.event for t in recs)
+            assert kinds["complete"] == 1, (node, mid, recs)
+            if kinds["send"]:
+                assert recs[-1].event == "complete", (node, mid, recs)
+    completes = [t for n, t in traces if n == "c1" and t.event == "complete"]
+    assert any(t.status == 0 and t.hstatus == "OK" for t in completes)
+    assert any(t.status != 0 for t in completes)  # the PUT to a dead peer failed
+
+
+def test_resends_carry_the_failed_hstatus_and_attempts_count_up() -> None:
+    """A PUT whose first attempt dies on a down rail: ``send`` attempt 0, ``resend`` with the
+    REMOTE_DROPPED hstatus and the health after the update, ``send`` attempt 1, ``complete``
+    OK; the first send names the deadline and retry_count, the later ones do not."""
+    fab = mr2_fabric()
+    traces = _traced(fab)
+    fab.set_link(S[0], False)
+    fab.set_link(S[1], False)
+    _put(fab, dst=S[0])
+    fab.run_until(fab.now + 0.0005)
+    fab.set_link(S[1], True)
+    fab.run_until(fab.now + 5)
+    recs = next(r for r in _by_msg(traces, "c1").values() if r[0].type == "PUT")
+    events = [(t.event, t.attempt) for t in recs]
+    assert events[0] == ("send", 0) and events[-1][0] == "complete"
+    sends = [t for t in recs if t.event == "send"]
+    resends = [t for t in recs if t.event == "resend"]
+    assert [t.attempt for t in sends] == list(range(len(sends))) and len(sends) >= 2
+    assert [t.attempt for t in resends] == list(range(1, len(sends)))
+    assert all(t.hstatus == "REMOTE_DROPPED" for t in resends)
+    assert all(t.health is not None and dict(t.health)["lpni"] < 1000 for t in resends)
+    assert sends[0].deadline is not None and sends[0].retry_count == 2
+    assert all(t.deadline is None and t.retry_count is None for t in sends[1:])
+    assert recs[-1].hstatus == "OK" and recs[-1].status == 0
+    assert sends[-1].lpni == str(S[1])
+
+
+def test_fixed_ni_on_explicit_source_and_on_responses() -> None:
+    """``fixed_ni``: a free PUT is the selector's choice, a PUT with ``src`` is not, nor is
+    the ACK going back the way the PUT came."""
+    fab = mr2_fabric()
+    traces = _traced(fab)
+    _put(fab)
+    fab.run_until(fab.now + 1)
+    _put(fab, src=C[1], dst=S[1])
+    fab.run_until(fab.now + 1)
+    puts = [t for n, t in traces if n == "c1" and t.event == "send" and t.type == "PUT"]
+    assert [t.fixed_ni for t in puts] == [False, True]
+    assert puts[1].ni == str(C[1])
+    acks = [t for n, t in traces if n == "s1" and t.event == "send" and t.type == "ACK"]
+    assert len(acks) == 2 and all(t.fixed_ni for t in acks)
+    assert all(not t.forwarded for _, t in traces)
+    assert puts[0].to_json()["type"] == "PUT" and "hstatus" not in puts[0].to_json()
+
+
+def test_health_changes_are_notices_with_their_cause() -> None:
+    """``ni_health`` / ``lpni_health`` on every change of a health value (TRACE-SCHEMA)."""
+    fab = mr2_fabric()
+    c1 = fab.engines["c1"]
+    drain(c1)
+    c1.net_set_health(C[0], 300, fab.now)
+    c1.peer_set_health(S[1], 700, fab.now)
+    notes = [(k, f) for k, f in drain(c1) if k.endswith("_health")]
+    assert notes == [("ni_health", {"nid": str(C[0]), "old": 1000, "new": 300,
+                                    "cause": "manual"}),
+                     ("lpni_health", {"nid": str(S[1]), "old": 1000, "new": 700,
+                                      "cause": "manual"})]
+    fab.run_until(fab.now + 30)  # local recovery pings raise the NI again
+    causes = {f["cause"] for k, f in drain(c1) if k == "ni_health"}
+    assert causes == {"recovery"}

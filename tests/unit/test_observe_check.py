@@ -1,0 +1,312 @@
+"""``testbed check``: clean logs pass, each invariant is flagged on a hand-made bad log, a
+partial log says what it could not check, and a real sim run passes (docs/events.md §2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from observekit import TOPOLOGIES, flap_run
+
+from testbed import cli
+from testbed.observe.check import INVARIANTS, check_events, check_file
+from testbed.observe.synthlog import generate
+
+C_A, C_B = "10.10.0.1@tcp", "10.11.0.1@tcp"
+S_A = "10.10.0.2@tcp"
+
+
+def ev(t: float, kind: str, node: str | None = "c1", **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"t": t, "kind": kind, **fields}
+    if node is not None:
+        out["node"] = node
+    return out
+
+
+def send(t: float, msg: int, *, ni: str = C_A, attempt: int = 0, node: str = "c1",
+         **kw: Any) -> dict[str, Any]:
+    fields = {"event": "send", "msg": msg, "type": "PUT", "src": ni, "dst": S_A, "ni": ni,
+              "lpni": S_A, "attempt": attempt, "fixed_ni": False, "forwarded": False}
+    if attempt == 0:
+        fields.update(deadline=t + 10.0, retry_count=2)
+    fields.update(kw)
+    return ev(t, "msg", node, **fields)
+
+
+def resend(t: float, msg: int, attempt: int, node: str = "c1") -> dict[str, Any]:
+    return ev(t, "msg", node, event="resend", msg=msg, type="PUT", src=C_A, dst=S_A,
+              attempt=attempt, hstatus="REMOTE_DROPPED", health={"ni": 1000, "lpni": 900})
+
+
+def complete(t: float, msg: int, status: int = 0, node: str = "c1") -> dict[str, Any]:
+    return ev(t, "msg", node, event="complete", msg=msg, type="PUT", src=C_A, dst=S_A,
+              hstatus="OK" if status == 0 else "REMOTE_DROPPED", status=status,
+              forwarded=False)
+
+
+def flagged(events: list[dict[str, Any]], name: str) -> int:
+    return check_events(events).invariants[name].count
+
+
+# --------------------------------------------------------------------------- clean logs
+def test_clean_synthetic_log_checks_every_invariant() -> None:
+    result = check_events(generate(30_000, seed=7))
+    assert result.ok, result.render()
+    assert result.checked == list(INVARIANTS)
+    assert "PASS" in result.render()
+
+
+def test_clean_message_life() -> None:
+    log = [send(0.0, 1), resend(0.5, 1, 1), send(0.5, 1, attempt=1), complete(0.6, 1),
+           ev(0.7, "msg", event="complete", msg=2, type="GET", src=C_A, dst=S_A,
+              hstatus="LOCAL_ERROR", status=-113)]  # failed selection: no send
+    result = check_events(log)
+    assert result.ok, result.render()
+    assert result.invariants["completion"].checked == 2
+
+
+# --------------------------------------------------------------------------- completion
+def test_completed_twice_is_flagged_with_both_completions() -> None:
+    log = [send(0.0, 1), complete(0.1, 1), complete(0.2, 1)]
+    result = check_events(log)
+    inv = result.invariants["completion"]
+    assert inv.count == 1
+    assert [i for i, _e in inv.violations[0].proof] == [1, 2]
+    assert "completed twice" in result.render() and "FAIL" in result.render()
+
+
+def test_never_completed_past_deadline_is_flagged() -> None:
+    log = [send(0.0, 1), ev(20.0, "lpni_status", nid=S_A, peer=S_A, healthy=True,
+                            health=1000)]
+    assert flagged(log, "completion") == 1
+    still = check_events([send(0.0, 1), ev(5.0, "link_up", iface="eth0")])
+    assert still.ok and "still in flight" in still.render()
+
+
+def test_send_after_completion_and_dead_node_excused() -> None:
+    assert flagged([send(0.0, 1), complete(0.1, 1), send(0.2, 1, attempt=1)],
+                   "completion") == 1
+    died = [send(0.0, 1), ev(1.0, "node_died", rc=-9), ev(30.0, "link_up", iface="eth0")]
+    result = check_events(died)
+    assert result.ok and "excused" in result.render()
+
+
+# --------------------------------------------------------------------------- resend
+def test_resends_beyond_retry_count_are_flagged() -> None:
+    log = [send(0.0, 1, retry_count=1), resend(0.1, 1, 1), send(0.1, 1, attempt=1),
+           resend(0.2, 1, 2), send(0.2, 1, attempt=2), complete(0.3, 1)]
+    result = check_events(log)
+    assert result.invariants["resend"].count == 1
+    assert "exceeds retry_count 1" in result.render()
+
+
+def test_resend_after_deadline_and_attempt_gap_are_flagged() -> None:
+    late = [send(0.0, 1), resend(10.5, 1, 1), send(10.5, 1, attempt=1), complete(10.6, 1)]
+    assert flagged(late, "resend") == 1
+    gap = [send(0.0, 1), send(0.1, 1, attempt=2), complete(0.2, 1)]
+    assert flagged(gap, "resend") == 1
+
+
+# --------------------------------------------------------------------------- health
+def test_health_out_of_range_is_flagged() -> None:
+    assert flagged([ev(0.0, "ni_error", nid=C_A, hstatus="LOCAL_DROPPED", health=1100)],
+                   "health") == 1
+
+
+def test_health_steps_follow_the_sensitivity() -> None:
+    ok = [ev(0.0, "tunable", name="health_sensitivity", value=100),
+          ev(1.0, "ni_health", nid=C_A, old=1000, new=900, cause="error"),
+          ev(2.0, "ni_health", nid=C_A, old=900, new=1000, cause="recovery"),
+          ev(3.0, "lpni_health", nid=S_A, old=1000, new=900, cause="error"),
+          ev(4.0, "lpni_health", nid=S_A, old=900, new=1000, cause="ok"),
+          ev(5.0, "ni_health", nid=C_A, old=1000, new=0, cause="manual"),
+          ev(6.0, "ni_health", nid=C_A, old=0, new=1000, cause="reset")]
+    assert check_events(ok).ok
+    wrong_step = [ok[0], ev(1.0, "ni_health", nid=C_A, old=1000, new=850, cause="error")]
+    assert flagged(wrong_step, "health") == 1
+    wrong_way = [ev(1.0, "ni_health", nid=C_A, old=500, new=600, cause="error")]
+    assert flagged(wrong_way, "health") == 1
+    broken_chain = [ok[0], ev(1.0, "ni_health", nid=C_A, old=1000, new=900, cause="error"),
+                    ev(2.0, "ni_health", nid=C_A, old=700, new=600, cause="error")]
+    assert flagged(broken_chain, "health") == 1
+
+
+def test_health_sensitivity_inferred_then_enforced() -> None:
+    log = [ev(1.0, "ni_health", nid=C_A, old=1000, new=800, cause="error"),
+           ev(2.0, "ni_health", nid=C_A, old=800, new=700, cause="error")]
+    result = check_events(log)
+    assert result.invariants["health"].count == 1
+    assert "inferred from event #0" in result.render()
+
+
+# --------------------------------------------------------------------------- fatal NI
+def _two_rails() -> list[dict[str, Any]]:
+    return [send(0.0, 1, ni=C_B), complete(0.1, 1),
+            ev(1.0, "ni_link", nid=C_A, link="down", cause="carrier")]
+
+
+def test_send_on_fatal_ni_with_a_healthy_rail_is_flagged() -> None:
+    log = [*_two_rails(), send(2.0, 2, ni=C_A), complete(2.1, 2)]
+    result = check_events(log)
+    inv = result.invariants["fatal_ni"]
+    assert inv.count == 1
+    assert inv.violations[0].proof[0][1]["kind"] == "ni_link"
+
+
+def test_fixed_ni_and_same_instant_sends_are_not_flagged() -> None:
+    fixed = [*_two_rails(), send(2.0, 2, ni=C_A, fixed_ni=True), complete(2.1, 2)]
+    assert check_events(fixed).ok
+    same = [send(0.0, 1, ni=C_B), complete(0.1, 1), send(1.0, 2, ni=C_A),
+            ev(1.0, "ni_link", nid=C_A, link="down", cause="carrier"), complete(1.5, 2)]
+    assert check_events(same).ok
+    back_up = [*_two_rails(), ev(1.5, "ni_link", nid=C_A, link="up", cause="carrier"),
+               send(2.0, 2, ni=C_A), complete(2.1, 2)]
+    assert check_events(back_up).ok
+
+
+# --------------------------------------------------------------------------- routes
+GW = "10.10.0.3@tcp"
+
+
+def test_route_down_without_evidence_is_flagged() -> None:
+    log = [ev(1.0, "route_state", net="tcp1", gateway=GW, state="down", reason="ping")]
+    result = check_events(log)
+    assert result.invariants["route_down"].count == 1
+    assert "no sign" in result.render()
+
+
+@pytest.mark.parametrize("proof", [
+    ev(0.5, "ni_link", "r1", nid="10.20.0.3@tcp1", link="down", cause="carrier"),
+    ev(0.5, "routing", "r1", enabled=False),
+    ev(0.5, "node_died", "r1", rc=-9),
+    ev(0.5, "lpni_error", "c1", nid=GW, peer=GW, hstatus="REMOTE_TIMEOUT", health=900),
+    ev(0.5, "peer_notify", "c1", ni=C_A, lpni=GW, alive=False),
+])
+def test_route_down_with_evidence_passes(proof: dict[str, Any]) -> None:
+    log = [ev(0.0, "ni_status", "r1", nid=GW, status="up", healthy=True, health=1000,
+              fatal_error=0),
+           ev(0.1, "ni_status", "r1", nid="10.20.0.3@tcp1", status="up", healthy=True,
+              health=1000, fatal_error=0),
+           proof,
+           ev(1.0, "route_state", net="tcp1", gateway=GW, state="down", reason="ping")]
+    result = check_events(log)
+    assert result.invariants["route_down"].checked == 1
+    assert result.ok, result.render()
+
+
+def test_old_failure_does_not_excuse_a_later_down() -> None:
+    log = [ev(0.5, "lpni_error", nid=GW, peer=GW, hstatus="REMOTE_TIMEOUT", health=900),
+           ev(0.6, "route_state", net="tcp1", gateway=GW, state="down", reason="ping"),
+           ev(0.9, "route_state", net="tcp1", gateway=GW, state="up", reason="ping"),
+           ev(2.0, "route_state", net="tcp1", gateway=GW, state="down", reason="ping")]
+    assert flagged(log, "route_down") == 1
+
+
+# --------------------------------------------------------------------------- routing
+def _fwd(t: float, msg: int) -> list[dict[str, Any]]:
+    return [send(t, msg, node="r1", ni=GW, fixed_ni=True, forwarded=True, deadline=None),
+            complete(t + 0.1, msg, node="r1")]
+
+
+def test_forwarding_with_routing_off_is_flagged() -> None:
+    assert flagged(_fwd(1.0, 1), "routing") == 1
+    on = [ev(0.0, "routing", "r1", enabled=True), *_fwd(1.0, 1)]
+    assert check_events(on).ok
+    off = [*on, ev(2.0, "routing", "r1", enabled=False), *_fwd(3.0, 2)]
+    result = check_events(off)
+    assert result.invariants["routing"].count == 1
+    assert result.invariants["routing"].violations[0].proof[0][1]["kind"] == "routing"
+
+
+# --------------------------------------------------------------------------- partial logs
+def test_log_without_message_trace_says_so() -> None:
+    result = check_events([ev(0.0, "ni_error", nid=C_A, hstatus="LOCAL_DROPPED",
+                              health=900)])
+    assert result.ok
+    assert set(result.unchecked) == {"completion", "resend", "fatal_ni", "route_down",
+                                     "routing"}
+    text = result.render()
+    assert "NOT CHECKED completion" in text and "range only" in text
+
+
+def test_sim_run_passes() -> None:
+    from testbed.sim import SimTestbed
+
+    tb = SimTestbed.up(TOPOLOGIES / "default.yaml", name="obschk", seed=3)
+    try:
+        flap_run(tb, bursts=6, down_at=1, up_at=3, settle=40.0)
+        events = tb.events()
+    finally:
+        tb.down()
+    result = check_events(events)
+    assert result.ok, result.render()
+    assert "health" in result.checked
+    if any(e["kind"] == "msg" for e in events):  # the engine's MsgTrace (TRACE-SCHEMA.md)
+        assert {"completion", "resend", "fatal_ni"} <= set(result.checked)
+    else:
+        assert "completion" in result.unchecked
+
+
+# --------------------------------------------------------------------------- file and CLI
+def test_check_file_skips_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in [send(0.0, 1), complete(0.1, 1)])
+                    + "\nnot json\n{\"t\": 1}\n")
+    result = check_file(path)
+    assert result.events == 2 and result.skipped == 2 and result.ok
+
+
+def test_cli_check_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text("".join(json.dumps(e) + "\n" for e in [send(0.0, 1), complete(0.1, 1)]))
+    bad.write_text("".join(json.dumps(e) + "\n" for e in [send(0.0, 1), complete(0.1, 1),
+                                                          complete(0.2, 1)]))
+    assert cli.main(["check", "--events", str(good)]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert cli.main(["check", "--events", str(bad)]) == 1
+    assert "completed twice" in capsys.readouterr().out
+    assert cli.main(["check", "--events", str(tmp_path / "missing.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert "missing.jsonl" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- pytest hook
+class _Config:
+    def __init__(self, off: bool) -> None:
+        self.off = off
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        from testbed.observe.pytest_check import OPTION
+
+        return self.off if name == OPTION else default
+
+
+class _Tb:
+    name = "tbx"
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self._events = events
+
+    def events(self) -> list[dict[str, Any]]:
+        return self._events
+
+
+def test_teardown_hook_fails_only_bad_logs() -> None:
+    from testbed.observe.pytest_check import addoption, teardown_problems
+
+    bad = _Tb([send(0.0, 1), complete(0.1, 1), complete(0.2, 1)])
+    problems = teardown_problems(_Config(False), bad)
+    assert len(problems) == 1 and "completed twice" in problems[0]
+    assert "--lnet-no-check" in problems[0]
+    assert teardown_problems(_Config(True), bad) == []
+    assert teardown_problems(_Config(False), _Tb([send(0.0, 1), complete(0.1, 1)])) == []
+    seen: list[str] = []
+
+    class _Group:
+        def addoption(self, name: str, **kw: Any) -> None:
+            seen.append(name)
+
+    addoption(_Group())
+    assert seen == ["--lnet-no-check"]
