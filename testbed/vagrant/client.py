@@ -12,6 +12,7 @@ project's ``lnetctl``/``lctl`` first on ``PATH`` (the installed wheel's scripts)
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -122,10 +123,13 @@ class VagrantTestbed(CtlTestbed):
     def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,
            progress: Progress | None = None, *, backend: str = "vagrant",
            provider: str = "lxc", clock_skew: dict[str, float] | None = None,
-           root: str | Path | None = None) -> VagrantTestbed:
+           root: str | Path | None = None, down_at_exit: bool = False) -> VagrantTestbed:
         """Bring a testbed up on Vagrant guests (``backend="vagrant"``, ``provider`` lxc or
         libvirt) or on machines (``backend="hosts"``); returns once LNet is configured.
 
+        Like a Mininet testbed it outlives this process (``testbed down`` or ``clean`` ends
+        it) unless ``down_at_exit``: then this process takes it down when it exits (atexit),
+        or use it as a context manager (``with VagrantTestbed.up(...) as tb:``).
         ``clock_skew`` (test-only): host -> seconds its clock is reported ahead.
 
         Raises:
@@ -152,7 +156,16 @@ class VagrantTestbed(CtlTestbed):
         kind = provider if backend == "vagrant" else "hosts"
         spawn(argv, child_env(name, rdir),
               UP_TIMEOUT[kind] + UP_TIMEOUT_PER_NODE[kind] * len(plan.nodes), progress)
-        return cls(name, rdir, base)
+        tb = cls(name, rdir, base)
+        if down_at_exit:
+            atexit.register(tb.down)
+        return tb
+
+    def __enter__(self) -> VagrantTestbed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
 
     def node(self, name: str) -> VagrantNode:
         nodes = runstate.read_state(self.rundir).get("nodes", {})

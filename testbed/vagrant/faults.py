@@ -130,6 +130,11 @@ class FaultTable:
         return any(f.spec.node == node and f.spec.kind in ("kill", "stop") and
                    f.activations for f in self.faults.values())
 
+    def silenced(self) -> frozenset[str]:
+        """Nodes whose daemon a fault stopped or killed now: not to be asked anything."""
+        return frozenset(f.spec.node or "" for f in self.faults.values()
+                         if f.spec.kind in ("kill", "stop") and f.timeline.active)
+
     def shutdown(self) -> None:
         for f in list(self.faults.values()):
             if f.timeline.active:
@@ -152,7 +157,7 @@ class FaultTable:
             self._rules(f, self._partition_rules(f))
         elif spec.kind in ("kill", "stop"):
             sig = "KILL" if spec.kind == "kill" else "STOP"
-            sup.set.agent(host, "signal", "--node", node, "--signal", sig)
+            self._signal(node, sig)
             if spec.kind == "stop":
                 f.applied.append(("signal", (host, node)))
         elif spec.kind == "restart":
@@ -198,11 +203,20 @@ class FaultTable:
                     sup.set.agent(sup.placement[arg[0]], "iptables", "--node", arg[0],
                                   "--op=-D", "--rule", json.dumps(arg[1]))
                 elif what == "signal":
-                    sup.set.agent(arg[0], "signal", "--node", arg[1], "--signal", "CONT")
+                    self._signal(arg[1], "CONT")
             except Exception as exc:  # revert what can be reverted
                 print(f"fault {f.fid}: revert {what}: {exc}", flush=True)
         sup.event("fault_reverted", id=f.fid, activation=max(0, f.activations - 1),
                   counters={})
+
+    def _signal(self, node: str, sig: str) -> None:
+        """``kill -s SIG`` on the daemon's host: one SSH channel, no agent start (a stopped
+        daemon's peers time out on the wall clock, so the revert must not lag)."""
+        host = self.sup.placement[node]
+        pid = self.sup.set.pids[node]
+        res = self.sup.set.hosts[host].shell.run(["kill", "-s", sig, str(pid)], timeout=30)
+        if not res.ok:
+            raise RuntimeError(f"kill -s {sig} {pid} on {host}: {res.err.strip()}")
 
     def restart(self, node: str) -> None:
         """A new daemon for ``node`` on its host, configured again (both phases)."""

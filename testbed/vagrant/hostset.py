@@ -35,6 +35,8 @@ from testbed.vagrant.eventmerge import Merger
 from testbed.vagrant.shell import Shell
 
 HELLO_TIMEOUT = 60.0
+#: Bound on the supervisor loop's own requests (events, hello): it also serves the CLI.
+POLL_TIMEOUT = 0.5
 CONFIG_TIMEOUT = 30.0
 AGENT_TIMEOUT = 120.0
 HOSTS_ROOT = "/run/lnet-testbed-hosts"
@@ -213,14 +215,15 @@ class HostSet:
                                f"{reply.get('rc')}: {out}")
 
     # ------------------------------------------------------------------ running
-    def poll_events(self) -> None:
-        """Read every host's new events through one of its live daemons."""
+    def poll_events(self, skip: frozenset[str] = frozenset()) -> None:
+        """Read every host's new events through one of its live daemons (not those in
+        ``skip``: stopped or killed by a fault; a short timeout, the loop must not stall)."""
         for host in self.hosts:
-            for node in [n for n, h in self.placement.items() if h == host]:
+            for node in [n for n, h in self.placement.items() if h == host and n not in skip]:
                 t0 = time.time()
                 try:
                     reply = self.call(node, {"cmd": "events", "offset": self.offsets[host]},
-                                      timeout=3.0)
+                                      timeout=POLL_TIMEOUT)
                 except DaemonUnreachable:
                     continue
                 t1 = time.time()
@@ -229,11 +232,15 @@ class HostSet:
                     self.merger.batch(host, t0, float(reply["time"]), t1, reply["events"])
                     break
 
-    def alive(self) -> dict[str, bool]:
+    def alive(self, skip: frozenset[str] = frozenset()) -> dict[str, bool]:
+        """Which daemons answer ``hello`` (those in ``skip`` are not asked)."""
         out = {}
         for node in self.endpoints:
+            if node in skip:
+                continue
             try:
-                out[node] = self.call(node, {"cmd": "hello"}, timeout=2.0).get("node") == node
+                out[node] = self.call(node, {"cmd": "hello"},
+                                      timeout=POLL_TIMEOUT).get("node") == node
             except DaemonUnreachable:
                 out[node] = False
         return out

@@ -219,12 +219,13 @@ class Supervisor:
     def tick(self, force: bool = False) -> None:
         assert self.set is not None
         now = time.time()
+        quiet = self.faults.silenced() | frozenset(self.dead)
         if force or now - self._polled >= POLL_INTERVAL:
             self._polled = now
-            self.set.poll_events()
+            self.set.poll_events(quiet)
         if now - self._checked >= ALIVE_INTERVAL:
             self._checked = now
-            for node, up in self.set.alive().items():
+            for node, up in self.set.alive(quiet).items():
                 if not up and node not in self.dead and not self.faults.expects_dead(node):
                     self.dead.add(node)
                     self.event("node_died", node=node)

@@ -47,3 +47,25 @@ def test_hosts_backend_on_this_machine() -> None:
     finally:
         tb.down()
     assert leftovers(name) == []
+
+
+def test_down_at_exit_and_context_manager(tmp_path: Path) -> None:
+    """The atexit path: a script that brings a testbed up with ``down_at_exit`` and ends
+    without ``down`` leaves nothing; ``with`` does the same."""
+    import subprocess
+    import sys
+
+    name = f"hx{uuid.uuid4().hex[:8]}"
+    script = ("import testbed, sys; tb = testbed.up(sys.argv[1], backend='hosts', "
+              "name=sys.argv[2], down_at_exit=True); "
+              "assert tb.node('c1').ping(tb.node('s1').nids[0]).rc == 0")
+    res = subprocess.run([sys.executable, "-c", script, str(DEFAULT), name],
+                         capture_output=True, text=True, timeout=180, check=False,
+                         cwd=str(DEFAULT.parents[1]))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert leftovers(name) == []
+    from testbed.vagrant.client import VagrantTestbed
+
+    with VagrantTestbed.up(DEFAULT, backend="hosts", name=name) as tb:
+        assert tb.node("c1").ping(tb.node("s1").nids[1]).rc == 0
+    assert leftovers(name) == []
