@@ -8,8 +8,9 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 # wireshark-common: dumpcap for `testbed capture` (tshark depends on it; named for clarity)
+# iperf3: the TCP reference of benchmarks/throughput.py and multirail.py
 APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python3-dev \
-            libnetfilter-queue-dev build-essential tshark wireshark-common
+            libnetfilter-queue-dev build-essential tshark wireshark-common iperf3
 STAMP := $(VENV)/.installed
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and
 # libvirt providers, QEMU, the box builder's tools: 131 packages, 240 MB, 25 s here, so only

@@ -35,7 +35,10 @@ def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
 
     ``mininet``: ``testbed.mininet.MininetTestbed.up(topology, name=, progress=, root=)``.
     ``sim``: in this process (``testbed.sim.SimTestbed.up(topology, name=, seed=, latency=,
-    jitter=)``, virtual time moves only when asked: deterministic).
+    jitter=)``, virtual time moves only when asked: deterministic), or with ``detach=True``
+    as a server process other processes ``attach`` to (``testbed.sim.client.SimClient.up(
+    topology, name=, seed=, speed=, root=, progress=)``, what ``testbed up --backend sim``
+    runs).
 
     Raises:
         TopologyError: the topology is invalid (nothing was started).
@@ -46,6 +49,10 @@ def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
 
         return MininetTestbed.up(topology, **kw)
     if backend == "sim":
+        if kw.pop("detach", False):
+            from testbed.sim.client import SimClient
+
+            return SimClient.up(topology, **kw)
         from testbed.sim import SimTestbed
 
         return SimTestbed.up(topology, **kw)
@@ -69,7 +76,12 @@ def attach(name: str, *, root: str | Path | None = None) -> Testbed:
     rdir = runstate.rundir(check_name(name), base)
     if not rdir.exists():
         raise TestbedError(f"no testbed named {name} is up")
-    if runstate.read_state(rdir).get("backend") in ("vagrant", "hosts"):
+    backend = runstate.read_state(rdir).get("backend")
+    if backend == "sim":
+        from testbed.sim.client import SimClient
+
+        return SimClient(name, rdir, base)
+    if backend in ("vagrant", "hosts"):
         from testbed.vagrant.client import VagrantTestbed
 
         return VagrantTestbed(name, rdir, base)

@@ -169,6 +169,24 @@ class NodeVerbs:
             argv += ["--timeout", str(max(1, round(timeout)))]
         return self.lnetctl(*argv, timeout=60.0 if timeout is None else timeout + 30.0)
 
+    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            numa: int | None = None) -> dict[str, Any]:
+        """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID) on the
+        lnet_selftest bulk portal, at most 64 in flight; ``numa`` is the NUMA node of the
+        messages' memory (emulated ``md_cpt``, snd-020). Returns ok, sent, completed, failed,
+        errors (``"KIND:status"`` -> count)."""
+        return self._burst("put", dst, count, size, timeout, numa)
+
+    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            numa: int | None = None) -> dict[str, Any]:
+        """A burst of ``count`` LNet GETs of ``size`` bytes from ``dst``'s bulk portal; each
+        succeeds on its REPLY. Same result dict as ``put``."""
+        return self._burst("get", dst, count, size, timeout, numa)
+
+    def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
+               numa: int | None) -> dict[str, Any]:
+        raise NotImplementedError
+
     def lnd_link(self, nid: str, up: bool) -> bool:
         """Have the node's LND report a link down/up event on local NI ``nid``, as on a
         carrier change, without touching the interface (testbed-only ``lctl net_ni_down|up``,

@@ -86,7 +86,10 @@ def kill_tagged(name: str) -> list[str]:
 
 
 def delete_interfaces(ifnames: Iterable[str]) -> list[str]:
-    """Delete the given root-namespace interfaces that still exist (ports before bridges)."""
+    """Delete the given root-namespace interfaces that still exist (ports before bridges);
+    none without root (only a Mininet testbed has interfaces, and only root makes those)."""
+    if os.geteuid() != 0:
+        return []
     present = set(names.existing_interfaces())
     todo = [n for n in ifnames if n in present]
     todo.sort(key=lambda n: (names.is_bridge(n), n))  # veths first, then their bridges

@@ -9,6 +9,8 @@ The subcommands live in ``testbed.commands`` (one module per concern, each with 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -61,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:  # `testbed lnetctl ... | head`: the reader is gone, not an error
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (no flush error at exit)
+        return 141
     except OSError as exc:
         _err(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
     return 1

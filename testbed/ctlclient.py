@@ -36,6 +36,8 @@ class CtlTestbed:
         self.rundir = rundir
         self.root = root
         self._status: dict[str, Any] | None = None
+        #: what bring-up reported but did not fail on (routes still down, with why)
+        self.warnings: list[str] = []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.rundir}>"

@@ -4,11 +4,13 @@ Theory of operation (STYLE rule 9): everything a testbed creates is recorded in 
 directory *before* it is created, so that ``testbed clean`` can undo it after a ``kill -9`` of
 any of our processes. Layout::
 
-    RUNROOT/                       env LNET_TESTBED_RUNROOT or /run/lnet-testbed
+    RUNROOT/                       env LNET_TESTBED_RUNROOT, else /run/lnet-testbed for root,
+                                   $XDG_RUNTIME_DIR/lnet-testbed or /tmp/lnet-testbed-$UID
+                                   for anyone else (a sim testbed needs no root)
       by-netns/<inode> -> RUNDIR/nodes/NODE.sock   (written by node daemons)
       NAME/                        RUNDIR, mode 0700
-        state.json                 kernel names, pids, node -> Mininet host pid, created order
-        ctl.sock                   supervisor's ZeroMQ ROUTER
+        state.json                 backend, kernel names, pids, node -> host pid, created order
+        ctl.sock                   the supervisor's (sim: the server's) ZeroMQ ROUTER
         supervisor.log
         events.jsonl               {"t": unix time, "kind": ..., ...} one per line
         nodes/NODE.sock, NODE.log  node daemons
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -39,10 +42,28 @@ NODES_DIR = "nodes"
 
 
 def runroot(root: str | Path | None = None) -> Path:
-    """The directory holding every testbed's run directory."""
+    """The directory holding every testbed's run directory: ``root``, else
+    $LNET_TESTBED_RUNROOT, else /run/lnet-testbed for root and a directory of the user's own
+    for anyone else ($XDG_RUNTIME_DIR/lnet-testbed, or /tmp/lnet-testbed-$UID)."""
     if root is not None:
         return Path(root)
-    return Path(os.environ.get(ENV_RUNROOT) or DEFAULT_RUNROOT)
+    if os.environ.get(ENV_RUNROOT):
+        return Path(os.environ[ENV_RUNROOT])
+    if os.geteuid() == 0:
+        return Path(DEFAULT_RUNROOT)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "lnet-testbed"
+    return Path(f"/tmp/lnet-testbed-{os.geteuid()}")
+
+
+def _own_dir(path: Path) -> None:
+    """Create ``path`` (mode 0700) if missing and refuse one that is not ours: in /tmp
+    another user could have made it first, or a symlink to somewhere else."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise PermissionError(f"{path} is not a directory owned by uid {os.geteuid()}")
 
 
 def rundir(name: str, root: str | Path | None = None) -> Path:
@@ -72,7 +93,7 @@ def create_rundir(name: str, root: str | Path | None = None) -> Path:
         FileExistsError: the testbed is up, or a leftover of it remains.
     """
     base = runroot(root)
-    base.mkdir(parents=True, exist_ok=True)
+    _own_dir(base)
     (base / BY_NETNS).mkdir(exist_ok=True)
     rdir = base / name
     rdir.mkdir(mode=0o700)  # atomic: two `up` of one name cannot both pass

@@ -15,6 +15,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,37 @@ def child_env(name: str, rdir: Path, base: dict[str, str] | None = None) -> dict
     paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env
+
+
+def start_testbed(module: str, topology_path: str | os.PathLike[str] | None,
+                  name: str | None, root: str | Path | None, extra: list[str],
+                  timeout: float, per_node: float,
+                  progress: Progress | None) -> tuple[str, Path, Path, dict[str, Any]]:
+    """Validate the topology here (a bad file fails before anything starts), refuse a name
+    in use, then spawn ``python -m MODULE --name NAME [--topology PATH] EXTRA...`` and follow
+    it; returns (name, run directory, run root, its ``ready`` message).
+
+    Raises:
+        TopologyError: the topology is invalid.
+        TestbedError: the name is taken, or bring-up failed.
+    """
+    from testbed.base import check_name
+    from testbed.plan import load_topology
+
+    plan = load_topology(topology_path, name=name)
+    name = check_name(plan.name)
+    base = runstate.runroot(root)
+    rdir = runstate.rundir(name, base)
+    if rdir.exists():
+        if runstate.supervisor_alive(name, runstate.read_state(rdir)):
+            raise TestbedError(f"testbed {name} is already up")
+        raise TestbedError(f"a leftover of testbed {name} remains in {rdir}: "
+                           "run `testbed clean`")
+    argv = [sys.executable, "-m", module, "--name", name, *extra]
+    if topology_path is not None:
+        argv += ["--topology", str(Path(topology_path).resolve())]
+    ready = spawn(argv, child_env(name, rdir), timeout + per_node * len(plan.nodes), progress)
+    return name, rdir, base, ready
 
 
 def spawn(argv: list[str], env: dict[str, str], timeout: float,

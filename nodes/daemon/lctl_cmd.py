@@ -27,7 +27,7 @@ from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

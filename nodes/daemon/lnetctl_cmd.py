@@ -22,7 +22,7 @@ from nodes.lnet.tunables import TUNABLE_NAMES
 from nodes.tools.yamlfmt import dump, error_doc
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 Handler = Callable[["NodeRuntime", argparse.Namespace], Awaitable[Result]]

@@ -32,7 +32,7 @@ from nodes.lnet.tunables import MODULE_PARAMS, apply_module_param
 from nodes.tools.yamlfmt import dump, error_doc
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

@@ -25,7 +25,7 @@ from nodes.lnet.hdr import LNET_MAX_PORTALS
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

@@ -19,7 +19,7 @@ from nodes.lnet.nid import NID, Net
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

@@ -37,7 +37,7 @@ from nodes.lnet.tunables import Tunables
 from nodes.tools.yamlfmt import error_doc
 
 if TYPE_CHECKING:
-    from nodes.daemon.runtime import NodeRuntime
+    from nodes.driver import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

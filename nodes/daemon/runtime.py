@@ -1,9 +1,11 @@
 """The asyncio driver around one node's engine: clock, timers, LND and MD waiters.
 
 Theory of operation (aioquic's protocol.py is the model): ``now`` comes from the event loop's
-monotonic clock; after every engine call the actions are carried out (``Transmit`` to the
-socklnd, ``MDEvent`` to whoever waits on that MD handle, ``Log`` to the node log) and the single
-timer is re-armed at ``engine.next_deadline()``. The engine never sees a socket or a clock.
+monotonic clock; after every engine call the shared ``NodeDriver`` (``nodes/driver.py``, also
+the simulator's) carries the actions out (``Transmit`` to the socklnd, ``MDEvent`` to whoever
+waits on that MD handle, ``Log`` to the node log) and re-arms the single loop timer when the
+engine's earliest deadline moved. What is the daemon's own: the socklnd, the link watcher,
+the loop timer. The engine never sees a socket or a clock.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Any
 
 from nodes.daemon.ifaddr import interface_ipv4
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
+from nodes.driver import NodeDriver
 from nodes.lnd.socklnd import RxMsg, SockLND
-from nodes.lnet import notify
-from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
+from nodes.lnet.actions import Action, Log, MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
@@ -28,6 +30,10 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net, nid_from_ip
 
 log = logging.getLogger("lnet")
+
+
+def _log_line(act: Log) -> None:
+    getattr(log, act.level if act.level != "info" else "debug")(act.text)
 
 #: lnet_selftest's bulk portal (lnet/selftest/selftest.h SRPC_RDMA_PORTAL): the traffic
 #: generator PUTs and GETs there and every node posts a sink match entry on it at start.
@@ -38,7 +44,9 @@ SRPC_BULK_DATA = bytes(LNET_MTU)
 
 
 class NodeRuntime:
-    """Owns the engine, the socklnd and the timer of one emulated node."""
+    """Owns the engine, the socklnd and the timer of one emulated node; the engine's actions
+    are carried out by the shared ``NodeDriver`` (``nodes/driver.py``), with the loop's clock,
+    the socklnd and a loop timer."""
 
     def __init__(self, *, seed: int, port: int = 988) -> None:
         self.loop = asyncio.get_running_loop()
@@ -49,13 +57,14 @@ class NodeRuntime:
                            on_conn=self._on_conn, on_notify=self._on_notify,
                            incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
-        # per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
-        self._sock_timeout: dict[NID, int] = {}
-        self._lnet_lnd_timeout = self.engine.tunables.lnd_timeout
-        self._waiters: dict[int, Callable[[MDEvent], None]] = {}
         # health notices for user space (hlth-lnt-udev): set by the control server to the
         # testbed event log (nodes/daemon/eventlog.py)
         self.notice_sink: Callable[[str, dict[str, Any]], None] | None = None
+        self.driver = NodeDriver(
+            self.engine, now=self.now, transmit=self._transmit, arm_timer=self._arm_timer,
+            notify_peer_down=lambda nid: self.loop.call_soon(self.lnd.notify_peer_down, nid),
+            log=_log_line, notice_sink=self._notice,
+            set_lnd_timeout=lambda nid, s: self.lnd.set_timeout(s, nid))
         # carrier watch (hlt-005/010/025): subnet per NI, learnt while the link is up
         self._subnets: dict[NID, ipaddress.IPv4Network | None] = {}
         self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link,
@@ -70,54 +79,23 @@ class NodeRuntime:
     # ---------------------------------------------------------------- engine plumbing
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         """Call an engine entry point that returns actions (or (value, actions))."""
-        result = fn(*args, **kw)
-        if isinstance(result, tuple):
-            value, actions = result
-        else:
-            value, actions = None, result
-        self.execute(actions or [])
-        return value
+        return self.driver.run(fn, *args, **kw)
 
     def execute(self, actions: list[Action]) -> None:
-        for action in actions:
-            if isinstance(action, Transmit):
-                self.lnd.send(action.tx_id, action.ni, action.lpni, action.hdr, action.payload)
-            elif isinstance(action, MDEvent):
-                waiter = self._waiters.get(action.handle)
-                if waiter is not None:
-                    if action.unlinked:
-                        del self._waiters[action.handle]
-                    waiter(action)
-            elif isinstance(action, Log):
-                getattr(log, action.level if action.level != "info" else "debug")(action.text)
-            elif isinstance(action, NotifyPeerDown):  # lnd_notify_peer_down (seed 002)
-                self.loop.call_soon(self.lnd.notify_peer_down, action.lpni)
-        self.flush_notices()
-        self._sync_lnd_timeouts()
-        self._arm_timer()
-
-    def _sync_lnd_timeouts(self) -> None:
-        """``ksocknal_timeout()`` = ``sock_timeout ?: lnet_get_lnd_timeout()``: an NI without
-        its own ``--lnd-timeout`` follows LNet's ``lnd_timeout`` (max((tt-1)/(rc+1), 1)) as
-        transaction_timeout and retry_count change (seed 003 hlth-lnd-tx-timeout-from-lnet;
-        the daemon's socklnd ``sock_timeout`` defaults to 0, docs/differences.md)."""
-        derived = self.engine.tunables.lnd_timeout
-        if derived == self._lnet_lnd_timeout:
-            return
-        self._lnet_lnd_timeout = derived
-        for ni in self.engine.local_nis():
-            if not ni.is_lo and ni.nid not in self._sock_timeout:
-                ni.lnd_timeout = derived
-                self.lnd.set_timeout(float(derived), ni.nid)
+        self.driver.execute(actions)
 
     def flush_notices(self) -> None:
         """Hand the engine's health notices to the sink (notify.py, hlth-lnt-udev)."""
-        for kind, fields in notify.drain(self.engine):
-            if self.notice_sink is not None:
-                self.notice_sink(kind, fields)
+        self.driver.flush_notices()
 
-    def _arm_timer(self) -> None:
-        deadline = self.engine.next_deadline()
+    def _notice(self, kind: str, fields: dict[str, Any]) -> None:
+        if self.notice_sink is not None:
+            self.notice_sink(kind, fields)
+
+    def _transmit(self, act: Transmit) -> None:
+        self.lnd.send(act.tx_id, act.ni, act.lpni, act.hdr, act.payload)
+
+    def _arm_timer(self, deadline: float | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -126,7 +104,7 @@ class NodeRuntime:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.execute(self.engine.handle_timer(self.now()))
+        self.driver.on_timer()
 
     def _on_rx(self, rx: RxMsg) -> None:
         ev = MessageReceived(ni=rx.ni, peer_nid=rx.peer_nid, hdr=rx.hdr, payload=rx.payload)
@@ -157,7 +135,7 @@ class NodeRuntime:
         else:
             closed = self.lnd.link_down(nid, self._subnets.get(nid))
             log.warning("link down on %s: %d connection(s) closed", nid, closed)
-        self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), cause))
+        self.driver.link_event(nid, up, cause)
 
     def _on_simulated_link(self, nid: NID, up: bool) -> None:
         self._on_link(nid, up, "simulated")
@@ -176,24 +154,12 @@ class NodeRuntime:
             raise LNetConfigError(-ENOENT, f"{nid} is not a local NI") from None
 
     def set_lnd_timeout(self, net: Net, seconds: int) -> int:
-        """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of every NI of ``net``
-        (socklnd connect/stale/progress timeout, and the engine's message deadline, spec
-        §3.4); returns how many NIs changed."""
-        count = 0
-        for ni in self.engine.local_nis():
-            if ni.nid.net == net:
-                if seconds:
-                    self._sock_timeout[ni.nid] = seconds
-                else:  # 0: back to LNet's lnd_timeout (ksocknal_timeout)
-                    self._sock_timeout.pop(ni.nid, None)
-                ni.lnd_timeout = seconds or self.engine.tunables.lnd_timeout
-                self.lnd.set_timeout(float(ni.lnd_timeout), ni.nid)
-                count += 1
-        return count
+        """``lnetctl net set --net N --lnd-timeout S`` (``NodeDriver.set_lnd_timeout``)."""
+        return self.driver.set_lnd_timeout(net, seconds)
 
     # ---------------------------------------------------------------- upper layer
     def watch(self, handle: int, callback: Callable[[MDEvent], None]) -> None:
-        self._waiters[handle] = callback
+        self.driver.watch(handle, callback)
 
     async def wait_final(self, start: Callable[[], tuple[int, list[Action]]]) -> list[MDEvent]:
         """Start an operation and wait until its MD is unlinked; returns all its events."""
@@ -218,12 +184,12 @@ class NodeRuntime:
                                            "has no IPv4 address")
         nid = nid_from_ip(ip, net)
         ni = self.engine.net_add(net, interface, nid, **kw)
-        self._sock_timeout.pop(nid, None)
-        ni.lnd_timeout = self.engine.tunables.lnd_timeout  # sock_timeout 0: LNet's
+        self.driver.ni_added(nid)  # sock_timeout 0: LNet's lnd_timeout
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
         self._subnets[nid] = interface_subnet(interface)
         try:
-            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout))
+            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout),
+                                      conns_per_peer=ni.conns_per_peer)
         except OSError as e:
             self.engine.net_del(net, interface)
             raise LNetConfigError(-(e.errno or EINVAL),

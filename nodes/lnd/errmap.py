@@ -19,8 +19,59 @@ posted (LOCAL_TIMEOUT, resendable on another NI) from one after (NETWORK_TIMEOUT
 ``kiblnd_abort_txs`` does; ksocklnd says NETWORK_TIMEOUT for both (docs/differences.md), so a
 connect timeout and a stale queued tx use ``UNPOSTED_TIMEOUT``.
 
-``FAILURES`` names every row of the table in ``socklnd.py``'s docstring so a fabric that has
-no sockets (the simulator) can say "link down" or "NI shut down" and get the socklnd's answer.
+Every ``send`` ends in exactly one ``on_tx_done(tx_id, rc, hstatus)``. The audit against
+ksocklnd (spec §3.7; seed 003 hlth-lnd-*; socklnd_cb.c/socklnd.c); a tx is *posted* once its
+first byte went to the kernel and *complete* once its last did (``tx_resid == 0``); at most
+one tx per connection is partly written (``sendq.py``). ``FAILURES`` names the rows, so a
+fabric without sockets (the simulator) can say "link down" and get the socklnd's answer:
+
+==========================================  ============  ================  ====================
+failure (``FAILURES`` key)                  rc            hstatus           real code
+==========================================  ============  ================  ====================
+frame fully in the kernel (no zero-copy)    0             OK                ksocknal_tx_done
+connect refused (nobody on port 988)        -ECONNREFUSED REMOTE_DROPPED    ksocknal_connect ->
+                                                                            txlist_done
+connect: no route / link down / reset       -ENETUNREACH, REMOTE_DROPPED    (same)
+                                            -EHOSTUNREACH,
+                                            -ENETDOWN,
+                                            -ECONNRESET
+connect/handshake failed otherwise          -errno        LOCAL_ERROR       (same)
+(EADDRNOTAVAIL, EPROTO, ECONNABORTED...)
+connect not done within the NI's timeout    -ETIMEDOUT    LOCAL_TIMEOUT (*) ksocknal_connect
+(``unposted_timeout``)                                                      deadline
+tx waited the timeout for a connection      -ETIMEDOUT    LOCAL_TIMEOUT (*) ksocknal_flush_stale_
+(``unposted_timeout``)                                                      txs
+send queue made no progress for the         posted tx:    NETWORK_TIMEOUT   ksocknal_find_timed_
+timeout (SIOCOUTQ not draining): the        -ETIMEDOUT                      out_conn (o2iblnd's
+peer's conns closed (``posted_timeout``,    queued txs:   LOCAL_TIMEOUT (*) kiblnd_abort_txs split
+``unposted_timeout``)                       -ETIMEDOUT                      for queued vs posted)
+reset by peer / EOF / protocol error /      -EIO          LOCAL_ERROR       close_conn_locked ->
+stale incarnation / a frame half received                                   process_transmit
+for the timeout ("Timeout receiving"): the                                  (-ESHUTDOWN) ->
+conn(s) closed; posted and queued txs                                       tx_done(resid != 0)
+(``conn_closed``)
+socket error ETIMEDOUT (TCP gave up, see   -EIO          REMOTE_TIMEOUT    ksocknal_process_
+socklnd.py): the posted tx                                                  transmit
+(``posted_tcp_timeout``)
+carrier loss on the NI's interface          -ENETDOWN     REMOTE_DROPPED    ksocknal_del_peer
+(``link_down``): conns of the NI and conns                                  (txlist_done
+routed over that interface closed, posted                                   -ENETDOWN); snd-085
+and queued txs; later sends on the NI
+LNet says the peer NI is dead               -ENETDOWN     REMOTE_DROPPED    ksocknal_notify_gw_
+(``peer_down``)                                                             down
+shutdown_ni / close (``ni_shutdown``)       -ECONNABORTED LOCAL_ABORTED     this API (ksocklnd:
+                                                                            -ENETDOWN)
+send on an NI that is not started           -ENETDOWN     LOCAL_ABORTED     this API
+(``ni_not_started``)
+payload length wrong or > LNET_MTU          -EINVAL       LOCAL_ERROR       caller bug
+(``bad_payload``)
+==========================================  ============  ================  ====================
+
+(*) Seed 003 (hlth-lnd-local-timeout, hlth-lnd-network-timeout) separates a *local
+timeout* (timed out before it was posted) from a *network timeout* (posted, not completed), as
+o2iblnd does; today's ksocklnd reports NETWORK_TIMEOUT for both. We follow the seed
+(docs/differences.md): LOCAL_TIMEOUT is resendable on another NI, NETWORK_TIMEOUT is not
+(spec §3.2).
 """
 
 from __future__ import annotations

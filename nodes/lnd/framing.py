@@ -14,16 +14,25 @@ After the handshake both sides exchange V3 ``ksock_msg`` frames. Every state cha
 ``WireProtocolError`` (hstatus REMOTE_ERROR), local misuse raises ``LocalProtocolError``, and
 either moves the machine to ERROR, where every further input raises again.
 
-Parsing is incremental and bounded: the machine buffers at most the frame it is reading, never
-more than ``wire.MAX_FRAME_SIZE`` (ksock_msg_hdr + lnet_hdr + LNET_MTU); magic, version, type and
-payload_length are checked as soon as their bytes arrive, so garbage is refused early. The
-passive side stops parsing after the peer's hello until it has replied (the kernel reads the
-hello synchronously and only then hands the socket to its scheduler); bytes that arrive in the
-meantime are held, bounded by the same limit.
+Receiving is zero-copy for bulk (``ksocknal_process_receive``'s states KSM_HEADER → LNET_HEADER
+→ LNET_PAYLOAD): the driver asks ``get_buffer()`` where the next bytes go and reports
+``buffer_updated(n)`` (asyncio's ``BufferedProtocol`` contract). Headers and small frames land
+in a reused staging buffer (``STAGE_SIZE``) and are parsed in place; a payload larger than
+``DIRECT_MIN`` gets a buffer of its own as soon as its header is parsed, and the kernel writes
+the rest of it straight there (the kernel's ``ksnc_rx_kiov`` into the MD's pages); it is handed
+on as a read-only ``memoryview`` of that buffer, never copied. The buffer comes from the LND's
+``BufferPool`` and is reused only once no view of it is left. Small payloads are handed on as
+``bytes``. ``receive_data(bytes)`` feeds the same parser (handshake, tests).
 
-If a chunk holds good frames followed by garbage, ``receive_data`` returns the good events and
-records the error in ``error`` (state ERROR); the next call raises it. A driver therefore checks
-``error`` after handling the events of each chunk.
+Buffers are bounded: the stage never grows; a payload buffer is at most ``LNET_MTU`` (the
+header is checked first); so a connection holds at most ``wire.MAX_FRAME_SIZE`` of a frame in
+progress. The passive side stops parsing after the peer's hello until it has replied (the kernel
+reads the hello synchronously and only then hands the socket to its scheduler); bytes that
+arrive in the meantime are held in the stage.
+
+If a chunk holds good frames followed by garbage, ``buffer_updated``/``receive_data`` return
+the good events and record the error in ``error`` (state ERROR); the next call raises it. A
+driver therefore checks ``error`` after handling the events of each chunk.
 """
 
 from __future__ import annotations
@@ -32,9 +41,20 @@ import enum
 from dataclasses import dataclass
 
 from nodes.lnd import wire
+from nodes.lnd.bufpool import BufferPool
 from nodes.lnet.errors import WireProtocolError
-from nodes.lnet.hdr import LNET_HDR_SIZE, LNetHdr, MsgType
+from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.nid import NID
+
+#: Staging buffer per connection: headers and small frames are received and parsed in place.
+STAGE_SIZE = 64 << 10
+#: Payloads above this are received into a buffer of their own (zero copy, never reused).
+DIRECT_MIN = 16 << 10
+_KSM = wire.KSOCK_MSG_HDR_SIZE
+_HEAD = wire.LNET_FRAME_HEAD
+
+#: A received payload: ``bytes`` (small) or a read-only view of its own buffer (bulk).
+Payload = bytes | memoryview
 
 
 class LocalProtocolError(Exception):
@@ -78,6 +98,7 @@ _TRANSITIONS: dict[tuple[ConnState, Input], ConnState] = {
     **{(s, Inp.CLOSE): S.CLOSED for s in ConnState if s is not S.ERROR},
 }
 _RX_INPUTS = frozenset({Inp.RX_CONNREQ, Inp.RX_HELLO, Inp.RX_MSG})
+_HANDSHAKE_RX = frozenset({S.P_AWAIT_CONNREQ, S.A_AWAIT_HELLO, S.P_AWAIT_HELLO})
 
 
 # --- events (facts that happened on the wire) --------------------------------------------
@@ -94,7 +115,7 @@ class HelloReceived:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LNetMessageReceived:
     hdr: LNetHdr
-    payload: bytes
+    payload: Payload
     zc_cookies: tuple[int, int] = (0, 0)
 
 
@@ -109,17 +130,24 @@ Event = ConnreqReceived | HelloReceived | LNetMessageReceived | NoopReceived
 class KsockConnection:
     """The per-connection machine. ``active`` is True for the connecting side."""
 
-    def __init__(self, *, active: bool) -> None:
+    def __init__(self, *, active: bool, pool: BufferPool | None = None) -> None:
         self.active = active
+        self._pool = pool
         self.state = S.A_IDLE if active else S.P_AWAIT_CONNREQ
         self.error: WireProtocolError | None = None
         self.flip = False  # peer byte order swapped (ksnc_flip)
         self.peer_hello: wire.KsockHello | None = None
-        self._buf = bytearray()
-        self._need = self._initial_need()
-        self._held = bytearray()  # passive: bytes after the hello, before our reply
-        self._ksm: tuple[int, int, int, int] | None = None
-        self._hdr: LNetHdr | None = None
+        self._stage = bytearray(STAGE_SIZE)
+        self._mv = memoryview(self._stage)
+        self._start = self._end = 0  # unparsed bytes: _stage[_start:_end]
+        self._need = 4  # handshake: bytes the unit being read needs (magic first)
+        # bulk payload in progress: its buffer, bytes in it, header, ksm (csum, c0, c1), head
+        self._pbuf: bytearray | None = None
+        self._plen = 0
+        self._pgot = 0
+        self._phdr: LNetHdr | None = None
+        self._pksm = (0, 0, 0)
+        self._phead = b""
 
     # --- state table --------------------------------------------------------------------
     def _fire(self, inp: Input) -> None:
@@ -130,54 +158,63 @@ class KsockConnection:
             if inp in _RX_INPUTS:
                 raise wire._bad(f"{inp.value} in state '{prev.value}'")
             raise LocalProtocolError(f"cannot {inp.value} in state '{prev.value}'")
-        changed = nxt is not self.state
         self.state = nxt
-        if inp in _RX_INPUTS or changed:
-            # a frame was consumed or the phase changed; sending in RUNNING must not touch
-            # a partly received frame (the receive and send directions are independent)
-            self._buf.clear()
-            self._need = self._initial_need()
 
-    def _initial_need(self) -> int:
-        # 4 bytes of magic first: the kernel reads and checks it before anything else
-        return 4 if self.state in (S.P_AWAIT_CONNREQ, S.A_AWAIT_HELLO, S.P_AWAIT_HELLO) else (
-            wire.KSOCK_MSG_HDR_SIZE if self.state is S.RUNNING else 1)
+    @property
+    def rx_pending(self) -> int:
+        """Bytes of a frame begun but not finished (``ksnc_rx_started``): what a stall holds."""
+        if self._pbuf is not None:
+            return _HEAD + self._pgot
+        return self._end - self._start if self.state is S.RUNNING else 0
+
+    @property
+    def _buf(self) -> memoryview:
+        """The bytes buffered for the frame in progress (staged, or its payload so far)."""
+        if self._pbuf is not None:
+            return memoryview(self._pbuf)[:self._pgot]
+        return self._mv[self._start:self._end]
 
     # --- receive ------------------------------------------------------------------------
-    def receive_data(self, data: bytes) -> list[Event]:
-        """Feed bytes from the peer; return the complete frames they finish.
+    def get_buffer(self) -> memoryview:
+        """Where the next received bytes go (never empty while receiving is legal)."""
+        if self._pbuf is not None:
+            return memoryview(self._pbuf)[self._pgot:self._plen]
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._end == STAGE_SIZE or (self._start and STAGE_SIZE - self._end < _HEAD):
+            n = self._end - self._start  # a partial unit (< one small frame): to the front
+            self._stage[:n] = self._mv[self._start:self._end]
+            self._start, self._end = 0, n
+        return self._mv[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> list[Event]:
+        """``nbytes`` were written into the last ``get_buffer()``; return the frames they
+        finish.
 
         Raises:
-            WireProtocolError: the bytes (or earlier ones) violate the protocol; the machine is
-                then in ERROR and stays there.
+            WireProtocolError: the bytes (or earlier ones) violate the protocol; the machine
+                is then in ERROR and stays there.
         """
         if self.error is not None:
             raise self.error
-        if self.state is S.P_HELLO_RECEIVED:
-            if len(self._held) + len(data) > wire.MAX_FRAME_SIZE:
-                self._fail(wire._bad("peer sent too much before our hello reply"))
-            self._held += data
-            return []
-        if self._held:
-            data = bytes(self._held) + data
-            self._held.clear()
         events: list[Event] = []
-        view = memoryview(data)
-        pos = 0
         try:
-            while True:
-                if len(self._buf) < self._need:
-                    take = min(self._need - len(self._buf), len(view) - pos)
-                    self._buf += view[pos:pos + take]
-                    pos += take
-                    if len(self._buf) < self._need:
-                        break
-                ev = self._step()
-                if ev is not None:
-                    events.append(ev)
-                    if self.state is S.P_HELLO_RECEIVED:
-                        self._held += view[pos:]
-                        break
+            if self._pbuf is not None:
+                self._pgot += nbytes
+                if self._pgot < self._plen:
+                    return events
+                events.append(self._finish_payload())
+            else:
+                self._end += nbytes
+            if self.state is S.RUNNING:
+                self._parse_running(events)
+            elif self.state in _HANDSHAKE_RX:
+                self._parse_handshake(events)
+            elif self.state is S.P_HELLO_RECEIVED:
+                if self._end == STAGE_SIZE:
+                    raise wire._bad("peer sent too much before our hello reply")
+            elif self._end > self._start:
+                raise wire._bad(f"unexpected data in state '{self.state.value}'")
         except WireProtocolError as exc:
             self.state = S.ERROR
             self.error = exc
@@ -185,23 +222,50 @@ class KsockConnection:
                 raise
         return events
 
-    def _fail(self, exc: WireProtocolError) -> None:
-        self.state = S.ERROR
-        self.error = exc
-        raise exc
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        """Feed bytes from the peer (copied in); return the complete frames they finish.
 
-    def _step(self) -> Event | None:
-        """``_buf`` holds ``_need`` bytes: check them; either raise ``_need`` or emit a frame."""
-        if self.state is S.P_AWAIT_CONNREQ:
-            return self._step_connreq()
-        if self.state in (S.A_AWAIT_HELLO, S.P_AWAIT_HELLO):
-            return self._step_hello()
+        Raises:
+            WireProtocolError: as ``buffer_updated``.
+        """
+        if self.error is not None:
+            raise self.error
+        view = memoryview(data)
+        events: list[Event] = []
+        pos = 0
+        while True:
+            buf = self.get_buffer()
+            n = min(len(buf), len(view) - pos)
+            buf[:n] = view[pos:pos + n]
+            pos += n
+            try:
+                events += self.buffer_updated(n)
+            except WireProtocolError:
+                if not events:
+                    raise
+                return events  # the error is recorded; the next call raises it
+            if self.error is not None or pos >= len(view):
+                return events
+            if n == 0:  # no room left: the stage holds a unit that cannot complete
+                self.state = S.ERROR
+                self.error = wire._bad("peer sent too much before our hello reply")
+                if not events:
+                    raise self.error
+                return events
+
+    def _parse_handshake(self, events: list[Event]) -> None:
+        while self.state in _HANDSHAKE_RX and self._end - self._start >= self._need:
+            b = self._mv[self._start:self._start + self._need]
+            connreq = self.state is S.P_AWAIT_CONNREQ
+            ev = self._step_connreq(b) if connreq else self._step_hello(b)
+            if ev is not None:
+                self._start += len(b)
+                self._need = 4
+                events.append(ev)
         if self.state is S.RUNNING:
-            return self._step_msg()
-        raise wire._bad(f"unexpected data in state '{self.state.value}'")
+            self._parse_running(events)
 
-    def _step_connreq(self) -> Event | None:
-        b = self._buf
+    def _step_connreq(self, b: memoryview) -> Event | None:
         if len(b) == 4:
             self.flip = wire.connreq_flip(int.from_bytes(b, "little"))
             self._need = wire.CONNREQ_SIZE
@@ -210,15 +274,13 @@ class KsockConnection:
         self._fire(Inp.RX_CONNREQ)
         return ConnreqReceived(nid=nid)
 
-    def _step_hello(self) -> Event | None:
-        b = self._buf
-        order = "big" if self.flip else "little"
+    def _step_hello(self, b: memoryview) -> Event | None:
         if len(b) == 4:
             self.flip = wire.hello_flip(int.from_bytes(b, "little"))
             self._need = 8
             return None
         if len(b) == 8:
-            wire.check_hello_version(int.from_bytes(b[4:8], order))
+            wire.check_hello_version(int.from_bytes(b[4:8], "big" if self.flip else "little"))
             self._need = wire.HELLO_SIZE
             return None
         if len(b) == wire.HELLO_SIZE:
@@ -231,37 +293,61 @@ class KsockConnection:
         self._fire(Inp.RX_HELLO)
         return HelloReceived(hello=hello)
 
-    def _step_msg(self) -> Event | None:
-        b = self._buf
-        hsz = wire.KSOCK_MSG_HDR_SIZE
-        if self._ksm is None:
-            self._ksm = wire.unpack_ksm_hdr(b, self.flip)
-            if self._ksm[0] == wire.KSOCK_MSG_LNET:
-                self._need = hsz + LNET_HDR_SIZE
-                return None
-        elif self._hdr is None:
-            self._hdr = wire.unpack_hdr(memoryview(b)[hsz:])
-            if self._hdr.payload_length:
-                self._need = hsz + LNET_HDR_SIZE + self._hdr.payload_length
-                return None
-        _t, csum, c0, c1 = self._ksm
-        wire.verify_csum(b, csum)
-        hdr = self._hdr
-        ev: Event
-        if hdr is None:
-            ev = NoopReceived(zc_cookies=(c0, c1))
-        else:
-            ev = LNetMessageReceived(hdr=hdr, payload=bytes(b[hsz + LNET_HDR_SIZE:]),
-                                     zc_cookies=(c0, c1))
-        self._ksm = None
-        self._hdr = None
+    def _parse_running(self, events: list[Event]) -> None:
+        """``ksocknal_process_receive``: every whole frame in the stage, in place; a bulk
+        payload begun here continues in its own buffer."""
+        mv, start, end, flip = self._mv, self._start, self._end, self.flip
+        try:
+            while end - start >= _KSM:
+                t, csum, c0, c1 = wire.unpack_ksm_hdr(mv, flip, start)
+                if t == wire.KSOCK_MSG_NOOP:
+                    wire.verify_csum(mv[start:start + _KSM], csum)
+                    start += _KSM
+                    self._fire(Inp.RX_MSG)
+                    events.append(NoopReceived(zc_cookies=(c0, c1)))
+                    continue
+                if end - start < _HEAD:
+                    break
+                hdr = wire.unpack_hdr(mv[start + _KSM:start + _HEAD])
+                plen = hdr.payload_length
+                body = start + _HEAD
+                if end - body >= plen:
+                    if csum:
+                        wire.verify_csum(mv[start:body], csum, mv[body:body + plen])
+                    payload = bytes(mv[body:body + plen]) if plen else b""
+                    start = body + plen
+                    self._fire(Inp.RX_MSG)
+                    events.append(LNetMessageReceived(hdr=hdr, payload=payload,
+                                                      zc_cookies=(c0, c1)))
+                    continue
+                if plen <= DIRECT_MIN:
+                    break  # a small frame: wait for the rest of it in the stage
+                # the payload's own buffer (ksnc_rx_kiov)
+                self._pbuf = self._pool.get(plen) if self._pool else bytearray(plen)
+                self._plen, self._pgot = plen, end - body
+                self._pbuf[:self._pgot] = mv[body:end]
+                self._phdr, self._pksm = hdr, (csum, c0, c1)
+                self._phead = bytes(mv[start:body]) if csum else b""
+                start = end
+                break
+        finally:
+            self._start, self._end = start, end
+
+    def _finish_payload(self) -> Event:
+        pbuf, hdr, (csum, c0, c1) = self._pbuf, self._phdr, self._pksm
+        assert pbuf is not None and hdr is not None
+        self._pbuf, self._phdr, self._pgot = None, None, 0
+        view = memoryview(pbuf)[:self._plen].toreadonly()
+        if csum:
+            wire.verify_csum(self._phead, csum, view)
         self._fire(Inp.RX_MSG)
-        return ev
+        return LNetMessageReceived(hdr=hdr, payload=view, zc_cookies=(c0, c1))
 
     # --- send ---------------------------------------------------------------------------
     def send_handshake(self, connreq_nid: NID, hello: wire.KsockHello) -> bytes:
         """Active side: the acceptor connreq (``lnet_connect``) followed by our hello."""
         self._fire(Inp.TX_HANDSHAKE)
+        self._need = 4
         return wire.pack_connreq(connreq_nid) + wire.pack_hello(hello)
 
     def send_hello(self, hello: wire.KsockHello) -> bytes:
@@ -270,14 +356,20 @@ class KsockConnection:
         self._fire(Inp.TX_REJECT if refuse else Inp.TX_HELLO)
         return wire.pack_hello(hello)
 
-    def send_lnet(self, hdr: LNetHdr, payload: bytes, *, checksum: bool = False) -> bytes:
-        """One KSOCK_MSG_LNET frame (zero-copy cookies unused: we never request ZC ACKs)."""
+    def send_lnet_head(self, hdr: LNetHdr, payload: bytes | bytearray | memoryview, *,
+                       checksum: bool = False) -> bytes:
+        """The ksock_msg_hdr + lnet_hdr of one KSOCK_MSG_LNET frame; the payload follows it
+        on the wire as its own buffer (scatter-gather, never joined). Zero-copy cookies are
+        unused: we never request ZC ACKs."""
         if hdr.payload_length != len(payload) or (
-                hdr.type in (MsgType.ACK, MsgType.GET) and payload):
+                hdr.type in (MsgType.ACK, MsgType.GET) and len(payload)):
             raise LocalProtocolError("payload does not match the header")
         self._fire(Inp.TX_MSG)
-        return wire.pack_msg(wire.KsockMsg(wire.KSOCK_MSG_LNET, hdr=hdr, payload=payload),
-                             checksum=checksum)
+        return wire.pack_lnet_head(hdr, payload, checksum=checksum)
+
+    def send_lnet(self, hdr: LNetHdr, payload: bytes, *, checksum: bool = False) -> bytes:
+        """One whole KSOCK_MSG_LNET frame (head + payload joined: tests and tools)."""
+        return self.send_lnet_head(hdr, payload, checksum=checksum) + payload
 
     def send_noop(self) -> bytes:
         """A KSOCK_MSG_NOOP (keepalive, ``ksocknal_send_keepalive_locked``)."""
@@ -290,5 +382,6 @@ class KsockConnection:
             self._fire(Inp.CLOSE)
 
 
-__all__ = ["ConnState", "ConnreqReceived", "Event", "HelloReceived", "Input",
-           "KsockConnection", "LNetMessageReceived", "LocalProtocolError", "NoopReceived"]
+__all__ = ["DIRECT_MIN", "STAGE_SIZE", "ConnState", "ConnreqReceived", "Event",
+           "HelloReceived", "Input", "KsockConnection", "LNetMessageReceived",
+           "LocalProtocolError", "NoopReceived", "Payload"]

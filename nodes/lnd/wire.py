@@ -303,45 +303,76 @@ def ksock_csum(data: bytes | bytearray | memoryview) -> int:
     return zlib.crc32(data) ^ 0xFFFF_FFFF
 
 
-def unpack_ksm_hdr(b: bytes | bytearray | memoryview, flip: bool) -> tuple[int, int, int, int]:
-    """(type, csum, zc_cookie0, zc_cookie1) of a ksock_msg_hdr; the type is checked.
+def unpack_ksm_hdr(b: bytes | bytearray | memoryview, flip: bool,
+                   off: int = 0) -> tuple[int, int, int, int]:
+    """(type, csum, zc_cookie0, zc_cookie1) of the ksock_msg_hdr at ``off``; the type is
+    checked.
 
     Raises:
         WireProtocolError: a type other than KSOCK_MSG_NOOP / KSOCK_MSG_LNET.
     """
-    t, csum, c0, c1 = (_KSM_HDR_BE if flip else _KSM_HDR_LE).unpack_from(b, 0)
+    t, csum, c0, c1 = (_KSM_HDR_BE if flip else _KSM_HDR_LE).unpack_from(b, off)
     if t not in (KSOCK_MSG_NOOP, KSOCK_MSG_LNET):
         raise _bad(f"ksock msg: bad type {t:#x}")
     return t, csum, c0, c1
 
 
-def verify_csum(frame: bytes | bytearray | memoryview, csum: int) -> None:
-    """Check a non-zero ``ksm_csum`` over ``frame`` with the csum field zeroed."""
+def verify_csum(frame: bytes | bytearray | memoryview, csum: int,
+                payload: bytes | bytearray | memoryview = b"") -> None:
+    """Check a non-zero ``ksm_csum`` over ``frame`` (+ ``payload``, when the payload was
+    received apart from the headers) with the csum field zeroed, without joining them."""
     if csum == 0:
         return
-    data = bytearray(frame)
-    data[4:8] = b"\0\0\0\0"
-    got = ksock_csum(data)
+    got = ksock_csum_parts(frame, payload)
     if got != csum:
         raise _bad(f"ksock msg: checksum mismatch {csum:#x} != {got:#x}")
+
+
+def ksock_csum_parts(head: bytes | bytearray | memoryview,
+                     payload: bytes | bytearray | memoryview = b"") -> int:
+    """``ksocknal_csum(~0, ...)`` over ``head`` with bytes 4..8 (ksm_csum) read as zero, then
+    ``payload``: the frame's checksum computed piecewise (no concatenation)."""
+    h = memoryview(head)
+    crc = zlib.crc32(h[8:], zlib.crc32(b"\0\0\0\0", zlib.crc32(h[:4])))
+    return zlib.crc32(payload, crc) ^ 0xFFFF_FFFF
+
+
+#: The ksock_msg_hdr of every LNET frame we send: type LNET, no checksum, no ZC cookies.
+_LNET_KSM = _KSM_HDR_LE.pack(KSOCK_MSG_LNET, 0, 0, 0)
+#: ksock_msg_hdr + lnet_hdr_nid4: what precedes the payload of a KSOCK_MSG_LNET frame.
+LNET_FRAME_HEAD = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE
+
+
+def pack_lnet_head(hdr: LNetHdr, payload: bytes | bytearray | memoryview = b"", *,
+                   checksum: bool = False) -> bytes:
+    """The 96 bytes that precede ``payload`` in a V3 KSOCK_MSG_LNET frame (ksock_msg_hdr +
+    lnet_hdr_nid4), for a scatter-gather send of head and payload without joining them
+    (``ksocknal_pack_msg_v2`` fills the header iov, the payload goes as its own kiov).
+    ``checksum`` fills ksm_csum over head and payload as ``ksocknal_lib_csum_tx`` does."""
+    head = _LNET_KSM + pack_hdr(hdr)
+    if not checksum:
+        return head
+    csum = ksock_csum_parts(head, payload)
+    return _KSM_HDR_LE.pack(KSOCK_MSG_LNET, csum, 0, 0) + head[KSOCK_MSG_HDR_SIZE:]
 
 
 def pack_msg(m: KsockMsg, *, checksum: bool = False) -> bytes:
     """Pack a V3 ksock_msg (``ksocknal_pack_msg_v3``); ``checksum`` fills ksm_csum as
     ``ksocknal_lib_csum_tx`` does when ``enable_csum`` is set (otherwise ``m.csum`` is sent)."""
+    c0, c1 = m.zc_cookies
     if m.type == KSOCK_MSG_LNET:
         if m.hdr is None or len(m.payload) != m.hdr.payload_length:
             raise ValueError("LNET ksock_msg needs a header whose payload_length matches")
-        body = pack_hdr(m.hdr) + m.payload
+        body = pack_hdr(m.hdr)
+        payload = m.payload
     elif m.type == KSOCK_MSG_NOOP:
-        body = b""
+        body = payload = b""
     else:
         raise ValueError(f"bad ksock msg type {m.type:#x}")
-    c0, c1 = m.zc_cookies
-    if not checksum:
-        return _KSM_HDR_LE.pack(m.type, m.csum, c0, c1) + body
-    frame = _KSM_HDR_LE.pack(m.type, 0, c0, c1) + body
-    return _KSM_HDR_LE.pack(m.type, ksock_csum(frame), c0, c1) + body
+    csum = m.csum
+    if checksum:
+        csum = ksock_csum_parts(_KSM_HDR_LE.pack(m.type, 0, c0, c1) + body, payload)
+    return b"".join((_KSM_HDR_LE.pack(m.type, csum, c0, c1), body, payload))
 
 
 def unpack_msg(b: bytes | bytearray | memoryview, *, flip: bool = False) -> KsockMsg:

@@ -10,16 +10,25 @@ import testbed
 from testbed import clean, runstate
 from testbed.base import TestbedError
 from testbed.commands.common import CliError, Named, pick
+from testbed.ctlclient import CtlTestbed
 from testbed.plan import load_topology
+
+PROG_WARN = "testbed: warning: "
+#: ``testbed up`` lists this many nodes (a sim testbed may have 10,000)
+MAX_LISTED = 50
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    if args.backend == "sim":
+    """Mininet, or a long-lived sim server (``--backend sim``; with ``--script`` the one-shot
+    form, ``testbed sim``)."""
+    if args.backend == "sim" and args.script is not None:
         from testbed.commands.sim import cmd_sim
 
         return cmd_sim(args)
     if args.script is not None:
         raise CliError("--script needs --backend sim")
+    if args.backend != "sim" and (args.speed is not None or args.seed is not None):
+        raise CliError("--seed and --speed need --backend sim")
     if args.backend in ("vagrant", "hosts"):
         from testbed.vagrant.cli import cmd_up as vagrant_up
 
@@ -32,13 +41,32 @@ def cmd_up(args: argparse.Namespace) -> int:
     def progress(step: int, total: int, text: str) -> None:
         print(f"[{step}/{total}] {text}", file=sys.stderr, flush=True)
 
-    from testbed.mininet import MininetTestbed
+    if args.backend == "sim":
+        from testbed.sim.client import SimClient
+        from testbed.sim.pacer import parse_speed
 
-    tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress)
+        speed = args.speed or "1"
+        try:
+            parse_speed(speed)
+        except ValueError as exc:
+            raise CliError(f"--speed: {exc}") from None
+        tb: CtlTestbed = SimClient.up(args.topology, name=plan.name, progress=progress,
+                                      seed=args.seed or 0, speed=speed)
+    else:
+        from testbed.mininet import MininetTestbed
+
+        tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress)
     elapsed = time.monotonic() - started
+    for line in tb.warnings:
+        print(f"{PROG_WARN}{line}", file=sys.stderr)
     status = tb.status()
-    print(f"testbed {tb.name} is up ({elapsed:.1f}s), run directory {tb.rundir}")
-    for node, info in status["nodes"].items():
+    extra = (f", seed {status.get('seed')}, speed {status.get('speed')}"
+             if args.backend == "sim" else "")
+    print(f"testbed {tb.name} is up ({elapsed:.1f}s{extra}), run directory {tb.rundir}")
+    for i, (node, info) in enumerate(status["nodes"].items()):
+        if i == MAX_LISTED:
+            print(f"  ... and {len(status['nodes']) - MAX_LISTED} more (testbed status)")
+            break
         ifaces = " ".join(f"{i}={d['nid']}" for i, d in info["interfaces"].items())
         print(f"  {node:<12} pid {info['pid']:<8} {ifaces}")
     return 0
@@ -65,8 +93,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         except TestbedError:
             print(f"testbed {name}: supervisor not running (leftover: run `testbed clean`)")
             continue
-        print(f"testbed {name}: {st['phase']}, topology {st['topology']}, "
-              f"supervisor pid {st['supervisor_pid']}, up {time.time() - st['started']:.0f}s")
+        if st.get("backend") == "sim":
+            print(f"testbed {name}: {st['phase']}, backend sim, topology {st['topology']}, "
+                  f"server pid {st['supervisor_pid']}, seed {st.get('seed')}, speed "
+                  f"{st.get('speed')}, virtual time {st.get('now', 0.0):.6f}s")
+        else:
+            print(f"testbed {name}: {st['phase']}, topology {st['topology']}, "
+                  f"supervisor pid {st['supervisor_pid']}, "
+                  f"up {time.time() - st['started']:.0f}s")
         for seg, info in st["segments"].items():
             print(f"  segment {seg:<10} {info['lnet']:<8} {info['subnet']:<18} "
                   f"bridge {info['bridge']}")
@@ -92,10 +126,13 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp = named("up", "bring a topology up (default: topologies/default.yaml)")
     sp.add_argument("topology", nargs="?", help="topology YAML file")
     sp.add_argument("--backend", choices=testbed.BACKENDS, default="mininet",
-                    help="sim: every engine in this process, virtual clock, one-shot")
-    sp.add_argument("--script", metavar="FILE", help="sim commands, one per line "
-                    "('-' for stdin; see README, Backends)")
-    sp.add_argument("--seed", type=int, default=0, help="sim RNG seed (default 0)")
+                    help="sim: every engine in one server process on an in-memory fabric")
+    sp.add_argument("--seed", type=int, default=None, help="sim RNG seed (default 0)")
+    sp.add_argument("--speed", default=None, metavar="X|max",
+                    help="sim: virtual seconds per wall second (default 1; 0: only "
+                    "`testbed clock advance` and blocking verbs move time; max: run ahead)")
+    sp.add_argument("--script", metavar="FILE", help="sim one-shot: run these commands in "
+                    "this process and exit (as `testbed sim`; '-' for stdin)")
     sp.add_argument("--provider", choices=("lxc", "libvirt"), default=None,
                     help="vagrant: LXC system containers (default) or libvirt VMs")
     sp.set_defaults(func=cmd_up)

@@ -24,9 +24,13 @@ def cmd_exec(args: argparse.Namespace) -> int:
     argv = ["sh", "-c", args.cmd[0]] if len(args.cmd) == 1 else list(args.cmd)
     if hasattr(node, "exec_argv"):  # a node on a guest or host (testbed/vagrant/client.py)
         full, env = node.exec_argv(argv, tty=sys.stdin.isatty()), dict(os.environ)
+    elif not hasattr(node, "host_pid"):  # the sim: one lnetctl/lctl command line, or refused
+        result = node.exec(argv)
+        sys.stdout.write(result.out)
+        sys.stderr.write(result.err)
+        return result.rc
     else:
-        full = sh.ns_argv(argv, node.host_pid)  # type: ignore[attr-defined]
-        env = node.exec_env()  # type: ignore[attr-defined]
+        full, env = sh.ns_argv(argv, node.host_pid), node.exec_env()
     sys.stdout.flush()
     sys.stderr.flush()
     try:

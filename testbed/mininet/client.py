@@ -13,7 +13,6 @@ them.
 from __future__ import annotations
 
 import os
-import sys
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +20,9 @@ from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
 from testbed import runstate, sh
-from testbed.base import Completed, NodeVerbs, TestbedError, check_name
+from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
-from testbed.plan import load_topology
-from testbed.spawn import PROJECT_ROOT, Progress, child_env, spawn
+from testbed.spawn import PROJECT_ROOT, Progress, start_testbed
 
 #: Bound on a whole bring-up (per node allowance added on top).
 UP_TIMEOUT = 60.0
@@ -89,19 +87,6 @@ class MininetNode(NodeVerbs):
         return sh.run(argv, ns_pid=self.host_pid, input=input, timeout=timeout,
                       env=self.exec_env())
 
-    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            numa: int | None = None) -> dict[str, Any]:
-        """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID); ``numa`` is
-        the NUMA node of the messages' memory (emulated ``md_cpt``, snd-020)."""
-        return self._burst("put", dst, count, size, timeout, numa)
-
-    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            numa: int | None = None) -> dict[str, Any]:
-        """A burst of ``count`` LNet GETs of ``size`` bytes from ``dst``'s lnet_selftest
-        bulk portal (at most 64 in flight); each succeeds on its REPLY. Same result dict as
-        ``put``: ok, sent, completed, failed, errors (``"KIND:status"`` -> count)."""
-        return self._burst("get", dst, count, size, timeout, numa)
-
     def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
                numa: int | None) -> dict[str, Any]:
         req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
@@ -136,21 +121,12 @@ class MininetTestbed(CtlTestbed):
             TopologyError: the topology is invalid (nothing was started).
             TestbedError: bring-up failed (everything started was removed again).
         """
-        plan = load_topology(topology_path, name=name)
-        name = check_name(plan.name)
-        base = runstate.runroot(root)
-        rdir = runstate.rundir(name, base)
-        if rdir.exists():
-            if runstate.supervisor_alive(name, runstate.read_state(rdir)):
-                raise TestbedError(f"testbed {name} is already up")
-            raise TestbedError(f"a leftover of testbed {name} remains in {rdir}: "
-                               "run `testbed clean`")
-        argv = [sys.executable, "-m", "testbed.mininet.supervisor", "--name", name]
-        if topology_path is not None:
-            argv += ["--topology", str(Path(topology_path).resolve())]
-        spawn(argv, child_env(name, rdir), UP_TIMEOUT + UP_TIMEOUT_PER_NODE * len(plan.nodes),
-              progress)
-        return cls(name, rdir, base)
+        name, rdir, base, ready = start_testbed(
+            "testbed.mininet.supervisor", topology_path, name, root, [], UP_TIMEOUT,
+            UP_TIMEOUT_PER_NODE, progress)
+        tb = cls(name, rdir, base)
+        tb.warnings = [str(w) for w in ready.get("warnings", [])]
+        return tb
 
     def node(self, name: str) -> MininetNode:
         """Handle on node ``name``.

@@ -5,7 +5,7 @@ the testbed's owner tag in its environment and the node's LNet module parameters
 command line (``--lnet-param``, spec §0), recorded in state.json before it starts; every wait
 is bounded and a daemon that exits or stays silent fails the bring-up with its log's tail.
 Configuration is the node's lnetctl verb list (``testbed.plan.config_verbs``), the same list
-the sim backend runs.
+the sim backend runs; at bring-up ``testbed.bringup`` runs it in two phases over all nodes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import runstate
+from testbed.base import Completed
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import NodePlan, config_verbs
 
@@ -87,16 +88,29 @@ def wait_hello(sup: Supervisor) -> None:
                 f"{log_tail(runstate.node_log(sup.rdir, node))}")
         time.sleep(0.05)
 
+def verb(sup: Supervisor, node: str, argv: list[str]) -> Completed:
+    """One lnetctl command on ``node``'s daemon (bounded).
+
+    Raises:
+        BringUpError: the daemon did not answer.
+    """
+    sock = str(runstate.node_sock(sup.rdir, node))
+    try:
+        reply = request(sock, {"cmd": "lnetctl", "argv": argv}, timeout=CONFIG_TIMEOUT)
+    except DaemonUnreachable as exc:
+        raise BringUpError(f"node {node}: lnetctl {' '.join(argv)}: {exc}") from exc
+    return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
+                     str(reply.get("err", "")))
+
+
 def configure(sup: Supervisor, node: NodePlan) -> None:
-    """Contract B: lnet configure, net add per interface, set per tunable, peer add."""
-    verbs = config_verbs(sup.plan, node, sup.rdir / "nodes")
-    sock = str(runstate.node_sock(sup.rdir, node.name))
-    for verb in verbs:
-        try:
-            reply = request(sock, {"cmd": "lnetctl", "argv": verb}, timeout=CONFIG_TIMEOUT)
-        except DaemonUnreachable as exc:
-            raise BringUpError(f"node {node.name}: lnetctl {' '.join(verb)}: {exc}") from exc
-        if reply.get("rc") != 0:
-            output = " ".join(f"{reply.get('out', '')} {reply.get('err', '')}".split())
-            raise BringUpError(f"node {node.name}: lnetctl {' '.join(verb)} failed with "
-                               f"rc {reply.get('rc')}: {output}")
+    """One node alone, both phases (a restarted daemon: the others are up already).
+
+    Raises:
+        BringUpError: a verb failed.
+    """
+    for argv in config_verbs(sup.plan, node, sup.rdir / "nodes"):
+        res = verb(sup, node.name, argv)
+        if res.rc != 0:
+            raise BringUpError(f"node {node.name}: lnetctl {' '.join(argv)} failed with rc "
+                               f"{res.rc}: {' '.join((res.out + res.err).split())}")

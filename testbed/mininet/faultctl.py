@@ -18,59 +18,23 @@ Per-packet randomness is seeded ``seed + activation`` so a recorded schedule rep
 
 from __future__ import annotations
 
-import functools
 import random
 import signal
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from faults import netops
-from faults.sched import Timeline
-from faults.spec import FaultError, FaultSpec, parse_fault
+from faults.spec import FaultError, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import runstate
+from testbed.faultbook import FaultRecord as _Fault
+from testbed.faultbook import never_raise as _never_raise
 from testbed.mininet import daemons
 from testbed.mininet.faultres import FaultResources
 
 #: Seconds a restarted daemon gets to answer ``hello``.
 RESTART_TIMEOUT = 30.0
-
-
-def _never_raise(method: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """A request must not take the supervisor down: an unexpected error becomes a reply."""
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kw: Any) -> dict[str, Any]:
-        try:
-            return method(*args, **kw)
-        except Exception as exc:
-            traceback.print_exc()
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-
-    return wrapper
-
-
-class _Fault:
-    def __init__(self, fid: str, spec: FaultSpec, seed: int, added: float) -> None:
-        self.fid = fid
-        self.spec = spec
-        self.seed = seed
-        self.added = added
-        self.timeline = Timeline(spec, added, seed)
-        self.resources: list[dict[str, Any]] = []
-        self.activations = 0
-        self.totals: dict[str, int] = {}
-        self.error: str | None = None
-
-    @property
-    def state(self) -> str:
-        if self.error:
-            return "failed"
-        if self.timeline.active:
-            return "active"
-        return "done" if self.timeline.done else "pending"
 
 
 class FaultManager(FaultResources):

@@ -11,7 +11,9 @@ starts (Mininet host shells, node daemons) carries the owner tag. The supervisor
    namespace) per node, one veth per interface named eth0, eth1, ... inside the node and
    ``names.port_name`` outside; IPv6 off, ``arp_ignore=1``/``arp_announce=2``, no default route;
 3. starts one node daemon per host and waits (bounded) for each to answer ``hello``;
-4. applies each node's configuration through the lnetctl verbs (contract B);
+4. applies the configuration through the lnetctl verbs (contract B) in the order a real
+   cluster comes up: every node's NIs first, then peers and routes, then waits (bounded) for
+   the routes (``testbed.bringup``);
 5. reports progress as JSON lines on its stdout (``{"progress": ...}``, then ``{"ready": ...}``
    or ``{"error": ...}``) to the ``up`` process, then detaches stdout to supervisor.log;
 6. serves JSON requests on a ZeroMQ ROUTER at ``ipc://RUNDIR/ctl.sock``: ``status``, ``link``,
@@ -38,7 +40,7 @@ from typing import IO, Any
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
-from testbed import clean, names, runstate, sh
+from testbed import bringup, clean, names, runstate, sh
 from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import Plan, TopologyError, load_topology
@@ -46,7 +48,7 @@ from testbed.spawn import child_env
 
 #: Seconds a daemon gets to exit after ``shutdown`` before it is signalled.
 SHUTDOWN_GRACE = 3.0
-TOTAL_STEPS = 5
+TOTAL_STEPS = 7
 
 
 class Terminated(Exception):
@@ -81,6 +83,7 @@ class Supervisor:
             n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes
         }
         self.dead_reported: set[str] = set()
+        self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.started = time.time()
         self.state: dict[str, Any] = {
             "name": self.name,
@@ -129,9 +132,16 @@ class Supervisor:
             daemons.start_daemon(self, node)
         self.progress(4, "waiting for daemons: " + " ".join(n.name for n in self.plan.nodes))
         daemons.wait_hello(self)
-        self.progress(5, "configuring LNet: " + " ".join(n.name for n in self.plan.nodes))
-        for node in self.plan.nodes:
-            daemons.configure(self, node)
+        lnet_dir = self.rdir / "nodes"
+        bringup.configure(self.plan, lambda node, argv: daemons.verb(self, node, argv),
+                          lnet_dir, progress=lambda text: self.progress(
+                              5 if text.startswith("configuring NIs") else 6, text))
+        self.progress(7, "waiting for routes")
+        self.warnings = bringup.wait_routes(
+            self.plan, lambda node, argv: daemons.verb(self, node, argv),
+            advance=time.sleep, now=time.monotonic)
+        for line in self.warnings:
+            runstate.append_event(self.rdir, "route_not_up", text=line)
         self.state["phase"] = "ready"
         self.save()
         runstate.append_event(self.rdir, "up", testbed=self.name,
@@ -314,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     summary = {n.name: list(n.nids) for n in plan.nodes}
     _send_final(proto, {"ready": {"name": plan.name, "rundir": str(rdir), "nodes": summary,
-                                  "seconds": round(time.time() - sup.started, 3)}})
+                                  "seconds": round(time.time() - sup.started, 3),
+                                  "warnings": sup.warnings}})
     sup.proto = None
     sup.serve()
     return 0

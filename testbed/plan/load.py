@@ -88,7 +88,8 @@ def parse_topology(text: str, *, source: str = "<string>", name: str | None = No
     nodes = [_parse_node(doc, nodes_map, n, segs) for n in nodes_map]
     _check_peers(doc, nodes)
     _assign_addresses(doc, nodes)
-    node_plans = tuple(_node_plan(doc, n, top, _route_plans(doc, n, nodes)) for n in nodes)
+    by_name = {n.name: n for n in nodes}
+    node_plans = tuple(_node_plan(doc, n, top, _route_plans(doc, n, by_name)) for n in nodes)
     faults = _parse_faults(doc, data["faults"], data.vline("faults"), node_plans) \
         if "faults" in data else ()
     hosts = parse_hosts(doc, data["hosts"], data.vline("hosts")) if "hosts" in data else ()

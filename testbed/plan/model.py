@@ -7,6 +7,7 @@ the one refusal, a one-line ``file:line: field: reason``.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -158,11 +159,16 @@ class Plan:
     #: ``hosts:`` (placement of nodes: ``NodePlan.host``; backends: testbed/vagrant/)
     hosts: tuple[HostPlan, ...] = ()
 
+    @functools.cached_property
+    def by_name(self) -> dict[str, NodePlan]:
+        """Every node by name (built once; ``node`` is O(1))."""
+        return {n.name: n for n in self.nodes}
+
     def node(self, name: str) -> NodePlan:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(f"no node {name!r} in testbed {self.name!r}")
+        try:
+            return self.by_name[name]
+        except KeyError:
+            raise KeyError(f"no node {name!r} in testbed {self.name!r}") from None
 
     def segment(self, name: str) -> SegmentPlan:
         for s in self.segments:

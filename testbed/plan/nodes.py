@@ -286,10 +286,11 @@ def _parse_routing(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
                                 items.lines[i], rfld))
 
 
-def _route_plans(doc: _Doc, node: _NodeIn, nodes: list[_NodeIn]) -> tuple[RoutePlan, ...]:
-    """Resolve ``gateway:`` (a node name -> its NID on a net both nodes share; or a NID)."""
+def _route_plans(doc: _Doc, node: _NodeIn, by_name: dict[str, _NodeIn]
+                 ) -> tuple[RoutePlan, ...]:
+    """Resolve ``gateway:`` (a node name -> its NID on a net both nodes share; or a NID);
+    ``by_name``: every node by name (built once: a topology of n nodes costs O(n))."""
     own = {i.segment.lnet for i in node.ifaces}
-    by_name = {n.name: n for n in nodes}
     out: list[RoutePlan] = []
     seen: set[tuple[str, str]] = set()
     for m, _line, fld in node.routes:
@@ -329,7 +330,7 @@ def _route_plans(doc: _Doc, node: _NodeIn, nodes: list[_NodeIn]) -> tuple[RouteP
 
 
 def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
-    names = [n.name for n in nodes]
+    names = {n.name: None for n in nodes}
     for node in nodes:
         seen: set[str] = set()
         for peer, line, pfield in node.peers:

@@ -282,8 +282,6 @@ def lnet_fault() -> Callable[[Any], FaultHandle]:
     def handle(tb: Any) -> FaultHandle:
         if getattr(type(tb), "fault", None) is None:
             pytest.skip("this testbed has no fault API")
-        if tb.status().get("backend") == "sim":
-            pytest.skip("wire faults need the mininet backend (the sim has link state only)")
         return FaultHandle(tb)
 
     return handle

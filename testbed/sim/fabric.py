@@ -33,76 +33,89 @@ Mininet backend's events.jsonl, ``{"t": <virtual seconds>, "kind": ..., "node": 
 ``link_down``/``link_up``): the same seed and the same inputs give the same log, byte for
 byte. This is the core of the ``sim`` backend (``testbed/sim/``).
 
-Scheduling costs O(log n) per event, not O(n) in the number of engines: each engine's
-``next_deadline()`` is cached in a heap of ``(deadline, engine order, name)`` and re-asked only
-for engines marked dirty, which ``apply`` (so every ``call``, delivery and timer), ``add``,
-``refresh`` and ``touch`` do; stale heap entries are dropped lazily. Unit tests change engines
-directly (``eng.set_tunable(...)`` with no ``apply``), so each ``run_until`` and, unless the
-fabric is ``tracked``, each ``step`` called from outside first re-asks every engine; a
-``tracked`` fabric (``SimFabric``: the sim runtimes route every engine change through
-``apply``/``flush``/``refresh``) re-asks only the dirty ones. Engines due at the same instant
-run in ``add`` order, as a scan of every engine would run them, so the event log is the same
-as an unindexed fabric's.
+Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too): the
+fabric supplies its clock, its transmit, its timer and its sinks. Scheduling costs O(log n) per
+event, not O(n) in the number of engines: each driver arms its timer only when its engine's
+earliest deadline moved, as a ``(deadline, engine order, name)`` entry of one heap; stale
+entries are dropped lazily. Unit tests change engines directly (``eng.set_tunable(...)`` with
+no ``apply``), so each ``run_until`` and, unless the fabric is ``tracked``, each ``step``
+called from outside first re-asks every engine (``touch``); a ``tracked`` fabric
+(``SimFabric``: every engine change goes through a driver) does not. Engines due at the same
+instant run in ``add`` order, as a scan of every engine would run them.
+
+Wiring is incremental: ``add``/``refresh_node`` update the NID -> owner map for one node, and
+the host's interfaces are indexed by (host, segment) for the cross-segment check, so bringing
+up n nodes costs O(n), not O(n^2). Failures carry the rc and health status the socklnd would
+report for them (``nodes/lnd/errmap.py``).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from errno import ECONNREFUSED
 from typing import Any
 
-from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
+from nodes.driver import NodeDriver
+from nodes.lnd import errmap
+from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
+from testbed.sim.links import _Link, _Watched
+from testbed.sim.sched import VIRTUAL_TIME_LIMIT, Scheduler
 
-#: virtual time never runs past this (a guard against a waiter that cannot complete)
-VIRTUAL_TIME_LIMIT = 1e7
-_UNQUEUED = float("nan")  # the cached deadline of an engine with none in the heap (!= any t)
+__all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
 
-
-@dataclass(order=True)
-class _Pending:
-    t: float
-    seq: int
-    fn: Callable[[], None] = field(compare=False)
+_HS_NAME = {h: h.name for h in HStatus}  # (Enum.name is a property: slow per message)
 
 
-class Fabric:
+class Fabric(Scheduler):
     """Engines wired by NID. ``events[name]`` collects each node's MD events in order."""
 
-    #: every engine change reaches ``apply``/``refresh``/``touch``: ``step`` need not re-ask all
-    tracked = False
-
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
-        self.now = 0.0
-        self.latency = latency
+        super().__init__()
+        self.version = 0  # bumped by every wiring change: cached _Links are then stale
+        self._latency = latency
         self.jitter = jitter
         self.rng = random.Random(seed)
         self.engines: dict[str, LNetEngine] = {}
+        self.drivers: dict[str, NodeDriver] = {}
         self.owner: dict[NID, str] = {}
-        self.down: set[NID] = set()
+        self._owned: dict[str, set[NID]] = {}  # node -> NIDs it owns in ``owner``
+        self.down: set[NID] = _Watched(self.changed)
+        #: NIDs of killed nodes: connecting is refused, an established connection is reset
+        self.dead: set[NID] = _Watched(self.changed)
+        self._seen_inc: dict[tuple[str, NID], int] = {}  # (node, peer NID) -> incarnation
+        #: peers' connections to a killed node: reset (not refused) on their next use
+        self._reset_pending: set[tuple[str, NID, NID]] = set()
+        #: keep every MD event per node and every Transmit (tests read them); a long-lived
+        #: server turns it off and flushes ``event_log``/``log`` to files instead
+        self.keep_history = True
+        self._links: dict[tuple[NID, NID], _Link] = {}
         self.nid_latency: dict[NID, float] = {}
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
         self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
+        self._host_seg: dict[tuple[str, str], list[NID]] = {}  # (host, segment) -> its NIDs
         self.events: dict[str, list[MDEvent]] = {}
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
         self.event_log: list[dict[str, Any]] = []
-        self._q: list[_Pending] = []
-        self._seq = itertools.count()
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
-        self._order: dict[str, int] = {}  # engine -> add order (ties between due engines)
-        self._deadline: dict[str, float | None] = {}  # engine -> deadline it has in _timers
-        self._dirty: set[str] = set()  # engines whose next_deadline() must be asked again
-        self._timers: list[tuple[float, int, str]] = []  # heap; entries may be stale
         self._nid_text: dict[NID, str] = {}
+
+    @property
+    def latency(self) -> float:
+        """Default one-way latency (virtual seconds) of a NID without its own."""
+        return self._latency
+
+    @latency.setter
+    def latency(self, value: float) -> None:
+        self._latency = value
+        self.changed()
 
     # ------------------------------------------------------------------ wiring
     def add(self, name: str, engine: LNetEngine) -> LNetEngine:
@@ -110,32 +123,106 @@ class Fabric:
         self.events[name] = []
         self._order.setdefault(name, len(self._order))
         self._deadline.pop(name, None)
+        self.drivers[name] = self._driver(name, engine)
         self._dirty.add(name)
-        for ni in engine.local_nis():
-            self.owner[ni.nid] = name
+        self.refresh_node(name)
         return engine
 
+    def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
+        """The node driver of ``name``: this fabric's clock, wire, timer heap and logs."""
+        return NodeDriver(
+            engine, now=lambda: self.now, transmit=lambda act: self._send(name, act),
+            arm_timer=lambda d: self._arm(name, d),
+            notify_peer_down=lambda nid: self._peer_down(name, nid),
+            log=lambda act: self.log.append((self.now, name, act.text)),
+            md_sink=lambda ev: self._md(name, ev))
+
+    def refresh_node(self, name: str) -> None:
+        """Re-read node ``name``'s NIs (after its net add/del): only its NIDs change owner."""
+        for nid in self._owned.pop(name, ()):
+            if self.owner.get(nid) == name:
+                del self.owner[nid]
+        eng = self.engines.get(name)
+        if eng is None:
+            return
+        mine = {ni.nid for ni in eng.local_nis()}
+        for nid in mine:
+            self.owner[nid] = name
+        self._owned[name] = mine
+        self._dirty.add(name)
+        self.changed()
+
     def refresh(self) -> None:
-        """Re-read every engine's NIs (after net add/del)."""
-        self.owner = {ni.nid: name for name, eng in self.engines.items()
-                      for ni in eng.local_nis()}
+        """Re-read every engine's NIs (after changes made behind the fabric's back)."""
+        self.owner.clear()
+        self._owned.clear()
+        for name in self.engines:
+            self.refresh_node(name)
         self.touch()
 
-    def touch(self, name: str | None = None) -> None:
-        """Re-ask node ``name``'s (default: every node's) ``next_deadline()`` before the next
-        step: for engine changes made without ``apply``/``call``."""
-        self._dirty.update(self.engines if name is None else (name,))
+    def kill(self, name: str, nids: list[NID]) -> None:
+        """Node ``name`` dies (SIGKILL of its daemon): its engine is gone, its NIDs refuse
+        connections; peers' established connections to it are reset on their next use."""
+        self.remove(name)
+        self.dead.update(nids)
+        gone = set(nids)
+        self._reset_pending |= {c for c in self.connected if c[2] in gone}
+        self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
 
-    def set_link(self, nid: NID, up: bool, iface: str | None = None) -> None:
+    def revive(self, name: str, nids: list[NID]) -> None:
+        """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""
+        for nid in nids:
+            self.dead.discard(nid)
+
+    def remove(self, name: str) -> None:
+        """Take node ``name``'s engine off the fabric (its NIDs owned by nobody: sends to them
+        fail); its pending timers are forgotten."""
+        for nid in self._owned.pop(name, ()):
+            if self.owner.get(nid) == name:
+                del self.owner[nid]
+        self.engines.pop(name, None)
+        self.drivers.pop(name, None)
+        self._deadline.pop(name, None)
+        self._dirty.discard(name)
+        self.changed()
+
+    def add_interface(self, nid: NID, segment: str, host: str) -> None:
+        """Interface ``nid`` of ``host`` is on L2 ``segment`` (whether or not a NI is on it)."""
+        self.segment[nid] = segment
+        self.host[nid] = host
+        self._host_seg.setdefault((host, segment), []).append(nid)
+        self.changed()
+
+    def set_link(self, nid: NID, up: bool, iface: str | None = None,
+                 by: str | None = None) -> None:
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
         as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
         node = self.host.get(nid) or self.owner.get(nid, "?")
-        extra = {"iface": iface} if iface is not None else {}
+        extra: dict[str, str] = {"iface": iface} if iface is not None else {}
+        if by is not None:
+            extra["by"] = by
         self.record(f"link_{'up' if up else 'down'}", node, nid=str(nid), **extra)
 
     def set_latency(self, nid: NID, latency: float) -> None:
         self.nid_latency[nid] = latency
+        self.changed()
+
+    def changed(self) -> None:
+        """The wiring changed (links, owners, latencies, faults): re-decide every path."""
+        self.version += 1
+
+    def link(self, ni: NID, lpni: NID) -> _Link:
+        """The cached decision for sends from ``ni`` to ``lpni`` (made again once stale)."""
+        key = (ni, lpni)
+        link = self._links.get(key)
+        if link is None or link.version != self.version:
+            rc = self.path_error(ni, lpni)
+            base = max(self.nid_latency.get(ni, self.latency),
+                       self.nid_latency.get(lpni, self.latency))
+            link = self._links[key] = _Link(self.version, rc, self.owner.get(lpni), base,
+                                            self._nid_str(ni), self._nid_str(lpni))
+        return link
 
     def record(self, kind: str, node: str, /, **fields: Any) -> None:
         """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
@@ -148,25 +235,23 @@ class Fabric:
             text = self._nid_text[nid] = str(nid)
         return text
 
-    def _link_latency(self, a: NID, b: NID) -> float:
-        lat = max(self.nid_latency.get(a, self.latency), self.nid_latency.get(b, self.latency))
-        return lat + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
-
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd would report:
         -ENETDOWN (``a``'s own link is down), -ENETUNREACH (no route to ``b``, ``b`` down or
         gone). Across segments the sending host routes (see the module docstring)."""
-        if a in self.down:
+        down = self.down
+        if down and a in down:  # (an empty set still hashes: NID hashing is not free)
             return -ENETDOWN
-        if b in self.down or b not in self.owner:
+        if self.dead and b in self.dead:  # its host is up, nobody listens on port 988
+            return -ECONNREFUSED
+        if (down and b in down) or b not in self.owner:
             return -ENETUNREACH
         sa, sb = self.segment.get(a), self.segment.get(b)
         if sa is None or sb is None or sa == sb:
             return 0
-        host = self.host.get(a) or self.owner.get(a)
-        for nid, seg in self.segment.items():
-            if seg == sb and nid not in self.down and (
-                    self.host.get(nid) or self.owner.get(nid)) == host:
+        host = self.host.get(a) or self.owner.get(a) or ""
+        for nid in self._host_seg.get((host, sb), ()):
+            if nid not in self.down:
                 return 0
         return -ENETUNREACH
 
@@ -174,148 +259,109 @@ class Fabric:
         """``path_error(a, b) == 0``."""
         return self.path_error(a, b) == 0
 
-    def _at(self, t: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._q, _Pending(t, next(self._seq), fn))
-
     # ------------------------------------------------------------------ actions
-    def apply(self, name: str, actions: list[Action]) -> None:
-        self._dirty.add(name)  # the engine was just called: its deadline may have moved
-        for act in actions:
-            if isinstance(act, Transmit):
-                self.transmits.append((self.now, name, act))
-                nid = self._nid_str
-                self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=nid(act.ni),
-                            lpni=nid(act.lpni), src=nid(act.hdr.src_nid),
-                            dst=nid(act.hdr.dest_nid), nob=len(act.payload))
-                self._transmit(name, act)
-            elif isinstance(act, MDEvent):
-                self.events[name].append(act)
-                self.record("md", name, handle=act.handle, type=act.kind, status=act.status,
-                            unlinked=act.unlinked)
-            elif isinstance(act, Log):
-                self.log.append((self.now, name, act.text))
-            elif isinstance(act, NotifyPeerDown):  # lnd_notify_peer_down: conns closed
-                self.record("notify_peer_down", name, lpni=str(act.lpni))
-                self.log.append((self.now, name, f"socklnd: LNet notified peer NI {act.lpni} "
-                                                 "dead"))
-                self.connected = {c for c in self.connected
-                                  if not (c[0] == name and c[2] == act.lpni)}
+    def apply(self, name: str, actions: list[Any]) -> None:
+        """Carry out node ``name``'s engine actions (its driver's ``execute``)."""
+        self.drivers[name].execute(actions)
 
-    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool) -> None:
-        """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni)."""
+    def call(self, name: str, fn: Callable[..., object], *args: object, **kw: object) -> object:
+        """Run an engine API call on node ``name`` now; returns the call's value if any."""
+        return self.drivers[name].run(fn, *args, **kw)
+
+    def _send(self, name: str, act: Transmit) -> None:
+        if self.keep_history:
+            self.transmits.append((self.now, name, act))
+        nid, link = self._nid_str, self.link(act.ni, act.lpni)
+        self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=link.ni_text,
+                    lpni=link.lpni_text, src=nid(act.hdr.src_nid),
+                    dst=nid(act.hdr.dest_nid), nob=len(act.payload))
+        self._transmit(name, act)
+
+    def _md(self, name: str, ev: MDEvent) -> None:
+        if self.keep_history:
+            self.events[name].append(ev)
+        self.record("md", name, handle=ev.handle, type=ev.kind, status=ev.status,
+                    unlinked=ev.unlinked)
+
+    def _peer_down(self, name: str, lpni: NID) -> None:
+        """``lnd_notify_peer_down``: the sender's conns to that NID are closed."""
+        self.record("notify_peer_down", name, lpni=str(lpni))
+        self.log.append((self.now, name, f"socklnd: LNet notified peer NI {lpni} dead"))
+        self.connected = {c for c in self.connected if not (c[0] == name and c[2] == lpni)}
+
+    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
+        """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni); ``reset``: the
+        peer's incarnation changed since the last connection (it was restarted)."""
         key = (name, ni, lpni)
         if alive == (key in self.connected) and alive:
             return
         (self.connected.add if alive else self.connected.discard)(key)
-        self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive)
+        extra = {"reset": True} if reset else {}
+        self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive, **extra)
         self.apply(name, self.engines[name].handle(
-            PeerNotify(ni=ni, nid=lpni, alive=alive), self.now))
+            PeerNotify(ni=ni, nid=lpni, alive=alive, reset=reset), self.now))
 
-    def _fail(self, name: str, act: Transmit, rc: int) -> None:
+    def _incarnation_changed(self, name: str, peer: NID, peer_node: str) -> bool:
+        """Has ``peer``'s node a new incarnation since ``name`` last connected to it? (the
+        socklnd's hello carries it; a changed one resets the peer NI's health history)"""
+        inc = self.engines[peer_node].incarnation
+        last = self._seen_inc.get((name, peer))
+        self._seen_inc[(name, peer)] = inc
+        return last is not None and last != inc
+
+    def _fail(self, name: str, act: Transmit, rc: int,
+              hstatus: HStatus | None = None) -> None:
+        """The tx fails as the socklnd fails it: ``rc`` and, unless given, the hstatus
+        ``ksocknal_connect``/``ksocknal_txlist_done`` give that errno (errmap.py)."""
+        if name not in self.engines:
+            return  # the sender itself is gone (killed)
+        key = (name, act.ni, act.lpni)
+        if hstatus is None and rc == -ECONNREFUSED and key in self._reset_pending:
+            self._reset_pending.discard(key)
+            rc, hstatus = errmap.FAILURES["conn_closed"]  # reset by the dead peer's kernel
+            self.connected.add(key)  # (so that _notify reports it closed)
         self._notify(name, act.ni, act.lpni, False)
-        self._complete(name, act.tx_id, rc, HStatus.REMOTE_DROPPED)
+        if hstatus is None:
+            rc, hstatus = errmap.connect_failure(rc)
+        self._complete(name, act.tx_id, rc, hstatus)
 
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
-        self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=hstatus.name)
+        if name not in self.engines:
+            return
+        self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=_HS_NAME[hstatus])
         self.apply(name, self.engines[name].handle(
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
-        delay = self._link_latency(act.ni, act.lpni)
-        rc = self.path_error(act.ni, act.lpni)
+        link = self.link(act.ni, act.lpni)
+        delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
+        rc = link.rc
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
             self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
                      lambda: self._fail(name, act, rc))
             return
         if self.hold:
             return
-        dst = self.owner[act.lpni]
+        self._at(self.now + delay, lambda: self._deliver(name, act))
 
-        def deliver() -> None:
-            rc = self.path_error(act.ni, act.lpni)
-            if rc:  # a link went down in flight: the conn closed under the tx
-                self._fail(name, act, rc)
-                return
-            self._notify(name, act.ni, act.lpni, True)
-            nid = self._nid_str
-            self.record("recv", dst, type=act.hdr.type.name, ni=nid(act.lpni),
-                        peer=nid(act.ni), src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
-            ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)
-            self.apply(dst, self.engines[dst].handle(ev, self.now))
-            self._complete(name, act.tx_id, 0, HStatus.OK)
-
-        self._at(self.now + delay, deliver)
-
-    def call(self, name: str, fn: Callable[..., object], *args: object, **kw: object) -> object:
-        """Run an engine API call on node ``name`` now; returns the call's value if any."""
-        result = fn(*args, **kw)
-        if isinstance(result, tuple):
-            value, actions = result
-        else:
-            value, actions = None, result
-        self.apply(name, actions or [])  # type: ignore[arg-type]
-        return value
-
-    # ------------------------------------------------------------------ time
-    def _refresh_deadlines(self) -> None:
-        """Re-ask the dirty engines' deadlines; push the ones that changed."""
-        for name in self._dirty:
-            eng = self.engines.get(name)
-            d = eng.next_deadline() if eng is not None else None
-            if name in self._deadline and self._deadline[name] == d:
-                continue
-            self._deadline[name] = d
-            if d is not None:
-                heapq.heappush(self._timers, (d, self._order[name], name))
-        self._dirty.clear()
-        if len(self._timers) > 4 * len(self._deadline) + 64:  # compact the stale entries
-            self._timers = [(d, self._order[n], n) for n, d in self._deadline.items()
-                            if d is not None]
-            heapq.heapify(self._timers)
-
-    def _next_deadline(self) -> float | None:
-        """The earliest engine deadline (stale heap entries dropped)."""
-        self._refresh_deadlines()
-        timers = self._timers
-        while timers and self._deadline.get(timers[0][2], _UNQUEUED) != timers[0][0]:
-            heapq.heappop(timers)
-        return timers[0][0] if timers else None
-
-    def next_time(self) -> float | None:
-        """The earliest pending delivery or engine deadline."""
-        d = self._next_deadline()
-        if self._q and (d is None or self._q[0].t < d):
-            return self._q[0].t
-        return d
-
-    def step(self, t_end: float = VIRTUAL_TIME_LIMIT) -> bool:
-        """Advance to the next pending thing (if not after ``t_end``) and run it: a delivery
-        first, else the timers of every engine then due, in ``add`` order."""
-        if not self.tracked:
-            self.touch()  # the caller may have changed an engine behind the fabric's back
-        return self._step(t_end)
-
-    def _step(self, t_end: float) -> bool:
-        t_next = self.next_time()
-        if t_next is None or t_next > t_end:
-            return False
-        self.now = max(self.now, t_next)
-        if self._q and self._q[0].t <= self.now:
-            heapq.heappop(self._q).fn()
-            return True
-        due: set[str] = set()
-        timers = self._timers
-        while timers and timers[0][0] <= self.now:
-            d, _, name = heapq.heappop(timers)
-            if self._deadline.get(name, _UNQUEUED) == d:
-                due.add(name)
-        for name in sorted(due, key=self._order.__getitem__):
-            del self._deadline[name]  # popped: pushed again once re-asked
-            self.apply(name, self.engines[name].handle_timer(self.now))
-        return True
-
-    def run_until(self, t_end: float) -> None:
-        self.touch()
-        while self._step(t_end):
-            pass
-        self.now = max(self.now, t_end)
+    def _deliver(self, name: str, act: Transmit) -> None:
+        link = self.link(act.ni, act.lpni)
+        if link.rc:  # a link went down in flight: the conn closed under the tx
+            self._fail(name, act, link.rc)
+            return
+        if name not in self.engines:
+            return  # the sender died with the message on the wire: nobody to complete
+        dst = link.dst
+        assert dst is not None  # rc 0: owned
+        if (name, act.ni, act.lpni) not in self.connected:  # a connection comes up
+            self._reset_pending.discard((name, act.ni, act.lpni))
+            self._notify(name, act.ni, act.lpni, True,
+                         self._incarnation_changed(name, act.lpni, dst))
+            if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
+                self._notify(dst, act.lpni, act.ni, True, True)
+        nid = self._nid_str
+        self.record("recv", dst, type=act.hdr.type.name, ni=link.lpni_text,
+                    peer=link.ni_text, src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
+        ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)
+        self.apply(dst, self.engines[dst].handle(ev, self.now))
+        self._complete(name, act.tx_id, 0, HStatus.OK)

@@ -28,117 +28,23 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd, lnetctl_config
-from nodes.daemon.control import MAX_INFLIGHT, burst_args
-from nodes.daemon.runtime import SRPC_RDMA_PORTAL
-from nodes.lnet.actions import Action
+from nodes.daemon import lnetctl_config
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
-from testbed import sh
-from testbed.base import NodeVerbs, TestbedError, unsupported
+from testbed import bringup
+from testbed.base import TestbedError
 from testbed.plan import NodePlan, Plan, config_verbs, load_topology
 from testbed.sim.fabric import VIRTUAL_TIME_LIMIT
-from testbed.sim.runtime import SimRuntime, run_sync
+from testbed.sim.netfaults import SimFaults
+from testbed.sim.node import SimNodeHandle
+from testbed.sim.runtime import SimRuntime
 from testbed.sim.simfabric import SimFabric
 
-
-class SimNodeHandle(NodeVerbs):
-    """``NodeHandle`` of a simulated node: verbs run in-process on the virtual clock."""
-
-    def __init__(self, testbed: SimTestbed, rt: SimRuntime) -> None:
-        self.testbed = testbed
-        self.name = rt.name
-        self.rt = rt
-        self.pid = self.host_pid = os.getpid()
-        self.sock = ""
-        self.nids = list(rt.plan.nids)
-
-    def __repr__(self) -> str:
-        return f"<SimNodeHandle {self.testbed.name}/{self.name}>"
-
-    def verb(self, cmd: str, argv: Iterable[str], timeout: float = 60.0) -> sh.Completed:
-        module = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd}.get(cmd)
-        if module is None:
-            raise TestbedError(f"node {self.name}: unknown verb {cmd!r}")
-        with self.testbed.lock:
-            self.testbed._check_up()
-            rc, out, err = run_sync(module.run(self.rt, list(argv)))  # type: ignore[arg-type]
-            self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
-            self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
-        return sh.Completed(rc, out, err)
-
-    def exec(self, argv: Any, *, input: str | None = None, timeout: float = 60.0) -> Any:
-        raise unsupported("sim", "exec", "no namespaces in the simulator; run lnetctl/lctl "
-                          "through node.lnetctl()/node.lctl()")
-
-    def log(self) -> str:
-        """``NodeHandle.log``: this node's engine console lines, at virtual times (the fabric
-        keeps no level)."""
-        return "".join(f"{t:.6f} {name} lnet: {text}\n"
-                       for t, name, text in self.testbed.fabric.log if name == self.name)
-
-    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            src: str | None = None, numa: int | None = None) -> dict[str, Any]:
-        """A burst of PUTs to the bulk portal, 64 in flight, like the daemon's ``put`` verb.
-
-        The whole burst runs under the testbed's lock, so a ``Traffic`` thread and the test's
-        own verbs interleave between bursts, never inside the fabric."""
-        with self.testbed.lock:
-            return self._burst("put", dst, count, size, src, numa)
-
-    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            src: str | None = None, numa: int | None = None) -> dict[str, Any]:
-        """A burst of GETs of ``size`` bytes from the bulk portal, like the daemon's ``get``
-        verb (each succeeds on its REPLY)."""
-        with self.testbed.lock:
-            return self._burst("get", dst, count, size, src, numa)
-
-    def _burst(self, op: str, dst: str, count: int, size: int, src: str | None,
-               numa: int | None = None) -> dict[str, Any]:
-        self.testbed._check_up()
-        parsed = burst_args({"dst": dst, "count": count, "size": size, "src": src,
-                             "numa": numa})
-        if isinstance(parsed, str):
-            return {"ok": False, "error": parsed}
-        dnid, count, size, snid, numa = parsed
-        rt, fab, want = self.rt, self.testbed.fabric, "ACK" if op == "put" else "REPLY"
-        payload = bytes(size) if op == "put" else b""
-
-        def start() -> tuple[int, list[Action]]:
-            if op == "put":
-                return rt.engine.put(fab.now, dnid, payload=payload, portal=SRPC_RDMA_PORTAL,
-                                     src=snid, numa=numa)
-            return rt.engine.get(fab.now, dnid, length=size, portal=SRPC_RDMA_PORTAL,
-                                 src=snid, numa=numa)
-
-        events = fab.events[self.name]
-        errors: dict[str, int] = {}
-        inflight: set[int] = set()
-        started = done = 0
-        seen = len(events)
-        while done < count:
-            while started < count and len(inflight) < MAX_INFLIGHT:
-                handle, _ = rt.start(start)
-                inflight.add(handle)
-                started += 1
-            for ev in events[seen:]:
-                if ev.unlinked and ev.handle in inflight:
-                    inflight.discard(ev.handle)
-                    done += 1
-                    if ev.kind != want or ev.status != 0:
-                        errors[f"{ev.kind}:{ev.status}"] = errors.get(
-                            f"{ev.kind}:{ev.status}", 0) + 1
-            seen = len(events)
-            refill = started < count and len(inflight) < MAX_INFLIGHT
-            if done < count and not refill and not fab.step():
-                raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never complete")
-        failed = sum(errors.values())
-        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
-                "errors": errors}
+__all__ = ["SimNodeHandle", "SimTestbed"]
 
 
 class SimTestbed:
@@ -152,11 +58,17 @@ class SimTestbed:
         self.fabric = SimFabric(latency, seed=seed, jitter=jitter)
         self.lock = threading.RLock()  # the fabric is single-threaded; Traffic threads share it
         self.runtimes = {n.name: SimRuntime(self, n, seed) for n in plan.nodes}
+        self.dead: dict[str, str] = {}  # killed node -> why (a kill fault)
+        self.started = 0.0  # virtual time of ``up``
         for n in plan.nodes:  # L2 segments, and which host routes each interface's traffic
             for i in n.interfaces:
-                self.fabric.segment[NID.parse(i.nid)] = i.segment
-                self.fabric.host[NID.parse(i.nid)] = n.name
+                self.fabric.add_interface(NID.parse(i.nid), i.segment, n.name)
+        #: a server's pacing task drives the clock (``wait_final`` awaits instead of stepping)
+        self.paced = False
+        self.kick: Callable[[], None] = lambda: None
         self.is_up = True
+        self.warnings: list[str] = []  # routes still down after bring-up, with why
+        self.faults = SimFaults(self)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __repr__(self) -> str:
@@ -174,25 +86,52 @@ class SimTestbed:
         """
         tb = cls(load_topology(topology_path, name=name), seed=seed, latency=latency,
                  jitter=jitter)
-        total = len(tb.plan.nodes)
-        for step, node in enumerate(tb.plan.nodes, 1):
-            if progress is not None:
-                progress(step, total, f"configuring {node.name}")
-            tb._configure(node)
+        tb.bring_up(progress)
         return tb
 
-    def _configure(self, node: NodePlan) -> None:
-        """Contract B of the supervisor: the LNet module parameters of the topology's
-        ``global:`` block first (the daemon's ``--lnet-param``, "modprobe lnet", spec §0),
-        then the same verb list (testbed/plan/verbs.py)."""
+    def bring_up(self, progress: Any = None) -> None:
+        """Module parameters, then ``testbed.bringup``: every node's NIs, then peers and
+        routes, then (on virtual time) the routes' first router-checker round.
+
+        Raises:
+            TestbedError: a configuration verb failed (names node, verb and output).
+        """
+        for node in self.plan.nodes:
+            self._module_params(node)
+        step = iter(range(1, 4))
+
+        def report(text: str) -> None:
+            if progress is not None:
+                progress(next(step), 3, text)
+
+        bringup.configure(self.plan, lambda node, argv: self.node(node).verb("lnetctl", argv),
+                          self._lnet_dir(), progress=report)
+        report("waiting for routes")
+        self.warnings = bringup.wait_routes(
+            self.plan, lambda node, argv: self.node(node).verb("lnetctl", argv),
+            advance=self.run, now=lambda: self.fabric.now)
+        for line in self.warnings:
+            self.fabric.record_global("route_not_up", text=line)
+        self.started = self.fabric.now
+        for raw in self.plan.faults:  # the topology's `faults:` schedule starts now
+            reply = self.faults.add(dict(raw))
+            if not reply.get("ok"):
+                raise TestbedError(f"faults: {reply.get('error')}")
+
+    def _module_params(self, node: NodePlan) -> None:
+        """The LNet module parameters of the topology's ``global:`` block, before anything
+        else (the daemon's ``--lnet-param``, "modprobe lnet", spec §0)."""
         try:
-            lnetctl_config.apply_module_params(self.runtimes[node.name],  # type: ignore[arg-type]
+            lnetctl_config.apply_module_params(self.runtimes[node.name],
                                                list(node.module_params))
         except LNetConfigError as e:
             raise TestbedError(f"node {node.name}: bad LNet module parameter: {e.descr}") from e
-        verbs = config_verbs(self.plan, node, self._lnet_dir())
+
+    def configure_node(self, node: NodePlan) -> None:
+        """One node alone, module parameters and both phases (a restarted node)."""
+        self._module_params(node)
         handle = self.node(node.name)
-        for verb in verbs:
+        for verb in config_verbs(self.plan, node, self._lnet_dir()):
             res = handle.verb("lnetctl", verb)
             if res.rc != 0:
                 raise TestbedError(f"node {node.name}: lnetctl {' '.join(verb)} failed with rc "
@@ -207,6 +146,34 @@ class SimTestbed:
     def _check_up(self) -> None:
         if not self.is_up:
             raise TestbedError(f"sim testbed {self.name} is down")
+
+    def check_alive(self, node: str) -> None:
+        """Raise, as a dead daemon's socket would, if ``node`` was killed."""
+        self._check_up()
+        if node in self.dead:
+            raise TestbedError(f"node {node}: not running ({self.dead[node]})")
+
+    def kill(self, node: str, why: str) -> None:
+        """The node's engine stops: its NIDs answer nothing; peers' connections to it are
+        reset and new ones refused (``SimFabric.kill``), as on Mininet after SIGKILL."""
+        with self.lock:
+            self.check_alive(node)
+            self.dead[node] = why
+            self.fabric.kill(node, [NID.parse(n) for n in self.plan.node(node).nids])
+
+    def restart(self, node: str) -> None:
+        """A new engine from the node's plan, a new incarnation (seed 002: peers see the
+        reset), configured as at bring-up; logged as ``node_restarted``."""
+        with self.lock:
+            self._check_up()
+            if node not in self.dead:
+                self.kill(node, "restarting")
+            old = self.runtimes[node]
+            self.fabric.revive(node, [NID.parse(n) for n in self.plan.node(node).nids])
+            self.runtimes[node] = SimRuntime(self, old.plan, self.seed, old.generation + 1)
+            del self.dead[node]
+            self.configure_node(old.plan)
+            self.fabric.record("node_restarted", node, incarnation=self.runtimes[node].incarnation)
 
     # -- the Testbed API -----------------------------------------------------------------------
     @property
@@ -245,15 +212,23 @@ class SimTestbed:
         return []
 
     def status(self) -> dict[str, Any]:
+        """The Mininet supervisor's ``status`` reply, for the simulated nodes (``kernel``:
+        ``sim``, every ``pid`` this process's), plus ``backend``, ``seed`` and ``now``."""
         nodes = {}
+        down = self.fabric.down
         for name, rt in self.runtimes.items():
             ifaces = {i.name: {"nid": i.nid, "segment": i.segment,
-                               "state": "down" if NID.parse(i.nid) in self.fabric.down else "up",
+                               "state": "down" if NID.parse(i.nid) in down else "up",
                                "kernel": "sim"} for i in rt.plan.interfaces}
-            nodes[name] = {"pid": os.getpid(), "alive": self.is_up, "interfaces": ifaces,
-                           "nids": [str(ni.nid) for ni in rt.engine.local_nis()]}
-        return {"ok": True, "phase": "up" if self.is_up else "down", "backend": "sim",
-                "topology": self.plan.source, "nodes": nodes, "now": self.fabric.now}
+            nodes[name] = {"pid": os.getpid(), "host_pid": os.getpid(), "sock": "",
+                           "alive": self.is_up and name not in self.dead,
+                           "interfaces": ifaces, "nids": list(rt.plan.nids)}
+        segments = {s.name: {"lnet": s.lnet, "subnet": str(s.subnet), "bridge": "-"}
+                    for s in self.plan.segments}
+        return {"ok": True, "name": self.name, "phase": "up" if self.is_up else "down",
+                "backend": "sim", "topology": self.plan.source, "supervisor_pid": os.getpid(),
+                "started": self.started, "seed": self.seed, "nodes": nodes,
+                "segments": segments, "now": self.fabric.now}
 
     def node(self, name: str) -> SimNodeHandle:
         rt = self.runtimes.get(name)
@@ -266,12 +241,13 @@ class SimTestbed:
     def nodes(self) -> list[str]:
         return list(self.runtimes)
 
-    def link(self, node: str, iface: str, state: str) -> None:
-        """Set interface ``iface`` of ``node`` up or down (a ``link_up``/``link_down`` event)."""
+    def link(self, node: str, iface: str, state: str, by: str | None = None) -> None:
+        """Set interface ``iface`` of ``node`` up or down (a ``link_up``/``link_down`` event;
+        ``by="fault"`` when a carrier/flap fault does it)."""
         with self.lock:
-            self._link(node, iface, state)
+            self._link(node, iface, state, by)
 
-    def _link(self, node: str, iface: str, state: str) -> None:
+    def _link(self, node: str, iface: str, state: str, by: str | None = None) -> None:
         self._check_up()
         plan = self.node(node).rt.plan
         match = next((i for i in plan.interfaces if i.name == iface), None)
@@ -282,15 +258,15 @@ class SimTestbed:
             raise TestbedError(f"link state must be up or down, not {state!r}")
         nid, up = NID.parse(match.nid), state == "up"
         self.fabric.lnd_down.discard(nid)  # a real link change ends a simulated one
-        self.fabric.set_link(nid, up, iface=iface)
+        self.fabric.set_link(nid, up, iface=iface, by=by)
         rt = self.runtimes[node]
-        if rt.engine.ni_by_nid(nid) is not None:  # linkwatch -> ni_set_fatal (hlt-005/010)
-            rt.execute(rt.engine.ni_set_fatal(nid, not up, self.fabric.now))
+        if node not in self.dead and rt.engine.ni_by_nid(nid) is not None:
+            rt.driver.link_event(nid, up)  # linkwatch -> ni_set_fatal (hlt-005/010)
 
     @property
     def fault(self) -> Any:
-        raise unsupported("sim", "fault injection on the wire", "the fabric has link state "
-                          "only; use `lctl net_drop_add` or tb.link()")
+        """Faults the fabric models (``testbed/sim/netfaults.py``), on virtual time."""
+        return self.faults.api
 
     def events(self) -> list[dict[str, Any]]:
         """The event log, schema of the Mininet events.jsonl: ``{"t", "kind", "node", ...}``."""

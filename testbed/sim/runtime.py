@@ -11,6 +11,7 @@ completions, peer notifications. The node's engine gets ``Random(f"{seed}:{node}
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -38,29 +39,32 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 class SimRuntime:
-    """One simulated node: what ``NodeRuntime`` is to a daemon, on the fabric's clock."""
+    """One simulated node: what ``NodeRuntime`` is to a daemon, on the fabric's clock. The
+    engine's actions are carried out by the fabric's ``NodeDriver`` for this node (the same
+    driver class as the daemon's, ``nodes/driver.py``)."""
 
-    def __init__(self, sim: SimTestbed, plan: NodePlan, seed: int) -> None:
+    def __init__(self, sim: SimTestbed, plan: NodePlan, seed: int, generation: int = 0) -> None:
         self.sim = sim
         self.name = plan.name
         self.plan = plan
-        rng = random.Random(f"{seed}:{plan.name}")
+        self.generation = generation
+        # a restarted node is a new incarnation (seed 002: peers see the reset), still seeded
+        rng = random.Random(f"{seed}:{plan.name}" + (f":{generation}" if generation else ""))
         self.incarnation = rng.getrandbits(63) | 1
         self.engine = LNetEngine(rng=rng, incarnation=self.incarnation)
         self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
                               data=SRPC_BULK_DATA, sink=True)
         sim.fabric.add(self.name, self.engine)
-        # per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
-        self.sock_timeout: dict[NID, int] = {}
+        self.driver = sim.fabric.drivers[self.name]
 
     def now(self) -> float:
         return self.sim.fabric.now
 
     def execute(self, actions: list[Action]) -> None:
-        self.sim.fabric.apply(self.name, actions)
+        self.driver.execute(actions)
 
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        return self.sim.fabric.call(self.name, fn, *args, **kw)
+        return self.driver.run(fn, *args, **kw)
 
     def start(self, start: Callable[[], tuple[int, list[Action]]]) -> tuple[int, int]:
         """Start an operation; returns (MD handle, index of its first event)."""
@@ -70,16 +74,38 @@ class SimRuntime:
         return handle, mark
 
     def final(self, handle: int, mark: int) -> list[MDEvent] | None:
+        """The events of MD ``handle`` since ``mark`` if it is unlinked, else None."""
         evs = [e for e in self.sim.fabric.events[self.name][mark:] if e.handle == handle]
         return evs if evs and evs[-1].unlinked else None
 
     async def wait_final(self, start: Callable[[], tuple[int, list[Action]]]) -> list[MDEvent]:
-        """Start an operation and advance virtual time until its MD is unlinked."""
-        handle, mark = self.start(start)
-        while (evs := self.final(handle, mark)) is None:
-            if not self.sim.fabric.step():
+        """Start an operation and wait until its MD is unlinked; returns all its events.
+
+        Unpaced (the in-process testbed, a server at ``--speed 0``): advance virtual time here
+        until it completes. Paced (a server at ``--speed`` > 0): await a future the MD's last
+        event resolves while the server's pacing task drives the clock."""
+        events: list[MDEvent] = []
+        handle, actions = start()
+        paced = self.sim.paced
+        fut: asyncio.Future[list[MDEvent]] | None = (
+            asyncio.get_running_loop().create_future() if paced else None)
+
+        def on_event(ev: MDEvent) -> None:
+            events.append(ev)
+            if ev.unlinked and fut is not None and not fut.done():
+                fut.set_result(events)
+
+        self.driver.watch(handle, on_event)
+        self.execute(actions)
+        if fut is not None:
+            self.sim.kick()
+            return await fut
+        fabric = self.sim.fabric
+        while not (events and events[-1].unlinked):
+            if not fabric.step():
+                self.driver.waiters.pop(handle, None)
                 raise TestbedError(f"sim: node {self.name}: MD {handle} can never complete")
-        return evs
+        return events
 
     async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:
         iface = next((i for i in self.plan.interfaces if i.name == interface), None)
@@ -88,37 +114,25 @@ class SimRuntime:
                                            "has no IPv4 address")
         nid = nid_from_ip(str(iface.ip), net)
         self.engine.net_add(net, interface, nid, **kw)
-        self.sock_timeout.pop(nid, None)
-        self.sync_lnd_timeouts()
-        self.sim.fabric.refresh()
+        self.driver.ni_added(nid)
+        self.sim.fabric.refresh_node(self.name)
+        self.execute([])  # re-arm: MR peers are pushed the new buffer (dyn-045)
         if nid in self.sim.fabric.down:  # the link watcher's first pass: carrier is down
             self.execute(self.engine.ni_set_fatal(nid, True, self.now()))
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
         self.engine.net_del(net, interface)
-        self.sim.fabric.refresh()
+        self.sim.fabric.refresh_node(self.name)
+        self.execute([])
 
     def sync_lnd_timeouts(self) -> None:
-        """As ``NodeRuntime._sync_lnd_timeouts`` (hlth-lnd-tx-timeout-from-lnet): an NI without
-        its own ``--lnd-timeout`` follows LNet's derived lnd_timeout (``ksocknal_timeout()``)."""
-        for ni in self.engine.local_nis():
-            if not ni.is_lo and ni.nid not in self.sock_timeout:
-                ni.lnd_timeout = self.engine.tunables.lnd_timeout
+        """``NodeDriver.sync_lnd_timeouts`` (hlth-lnd-tx-timeout-from-lnet)."""
+        self.driver.sync_lnd_timeouts()
 
     def set_lnd_timeout(self, net: Net, seconds: int) -> int:
-        """``NodeRuntime.set_lnd_timeout`` (``net set --lnd-timeout``; 0: back to LNet's);
-        returns how many NIs changed."""
-        count = 0
-        for ni in self.engine.local_nis():
-            if ni.nid.net == net:
-                if seconds:
-                    self.sock_timeout[ni.nid] = seconds
-                else:
-                    self.sock_timeout.pop(ni.nid, None)
-                ni.lnd_timeout = seconds or self.engine.tunables.lnd_timeout
-                count += 1
-        return count
+        """``NodeDriver.set_lnd_timeout`` (``net set --lnd-timeout``; 0: back to LNet's)."""
+        return self.driver.set_lnd_timeout(net, seconds)
 
     def lnd_link(self, nid: NID, up: bool) -> bool:
         """``NodeRuntime.lnd_link`` (hlth-dbg-sim-ni-down/up): a link event reported by the
@@ -130,9 +144,10 @@ class SimRuntime:
         (self.sim.fabric.lnd_down.discard if up else self.sim.fabric.lnd_down.add)(nid)
         if ni.fatal_error == (not up):  # the link watcher reports changes only
             return False
-        self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), "simulated"))
+        self.driver.link_event(nid, up, "simulated")
         return True
 
     async def unconfigure(self) -> None:
         self.engine.unconfigure()
-        self.sim.fabric.refresh()
+        self.sim.fabric.refresh_node(self.name)
+        self.execute([])

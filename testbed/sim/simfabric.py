@@ -12,37 +12,80 @@ REMOTE_DROPPED, as the socklnd does after a link-down event, while peers still r
 
 from __future__ import annotations
 
-from nodes.lnet import notify
-from nodes.lnet.actions import Action
+from typing import Any
+
+from nodes.driver import NodeDriver, trace_fields
+from nodes.lnd import errmap
+from nodes.lnet.actions import Transmit
+from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
 from testbed.sim.fabric import Fabric
+from testbed.sim.links import _Watched
+from testbed.sim.netfaults import vanish_failure
 
 
 class SimFabric(Fabric):
     """A ``Fabric`` with the daemon's notice log and simulated LND link-down NIs."""
 
-    tracked = True  # SimRuntime/verbs change engines only via apply, flush or refresh
+    tracked = True  # SimRuntime/verbs change engines only through drivers, flush or refresh
 
-    def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0,
+                 trace_messages: bool = False) -> None:
         super().__init__(latency, seed=seed, jitter=jitter)
-        self.lnd_down: set[NID] = set()  # NIs whose LND reported a simulated link down
+        #: NIs whose LND reported a simulated link down
+        self.lnd_down: set[NID] = _Watched(self.changed)
+        self.trace_messages = trace_messages
+        #: active fault activations (testbed/sim/netfaults.py ``Rule``), set by ``SimFaults``
+        self.rules: list[Any] = []
+
+    def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
+        drv = super()._driver(name, engine)
+        drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
+        if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
+            drv.trace_sink = lambda act: self.record("msg", name, **trace_fields(act))
+            if hasattr(engine, "trace_messages"):
+                engine.trace_messages = True
+        return drv
 
     def path_error(self, a: NID, b: NID) -> int:
-        if a in self.lnd_down:
+        if self.lnd_down and a in self.lnd_down:
             return -ENETDOWN
         return super().path_error(a, b)
 
-    def apply(self, name: str, actions: list[Action]) -> None:
-        super().apply(name, actions)
-        self.flush(name)
+    def record_global(self, kind: str, /, **fields: Any) -> None:
+        """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
+        self.event_log.append({"t": round(self.now, 9), "kind": kind, **fields})
+
+    def _transmit(self, name: str, act: Transmit) -> None:
+        """With faults active: a message may vanish (its tx fails at the sending NI's LND
+        timeout, as the socklnd's would) or be held up (TCP retransmissions, delay)."""
+        if not self.rules:
+            super()._transmit(name, act)
+            return
+        link = self.link(act.ni, act.lpni)
+        if link.rc or self.hold or link.dst is None:
+            super()._transmit(name, act)
+            return
+        ni = self.engines[name].ni_by_nid(act.ni)
+        timeout = float(ni.lnd_timeout) if ni is not None else 50.0
+        if any(rule.vanishes(act, self.connected, link.dst) for rule in self.rules):
+            rc, hstatus = vanish_failure((name, act.ni, act.lpni) in self.connected)
+            self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
+            return
+        extra = sum(rule.delay(act) for rule in self.rules)
+        if extra >= timeout:  # the socklnd gave up on the connection first
+            rc, hstatus = errmap.FAILURES["posted_timeout"]
+            self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
+            return
+        delay = link.latency + extra + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
+        self._at(self.now + delay, lambda: self._deliver(name, act))
 
     def flush(self, name: str) -> None:
-        """Move node ``name``'s health notices into the event log (notify.py); the node's
-        deadline is re-asked (``flush`` follows every verb's direct engine calls)."""
-        engine = self.engines.get(name)
-        if engine is None:
-            return
-        self.touch(name)
-        for kind, fields in notify.drain(engine):
-            self.record(kind, name, **fields)
+        """After direct engine calls (a verb's DLC call): node ``name``'s health notices go
+        to the event log (notify.py) and its timer is re-armed if its deadline moved."""
+        drv = self.drivers.get(name)
+        if drv is not None:
+            drv.flush_notices()
+            drv.rearm()
+

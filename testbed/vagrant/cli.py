@@ -29,4 +29,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     for node, info in status["nodes"].items():
         ifaces = " ".join(f"{i}={d['nid']}" for i, d in info["interfaces"].items())
         print(f"  {node:<12} on {info['host']:<10} {info['endpoint']:<24} {ifaces}")
+    for line in tb.warnings:
+        print(f"testbed: warning: {line}", file=sys.stderr)
     return 0

@@ -116,6 +116,7 @@ class VagrantTestbed(CtlTestbed):
 
     def __init__(self, name: str, rundir: Path, root: Path) -> None:
         super().__init__(name, rundir, root)
+        self.warnings: list[str] = []
         self.keys = TestbedKeys(rundir)
         self.backend = str(runstate.read_state(rundir).get("backend", "vagrant"))
 
@@ -154,9 +155,10 @@ class VagrantTestbed(CtlTestbed):
         for host, secs in (clock_skew or {}).items():
             argv += ["--clock-skew", f"{host}={secs}"]
         kind = provider if backend == "vagrant" else "hosts"
-        spawn(argv, child_env(name, rdir),
-              UP_TIMEOUT[kind] + UP_TIMEOUT_PER_NODE[kind] * len(plan.nodes), progress)
+        ready = spawn(argv, child_env(name, rdir),
+                      UP_TIMEOUT[kind] + UP_TIMEOUT_PER_NODE[kind] * len(plan.nodes), progress)
         tb = cls(name, rdir, base)
+        tb.warnings = [str(w) for w in ready.get("warnings", [])]  # routes still down
         if down_at_exit:
             atexit.register(tb.down)
         return tb

@@ -229,7 +229,7 @@ class FaultTable:
         sup.save()
         sup.dead.discard(node)
         sup.set.wait_hello(nodes=[node])
-        sup.set.configure(nodes=[node])
+        sup.set.reconfigure(node)
         sup.event("node_restarted", node=node, pid=reply["pid"])
 
     @staticmethod

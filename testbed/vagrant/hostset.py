@@ -8,8 +8,9 @@ address, the VXLAN underlay), and this module does the rest the same way for bot
 2. per host, one agent ``setup`` request (``agent``): namespaces, interfaces, bridges and
    VXLANs (``vxlan`` plans them), one daemon per node with its CURVE keys (``curve``);
 3. wait (bounded) for every daemon to answer ``hello`` over CURVE TCP;
-4. configure LNet in two phases across all nodes, as a real cluster comes up: every node's
-   ``lnet configure``, NIs and tunables first, then peers, routes, UDSP rules and imports;
+4. configure LNet as a real cluster comes up (``testbed.bringup``, shared with every backend):
+   every node's NIs and tunables first, then peers, routes, UDSP rules and imports, then wait
+   for the routes whose gateway forwards;
 5. later: requests to daemons, the event log merged on one clock (``eventmerge``), link
    changes on machines, signals and restarts; ``teardown`` undoes every host, each
    independently (one unreachable host does not keep the others up).
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import DaemonUnreachable, request
-from testbed import names
+from testbed import bringup, names
+from testbed.base import Completed
 from testbed.plan import config_verbs
 from testbed.vagrant import agentnet, deploy, vxlan
 from testbed.vagrant.curve import TestbedKeys
@@ -43,8 +45,6 @@ HOSTS_ROOT = "/run/lnet-testbed-hosts"
 #: Where the wheels are installed on a host: not under /run, which is mounted noexec on
 #: Debian (a wheel's extension module cannot be mapped from there; LXC happens not to care).
 SITE_ROOT = "/var/lib/lnet-testbed-hosts"
-#: Verbs configured once every node has its NIs (bring-up in the order a cluster comes up).
-SECOND_PHASE = ("peer", "route", "udsp", "import")
 
 
 class HostSetError(Exception):
@@ -180,20 +180,34 @@ class HostSet:
             ["tail", "-n", str(lines), f"{self.hdir(host)}/nodes/{node}.log"], timeout=20)
         return " | ".join(res.out.strip().splitlines()) or "(no log)"
 
-    def configure(self, nodes: list[str] | None = None) -> None:
-        """Two phases over all nodes: NIs and tunables, then peers/routes/UDSP/imports."""
-        which = [n for n in self.plan.nodes if nodes is None or n.name in nodes]
+    def verb(self, node: str, argv: list[str]) -> Completed:
+        """One lnetctl command on ``node`` (``testbed.bringup``'s ``verb``); an ``import``
+        file written here is copied to the node's host first (its daemon reads it there)."""
+        if argv[:1] == ["import"] and len(argv) >= 2 and Path(argv[-1]).is_file():
+            argv = [*argv[:-1], self.put_file(node, Path(argv[-1]))]
+        try:
+            reply = self.call(node, {"cmd": "lnetctl", "argv": argv})
+        except DaemonUnreachable as exc:
+            raise HostSetError(f"node {node}: lnetctl {' '.join(argv)}: {exc}") from exc
+        return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
+                         str(reply.get("err", "")))
+
+    def configure(self, progress: Callable[[str], None] | None = None) -> list[str]:
+        """Bring-up as a cluster comes up (``testbed.bringup``): every node's NIs, then peers,
+        routes and UDSPs, then the wait for routes; returns the routes still down."""
         with tempfile.TemporaryDirectory() as tmp:
-            verbs = {n.name: config_verbs(self.plan, n, Path(tmp)) for n in which}
-            for node, vs in verbs.items():  # an import file lives on the node's host
-                for v in vs:
-                    if v[0] == "import":
-                        v[1] = self.put_file(node, Path(v[1]))
-        for phase in (False, True):
-            for node, vs in verbs.items():
-                for verb in vs:
-                    if (verb[0] in SECOND_PHASE) == phase:
-                        self.lnetctl_checked(node, verb)
+            bringup.configure(self.plan, self.verb, Path(tmp), progress)
+        return bringup.wait_routes(self.plan, self.verb, advance=time.sleep,
+                                   now=time.monotonic)
+
+    def reconfigure(self, node: str) -> None:
+        """One node alone, both phases (a restarted daemon: the others are up already)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for argv in config_verbs(self.plan, self.plan.node(node), Path(tmp)):
+                res = self.verb(node, argv)
+                if res.rc != 0:
+                    raise HostSetError(f"node {node}: lnetctl {' '.join(argv)} failed with "
+                                       f"rc {res.rc}: {' '.join((res.out + res.err).split())}")
 
     def put_file(self, node: str, local: Path) -> str:
         host = self.placement[node]
@@ -203,16 +217,6 @@ class HostSet:
         if not res.ok:
             raise HostSetError(f"host {host}: cannot write {remote}: {res.err.strip()}")
         return remote
-
-    def lnetctl_checked(self, node: str, verb: list[str]) -> None:
-        try:
-            reply = self.call(node, {"cmd": "lnetctl", "argv": verb})
-        except DaemonUnreachable as exc:
-            raise HostSetError(f"node {node}: lnetctl {' '.join(verb)}: {exc}") from exc
-        if reply.get("rc") != 0:
-            out = " ".join(f"{reply.get('out', '')} {reply.get('err', '')}".split())
-            raise HostSetError(f"node {node}: lnetctl {' '.join(verb)} failed with rc "
-                               f"{reply.get('rc')}: {out}")
 
     # ------------------------------------------------------------------ running
     def poll_events(self, skip: frozenset[str] = frozenset()) -> None:

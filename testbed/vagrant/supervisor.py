@@ -66,6 +66,7 @@ class Supervisor:
         self.set: HostSet | None = None
         self.link_state = {n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes}
         self.dead: set[str] = set()
+        self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.faults = FaultTable(self)
 
     def _reach(self, h: placement.Host) -> dict[str, Any]:
@@ -144,8 +145,9 @@ class Supervisor:
         self.save()
         self.progress("waiting for daemons (CURVE): " + " ".join(self.set.endpoints))
         self.set.wait_hello()
-        self.progress("configuring LNet (NIs everywhere, then peers and routes)")
-        self.set.configure()
+        self.warnings = self.set.configure(self.progress)
+        for line in self.warnings:
+            self.event("route_not_up", text=line)
         self.state["phase"] = "ready"
         self.save()
         self.event("up", testbed=self.plan.name, seconds=round(time.time() - self.started, 3))
@@ -334,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         sup.teardown()
         _final(proto, {"error": str(exc) or type(exc).__name__})
         return 1
-    _final(proto, {"ready": {"name": plan.name, "rundir": str(rdir),
+    _final(proto, {"ready": {"name": plan.name, "rundir": str(rdir), "warnings": sup.warnings,
                              "seconds": round(time.time() - sup.started, 3)}})
     sup.proto = None
     sup.serve()

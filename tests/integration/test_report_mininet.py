@@ -72,8 +72,9 @@ def test_blackhole_and_flap_report(testbed_factory: Any, tmp_path: Path) -> None
         dip = next(d for d in rep.facts.dips if d.node == e["node"]
                    and d.what == f"{side} {e['nid']}")
         assert dip.fell <= e["t"] and dip.low <= e["health"]
-        healthy = [s["t"] for s in events if s["kind"] == f"{side}_status"
-                   and s["nid"] == e["nid"] and s.get("healthy") and s["t"] >= dip.fell]
+        healthy = [s["t"] for s in events if s.get("nid") == e["nid"] and s["t"] >= dip.fell
+                   and (s["kind"] == f"{side}_status" and s.get("healthy")
+                        or s["kind"] == f"{side}_health" and s.get("new", 0) >= 1000)]
         assert dip.back == (healthy[0] if healthy else None)
         assert f"{e['node']} {side} {e['nid']}: fell at +{dip.fell - t0:.3f}s" in rep.summary
     assert rep.pngs == [] and "No recorder files" in (tmp_path / "report" / INDEX).read_text()

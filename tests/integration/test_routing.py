@@ -2,9 +2,9 @@
 topologies/routed.yaml, multihop.yaml and mr-routers.yaml brought up with Mininet, real
 socklnd connections, routers forwarding through their buffers.
 
-Timing: the example topologies ping gateways every alive_router_check_interval = 5 s, and a
-gateway that was not listening yet when its first ping went out (bring-up order) is retried
-then, so each test first waits for its routes to be up (bounded by 3 intervals).
+Timing: the example topologies ping gateways every alive_router_check_interval = 5 s, so a
+dead far side is seen within seconds; ``testbed up`` returns with the routes up (bring-up
+order, test_bringup_order.py), and each test still checks them first (bounded).
 """
 
 from __future__ import annotations

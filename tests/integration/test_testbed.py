@@ -62,7 +62,7 @@ def test_default_topology_comes_up_and_pings(testbed_factory: Any) -> None:
     started = time.monotonic()
     tb = testbed_factory(progress=lambda *step: steps.append(step))
     elapsed = time.monotonic() - started
-    assert [s[0] for s in steps] == [1, 2, 3, 4, 5] and all(s[1] == 5 for s in steps)
+    assert [s[0] for s in steps] == [1, 2, 3, 4, 5, 6, 7] and all(s[1] == 7 for s in steps)
     assert elapsed < 30, f"bring-up took {elapsed:.1f}s"
 
     status = tb.status()

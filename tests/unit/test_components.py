@@ -13,6 +13,7 @@ import pytest
 from enginekit import PORTAL, C, S, mr2_fabric
 
 import nodes.lnet
+from nodes.lnet.actions import Action
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.msg import TRANSITIONS, LNetLifecycleError, Msg, MsgInput, MsgPhase
@@ -51,13 +52,19 @@ def test_deadline_changed_only_when_the_earliest_deadline_moves() -> None:
     fab = mr2_fabric()
     c1 = fab.engines["c1"]
     fab.hold = True  # nothing is delivered: both PUTs stay outstanding
-    _put(fab)
+
+    def put() -> list[Action]:  # the engine call alone: the fabric's driver reads the flag
+        return c1.put(fab.now, S[0], payload=bytes(64), portal=PORTAL)[1]
+
+    actions = put()
     assert c1.deadline_changed
     first = c1.next_deadline()
     assert first is not None and not c1.deadline_changed
+    fab.apply("c1", actions)
     fab.now += 0.5
-    _put(fab)
+    actions = put()
     assert not c1.deadline_changed and c1.next_deadline() == first
+    fab.apply("c1", actions)
     c1.net_set_health(C[0], 500, fab.now)  # the NI state log and the monitor tick: earlier
     assert c1.deadline_changed and c1.next_deadline() == 0.0
 

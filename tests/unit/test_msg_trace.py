@@ -16,15 +16,9 @@ from testbed.sim.fabric import Fabric
 def _traced(fab: Fabric) -> list[tuple[str, MsgTrace]]:
     """Turn tracing on for every engine and collect what they emit, per node."""
     out: list[tuple[str, MsgTrace]] = []
-    apply = fab.apply
-
-    def capture(name: str, actions: list[Action]) -> None:
-        out.extend((name, a) for a in actions if isinstance(a, MsgTrace))
-        apply(name, actions)
-
-    fab.apply = capture  # type: ignore[method-assign]
-    for eng in fab.engines.values():
-        eng.trace_messages = True
+    for name, driver in fab.drivers.items():  # every action goes through the node's driver
+        driver.trace_sink = lambda act, name=name: out.append((name, act))
+        fab.engines[name].trace_messages = True
     return out
 
 

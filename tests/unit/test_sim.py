@@ -180,5 +180,5 @@ def test_script_runner_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out_io, err_io = io.StringIO(), io.StringIO()
     assert run_script(SimTestbed.up(), ["c9 lnetctl net show"], out_io, err_io) == 1
     assert "no node 'c9'" in err_io.getvalue()
-    assert cli.main(["up", "--backend", "sim", "--seed", "1"]) == 0
+    assert cli.main(["sim", "--seed", "1"]) == 0  # (`up --backend sim`: a server, issue 10)
     assert "sim testbed mr2 is up" in capsys.readouterr().out

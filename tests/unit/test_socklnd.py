@@ -37,17 +37,21 @@ class Node:
     rx: list[RxMsg] = field(default_factory=list)
     done: dict[int, list[tuple[int, HStatus]]] = field(default_factory=dict)
     conns: list[tuple[str, NID, NID, str]] = field(default_factory=list)
+    notes: list[tuple[NID, NID, bool, bool]] = field(default_factory=list)
 
 
-def make_node(port: int, timeout: float = 50.0, inc: int = 1) -> Node:
+def make_node(port: int, timeout: float = 50.0, inc: int = 1, typed: bool = False) -> Node:
+    """A SockLND on loopback; ``typed`` gives ksocklnd's typed connections (the daemon's
+    default), untyped gives one SOCKLND_CONN_ANY connection per peer NI."""
     box: list[Node] = []
 
     def on_tx_done(tx: int, rc: int, hs: HStatus) -> None:
         box[0].done.setdefault(tx, []).append((rc, hs))
 
     lnd = SockLND(on_rx=lambda m: box[0].rx.append(m), on_tx_done=on_tx_done,
-                  on_conn=lambda *a: box[0].conns.append(a), incarnation=inc,
-                  timeout=timeout, port=port)
+                  on_conn=lambda *a: box[0].conns.append(a),
+                  on_notify=lambda *a: box[0].notes.append(a), incarnation=inc,
+                  timeout=timeout, port=port, typed_conns=typed)
     box.append(Node(lnd))
     return box[0]
 
@@ -322,8 +326,8 @@ def test_socket_etimedout_fails_posted_tx_with_remote_timeout() -> None:
             a.lnd.send(i, NID_A, NID_B, put(NID_A, NID_B, big), big)
         p = a.lnd._peers[(NID_A, NID_B)]
         await wait_for(lambda: p.conn is not None and p.conn.inflight is not None)
-        assert p.conn is not None and p.conn.transport is not None
-        p.conn.transport.get_protocol().connection_lost(TimeoutError(errno.ETIMEDOUT, "t"))
+        assert p.conn is not None
+        a.lnd._life.failed(p.conn, "connection lost: timed out", errno.ETIMEDOUT)
         await wait_for(lambda: len(a.done) == 20)
         failed = [v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)]
         assert failed.count((-errno.EIO, HStatus.REMOTE_TIMEOUT)) == 1, failed

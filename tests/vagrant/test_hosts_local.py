@@ -23,6 +23,8 @@ def test_hosts_backend_on_this_machine() -> None:
     name = f"hl{uuid.uuid4().hex[:8]}"
     tb = testbed.up(DEFAULT, backend="hosts", name=name)
     try:
+        assert isinstance(tb, testbed.Testbed)  # the backend seam's protocols
+        assert isinstance(tb.node("c1"), testbed.NodeHandle)
         st = tb.status()
         assert st["backend"] == "hosts" and {i["host"] for i in st["nodes"].values()} == {"local"}
         assert all(i["endpoint"].startswith("tcp://127.0.0.1:") for i in st["nodes"].values())

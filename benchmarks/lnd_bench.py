@@ -1,0 +1,369 @@
+"""Shared plumbing of the LND benchmarks (throughput.py, multirail.py, msgrate.py).
+
+Theory of operation: each benchmark brings up a two-node Mininet testbed (``c1`` and ``s1``,
+``rails`` segments on one ``tcp`` net, each node a static Multi-Rail peer of the other),
+measures LNet through a *load* (today the node daemon's PUT/GET burst, 64 in flight; later
+``lst brw``: a ``Load`` is one function, so swapping it changes nothing else) and, in the same
+run over the same links, the references:
+
+* ``iperf3`` (one TCP stream, ``-R`` for the read direction) between the two namespaces;
+* a bare asyncio request/response program (this file, run as a script inside the
+  namespaces): one TCP connection, ``inflight`` requests outstanding, each request
+  ``req_bytes`` and each response ``resp_bytes``, on asyncio streams (``readexactly`` /
+  ``write``) with the default event loop. For a 1 MiB PUT the request is the PUT frame's size
+  and the response the ACK's; for a GET the other way round; for small PUTs the same 104/96
+  bytes LNet puts on the wire (ksock_msg_hdr 24 + lnet_hdr 72 + payload).
+
+Figures are min/median/max over ``--runs`` runs. Run as root from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: ksock_msg_hdr + lnet_hdr_nid4: what every LNet message adds on the wire (nodes/lnd/wire.py)
+FRAME_OVERHEAD = 24 + 72
+MIB = 1 << 20
+
+
+# --- statistics ---------------------------------------------------------------------------
+def mmm(values: Sequence[float]) -> tuple[float, float, float]:
+    """(min, median, max)."""
+    return min(values), statistics.median(values), max(values)
+
+
+def fmt(values: Sequence[float], unit: str = "", nd: int = 0) -> str:
+    lo, med, hi = mmm(values)
+    return f"{lo:.{nd}f}/{med:.{nd}f}/{hi:.{nd}f}{unit}"
+
+
+def ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """Median of ``a`` over median of ``b``."""
+    return statistics.median(a) / statistics.median(b)
+
+
+# --- testbed ------------------------------------------------------------------------------
+def topology_yaml(name: str, rails: int) -> str:
+    nets = "\n".join(f"  r{i}: {{lnet: tcp, subnet: 10.{60 + i}.0.0/24}}" for i in range(rails))
+    ifaces = ", ".join(f"r{i}" for i in range(rails))
+    return (f"name: {name}\nglobal: {{transaction_timeout: 50, retry_count: 2}}\n"
+            f"networks:\n{nets}\nnodes:\n"
+            f"  c1: {{interfaces: [{ifaces}], peers: [s1]}}\n"
+            f"  s1: {{interfaces: [{ifaces}], peers: [c1]}}\n")
+
+
+def server_nid(rail: int) -> str:
+    return f"10.{60 + rail}.0.2@tcp"
+
+
+def server_ip(rail: int) -> str:
+    return f"10.{60 + rail}.0.2"
+
+
+@contextlib.contextmanager
+def testbed(rails: int, prefix: str) -> Iterator[Any]:
+    """A two-node testbed with ``rails`` rails, always taken down again."""
+    from testbed import api
+
+    name = f"{prefix}{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        path.write_text(topology_yaml(name, rails))
+        tb = api.Testbed.up(path, name=name)
+    try:
+        yield tb
+    finally:
+        tb.down()
+
+
+def spawn(node: Any, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in ``node``'s network namespace, in the background."""
+    return subprocess.Popen(["nsenter", f"--net=/proc/{node.host_pid}/ns/net", "--", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def wait_line(proc: subprocess.Popen[bytes], word: bytes, timeout: float = 10.0) -> None:
+    """Wait (bounded) until ``proc`` prints a line containing ``word``."""
+    assert proc.stdout is not None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            break
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if word in line:
+            return
+    raise RuntimeError(f"{proc.args[3]} did not print {word!r} in {timeout:g} s")
+
+
+def wait_listening(node: Any, port: int, timeout: float = 10.0) -> None:
+    """Wait (bounded) until something listens on TCP ``port`` in ``node``'s namespace."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if node.exec(["ss", "-Hltn", f"sport = :{port}"]).out.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
+
+
+def free_port(offset: int = 0) -> int:
+    """A port for a reference server inside a private namespace (fresh each time)."""
+    return 20000 + (os.getpid() * 7 + offset) % 20000
+
+
+# --- iperf3 -------------------------------------------------------------------------------
+def iperf3(client: Any, server: Any, ip: str, *, seconds: float, reverse: bool = False,
+           port: int | None = None) -> float:
+    """One iperf3 TCP stream client -> server (``reverse``: server -> client); MB/s."""
+    port = port or free_port(1)
+    srv = spawn(server, ["iperf3", "-s", "-1", "-B", ip, "-p", str(port)])
+    try:
+        wait_listening(server, port)
+        argv = ["iperf3", "-c", ip, "-p", str(port), "-t", str(max(1, round(seconds))), "-J"]
+        res = client.exec(argv + (["-R"] if reverse else []), timeout=seconds + 30)
+        out = json.loads(res.out or "{}")
+        if res.rc != 0 or "error" in out:
+            raise RuntimeError(f"iperf3 failed: {out.get('error') or res.err}")
+        return float(out["end"]["sum_received"]["bits_per_second"]) / 8e6
+    finally:
+        stop(srv)
+
+
+# --- the bare asyncio request/response reference --------------------------------------------
+class _RefProto(asyncio.BufferedProtocol):
+    """One end of the reference: receives fixed-size units into one reused buffer (no copy,
+    nothing kept) and calls ``on_unit`` per whole unit; sends ``msg`` ``owed`` times,
+    respecting the transport's flow control (``pause_writing``), as a careful asyncio
+    program does."""
+
+    def __init__(self, unit: int, msg: bytes, on_unit: Callable[[_RefProto], None]) -> None:
+        self.unit, self.msg, self.on_unit, self.left = unit, msg, on_unit, unit
+        self.buf = memoryview(bytearray(1 << 20))
+        self.transport: asyncio.Transport | None = None
+        self.paused = False
+        self.owed = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        while nbytes:
+            take = min(nbytes, self.left)
+            nbytes -= take
+            self.left -= take
+            if not self.left:
+                self.left = self.unit
+                self.on_unit(self)
+
+    def send(self, n: int = 1) -> None:
+        self.owed += n
+        while self.owed and not self.paused and self.transport is not None:
+            self.owed -= 1
+            self.transport.write(self.msg)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.send(0)
+
+
+async def _ref_serve(ip: str, port: int, req_bytes: int, resp_bytes: int) -> None:
+    resp = bytes(resp_bytes)
+    srv = await asyncio.get_running_loop().create_server(
+        lambda: _RefProto(req_bytes, resp, lambda p: p.send()), ip, port)
+    print("listening", flush=True)
+    async with srv:
+        await srv.serve_forever()
+
+
+async def _ref_client(ip: str, port: int, req_bytes: int, resp_bytes: int, count: int,
+                      inflight: int) -> float:
+    """Seconds for ``count`` requests with ``inflight`` outstanding, in order on one stream."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    state = {"sent": 0, "got": 0}
+
+    def on_resp(p: _RefProto) -> None:
+        state["got"] += 1
+        if state["got"] == count:
+            done.set_result(None)
+        elif state["sent"] < count:
+            state["sent"] += 1
+            p.send()
+
+    proto = _RefProto(resp_bytes, bytes(req_bytes), on_resp)
+    await loop.create_connection(lambda: proto, ip, port)
+    t0 = time.perf_counter()
+    state["sent"] = min(inflight, count)
+    proto.send(state["sent"])
+    await done
+    elapsed = time.perf_counter() - t0
+    assert proto.transport is not None
+    proto.transport.close()
+    return elapsed
+
+
+def asyncio_ref(client: Any, server: Any, ip: str, *, req_bytes: int, resp_bytes: int,
+                count: int, inflight: int = 64) -> float:
+    """Seconds the bare asyncio program needs for ``count`` request/responses."""
+    port = free_port(2)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    srv = spawn(server, [*me, "ref-server", ip, str(port), str(req_bytes), str(resp_bytes)])
+    try:
+        wait_line(srv, b"listening")
+        res = client.exec([*me, "ref-client", ip, str(port), str(req_bytes), str(resp_bytes),
+                           str(count), str(inflight)], timeout=600)
+        if res.rc != 0:
+            raise RuntimeError(f"reference client failed: {res.err}")
+        return float(res.out.strip())
+    finally:
+        stop(srv)
+
+
+# --- LNet loads ---------------------------------------------------------------------------
+#: A load: (client node, server NID, "write"|"read", size, count) -> seconds for all of it.
+#: Today the daemon's PUT (write) / GET (read) burst with 64 in flight; ``lst brw`` later.
+Load = Callable[[Any, str, str, int, int], float]
+
+
+def burst_load(client: Any, dst: str, op: str, size: int, count: int) -> float:
+    t0 = time.perf_counter()
+    fn = client.put if op == "write" else client.get
+    res = fn(dst, count=count, size=size, timeout=600)
+    elapsed = time.perf_counter() - t0
+    if not res.get("ok") or res.get("failed"):
+        raise RuntimeError(f"{op} burst failed: {res}")
+    return elapsed
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(nodes: Sequence[Any], run: Callable[[], float]) -> tuple[float, list[float]]:
+    """``run()``'s result and the CPU seconds each of ``nodes``' daemons spent meanwhile."""
+    before = [cpu_seconds(n.pid) for n in nodes]
+    result = run()
+    return result, [cpu_seconds(n.pid) - b for n, b in zip(nodes, before, strict=True)]
+
+
+# --- profiling ----------------------------------------------------------------------------
+def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """Start ``py-spy record`` on ``pid`` (raw collapsed stacks, idle frames included)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(spy), "record", "-p", str(pid), "-d", str(int(seconds)),
+                             "-r", "200", "--idle", "-f", "raw", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+AREAS = (("engine", "nodes/lnet/"), ("lnd", "nodes/lnd/"), ("daemon", "nodes/daemon/c"),
+         ("daemon", "nodes/daemon/r"), ("zmq", "zmq/"))
+
+
+def pyspy_summary(path: Path, top: int = 10) -> str:
+    """Busy share, busy time by area (the innermost project frame of each sample: engine,
+    lnd, daemon; else loop and library code), and the leaf frames with the most samples."""
+    leaf: dict[str, int] = {}
+    area: dict[str, int] = {}
+    total = idle = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack:
+            continue
+        k = int(n)
+        total += k
+        frames = stack.split(";")
+        last = frames[-1]
+        if "select (selectors.py" in last or "poll (selectors.py" in last or "(idle)" in last:
+            idle += k
+            continue
+        leaf[last] = leaf.get(last, 0) + k
+        name = next((a for f in reversed(frames) for a, key in AREAS if key in f), "loop")
+        area[name] = area.get(name, 0) + k
+    if not total:
+        return "no samples"
+    pct = {a: 100 * k / total for a, k in area.items()}
+    lines = [f"busy {100 * (total - idle) / total:.0f}% of {total} samples; " + ", ".join(
+        f"{a} {v:.0f}%" for a, v in sorted(pct.items(), key=lambda kv: -kv[1]))]
+    for frame, k in sorted(leaf.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * k / total:5.1f}%  {frame}")
+    return "\n".join(lines)
+
+
+def profiled(nodes: Sequence[Any], out: Path, tag: str, run: Callable[[], object],
+             seconds: int = 3) -> None:
+    """py-spy every node in ``nodes`` for ``seconds`` while ``run()`` works (it should last
+    a little longer), then print and save each summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    spies = {n.name: pyspy(n.pid, seconds, out / f"{tag}-{n.name}.txt") for n in nodes}
+    run()
+    for name, spy in spies.items():
+        spy.wait(60)
+        summary = pyspy_summary(out / f"{tag}-{name}.txt")
+        (out / f"{tag}-{name}.summary").write_text(summary + "\n")
+        print(f"# profile {tag} {name}: {summary}", flush=True)
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--runs", type=int, default=3, help="runs per figure (min/median/max)")
+    p.add_argument("--profile", metavar="DIR", help="py-spy both daemons during one LNet run, "
+                   "raw profiles and summaries in DIR")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Script entry: the reference server and client, run inside the namespaces."""
+    if argv[:1] == ["ref-server"]:
+        asyncio.run(_ref_serve(argv[1], *map(int, argv[2:5])))
+        return 0
+    if argv[:1] == ["ref-client"]:
+        ip, port, req, resp, count, inflight = argv[1], *map(int, argv[2:7])
+        print(asyncio.run(_ref_client(ip, port, req, resp, count, inflight)))
+        return 0
+    print("usage: lnd_bench.py ref-server IP PORT REQ RESP | "
+          "ref-client IP PORT REQ RESP COUNT INFLIGHT", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,57 @@
+"""Small LNet PUTs (8 B) with 64 in flight against a bare asyncio request/response.
+
+Brings up c1 and s1 on one rail and measures, in the same run over the same link, ``--runs``
+times each: c1 PUTs ``--count`` messages of 8 bytes to s1 (64 in flight; each is a 104-byte
+PUT frame and a 96-byte ACK) — messages/s; and the bare asyncio request/response program
+(``lnd_bench.asyncio_ref``) with the same bytes each way and the same concurrency.
+
+Targets (issue 13): floor >= 25 % of the asyncio reference, stretch >= 50 %. The load is the
+daemon's PUT burst (``lnd_bench.burst_load``); the ``lst ping`` batch comes with lst.
+``--profile DIR`` runs py-spy on both daemons during one extra LNet run. Run as root:
+
+    .venv/bin/python benchmarks/msgrate.py [--runs 3] [--count 20000] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lnd_bench as lb
+
+SIZE = 8
+
+
+def main() -> int:
+    p = lb.parser(__doc__)
+    p.add_argument("--count", type=int, default=20000, help="PUTs per LNet run")
+    args = p.parse_args()
+    load: lb.Load = lb.burst_load
+    with lb.testbed(1, "mrate") as tb:
+        c1, s1 = tb.node("c1"), tb.node("s1")
+        c1.put(lb.server_nid(0), count=64, size=SIZE)  # discovery, connections up
+        lnet, ref, cpu_c1, cpu_s1 = [], [], [], []
+        for _ in range(args.runs):
+            secs, cpu = lb.with_cpu((c1, s1), lambda: load(c1, lb.server_nid(0), "write",
+                                                            SIZE, args.count))
+            lnet.append(args.count / secs)
+            cpu_c1.append(cpu[0] / args.count * 1e6)
+            cpu_s1.append(cpu[1] / args.count * 1e6)
+            secs = lb.asyncio_ref(c1, s1, lb.server_ip(0), count=args.count,
+                                  req_bytes=lb.FRAME_OVERHEAD + SIZE,
+                                  resp_bytes=lb.FRAME_OVERHEAD)
+            ref.append(args.count / secs)
+        print(f"put_8B: lnet_msgs_per_s={lb.fmt(lnet)} asyncio_msgs_per_s={lb.fmt(ref)} "
+              f"of_asyncio={lb.ratio(lnet, ref):.2f} (floor 0.25, stretch 0.50) "
+              f"cpu_us_per_msg c1={lb.fmt(cpu_c1)} s1={lb.fmt(cpu_s1)}", flush=True)
+        if args.profile:
+            n = max(args.count, int(4 * max(lnet)))
+            lb.profiled((c1, s1), Path(args.profile), "put8",
+                        lambda: load(c1, lb.server_nid(0), "write", SIZE, n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Established connections on non-blocking sockets: the socklnd's scheduler threads
+(``ksocknal_scheduler``: ``ksocknal_process_receive`` / ``ksocknal_process_transmit``).
+
+Theory of operation (aioquic's ``asyncio/protocol.py`` is the model: the loop only moves
+bytes; the machines decide): each connection's socket is registered with the event loop
+directly (``add_reader``; ``add_writer`` only while its send queue is not empty), in the same
+call that establishes it, and unregistered before the socket is closed — there is no moment
+in which the loop watches a file descriptor whose socket is gone or reused (issue 11 item 7:
+the old transport attached in a later task, after a racing close).
+
+* Receiving: ``recv_into`` straight into ``KsockConnection.get_buffer()`` — the staging
+  buffer for headers and small frames, a bulk payload's own buffer for the rest of it — then
+  ``buffer_updated``; frames go to ``deliver`` in order. Each wake-up reads until the socket
+  is drained or ``READ_BUDGET`` reads were made (fairness between connections).
+* Sending: txs queued on a connection (``queue``) are written by ``sendmsg`` of the send
+  queue's buffers (``sendq.py``: heads and payloads, never joined); the first write is
+  deferred to the end of the current loop iteration, so everything queued meanwhile (an
+  engine's batch of actions) goes out in one system call. Completed txs go to ``completed``.
+* Failures (reset, EOF, a protocol error, the socket's own error) go to ``failed(conn, why,
+  errno)``: the caller closes and fails what the connection held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nodes.lnd.conntable import Conn
+from nodes.lnd.framing import Event
+from nodes.lnd.sendq import Tx
+from nodes.lnet.errors import WireProtocolError
+
+#: linux/sockios.h SIOCOUTQ (== TIOCOUTQ): bytes not yet acknowledged by the peer
+SIOCOUTQ = 0x5411
+READ_BUDGET = 16
+WRITE_BUDGET = 8
+
+
+@dataclass(eq=False, slots=True)
+class SockState:
+    """The driver's part of one connection: its socket and loop registrations."""
+
+    sock: socket.socket
+    fd: int
+    writing: bool = False  # add_writer is armed
+    flush_pending: bool = False  # a call_soon(_flush) is scheduled
+
+
+class ConnIO:
+    """Moves the bytes of every established connection of one socklnd."""
+
+    def __init__(self, *, deliver: Callable[[Conn, list[Event]], None],
+                 completed: Callable[[Conn, list[Tx]], None],
+                 failed: Callable[[Conn, str, int | None], None]) -> None:
+        self._loop: asyncio.AbstractEventLoop  # the running loop, from the first attach
+        self._deliver = deliver
+        self._completed = completed
+        self._failed = failed
+
+    def attach(self, c: Conn, sock: socket.socket) -> None:
+        """Start moving ``c``'s bytes now (synchronously: no window before the loop watches
+        the socket); ``ksocknal_lib_setup_sock``'s TCP_NODELAY (``nagle`` 0)."""
+        self._loop = asyncio.get_running_loop()
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        st = c.io = SockState(sock, sock.fileno())
+        self._loop.add_reader(st.fd, self._readable, c)
+        if c.sendq:
+            self._kick(c, st)
+
+    def detach(self, c: Conn) -> None:
+        """Stop watching ``c``'s socket, then close it."""
+        st = c.io
+        if not isinstance(st, SockState):
+            return
+        if st.fd >= 0:
+            if st.writing:
+                self._loop.remove_writer(st.fd)
+            self._loop.remove_reader(st.fd)
+            st.fd = -1
+        st.sock.close()
+
+    # --- send ---------------------------------------------------------------------------
+    def queue(self, c: Conn, tx: Tx) -> None:
+        """``ksocknal_queue_tx_locked``: pack ``tx``'s head and queue it on ``c``."""
+        tx.head = c.framer.send_lnet_head(tx.hdr, tx.payload)
+        c.sendq.push(tx)
+        st = c.io
+        if isinstance(st, SockState):
+            self._kick(c, st)
+
+    def _kick(self, c: Conn, st: SockState) -> None:
+        if not st.writing and not st.flush_pending:
+            st.flush_pending = True
+            self._loop.call_soon(self._flush, c)
+
+    def _flush(self, c: Conn) -> None:
+        st = c.io
+        assert isinstance(st, SockState)
+        st.flush_pending = False
+        if c.closed:
+            return
+        sendq, sock = c.sendq, st.sock
+        done: list[Tx] = []
+        wrote = 0
+        for _ in range(WRITE_BUDGET):
+            if not sendq:
+                break
+            bufs, size = sendq.iov()
+            try:
+                n = sock.sendmsg(bufs)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._failed(c, f"connection lost: {exc}", exc.errno)
+                return
+            wrote += n
+            done += sendq.advance(n)
+            if n < size:  # the kernel took less than offered: its buffer is full
+                break
+        if wrote:
+            c.last_tx = self._loop.time()
+        if sendq and not st.writing:
+            self._loop.add_writer(st.fd, self._flush, c)
+            st.writing = True
+        elif not sendq and st.writing:
+            self._loop.remove_writer(st.fd)
+            st.writing = False
+        if done:
+            self._completed(c, done)
+
+    # --- receive ------------------------------------------------------------------------
+    def _readable(self, c: Conn) -> None:
+        st = c.io
+        assert isinstance(st, SockState)
+        framer, sock = c.framer, st.sock
+        for _ in range(READ_BUDGET):
+            buf = framer.get_buffer()
+            try:
+                n = sock.recv_into(buf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._failed(c, f"connection lost: {exc}", exc.errno)
+                return
+            if n == 0:
+                self._failed(c, "peer closed the connection", None)
+                return
+            c.last_rx = self._loop.time()
+            try:
+                events = framer.buffer_updated(n)
+            except WireProtocolError as exc:
+                self._failed(c, f"protocol error: {exc}", None)
+                return
+            if events:
+                self._deliver(c, events)
+                if c.closed:
+                    return
+            if framer.error is not None:
+                self._failed(c, f"protocol error: {framer.error}", None)
+                return
+            if n < len(buf):
+                break
+
+    def feed(self, c: Conn, events: list[Event]) -> None:
+        """Frames that arrived with the handshake, then bytes held meanwhile."""
+        if events:
+            self._deliver(c, events)
+        if c.closed:
+            return
+        try:
+            held = c.framer.receive_data(b"")
+        except WireProtocolError as exc:
+            self._failed(c, f"protocol error: {exc}", None)
+            return
+        if held:
+            self._deliver(c, held)
+        if not c.closed and c.framer.error is not None:
+            self._failed(c, f"protocol error: {c.framer.error}", None)
+
+    # --- probes for the progress monitor ------------------------------------------------
+    @staticmethod
+    def probe(c: Conn) -> tuple[int, int | None, bool]:
+        """(SIOCOUTQ, ``tcpi_bytes_acked``, ``tcpi_retransmits`` > 0) of ``c``'s socket.
+        Retransmitting means the peer never acknowledged some data (zero-window probes do
+        not count), so TCP_USER_TIMEOUT will end a dead path; bytes acked moving is
+        progress that SIOCOUTQ sampling cannot see while the queue is refilled (not
+        ``tcpi_last_ack_recv``: zero-window probe ACKs refresh it while nothing moves)."""
+        st = c.io
+        if not isinstance(st, SockState) or st.fd < 0:
+            return 0, None, False
+        try:
+            outq = struct.unpack("i", fcntl.ioctl(st.fd, SIOCOUTQ, b"\0" * 4))[0]
+        except OSError:
+            outq = 0
+        try:
+            info = st.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 128)
+        except OSError:
+            return outq, None, False
+        if len(info) < 128:
+            return outq, None, len(info) > 2 and info[2] > 0
+        return outq, struct.unpack_from("Q", info, 120)[0], info[2] > 0
+
+    @staticmethod
+    def set_user_timeout(c: Conn, seconds: float) -> None:
+        """``TCP_USER_TIMEOUT``: how long TCP keeps unacknowledged data before giving up."""
+        st = c.io
+        if isinstance(st, SockState):
+            with contextlib.suppress(OSError):
+                st.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
+                                   int(seconds * 1000))
+
+
+__all__ = ["READ_BUDGET", "SIOCOUTQ", "WRITE_BUDGET", "ConnIO", "SockState"]

@@ -1,0 +1,280 @@
+"""Faults of a sim testbed: the kinds the in-memory fabric can model, on virtual time.
+
+Theory of operation: the requests and events are the Mininet supervisor's
+(``testbed/mininet/faultctl.py``): ``fault_add|list|del|clear`` replies, ids ``f1, f2...``,
+``faults.spec`` validation, ``faults.sched`` timelines, and ``fault_added``,
+``fault_applied``, ``fault_reverted``, ``fault_deleted`` events with the same fields, in the
+sim's event log with virtual ``t``. ``start``/``at``/``duration``/flap times are virtual
+seconds; a fault without a seed gets one derived from the testbed's seed and its id, so a
+replay is exact. Transitions are scheduled on the fabric's own queue (``Fabric._at``).
+
+What each kind does to a message the rule matches (direction ``out``: sent by the node, from
+``iface`` if given; ``in``: received by it; ``both``), as the socklnd over TCP would see it:
+
+* ``loss``: TCP retransmits a lost segment, so LNet sees no loss but delay: each lost attempt
+  adds the retransmission timeout (RTO 200 ms, doubling, Linux's TCP_RTO_MIN and backoff);
+  once the added delay reaches the sending NI's LND timeout the socklnd gives up on the
+  connection (posted tx: -ETIMEDOUT, NETWORK_TIMEOUT). Only ``rate`` (Bernoulli) is modelled.
+* ``delay``: ``delay`` ms plus ``jitter`` ms (uniform or normal), on a ``rate`` fraction.
+* ``blackhole``, ``partition`` (both ways, or ``oneway`` a -> b: a's messages to b vanish
+  unless they ride a connection b opened), ``flap`` with ``style=blackhole``: the message
+  vanishes; the sender's tx is neither delivered nor completed until its NI's LND timeout,
+  then fails as the socklnd fails it: NETWORK_TIMEOUT on an established connection, else the
+  connect timeout (LOCAL_TIMEOUT, seed 003).
+* ``carrier``, ``flap`` (``style=carrier``): the interface's link goes down (``tb.link``).
+* ``kill``: the node's engine stops (``SimTestbed.kill``); with a ``duration`` it is
+  restarted on revert. ``restart``: a new incarnation configured as at bring-up.
+
+Any other kind (reorder, duplicate, corrupt, stall, rst, bandwidth, stop) is refused with one
+line: the fabric has no packets, windows or processes to do it to.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+from typing import TYPE_CHECKING, Any
+
+from faults.spec import FaultError, FaultSpec, parse_fault
+from nodes.lnd import errmap
+from nodes.lnet.nid import NID
+from testbed.ctlclient import FaultHandle
+from testbed.faultbook import FaultRecord, never_raise
+
+if TYPE_CHECKING:
+    from nodes.lnet.actions import Transmit
+    from testbed.sim.inproc import SimTestbed
+
+MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill", "restart")
+#: Linux TCP_RTO_MIN (200 ms) and TCP_RTO_MAX (120 s): the first retransmission timeout and
+#: the cap of its exponential backoff
+RTO_MIN, RTO_MAX = 0.2, 120.0
+#: match keys the fabric can test on a message (it has no ports, portals or TCP)
+SIM_MATCH = ("proto", "type", "src_nid", "dst_nid")
+
+
+class Rule:
+    """One activation of a fault, as the fabric consults it per message."""
+
+    def __init__(self, rec: FaultRecord, k: int, tb: SimTestbed) -> None:
+        spec = rec.spec
+        self.rec, self.kind, self.spec = rec, spec.kind, spec
+        self.rng = random.Random(rec.seed + k)  # per-activation, as the interposer does
+        self.counters: dict[str, int] = {}
+        plan = tb.plan
+        if spec.kind == "partition":
+            self.a = {NID.parse(n) for name in spec.params["a"] for n in plan.node(name).nids}
+            self.b = {NID.parse(n) for name in spec.params["b"] for n in plan.node(name).nids}
+            return
+        node = plan.node(spec.node or "")
+        self.nids = {NID.parse(i.nid) for i in node.interfaces
+                     if spec.iface is None or i.name == spec.iface}
+        m = spec.match
+        self.types = set(m.types)
+        self.src = NID.parse(m.src_nid) if m.src_nid else None
+        self.dst = NID.parse(m.dst_nid) if m.dst_nid else None
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def matches(self, act: Transmit) -> bool:
+        d = self.spec.direction
+        if not ((d in ("out", "both") and act.ni in self.nids)
+                or (d in ("in", "both") and act.lpni in self.nids)):
+            return False
+        return not ((self.types and act.hdr.type.name not in self.types)
+                    or (self.src is not None and act.hdr.src_nid != self.src)
+                    or (self.dst is not None and act.hdr.dest_nid != self.dst))
+
+    def vanishes(self, act: Transmit, connected: set[tuple[str, NID, NID]], dst: str) -> bool:
+        """Does this message vanish (blackhole, partition)?"""
+        if self.kind == "partition":
+            if act.ni in self.a and act.lpni in self.b:
+                if self.spec.params["oneway"] and (dst, act.lpni, act.ni) in connected:
+                    return False  # it answers on a connection b opened (--ctdir ORIGINAL)
+            elif self.spec.params["oneway"] or not (act.ni in self.b and act.lpni in self.a):
+                return False
+        elif self.kind not in ("blackhole", "flap") or not self.matches(act):
+            return False
+        self._count("dropped")
+        return True
+
+    def delay(self, act: Transmit) -> float:
+        """Seconds this message is held up (loss: TCP retransmissions; delay)."""
+        if self.kind not in ("loss", "delay") or not self.matches(act):
+            return 0.0
+        p = self.spec.params
+        if self.kind == "delay":
+            if self.rng.random() >= p["rate"]:
+                return 0.0
+            j = p["jitter"]
+            extra = (self.rng.uniform(-j, j) if p["dist"] == "uniform"
+                     else self.rng.gauss(0.0, j)) if j else 0.0
+            self._count("delayed")
+            return max(0.0, p["delay"] + extra) / 1000.0
+        added, rto = 0.0, RTO_MIN
+        while self.rng.random() < p["rate"]:
+            added += rto
+            rto = min(rto * 2, RTO_MAX)
+            self._count("retransmits")
+            if added > 3600:
+                break
+        if added:
+            self._count("delayed")
+        return added
+
+
+def check_modelled(spec: FaultSpec) -> None:
+    """Refuse, in one line, what the fabric cannot model."""
+    if spec.kind not in MODELLED:
+        raise FaultError(f"{spec.kind}: not modelled by the sim backend (the in-memory fabric "
+                         f"has no packets, windows or processes; kinds: {', '.join(MODELLED)})")
+    if spec.kind == "loss" and spec.params["rate"] is None:
+        raise FaultError("loss: the sim backend models rate only (no Gilbert-Elliott p/r)")
+    if spec.kind == "delay" and spec.params["reorder"]:
+        raise FaultError("delay: reorder is not modelled by the sim backend (TCP delivers "
+                         "in order)")
+    bad = [k for k in spec.match.as_dict() if k not in SIM_MATCH]
+    if bad or spec.match.proto not in ("any", "lnet"):
+        raise FaultError(f"{spec.kind}: match on {bad[0] if bad else 'proto'} is not "
+                         f"modelled by the sim backend (it can match: type, src_nid, dst_nid)")
+
+
+class SimFaults:
+    """The faults of one ``SimTestbed`` (see the module docstring)."""
+
+    def __init__(self, tb: SimTestbed) -> None:
+        self.tb = tb
+        self.faults: dict[str, FaultRecord] = {}
+        self.rules: dict[str, Rule] = {}  # fault id -> its active activation
+        self.next_id = 1
+        self.api = FaultHandle(tb.name, self.request)
+
+    # -- requests (the ctl protocol) ------------------------------------------------------------
+    def request(self, msg: dict[str, Any], timeout: float = 0.0) -> dict[str, Any]:
+        cmd = msg.get("cmd")
+        with self.tb.lock:
+            if cmd == "fault_add":
+                return self.add(msg.get("spec"))
+            if cmd == "fault_list":
+                reply = self.list()
+                if msg.get("residue"):
+                    reply["residue"] = []  # nothing outside this process to leave behind
+                return reply
+            if cmd == "fault_del":
+                return self.delete(msg.get("id"))
+            if cmd == "fault_clear":
+                return self.clear()
+        return {"ok": False, "error": f"unknown request {cmd!r}"}
+
+    def _log(self, kind: str, **fields: Any) -> None:
+        self.tb.fabric.record_global(kind, **fields)
+
+    @never_raise
+    def add(self, raw: Any) -> dict[str, Any]:
+        try:
+            spec = parse_fault(raw, nodes={n.name: [i.name for i in n.interfaces]
+                                           for n in self.tb.plan.nodes})
+            check_modelled(spec)
+        except FaultError as exc:
+            return {"ok": False, "error": str(exc)}
+        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
+            return {"ok": False, "error": f"a fault named {spec.name} exists"}
+        fid = f"f{self.next_id}"
+        self.next_id += 1
+        seed = spec.seed if spec.seed is not None else \
+            random.Random(f"{self.tb.seed}:{fid}").randrange(2**31)
+        rec = self.faults[fid] = FaultRecord(fid, spec, seed, self.tb.fabric.now)
+        self._log("fault_added", id=fid, spec=spec.as_dict(), seed=seed)
+        self.tick(rec)
+        if rec.error:
+            self.faults.pop(fid, None)
+            return {"ok": False, "error": f"{fid} ({spec.kind}): {rec.error}"}
+        return {"ok": True, "fault": self.describe(rec)}
+
+    def describe(self, f: FaultRecord) -> dict[str, Any]:
+        counters = dict(f.totals)
+        rule = self.rules.get(f.fid)
+        for k, v in (rule.counters if rule is not None else {}).items():
+            counters[k] = counters.get(k, 0) + v
+        return {"id": f.fid, "kind": f.spec.kind, "name": f.spec.name, "seed": f.seed,
+                "state": f.state, "activations": f.activations, "spec": f.spec.as_dict(),
+                "next": f.timeline.next_deadline(), "counters": counters, "error": f.error}
+
+    def list(self) -> dict[str, Any]:
+        return {"ok": True, "faults": [self.describe(f) for f in self.faults.values()]}
+
+    @never_raise
+    def delete(self, key: Any) -> dict[str, Any]:
+        f = self.faults.get(str(key)) or next(
+            (f for f in self.faults.values() if f.spec.name == str(key)), None)
+        if f is None:
+            return {"ok": False, "error": f"no fault {key!r} (have: "
+                                          f"{', '.join(self.faults) or 'none'})"}
+        if f.timeline.active:
+            self._revert(f, f.timeline.index)
+        del self.faults[f.fid]
+        self._log("fault_deleted", id=f.fid, counters=dict(f.totals))
+        final = self.describe(f)
+        final["counters"] = dict(f.totals)
+        return {"ok": True, "fault": final}
+
+    def clear(self) -> dict[str, Any]:
+        return {"ok": True, "faults": [self.delete(fid)["fault"] for fid in list(self.faults)]}
+
+    # -- virtual-time schedule ------------------------------------------------------------------
+    def tick(self, rec: FaultRecord) -> None:
+        """Run ``rec``'s due transitions, then schedule its next one on the fabric."""
+        if rec.fid not in self.faults or rec.error:
+            return
+        fab = self.tb.fabric
+        try:
+            for what, k in rec.timeline.due(fab.now):
+                (self._apply if what == "apply" else self._revert)(rec, k)
+        except Exception as exc:  # a fault's failure must not stop the testbed
+            rec.error = f"{type(exc).__name__}: {exc}"
+            self._log("fault_failed", id=rec.fid, error=rec.error)
+            return
+        nxt = rec.timeline.next_deadline()
+        if nxt is not None:
+            fab._at(max(nxt, fab.now), lambda: self.tick(rec))
+
+    def _apply(self, f: FaultRecord, k: int) -> None:
+        f.activations += 1
+        spec, tb = f.spec, self.tb
+        if spec.kind == "kill":
+            tb.kill(spec.node or "", f"killed by fault {f.fid}")
+        elif spec.kind == "restart":
+            tb.restart(spec.node or "")
+        elif spec.kind == "carrier" or (spec.kind == "flap"
+                                        and spec.params["style"] == "carrier"):
+            tb.link(spec.node or "", spec.iface or "", "down", by="fault")
+        else:
+            self.rules[f.fid] = Rule(f, k, tb)
+            tb.fabric.rules = list(self.rules.values())
+        self._log("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
+                  spec=spec.as_dict(), seed=f.seed)
+
+    def _revert(self, f: FaultRecord, k: int) -> None:
+        spec, tb = f.spec, self.tb
+        counters: dict[str, int] = {}
+        if spec.kind == "kill" and spec.duration is not None:
+            tb.restart(spec.node or "")
+        elif spec.kind == "carrier" or (spec.kind == "flap"
+                                        and spec.params["style"] == "carrier"):
+            tb.link(spec.node or "", spec.iface or "", "up", by="fault")
+        rule = self.rules.pop(f.fid, None)
+        if rule is not None:
+            counters = rule.counters
+            tb.fabric.rules = list(self.rules.values())
+        for key, v in counters.items():
+            f.totals[key] = f.totals.get(key, 0) + v
+        self._log("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
+                  counters=counters, seed=f.seed)
+
+
+def vanish_failure(connected: bool) -> tuple[int, Any]:
+    """How the socklnd fails a tx whose bytes vanished, at its LND timeout: a posted tx on an
+    established connection, or a connect that never completed (errmap.py)."""
+    return errmap.FAILURES["posted_timeout"] if connected else errmap.connect_failure(
+        -errno.ETIMEDOUT)

@@ -1,0 +1,167 @@
+"""A simulated node's handle: the node daemon's verbs, run in-process on the virtual clock.
+
+Theory of operation: ``averb`` and ``aburst`` are the daemon's ``lnetctl``/``lctl`` and
+``put``/``get`` control verbs (``nodes/daemon/control.py``) as coroutines over the node's
+``SimRuntime``. Unpaced (the in-process testbed, a server at ``--speed 0``) they never
+suspend: a blocking verb advances virtual time itself until its MDs complete, and the sync
+API (``verb``, ``put``, ``get``) drives them with ``run_sync`` under the testbed's lock (a
+``Traffic`` thread and the test's own verbs interleave between verbs, never inside the
+fabric). Paced (a server at ``--speed`` > 0) the server awaits them while its pacing task
+moves the clock. ``exec`` runs an lnetctl/lctl command line and refuses anything else: there
+is no namespace, no shell, no other program in the simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon.control import MAX_INFLIGHT, burst_args
+from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.lnet.actions import MDEvent
+from testbed.base import Completed, NodeVerbs, TestbedError
+from testbed.sim.runtime import SimRuntime, run_sync
+
+if TYPE_CHECKING:
+    from testbed.sim.inproc import SimTestbed
+
+MODULES = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd}
+
+
+def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """``testbed exec`` on the sim: ``(verb, argv)`` of one lnetctl/lctl command line (argv,
+    one string, or ``sh -c STRING``).
+
+    Raises:
+        TestbedError: anything else, with the one-line reason.
+    """
+    words = list(argv)
+    if len(words) == 3 and words[0] in ("sh", "bash") and words[1] == "-c":
+        words = [words[2]]
+    if len(words) == 1:
+        try:
+            words = shlex.split(words[0])
+        except ValueError as exc:
+            raise TestbedError(f"sim backend: exec: cannot parse {words[0]!r}: {exc}") from None
+    if not words or os.path.basename(words[0]) not in MODULES or any(
+            w in (";", "&&", "||", "|", ">", "<") for w in words):
+        shown = " ".join(words) or "(nothing)"
+        raise TestbedError(f"sim backend: exec runs one lnetctl or lctl command, not {shown!r} "
+                           "(the simulator has no namespaces, shells or other programs)")
+    return os.path.basename(words[0]), words[1:]
+
+
+class SimNodeHandle(NodeVerbs):
+    """``NodeHandle`` of a simulated node: verbs run in-process on the virtual clock."""
+
+    def __init__(self, testbed: SimTestbed, rt: SimRuntime) -> None:
+        self.testbed = testbed
+        self.name = rt.name
+        self.rt = rt
+        self.pid = self.host_pid = os.getpid()
+        self.sock = ""
+        self.nids = list(rt.plan.nids)
+
+    def __repr__(self) -> str:
+        return f"<SimNodeHandle {self.testbed.name}/{self.name}>"
+
+    # -- verbs ----------------------------------------------------------------------------------
+    async def averb(self, cmd: str, argv: Sequence[str]) -> Completed:
+        """Daemon verb ``cmd`` with ``argv`` exactly as given (the daemon's dispatch)."""
+        module = MODULES.get(cmd)
+        if module is None:
+            raise TestbedError(f"node {self.name}: unknown verb {cmd!r}")
+        self.testbed.check_alive(self.name)
+        rc, out, err = await module.run(self.rt, list(argv))
+        self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
+        self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
+        return Completed(rc, out, err)
+
+    def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
+        with self.testbed.lock:
+            return run_sync(self.averb(cmd, argv))  # type: ignore[no-any-return]
+
+    def exec(self, argv: Sequence[str], *, input: str | None = None,
+             timeout: float = 60.0) -> Completed:
+        """One ``lnetctl``/``lctl`` command line (see ``exec_words``)."""
+        cmd, words = exec_words(argv)
+        return self.verb(cmd, words, timeout)
+
+    def log(self) -> str:
+        """``NodeHandle.log``: this node's engine console lines, at virtual times (the fabric
+        keeps no level)."""
+        return "".join(f"{t:.6f} {name} lnet: {text}\n"
+                       for t, name, text in self.testbed.fabric.log if name == self.name)
+
+    # -- traffic --------------------------------------------------------------------------------
+    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            src: str | None = None, numa: int | None = None) -> dict[str, Any]:
+        """A burst of PUTs to the bulk portal, 64 in flight, like the daemon's ``put`` verb."""
+        with self.testbed.lock:
+            return run_sync(self.aburst("put", dst, count, size, src, numa))  # type: ignore
+
+    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
+            src: str | None = None, numa: int | None = None) -> dict[str, Any]:
+        """A burst of GETs of ``size`` bytes from the bulk portal, like the daemon's ``get``
+        verb (each succeeds on its REPLY)."""
+        with self.testbed.lock:
+            return run_sync(self.aburst("get", dst, count, size, src, numa))  # type: ignore
+
+    async def aburst(self, op: str, dst: str, count: int, size: int, src: str | None = None,
+                     numa: int | None = None) -> dict[str, Any]:
+        """``count`` PUTs (ACKed) or GETs (REPLY of ``size`` bytes), at most 64 in flight;
+        each succeeds when its final event is the ACK/REPLY with status 0 (spec §4.4)."""
+        self.testbed.check_alive(self.name)
+        parsed = burst_args({"dst": dst, "count": count, "size": size, "src": src,
+                             "numa": numa})
+        if isinstance(parsed, str):
+            return {"ok": False, "error": parsed}
+        dnid, count, size, snid, numa = parsed
+        rt, fab, want = self.rt, self.testbed.fabric, "ACK" if op == "put" else "REPLY"
+        payload = bytes(size) if op == "put" else b""
+        errors: dict[str, int] = {}
+        state = {"started": 0, "inflight": 0, "done": 0}
+        paced = self.testbed.paced
+        finished: asyncio.Future[None] | None = (
+            asyncio.get_running_loop().create_future() if paced else None)
+
+        def on_event(ev: MDEvent) -> None:
+            if not ev.unlinked:
+                return
+            state["inflight"] -= 1
+            state["done"] += 1
+            if ev.kind != want or ev.status != 0:
+                errors[f"{ev.kind}:{ev.status}"] = errors.get(f"{ev.kind}:{ev.status}", 0) + 1
+            if finished is not None:  # refill outside the driver's dispatch
+                asyncio.get_running_loop().call_soon(refill)
+
+        def refill() -> None:
+            while state["started"] < count and state["inflight"] < MAX_INFLIGHT:
+                if op == "put":
+                    handle, actions = rt.engine.put(fab.now, dnid, payload=payload,
+                                                    portal=SRPC_RDMA_PORTAL, src=snid, numa=numa)
+                else:
+                    handle, actions = rt.engine.get(fab.now, dnid, length=size,
+                                                    portal=SRPC_RDMA_PORTAL, src=snid, numa=numa)
+                state["started"] += 1
+                state["inflight"] += 1
+                rt.driver.watch(handle, on_event)
+                rt.execute(actions)
+            if finished is not None and state["done"] >= count and not finished.done():
+                finished.set_result(None)
+
+        refill()
+        if finished is not None:
+            self.testbed.kick()
+            await finished
+        while state["done"] < count:
+            if not fab.step():
+                raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never complete")
+            refill()
+        failed = sum(errors.values())
+        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
+                "errors": errors}

@@ -1,0 +1,120 @@
+"""The fabric's clock: pending deliveries and engine timers on one virtual timeline.
+
+Theory of operation: two heaps. ``_q`` holds deliveries and other scheduled fabric work as
+``(t, seq, fn)``; ``_timers`` holds engine timers as ``(deadline, engine order, name)``, pushed
+by each node's driver when its engine's earliest deadline moved (``_arm``); an entry is stale
+unless ``_deadline[name]`` still says that deadline, and stale entries are dropped lazily.
+``step`` jumps virtual time to the earliest of both and runs it: a delivery first, else the
+timers of every engine then due, in ``add`` order (as a scan of every engine would run them,
+so the event log does not depend on the heap). Engines changed behind a driver's back are
+re-asked (``touch``: marked dirty, their drivers re-arm if the deadline moved).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodes.driver import NodeDriver
+    from nodes.lnet.engine import LNetEngine
+
+#: virtual time never runs past this (a guard against a waiter that cannot complete)
+VIRTUAL_TIME_LIMIT = 1e7
+_UNQUEUED = float("nan")  # the cached deadline of an engine with none in the heap (!= any t)
+
+
+class Scheduler:
+    """Virtual time, deliveries and engine timers (the time half of ``Fabric``)."""
+
+    #: every engine change reaches a driver or ``touch``: ``step`` need not re-ask all
+    tracked = False
+    engines: dict[str, LNetEngine]
+    drivers: dict[str, NodeDriver]
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._q: list[tuple[float, int, Callable[[], None]]] = []  # (t, seq, fn) heap
+        self._seq = itertools.count()
+        self._order: dict[str, int] = {}  # engine -> add order (ties between due engines)
+        self._deadline: dict[str, float | None] = {}  # engine -> deadline it has in _timers
+        self._dirty: set[str] = set()  # engines whose next_deadline() must be asked again
+        self._timers: list[tuple[float, int, str]] = []  # heap; entries may be stale
+
+    def _at(self, t: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._q, (t, next(self._seq), fn))
+
+    def touch(self, name: str | None = None) -> None:
+        """Re-ask node ``name``'s (default: every node's) ``next_deadline()`` before the next
+        step: for engine changes made without ``apply``/``call``."""
+        self._dirty.update(self.engines if name is None else (name,))
+
+    def _arm(self, name: str, deadline: float | None) -> None:
+        """A driver's timer: ``name`` is due at ``deadline`` (None: no timer)."""
+        if name not in self.engines:
+            return
+        self._deadline[name] = deadline
+        if deadline is not None:
+            heapq.heappush(self._timers, (deadline, self._order[name], name))
+
+    def _refresh_deadlines(self) -> None:
+        """Re-ask the dirty engines' deadlines (their drivers re-arm if they moved)."""
+        for name in self._dirty:
+            drv = self.drivers.get(name)
+            if drv is not None:
+                drv.rearm()
+        self._dirty.clear()
+        if len(self._timers) > 4 * len(self._deadline) + 64:  # compact the stale entries
+            self._timers = [(d, self._order[n], n) for n, d in self._deadline.items()
+                            if d is not None]
+            heapq.heapify(self._timers)
+    def _next_deadline(self) -> float | None:
+        """The earliest engine deadline (stale heap entries dropped)."""
+        self._refresh_deadlines()
+        timers = self._timers
+        while timers and self._deadline.get(timers[0][2], _UNQUEUED) != timers[0][0]:
+            heapq.heappop(timers)
+        return timers[0][0] if timers else None
+
+    def next_time(self) -> float | None:
+        """The earliest pending delivery or engine deadline."""
+        d = self._next_deadline()
+        if self._q and (d is None or self._q[0][0] < d):
+            return self._q[0][0]
+        return d
+
+    def step(self, t_end: float = VIRTUAL_TIME_LIMIT) -> bool:
+        """Advance to the next pending thing (if not after ``t_end``) and run it: a delivery
+        first, else the timers of every engine then due, in ``add`` order."""
+        if not self.tracked:
+            self.touch()  # the caller may have changed an engine behind the fabric's back
+        return self._step(t_end)
+
+    def _step(self, t_end: float) -> bool:
+        t_next = self.next_time()
+        if t_next is None or t_next > t_end:
+            return False
+        self.now = max(self.now, t_next)
+        if self._q and self._q[0][0] <= self.now:
+            heapq.heappop(self._q)[2]()
+            return True
+        due: set[str] = set()
+        timers = self._timers
+        while timers and timers[0][0] <= self.now:
+            d, _, name = heapq.heappop(timers)
+            if self._deadline.get(name, _UNQUEUED) == d:
+                due.add(name)
+        for name in sorted(due, key=self._order.__getitem__):
+            drv = self.drivers.get(name)
+            if drv is not None:
+                self._deadline[name] = _UNQUEUED  # popped: pushed again once re-armed
+                drv.on_timer()
+        return True
+
+    def run_until(self, t_end: float) -> None:
+        self.touch()
+        while self._step(t_end):
+            pass
+        self.now = max(self.now, t_end)

@@ -1,0 +1,252 @@
+"""``python -m testbed.sim.server``: a sim testbed that outlives the command that started it.
+
+Theory of operation (the Mininet supervisor's contract, testbed/mininet/supervisor.py):
+``testbed up --backend sim`` (``SimClient.up``) spawns this in its own session with the owner
+tag in its environment. It creates the run directory (atomic mkdir; no root needed, see
+``runstate.runroot``), records ``backend: sim`` and its pid in state.json, brings the
+topology up in this process (``SimTestbed``: same verbs, same order as Mininet), reports
+progress lines on stdout until ``ready``, then detaches stdout to ``server.log`` and serves one
+ZeroMQ ROUTER on ``ipc://RUNDIR/ctl.sock`` until ``down`` or SIGTERM, when it removes its run
+directory. Requests are the supervisor's (``status``, ``link``, ``down``,
+``fault_add|list|del|clear``) plus ``clock`` (``show``, ``advance``) and node verbs carrying a
+``node`` field (``lnetctl``, ``lctl``, ``put``, ``get``, ``log``): one socket for every node,
+however many there are. Each request runs in its own task (a paced ``ping`` does not block
+``net show``). The event log goes to ``events.jsonl`` (virtual ``t``) and the nodes' console
+lines to ``lnet.log`` after every request and every slice of paced time, and leave memory.
+The clock is ``testbed.sim.pacer``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+import zmq
+import zmq.asyncio
+
+from testbed import clean, runstate
+from testbed.base import TestbedError
+from testbed.plan import TopologyError, load_topology
+from testbed.sim.inproc import SimTestbed
+from testbed.sim.pacer import Pacer, parse_speed
+
+SERVER_LOG = "server.log"
+LNET_LOG = "lnet.log"
+NODE_VERBS = ("lnetctl", "lctl", "put", "get", "log")
+
+
+class SimServer:
+    """One sim testbed and its control socket."""
+
+    def __init__(self, tb: SimTestbed, rdir: Path, speed: float) -> None:
+        self.tb = tb
+        self.rdir = rdir
+        self.speed = speed
+        self.stop = asyncio.Event()
+        self.pacer = Pacer(tb, speed, self.flush)
+        tb.fabric.keep_history = False  # a long life: logs go to files, not memory
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def flush(self) -> None:
+        """Move the new events and console lines from memory to their files."""
+        fab = self.tb.fabric
+        if fab.event_log:
+            with open(self.rdir / runstate.EVENTS_FILE, "a") as f:
+                f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in fab.event_log)
+            fab.event_log.clear()
+        if fab.log:
+            with open(self.rdir / LNET_LOG, "a") as f:
+                f.writelines(f"{t:.6f} {name} lnet: {text}\n" for t, name, text in fab.log)
+            fab.log.clear()
+
+    async def serve(self) -> None:
+        ctx = zmq.asyncio.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 1000)
+        ctl = runstate.ctl_sock(self.rdir)
+        sock.bind(f"ipc://{ctl}")
+        os.chmod(ctl, 0o600)
+        pacing = asyncio.ensure_future(self.pacer.run()) if self.speed > 0 else None
+        try:
+            while not self.stop.is_set():
+                recv = asyncio.ensure_future(sock.recv_multipart())
+                stop = asyncio.ensure_future(self.stop.wait())
+                done, _ = await asyncio.wait({recv, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if recv not in done:
+                    recv.cancel()
+                    break
+                stop.cancel()
+                task = asyncio.ensure_future(self._answer(sock, recv.result()))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            await asyncio.sleep(0.05)  # let the `down` reply leave
+        finally:
+            if pacing is not None:
+                pacing.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            sock.close(linger=1000)
+            ctx.term()
+
+    async def _answer(self, sock: Any, frames: list[bytes]) -> None:
+        try:
+            req = json.loads(frames[-1])
+            if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
+                raise ValueError("request must be a JSON object with a string 'cmd'")
+            reply = await self.dispatch(req)
+        except (TestbedError, ValueError, TypeError, KeyError) as exc:
+            reply = {"ok": False, "error": str(exc)}
+        except Exception as exc:  # a request must not take the testbed down
+            traceback.print_exc()
+            reply = {"ok": False, "error": f"internal error: {exc!r}"}
+        self.flush()
+        await sock.send_multipart([*frames[:-1], json.dumps(reply).encode()])
+
+    async def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
+        cmd, tb = req["cmd"], self.tb
+        if cmd == "down":
+            self.stop.set()
+            return {"ok": True, "name": tb.name}
+        self.pacer.catch_up()
+        if cmd in NODE_VERBS:
+            return await self.node_verb(cmd, req)
+        if cmd == "status":
+            return {**tb.status(), "speed": _speed_text(self.speed), "rundir": str(self.rdir)}
+        if cmd == "link":
+            tb.link(str(req.get("node")), str(req.get("iface")), str(req.get("state")))
+            return {"ok": True, "node": req["node"], "iface": req["iface"],
+                    "state": req["state"]}
+        if cmd.startswith("fault_"):
+            return tb.faults.request(req)
+        if cmd == "clock":
+            if req.get("op") == "advance":
+                seconds = req.get("seconds")
+                if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                        or not 0 <= seconds <= 1e6:
+                    raise ValueError(f"clock advance: seconds must be 0..1e6, not {seconds!r}")
+                self.pacer.advance(float(seconds))
+            elif req.get("op", "show") != "show":
+                raise ValueError(f"clock: op must be show or advance, not {req.get('op')!r}")
+            return {"ok": True, "now": tb.fabric.now, "speed": _speed_text(self.speed)}
+        raise ValueError(f"unknown request {cmd!r}")
+
+    async def node_verb(self, cmd: str, req: dict[str, Any]) -> dict[str, Any]:
+        node = self.tb.node(str(req.get("node")))
+        if cmd == "log":
+            self.flush()
+            return {"ok": True, "text": node_log(self.rdir, node.name)}
+        if cmd in ("put", "get"):
+            return await node.aburst(cmd, str(req.get("dst", "")), req.get("count", 1),
+                                     req.get("size", 4096), req.get("src"), req.get("numa"))
+        argv = req.get("argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise ValueError("'argv' must be a list of strings")
+        res = await node.averb(cmd, argv)
+        return {"ok": True, "rc": res.rc, "out": res.out, "err": res.err}
+
+
+def node_log(rdir: Path, node: str) -> str:
+    """Node ``node``'s console lines from ``lnet.log`` (``T NODE lnet: TEXT``)."""
+    try:
+        text = (rdir / LNET_LOG).read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "".join(ln for ln in text.splitlines(keepends=True)
+                   if ln.split(" ", 2)[1:2] == [node])
+
+
+def _speed_text(speed: float) -> str:
+    return "max" if math.isinf(speed) else f"{speed:g}"
+
+
+def _send(proto: IO[str] | None, msg: dict[str, Any]) -> None:
+    if proto is not None:
+        with contextlib.suppress(OSError):
+            proto.write(json.dumps(msg) + "\n")
+            proto.flush()
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt("terminated by SIGTERM during bring-up")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.sim.server")
+    p.add_argument("--name", required=True)
+    p.add_argument("--topology", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed", default="1")
+    args = p.parse_args(argv)
+    proto: IO[str] | None = os.fdopen(os.dup(1), "w")
+    try:
+        speed = parse_speed(args.speed)
+        plan = load_topology(args.topology, name=args.name)
+        rdir = runstate.create_rundir(plan.name)
+    except (TopologyError, ValueError, OSError) as exc:
+        msg = (f"testbed {args.name} already has a run directory: it is up, or a leftover "
+               "remains (run `testbed clean`)") if isinstance(exc, FileExistsError) else str(exc)
+        _send(proto, {"error": msg})
+        return 1
+    logfd = os.open(rdir / SERVER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(logfd, 1)
+    os.dup2(logfd, 2)
+    os.close(logfd)
+    os.chdir("/")
+    started = time.time()
+    state = {"name": plan.name, "backend": "sim", "supervisor_pid": os.getpid(),
+             "phase": "starting", "started": started, "topology": plan.source,
+             "seed": args.seed, "speed": _speed_text(speed), "nodes": {}, "created": []}
+    runstate.write_state(rdir, state)
+    signal.signal(signal.SIGTERM, _terminated)  # an interrupted `up`: undo, exit
+    try:
+        tb = SimTestbed(plan, seed=args.seed)
+        tb.bring_up(lambda step, total, text: _send(
+            proto, {"progress": text, "step": step, "total": total}))
+    except (Exception, KeyboardInterrupt) as exc:
+        traceback.print_exc()
+        _send(proto, {"error": str(exc) if isinstance(exc, TestbedError)
+                      else f"{type(exc).__name__}: {exc}"})
+        clean.remove_files(rdir)
+        return 1
+    state["phase"] = "ready"
+    runstate.write_state(rdir, state)
+    gc.freeze()  # what bring-up made lives as long as the server: out of the GC's scans
+    server = SimServer(tb, rdir, speed)
+    server.flush()
+    _send(proto, {"ready": {"name": plan.name, "rundir": str(rdir), "backend": "sim",
+                            "nodes": len(plan.nodes), "seconds": round(time.time() - started, 3),
+                            "warnings": tb.warnings}})
+    if proto is not None:
+        proto.close()
+    return run(server, rdir)
+
+
+def run(server: SimServer, rdir: Path) -> int:
+    """Serve until ``down`` or SIGTERM; then the run directory goes."""
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.stop.set)
+        await server.serve()
+
+    try:
+        asyncio.run(go())
+    finally:
+        server.tb.down()
+        clean.remove_files(rdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

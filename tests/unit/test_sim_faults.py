@@ -1,0 +1,124 @@
+"""Faults on the sim backend (testbed/sim/netfaults.py, issue 10 point 2): the kinds the
+in-memory fabric models, on virtual time, with the socklnd's failures and the Mininet fault
+events' kinds and fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from enginekit import settle_sim
+
+import testbed
+from testbed.base import TestbedError
+
+C1 = ["10.10.0.1@tcp", "10.11.0.1@tcp"]
+S1 = ["10.10.0.2@tcp", "10.11.0.2@tcp"]
+
+
+@pytest.fixture
+def tb() -> Any:
+    tb = settle_sim(testbed.up(backend="sim", seed=3))  # default topology: lnd_timeout 3 s
+    yield tb
+    tb.down()
+
+
+def _since(tb: Any, mark: int, kind: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in tb.events()[mark:] if e["kind"] == kind
+            and all(e.get(k) == v for k, v in match.items())]
+
+
+def test_loss_is_tcp_retransmission_delay_not_lnet_loss(tb: Any) -> None:
+    """Each lost attempt costs an RTO (200 ms, doubling): every PUT still completes, later."""
+    t0 = tb.now
+    assert tb.node("c1").put(S1[0], count=40)["completed"] == 40
+    clean = tb.now - t0
+    f = tb.fault.loss(node="c1", rate=0.2)
+    t1 = tb.now
+    reply = tb.node("c1").put(S1[0], count=40)
+    assert reply["completed"] == 40 and reply["failed"] == 0
+    assert tb.now - t1 >= clean + 0.2  # at least one retransmission timeout on the way
+    (live,) = tb.fault.list()
+    assert live["counters"]["retransmits"] > 0 and live["state"] == "active"
+    final = tb.fault.delete(f["id"])
+    assert final["counters"]["retransmits"] == live["counters"]["retransmits"]
+    (applied,) = _since(tb, 0, "fault_applied")
+    assert set(applied) == {"t", "kind", "id", "activation", "fault_kind", "spec", "seed"}
+    assert (applied["fault_kind"], applied["activation"], applied["seed"]) == (
+        "loss", 0, f["seed"])
+    (reverted,) = _since(tb, 0, "fault_reverted")
+    assert set(reverted) == {"t", "kind", "id", "activation", "fault_kind", "counters", "seed"}
+
+
+def test_blackhole_tx_vanishes_until_the_lnd_timeout(tb: Any) -> None:
+    """s1 eth1 receives nothing: c1's txs to 10.11.0.2 are neither delivered nor completed
+    until c1's NI's LND timeout (3 s), then fail as the socklnd fails a posted tx on an
+    established connection (-ETIMEDOUT, NETWORK_TIMEOUT); LNet resends on the other rail."""
+    tb.fault.blackhole(node="s1", iface="eth1", direction="in")
+    mark, t0 = len(tb.events()), tb.now
+    reply = tb.node("c1").put(S1[1], count=4, size=0, src=C1[1])
+    done = [e for e in _since(tb, mark, "tx_done", node="c1") if e["rc"] != 0]
+    assert done and {(e["rc"], e["hstatus"]) for e in done} == {(-110, "NETWORK_TIMEOUT")}
+    assert abs(done[0]["t"] - t0 - 3.0) < 0.01
+    assert reply["sent"] == 4 and reply["failed"] == 4  # --source pinned the dead rail
+
+
+def test_partition_both_ways_and_one_way(tb: Any) -> None:
+    f = tb.fault.partition(a=["c1"], b=["s1"])
+    assert tb.node("c1").ping(S1[0], timeout=2).rc != 0
+    assert tb.node("s1").ping(C1[0], timeout=2).rc != 0
+    tb.fault.delete(f["id"])
+    tb.fault.partition(a=["c1"], b=["s1"], oneway=True)
+    # s1 -> c1 rides connections s1 opens; c1's answers go back over them
+    assert tb.node("s1").ping(C1[0]).rc == 0
+    dropped = tb.fault.list()[0]["counters"].get("dropped", 0)
+    assert dropped == 0
+
+
+def test_kill_resets_then_refuses_and_restart_is_a_new_incarnation(tb: Any) -> None:
+    """kill: s1's engine stops; c1's tx on an established connection is reset (-EIO,
+    LOCAL_ERROR), later ones refused (-ECONNREFUSED, REMOTE_DROPPED), as on Mininet after a
+    SIGKILL. Reverted (duration): s1 restarts, a new incarnation configured as at bring-up,
+    and c1's next connection to it reports the reset (lnet_notify reset)."""
+    inc = tb.runtimes["s1"].incarnation
+    tb.fault.kill(node="s1", duration=5)
+    with pytest.raises(TestbedError, match="node s1: not running"):
+        tb.node("s1").lnetctl("net show")
+    mark = len(tb.events())
+    tb.node("c1").put(S1[0], count=2, size=0, src=C1[0])
+    fails = [(e["rc"], e["hstatus"]) for e in _since(tb, mark, "tx_done", node="c1")
+             if e["rc"] != 0]
+    assert fails[0] == (-5, "LOCAL_ERROR") and (-111, "REMOTE_DROPPED") in fails[1:]
+    tb.run(6)
+    assert tb.runtimes["s1"].incarnation != inc
+    assert _since(tb, mark, "node_restarted", node="s1")
+    assert tb.node("s1").yaml("net show")["net"][1]["local NI(s)"][0]["nid"] == S1[0]
+    mark = len(tb.events())
+    assert tb.node("c1").ping(S1[0]).rc == 0
+    assert _since(tb, mark, "peer_notify", node="c1", alive=True, reset=True)
+
+
+def test_flap_follows_its_schedule_on_virtual_time(tb: Any) -> None:
+    t0 = tb.now
+    tb.fault.flap(node="c1", iface="eth1", down=2, up=3, count=2)
+    tb.run(20)
+    links = [(e["kind"], round(e["t"] - t0, 6)) for e in tb.events()
+             if e["kind"] in ("link_down", "link_up") and e.get("by") == "fault"]
+    assert links == [("link_down", 0.0), ("link_up", 2.0), ("link_down", 5.0),
+                     ("link_up", 7.0)]
+    assert tb.fault.list()[0]["state"] == "done"
+
+
+@pytest.mark.parametrize("kind, kw, why", [
+    ("reorder", {"node": "c1"}, "reorder: not modelled by the sim backend"),
+    ("stop", {"node": "c1"}, "stop: not modelled by the sim backend"),
+    ("loss", {"node": "c1", "p": 0.1, "r": 0.5}, "models rate only"),
+    ("loss", {"node": "c1", "rate": 0.1, "match": {"portal": 4}}, "match on portal"),
+])
+def test_what_the_fabric_cannot_model_is_refused_in_one_line(tb: Any, kind: str,
+                                                             kw: dict[str, Any],
+                                                             why: str) -> None:
+    with pytest.raises(TestbedError, match=why) as info:
+        tb.fault.add(kind, **kw)
+    assert "\n" not in str(info.value)
+    assert tb.fault.list() == []
