@@ -38,7 +38,7 @@ from testbed.vagrant.shell import Shell
 
 HELLO_TIMEOUT = 60.0
 #: Bound on the supervisor loop's own requests (events, hello): it also serves the CLI.
-POLL_TIMEOUT = 0.5
+POLL_TIMEOUT = 2.0
 CONFIG_TIMEOUT = 30.0
 AGENT_TIMEOUT = 120.0
 HOSTS_ROOT = "/run/lnet-testbed-hosts"

@@ -85,8 +85,9 @@ class Supervisor:
         self.state["created"].append({"kind": kind, **fields})
         self.save()
 
-    def event(self, kind: str, **fields: Any) -> None:
-        ev = {"t": time.time(), "kind": kind, **fields}
+    def event(self, kind: str, *, at: float | None = None, **fields: Any) -> None:
+        """An event of the orchestrator, stamped ``at`` (default: now) on its clock."""
+        ev = {"t": time.time() if at is None else at, "kind": kind, **fields}
         if self.set is not None:
             self.set.merger.push(ev)
         else:
@@ -185,6 +186,7 @@ class Supervisor:
                                           f"(has {', '.join(self.link_state[node])})"}
         if updown not in ("up", "down"):
             return {"ok": False, "error": f"link state must be up or down, not {updown!r}"}
+        issued = time.time()  # the node may see its carrier change before we hear back
         try:
             if self.guests is not None:
                 self.guests.link(node, iface, updown)
@@ -195,7 +197,7 @@ class Supervisor:
         except Exception as exc:
             return {"ok": False, "error": str(exc)}
         self.link_state[node][iface] = updown
-        self.event(f"link_{updown}", node=node, iface=iface)
+        self.event(f"link_{updown}", at=issued, node=node, iface=iface)
         return {"ok": True, "node": node, "iface": iface, "state": updown}
 
     def handle(self, body: bytes) -> tuple[dict[str, Any], bool]:
