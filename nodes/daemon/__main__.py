@@ -38,6 +38,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--curve-dir", type=Path, metavar="DIR",
                    help="server.key_secret (this daemon's CURVE key pair) and clients/*.key "
                         "(the only client public keys admitted)")
+    p.add_argument("--record-period", type=_period, default=0.0, metavar="SECONDS",
+                   help="sample the engine into RUNDIR/nodes/NODE.rec every SECONDS "
+                        "(0: no recorder; docs/events.md §3)")
+    p.add_argument("--trace-messages", action="store_true",
+                   help="write every send, resend and completion to "
+                        "RUNDIR/nodes/NODE.trace.jsonl (docs/events.md §1.5)")
     return p.parse_args(argv)
 
 
@@ -54,6 +60,16 @@ def _curve(ns: argparse.Namespace) -> CurveServer | None:
     if secret is None:
         raise SystemExit(f"nodes.daemon: no secret key in {ns.curve_dir}/server.key_secret")
     return CurveServer(ns.ctl_tcp, public, secret, ns.curve_dir / "clients", ns.ctl_fd)
+
+
+def _period(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be 0..3600 seconds, not {text}")
+    return value
 
 
 def _register(sock_path: Path) -> Path | None:
@@ -85,6 +101,7 @@ async def _amain(ns: argparse.Namespace) -> int:
         logging.getLogger("daemon").error("bad --lnet-param: %s", e.descr)
         await rt.close()
         return 2
+    rt.observe(ns.rundir, ns.node, record_period=ns.record_period, trace=ns.trace_messages)
     server = ControlServer(rt, ns.node, str(sock_path), curve)
     os.chmod(sock_path, 0o600)
     link = _register(sock_path)

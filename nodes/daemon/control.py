@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon import lst_verb
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.dlc import request as frontend
+from nodes.dlc.limits import MAX_REQUEST_BYTES
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
@@ -62,6 +64,15 @@ def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | No
     if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
         return f"numa must be a NUMA node number >= 0, not {numa!r}"
     return dst, count, size, src, numa
+
+
+def burst_end(op: str, dst: NID, sent: int, completed: int,
+              errors: dict[str, int]) -> dict[str, Any]:
+    """The fields of a ``traffic_end`` event and of the burst's reply (docs/events.md §1.6):
+    messages started, completed, failed, failures by final event kind and status (a burst
+    cut short has started messages that are neither)."""
+    return {"op": op, "dst": str(dst), "sent": sent, "completed": completed,
+            "failed": sum(errors.values()), "errors": dict(errors)}
 
 
 #: ZAP domain of the CURVE control sockets (logged by the authenticator on refusals).
@@ -136,6 +147,8 @@ class ControlServer:
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # a frame past this is dropped by ZeroMQ itself, never buffered whole (issue 11)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * MAX_REQUEST_BYTES)
         self.sock.bind(f"ipc://{sock_path}")
         self.socks = [self.sock]
         self.auth: Any = None
@@ -143,9 +156,10 @@ class ControlServer:
             self.socks.append(self._bind_curve(curve))
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
-        events = EventLog.from_env(node)  # health notices -> events.jsonl (hlth-lnt-udev)
-        if events is not None:
-            rt.notice_sink = events.write
+        # health notices and workload events -> events.jsonl (hlth-lnt-udev, issue 16)
+        self.events = EventLog.from_env(node)
+        if self.events is not None:
+            rt.notice_sink = self.events.write
 
     def _bind_curve(self, curve: CurveServer) -> zmq.asyncio.Socket:
         """The TCP ROUTER: CURVE server, ZAP admits only the keys in ``clients_dir``."""
@@ -188,6 +202,9 @@ class ControlServer:
             return  # not a REQ envelope: nothing to answer to
         ident, body = frames[0], frames[-1]
         try:
+            if len(body) > MAX_REQUEST_BYTES:  # checked before any parsing (issue 11 item 2)
+                raise ValueError(f"request of {len(body)} bytes is larger than "
+                                 f"{MAX_REQUEST_BYTES}")
             req = json.loads(body)
             if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
                 raise ValueError("request must be a JSON object with a string 'cmd'")
@@ -206,16 +223,15 @@ class ControlServer:
 
             return {"ok": True, "node": self.node, "pid": os.getpid(),
                     "nids": [str(ni.nid) for ni in self.rt.engine.local_nis()]}
-        if cmd in ("lnetctl", "lctl"):
-            argv = req.get("argv")
-            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-                raise ValueError("'argv' must be a list of strings")
-            module = lnetctl_cmd if cmd == "lnetctl" else lctl_cmd
-            rc, out, err = await module.run(self.rt, argv)
-            self.rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
-            return {"rc": rc, "out": out, "err": err}
+        if cmd in frontend.KINDS:  # lnetctl/lctl argv, typed DLC commands (nodes/dlc)
+            return await frontend.handle(self.rt, req)
         if cmd in ("put", "get"):
             return await self._burst(cmd, req)
+        if cmd == "flush":  # trace and recorder to their files (a reader is about to look)
+            self.rt.flush_observations()
+            return {"ok": True}
+        if cmd in lst_verb.VERBS:  # lnet_selftest: lst and its console ioctls
+            return await lst_verb.dispatch(self.rt, req)
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}
@@ -236,7 +252,7 @@ class ControlServer:
         errors: collections.Counter[str] = collections.Counter()
         engine, want = self.rt.engine, "ACK" if op == "put" else "REPLY"
         payload = bytes(size) if op == "put" else b""
-        left = [count]
+        left, ok = [count], [0]
 
         def start() -> tuple[int, list[Any]]:
             if op == "put":
@@ -251,11 +267,24 @@ class ControlServer:
                 final = (await self.rt.wait_final(start))[-1]
                 if final.kind != want or final.status != 0:
                     errors[f"{final.kind}:{final.status}"] += 1
+                else:
+                    ok[0] += 1
 
-        await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
-        failed = sum(errors.values())
-        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
-                "errors": dict(errors)}
+        self._workload("traffic_start", op=op, dst=str(dst), count=count, size=size)
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
+        except BaseException as e:  # a burst cut short (shutdown) ends too, with why
+            self._workload("traffic_end", **burst_end(op, dst, count - left[0], ok[0], errors),
+                           error=repr(e))
+            raise
+        end = burst_end(op, dst, count, ok[0], errors)
+        self._workload("traffic_end", **end)
+        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}
+
+    def _workload(self, kind: str, **fields: Any) -> None:
+        """A workload event (docs/events.md §1.6) in the testbed event log."""
+        if self.events is not None:
+            self.events.write(kind, fields)
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -20,7 +20,12 @@ Theory of operation (STYLE rules 12, 14, 15):
   ``--lnet-trace=PATH``, into a traceability report written on the xdist controller from the
   reports workers send back.
 * **Evidence on failure.** When a test that used testbeds fails, its report gets sections with
-  each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event log's tail.
+  each node's ``net show -v 3``, ``peer show -v 3``, ``stats show``, the event log's tail and
+  the path and summary of a ``testbed report`` of each testbed (``--lnet-report-dir``).
+* **Every suite is an invariant test** (issue 16, ``testbed/pytest/observing.py``): testbeds
+  come up recording (``--lnet-record-period``) and tracing messages (``--lnet-no-msg-trace``
+  turns it off); at teardown, before ``down``, ``testbed check`` runs over the whole log and a
+  violated invariant fails the test (``--lnet-no-check`` skips it).
 
 Modules: hooks, options and markers here; fixtures, ``wait_for`` and ``Traffic`` in
 ``testbed/pytest/fixtures.py``; failure evidence and the traceability collector in
@@ -39,6 +44,7 @@ from collections.abc import Iterator
 import pytest
 
 from testbed import BACKENDS
+from testbed.pytest import observing
 from testbed.pytest.fixtures import (
     TOPOLOGY_FIXTURES,
     FaultHandle,
@@ -96,6 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lnet-requirements", default=None, metavar="PATH",
                     help="requirement list to check markers against "
                          "(default: docs/requirements.md of lnet-testbed)")
+    observing.addoptions(group)  # recorder, message trace, teardown check, reports (issue 16)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -105,6 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--lnet-backend={backend}: unknown backend "
                                 f"(choose one of: {', '.join(BACKENDS)})")
+    observing.check_options(config)
     config.pluginmanager.register(TraceCollector(config), f"lnet_trace_{id(config)}")
 
 

@@ -548,7 +548,7 @@ def test_module_params_udsp_long_peers_and_lnet_block_reach_the_plan() -> None:
      "unknown key 'prio'"),
     ("prim_nid: 10.99.0.1@tcp", "prim_nid: 10.99.0.1", "prim_nid", "bad NID"),
     ("lock_prim: true", "lock_prim: 1", "lock_prim", "expected true or false"),
-    ("global: {retry_count: 1}", "globl: {}", "nodes.c1.lnet", "unknown section 'globl'"),
+    ("global: {retry_count: 1}", "globl: {}", "nodes.c1.lnet", "invalid key 'globl'"),
 ])
 def test_issue4_keys_refuse_bad_values_with_line(old: str, new: str, field: str,
                                                  reason: str) -> None:
