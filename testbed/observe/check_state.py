@@ -34,6 +34,7 @@ class NodeState:
     nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
     routing: Item | None = None          # last routing event (enabled or not)
     routing_on: bool = False
+    rte_disabled: bool = True            # its ping buffer says RTE_DISABLED (spec §6.2)
     sensitivity: int | None = None
     sens_from: str = ""                  # "event", "tunable", "inferred at #N"
     transaction_timeout: float | None = None  # last ``tunable`` event (launch = deadline - it)
@@ -94,6 +95,7 @@ class Tracker:
         elif kind == "routing" and isinstance(node, str):
             st = self.node(node)
             st.routing, st.routing_on = item, bool(ev.get("enabled"))
+            st.rte_disabled = bool(ev.get("rte_disabled", not st.routing_on))
         elif kind == "tunable" and isinstance(node, str) and isinstance(ev.get("value"), int):
             st = self.node(node)
             if ev.get("name") in ("health_sensitivity", "lnet_health_sensitivity"):
@@ -301,7 +303,7 @@ class RouteCheck:
                 found = gst.fatal.get(nid) or gst.down.get(nid)
                 if found is not None:
                     return found
-            if gst.routing is not None and not gst.routing_on:
+            if gst.routing is not None and (not gst.routing_on or gst.rte_disabled):
                 return gst.routing
             if gst.dead is not None:
                 return gst.dead

@@ -1,4 +1,4 @@
-"""sanity-lnet.sh's tests that drive lnet_selftest (220, 228, 257), on both backends.
+"""sanity-lnet.sh's tests that drive lnet_selftest (220, 228, 257), on Mininet.
 
 Each runs lst-survey's ``lst.sh -H -t $HOSTNAME -f ${RPEERS[0]} -m rw`` across routers:
 ``lst_sh`` below is that script's lst sequence (a session, clients = the remote peer p,
@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("routed-lst.yaml")]
+pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("routed-lst.yaml"),
+              # 15 s of 1 MiB brw at concurrency 16 across routers is ~10^5 simulated
+              # messages per lst run: minutes on the simulator (suite_selftest covers lst there)
+              pytest.mark.mininet_only("15 s of 1 MiB brw across routers per lst.sh run")]
 
 LOCAL_NET, REMOTE_NET = "tcp", "tcp1"
 KEY = "1220"
@@ -118,6 +121,9 @@ def test_sanity_228_routes_stay_up_when_health_is_decremented(topology: Any) -> 
     """228 (two routers): while lst rw runs, ``peer set --health 500 --all`` on this host;
     lst still succeeds and no send failed for want of a route."""
     tb = topology
+    # today's LNet ignores router_sensitivity (LU-18444); we honour seed 002's default 100
+    # (docs/differences.md), under which a gateway NI at health 500 is not used: 0 is today's
+    _lnetctl(tb.node("l"), "set router_sensitivity 0")
     config_routes(tb, ("r", "r2"))
     lst_sh(tb, during=lambda: _lnetctl(tb.node("l"), "peer set --health 500 --all"))
     _lnetctl(tb.node("l"), "peer set --health 1000 --all")
