@@ -4,6 +4,15 @@ Theory of operation: a ROUTER socket on ``ipc://<rundir>/nodes/<node>.sock``; ev
 handled in its own task (a long ``lnetctl ping`` does not block ``net show``) and answered with
 exactly one reply. Malformed requests get ``{"ok": false, "error": ...}``; nothing a client
 sends can stop the daemon except the ``shutdown`` verb. Never pickle (pyzmq's own advice).
+
+Networked control (a node in a VM, a container or on another host, testbed/vagrant/): a second
+ROUTER on ``tcp://ADDR:PORT`` with CURVE (:class:`CurveServer`): the daemon is a CURVE server
+with its own key pair, and a ZAP handler (pyzmq's ``AsyncioAuthenticator``) admits only the
+client public keys in one directory, so a client without CURVE, with another key, or with a
+wrong idea of the server's key never gets a request through. ADDR is the management address
+of the guest or host; a listener made in another network namespace can be handed over as an
+inherited descriptor (``ZMQ_USE_FD``), so the daemon runs in its node's namespace while its
+control port lives on the management network only. Same JSON protocol on both sockets.
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ import asyncio
 import collections
 import json
 import logging
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -64,8 +75,73 @@ def burst_end(op: str, dst: NID, sent: int, completed: int,
             "failed": sum(errors.values()), "errors": dict(errors)}
 
 
+#: ZAP domain of the CURVE control sockets (logged by the authenticator on refusals).
+ZAP_DOMAIN = "lnet-testbed"
+
+
+@dataclass(frozen=True)
+class CurveServer:
+    """A CURVE-protected TCP control endpoint.
+
+    ``endpoint`` is ``tcp://ADDR:PORT`` (ADDR: the management address, never a wildcard when
+    the orchestrator starts the daemon); ``secret_key``/``public_key`` the daemon's Z85 key
+    pair; ``clients_dir`` holds the admitted clients' public keys (``zmq.auth`` certificate
+    files, ``*.key``); ``fd`` an already listening TCP socket to use (``ZMQ_USE_FD``).
+    """
+
+    endpoint: str
+    public_key: bytes
+    secret_key: bytes
+    clients_dir: Path
+    fd: int | None = None
+
+
+#: Test-only: seconds added to every time ``events`` reports, standing in for a host whose clock
+#: is wrong (testbed/vagrant/ merges several hosts' logs on one clock; containers share ours).
+ENV_CLOCK_SKEW = "LNET_TESTBED_CLOCK_SKEW"
+#: Most bytes of event log one ``events`` reply carries.
+EVENTS_CHUNK = 1 << 20
+
+
+def read_events(offset: Any) -> dict[str, Any]:
+    """``events``: whole lines of this host's event log after byte ``offset``, and the time.
+
+    The orchestrator of a testbed spread over hosts (testbed/vagrant/) asks one daemon per host
+    for the log its daemons share (``$LNET_TESTBED_RUNDIR/events.jsonl``) and reads the host's
+    clock from the same reply (one round trip: its offset is known within half of it).
+    """
+    import os
+    import time
+
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError("'offset' must be an integer >= 0")
+    skew = float(os.environ.get(ENV_CLOCK_SKEW) or 0.0)
+    rundir = os.environ.get("LNET_TESTBED_RUNDIR")
+    chunk = b""
+    if rundir:
+        try:
+            with open(Path(rundir) / "events.jsonl", "rb") as f:
+                f.seek(offset)
+                chunk = f.read(EVENTS_CHUNK)
+        except OSError:
+            chunk = b""
+    chunk = chunk[:chunk.rfind(b"\n") + 1]
+    lines = []
+    for raw in chunk.splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("t"), int | float):
+            event["t"] += skew
+            lines.append(event)
+    return {"ok": True, "events": lines, "offset": offset + len(chunk),
+            "time": time.time() + skew}
+
+
 class ControlServer:
-    def __init__(self, rt: NodeRuntime, node: str, sock_path: str) -> None:
+    def __init__(self, rt: NodeRuntime, node: str, sock_path: str,
+                 curve: CurveServer | None = None) -> None:
         self.rt = rt
         self.node = node
         self.ctx = zmq.asyncio.Context()
@@ -74,6 +150,10 @@ class ControlServer:
         # a frame past this is dropped by ZeroMQ itself, never buffered whole (issue 11)
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * MAX_REQUEST_BYTES)
         self.sock.bind(f"ipc://{sock_path}")
+        self.socks = [self.sock]
+        self.auth: Any = None
+        if curve is not None:
+            self.socks.append(self._bind_curve(curve))
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         # health notices and workload events -> events.jsonl (hlth-lnt-udev, issue 16)
@@ -81,21 +161,43 @@ class ControlServer:
         if self.events is not None:
             rt.notice_sink = self.events.write
 
-    async def serve(self) -> None:
-        while not self.stopping.is_set():
-            recv = asyncio.ensure_future(self.sock.recv_multipart())
-            stop = asyncio.ensure_future(self.stopping.wait())
-            done, _ = await asyncio.wait({recv, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if recv not in done:
-                recv.cancel()
-                break
-            stop.cancel()
-            frames = recv.result()
-            task = asyncio.create_task(self._handle(frames))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    def _bind_curve(self, curve: CurveServer) -> zmq.asyncio.Socket:
+        """The TCP ROUTER: CURVE server, ZAP admits only the keys in ``clients_dir``."""
+        from zmq.auth.asyncio import AsyncioAuthenticator
 
-    async def _handle(self, frames: list[bytes]) -> None:
+        self.auth = AsyncioAuthenticator(self.ctx)
+        self.auth.start()
+        self.auth.configure_curve(domain=ZAP_DOMAIN, location=str(curve.clients_dir))
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.curve_server = True
+        sock.curve_publickey = curve.public_key
+        sock.curve_secretkey = curve.secret_key
+        sock.zap_domain = ZAP_DOMAIN.encode()
+        if curve.fd is not None:
+            sock.setsockopt(zmq.USE_FD, curve.fd)
+        sock.bind(curve.endpoint)
+        return sock
+
+    async def serve(self) -> None:
+        recvs = {asyncio.ensure_future(s.recv_multipart()): s for s in self.socks}
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while not self.stopping.is_set():
+                done, _ = await asyncio.wait({*recvs, stop},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for recv in [r for r in recvs if r in done]:
+                    sock = recvs.pop(recv)
+                    task = asyncio.create_task(self._handle(recv.result(), sock))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                    recvs[asyncio.ensure_future(sock.recv_multipart())] = sock
+        finally:
+            for fut in (*recvs, stop):
+                fut.cancel()
+
+    async def _handle(self, frames: list[bytes], sock: zmq.asyncio.Socket | None = None
+                      ) -> None:
         if len(frames) < 3:
             return  # not a REQ envelope: nothing to answer to
         ident, body = frames[0], frames[-1]
@@ -112,7 +214,7 @@ class ControlServer:
         except Exception as e:
             log.exception("request failed")
             reply = {"ok": False, "error": f"internal error: {e!r}"}
-        await self.sock.send_multipart([ident, b"", json.dumps(reply).encode()])
+        await (sock or self.sock).send_multipart([ident, b"", json.dumps(reply).encode()])
 
     async def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req["cmd"]
@@ -133,6 +235,8 @@ class ControlServer:
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}
+        if cmd == "events":
+            return read_events(req.get("offset", 0))
         raise ValueError(f"unknown cmd '{cmd}'")
 
     async def _burst(self, op: str, req: dict[str, Any]) -> dict[str, Any]:
@@ -185,5 +289,8 @@ class ControlServer:
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        self.sock.close(0)
+        if self.auth is not None:
+            self.auth.stop()
+        for sock in self.socks:
+            sock.close(0)
         self.ctx.term()

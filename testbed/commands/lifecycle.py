@@ -34,6 +34,12 @@ def cmd_up(args: argparse.Namespace) -> int:
                        f"{args.record_period:g}")
     observe = {"record_period": args.record_period / 1000.0,
                "trace_messages": args.trace_messages}
+    if args.backend in ("vagrant", "hosts"):
+        from testbed.vagrant.cli import cmd_up as vagrant_up
+
+        return vagrant_up(args)
+    if args.provider is not None:
+        raise CliError("--provider needs --backend vagrant")
     plan = load_topology(args.topology, name=args.name)  # errors before anything starts
     started = time.monotonic()
 
@@ -132,6 +138,8 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
                     "`testbed clock advance` and blocking verbs move time; max: run ahead)")
     sp.add_argument("--script", metavar="FILE", help="sim one-shot: run these commands in "
                     "this process and exit (as `testbed sim`; '-' for stdin)")
+    sp.add_argument("--provider", choices=("lxc", "libvirt"), default=None,
+                    help="vagrant: LXC system containers (default) or libvirt VMs")
     sp.add_argument("--record-period", type=float, default=100.0, metavar="MS",
                     help="sample every node's LNet state into RUNDIR/nodes/NODE.rec every MS "
                     "milliseconds (default 100; 0: no recorder; sim: virtual time)")

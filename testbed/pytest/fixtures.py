@@ -228,6 +228,9 @@ def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
             if kw.get("record_dir"):
                 shutil.rmtree(kw["record_dir"], ignore_errors=True)
             raise
+    if backend in ("vagrant", "hosts"):  # guests or machines (testbed/vagrant/)
+        provider = config.getoption("--lnet-provider", "lxc")
+        return testbed.up(path, backend=backend, name=name, provider=provider), name
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)

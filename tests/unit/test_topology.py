@@ -166,7 +166,7 @@ def test_top_level_not_a_mapping(tmp_path: Path) -> None:
 
 def test_unknown_top_level_key_lists_allowed(tmp_path: Path) -> None:
     reason = refuse(tmp_path, NETS + "nodez: {}\n", 4, "nodez")
-    assert reason == "unknown key 'nodez' (allowed: name, global, networks, nodes, faults)"
+    assert reason == "unknown key 'nodez' (allowed: name, global, networks, nodes, faults, hosts)"
 
 
 def test_missing_required_key(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_unknown_node_key(tmp_path: Path) -> None:
     reason = refuse(tmp_path, NETS + "nodes:\n  c1:\n    interfaces: [lan0]\n    nis: []\n",
                     7, "nodes.c1.nis")
     assert reason == ("unknown key 'nis' (allowed: interfaces, global, peers, udsp, lnet, "
-                      "routing, buffers, routes, multi_rail)")
+                      "routing, buffers, routes, multi_rail, host)")
 
 
 def test_undefined_segment(tmp_path: Path) -> None:

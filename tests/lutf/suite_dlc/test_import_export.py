@@ -20,6 +20,8 @@ def c1(module_topology: Any) -> Any:
 
 
 @pytest.mark.requirement("cfg-170", "cfg-045")
+@pytest.mark.namespace_only("lnetctl import reads a file this machine wrote (a guest has its "
+                            "own file system)")
 def test_export_order_and_reimport_is_idempotent_for_udsp(c1: Any) -> None:
     doc = yaml.safe_load(c1.lnetctl("export").out)
     assert list(doc)[:1] == ["net"] and list(doc).index("global") > list(doc).index("peer")
@@ -60,6 +62,8 @@ def _nets(node: Any) -> list[tuple[str, str]]:
 
 
 @pytest.mark.requirement("cfg-065")
+@pytest.mark.namespace_only("lnetctl import reads files this machine wrote (a guest has its "
+                            "own file system)")
 def test_import_net_block_adds_and_removes_a_local_ni(topology: Any, tmp_path: Path) -> None:
     """cfg-065: ``lnetctl import FILE`` parses a ``net:`` block (spec §9.4 backup form) and
     configures each local NI through the DLC ``net add`` path, as real lnetctl's
