@@ -120,6 +120,8 @@ def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
     (wa, ra), (wb, rb) = a, b
     if ra.get("digest") == rb.get("digest") and ra.get("digest"):
         return
+    if ra.get("error") and ra.get("error") == rb.get("error"):
+        return  # the same crash in both processes: a failure (shown), not a mismatch
     s = ra["seed"]
     ca, cb = ra.get("chunks") or [], rb.get("chunks") or []
     k = next((i for i, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y),

@@ -13,9 +13,11 @@ in this process (no pool), for one seed or a debugger.
 
 from __future__ import annotations
 
+import collections
 import multiprocessing as mp
 import os
 import queue
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,6 +52,23 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             "hashseed": os.environ.get("PYTHONHASHSEED", "")}
 
 
+def describe(exc: BaseException) -> str:
+    """One line: the exception and the project's innermost frame it went through (an
+    engine crash found by a seed is a finding: where it is matters)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/nodes/" in f.filename or "/testbed/" in f.filename]
+    where = ""
+    if frames:
+        f = frames[-1]
+        if isinstance(exc, RecursionError):  # the loop, not where the stack ran out
+            count = collections.Counter((x.filename, x.lineno) for x in frames)
+            f = next(x for x in frames if (x.filename, x.lineno) == count.most_common(1)[0][0])
+        path = f.filename[f.filename.rfind("/nodes/") + 1:] if "/nodes/" in f.filename \
+            else f.filename[f.filename.rfind("/testbed/") + 1:]
+        where = f" (at {path}:{f.lineno} {f.name})"
+    return f"{type(exc).__name__}: {str(exc)[:200]}{where}"
+
+
 def _worker(tasks: Any, results: Any, index: int) -> None:
     while True:
         task = tasks.get()
@@ -59,7 +78,7 @@ def _worker(tasks: Any, results: Any, index: int) -> None:
             res = run_task(task)
         except Exception as exc:  # reported, never a hung pool
             res = {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
-                   "error": f"{type(exc).__name__}: {exc}"}
+                   "error": describe(exc)}
         results.put((index, res))
 
 

@@ -19,6 +19,9 @@ from testbed.observe.checktypes import Inv, Item
 #: a message must complete within its deadline plus one monitor tick (spec §3.4: the deadline
 #: is enforced by the 1 s monitor thread) and a little driver latency
 COMPLETION_GRACE = 2.0
+#: the log's time resolution: ``t`` is rounded to the microsecond, a deadline may not be
+#: (a resend at its deadline is on time: ``ktime_after(now, msg_deadline)`` is false)
+T_EPS = 1e-6
 RESPONSES = frozenset({"ACK", "REPLY"})
 
 
@@ -120,7 +123,7 @@ class MsgCheck:
         if fl.retry_count is not None and fl.resends > fl.retry_count:
             self.resend.flag(f"message {key[2]} of {key[0]}: resend {fl.resends} exceeds "
                              f"retry_count {fl.retry_count}", [fl.first, item])
-        if fl.deadline is not None and float(ev["t"]) > fl.deadline:
+        if fl.deadline is not None and float(ev["t"]) > fl.deadline + T_EPS:
             self.resend.flag(f"message {key[2]} of {key[0]}: resent at t={ev['t']} after its "
                              f"deadline {fl.deadline}", [fl.first, item])
 

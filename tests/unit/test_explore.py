@@ -227,3 +227,22 @@ def test_cli_a_failure_says_how_to_reproduce(tmp_path: Path,
     assert "first violated invariant: fatal_ni (safety phase)" in out
     assert (f"reproduce with: testbed explore {MR} --seed 5 --planted-bug "
             "fatal-ni-by-health") in out
+
+
+def test_a_worker_crash_names_the_project_frame_it_went_through() -> None:
+    """An engine crash found by a seed is reported as one line with where it happened (a
+    recursion: the frame that repeats), so the failure is actionable."""
+    def loop(n: int) -> int:
+        return loop(n + 1)
+
+    try:
+        loop(0)
+    except RecursionError as exc:
+        text = pool.describe(exc)
+    assert text.startswith("RecursionError: maximum recursion depth exceeded")
+    assert "(at tests/unit/test_explore.py" not in text  # tests/ is not a project frame
+    try:
+        topo.load(ROOT / "no-such-topology.yaml")
+    except Exception as exc:  # whatever it raises, described in one line
+        text = pool.describe(exc)
+    assert "\n" not in text and "(at testbed/" in text

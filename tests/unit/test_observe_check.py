@@ -347,3 +347,14 @@ def test_teardown_hook_fails_only_bad_logs() -> None:
 
     addoption(_Group())
     assert seen == ["--lnet-no-check"]
+
+
+def test_a_resend_at_its_deadline_is_on_time_at_the_logs_resolution() -> None:
+    """``t`` is rounded to the microsecond, a deadline may carry float error (explore seed
+    307: resent at 110.25, deadline 110.2499999999982); a millisecond late is still late."""
+    on_time = [send(100.25, 1, deadline=110.2499999999982), resend(110.25, 1, 1),
+               send(110.25, 1, attempt=1), complete(110.3, 1)]
+    assert check_events(on_time).ok
+    late = [send(100.25, 2, deadline=110.2499999999982), resend(110.251, 2, 1),
+            send(110.251, 2, attempt=1), complete(110.3, 2)]
+    assert check_events(late).invariants["resend"].count == 1
