@@ -132,16 +132,12 @@ class Sender:
             msg.fixed_ni = True
             return self.router.table.find_routed_path(msg, lpni, src)
         nmr = not lpni.peer.multi_rail or msg.recovery or msg.fwd is not None
-        reserved = msg.hdr.ptl_index == LNET_RESERVED_PORTAL and msg.type in (MsgType.GET,
-                                                                              MsgType.PUT)
-        # a non-MR peer keeps its preferred NI, fatal or not (lnet_find_existing_preferred_
-        # best_ni): not a free choice either
-        msg.fixed_ni = src is not None or msg.fwd is not None or (
-            nmr and not reserved and any(e.pref_nids for e in lpni.peer_net.lpnis))
+        msg.fixed_ni = src is not None or msg.fwd is not None
         return self.decisions.select_pathway(
             lpni=lpni, src=src, nets=self.local.nets, nmr=nmr, md_cpt=msg.md_cpt,
             numa_range=self.tunables.numa_range,
-            reserved=reserved, is_response=msg.is_response)
+            reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
+            and msg.type in (MsgType.GET, MsgType.PUT), is_response=msg.is_response)
 
     def send(self, msg: Msg, now: float) -> list[Action]:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
