@@ -131,7 +131,7 @@ class Baseline:
         assert not new_if, f"new interfaces in {self.victim}'s namespace: {new_if}"
         rdir = Path(self.tb.rundir)
         new_files = {f for f in files(rdir) - self.rundir_files
-                     if not f.endswith((".log", ".jsonl", ".csv"))}
+                     if not f.endswith((".log", ".jsonl", ".csv", ".rec"))}  # observations
         assert not new_files, f"new files in the run directory: {sorted(new_files)}"
 
 
