@@ -10,6 +10,7 @@ the target closed (EOF or reset) within the case's wait. Modes:
 * ``post``: a real handshake (connreq + V3 hello, the target's hello read back), then bad
   frames -- random bytes, unknown ksock_msg types, a bad checksum, a payload length past
   LNET_MTU, a frame cut off and left to stall (the LND timeout must close it, issue 11 item 6);
+* ``flood``: ``--count`` connections with the same bad connreq (the log's rate limit);
 * ``conns``: ``--count`` established connections of one incarnation at once (how many does the
   target keep? at most 3 x conns_per_peer, issue 11), then as many silent handshakes (how
   many does it wait for? at most 3 x conns_per_peer in progress per address).
@@ -30,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from nodes.lnd import wire  # noqa: E402
-from nodes.lnet.hdr import LNET_MTU  # noqa: E402
-from nodes.lnet.nid import NID  # noqa: E402
+from nodes.lnd import wire
+from nodes.lnet.hdr import LNET_MTU
+from nodes.lnet.nid import NID
 
 PORT = wire.LNET_ACCEPTOR_PORT
 LNET_PID = 12345
@@ -113,8 +114,8 @@ def pre_cases(rng: random.Random, src: NID, dst: NID) -> list[Case]:
     creq = wire.pack_connreq(dst)
     inc = time.time_ns()
     cases: list[Case] = [
-        (f"random {i}", lambda n=rng.randint(16, 300): rng.randbytes(n), True, 8.0)
-        for i in range(12)]
+        (f"random {i}", lambda n=n: rng.randbytes(n), True, 8.0)
+        for i, n in enumerate(rng.randint(16, 300) for _ in range(12))]
     cases += [
         ("bad connreq magic", lambda: struct.pack("<IIQ", 0xDEADBEEF, 1, dst.nid4), True, 8.0),
         ("bad connreq version", lambda: struct.pack("<IIQ", wire.LNET_PROTO_ACCEPTOR_MAGIC, 7,
@@ -149,8 +150,8 @@ def pre_cases(rng: random.Random, src: NID, dst: NID) -> list[Case]:
 
 def post_cases(rng: random.Random, src: NID, dst: NID) -> list[Case]:
     cases: list[Case] = [
-        (f"random {i}", lambda n=rng.randint(24, 400): rng.randbytes(n), True, 8.0)
-        for i in range(6)]
+        (f"random {i}", lambda n=n: rng.randbytes(n), True, 8.0)
+        for i, n in enumerate(rng.randint(24, 400) for _ in range(6))]
     cases += [
         ("unknown ksock_msg type", lambda: struct.pack("<IIQQ", 0xC7, 0, 0, 0), True, 8.0),
         ("payload past LNET_MTU", lambda: lnet_frame(src, dst, length=LNET_MTU + 1), True, 8.0),
@@ -214,6 +215,11 @@ def main() -> int:
     dst, src = NID.parse(target), NID.parse(source)
     if mode == "conns":
         conns(src, dst, int(sys.argv[5]))
+        return 0
+    if mode == "flood":  # N connections with the same bad connreq, back to back
+        bad = [("bad connreq magic", lambda: struct.pack("<IIQ", 0xDEADBEEF, 1, dst.nid4),
+                True, 5.0)] * int(sys.argv[5])
+        play(bad, lambda i: connect(src.ip, dst.ip))
         return 0
     if mode == "pre":
         play(pre_cases(rng, src, dst), lambda i: connect(src.ip, dst.ip))
