@@ -18,8 +18,10 @@ Multi-Rail must ride out. At the end it prints:
   check: what a dead process held is lost by design);
 * ``crashes``: daemons that died without a kill fault, logged a traceback, or do not answer
   at the end;
-* ``rss_growth_pct`` per daemon from the end of the warm-up (10 % of the run, at most 60 s)
-  to the end (a restarted router is measured from its last restart: a new process);
+* ``rss_growth`` per daemon from the end of the warm-up (10 % of the run, at most 60 s)
+  to the end (a router restarted since is a new process: its RSS now), and each daemon's RSS
+  at every minute (``rss_mb_each_minute``: growth that levels off is a bounded buffer
+  filling -- the ``lctl dk`` log keeps 10,000 lines -- not a leak);
 * ``leftovers`` after ``down``: processes, interfaces, links, run directory
   (``testbed.clean.leftovers``), iptables rules and network namespaces on the host that were
   not there before.
@@ -184,10 +186,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         kills: collections.Counter[str] = collections.Counter()
         actions: collections.Counter[str] = collections.Counter()
         add_errors: list[str] = []
+        curve: dict[str, list[int]] = collections.defaultdict(list)  # MB at each minute
+        next_sample = t0 + 60.0
         while time.monotonic() < end_t:
             time.sleep(min(rng.uniform(3.0, 10.0), max(0.0, end_t - time.monotonic())))
             if not base and time.monotonic() >= warm:
                 base = {n: (p, rss_kb(p) or 0) for n, p in daemon_pids(tb).items()}
+            if time.monotonic() >= next_sample:
+                next_sample += 60.0
+                for n, p in daemon_pids(tb).items():
+                    curve[n].append((rss_kb(p) or 0) // 1024)
             if time.monotonic() >= end_t - 15.0:
                 continue  # the last faults revert before the run ends
             kind, spec = chaos_spec(rng)
@@ -225,6 +233,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             + sum(1 for ok in answering.values() if not ok)
         by_hstatus, first_sends, completes = traced_completions(rdir)
         result = check_rundir(rdir)
+        if args.check_report:
+            Path(args.check_report).write_text(result.render(max_violations=10))
         comp = result.invariants["completion"]
         out.update(
             actions=dict(actions), fault_add_errors=add_errors,
@@ -238,6 +248,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             check_violations={k: v.count for k, v in result.invariants.items() if v.count},
             kills=dict(kills), node_died=dict(died), node_restarted=dict(restarted),
             tracebacks=tracebacks, crashes=crashes, rss_growth=rss,
+            rss_mb_each_minute=dict(curve),
             per_flow={f"{f.src}->{f.dst}": (f.sent, f.completed, f.failed) for f in flows})
     finally:
         stop.set()
@@ -258,6 +269,7 @@ def main() -> int:
     ap.add_argument("--topology", default=str(TOPOLOGY))
     ap.add_argument("--burst", type=int, default=16, help="PUTs per burst (one flow)")
     ap.add_argument("--size", type=int, default=4096, help="bytes per PUT")
+    ap.add_argument("--check-report", help="write `testbed check`'s report here")
     args = ap.parse_args()
     if args.minutes <= 0 or args.burst < 1 or not 0 <= args.size <= 1 << 20:
         ap.error("--minutes > 0, --burst >= 1, 0 <= --size <= 1048576")
