@@ -144,7 +144,7 @@ def pre_cases(rng: random.Random, src: NID, dst: NID) -> list[Case]:
             for _ in range(rng.randint(1, 4)):
                 b[rng.randrange(len(b))] = rng.randrange(256)
             return bytes(b)
-        cases.append((f"mutated handshake {i}", mutated, None, 12.0))
+        cases.append((f"mutated handshake {i}", mutated, None, 5.0))
     return cases
 
 
@@ -162,8 +162,9 @@ def post_cases(rng: random.Random, src: NID, dst: NID) -> list[Case]:
         ("NOOP then junk", lambda: struct.pack("<IIQQ", 0xC0, 0, 0, 0) + rng.randbytes(64),
          True, 8.0),
         ("frame cut mid-header (stall)", lambda: lnet_frame(src, dst)[:50], True, 15.0),
-        ("1 MiB announced, 10 bytes sent (stall)",
-         lambda: lnet_frame(src, dst, length=LNET_MTU, payload=b"y" * 10), True, 15.0),
+        ("PUT of 1 MiB announced, 10 bytes sent (stall)",
+         lambda: lnet_frame(src, dst, length=LNET_MTU, mtype=1, payload=b"y" * 10), True,
+         15.0),
     ]
     return cases
 
