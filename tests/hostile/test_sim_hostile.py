@@ -50,7 +50,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path, i
 @FUZZ
 @given(data=RAW)
 def test_bytes_below_zeromq_sim_server(sim: tuple[Any, Path, int], data: bytes) -> None:
-    tb, sock, _pid = sim
+    _tb, sock, _pid = sim
     zmtp_garbage(sock, data, wait=0.2)
     assert raw_request(sock, b'{"cmd": "status"}')["ok"] is True
 
