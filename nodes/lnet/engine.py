@@ -24,7 +24,7 @@ from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.discovery import Discovery
-from nodes.lnet.errors import ECANCELED, EEXIST, ETIMEDOUT, LNetConfigError
+from nodes.lnet.errors import ECANCELED, ETIMEDOUT
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.fault import FaultState
 from nodes.lnet.hdr import (
@@ -38,8 +38,8 @@ from nodes.lnet.health import Health
 from nodes.lnet.mds import MDTable, id_source
 from nodes.lnet.msg import MD, MDOwner, Msg, OwnerRole
 from nodes.lnet.nets import LocalNets
-from nodes.lnet.ni import LNetNI
-from nodes.lnet.nid import LO_NID, NID, Net
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
+from nodes.lnet.nid import NID, Net
 from nodes.lnet.nistate import NIState
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
@@ -125,6 +125,7 @@ class LNetEngine:
         d.ping_buffer = lambda: self.ping_info().pack()
         self.sender.receiver = self.receiver
         self.mds.register(OwnerRole.LPNI_RECOVERY, rec.on_md_event)
+        self.mds.register(OwnerRole.NI_RECOVERY, rec.on_ni_md_event)
         for role in (OwnerRole.DC_PING, OwnerRole.DC_PUSH):
             self.mds.register(role, d.on_md_event)
         self.mds.register(OwnerRole.RTR_QUERY, lambda md, kind, st, payload, src: [])
@@ -201,11 +202,11 @@ class LNetEngine:
 
     def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
                  lock_prim: bool = False) -> None:
-        """``lnetctl peer add --prim_nid P --nid LIST`` (cfg-070, cfg-075, cfg-080)."""
+        """``lnetctl peer add --prim_nid P --nid LIST`` (cfg-070, cfg-075, cfg-080).
+
+        The node's own NIDs may be peers, as the kernel allows (peer.c ``lnet_add_peer_ni``
+        has no local-NID check; sanity-lnet 215 and 304 add them)."""
         self.router.require_up()  # -ENODEV
-        for nid in [prim, *nids]:
-            if nid in self.local.by_nid and nid != LO_NID:
-                raise LNetConfigError(-EEXIST, f"{nid} is a local NID")
         credits = {n: ln.tunables.peer_credits for n, ln in self.local.nets.items()}
         self.peers.user_add(prim, nids, non_mr, lock_prim, credits)
 
@@ -237,7 +238,19 @@ class LNetEngine:
         ni = self.local.ni_by_nid(nid)
         if ni is None or ni.is_lo:
             return [Log(level="warning", text=f"link state change for unknown NI {nid}")]
-        return self.nistate.link_change(ni, fatal, now, cause, self.recovery)
+        was_up = ni.status == LNET_NI_STATUS_UP
+        actions = self.nistate.link_change(ni, fatal, now, cause, self.recovery)
+        if not actions:
+            return []  # the fatal state did not change
+        if not fatal and not was_up and ni.status == LNET_NI_STATUS_UP:
+            # config.c lnet_set_link_fatal_state: back UP at full health: forced push
+            self.discovery.local_ni_changed(force=True)
+        if not self.router.enabled:
+            # socklnd.c ksocknal_handle_link_state_change -> lnet_mark_ping_buffer_for_update
+            # (not on a router): the monitor rebuilds the buffer (seq+1) and pushes it to the
+            # MR peers (api-ni.c lnet_update_ping_buffer -> lnet_push_update_to_peers(0))
+            self._ping_changed()
+        return actions
 
     def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
         """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""

@@ -97,6 +97,9 @@ class Health:
         if value != old:
             self.notices.touch()
             self.notices.emit("ni_health", nid=str(ni.nid), old=old, new=value, cause=cause)
+            if self.recovery is not None and (old >= LNET_MAX_HEALTH_VALUE) != (
+                    value >= LNET_MAX_HEALTH_VALUE):
+                self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
     def set_lpni(self, lpni: PeerNI, value: int, cause: str) -> None:
         old = lpni.healthv

@@ -59,7 +59,10 @@ class LocalNets:
     def configure(self) -> None:
         """``lnetctl lnet configure``: the loopback NI ``0@lo`` only."""
         lo = LNetNet(LO_NET, NetTunables(peer_timeout=0, peer_credits=0, credits=0))
-        lo.nis.append(LNetNI(LO_NID, "", lo, tx_credits=0, max_tx_credits=0, min_tx_credits=0))
+        # api-ni.c lnet_startup_lndni returns for the LOLND before it sets ni_healthv to
+        # LNET_MAX_HEALTH_VALUE: 0@lo keeps the zeroed health of its allocation (E17)
+        lo.nis.append(LNetNI(LO_NID, "", lo, healthv=0, tx_credits=0, max_tx_credits=0,
+                             min_tx_credits=0))
         self.nets.clear()
         self.nets[LO_NET] = lo
         self._reindex()

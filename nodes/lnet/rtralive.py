@@ -142,8 +142,10 @@ class RouterAliveness:
             self.r.checker.ni_last_alive[ni] = now
             if ni.status != LNET_NI_STATUS_UP and not ni.fatal_error \
                     and ni.healthv == LNET_MAX_HEALTH_VALUE:
-                # in place in the ping buffer (spec §5.1)
+                # in place in the ping buffer, then pushed (lib-move.c lnet_parse:
+                # lnet_ni_set_status_locked -> lnet_push_update_to_peers(1))
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_UP)
+                self.r.discovery.local_ni_changed(force=True)
         if src.net == lpni.nid.net or self.r.ni_by_nid(src) is not None:
             return None
         gw = lpni.peer

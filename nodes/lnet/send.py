@@ -143,7 +143,9 @@ class Sender:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
         dst = msg.final_dst
         assert dst is not None
-        if (dst.net == LO_NET or dst in self.local.by_nid) and not msg.recovery:
+        if dst.net == LO_NET:
+            # lib-move.c lnet_select_pathway: only 0@lo is short-cut (lnet_handle_lo_send);
+            # our own other NIDs are peers like any other and go through the LND (E1)
             return self.send_loopback(msg, now)
         lpni = self._resolve(dst)
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
@@ -289,9 +291,11 @@ class Sender:
         return actions
 
     def send_loopback(self, msg: Msg, now: float) -> list[Action]:
-        """Messages to one of our own NIDs go through the loopback NI, without credits."""
+        """A message to ``0@lo`` goes through the loopback NI, without credits or peer
+        (lib-move.c ``lnet_handle_lo_send``; lolnd's ``lolnd_send`` parses it at once). Our
+        other NIDs are not short-cut: they are peers reached through the LND (``send``)."""
         assert msg.final_dst is not None and self.receiver is not None
-        ni = self.local.ni_by_nid(msg.final_dst) or self.local.nets[LO_NET].nis[0]
+        ni = self.local.nets[LO_NET].nis[0]
         msg.hdr = replace(msg.hdr, src_nid=ni.nid, dest_nid=ni.nid)
         msg.txni = ni
         md = msg.md

@@ -51,12 +51,21 @@ def test_deadline_changed_only_when_the_earliest_deadline_moves() -> None:
     fab = mr2_fabric()
     c1 = fab.engines["c1"]
     fab.hold = True  # nothing is delivered: both PUTs stay outstanding
-    _put(fab)
-    assert c1.deadline_changed
+
+    def put_direct() -> None:
+        """The engine call itself (the fabric's driver would read the flag first)."""
+        _h, actions = c1.put(fab.now, S[0], payload=bytes(64), portal=PORTAL)
+        assert c1.deadline_changed is changed
+        fab.apply("c1", actions)
+
+    c1.next_deadline()  # the driver's last look
+    changed = True
+    put_direct()
     first = c1.next_deadline()
     assert first is not None and not c1.deadline_changed
     fab.now += 0.5
-    _put(fab)
+    changed = False
+    put_direct()
     assert not c1.deadline_changed and c1.next_deadline() == first
     c1.net_set_health(C[0], 500, fab.now)  # the NI state log and the monitor tick: earlier
     assert c1.deadline_changed and c1.next_deadline() == 0.0

@@ -78,7 +78,7 @@ def test_cli_drives_a_sim_testbed(env: dict[str, str], tmp_path: Path) -> None:
     assert "exec runs one lnetctl or lctl command" in refused.stderr
     st = cli("status", "-n", name, env=env).stdout
     assert "backend sim" in st and "link down" in st
-    kinds = [json.loads(ln)["kind"] for ln in cli("events", "-n", name, env=env)
+    kinds = [json.loads(ln)["kind"] for ln in cli("events", "-n", name, "--json", env=env)
              .stdout.splitlines()]
     assert {"link_down", "send", "recv", "md"} <= set(kinds)
     assert "is down" in cli("down", "-n", name, env=env).stdout
