@@ -46,6 +46,7 @@ class OwnerRole(enum.Enum):
     DC_PUSH = "discovery push"
     RTR_PING = "router ping"               # rtrcheck.py (spec §6.4)
     RTR_QUERY = "down peer NI query"       # rtralive.py (rtr-router-query-down)
+    PING_MD = "nid metadata ping"          # engine.py (lnet_discover_nid_metadata)
 
 
 @dataclass(frozen=True, slots=True)

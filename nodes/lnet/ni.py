@@ -82,6 +82,7 @@ class LNetNI:
     ping_md: MD | None = None  # ni_ping_mdh: the outstanding local recovery ping
     lnd_timeout: int = SOCKLND_TIMEOUT
     conns_per_peer: int = 1
+    tos: int = -1  # socklnd ``tos`` (lnd tunables): -1 leaves the IP ToS alone
     link_events: LinkEvents = field(default_factory=LinkEvents)  # hlth-stt-ni-down/up-events
 
     @property

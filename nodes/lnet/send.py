@@ -23,7 +23,7 @@ ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,7 @@ from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
@@ -81,6 +81,7 @@ class Sender:
         self.timers = mds.timers
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
+        self.sock_conn_fails: Callable[[], bool] = lambda: False  # fail_loc 0xe020 (engine)
 
     # ------------------------------------------------------------------ entry points
     def launch(self, msg: Msg, now: float, src: NID | None) -> list[Action]:
@@ -253,7 +254,15 @@ class Sender:
             return []
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
             hs = HStatus(verdict)
-            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
+            acts = [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
+            if self.sock_conn_fails():
+                # socklnd_cb.c ksocknal_process_transmit: with fail_loc CFS_FAIL_SOCK_CONN a
+                # simulated error also closes the connection and its siblings; the reaper's
+                # ksocknal_peer_failed then tells LNet the peer NI is dead (lnet_notify),
+                # after the tx was finalized (its health already counted)
+                acts += self.router.alive.notify(
+                    PeerNotify(ni=ni.nid, nid=lpni.nid, alive=False), now)
+            return acts
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
                 and not msg.is_response:
