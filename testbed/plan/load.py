@@ -40,6 +40,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from testbed.plan.hosts import parse_hosts, place_nodes
 from testbed.plan.model import IfacePlan, NodePlan, Plan, RoutePlan, TopologyError
 from testbed.plan.nodes import (
     _assign_addresses,
@@ -91,8 +92,10 @@ def parse_topology(text: str, *, source: str = "<string>", name: str | None = No
     node_plans = tuple(_node_plan(doc, n, top, _route_plans(doc, n, by_name)) for n in nodes)
     faults = _parse_faults(doc, data["faults"], data.vline("faults"), node_plans) \
         if "faults" in data else ()
+    hosts = parse_hosts(doc, data["hosts"], data.vline("hosts")) if "hosts" in data else ()
+    node_plans = place_nodes(doc, nodes_map, node_plans, hosts)
     return Plan(plan_name, source, tuple(segs.values()), node_plans,
-                tuple((k, top[k].value) for k in TUNABLES if k in top), faults)
+                tuple((k, top[k].value) for k in TUNABLES if k in top), faults, hosts)
 
 
 def _parse_faults(doc: _Doc, value: Any, line: int,
@@ -153,5 +156,5 @@ def load_topology(path: str | os.PathLike[str] | None = None, *,
     plan = parse_topology(text, source=str(file), name=name)
     if path is None:
         plan = Plan(plan.name, "<default>", plan.segments, plan.nodes, plan.tunables,
-                    plan.faults)
+                    plan.faults, plan.hosts)
     return plan

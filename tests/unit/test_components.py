@@ -13,6 +13,7 @@ import pytest
 from enginekit import PORTAL, C, S, mr2_fabric
 
 import nodes.lnet
+from nodes.lnet.actions import Action
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.msg import TRANSITIONS, LNetLifecycleError, Msg, MsgInput, MsgPhase
@@ -52,21 +53,18 @@ def test_deadline_changed_only_when_the_earliest_deadline_moves() -> None:
     c1 = fab.engines["c1"]
     fab.hold = True  # nothing is delivered: both PUTs stay outstanding
 
-    def put_direct() -> None:
-        """The engine call itself (the fabric's driver would read the flag first)."""
-        _h, actions = c1.put(fab.now, S[0], payload=bytes(64), portal=PORTAL)
-        assert c1.deadline_changed is changed
-        fab.apply("c1", actions)
+    def put() -> list[Action]:  # the engine call alone: the fabric's driver reads the flag
+        return c1.put(fab.now, S[0], payload=bytes(64), portal=PORTAL)[1]
 
-    c1.next_deadline()  # the driver's last look
-    changed = True
-    put_direct()
+    actions = put()
+    assert c1.deadline_changed
     first = c1.next_deadline()
     assert first is not None and not c1.deadline_changed
+    fab.apply("c1", actions)
     fab.now += 0.5
-    changed = False
-    put_direct()
+    actions = put()
     assert not c1.deadline_changed and c1.next_deadline() == first
+    fab.apply("c1", actions)
     c1.net_set_health(C[0], 500, fab.now)  # the NI state log and the monitor tick: earlier
     assert c1.deadline_changed and c1.next_deadline() == 0.0
 
