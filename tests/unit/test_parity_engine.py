@@ -139,3 +139,18 @@ def test_ping_metadata_under_test_ping_md() -> None:
     assert lines == [f"found metadata reply NI[{C[0]}]", f"found metadata reply NI[{C[1]}]"]
     c.set_fail_loc(0)
     assert not PingInfo.unpack(c.ping_info().pack()).metadata
+
+
+def test_peer_add_of_a_route_gateway_is_refused() -> None:
+    """E19 (peer.c ``lnet_peer_add`` -> ``lnet_peer_del`` -> ``lnet_peer_ni_del_locked``):
+    an unconfigured peer that is a gateway cannot be re-created as configured: -EBUSY;
+    a traffic-created peer that is not a gateway becomes configured."""
+    from nodes.lnet.nid import Net
+
+    c = make_node(1, C)
+    c.router.add(Net.parse("tcp9"), S[0], 1, 0, 0.0)
+    with pytest.raises(LNetConfigError) as e:
+        c.peer_add(S[0], [])
+    assert e.value.errno == -16
+    c.peer_add(S[1], [])
+    assert c.peers.find_peer(S[1]) is not None
