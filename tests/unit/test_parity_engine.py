@@ -15,6 +15,7 @@ from nodes.lnet.failloc import (
     FailLoc,
 )
 from nodes.lnet.hdr import MsgType
+from nodes.lnet.ni import LNET_NI_STATUS_DOWN
 from nodes.lnet.nid import LO_NID
 from nodes.lnet.ping import LNET_PING_FEAT_METADATA, POISON_MD, PingInfo
 from testbed.sim.fabric import Fabric
@@ -154,3 +155,20 @@ def test_peer_add_of_a_route_gateway_is_refused() -> None:
     assert e.value.errno == -16
     c.peer_add(S[1], [])
     assert c.peers.find_peer(S[1]) is not None
+
+
+def test_router_ni_silent_exactly_at_its_deadline() -> None:
+    """The checker's deadline for a silent router NI is ``last + limit``; at that time the NI
+    must go DOWN even where the float ``now - last`` is below ``limit`` (else the timer
+    fires at that time forever: sanity-lnet 222 hung the sim)."""
+    c = make_node(1, C)
+    c.set_tunable("forwarding", 1, 0.0)
+    chk = c.router.checker
+    limit = chk.ni_timeout()
+    last = 495.43508709194094  # (last + 110) - last < 110 in binary floating point
+    assert limit == 110 and (last + limit) - last < limit
+    ni = c.ni_by_nid(C[0])
+    chk.ni_last_alive[ni] = last
+    chk.ni_last_alive[c.ni_by_nid(C[1])] = last + 50
+    assert chk.update_ni_status(last + limit)
+    assert ni.status == LNET_NI_STATUS_DOWN
