@@ -79,7 +79,8 @@ def test_lnd_notifies_gateway_dead_then_alive(topology: Any) -> None:
 @pytest.mark.requirement("rtr-mr-sensitivity", "rtr-mr-no-unhealthy", "rtr-gw-down")
 def test_router_sensitivity_keeps_unhealthy_gateway_ni_off_the_wire(topology: Any) -> None:
     """Seed 002 behind the knob (today's LNet ignores router_sensitivity_percentage at its
-    default 100, docs/differences.md): below 100, a gateway peer NI whose health is below MAX_HEALTH * router_sensitivity% is not used, so a
+    default 100, docs/differences.md): below 100, a gateway peer NI whose health is below
+    MAX_HEALTH * router_sensitivity% is not used, so a
     gateway whose every NI on the local net is below it is down (rtr-gw-down) and no message
     goes to it (rtr-mr-no-unhealthy); lowering the percentage makes it usable again
     (rtr-mr-sensitivity). The router checker is slowed and recovery limited so nothing heard
