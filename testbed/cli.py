@@ -18,7 +18,7 @@ from typing import NoReturn
 from testbed import sh
 from testbed.base import TestbedError
 from testbed.commands import faults, lifecycle, node, sim, trace
-from testbed.commands.common import CliError
+from testbed.commands.common import CliError, name_arg
 from testbed.observe import cli as observe_cli
 from testbed.plan import TopologyError
 from testbed.pytest.trace import TraceError
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def named(cmd: str, helptext: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(cmd, help=helptext, description=helptext)
-        sp.add_argument("-n", "--name", help="testbed name (default: the only one up)")
+        sp.add_argument("-n", "--name", type=name_arg,
+                        help="testbed name (default: the only one up)")
         return sp
 
     for module in MODULES:

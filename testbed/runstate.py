@@ -67,6 +67,10 @@ def _own_dir(path: Path) -> None:
 
 
 def rundir(name: str, root: str | Path | None = None) -> Path:
+    """RUNROOT/NAME. A name that is not a testbed's (``by-netns``, ``..``, ``a/b``) is a
+    caller's bug here: every name a user gives is checked before (``base.check_name``)."""
+    if name == BY_NETNS or not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a testbed name: {name!r}")
     return runroot(root) / name
 
 

@@ -16,6 +16,16 @@ class CliError(Exception):
     """A one-line error for the user."""
 
 
+def name_arg(text: str) -> str:
+    """``-n NAME``: a testbed name, checked as argparse parses it (a usage error, exit 2)."""
+    from testbed.base import TestbedError, check_name
+
+    try:
+        return check_name(text)
+    except TestbedError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def running(root: str | None = None) -> list[str]:
     """Names of the testbeds whose control process is alive."""
     return [n for n in runstate.list_testbeds(root)

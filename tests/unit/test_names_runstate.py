@@ -111,6 +111,33 @@ def test_create_rundir_is_private_and_exclusive(root: Path) -> None:
     assert runstate.list_testbeds() == ["mr2"]
 
 
+def test_by_netns_is_not_a_testbed_name_anywhere(root: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 11 item 4: `testbed down -n by-netns` passed the name check and deleted the
+    by-netns registry of every testbed. Every place a name is taken refuses it now."""
+    import testbed
+    from testbed import clean, cli
+    from testbed.base import TestbedError
+
+    runstate.create_rundir("t1")
+    link = root / "by-netns" / "4026532000"
+    link.symlink_to(root / "t1" / "nodes" / "c1.sock")
+    for argv in (["down", "-n", "by-netns"], ["status", "-n", "by-netns"],
+                 ["events", "-n", "by-netns"], ["fault", "-n", "by-netns", "list"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.splitlines()[-1]
+        assert err.endswith("bad testbed name 'by-netns': reserved (the run root's by-netns/ "
+                            "is shared by every testbed)"), err
+    with pytest.raises(TestbedError, match="reserved"):
+        testbed.attach("by-netns")
+    with pytest.raises(ValueError, match="not a testbed name"):
+        clean.clean_testbed("by-netns")
+    assert link.is_symlink() and (root / "by-netns").is_dir()
+    assert runstate.list_testbeds() == ["t1"]
+
+
 def test_state_round_trip_and_atomic_replace(root: Path) -> None:
     rdir = runstate.create_rundir("t1")
     assert runstate.read_state(rdir) == {}
