@@ -68,8 +68,8 @@ def start_testbed(module: str, topology_path: str | os.PathLike[str] | None,
         raise TestbedError(f"a leftover of testbed {name} remains in {rdir}: "
                            "run `testbed clean`")
     argv = [sys.executable, "-m", module, "--name", name, *extra]
-    if topology_path is not None:
-        argv += ["--topology", str(Path(topology_path).resolve())]
+    if topology_path is not None:  # the file it was read from (a built-in one by name too)
+        argv += ["--topology", str(Path(plan.source).resolve())]
     ready = spawn(argv, child_env(name, rdir), timeout + per_node * len(plan.nodes), progress)
     return name, rdir, base, ready
 

@@ -35,7 +35,7 @@ from typing import IO, Any
 import zmq
 import zmq.asyncio
 
-from testbed import clean, runstate
+from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
 from testbed.plan import TopologyError, load_topology
 from testbed.sim.inproc import SimTestbed
@@ -74,6 +74,7 @@ class SimServer:
         ctx = zmq.asyncio.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_REQUEST_BYTES)  # larger: dropped unread
         ctl = runstate.ctl_sock(self.rdir)
         sock.bind(f"ipc://{ctl}")
         os.chmod(ctl, 0o600)
@@ -101,9 +102,7 @@ class SimServer:
 
     async def _answer(self, sock: Any, frames: list[bytes]) -> None:
         try:
-            req = json.loads(frames[-1])
-            if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
-                raise ValueError("request must be a JSON object with a string 'cmd'")
+            req = ctlproto.parse(frames[-1])  # every field checked (issue 11 item 3)
             reply = await self.dispatch(req)
         except (TestbedError, ValueError, TypeError, KeyError) as exc:
             reply = {"ok": False, "error": str(exc)}
