@@ -119,11 +119,14 @@ class MininetTestbed(CtlTestbed):
 
         Raises:
             TopologyError: the topology is invalid (nothing was started).
-            TestbedError: bring-up failed (everything started was removed again).
+            TestbedError: not root, or bring-up failed (everything started was removed).
         """
+        if os.geteuid() != 0:  # one line, not a PermissionError from deep inside (issue 18)
+            raise TestbedError("the mininet backend needs root (network namespaces, bridges, "
+                               "veths): run as root, or use the sim backend, which does not")
         name, rdir, base, ready = start_testbed(
             "testbed.mininet.supervisor", topology_path, name, root, [], UP_TIMEOUT,
-            UP_TIMEOUT_PER_NODE, progress)
+            UP_TIMEOUT_PER_NODE, progress, backend="mininet")
         tb = cls(name, rdir, base)
         tb.warnings = [str(w) for w in ready.get("warnings", [])]
         return tb
@@ -154,5 +157,6 @@ class MininetTestbed(CtlTestbed):
                                "sock": info["sock"], "nids": info.get("nids", [])}
         if not nodes:
             raise TestbedError(f"testbed {self.name}: supervisor is not running and no node "
-                               "is recorded (run `testbed clean`)")
+                               "is recorded (remove what is left: "
+                               f"`testbed down -n {self.name}`)")
         return {"nodes": nodes}

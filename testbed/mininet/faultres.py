@@ -9,6 +9,7 @@ the NFQUEUE number counter ``next_queue``.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from faults import netops
@@ -51,6 +52,7 @@ class FaultResources:
 
     def _interposed(self, f: _Fault, k: int) -> list[dict[str, Any]]:
         spec = f.spec
+        require_nfqueue(spec.kind)
         node = spec.node or ""
         queue = self.next_queue
         self.next_queue += 1
@@ -138,3 +140,16 @@ def interposer_pids(name: str) -> list[int]:
         if b"faults.interposer" in cmd:
             out.append(pid)
     return sorted(out)
+
+
+def require_nfqueue(kind: str) -> None:
+    """A packet fault's interposer needs the NFQUEUE bindings, an optional extra (issue 18:
+    the simulator and every other fault kind work without them).
+
+    Raises:
+        FaultError: they are not installed, in one line saying how to get them.
+    """
+    if importlib.util.find_spec("netfilterqueue") is None:
+        raise FaultError(f"{kind}: packet faults on the mininet backend need the NFQUEUE "
+                         "bindings (netfilterqueue): pip install 'lnet-testbed[faults]' "
+                         "(builds against libnetfilter-queue-dev)")

@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     # Mininet, and any library) print goes to supervisor.log once the run directory exists.
     proto = os.fdopen(os.dup(1), "w")
     try:
-        plan = load_topology(args.topology, name=args.name)
+        plan = load_topology(args.topology, name=args.name, backend="mininet")
         rdir = runstate.create_rundir(plan.name)
     except TopologyError as exc:
         proto.write(json.dumps({"error": str(exc)}) + "\n")
@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     except FileExistsError:
         proto.write(json.dumps({"error": f"testbed {args.name} already has a run directory "
                                          f"{runstate.rundir(args.name)}: it is up, or a "
-                                         "leftover remains (run `testbed clean`)"}) + "\n")
+                                         f"leftover remains (testbed down -n {args.name})"})
+                    + "\n")
         return 1
     logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(logfd, 1)

@@ -84,7 +84,7 @@ class SimClient(CtlTestbed):
         name, rdir, base, ready = start_testbed(
             "testbed.sim.server", topology_path, name, root,
             ["--seed", str(int(seed)), "--speed", str(speed)], UP_TIMEOUT, UP_TIMEOUT_PER_NODE,
-            progress)
+            progress, backend="sim")
         tb = cls(name, rdir, base)
         tb.warnings = [str(w) for w in ready.get("warnings", [])]
         return tb

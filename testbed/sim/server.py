@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         rdir = runstate.create_rundir(plan.name)
     except (TopologyError, ValueError, OSError) as exc:
         msg = (f"testbed {args.name} already has a run directory: it is up, or a leftover "
-               "remains (run `testbed clean`)") if isinstance(exc, FileExistsError) else str(exc)
+               f"remains (testbed down -n {args.name})") if isinstance(exc, FileExistsError) \
+            else str(exc)
         _send(proto, {"error": msg})
         return 1
     logfd = os.open(rdir / SERVER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -70,7 +70,7 @@ def _fake_sys(tmp_path: Path, *ifnames: str) -> Path:
 def test_check_free_refuses_an_existing_bridge(tmp_path: Path) -> None:
     br = names.bridge_name("mr2", 0)
     fake = _fake_sys(tmp_path, "lo", "eth0", br, names.bridge_name("other", 0))
-    with pytest.raises(names.NameCollision, match="testbed clean") as exc:
+    with pytest.raises(names.NameCollision, match="testbed down -n mr2") as exc:
         names.check_free("mr2", fake)
     assert br in str(exc.value)
     names.check_free("mr3", fake)  # another name's hash is free
