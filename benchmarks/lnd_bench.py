@@ -79,15 +79,17 @@ def server_ip(rail: int) -> str:
 
 
 @contextlib.contextmanager
-def testbed(rails: int, prefix: str) -> Iterator[Any]:
-    """A two-node testbed with ``rails`` rails, always taken down again."""
-    from testbed import api
+def testbed(rails: int, prefix: str, **up: Any) -> Iterator[Any]:
+    """A two-node Mininet testbed with ``rails`` rails, always taken down again; ``up`` goes
+    to ``testbed.up`` (``record_period``, ``trace_messages``: the defaults of ``testbed up``,
+    recorder on, no message trace)."""
+    import testbed as tbapi
 
     name = f"{prefix}{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.yaml"
         path.write_text(topology_yaml(name, rails))
-        tb = api.Testbed.up(path, name=name)
+        tb = tbapi.up(path, name=name, **up)
     try:
         yield tb
     finally:

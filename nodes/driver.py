@@ -16,31 +16,61 @@ asyncio node daemon (``nodes/daemon/runtime.py``) and for the simulator's nodes
   drained after every batch of actions; with no sink nobody drains (unit harnesses);
 * ``trace_sink(MsgTrace)``: the engine's message trace (TRACE-SCHEMA.md), turned on in the
   engine only when a sink is given;
-* ``set_lnd_timeout(nid, seconds)``: the LND's own per-NI timeout (socklnd sock_timeout).
+* ``set_lnd_timeout(nid, seconds)``: the LND's own per-NI timeout (socklnd sock_timeout);
+* ``recorder`` (``nodes/recorder.py``) and ``arm_sample(at)``: the recorder of issue 16 item 1,
+  counted per Transmit (``tx``) and per receive (``receive``), sampled after every batch
+  (``maybe_sample``) and from a second timer at ``next_sample()`` (``on_sample_timer``), so a
+  change is in the file at most one period later even if the node then goes idle.
 
-MD events go to waiters registered per MD handle (``watch``); what LNet decides about the LND
-timeout (``lnd_timeout`` derived from transaction_timeout and retry_count, or an NI's own
-``--lnd-timeout``) is kept in step here (``sync_lnd_timeouts``, ``set_lnd_timeout``). No
-asyncio: a waiter is a callable, a future is the caller's business.
+What the engine says only through its state is published as notices too: a ``tunable`` notice
+(``name``, ``value``) for each health tunable (``HEALTH_TUNABLES``) when first drained and
+whenever it changes, so ``testbed check``'s health-step rule knows the sensitivity exactly
+(docs/events.md §1.3) whichever path changed it (``lnetctl set``, import, module parameter);
+``ni_add``/``ni_del`` when the runtime adds or removes an NI (``ni_added``, ``ni_removed``).
+
+MD events go to waiters registered per MD handle (``watch``), except those of an upper layer
+that drives LNet itself (``upper``: lnet_selftest, ``nodes/selftest``): its MD events go to
+it, the actions it returns are carried out after the batch that produced them (a loop, never
+recursion: a loopback RPC completes within one call), and its deadline joins the engine's.
+What LNet decides about the LND timeout (``lnd_timeout`` derived from transaction_timeout
+and retry_count, or an NI's own ``--lnd-timeout``) is kept in step here
+(``sync_lnd_timeouts``, ``set_lnd_timeout``). No asyncio: a waiter is a callable, a future is
+the caller's business.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Container, Coroutine
 from typing import Any, Protocol
 
 from nodes.lnet import actions as _actions
 from nodes.lnet import notify
 from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.nid import NID, Net
+from nodes.lnet.events import MessageReceived
+from nodes.lnet.nid import LO_NID, NID, Net
+from nodes.recorder import Recorder
 
 #: the engine's message trace action (TRACE-SCHEMA.md); None until the engine emits it
 MSG_TRACE: type | None = getattr(_actions, "MsgTrace", None)
 _UNARMED = float("nan")  # the armed deadline of a driver whose timer must be (re)armed
+#: tunables published as ``tunable`` notices: what ``testbed check`` needs to judge health
+#: steps and resends (spec §3.2-3.4)
+HEALTH_TUNABLES = ("health_sensitivity", "retry_count", "transaction_timeout")
 
 Waiter = Callable[[MDEvent], None]
+
+
+class UpperLayer(Protocol):
+    """A sans-I/O layer above LNet on the same node (``nodes/selftest``): fed the events of
+    its own MDs (``handles``) and the time, it returns more engine actions."""
+
+    handles: Container[int]
+
+    def on_md_event(self, ev: MDEvent, now: float) -> list[Action]: ...
+    def next_deadline(self) -> float | None: ...
+    def handle_timer(self, now: float) -> list[Action]: ...
 
 
 class Runtime(Protocol):
@@ -73,7 +103,9 @@ class NodeDriver:
                  md_sink: Callable[[MDEvent], None] | None = None,
                  notice_sink: Callable[[str, dict[str, Any]], None] | None = None,
                  trace_sink: Callable[[Any], None] | None = None,
-                 set_lnd_timeout: Callable[[NID, float], None] | None = None) -> None:
+                 set_lnd_timeout: Callable[[NID, float], None] | None = None,
+                 recorder: Recorder | None = None,
+                 arm_sample: Callable[[float], None] | None = None) -> None:
         self.engine = engine
         self.now = now
         self._transmit = transmit
@@ -91,6 +123,12 @@ class NodeDriver:
         self.sock_timeout: dict[NID, int] = {}
         self._lnet_lnd_timeout = engine.tunables.lnd_timeout
         self._armed: float | None = _UNARMED
+        self.recorder = recorder
+        self.arm_sample = arm_sample
+        self._sample_armed: float | None = None
+        self._tunables: tuple[int, ...] | None = None  # HEALTH_TUNABLES last published
+        #: lnet_selftest on this node (``nodes.selftest.attach``), or None
+        self.upper: UpperLayer | None = None
 
     # ---------------------------------------------------------------- engine plumbing
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -104,23 +142,44 @@ class NodeDriver:
         return value
 
     def execute(self, actions: list[Action]) -> None:
-        """Carry out ``actions`` in order, then drain notices, sync LND timeouts, re-arm."""
-        for act in actions:
-            kind = type(act)
-            if kind is Transmit:
-                self._transmit(act)  # type: ignore[arg-type]
-            elif kind is MDEvent:
-                self._md_event(act)  # type: ignore[arg-type]
-            elif kind is Log:
-                if self._log is not None:
-                    self._log(act)  # type: ignore[arg-type]
-            elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
-                self._notify_peer_down(act.lpni)  # type: ignore[attr-defined]
-            elif kind is MSG_TRACE and self.trace_sink is not None:
-                self.trace_sink(act)
+        """Carry out ``actions`` in order (then what the upper layer returned for its MD
+        events, batch after batch), then drain notices, sync LND timeouts, re-arm, and give
+        the recorder its chance to sample."""
+        upper, rec = self.upper, self.recorder
+        while actions:
+            follow: list[Action] = []
+            for act in actions:
+                kind = type(act)
+                if kind is Transmit:
+                    if rec is not None:
+                        rec.tx(act.ni, act.lpni, len(act.payload))  # type: ignore[union-attr,arg-type]
+                    self._transmit(act)  # type: ignore[arg-type]
+                elif kind is MDEvent:
+                    if upper is not None and act.handle in upper.handles:  # type: ignore
+                        if self.md_sink is not None:
+                            self.md_sink(act)  # type: ignore[arg-type]
+                        follow += upper.on_md_event(act, self.now())  # type: ignore[arg-type]
+                    else:
+                        self._md_event(act)  # type: ignore[arg-type]
+                elif kind is Log:
+                    if self._log is not None:
+                        self._log(act)  # type: ignore[arg-type]
+                elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
+                    self._notify_peer_down(act.lpni)  # type: ignore[attr-defined]
+                elif kind is MSG_TRACE and self.trace_sink is not None:
+                    self.trace_sink(act)
+            actions = follow
         self.flush_notices()
         self.sync_lnd_timeouts()
         self.rearm()
+        if rec is not None:
+            self.sample()
+
+    def receive(self, ev: MessageReceived) -> None:
+        """A message the LND received: counted for the recorder, handed to the engine."""
+        if self.recorder is not None:
+            self.recorder.rx(ev.ni, ev.peer_nid, len(ev.payload))
+        self.execute(self.engine.handle(ev, self.now()))
 
     def _md_event(self, ev: MDEvent) -> None:
         if self.md_sink is not None:
@@ -137,15 +196,57 @@ class NodeDriver:
 
     def flush_notices(self) -> None:
         """Hand the engine's health notices to the sink (notify.py, hlth-lnt-udev)."""
-        if self.notice_sink is None:
+        sink = self.notice_sink
+        if sink is None:
             return
+        t = self.engine.tunables
+        values = (t.health_sensitivity, t.retry_count, t.transaction_timeout)
+        if values != self._tunables:
+            old = self._tunables
+            self._tunables = values
+            for i, name in enumerate(HEALTH_TUNABLES):
+                if old is None or old[i] != values[i]:
+                    sink("tunable", {"name": name, "value": values[i]})
         for kind, fields in notify.drain(self.engine):
-            self.notice_sink(kind, fields)
+            sink(kind, fields)
+
+    def set_trace_sink(self, sink: Callable[[Any], None] | None) -> None:
+        """Start (a sink) or stop (None) the engine's message trace (TRACE-SCHEMA)."""
+        self.trace_sink = sink
+        if hasattr(self.engine, "trace_messages"):
+            self.engine.trace_messages = sink is not None
+
+    # ---------------------------------------------------------------- recorder
+    def sample(self) -> None:
+        """Let the recorder sample if a period boundary passed; if it left a change
+        unsampled, arm the sample timer at the period's end (once per period)."""
+        rec = self.recorder
+        if rec is None:
+            return
+        rec.maybe_sample(self.now())
+        at = rec.next_sample()
+        if at is not None and at != self._sample_armed and self.arm_sample is not None:
+            self._sample_armed = at
+            self.arm_sample(at)
+
+    def on_sample_timer(self) -> None:
+        """The sample timer came: sample now (a loop timer may fire a hair early: the
+        sample is stamped no earlier than the period boundary it was armed for)."""
+        at, self._sample_armed = self._sample_armed, None
+        rec = self.recorder
+        if rec is not None:
+            now = self.now()
+            rec.maybe_sample(now if at is None or now >= at else at)
 
     # ---------------------------------------------------------------- timer
     def rearm(self) -> None:
-        """Re-arm the timer if the engine's earliest deadline moved."""
+        """Re-arm the timer if the earliest deadline (the engine's, the upper layer's)
+        moved."""
         deadline = self.engine.next_deadline()
+        if self.upper is not None:
+            later = self.upper.next_deadline()
+            if later is not None and (deadline is None or later < deadline):
+                deadline = later
         if deadline != self._armed:  # (NaN: never equal, so an unarmed driver arms)
             self._armed = deadline
             self._arm_timer(deadline)
@@ -153,7 +254,11 @@ class NodeDriver:
     def on_timer(self) -> None:
         """The armed deadline came: run the engine's timers."""
         self._armed = _UNARMED
-        self.execute(self.engine.handle_timer(self.now()))
+        now = self.now()
+        actions = self.engine.handle_timer(now)
+        if self.upper is not None:
+            actions = actions + self.upper.handle_timer(now)
+        self.execute(actions)
 
     # ---------------------------------------------------------------- LND timeouts
     def sync_lnd_timeouts(self) -> None:
@@ -172,11 +277,20 @@ class NodeDriver:
                     self._set_lnd_timeout(ni.nid, float(derived))
 
     def ni_added(self, nid: NID) -> None:
-        """A new NI starts with sock_timeout 0: LNet's lnd_timeout."""
+        """A new NI starts with sock_timeout 0: LNet's lnd_timeout. Logged as ``ni_add``."""
         self.sock_timeout.pop(nid, None)
         ni = self.engine.ni_by_nid(nid)
         if ni is not None:
             ni.lnd_timeout = self.engine.tunables.lnd_timeout
+            if self.notice_sink is not None:
+                self.notice_sink("ni_add", {"nid": str(nid), "interface": ni.interface})
+
+    def ni_removed(self, nid: NID) -> None:
+        """An NI was deleted (``net del``, ``lnet unconfigure``): logged as ``ni_del``, the
+        evidence a route through this node may go down for (docs/events.md §1.3)."""
+        self.sock_timeout.pop(nid, None)
+        if self.notice_sink is not None and nid != LO_NID:
+            self.notice_sink("ni_del", {"nid": str(nid)})
 
     def set_lnd_timeout(self, net: Net, seconds: int) -> int:
         """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of every NI of ``net``
@@ -203,7 +317,11 @@ class NodeDriver:
 
 
 def trace_fields(act: Any) -> dict[str, Any]:
-    """A message trace action as JSON-ready fields (NIDs as text; TRACE-SCHEMA.md)."""
+    """A message trace action as JSON-ready fields (NIDs as text, ``health`` as
+    ``{"ni": v, "lpni": v}``, fields that do not apply left out; TRACE-SCHEMA.md)."""
+    to_json = getattr(act, "to_json", None)
+    if to_json is not None:
+        return to_json()  # type: ignore[no-any-return]
     out = {}
     for f in dataclasses.fields(act):
         value = getattr(act, f.name)

@@ -24,7 +24,9 @@ from testbed.base import FaultAPI, NodeHandle, Testbed, TestbedError
 
 __all__ = ["BACKENDS", "FaultAPI", "NodeHandle", "Testbed", "TestbedError", "attach", "up"]
 
-BACKENDS = ("mininet", "sim")
+#: ``vagrant``: nodes in Vagrant guests (LXC containers or libvirt VMs); ``hosts``: nodes on
+#: this machine and machines reached over SSH (``testbed.vagrant``).
+BACKENDS = ("mininet", "sim", "vagrant", "hosts")
 
 
 def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
@@ -54,6 +56,10 @@ def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
         from testbed.sim import SimTestbed
 
         return SimTestbed.up(topology, **kw)
+    if backend in ("vagrant", "hosts"):  # testbed.vagrant.VagrantTestbed.up(provider=...)
+        from testbed.vagrant.client import VagrantTestbed
+
+        return VagrantTestbed.up(topology, backend=backend, **kw)
     raise TestbedError(f"unknown backend {backend!r} (choose one of: {', '.join(BACKENDS)})")
 
 
@@ -73,10 +79,15 @@ def attach(name: str, *, root: str | Path | None = None) -> Testbed:
         raise TestbedError(f"testbed {name}: {problem}")
     if not rdir.exists():
         raise TestbedError(f"no testbed named {name} is up")
-    if runstate.read_state(rdir).get("backend") == "sim":
+    backend = runstate.read_state(rdir).get("backend")
+    if backend == "sim":
         from testbed.sim.client import SimClient
 
         return SimClient(name, rdir, base)
+    if backend in ("vagrant", "hosts"):
+        from testbed.vagrant.client import VagrantTestbed
+
+        return VagrantTestbed(name, rdir, base)
     from testbed.mininet import MininetTestbed
 
     return MininetTestbed(name, rdir, base)

@@ -147,6 +147,10 @@ def clean_testbed(name: str, root: str | Path | None = None) -> list[str]:
         removed.append(f"testbed {name} (taken down by its supervisor)")
         wait_gone([state["supervisor_pid"]], 5.0)  # it exits right after answering
         state = runstate.read_state(rdir)
+    # guests, hosts' namespaces, libvirtd of the vagrant/hosts backends (testbed/vagrant/)
+    from testbed.vagrant import clean as vagrant_clean
+
+    removed += vagrant_clean.undo(name, rdir, state)
     # fault resources (interposers, tbf qdiscs, iptables rules, SIGSTOPs) by their record
     removed += netops.undo_recorded(state)
     removed += kill_tagged(name)
@@ -225,6 +229,9 @@ def leftovers(name: str, root: str | Path | None = None) -> list[str]:
     found += [f"interface {n}" for n in names.ours([names.short_hash(name)])]
     rdir = runstate.rundir(name, root)
     found += [f"link {link}" for link in runstate.netns_links(rdir, root)]
+    from testbed.vagrant import clean as vagrant_clean  # guests, VXLANs, hosts' namespaces
+
+    found += vagrant_clean.leftovers(name)
     if rdir.exists():
         found.append(f"directory {rdir}")
     return found

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from testbed import sh
 from testbed.base import TestbedError
-from testbed.commands import completion, faults, lifecycle, node, sim, status, trace
+from testbed.commands import completion, faults, lifecycle, lst, node, sim, status, trace
 from testbed.commands.common import CliError, name_arg, version
 from testbed.observe import cli as observe_cli
 from testbed.plan import TopologyError
@@ -31,7 +31,7 @@ from testbed.pytest.trace import TraceError
 
 PROG = "testbed"
 #: subcommand modules, in the order ``testbed --help`` lists them
-MODULES = (lifecycle, status, sim, node, faults, trace, observe_cli, completion)
+MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, completion)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -43,6 +43,23 @@ def child_env(name: str, rdir: Path, base: dict[str, str] | None = None) -> dict
     return env
 
 
+def observe_args(record_period: float, trace_messages: bool) -> list[str]:
+    """The testbed process's options for the recorder (seconds between samples, 0: none) and
+    the message trace (issue 16; docs/events.md).
+
+    Raises:
+        TestbedError: the period is not a number of seconds in 0..3600.
+    """
+    from testbed.base import TestbedError
+
+    if isinstance(record_period, bool) or not isinstance(record_period, int | float) \
+            or not 0 <= record_period <= 3600:
+        raise TestbedError(f"record_period must be 0..3600 seconds (0: off), "
+                           f"not {record_period!r}")
+    return ["--record-period", f"{record_period:g}"] + (
+        ["--trace-messages"] if trace_messages else [])
+
+
 def start_testbed(module: str, topology_path: str | os.PathLike[str] | None,
                   name: str | None, root: str | Path | None, extra: list[str],
                   timeout: float, per_node: float, progress: Progress | None,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nodes.daemon import lnetctl_config
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
-from nodes.daemon.control import ControlServer
+from nodes.daemon.control import ControlServer, CurveServer
 from nodes.daemon.runtime import NodeRuntime
 from nodes.lnet.errors import LNetConfigError
 
@@ -31,7 +31,45 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--lnet-param", action="append", default=[], metavar="NAME=VALUE",
                    help="LNet module parameter, applied before LNet is configured (spec §0)")
+    p.add_argument("--ctl-tcp", metavar="tcp://ADDR:PORT",
+                   help="also serve control requests here, with CURVE (needs --curve-dir)")
+    p.add_argument("--ctl-fd", type=int, metavar="FD",
+                   help="inherited listening socket for --ctl-tcp (made in another netns)")
+    p.add_argument("--curve-dir", type=Path, metavar="DIR",
+                   help="server.key_secret (this daemon's CURVE key pair) and clients/*.key "
+                        "(the only client public keys admitted)")
+    p.add_argument("--record-period", type=_period, default=0.0, metavar="SECONDS",
+                   help="sample the engine into RUNDIR/nodes/NODE.rec every SECONDS "
+                        "(0: no recorder; docs/events.md §3)")
+    p.add_argument("--trace-messages", action="store_true",
+                   help="write every send, resend and completion to "
+                        "RUNDIR/nodes/NODE.trace.jsonl (docs/events.md §1.5)")
     return p.parse_args(argv)
+
+
+def _curve(ns: argparse.Namespace) -> CurveServer | None:
+    """The CURVE TCP endpoint from --ctl-tcp/--ctl-fd/--curve-dir (testbed/vagrant/curve.py
+    writes those files), or None for an ipc-only daemon."""
+    if ns.ctl_tcp is None:
+        return None
+    if ns.curve_dir is None:
+        raise SystemExit("nodes.daemon: --ctl-tcp needs --curve-dir (no plain-text TCP control)")
+    import zmq.auth
+
+    public, secret = zmq.auth.load_certificate(str(ns.curve_dir / "server.key_secret"))
+    if secret is None:
+        raise SystemExit(f"nodes.daemon: no secret key in {ns.curve_dir}/server.key_secret")
+    return CurveServer(ns.ctl_tcp, public, secret, ns.curve_dir / "clients", ns.ctl_fd)
+
+
+def _period(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be 0..3600 seconds, not {text}")
+    return value
 
 
 def _register(sock_path: Path) -> Path | None:
@@ -54,6 +92,7 @@ async def _amain(ns: argparse.Namespace) -> int:
     sock_path = nodes_dir / f"{ns.node}.sock"
     sock_path.unlink(missing_ok=True)
     seed = ns.seed if ns.seed is not None else int.from_bytes(os.urandom(8), "little")
+    curve = _curve(ns)  # before anything starts: a bad key file stops us here
     rt = NodeRuntime(seed=seed, port=ns.port)
     try:  # "modprobe lnet NAME=VALUE": before anything is configured
         lnetctl_config.apply_module_params(rt, [tuple(a.split("=", 1)) if "=" in a
@@ -62,7 +101,8 @@ async def _amain(ns: argparse.Namespace) -> int:
         logging.getLogger("daemon").error("bad --lnet-param: %s", e.descr)
         await rt.close()
         return 2
-    server = ControlServer(rt, ns.node, str(sock_path))
+    rt.observe(ns.rundir, ns.node, record_period=ns.record_period, trace=ns.trace_messages)
+    server = ControlServer(rt, ns.node, str(sock_path), curve)
     os.chmod(sock_path, 0o600)
     link = _register(sock_path)
     (nodes_dir / f"{ns.node}.pid").write_text(f"{os.getpid()}\n")

@@ -2,16 +2,24 @@
 
 Protocol (JSON over a ZeroMQ REQ -> ROUTER pair on ``ipc://<rundir>/nodes/<node>.sock``):
 request ``{"cmd": ..., ...}``, one JSON reply. Every wait is bounded (STYLE rule 11).
+
+A daemon on another machine (testbed/vagrant/) is reached at ``tcp://ADDR:PORT`` with CURVE:
+the caller passes :class:`CurveKeys` (its own pair and the server key it pins); plain TCP is
+never used. A refusal by the server's ZAP handler is seen on a socket monitor and reported at
+once as :class:`DaemonRefused`, instead of waiting out the timeout.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import zmq
+import zmq.utils.monitor
 
 #: Where a daemon registers itself by network-namespace inode, so a bare ``lnetctl`` run
 #: inside that namespace (``ip netns exec``/``nsenter``, no env) finds its node.
@@ -21,6 +29,19 @@ ENV_CTL = "LNET_TESTBED_CTL"
 
 class DaemonUnreachable(Exception):
     """No daemon answered on the control socket in time."""
+
+
+class DaemonRefused(DaemonUnreachable):
+    """The daemon's CURVE/ZAP handshake refused our key (or our idea of its key)."""
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """Client side of a CURVE control connection (Z85 keys): our pair, the pinned server key."""
+
+    public: bytes
+    secret: bytes
+    server: bytes
 
 
 def netns_inode(pid: str = "self") -> int:
@@ -39,20 +60,65 @@ def find_ctl_path() -> str | None:
         return None
 
 
-def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Send one request and return the decoded reply; raise DaemonUnreachable on timeout."""
+def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0,
+            curve: CurveKeys | None = None) -> dict[str, Any]:
+    """Send one request and return the decoded reply; raise DaemonUnreachable on timeout.
+
+    ``ctl_path`` is an ipc socket path, or ``tcp://ADDR:PORT`` together with ``curve``.
+
+    Raises:
+        DaemonUnreachable: no reply in time (DaemonRefused: the CURVE handshake was refused).
+        ValueError: a ``tcp://`` address without CURVE keys.
+    """
+    tcp = ctl_path.startswith("tcp://")
+    if tcp and curve is None:
+        raise ValueError(f"{ctl_path}: a TCP control endpoint needs CURVE keys")
     ctx = zmq.Context()
     sock = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
+    monitor = None
     try:
-        sock.connect(f"ipc://{ctl_path}")
+        if tcp:
+            assert curve is not None
+            sock.curve_publickey = curve.public
+            sock.curve_secretkey = curve.secret
+            sock.curve_serverkey = curve.server
+            monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                                              | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            sock.connect(ctl_path)
+        else:
+            sock.connect(f"ipc://{ctl_path}")
         sock.send(json.dumps(msg).encode())
-        if not sock.poll(int(timeout * 1000)):
+        if not _wait_reply(sock, monitor, ctl_path, timeout):
             raise DaemonUnreachable(f"no answer from {ctl_path} within {timeout:g}s")
         reply = json.loads(sock.recv())
         if not isinstance(reply, dict):
             raise DaemonUnreachable(f"malformed reply from {ctl_path}")
         return reply
     finally:
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(0)
         sock.close(0)
         ctx.term()
+
+
+def _wait_reply(sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes] | None, where: str,
+                timeout: float) -> bool:
+    """Poll for the reply (and, on TCP, for a handshake refusal) until ``timeout``."""
+    if monitor is None:
+        return bool(sock.poll(int(timeout * 1000)))
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    poller.register(monitor, zmq.POLLIN)
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ready = dict(poller.poll(int(left * 1000) + 1))
+        if sock in ready:
+            return True
+        if monitor in ready:
+            event = zmq.utils.monitor.recv_monitor_message(monitor)
+            what = "refused our key" if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH \
+                else "failed the CURVE handshake (wrong server key, or no CURVE)"
+            raise DaemonRefused(f"{where} {what}")
+    return False

@@ -4,6 +4,15 @@ Theory of operation: a ROUTER socket on ``ipc://<rundir>/nodes/<node>.sock``; ev
 handled in its own task (a long ``lnetctl ping`` does not block ``net show``) and answered with
 exactly one reply. Malformed requests get ``{"ok": false, "error": ...}``; nothing a client
 sends can stop the daemon except the ``shutdown`` verb. Never pickle (pyzmq's own advice).
+
+Networked control (a node in a VM, a container or on another host, testbed/vagrant/): a second
+ROUTER on ``tcp://ADDR:PORT`` with CURVE (:class:`CurveServer`): the daemon is a CURVE server
+with its own key pair, and a ZAP handler (pyzmq's ``AsyncioAuthenticator``) admits only the
+client public keys in one directory, so a client without CURVE, with another key, or with a
+wrong idea of the server's key never gets a request through. ADDR is the management address
+of the guest or host; a listener made in another network namespace can be handed over as an
+inherited descriptor (``ZMQ_USE_FD``), so the daemon runs in its node's namespace while its
+control port lives on the management network only. Same JSON protocol on both sockets.
 """
 
 from __future__ import annotations
@@ -12,14 +21,18 @@ import asyncio
 import collections
 import json
 import logging
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
+from nodes.daemon import lst_verb
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.dlc import request as frontend
+from nodes.dlc.limits import MAX_REQUEST_BYTES
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
@@ -53,39 +66,145 @@ def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | No
     return dst, count, size, src, numa
 
 
+def burst_end(op: str, dst: NID, sent: int, completed: int,
+              errors: dict[str, int]) -> dict[str, Any]:
+    """The fields of a ``traffic_end`` event and of the burst's reply (docs/events.md §1.6):
+    messages started, completed, failed, failures by final event kind and status (a burst
+    cut short has started messages that are neither)."""
+    return {"op": op, "dst": str(dst), "sent": sent, "completed": completed,
+            "failed": sum(errors.values()), "errors": dict(errors)}
+
+
+#: ZAP domain of the CURVE control sockets (logged by the authenticator on refusals).
+ZAP_DOMAIN = "lnet-testbed"
+
+
+@dataclass(frozen=True)
+class CurveServer:
+    """A CURVE-protected TCP control endpoint.
+
+    ``endpoint`` is ``tcp://ADDR:PORT`` (ADDR: the management address, never a wildcard when
+    the orchestrator starts the daemon); ``secret_key``/``public_key`` the daemon's Z85 key
+    pair; ``clients_dir`` holds the admitted clients' public keys (``zmq.auth`` certificate
+    files, ``*.key``); ``fd`` an already listening TCP socket to use (``ZMQ_USE_FD``).
+    """
+
+    endpoint: str
+    public_key: bytes
+    secret_key: bytes
+    clients_dir: Path
+    fd: int | None = None
+
+
+#: Test-only: seconds added to every time ``events`` reports, standing in for a host whose clock
+#: is wrong (testbed/vagrant/ merges several hosts' logs on one clock; containers share ours).
+ENV_CLOCK_SKEW = "LNET_TESTBED_CLOCK_SKEW"
+#: Most bytes of event log one ``events`` reply carries.
+EVENTS_CHUNK = 1 << 20
+
+
+def read_events(offset: Any) -> dict[str, Any]:
+    """``events``: whole lines of this host's event log after byte ``offset``, and the time.
+
+    The orchestrator of a testbed spread over hosts (testbed/vagrant/) asks one daemon per host
+    for the log its daemons share (``$LNET_TESTBED_RUNDIR/events.jsonl``) and reads the host's
+    clock from the same reply (one round trip: its offset is known within half of it).
+    """
+    import os
+    import time
+
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError("'offset' must be an integer >= 0")
+    skew = float(os.environ.get(ENV_CLOCK_SKEW) or 0.0)
+    rundir = os.environ.get("LNET_TESTBED_RUNDIR")
+    chunk = b""
+    if rundir:
+        try:
+            with open(Path(rundir) / "events.jsonl", "rb") as f:
+                f.seek(offset)
+                chunk = f.read(EVENTS_CHUNK)
+        except OSError:
+            chunk = b""
+    chunk = chunk[:chunk.rfind(b"\n") + 1]
+    lines = []
+    for raw in chunk.splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("t"), int | float):
+            event["t"] += skew
+            lines.append(event)
+    return {"ok": True, "events": lines, "offset": offset + len(chunk),
+            "time": time.time() + skew}
+
+
 class ControlServer:
-    def __init__(self, rt: NodeRuntime, node: str, sock_path: str) -> None:
+    def __init__(self, rt: NodeRuntime, node: str, sock_path: str,
+                 curve: CurveServer | None = None) -> None:
         self.rt = rt
         self.node = node
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # a frame past this is dropped by ZeroMQ itself, never buffered whole (issue 11)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * MAX_REQUEST_BYTES)
         self.sock.bind(f"ipc://{sock_path}")
+        self.socks = [self.sock]
+        self.auth: Any = None
+        if curve is not None:
+            self.socks.append(self._bind_curve(curve))
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
-        events = EventLog.from_env(node)  # health notices -> events.jsonl (hlth-lnt-udev)
-        if events is not None:
-            rt.notice_sink = events.write
+        # health notices and workload events -> events.jsonl (hlth-lnt-udev, issue 16)
+        self.events = EventLog.from_env(node)
+        if self.events is not None:
+            rt.notice_sink = self.events.write
+
+    def _bind_curve(self, curve: CurveServer) -> zmq.asyncio.Socket:
+        """The TCP ROUTER: CURVE server, ZAP admits only the keys in ``clients_dir``."""
+        from zmq.auth.asyncio import AsyncioAuthenticator
+
+        self.auth = AsyncioAuthenticator(self.ctx)
+        self.auth.start()
+        self.auth.configure_curve(domain=ZAP_DOMAIN, location=str(curve.clients_dir))
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.curve_server = True
+        sock.curve_publickey = curve.public_key
+        sock.curve_secretkey = curve.secret_key
+        sock.zap_domain = ZAP_DOMAIN.encode()
+        if curve.fd is not None:
+            sock.setsockopt(zmq.USE_FD, curve.fd)
+        sock.bind(curve.endpoint)
+        return sock
 
     async def serve(self) -> None:
-        while not self.stopping.is_set():
-            recv = asyncio.ensure_future(self.sock.recv_multipart())
-            stop = asyncio.ensure_future(self.stopping.wait())
-            done, _ = await asyncio.wait({recv, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if recv not in done:
-                recv.cancel()
-                break
-            stop.cancel()
-            frames = recv.result()
-            task = asyncio.create_task(self._handle(frames))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        recvs = {asyncio.ensure_future(s.recv_multipart()): s for s in self.socks}
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while not self.stopping.is_set():
+                done, _ = await asyncio.wait({*recvs, stop},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for recv in [r for r in recvs if r in done]:
+                    sock = recvs.pop(recv)
+                    task = asyncio.create_task(self._handle(recv.result(), sock))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                    recvs[asyncio.ensure_future(sock.recv_multipart())] = sock
+        finally:
+            for fut in (*recvs, stop):
+                fut.cancel()
 
-    async def _handle(self, frames: list[bytes]) -> None:
+    async def _handle(self, frames: list[bytes], sock: zmq.asyncio.Socket | None = None
+                      ) -> None:
         if len(frames) < 3:
             return  # not a REQ envelope: nothing to answer to
         ident, body = frames[0], frames[-1]
         try:
+            if len(body) > MAX_REQUEST_BYTES:  # checked before any parsing (issue 11 item 2)
+                raise ValueError(f"request of {len(body)} bytes is larger than "
+                                 f"{MAX_REQUEST_BYTES}")
             req = json.loads(body)
             if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
                 raise ValueError("request must be a JSON object with a string 'cmd'")
@@ -95,7 +214,7 @@ class ControlServer:
         except Exception as e:
             log.exception("request failed")
             reply = {"ok": False, "error": f"internal error: {e!r}"}
-        await self.sock.send_multipart([ident, b"", json.dumps(reply).encode()])
+        await (sock or self.sock).send_multipart([ident, b"", json.dumps(reply).encode()])
 
     async def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req["cmd"]
@@ -104,19 +223,20 @@ class ControlServer:
 
             return {"ok": True, "node": self.node, "pid": os.getpid(),
                     "nids": [str(ni.nid) for ni in self.rt.engine.local_nis()]}
-        if cmd in ("lnetctl", "lctl"):
-            argv = req.get("argv")
-            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-                raise ValueError("'argv' must be a list of strings")
-            module = lnetctl_cmd if cmd == "lnetctl" else lctl_cmd
-            rc, out, err = await module.run(self.rt, argv)
-            self.rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
-            return {"rc": rc, "out": out, "err": err}
+        if cmd in frontend.KINDS:  # lnetctl/lctl argv, typed DLC commands (nodes/dlc)
+            return await frontend.handle(self.rt, req)
         if cmd in ("put", "get"):
             return await self._burst(cmd, req)
+        if cmd == "flush":  # trace and recorder to their files (a reader is about to look)
+            self.rt.flush_observations()
+            return {"ok": True}
+        if cmd in lst_verb.VERBS:  # lnet_selftest: lst and its console ioctls
+            return await lst_verb.dispatch(self.rt, req)
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}
+        if cmd == "events":
+            return read_events(req.get("offset", 0))
         raise ValueError(f"unknown cmd '{cmd}'")
 
     async def _burst(self, op: str, req: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +252,7 @@ class ControlServer:
         errors: collections.Counter[str] = collections.Counter()
         engine, want = self.rt.engine, "ACK" if op == "put" else "REPLY"
         payload = bytes(size) if op == "put" else b""
-        left = [count]
+        left, ok = [count], [0]
 
         def start() -> tuple[int, list[Any]]:
             if op == "put":
@@ -147,14 +267,30 @@ class ControlServer:
                 final = (await self.rt.wait_final(start))[-1]
                 if final.kind != want or final.status != 0:
                     errors[f"{final.kind}:{final.status}"] += 1
+                else:
+                    ok[0] += 1
 
-        await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
-        failed = sum(errors.values())
-        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
-                "errors": dict(errors)}
+        self._workload("traffic_start", op=op, dst=str(dst), count=count, size=size)
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
+        except BaseException as e:  # a burst cut short (shutdown) ends too, with why
+            self._workload("traffic_end", **burst_end(op, dst, count - left[0], ok[0], errors),
+                           error=repr(e))
+            raise
+        end = burst_end(op, dst, count, ok[0], errors)
+        self._workload("traffic_end", **end)
+        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}
+
+    def _workload(self, kind: str, **fields: Any) -> None:
+        """A workload event (docs/events.md §1.6) in the testbed event log."""
+        if self.events is not None:
+            self.events.write(kind, fields)
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        self.sock.close(0)
+        if self.auth is not None:
+            self.auth.stop()
+        for sock in self.socks:
+            sock.close(0)
         self.ctx.term()

@@ -17,10 +17,18 @@ hlth-stt-ni-down/up-events, hlth-stt-avg-send-time, hlth-stt-avg-transaction-tim
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
+from nodes.daemon import lctl_net, lctl_param
 from nodes.daemon.lnetctl_fault import kick, parse_add, parse_del
-from nodes.lnet.errors import LNetConfigError
+from nodes.daemon.lnetctl_ping import PING_DEFAULT_TIMEOUT
+from nodes.dlc.help import PARSER_COMMANDS, list_commands, usage
+from nodes.dlc.limits import argv_error
+from nodes.dlc.output import exit_code
+from nodes.dlc.tunables import c_int, parse_long
+from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.fault import nid_str
 from nodes.lnet.nid import LO_NID, NID
 from nodes.lnet.ping import PingInfo
@@ -33,10 +41,20 @@ Result = tuple[int, str, str]
 
 
 async def run(rt: NodeRuntime, argv: list[str]) -> Result:
-    if not argv:
-        return 0, ("commands: list_nids ping " + " ".join(_FAULT_CMDS + _TESTBED_CMDS)
-                   + "\n"), ""
+    bad = argv_error("lctl", argv)
+    if bad is not None:
+        return exit_code(-7), "", bad + "\n"
+    if not argv or argv[0] in ("help", "--help"):
+        return _help(argv[1:])
+    if argv[0] in ("--list-commands", "list-commands"):
+        return 0, list_commands(PARSER_COMMANDS + COMMANDS), ""
+    if argv[0] == "--net" and len(argv) >= 3:  # jt_opt_net: select a net, run the command
+        if argv[2] in ("conn_list", "peer_list", "interface_list"):
+            return lctl_net.socklnd_tables(argv[2])
+        argv = argv[2:]
     cmd, args = argv[0], argv[1:]
+    if cmd in _NET_CMDS:
+        return await _NET_CMDS[cmd](rt, args)
     if cmd in ("net_drop", "net_delay") and args:
         cmd, args = f"{cmd}_{args[0]}", args[1:]
     if cmd in _FAULT_CMDS:
@@ -49,10 +67,60 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
         return await _ping(rt, args)
     if cmd in _TESTBED_CMDS:
         return _testbed(rt, cmd, args)
-    return 1, "", f"lctl: unknown command '{cmd}'\n"
+    return exit_code(-1), "", (f"lctl: '{cmd}' is not a valid command. See 'lctl "
+                               "--list-commands'.\n")
 
 
 _TESTBED_CMDS = ("net_ni_down", "net_ni_up", "testbed_stats")
+
+
+async def _sync(fn: Any, rt: NodeRuntime, args: list[str]) -> Result:
+    return fn(rt, args)  # type: ignore[no-any-return]
+
+
+#: lctl.c ``cmdlist`` network commands beyond list_nids/ping and the fault rules
+_NET_CMDS: dict[str, Callable[[NodeRuntime, list[str]], Awaitable[Result]]] = {
+    "show_route": lambda rt, a: _sync(lctl_net.show_route, rt, a),
+    "route_list": lambda rt, a: _sync(lctl_net.show_route, rt, a),
+    "which_nid": lambda rt, a: _sync(lctl_net.which_nid, rt, a),
+    "net": lctl_net.network, "network": lctl_net.network,
+    "dk": lambda rt, a: _sync(lctl_net.debug_kernel, rt, a),
+    "debug_kernel": lambda rt, a: _sync(lctl_net.debug_kernel, rt, a),
+    "get_param": lambda rt, a: _sync(lctl_param.get_param, rt, a),
+    "set_param": lambda rt, a: _sync(lctl_param.set_param, rt, a),
+    "conn_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("conn_list"), rt, a),
+    "peer_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("peer_list"), rt, a),
+}
+#: the commands ``lctl --list-commands`` shows (lctl.c ``cmdlist``, network subset)
+COMMANDS = ("network", "net", "list_nids", "which_nid", "peer_list", "conn_list",
+            "route_list", "show_route", "ping", "net_drop_add", "net_drop_del",
+            "net_drop_reset", "net_drop_list", "net_drop", "net_delay_add", "net_delay_del",
+            "net_delay_reset", "net_delay_list", "net_delay", "get_param", "set_param",
+            "debug_kernel", "dk", *_TESTBED_CMDS)
+_HELP = {
+    "network": "network up|down|NET: configure LNet, or select NET for the next command",
+    "list_nids": "list_nids [all]: the local NIDs",
+    "which_nid": "which_nid NID [NID...]: the NID LNet would reach first",
+    "show_route": "show_route: the routes, one a line",
+    "route_list": "route_list: the routes, one a line",
+    "ping": "ping [PID-]NID [timeout (secs)]: check LNet connectivity",
+    "get_param": "get_param [-n|-N] NAME...: read LNet parameters (peers nis stats routes "
+                 "routers buffers ...)",
+    "set_param": "set_param [-n] NAME=VALUE...: set LNet parameters",
+    "dk": "dk [FILE]: dump and clear the debug log",
+}
+
+
+def _help(words: list[str]) -> Result:
+    """parser.c ``cfs_parser_help`` for lctl's commands."""
+    if not words:
+        return 0, usage("lctl"), ""
+    name = words[0]
+    if name in _HELP:
+        return 0, "", f"{name}: {_HELP[name]}\n"
+    if name in COMMANDS:
+        return 0, "", f"{name}: see the command's usage line\n"
+    return 0, "", f"lctl: '{name}' is not a valid command. See 'lctl --list-commands'.\n"
 
 
 def _testbed(rt: NodeRuntime, cmd: str, args: list[str]) -> Result:
@@ -76,18 +144,34 @@ def _testbed(rt: NodeRuntime, cmd: str, args: list[str]) -> Result:
 
 
 async def _ping(rt: NodeRuntime, args: list[str]) -> Result:
-    if not args or len(args) > 3:
-        return 1, "", "usage: ping nid [timeout] [pid]\n"
+    """portals.c ``jt_ptl_ping``: ``ping [PID-]NID [TIMEOUT]``. The timeout is ``1000 *
+    atol(T)`` ms, refused above 120 s; unless that is 1000 (the default) the *text* T goes to
+    the kernel, which reads it as milliseconds and keeps it when 0 < T < 180000, else waits
+    180 s (api-ni.c ``lnet_genl_ping_prerun``) -- so ``lctl ping NID 2`` waits 2 ms, as the
+    real tool does. Failures print ``failed to ping ID: why`` on stdout."""
+    if not args:
+        return exit_code(-EINVAL), "", "usage: ping id [timeout (secs)]\n"
+    word = args[0]
+    pid_part, dash, rest = word.partition("-")
     try:
-        nid = NID.parse(args[0])
-        timeout = float(args[1]) if len(args) > 1 else 1.0
-    except (LNetConfigError, ValueError) as e:
-        return 1, "", f"failed to parse '{' '.join(args)}': {e}\n"
+        nid = NID.parse(rest if dash and pid_part.lstrip("uU").isdigit() else word)
+    except LNetConfigError:
+        return exit_code(-EINVAL), "", ""
+    timeout = float(PING_DEFAULT_TIMEOUT)
+    if len(args) > 1:
+        m = re.match(r"\s*([+-]?\d+)", args[1])
+        ms = c_int(1000 * int(m.group(1))) if m else 0
+        if ms > 120 * 1000:
+            return exit_code(-EINVAL), "", f"Timeout {args[1]} is to large\n"
+        if ms != 1000:
+            value = parse_long(args[1])
+            if value is not None and 0 < value < PING_DEFAULT_TIMEOUT * 1000:
+                timeout = value / 1000
     events = await rt.wait_final(lambda: rt.engine.ping(rt.now(), nid, timeout=timeout))
     final = events[-1]
     if final.kind != "REPLY" or final.status != 0:
         status = final.status or -5
-        return 1, "", f"failed to ping {nid}: {os.strerror(-status)}\n"
+        return exit_code(status), f"failed to ping {word}: {os.strerror(-status)}\n", ""
     info = PingInfo.unpack(final.payload)
     lines = [f"{info.pid}-{LO_NID}"] + [f"{info.pid}-{n}" for n, _ in info.nis]
     return 0, "\n".join(lines) + "\n", ""

@@ -10,9 +10,9 @@ engine (``nodes/lnet/fault.py``). ``show`` prints the kernel's YAML keys (``faul
 
 from __future__ import annotations
 
-import getopt
 from typing import TYPE_CHECKING, Any
 
+from nodes.dlc import getopt
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.fault import (
     HEALTH_ERRORS,
@@ -39,18 +39,19 @@ _LONG_TO_SHORT = {"source": "s", "dest": "d", "local_nid": "o", "rate": "r", "in
 
 
 def _getopt(argv: list[str], short: str, long: list[str]) -> list[tuple[str, str]]:
+    """glibc ``getopt_long`` (``nodes/dlc/getopt.py``: prefixes, ``--opt=value``)."""
+    longs = tuple(getopt.LongOpt(name.rstrip("="), getopt.REQUIRED if name.endswith("=")
+                                 else getopt.NO_ARG, _LONG_TO_SHORT[name.rstrip("=")])
+                  for name in long)
     try:
-        opts, rest = getopt.gnu_getopt(argv, short, long)
+        opts, rest = getopt.parse("fault", argv, short, longs)
     except getopt.GetoptError as e:
-        raise LNetConfigError(-EINVAL, f"error: option '{e.opt}' unrecognized "
-                                       f"({e.msg})") from e
+        # glibc's line, then portals.c's own (``fault_simul_rule_add``)
+        raise LNetConfigError(-EINVAL, f"{e.message}\nerror: {e.message.split(':')[0]}: "
+                                       f"option '{e.word}' unrecognized") from e
     if rest:
         raise LNetConfigError(-EINVAL, f"error: unexpected argument '{rest[0]}'")
-    out = []
-    for opt, val in opts:
-        key = opt.lstrip("-")
-        out.append((_LONG_TO_SHORT.get(key, key), val))
-    return out
+    return [(o, v or "") for o, v in opts]
 
 
 def _uint(text: str, what: str) -> int:

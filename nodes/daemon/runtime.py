@@ -6,6 +6,11 @@ the simulator's) carries the actions out (``Transmit`` to the socklnd, ``MDEvent
 waits on that MD handle, ``Log`` to the node log) and re-arms the single loop timer when the
 engine's earliest deadline moved. What is the daemon's own: the socklnd, the link watcher,
 the loop timer. The engine never sees a socket or a clock.
+
+Observation (issue 16, docs/events.md): ``observe`` gives the driver a recorder
+(``RUNDIR/nodes/NODE.rec``, sampled on a second loop timer) and, with ``trace``, a message
+trace sink (``RUNDIR/nodes/NODE.trace.jsonl``, ``nodes/daemon/eventlog.py TraceLog``), both
+on the event log's clock: unix time = loop time + the offset taken once at start.
 """
 
 from __future__ import annotations
@@ -14,9 +19,13 @@ import asyncio
 import ipaddress
 import logging
 import random
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from nodes import selftest
+from nodes.daemon.eventlog import TraceLog
 from nodes.daemon.ifaddr import interface_ipv4
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.driver import NodeDriver
@@ -28,6 +37,7 @@ from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, Net, nid_from_ip
+from nodes.recorder import Recorder, rec_path
 
 log = logging.getLogger("lnet")
 
@@ -36,7 +46,8 @@ def _log_line(act: Log) -> None:
     getattr(log, act.level if act.level != "info" else "debug")(act.text)
 
 #: lnet_selftest's bulk portal (lnet/selftest/selftest.h SRPC_RDMA_PORTAL): the traffic
-#: generator PUTs and GETs there and every node posts a sink match entry on it at start.
+#: generator PUTs and GETs there with match bits 0 (which srpc never uses), answered by
+#: the sink ``selftest.attach`` posts on every node.
 SRPC_RDMA_PORTAL = 52
 #: what a GET on that match entry reads (a GET of N bytes gets N bytes back): one shared
 #: zero buffer of LNET_MTU bytes, never copied per node (bytes are immutable).
@@ -70,11 +81,61 @@ class NodeRuntime:
         self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link,
                                    on_simulated=self._on_simulated_link)
         self._linkwatch_task = self.loop.create_task(self.linkwatch.run())
-        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
-                              data=SRPC_BULK_DATA, sink=True)
+        # every node serves lnet_selftest (nodes/selftest), which also answers the bursts
+        self.selftest = selftest.attach(self.driver, burst_data=SRPC_BULK_DATA)
+        self._sample_timer: asyncio.TimerHandle | None = None
+        self.trace: TraceLog | None = None
+        self._trace_flush: asyncio.TimerHandle | None = None
+        #: unix time - loop time: the event log's clock (docs/events.md §1)
+        self.clock_offset = time.time() - self.loop.time()
 
     def now(self) -> float:
         return self.loop.time()
+
+    # ---------------------------------------------------------------- observation
+    def observe(self, rundir: Path, node: str, *, record_period: float = 0.0,
+                trace: bool = False) -> None:
+        """Record this node every ``record_period`` seconds (0: no recorder) and, with
+        ``trace``, write the engine's message trace (issue 16 items 1 and 4)."""
+        if record_period > 0:
+            self.driver.recorder = Recorder(self.engine, rec_path(rundir, node), node=node,
+                                            period=record_period,
+                                            clock_offset=self.clock_offset)
+            self.driver.arm_sample = self._arm_sample
+        if trace:
+            self.trace = TraceLog(rundir / "nodes" / f"{node}.trace.jsonl", node,
+                                  self.clock_offset)
+            self.driver.set_trace_sink(self._trace)
+
+    def _arm_sample(self, at: float) -> None:
+        if self._sample_timer is not None:
+            self._sample_timer.cancel()
+        self._sample_timer = self.loop.call_at(at, self._on_sample_timer)
+
+    def _on_sample_timer(self) -> None:
+        self._sample_timer = None
+        self.driver.on_sample_timer()
+
+    def _trace(self, act: Any) -> None:
+        trace = self.trace
+        if trace is None:
+            return
+        trace.write(self.loop.time(), act)
+        if self._trace_flush is None and trace.pending:
+            self._trace_flush = self.loop.call_later(TraceLog.FLUSH_AFTER, self._flush_trace)
+
+    def _flush_trace(self) -> None:
+        self._trace_flush = None
+        if self.trace is not None:
+            self.trace.flush()
+
+    def flush_observations(self) -> None:
+        """Write what the trace and the recorder hold (before a reader looks at the run
+        directory: the pytest plugin's teardown check, ``testbed report``)."""
+        if self.trace is not None:
+            self.trace.flush()
+        if self.driver.recorder is not None:
+            self.driver.recorder.flush()
 
     # ---------------------------------------------------------------- engine plumbing
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -85,8 +146,10 @@ class NodeRuntime:
         self.driver.execute(actions)
 
     def flush_notices(self) -> None:
-        """Hand the engine's health notices to the sink (notify.py, hlth-lnt-udev)."""
+        """After direct engine calls (a DLC verb): the engine's health notices to the sink
+        (notify.py, hlth-lnt-udev), and the recorder's chance to see what changed."""
         self.driver.flush_notices()
+        self.driver.sample()
 
     def _notice(self, kind: str, fields: dict[str, Any]) -> None:
         if self.notice_sink is not None:
@@ -107,15 +170,19 @@ class NodeRuntime:
         self.driver.on_timer()
 
     def _on_rx(self, rx: RxMsg) -> None:
-        ev = MessageReceived(ni=rx.ni, peer_nid=rx.peer_nid, hdr=rx.hdr, payload=rx.payload)
-        self.execute(self.engine.handle(ev, self.now()))
+        self.driver.receive(MessageReceived(ni=rx.ni, peer_nid=rx.peer_nid, hdr=rx.hdr,
+                                            payload=rx.payload))
 
     def _on_tx_done(self, tx_id: int, rc: int, hstatus: HStatus) -> None:
         ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=HStatus(hstatus))
         self.execute(self.engine.handle(ev, self.now()))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
-        """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify)."""
+        """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify), logged as a
+        ``peer_notify`` event as the sim's fabric logs it (a dead notice is what a route
+        that goes down cites, docs/events.md §2)."""
+        self._notice("peer_notify", {"ni": str(ni), "lpni": str(peer), "alive": alive,
+                                     **({"reset": True} if reset else {})})
         ev = PeerNotify(ni=ni, nid=peer, alive=alive, reset=reset)
         self.execute(self.engine.handle(ev, self.now()))
 
@@ -191,23 +258,34 @@ class NodeRuntime:
             await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout),
                                       conns_per_peer=ni.conns_per_peer)
         except OSError as e:
-            self.engine.net_del(net, interface)
+            for gone in self.engine.net_del(net, interface):
+                self.driver.ni_removed(gone)
             raise LNetConfigError(-(e.errno or EINVAL),
                                   f"cannot add network: {e.strerror or e}") from e
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
         for nid in self.engine.net_del(net, interface):
+            self.driver.ni_removed(nid)
             await self.lnd.shutdown_ni(nid)
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
 
     async def unconfigure(self) -> None:
         for nid in self.engine.unconfigure():
+            self.driver.ni_removed(nid)
             await self.lnd.shutdown_ni(nid)
 
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        for handle in (self._sample_timer, self._trace_flush):
+            if handle is not None:
+                handle.cancel()
+        if self.driver.recorder is not None:
+            self.driver.on_sample_timer()  # the last change, if one is unsampled
+            self.driver.recorder.close()
+        if self.trace is not None:
+            self.trace.close()
         self._linkwatch_task.cancel()
         await asyncio.gather(self._linkwatch_task, return_exceptions=True)
         await self.lnd.close()

@@ -30,6 +30,8 @@ class MDEvent:
     """Upper layer: an ``lnet_event`` on MD ``handle`` (SEND, ACK, REPLY, PUT, GET, UNLINK).
 
     ``status`` is 0 or a negative errno; ``unlinked`` says this is the MD's last event.
+    On a target MD (PUT, GET) ``target`` is the local NID the message was addressed to
+    (``lnet_event.target``), ``source`` the sender's NID, ``initiator`` its primary NID.
     """
 
     handle: int
@@ -40,6 +42,7 @@ class MDEvent:
     source: NID | None = None
     mlength: int = 0
     payload: bytes = b""
+    target: NID | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -283,10 +283,12 @@ class LNetEngine:
 
     # ------------------------------------------------------------------ upper layer API
     def attach_me(self, portal: int, match_bits: int, ignore_bits: int, *,
-                  data: bytes = b"", sink: bool = True, events: bool = False) -> int:
-        """Post a match entry (a test service); returns the MD handle."""
+                  data: bytes = b"", sink: bool = True, events: bool = False,
+                  threshold: int = -1) -> int:
+        """Post a match entry; returns the MD handle. ``events``: its PUT/GET ``MDEvent``s;
+        ``threshold`` N: unlinked after N matches, -1 never (``LNetMDAttach``)."""
         return self.mds.attach(portal, match_bits, ignore_bits, data=data, sink=sink,
-                               events=events).handle
+                               events=events, threshold=threshold).handle
 
     def put(self, now: float, dst: NID, *, payload: bytes, portal: int, match_bits: int = 0,
             ack: bool = True, src: NID | None = None, timeout: float | None = None,

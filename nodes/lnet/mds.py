@@ -11,6 +11,13 @@ Deadlines live in the engine's timer structure (``timers.py``): the caller's tim
 (``MD_USER``) from bind time, the response tracker (``MD_RESPONSE``) from the message's first
 hand-off to the LND (seed 003 hlth-lnt-timeout-after-send; a resend keeps it, spec §3.4).
 Ties break by MD handle, the response deadline first, as one heap of (time, handle) did.
+
+Match entries are kept in post order (``mes``) and indexed: an ME with no ignore bits by
+(portal, match bits), one with ignore bits by portal; ``match`` takes the earliest posted of
+the two candidates, so the answer is the post-order scan's (``lnet_ptl_match_md``) at the
+cost of two lookups. A target MD posted with events (``attach(..., events=True)``) gets a
+PUT or GET event per match (``delivered``, ``lnet_md_deliver_event``) and is unlinked, its ME
+removed, when its threshold runs out (lib-md.c ``lnet_md_unlinkable``) or on ``unlink``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.counters import GlobalCounters
@@ -43,6 +51,10 @@ class MDTable:
         self.mds: dict[int, MD] = {}
         self.mes: list[ME] = []
         self.owners: dict[OwnerRole, OwnerHandler] = {}
+        self._exact: dict[tuple[int, int], list[ME]] = {}  # (portal, bits): no ignore bits
+        self._wild: dict[int, list[ME]] = {}  # portal -> MEs with ignore bits
+        self._me_of: dict[int, ME] = {}  # target MD handle -> its ME
+        self._seq: dict[int, int] = {}  # id(ME) -> post order
 
     def register(self, role: OwnerRole, handler: OwnerHandler) -> None:
         """Events of MDs owned by ``role`` go to ``handler`` (wired by the engine)."""
@@ -64,22 +76,62 @@ class MDTable:
         return md
 
     def attach(self, portal: int, match_bits: int, ignore_bits: int, *, data: bytes,
-               sink: bool, events: bool) -> MD:
-        """``LNetMEAttach`` + ``LNetMDAttach``: a target MD on a portal."""
-        md = MD(next(self.ids), -1, data=data, sink=sink, events=events)
+               sink: bool, events: bool, threshold: int = -1) -> MD:
+        """``LNetMEAttach`` + ``LNetMDAttach``: a target MD on a portal; ``threshold`` -1
+        is ``LNET_MD_THRESH_INF``, N unlinks it after N matches (``LNET_UNLINK``)."""
+        md = MD(next(self.ids), threshold, data=data, sink=sink, events=events)
         self.mds[md.handle] = md
-        self.mes.append(ME(portal, match_bits, ignore_bits, md))
+        me = ME(portal, match_bits, ignore_bits, md)
+        self.mes.append(me)
+        self._seq[id(me)] = md.handle
+        self._me_of[md.handle] = me
+        if ignore_bits:
+            self._wild.setdefault(portal, []).append(me)
+        else:
+            self._exact.setdefault((portal, match_bits), []).append(me)
         return md
+
+    def _detach(self, handle: int) -> None:
+        """Remove the ME of target MD ``handle`` (it was unlinked)."""
+        me = self._me_of.pop(handle, None)
+        if me is None:
+            return
+        del self._seq[id(me)]
+        self.mes.remove(me)
+        index: dict[Any, list[ME]] = self._wild if me.ignore_bits else self._exact
+        key = me.portal if me.ignore_bits else (me.portal, me.match_bits)
+        index[key].remove(me)
+        if not index[key]:
+            del index[key]
 
     def get(self, handle: int) -> MD | None:
         return self.mds.get(handle)
 
     def match(self, portal: int, match_bits: int) -> MD | None:
-        """``lnet_ptl_match_md``: the first live MD whose ME matches."""
-        for me in self.mes:
-            if me.portal == portal and me.matches(match_bits) and not me.md.unlinked:
-                return me.md
-        return None
+        """``lnet_ptl_match_md``: the first live MD (in post order) whose ME matches."""
+        exact = self._exact.get((portal, match_bits))
+        best = exact[0] if exact else None
+        for me in self._wild.get(portal, ()):
+            if me.matches(match_bits):
+                if best is None or self._seq[id(me)] < self._seq[id(best)]:
+                    best = me
+                break
+        return best.md if best is not None else None
+
+    def delivered(self, md: MD, kind: str, *, source: NID | None, initiator: NID | None,
+                  target: NID | None, payload: bytes = b"", mlength: int = 0
+                  ) -> list[Action]:
+        """A PUT or GET matched target MD ``md`` (``lnet_md_deliver_event``): its event, if
+        posted with events; the last one its threshold allows unlinks it."""
+        if md.threshold > 0:
+            md.threshold -= 1
+            if md.threshold == 0:
+                return self.final(md, kind, 0, source=source, initiator=initiator,
+                                  payload=payload, mlength=mlength, target=target)
+        if not md.events:
+            return []
+        return self.event(md, kind, 0, source=source, initiator=initiator, payload=payload,
+                          mlength=mlength, target=target)
 
     def lookup(self, wmd: WireHandle) -> MD | None:
         """``lnet_wire_handle2md``: the initiator MD a response names, if still live."""
@@ -112,7 +164,8 @@ class MDTable:
     # ------------------------------------------------------------------ events
     def event(self, md: MD, kind: str, status: int, *, unlinked: bool = False,
               source: NID | None = None, initiator: NID | None = None,
-              payload: bytes = b"", mlength: int = 0) -> list[Action]:
+              payload: bytes = b"", mlength: int = 0,
+              target: NID | None = None) -> list[Action]:
         """Deliver an event on ``md``: to the upper layer, or to the owner's component."""
         if md.unlinked and not unlinked:
             return []
@@ -120,16 +173,21 @@ class MDTable:
             return self.owners[md.owner.role](md, kind, status, payload, source)
         return [MDEvent(handle=md.handle, kind=kind, status=status, unlinked=unlinked,
                         source=source, initiator=initiator, payload=payload,
-                        mlength=mlength)]
+                        mlength=mlength, target=target)]
 
     def final(self, md: MD, kind: str, status: int, *, source: NID | None = None,
               initiator: NID | None = None, payload: bytes = b"",
-              mlength: int = 0) -> list[Action]:
-        """The MD's last event (exactly once): unlink it and detach its response tracker."""
+              mlength: int = 0, target: NID | None = None) -> list[Action]:
+        """The MD's last event (exactly once): unlink it (and its ME) and detach its
+        response tracker. A target MD posted without events stays silent."""
         if md.unlinked:
             return []
         md.unlinked = True
         self.mds.pop(md.handle, None)
+        if md.handle in self._me_of:
+            self._detach(md.handle)
+            if not md.events:
+                return []
         if md.rsp_deadline is not None:
             md.rsp_deadline = None
             self.timers.cancel((MD_RESPONSE, md.handle))
@@ -137,7 +195,8 @@ class MDTable:
         if md.user_deadline is not None:
             self.timers.cancel((MD_USER, md.handle))
         return self.event(md, kind, status, unlinked=True, source=source,
-                          initiator=initiator, payload=payload, mlength=mlength)
+                          initiator=initiator, payload=payload, mlength=mlength,
+                          target=target)
 
 
 def id_source(start: int = 2) -> Iterator[int]:

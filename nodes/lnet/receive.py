@@ -121,15 +121,22 @@ class Receiver:
                initiator: NID) -> list[Action]:
         hdr = ev.hdr
         push: list[Action] = []
+        md = None
         if hdr.ptl_index == LNET_RESERVED_PORTAL and hdr.match_bits == LNET_PROTO_PING_MATCHBITS:
             # the push target (discovery.py, spec §5.1/§5.3); a non-MR node has none (dyn-010)
             accepted, push = self.discovery.on_push(hdr.src_nid, ev.payload, now)
             if not accepted:
                 return self._drop(ni, lpni, ev, "push to a non-Multi-Rail node (dyn-010)")
-        elif self.mds.match(hdr.ptl_index, hdr.match_bits) is None:
-            return self._drop(ni, lpni, ev, f"no match on portal {hdr.ptl_index} (-ENOENT)")
+        else:
+            md = self.mds.match(hdr.ptl_index, hdr.match_bits)
+            if md is None:
+                return self._drop(ni, lpni, ev, f"no match on portal {hdr.ptl_index} (-ENOENT)")
         self._count_recv(len(ev.payload))
         actions: list[Action] = push
+        if md is not None:  # the target MD's PUT event (a posted buffer, lnet_selftest)
+            actions += self.mds.delivered(md, "PUT", source=hdr.src_nid, initiator=initiator,
+                                          target=hdr.dest_nid, payload=ev.payload,
+                                          mlength=len(ev.payload))
         if not hdr.wmd.is_none:
             actions += self.sender.respond(now, MsgType.ACK, ni, hdr, mlength=len(ev.payload),
                                            rtr=ev.peer_nid)
@@ -138,6 +145,7 @@ class Receiver:
     def on_get(self, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceived, now: float,
                initiator: NID) -> list[Action]:
         hdr = ev.hdr
+        md = None
         if hdr.ptl_index == LNET_RESERVED_PORTAL and hdr.match_bits == LNET_PROTO_PING_MATCHBITS:
             data = self.ping_buffer()
         else:
@@ -148,7 +156,12 @@ class Receiver:
         reply = data[hdr.offset:hdr.offset + hdr.sink_length]
         self._count_recv(0)
         self.counters.values["send_length"] += len(reply)
-        return self.sender.respond(now, MsgType.REPLY, ni, hdr, payload=reply, rtr=ev.peer_nid)
+        actions = self.sender.respond(now, MsgType.REPLY, ni, hdr, payload=reply,
+                                      rtr=ev.peer_nid)
+        if md is not None:  # the source MD's GET event (lnet_selftest's passive bulk)
+            actions += self.mds.delivered(md, "GET", source=hdr.src_nid, initiator=initiator,
+                                          target=hdr.dest_nid, mlength=len(reply))
+        return actions
 
     def on_response(self, ni: LNetNI, lpni: PeerNI | None, ev: MessageReceived, now: float,
                     initiator: NID) -> list[Action]:

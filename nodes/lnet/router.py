@@ -233,6 +233,7 @@ class Router:
         if self.state == ROUTING_DISABLED:
             return []
         delay = self._grace()
+        self._routing_notice(ROUTING_STOPPING)
         self.state, self.state_at, self.stop_limit = ROUTING_STOPPING, now + delay, \
             now + 3 * delay
         self.ping_changed()
@@ -247,6 +248,7 @@ class Router:
         actions: list[Action] = []
         if now >= 0:
             if self.state == ROUTING_STARTING and now >= self.state_at:
+                self._routing_notice(ROUTING_ENABLED)
                 self.state = ROUTING_ENABLED
                 self.ping_changed()
                 actions.append(Log(level="warning", text="Message forwarding enabled"))
@@ -261,9 +263,12 @@ class Router:
         return times, actions
 
     def _routing_notice(self, new: int) -> None:
-        """A ``routing`` notice when forwarding turns on or off (TRACE-SCHEMA)."""
-        if (new != ROUTING_DISABLED) != self.enabled:
-            self.notices.emit("routing", enabled=new != ROUTING_DISABLED)
+        """A ``routing`` notice when forwarding turns on or off, or when what our ping buffer
+        advertises (RTE_DISABLED) changes: a gateway tells its peers it stops routing before
+        it stops forwarding, and they may take its routes down on that alone (TRACE-SCHEMA)."""
+        on, rte_off = new != ROUTING_DISABLED, new != ROUTING_ENABLED
+        if on != self.enabled or rte_off != self.rte_disabled():
+            self.notices.emit("routing", enabled=on, rte_disabled=rte_off)
 
     def _stop(self, now: float) -> list[Action]:
         self._routing_notice(ROUTING_DISABLED)

@@ -250,6 +250,8 @@ class Sender:
             msg.fire(MsgInput.DELAY)
             return []
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
+            if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
+                self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
             hs = HStatus(verdict)
             return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
         md = msg.md

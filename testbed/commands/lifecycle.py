@@ -37,6 +37,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise CliError("--script needs --backend sim")
     if args.backend != "sim" and (args.speed is not None or args.seed is not None):
         raise CliError("--seed and --speed need --backend sim")
+    if not 0 <= args.record_period <= 3_600_000:
+        raise CliError(f"--record-period: must be 0..3600000 ms (0: off), not "
+                       f"{args.record_period:g}")
+    observe = {"record_period": args.record_period / 1000.0,
+               "trace_messages": args.trace_messages}
+    if args.backend in ("vagrant", "hosts"):
+        from testbed.vagrant.cli import cmd_up as vagrant_up
+
+        return vagrant_up(args)
+    if args.provider is not None:
+        raise CliError("--provider needs --backend vagrant")
     # errors before anything starts: the topology, its node count for this backend, root
     plan = load_topology(args.topology, name=args.name, backend=args.backend)
     started = time.monotonic()
@@ -54,11 +65,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(f"--speed: {exc}") from None
         tb: CtlTestbed = SimClient.up(args.topology, name=plan.name, progress=progress,
-                                      seed=args.seed or 0, speed=speed)
+                                      seed=args.seed or 0, speed=speed, **observe)
     else:
         from testbed.mininet import MininetTestbed
 
-        tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress)
+        tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress, **observe)
     elapsed = time.monotonic() - started
     for line in tb.warnings:
         print(f"{PROG_WARN}{line}", file=sys.stderr)
@@ -131,6 +142,14 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
                     "`testbed clock advance` and blocking verbs move time; max: run ahead)")
     sp.add_argument("--script", metavar="FILE", help="sim one-shot: run these commands in "
                     "this process and exit (as `testbed sim`; '-' for stdin)")
+    sp.add_argument("--provider", choices=("lxc", "libvirt"), default=None,
+                    help="vagrant: LXC system containers (default) or libvirt VMs")
+    sp.add_argument("--record-period", type=float, default=100.0, metavar="MS",
+                    help="sample every node's LNet state into RUNDIR/nodes/NODE.rec every MS "
+                    "milliseconds (default 100; 0: no recorder; sim: virtual time)")
+    sp.add_argument("--trace-messages", action="store_true",
+                    help="log every message send, resend and completion (what `testbed "
+                    "check` needs for its message invariants; costs CPU under load)")
     json_option(sp)
     sp.set_defaults(func=cmd_up)
     sp = named("down", "take a testbed down; print what was removed")

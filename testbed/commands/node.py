@@ -22,17 +22,20 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise CliError("exec: no command given")
     node = pick(args.name).node(args.node)
     argv = ["sh", "-c", args.cmd[0]] if len(args.cmd) == 1 else list(args.cmd)
-    if not hasattr(node, "host_pid"):  # the sim: one lnetctl/lctl command line, or refused
+    if hasattr(node, "exec_argv"):  # a node on a guest or host (testbed/vagrant/client.py)
+        full, env = node.exec_argv(argv, tty=sys.stdin.isatty()), dict(os.environ)
+    elif not hasattr(node, "host_pid"):  # the sim: one lnetctl/lctl command line, or refused
         result = node.exec(argv)
         sys.stdout.write(result.out)
         sys.stderr.write(result.err)
         return result.rc
-    needs_root("exec on the mininet backend", "it enters the node's network namespace")
-    full = sh.ns_argv(argv, node.host_pid)
+    else:
+        needs_root("exec on the mininet backend", "it enters the node's network namespace")
+        full, env = sh.ns_argv(argv, node.host_pid), node.exec_env()
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(full[0], full, node.exec_env())  # type: ignore[attr-defined]
+        os.execvpe(full[0], full, env)
     except OSError as exc:
         raise CliError(f"cannot run {full[0]}: {exc.strerror or exc}") from exc
 

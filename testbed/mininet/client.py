@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
+from nodes.recorder import DEFAULT_PERIOD
 from testbed import runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
-from testbed.spawn import PROJECT_ROOT, Progress, start_testbed
+from testbed.spawn import PROJECT_ROOT, Progress, observe_args, start_testbed
 
 #: Bound on a whole bring-up (per node allowance added on top).
 UP_TIMEOUT = 60.0
@@ -107,7 +108,8 @@ class MininetTestbed(CtlTestbed):
 
     @classmethod
     def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,
-           progress: Progress | None = None, *, root: str | Path | None = None
+           progress: Progress | None = None, *, root: str | Path | None = None,
+           record_period: float = DEFAULT_PERIOD, trace_messages: bool = False
            ) -> MininetTestbed:
         """Bring a testbed up and return when every node's LNet is configured.
 
@@ -116,6 +118,9 @@ class MininetTestbed(CtlTestbed):
             name: testbed name (default: the topology's ``name``).
             progress: called as ``progress(step, total, text)`` for each step.
             root: RUNROOT (default: $LNET_TESTBED_RUNROOT or /run/lnet-testbed).
+            record_period: seconds between recorder samples of each node (0: no recorder
+                files; docs/events.md §3).
+            trace_messages: every node writes its message trace (docs/events.md §1.5).
 
         Raises:
             TopologyError: the topology is invalid (nothing was started).
@@ -125,8 +130,9 @@ class MininetTestbed(CtlTestbed):
             raise TestbedError("the mininet backend needs root (network namespaces, bridges, "
                                "veths): run as root, or use the sim backend, which does not")
         name, rdir, base, ready = start_testbed(
-            "testbed.mininet.supervisor", topology_path, name, root, [], UP_TIMEOUT,
-            UP_TIMEOUT_PER_NODE, progress, backend="mininet")
+            "testbed.mininet.supervisor", topology_path, name, root,
+            observe_args(record_period, trace_messages), UP_TIMEOUT, UP_TIMEOUT_PER_NODE,
+            progress, backend="mininet")
         tb = cls(name, rdir, base)
         tb.warnings = [str(w) for w in ready.get("warnings", [])]
         return tb

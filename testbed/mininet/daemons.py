@@ -41,9 +41,10 @@ def log_tail(path: Path, lines: int = 8) -> str:
 
 
 def daemon_argv(sup: Supervisor, node: NodePlan) -> list[str]:
+    # module parameters (spec §0), then the recorder and message trace options (issue 16)
     return [sys.executable, "-m", "nodes.daemon", "--testbed", sup.name,
             "--node", node.name, "--rundir", str(sup.rdir)] + [
-                f"--lnet-param={k}={v}" for k, v in node.module_params]  # spec §0
+                f"--lnet-param={k}={v}" for k, v in node.module_params] + sup.observe
 
 def start_daemon(sup: Supervisor, node: NodePlan) -> None:
     host = sup.hosts[node.name]

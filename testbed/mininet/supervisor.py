@@ -72,8 +72,11 @@ def _request_stop(_signum: int, _frame: object) -> None:
 class Supervisor:
     """One testbed: its plan, what was created for it, and the Mininet objects."""
 
-    def __init__(self, plan: Plan, rdir: Path, proto: IO[str] | None) -> None:
+    def __init__(self, plan: Plan, rdir: Path, proto: IO[str] | None,
+                 observe: list[str] | None = None) -> None:
         self.plan = plan
+        #: the daemons' recorder and message trace options (issue 16, ``daemon_argv``)
+        self.observe = list(observe or [])
         self.name = plan.name
         self.rdir = rdir
         self.proto = proto
@@ -300,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.mininet.supervisor")
     parser.add_argument("--name", required=True)
     parser.add_argument("--topology", default=None)
+    parser.add_argument("--record-period", default="0", metavar="SECONDS",
+                        help="each daemon's recorder period (0: no recorder)")
+    parser.add_argument("--trace-messages", action="store_true",
+                        help="each daemon writes its message trace")
     args = parser.parse_args(argv)
     # fd 1 is the pipe to `testbed up`: keep it for progress only; everything else we (and
     # Mininet, and any library) print goes to supervisor.log once the run directory exists.
@@ -323,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir("/")
     os.environ.update(child_env(plan.name, rdir))  # Mininet's shells inherit the owner tag
     signal.signal(signal.SIGTERM, _raise_terminated)
-    sup = Supervisor(plan, rdir, proto)
+    sup = Supervisor(plan, rdir, proto, ["--record-period", args.record_period] + (
+        ["--trace-messages"] if args.trace_messages else []))
     try:
         sup.bring_up()
         signal.signal(signal.SIGTERM, _request_stop)

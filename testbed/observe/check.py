@@ -40,7 +40,7 @@ INVARIANTS = {
     "routing": ("no message forwarded by a node with routing off",
                 "message trace sends with forwarded"),
 }
-_STATE_KINDS = frozenset({"ni_link", "ni_status", "routing"})
+_STATE_KINDS = frozenset({"ni_link", "ni_status", "ni_add", "ni_del", "routing"})
 _ROUTE_KINDS = frozenset({"lpni_error", "lpni_status", "lpni_health", "notify_peer_down",
                           "peer_notify", "msg", "route_state"})
 _HEALTH_KINDS = frozenset({"ni_health", "lpni_health", "ni_error", "lpni_error", "ni_status",
@@ -106,6 +106,9 @@ def _notes(invs: dict[str, Inv], tracker: Tracker, health: HealthCheck, msgs: Ms
     f = invs["fatal_ni"]
     if f.checked and not tracker.state_events:
         f.notes.append("no ni_link/ni_status events: every local NI was taken as up")
+    if msgs.queued_on_fatal:
+        f.notes.append(f"{msgs.queued_on_fatal} send(s) on an NI chosen before it went fatal "
+                       "(queued for credits) not counted against it")
     if msgs.sends and not invs["resend"].checked:
         invs["resend"].why_not = "message trace sends carry no attempt field"
 

@@ -31,6 +31,8 @@ class Flight:
     deadline: float | None
     resends: int = 0
     proof: list[Item] = field(default_factory=list)
+    #: when the NI of the next send was chosen: the last resend (it reselects at once)
+    selected: float | None = None
 
 
 class MsgCheck:
@@ -46,6 +48,7 @@ class MsgCheck:
         self.done: dict[tuple[str, int, Any], Item] = {}
         self.excused = 0
         self.sends = 0
+        self.queued_on_fatal = 0
 
     def key(self, ev: dict[str, Any]) -> tuple[str, int, Any]:
         node = str(ev.get("node"))
@@ -92,7 +95,7 @@ class MsgCheck:
             if attempt != fl.resends:
                 self.resend.flag(f"message {key[2]} of {node}: attempt {attempt} sent after "
                                  f"{fl.resends} resend decision(s)", fl.proof[-4:])
-        self._fatal_ni(item, changing)
+        self._fatal_ni(item, changing, fl)
         self._forwarding(item, changing)
 
     def _resend(self, item: Item) -> None:
@@ -110,6 +113,7 @@ class MsgCheck:
             return
         fl.resends += 1
         fl.proof.append(item)
+        fl.selected = float(ev["t"])
         self.resend.checked += 1
         if fl.retry_count is not None and fl.resends > fl.retry_count:
             self.resend.flag(f"message {key[2]} of {key[0]}: resend {fl.resends} exceeds "
@@ -132,7 +136,17 @@ class MsgCheck:
         self.done[key] = item
 
     # -------------------------------------------------------------------- selection
-    def _fatal_ni(self, item: Item, changing: set[tuple[str, str]]) -> None:
+    def _selected(self, ev: dict[str, Any], fl: Flight, node: str) -> float | None:
+        """When the NI of this send was chosen, if the log tells: the message's last resend
+        for a later attempt; its launch (deadline - the node's transaction_timeout) for the
+        first. A message waiting for credits keeps its NI (``lnet_post_send_locked`` never
+        selects again), so a send on an NI that went fatal after that is not a violation."""
+        if ev.get("attempt"):
+            return fl.selected
+        tt = self.tracker.node(node).transaction_timeout
+        return fl.deadline - tt if fl.deadline is not None and tt is not None else None
+
+    def _fatal_ni(self, item: Item, changing: set[tuple[str, str]], fl: Flight) -> None:
         _idx, ev = item
         ni = ev.get("ni")
         if not isinstance(ni, str) or ev.get("fixed_ni") or (
@@ -143,6 +157,10 @@ class MsgCheck:
         st = self.tracker.node(node)
         why = st.fatal.get(ni)
         if why is None or (node, ni) in changing:
+            return
+        chosen = self._selected(ev, fl, node)
+        if chosen is not None and chosen < float(why[1]["t"]):
+            self.queued_on_fatal += 1  # chosen before the NI went fatal, sent after
             return
         for other in sorted(st.nets.get(net_of(ni), ())):
             if other != ni and other not in st.fatal and (node, other) not in changing:

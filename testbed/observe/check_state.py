@@ -19,7 +19,8 @@ from testbed.observe.checktypes import Inv, Item
 
 MAX_HEALTH = 1000  # LNET_MAX_HEALTH_VALUE (spec §0)
 #: events whose nid field is a local NI of the event's node
-LOCAL_NID_KINDS = frozenset({"ni_link", "ni_status", "ni_error", "ni_health"})
+LOCAL_NID_KINDS = frozenset({"ni_link", "ni_status", "ni_error", "ni_health", "ni_add",
+                             "ni_del"})
 #: fault kinds that cut a node off the network or stop its process
 CUTTING_FAULTS = frozenset({"blackhole", "carrier", "flap", "partition", "kill", "stop",
                             "stall"})
@@ -33,8 +34,10 @@ class NodeState:
     nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
     routing: Item | None = None          # last routing event (enabled or not)
     routing_on: bool = False
+    rte_disabled: bool = True            # its ping buffer says RTE_DISABLED (spec §6.2)
     sensitivity: int | None = None
     sens_from: str = ""                  # "event", "tunable", "inferred at #N"
+    transaction_timeout: float | None = None  # last ``tunable`` event (launch = deadline - it)
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
@@ -81,14 +84,24 @@ class Tracker:
                 st.down[ev["nid"]] = item
             else:
                 st.down.pop(ev["nid"], None)
+        elif kind in ("ni_add", "ni_del") and isinstance(node, str):
+            self.state_events += 1  # a deleted NI is unusable; a re-added one starts up
+            st = self.node(node)
+            st.fatal.pop(ev["nid"], None)
+            if kind == "ni_del":
+                st.down[ev["nid"]] = item
+            else:
+                st.down.pop(ev["nid"], None)
         elif kind == "routing" and isinstance(node, str):
             st = self.node(node)
             st.routing, st.routing_on = item, bool(ev.get("enabled"))
-        elif kind == "tunable" and isinstance(node, str) and ev.get("name") in (
-                "health_sensitivity", "lnet_health_sensitivity"):
+            st.rte_disabled = bool(ev.get("rte_disabled", not st.routing_on))
+        elif kind == "tunable" and isinstance(node, str) and isinstance(ev.get("value"), int):
             st = self.node(node)
-            if isinstance(ev.get("value"), int):
+            if ev.get("name") in ("health_sensitivity", "lnet_health_sensitivity"):
                 st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
+            elif ev.get("name") == "transaction_timeout":
+                st.transaction_timeout = float(ev["value"])
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
             st.incarnation += 1
@@ -290,7 +303,7 @@ class RouteCheck:
                 found = gst.fatal.get(nid) or gst.down.get(nid)
                 if found is not None:
                     return found
-            if gst.routing is not None and not gst.routing_on:
+            if gst.routing is not None and (not gst.routing_on or gst.rte_disabled):
                 return gst.routing
             if gst.dead is not None:
                 return gst.dead

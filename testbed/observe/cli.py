@@ -4,7 +4,8 @@
 Every error is a one-line ``TestbedError`` (``testbed/cli.py`` prints it, exit 1). These
 commands read a run directory, not a live supervisor, so they also work on a run directory
 kept after ``down``: ``-n NAME`` picks ``RUNROOT/NAME``, or ``--rundir DIR`` any directory;
-with neither, the only run directory under RUNROOT.
+with neither, the only run directory under RUNROOT. On a live testbed ``check`` and
+``report`` first ask its writers to write what they buffer (``eventlog.flush_writers``).
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.events:
             result = check.check_file(args.events)
         else:
-            result = check.check_rundir(resolve_rundir(args.name, args.rundir))
+            rdir = resolve_rundir(args.name, args.rundir)
+            eventlog.flush_writers(rdir)  # a live testbed: what the writers buffer, too
+            result = check.check_rundir(rdir)
     except eventlog.LogError as exc:
         raise TestbedError(str(exc)) from None
     sys.stdout.write(result.render(max_violations=args.max))
@@ -128,6 +131,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from testbed.observe import report  # (matplotlib, the `report` extra: loaded on use)
 
     rdir = resolve_rundir(args.name, args.rundir)
+    eventlog.flush_writers(rdir)  # a live testbed: what the writers buffer, too
     try:
         rep = report.report_rundir(rdir, args.output)
     except report.ReportError as exc:

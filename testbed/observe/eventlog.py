@@ -4,13 +4,16 @@ Theory of operation (docs/events.md §1): a log is JSON lines ``{"t", "kind", ..
 here never raise on a bad line: they skip it and count it, because a log written by a process
 that was killed may end in half a line. A run directory's log is ``events.jsonl`` plus any
 ``nodes/NODE.trace.jsonl`` message traces, merged by ``t`` (each file is in time order, so a
-k-way merge keeps the whole read linear in the number of events).
+k-way merge keeps the whole read linear in the number of events). Writers of a live testbed
+buffer (a node daemon's trace for at most 0.25 s, recorders about a second): ``flush_writers``
+asks them to write what they hold before a reader looks.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +95,48 @@ def read_rundir(rdir: str | Path) -> Loaded:
     out.events = [ev for _t, _r, ev in heapq.merge(*streams, key=lambda x: (x[0], x[1]))]
     out.skipped = skipped[0]
     return out
+
+
+#: bound on each writer's answer to ``flush`` (a daemon busy with a burst still answers)
+FLUSH_TIMEOUT = 5.0
+
+
+def flush_writers(rdir: str | Path) -> list[str]:
+    """Ask the writers of a live run directory to write what they buffer: every node daemon
+    (``nodes/NODE.sock``) on Mininet, the server (``ctl.sock``) of a sim testbed. Best effort
+    and bounded; returns the writers that did not answer (a dead daemon wrote what it could)."""
+    from nodes.daemon.client import DaemonUnreachable, request
+
+    rdir = Path(rdir)
+    if not rdir.is_dir():
+        return []
+    state = runstate.read_state(rdir)
+    if state.get("backend") == "sim":
+        socks = [runstate.ctl_sock(rdir)] if _alive(state.get("supervisor_pid")) else []
+    else:
+        nodes = state.get("nodes") if isinstance(state.get("nodes"), dict) else {}
+        socks = [runstate.node_sock(rdir, name) for name, info in sorted(nodes.items())
+                 if isinstance(info, dict) and _alive(info.get("daemon_pid"))]
+    silent = []
+    for sock in socks:
+        try:
+            request(str(sock), {"cmd": "flush"}, timeout=FLUSH_TIMEOUT)
+        except (DaemonUnreachable, OSError, ValueError):
+            silent.append(sock.stem)
+    return silent
+
+
+def _alive(pid: Any) -> bool:
+    """A process ``pid`` exists (a killed daemon's socket file may outlive it)."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def origin(events: Iterable[Event]) -> float:

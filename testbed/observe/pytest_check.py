@@ -38,13 +38,23 @@ def events_of(tb: Any) -> list[dict[str, Any]]:
     return list(tb.events())
 
 
-def teardown_problems(config: Any, tb: Any) -> list[str]:
-    """One line per violated invariant (with its proof) unless ``--lnet-no-check``."""
+def teardown_problems(config: Any, tb: Any, traced: bool = False) -> list[str]:
+    """One line per violated invariant (with its proof) unless ``--lnet-no-check``.
+
+    ``traced``: the testbed came up tracing messages, so a log whose workload moved messages
+    must let check check the message invariants; if it does not, the trace is broken and the
+    check would pass for want of evidence, which is a problem too."""
     if config.getoption(OPTION, False):
         return []
-    result = check_events(events_of(tb))
-    if result.ok:
-        return []
+    events = events_of(tb)
+    result = check_events(events)
     name = getattr(tb, "name", "testbed")
-    return [f"{name}: invariant violated (testbed check; {OPTION} to skip):\n"
-            + result.render(max_violations=MAX_SHOWN)]
+    problems = []
+    if not result.ok:
+        problems.append(f"{name}: invariant violated (testbed check; {OPTION} to skip):\n"
+                        + result.render(max_violations=MAX_SHOWN))
+    moved = any(e["kind"] == "traffic_end" and e.get("sent") for e in events)
+    if traced and moved and "completion" not in result.checked:
+        problems.append(f"{name}: testbed check could not check the message invariants: "
+                        "traffic ran but the log has no message trace (kind msg)")
+    return problems

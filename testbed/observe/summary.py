@@ -5,10 +5,12 @@ Theory of operation: every figure here comes from the event log (docs/events.md 
 recorder files (§3), never from a guess: a fault window is a ``fault_applied`` ->
 ``fault_reverted`` pair of one fault activation, or a ``link_down`` -> ``link_up`` pair of one
 interface not made by a fault; a health dip is an NI or peer NI whose health went below 1000,
-from the recorder when it has that object, else from the health notices; traffic moved when
+from the health notices when the log has them for that object (exact times: the engine
+raises one per change), else from the recorder (times of samples); traffic moved when
 another NI of the faulted node on the same net started carrying more messages after the
-window opened; failures are message trace completions with a non-zero status (else, for
-logs without a trace, the failures the health notices blamed).
+window opened; the workload is the ``traffic_end`` events' bursts per node and operation;
+failures are message trace completions with a non-zero status (else, for logs without a
+trace, the failures the health notices blamed).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Facts:
     resends: int = 0
     resend_times: dict[str, list[float]] = field(default_factory=dict)
     failure_times: dict[str, list[float]] = field(default_factory=dict)
+    #: (node, op) -> [bursts, messages sent, completed, failed] from the workload events
+    workload: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 def windows(events: list[Event]) -> list[Window]:
@@ -115,19 +119,23 @@ def _dips_from_rec(rec: Rec) -> list[Dip]:
     return out
 
 
-def _dips_from_events(events: list[Event], have: set[tuple[str, str]]) -> list[Dip]:
-    """Dips of objects the recorder did not see, from ``*_error`` / ``*_status`` notices."""
+_HEALTH_NOTICES = frozenset({"ni_error", "lpni_error", "ni_status", "lpni_status",
+                             "ni_health", "lpni_health"})
+
+
+def _dips_from_events(events: list[Event]) -> tuple[list[Dip], set[tuple[str, str]]]:
+    """Dips from the health notices (``*_health``, ``*_error``, ``*_status``), and the
+    objects (node, "ni|lpni NID") the notices cover."""
     out: list[Dip] = []
+    covered: set[tuple[str, str]] = set()
     open_: dict[tuple[str, str], Dip] = {}
     for ev in events:
         kind = ev["kind"]
-        if kind not in ("ni_error", "lpni_error", "ni_status", "lpni_status", "ni_health",
-                        "lpni_health"):
+        if kind not in _HEALTH_NOTICES:
             continue
         side = kind.split("_")[0]
         key = (str(ev.get("node")), f"{side} {ev.get('nid')}")
-        if key in have:
-            continue
+        covered.add(key)
         value = ev.get("new", ev.get("health"))
         if not isinstance(value, int):
             continue
@@ -141,7 +149,7 @@ def _dips_from_events(events: list[Event], have: set[tuple[str, str]]) -> list[D
         elif dip is not None:
             dip.back = t
             del open_[key]
-    return out
+    return out, covered
 
 
 def _moves(wins: list[Window], recs: dict[str, Rec], t0: float) -> list[str]:
@@ -183,17 +191,19 @@ def _first_rise(rec: Rec, ni: str, start: float) -> float | None:
 
 def gather(events: list[Event], recs: dict[str, Rec], t0: float) -> Facts:
     f = Facts(windows=windows(events))
-    for rec in recs.values():
-        f.dips += _dips_from_rec(rec)
-    have = {(d.node, d.what) for d in f.dips} | {
-        (rec.node, f"{k} {i}") for rec in recs.values() for k in ("ni", "lpni")
-        for i in rec.objects(k)}
-    f.dips += _dips_from_events(events, have)
+    f.dips, covered = _dips_from_events(events)
+    for rec in recs.values():  # objects no notice speaks of: the recorder's samples
+        f.dips += [d for d in _dips_from_rec(rec) if (d.node, d.what) not in covered]
     f.dips.sort(key=lambda d: (d.fell, d.node, d.what))
     f.moves = _moves(f.windows, recs, t0)
     traced = False
     for ev in events:
         kind, node = ev["kind"], str(ev.get("node"))
+        if kind == "traffic_end":
+            w = f.workload.setdefault((node, str(ev.get("op"))), [0, 0, 0, 0])
+            for i, key in enumerate(("sent", "completed", "failed"), 1):
+                w[i] += int(ev.get(key) or 0)
+            w[0] += 1
         if kind == "msg":
             traced = True
             if ev.get("event") == "resend":
@@ -232,6 +242,10 @@ def render(f: Facts, t0: float, t_end: float) -> str:
     lines.append("traffic moved:" + ("" if f.moves else " (no rail fault with recorded "
                                                         "traffic)"))
     lines += [f"  {m}" for m in f.moves]
+    lines.append(f"workload: {sum(w[0] for w in f.workload.values())} burst(s)"
+                 + ("" if f.workload else " logged (traffic_start/traffic_end)"))
+    lines += [f"  {node} {op}: {w[0]} burst(s), {w[1]} sent, {w[2]} completed, {w[3]} failed"
+              for (node, op), w in sorted(f.workload.items())]
     lines.append(f"resends: {f.resends}")
     total = sum(f.failures.values())
     lines.append(f"failures by hstatus ({f.failure_source}): {total}")

@@ -47,6 +47,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from testbed.plan.hosts import parse_hosts, place_nodes
 from testbed.plan.model import IfacePlan, NodePlan, Plan, RoutePlan, TopologyError
 from testbed.plan.nodes import (
     _assign_addresses,
@@ -129,8 +130,10 @@ def _parse(doc: _Doc, data: Any, name: str | None, backend: str | None) -> Plan:
     faults: tuple[dict[str, Any], ...] = ()
     if "faults" in data:
         faults = _parse_faults(doc, data["faults"], data.vline("faults"), tuple(node_plans))
-    return Plan(plan_name, source, tuple(segs.values()), tuple(node_plans),
-                tuple((k, top[k].value) for k in TUNABLES if k in top), faults)
+    hosts = parse_hosts(doc, data["hosts"], data.vline("hosts")) if "hosts" in data else ()
+    placed = place_nodes(doc, nodes_map, tuple(node_plans), hosts)
+    return Plan(plan_name, source, tuple(segs.values()), placed,
+                tuple((k, top[k].value) for k in TUNABLES if k in top), faults, hosts)
 
 
 def _check_node_count(doc: _Doc, count: int, line: int, backend: str | None) -> None:
@@ -210,5 +213,5 @@ def load_topology(path: str | os.PathLike[str] | None = None, *,
     plan = parse_topology(text, source=str(file), name=name, backend=backend)
     if path is None:
         plan = Plan(plan.name, "<default>", plan.segments, plan.nodes, plan.tunables,
-                    plan.faults)
+                    plan.faults, plan.hosts)
     return plan

@@ -156,10 +156,25 @@ class NodePlan:
     #: ``multi_rail: false``: a non-Multi-Rail ("downrev") node, configured with the
     #: testbed-only ``lnetctl set multi_rail 0`` before ``lnet configure`` (bck-025)
     multi_rail: bool = True
+    #: ``host:``: the ``hosts:`` entry this node runs on (None: the backend places it)
+    host: str | None = None
 
     @property
     def nids(self) -> tuple[str, ...]:
         return tuple(i.nid for i in self.interfaces)
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One ``hosts:`` entry: this machine (no ``ssh``), a machine reached over SSH
+    (``[user@]address``, ``port``, identity ``key``), or, on the vagrant backend, a guest;
+    ``address`` is its management/underlay address when not the SSH one."""
+
+    name: str
+    ssh: str | None = None
+    port: int = 22
+    key: str | None = None
+    address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +188,8 @@ class Plan:
     tunables: tuple[tuple[str, int], ...]
     #: validated ``faults:`` items (faults.spec mappings), applied once the testbed is up
     faults: tuple[dict[str, Any], ...] = ()
+    #: ``hosts:`` (placement of nodes: ``NodePlan.host``; backends: testbed/vagrant/)
+    hosts: tuple[HostPlan, ...] = ()
 
     @functools.cached_property
     def by_name(self) -> dict[str, NodePlan]:

@@ -48,11 +48,14 @@ TUNABLES: dict[str, tuple[int, int]] = {
 }
 #: Allowed keys per mapping -> required?
 TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True,
-                             "faults": False}
+                             "faults": False, "hosts": False}
+#: one host of ``hosts:`` (testbed/plan/hosts.py): SSH target, port, identity, underlay address
+HOST_KEYS: dict[str, bool] = {"ssh": False, "port": False, "key": False, "address": False}
 NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True}
 NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False,
                               "udsp": False, "lnet": False, "routing": False,
-                              "buffers": False, "routes": False, "multi_rail": False}
+                              "buffers": False, "routes": False, "multi_rail": False,
+                              "host": False}
 #: one route of a node's ``routes:`` list (``lnetctl route add``, spec §6.1)
 ROUTE_KEYS: dict[str, bool] = {"net": True, "gateway": True, "hop": False, "priority": False}
 #: a node's router buffer pools ``buffers: {tiny: N, small: N, large: N}`` (spec §1.6)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from testbed.pytest import trace
+from testbed.pytest import observing, trace
 
 _UNSET = object()
 #: the fixtures that bring up a topology (on --lnet-backend=sim they need no root)
@@ -84,6 +85,8 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
     from testbed.mininet import MininetTestbed
 
     made: list[tuple[str, Any]] = []  # (name, root), recorded before `up` is even tried
+    up: dict[str, Any] = {}  # name -> testbed, for the teardown check
+    traced: dict[str, bool] = {}  # name -> it traced messages
 
     def make(topology_path: str | os.PathLike[str] | None = None, **kw: Any) -> Any:
         if "name" in kw:
@@ -92,7 +95,10 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
         made.append((name, kw.get("root")))
         request.node.stash.setdefault(FACTORY_BACKENDS, set()).add(str(kw.get("backend",
                                                                              "mininet")))
+        for key, value in observing.up_kwargs(request.config).items():
+            kw.setdefault(key, value)  # recorder and message trace (issue 16)
         tb = MininetTestbed.up(topology_path, name=name, **kw)
+        up[name], traced[name] = tb, bool(kw["trace_messages"])
         request.node.stash.setdefault(TESTBEDS, []).append(tb)  # evidence on failure
         return tb
 
@@ -100,9 +106,12 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
 
     problems = []
     for name, root in made:
+        if name in up:  # LNet's promises over its whole log, before down removes it
+            problems += observing.teardown_problems(request.config, up[name],
+                                                    traced=traced[name])
         problems += _teardown_one(name, root)
     if problems:
-        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
+        pytest.fail("testbed problems at teardown:\n  " + "\n  ".join(problems),
                     pytrace=False)
 
 
@@ -212,18 +221,30 @@ def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
     import testbed
 
     if backend == "sim":
-        return testbed.up(path, backend="sim", name=name), name
+        kw = observing.sim_kwargs(config, name)
+        try:
+            return testbed.up(path, backend="sim", name=name, **kw), name
+        except BaseException:
+            if kw.get("record_dir"):
+                shutil.rmtree(kw["record_dir"], ignore_errors=True)
+            raise
+    if backend in ("vagrant", "hosts"):  # guests or machines (testbed/vagrant/)
+        provider = config.getoption("--lnet-provider", "lxc")
+        return testbed.up(path, backend=backend, name=name, provider=provider), name
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)
-    return testbed.up(path, name=name), name
+    return testbed.up(path, name=name, **observing.up_kwargs(config)), name
 
 
 def _release(config: pytest.Config, tb: Any, name: str) -> list[str]:
+    """The teardown check (issue 16: before ``down``), then down and the leftovers."""
+    problems = observing.teardown_problems(config, tb)
     if config.getoption("--lnet-backend", "mininet") == "sim":
         tb.down()
-        return []
-    return _teardown_one(name, None)
+        observing.release_sim(tb)
+        return problems
+    return problems + _teardown_one(name, None)
 
 
 def _lifetime(request: pytest.FixtureRequest, path: Path | None,
@@ -235,7 +256,7 @@ def _lifetime(request: pytest.FixtureRequest, path: Path | None,
     yield tb
     problems = _release(request.config, tb, name)
     if problems:
-        pytest.fail("testbed leftovers after teardown:\n  " + "\n  ".join(problems),
+        pytest.fail("testbed problems at teardown:\n  " + "\n  ".join(problems),
                     pytrace=False)
 
 

@@ -20,7 +20,12 @@ Theory of operation (STYLE rules 12, 14, 15):
   ``--lnet-trace=PATH``, into a traceability report written on the xdist controller from the
   reports workers send back.
 * **Evidence on failure.** When a test that used testbeds fails, its report gets sections with
-  each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event log's tail.
+  each node's ``net show -v 3``, ``peer show -v 3``, ``stats show``, the event log's tail and
+  the path and summary of a ``testbed report`` of each testbed (``--lnet-report-dir``).
+* **Every suite is an invariant test** (issue 16, ``testbed/pytest/observing.py``): testbeds
+  come up recording (``--lnet-record-period``) and tracing messages (``--lnet-no-msg-trace``
+  turns it off); at teardown, before ``down``, ``testbed check`` runs over the whole log and a
+  violated invariant fails the test (``--lnet-no-check`` skips it).
 
 Modules: hooks, options and markers here; fixtures, ``wait_for`` and ``Traffic`` in
 ``testbed/pytest/fixtures.py``; failure evidence and the traceability collector in
@@ -39,6 +44,7 @@ from collections.abc import Iterator
 import pytest
 
 from testbed import BACKENDS
+from testbed.pytest import observing
 from testbed.pytest.fixtures import (
     TOPOLOGY_FIXTURES,
     FaultHandle,
@@ -72,6 +78,8 @@ MARKERS = (
     "mininet: needs root and Mininet (real namespaces, bridges, processes)",
     "mininet_only(reason): needs the real network (wire faults, processes, wall-clock "
     "timing); skipped on --lnet-backend=sim with the reason",
+    "namespace_only(reason): needs what only a namespace on this machine gives (the NFQUEUE "
+    "interposer, qdiscs); skipped on --lnet-backend=vagrant|hosts with the reason",
     "slow: takes more than a few seconds (CI still runs it)",
     "requirement(*ids): the requirement IDs of docs/requirements.md this test proves "
     "(e.g. 'snd-030'); unknown IDs are a collection error",
@@ -84,6 +92,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lnet_testbed", "lnet-testbed (emulated LNet clusters)")
     group.addoption("--lnet-backend", default="mininet", metavar="BACKEND",
                     help="backend of the topology fixtures: mininet (default) or sim")
+    group.addoption("--lnet-provider", default="lxc", choices=("lxc", "libvirt"),
+                    help="guests of --lnet-backend=vagrant: lxc (default) or libvirt")
     group.addoption("--lnet-topology", default=None, metavar="NAME_OR_PATH",
                     help="topology of session_topology (default: topologies/default.yaml)")
     group.addoption("--lnet-trace", default=None, metavar="PATH",
@@ -92,6 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lnet-requirements", default=None, metavar="PATH",
                     help="requirement list to check markers against "
                          "(default: docs/requirements.md of lnet-testbed)")
+    observing.addoptions(group)  # recorder, message trace, teardown check, reports (issue 16)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,12 +112,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--lnet-backend={backend}: unknown backend "
                                 f"(choose one of: {', '.join(BACKENDS)})")
+    observing.check_options(config)
     config.pluginmanager.register(TraceCollector(config), f"lnet_trace_{id(config)}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = None
     sim = config.getoption("--lnet-backend", "mininet") == "sim"
+    remote = config.getoption("--lnet-backend", "mininet") in ("vagrant", "hosts")
     for item in items:
         for rid in _marker_ids(item):  # (skipped tests too: the trace shows them skipped)
             item.user_properties.append(("requirement", rid))  # JUnit <property>, trace data
@@ -115,12 +128,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             why = only.args[0] if only.args else "needs the real network"
             item.add_marker(pytest.mark.skip(reason=f"mininet only: {why}"))
             continue
+        ns_only = item.get_closest_marker("namespace_only")
+        if remote and ns_only is not None:
+            why = ns_only.args[0] if ns_only.args else "needs a namespace on this machine"
+            item.add_marker(pytest.mark.skip(reason=f"namespace only: {why}"))
+            continue
         if "module_topology" in getattr(item, "fixturenames", ()):
             # one module testbed per module, not one per worker: with --dist loadgroup
             item.add_marker(pytest.mark.xdist_group(f"lnet-{item.nodeid.split('::')[0]}"))
         if item.get_closest_marker("mininet") is None:
             continue
-        if sim and TOPOLOGY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if (sim or remote) and TOPOLOGY_FIXTURES & set(getattr(item, "fixturenames", ())):
             continue  # runs on the simulator: no root, no Mininet needed
         if reason is None:
             reason = mininet_unavailable() or ""

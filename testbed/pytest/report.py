@@ -1,10 +1,12 @@
 """Evidence and traceability of the ``lnet_testbed`` pytest plugin (``testbed/pytest/plugin.py``).
 
 Theory of operation (STYLE rule 15): when a test that used testbeds fails, its report gets
-sections with each node's ``net show -v 3``, ``peer show -v 3``, ``stats show`` and the event
-log's tail (``pytest_runtest_makereport``, re-exported by the plugin module so pluggy registers
-it once). ``TraceCollector`` gathers the outcome of every test carrying requirement markers
-(on the xdist controller: from the workers' reports) and writes the ``--lnet-trace`` report.
+sections with each node's ``net show -v 3``, ``peer show -v 3``, ``stats show``, the event
+log's tail and the path and summary of a ``testbed report`` made while the testbed is still
+up (``observing.failure_report``); ``pytest_runtest_makereport`` is re-exported by the
+plugin module so pluggy registers it once. ``TraceCollector`` gathers the outcome of every
+test carrying requirement markers (on the xdist controller: from the workers' reports) and
+writes the ``--lnet-trace`` report.
 Each test's report carries a ``backend`` user property (``backend_of_item``; also a JUnit
 property): ``mininet``/``sim`` when it used the plugin's testbed fixtures on that backend,
 ``unit`` when it used none, so the report can tell coverage on Mininet apart (issue 6).
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from testbed.pytest import trace
+from testbed.pytest import observing, trace
 from testbed.pytest.fixtures import FACTORY_BACKENDS, TESTBEDS, TOPOLOGY_FIXTURES
 
 #: How many events of the log a failure report shows.
@@ -104,6 +106,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for tb in _testbeds_of(item):
             for title, text in lnet_evidence(tb):
                 report.sections.append((title, text))
+            made = observing.failure_report(item.config, tb, item.nodeid)  # issue 16
+            if made is not None:
+                report.sections.append(made)
 
 
 # -- traceability --------------------------------------------------------------------------------

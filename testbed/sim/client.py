@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nodes.recorder import DEFAULT_PERIOD
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
 from testbed.sim.node import exec_words
-from testbed.spawn import Progress, start_testbed
+from testbed.spawn import Progress, observe_args, start_testbed
 
 #: Bound on bring-up: the simulator configures ~1,000 nodes a second on this box.
 UP_TIMEOUT = 60.0
@@ -74,8 +75,11 @@ class SimClient(CtlTestbed):
     @classmethod
     def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,
            progress: Progress | None = None, *, root: str | Path | None = None,
-           seed: int = 0, speed: str | float = 1) -> SimClient:
-        """Start the server and return once its testbed is up (its routes too).
+           seed: int = 0, speed: str | float = 1, record_period: float = DEFAULT_PERIOD,
+           trace_messages: bool = False) -> SimClient:
+        """Start the server and return once its testbed is up (its routes too); every node
+        records every ``record_period`` virtual seconds into ``RUNDIR/nodes/NODE.rec`` (0:
+        no recorder), ``trace_messages`` puts the message trace in the event log.
 
         Raises:
             TopologyError: the topology is invalid (nothing was started).
@@ -83,7 +87,8 @@ class SimClient(CtlTestbed):
         """
         name, rdir, base, ready = start_testbed(
             "testbed.sim.server", topology_path, name, root,
-            ["--seed", str(int(seed)), "--speed", str(speed)], UP_TIMEOUT, UP_TIMEOUT_PER_NODE,
+            ["--seed", str(int(seed)), "--speed", str(speed),
+             *observe_args(record_period, trace_messages)], UP_TIMEOUT, UP_TIMEOUT_PER_NODE,
             progress, backend="sim")
         tb = cls(name, rdir, base)
         tb.warnings = [str(w) for w in ready.get("warnings", [])]

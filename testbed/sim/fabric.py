@@ -362,6 +362,6 @@ class Fabric(Scheduler):
         nid = self._nid_str
         self.record("recv", dst, type=act.hdr.type.name, ni=link.lpni_text,
                     peer=link.ni_text, src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
-        ev = MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr, payload=act.payload)
-        self.apply(dst, self.engines[dst].handle(ev, self.now))
+        self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr,
+                                                  payload=act.payload))
         self._complete(name, act.tx_id, 0, HStatus.OK)

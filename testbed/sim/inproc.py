@@ -35,6 +35,7 @@ from typing import Any
 from nodes.daemon import lnetctl_config
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
+from nodes.recorder import DEFAULT_PERIOD
 from testbed import bringup
 from testbed.base import TestbedError
 from testbed.plan import NodePlan, Plan, config_verbs, load_topology
@@ -51,11 +52,17 @@ class SimTestbed:
     """A testbed whose nodes are engines in this process (no supervisor, no namespaces)."""
 
     def __init__(self, plan: Plan, *, seed: int = 0, latency: float = 0.001,
-                 jitter: float = 0.0) -> None:
+                 jitter: float = 0.0, trace_messages: bool = False,
+                 record_dir: str | os.PathLike[str] | None = None,
+                 record_period: float = DEFAULT_PERIOD) -> None:
         self.name = plan.name
         self.plan = plan
         self.seed = seed
-        self.fabric = SimFabric(latency, seed=seed, jitter=jitter)
+        #: where recorder files go (``DIR/nodes/NODE.rec``), None: no recorder
+        self.record_dir = Path(record_dir) if record_dir is not None else None
+        self.fabric = SimFabric(latency, seed=seed, jitter=jitter,
+                                trace_messages=trace_messages, record_dir=self.record_dir,
+                                record_period=record_period)
         self.lock = threading.RLock()  # the fabric is single-threaded; Traffic threads share it
         self.runtimes = {n.name: SimRuntime(self, n, seed) for n in plan.nodes}
         self.dead: dict[str, str] = {}  # killed node -> why (a kill fault)
@@ -77,15 +84,20 @@ class SimTestbed:
     @classmethod
     def up(cls, topology_path: str | os.PathLike[str] | None = None,
            name: str | None = None, progress: Any = None, *, root: Any = None,
-           seed: int = 0, latency: float = 0.001, jitter: float = 0.0) -> SimTestbed:
-        """Validate the topology and configure every node through its lnetctl verbs.
+           seed: int = 0, latency: float = 0.001, jitter: float = 0.0,
+           trace_messages: bool = False, record_dir: str | os.PathLike[str] | None = None,
+           record_period: float = DEFAULT_PERIOD) -> SimTestbed:
+        """Validate the topology and configure every node through its lnetctl verbs;
+        ``trace_messages``: the message trace in the event log; ``record_dir``: recorder
+        files ``DIR/nodes/NODE.rec`` every ``record_period`` virtual seconds (issue 16).
 
         Raises:
             TopologyError: the topology is invalid.
             TestbedError: a configuration verb failed (names node, verb and output).
         """
         tb = cls(load_topology(topology_path, name=name), seed=seed, latency=latency,
-                 jitter=jitter)
+                 jitter=jitter, trace_messages=trace_messages, record_dir=record_dir,
+                 record_period=record_period)
         tb.bring_up(progress)
         return tb
 
@@ -205,6 +217,8 @@ class SimTestbed:
         self.run(seconds)
 
     def down(self, timeout: float = 0.0) -> list[str]:
+        if self.is_up:
+            self.fabric.close_recorders()
         self.is_up = False
         if self._tmp is not None:
             self._tmp.cleanup()

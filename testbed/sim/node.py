@@ -19,8 +19,8 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
-from nodes.daemon.control import MAX_INFLIGHT, burst_args
+from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
+from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.actions import MDEvent
 from testbed.base import Completed, NodeVerbs, TestbedError
@@ -29,11 +29,11 @@ from testbed.sim.runtime import SimRuntime, run_sync
 if TYPE_CHECKING:
     from testbed.sim.inproc import SimTestbed
 
-MODULES = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd}
+MODULES = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd, "lst": lst_verb}
 
 
 def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """``testbed exec`` on the sim: ``(verb, argv)`` of one lnetctl/lctl command line (argv,
+    """``testbed exec`` on the sim: ``(verb, argv)`` of one lnetctl/lctl/lst command line (argv,
     one string, or ``sh -c STRING``).
 
     Raises:
@@ -47,10 +47,18 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
             words = shlex.split(words[0])
         except ValueError as exc:
             raise TestbedError(f"sim backend: exec: cannot parse {words[0]!r}: {exc}") from None
+    env = []  # `[env] LST_SESSION=1 lst ...`: lst's environment, handed to the lst verb
+    while words and (words[0] == "env" or ("=" in words[0]
+                     and words[0].split("=", 1)[0].isidentifier())):
+        env += [] if words[0] == "env" else [words[0]]
+        words = words[1:]
+    if env and words and os.path.basename(words[0]) == "lst":
+        words = [words[0], *env, *words[1:]]
     if not words or os.path.basename(words[0]) not in MODULES or any(
             w in (";", "&&", "||", "|", ">", "<") for w in words):
         shown = " ".join(words) or "(nothing)"
-        raise TestbedError(f"sim backend: exec runs one lnetctl or lctl command, not {shown!r} "
+        raise TestbedError(f"sim backend: exec runs one lnetctl, lctl or lst command, not "
+                           f"{shown!r} "
                            "(the simulator has no namespaces, shells or other programs)")
     return os.path.basename(words[0]), words[1:]
 
@@ -124,7 +132,7 @@ class SimNodeHandle(NodeVerbs):
         rt, fab, want = self.rt, self.testbed.fabric, "ACK" if op == "put" else "REPLY"
         payload = bytes(size) if op == "put" else b""
         errors: dict[str, int] = {}
-        state = {"started": 0, "inflight": 0, "done": 0}
+        state = {"started": 0, "inflight": 0, "done": 0, "ok": 0}
         paced = self.testbed.paced
         finished: asyncio.Future[None] | None = (
             asyncio.get_running_loop().create_future() if paced else None)
@@ -136,6 +144,8 @@ class SimNodeHandle(NodeVerbs):
             state["done"] += 1
             if ev.kind != want or ev.status != 0:
                 errors[f"{ev.kind}:{ev.status}"] = errors.get(f"{ev.kind}:{ev.status}", 0) + 1
+            else:
+                state["ok"] += 1
             if finished is not None:  # refill outside the driver's dispatch
                 asyncio.get_running_loop().call_soon(refill)
 
@@ -154,14 +164,23 @@ class SimNodeHandle(NodeVerbs):
             if finished is not None and state["done"] >= count and not finished.done():
                 finished.set_result(None)
 
-        refill()
-        if finished is not None:
-            self.testbed.kick()
-            await finished
-        while state["done"] < count:
-            if not fab.step():
-                raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never complete")
+        # workload events in the event log, as the daemon's verb writes them (docs/events.md)
+        fab.record("traffic_start", self.name, op=op, dst=str(dnid), count=count, size=size)
+        try:
             refill()
-        failed = sum(errors.values())
-        return {"ok": True, "sent": count, "completed": count - failed, "failed": failed,
-                "errors": errors}
+            if finished is not None:
+                self.testbed.kick()
+                await finished
+            while state["done"] < count:
+                if not fab.step():
+                    raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never "
+                                       "complete")
+                refill()
+        except BaseException as exc:
+            fab.record("traffic_end", self.name, **burst_end(op, dnid, state["started"],
+                                                             state["ok"], errors),
+                       error=str(exc) if isinstance(exc, TestbedError) else repr(exc))
+            raise
+        end = burst_end(op, dnid, count, state["ok"], errors)
+        fab.record("traffic_end", self.name, **end)
+        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}

@@ -16,7 +16,8 @@ import random
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.runtime import SRPC_BULK_DATA, SRPC_RDMA_PORTAL
+from nodes import selftest
+from nodes.daemon.runtime import SRPC_BULK_DATA
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
@@ -52,10 +53,10 @@ class SimRuntime:
         rng = random.Random(f"{seed}:{plan.name}" + (f":{generation}" if generation else ""))
         self.incarnation = rng.getrandbits(63) | 1
         self.engine = LNetEngine(rng=rng, incarnation=self.incarnation)
-        self.engine.attach_me(SRPC_RDMA_PORTAL, 0, 0xFFFF_FFFF_FFFF_FFFF,
-                              data=SRPC_BULK_DATA, sink=True)
         sim.fabric.add(self.name, self.engine)
         self.driver = sim.fabric.drivers[self.name]
+        # lnet_selftest on every node, as on the daemon (it answers the bursts too)
+        self.selftest = selftest.attach(self.driver, burst_data=SRPC_BULK_DATA)
 
     def now(self) -> float:
         return self.sim.fabric.now
@@ -122,7 +123,8 @@ class SimRuntime:
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
-        self.engine.net_del(net, interface)
+        for nid in self.engine.net_del(net, interface):
+            self.driver.ni_removed(nid)
         self.sim.fabric.refresh_node(self.name)
         self.execute([])
 
@@ -148,6 +150,7 @@ class SimRuntime:
         return True
 
     async def unconfigure(self) -> None:
-        self.engine.unconfigure()
+        for nid in self.engine.unconfigure():
+            self.driver.ni_removed(nid)
         self.sim.fabric.refresh_node(self.name)
         self.execute([])

@@ -8,12 +8,14 @@ topology up in this process (``SimTestbed``: same verbs, same order as Mininet),
 progress lines on stdout until ``ready``, then detaches stdout to ``server.log`` and serves one
 ZeroMQ ROUTER on ``ipc://RUNDIR/ctl.sock`` until ``down`` or SIGTERM, when it removes its run
 directory. Requests are the supervisor's (``status``, ``link``, ``down``,
-``fault_add|list|del|clear``) plus ``clock`` (``show``, ``advance``) and node verbs carrying a
-``node`` field (``lnetctl``, ``lctl``, ``put``, ``get``, ``log``): one socket for every node,
-however many there are. Each request runs in its own task (a paced ``ping`` does not block
-``net show``). The event log goes to ``events.jsonl`` (virtual ``t``) and the nodes' console
-lines to ``lnet.log`` after every request and every slice of paced time, and leave memory.
-The clock is ``testbed.sim.pacer``'s.
+``fault_add|list|del|clear``) plus ``clock`` (``show``, ``advance``), ``flush`` (recorder
+rows to ``nodes/NODE.rec``) and node verbs carrying a ``node`` field (``lnetctl``, ``lctl``,
+``put``, ``get``, ``log``): one socket for every node, however many there are. Each request
+runs in its own task (a paced ``ping`` does not block ``net show``). The event log goes to
+``events.jsonl`` (virtual ``t``) and the nodes' console lines to ``lnet.log`` after every
+request and every slice of paced time, and leave memory. With ``--record-period`` every
+node's recorder writes ``nodes/NODE.rec``; with ``--trace-messages`` the message trace is in
+the event log (issue 16). The clock is ``testbed.sim.pacer``'s.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import IO, Any
 import zmq
 import zmq.asyncio
 
+from nodes.daemon import lst_verb
 from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
 from testbed.plan import TopologyError, load_topology
@@ -43,7 +46,7 @@ from testbed.sim.pacer import Pacer, parse_speed
 
 SERVER_LOG = "server.log"
 LNET_LOG = "lnet.log"
-NODE_VERBS = ("lnetctl", "lctl", "put", "get", "log")
+NODE_VERBS = ("lnetctl", "lctl", "lst", "lstio", "put", "get", "log")
 
 
 class SimServer:
@@ -122,6 +125,9 @@ class SimServer:
             return await self.node_verb(cmd, req)
         if cmd == "status":
             return {**tb.status(), "speed": _speed_text(self.speed), "rundir": str(self.rdir)}
+        if cmd == "flush":  # recorder rows to their files (a reader is about to look)
+            tb.fabric.flush_recorders()
+            return {"ok": True}
         if cmd == "link":
             tb.link(str(req.get("node")), str(req.get("iface")), str(req.get("state")))
             return {"ok": True, "node": req["node"], "iface": req["iface"],
@@ -148,6 +154,9 @@ class SimServer:
         if cmd in ("put", "get"):
             return await node.aburst(cmd, str(req.get("dst", "")), req.get("count", 1),
                                      req.get("size", 4096), req.get("src"), req.get("numa"))
+        if cmd == "lstio":  # one lst console ioctl (nodes/daemon/lst_verb.py)
+            self.tb.check_alive(node.name)
+            return await lst_verb.ioctl(node.rt, req)
         argv = req.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise ValueError("'argv' must be a list of strings")
@@ -186,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topology", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--speed", default="1")
+    p.add_argument("--record-period", type=float, default=0.0, metavar="SECONDS",
+                   help="recorder period in virtual seconds (0: no recorder files)")
+    p.add_argument("--trace-messages", action="store_true",
+                   help="the engines' message trace in the event log")
     args = p.parse_args(argv)
     proto: IO[str] | None = os.fdopen(os.dup(1), "w")
     try:
@@ -210,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     runstate.write_state(rdir, state)
     signal.signal(signal.SIGTERM, _terminated)  # an interrupted `up`: undo, exit
     try:
-        tb = SimTestbed(plan, seed=args.seed)
+        tb = SimTestbed(plan, seed=args.seed, trace_messages=args.trace_messages,
+                        record_dir=rdir if args.record_period > 0 else None,
+                        record_period=args.record_period or 0.1)
         tb.bring_up(lambda step, total, text: _send(
             proto, {"progress": text, "step": step, "total": total}))
     except (Exception, KeyboardInterrupt) as exc:

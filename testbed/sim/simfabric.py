@@ -8,10 +8,17 @@ that engine's notices into ``event_log`` (same kinds and fields as on Mininet, v
 and NIDs in ``lnd_down`` fail their own transmissions at once with -ENETDOWN /
 REMOTE_DROPPED, as the socklnd does after a link-down event, while peers still reach them
 (the interface itself is up).
+
+Observation, as a node daemon does it (issue 16): with ``trace_messages`` the engines' message
+trace goes to the event log as ``msg`` events; with a ``record_dir`` every node's driver gets a
+recorder (``nodes/recorder.py``) writing ``DIR/nodes/NODE.rec`` on virtual time, sampled after
+every batch of its actions and at the end of a period on a virtual timer (a fabric entry that
+never touches an engine, so recording changes nothing the engines do).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from nodes.driver import NodeDriver, trace_fields
@@ -20,6 +27,7 @@ from nodes.lnet.actions import Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
+from nodes.recorder import DEFAULT_PERIOD, Recorder, rec_path
 from testbed.sim.fabric import Fabric
 from testbed.sim.links import _Watched
 from testbed.sim.netfaults import vanish_failure
@@ -31,8 +39,11 @@ class SimFabric(Fabric):
     tracked = True  # SimRuntime/verbs change engines only through drivers, flush or refresh
 
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0,
-                 trace_messages: bool = False) -> None:
+                 trace_messages: bool = False, record_dir: Path | None = None,
+                 record_period: float = DEFAULT_PERIOD) -> None:
         super().__init__(latency, seed=seed, jitter=jitter)
+        self.record_dir = record_dir
+        self.record_period = record_period
         #: NIs whose LND reported a simulated link down
         self.lnd_down: set[NID] = _Watched(self.changed)
         self.trace_messages = trace_messages
@@ -43,10 +54,46 @@ class SimFabric(Fabric):
         drv = super()._driver(name, engine)
         drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
-            drv.trace_sink = lambda act: self.record("msg", name, **trace_fields(act))
-            if hasattr(engine, "trace_messages"):
-                engine.trace_messages = True
+            drv.set_trace_sink(lambda act: self.record("msg", name, **trace_fields(act)))
+        if self.record_dir is not None:
+            self._attach_recorder(name, drv, self.record_dir)
         return drv
+
+    def _attach_recorder(self, name: str, drv: NodeDriver, rdir: Path) -> None:
+        drv.recorder = Recorder(drv.engine, rec_path(rdir, name), node=name,
+                                period=self.record_period, clock="virtual")
+        drv.arm_sample = lambda at: self._at(at, lambda: self._sample_due(name, drv))
+
+    def start_recording(self, rdir: Path, period: float = DEFAULT_PERIOD) -> None:
+        """Record every node, present and future, into ``rdir/nodes/NODE.rec`` from now."""
+        self.record_dir, self.record_period = Path(rdir), period
+        for name, drv in self.drivers.items():
+            if drv.recorder is None:
+                self._attach_recorder(name, drv, self.record_dir)
+
+    def _sample_due(self, name: str, drv: NodeDriver) -> None:
+        if self.drivers.get(name) is drv:  # (a killed node's recorder is closed)
+            drv.on_sample_timer()
+
+    def remove(self, name: str) -> None:
+        drv = self.drivers.get(name)
+        super().remove(name)
+        if drv is not None and drv.recorder is not None:
+            drv.on_sample_timer()
+            drv.recorder.close()
+
+    def close_recorders(self) -> None:
+        """Write what every recorder holds (the testbed goes down)."""
+        for drv in self.drivers.values():
+            if drv.recorder is not None:
+                drv.on_sample_timer()
+                drv.recorder.close()
+
+    def flush_recorders(self) -> None:
+        """Write the rows every recorder has queued (a reader is about to look)."""
+        for drv in self.drivers.values():
+            if drv.recorder is not None:
+                drv.recorder.flush()
 
     def path_error(self, a: NID, b: NID) -> int:
         if self.lnd_down and a in self.lnd_down:
@@ -88,4 +135,5 @@ class SimFabric(Fabric):
         if drv is not None:
             drv.flush_notices()
             drv.rearm()
+            drv.sample()
 

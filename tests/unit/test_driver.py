@@ -4,6 +4,7 @@ engine's earliest deadline moves, MD waiters, health notices, LND timeouts."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -94,3 +95,87 @@ def test_without_a_notice_sink_nothing_is_drained() -> None:
     drv.notice_sink = None
     drv.execute(drv.engine.ni_set_fatal(NI, True, side.t, "carrier"))
     assert side.notices == [] and drv.engine.notices.pending
+
+
+def test_health_tunables_are_published_once_then_on_change() -> None:
+    """``testbed check`` judges health steps by the sensitivity: the driver publishes it (and
+    retry_count, transaction_timeout) at its first drain and whenever it changes."""
+    side = Side()
+    drv = side.driver()
+    drv.execute([])
+    tun = [(k, f) for k, f in side.notices if k == "tunable"]
+    assert tun == [("tunable", {"name": "health_sensitivity", "value": 100}),
+                   ("tunable", {"name": "retry_count", "value": 2}),
+                   ("tunable", {"name": "transaction_timeout", "value": 150})]
+    drv.execute([])
+    drv.execute(drv.engine.set_tunable("health_sensitivity", 250))
+    drv.execute([])
+    tun = [f for k, f in side.notices if k == "tunable"]
+    assert tun[3:] == [{"name": "health_sensitivity", "value": 250}]
+
+
+def test_ni_add_and_del_are_logged() -> None:
+    side = Side()
+    drv = side.driver()
+    drv.ni_added(NI)
+    drv.ni_removed(NI)
+    drv.ni_removed(NID.parse("0@lo"))  # the loopback NI is nobody's evidence
+    assert [(k, f) for k, f in side.notices if k.startswith("ni_")] == [
+        ("ni_add", {"nid": str(NI), "interface": "eth0"}), ("ni_del", {"nid": str(NI)})]
+
+
+def test_recorder_counts_bytes_and_samples_at_the_period_end(tmp_path: Any) -> None:
+    """Payload bytes are counted per Transmit and per receive; a change inside a period is
+    sampled by the sample timer at the period's end even if nothing else happens."""
+    from nodes.lnet.events import MessageReceived
+    from nodes.recorder import Recorder
+    from testbed.observe import recfile
+
+    side = Side()
+    armed: list[float] = []
+    drv = side.driver(arm_sample=armed.append)
+    drv.recorder = Recorder(drv.engine, tmp_path / "c1.rec", node="c1", period=0.1)
+    drv.execute([])  # first call samples at once (t=0)
+    side.t = 0.05
+    _, actions = drv.engine.ping(side.t, PEER, timeout=5.0)
+    tx = dataclasses.replace(actions[0], payload=bytes(300))  # a Transmit with a payload
+    drv.execute([tx])
+    assert side.sent == [tx] and armed == [0.1]  # inside the period: sampled at its end
+    drv.receive(MessageReceived(ni=NI, peer_nid=PEER, hdr=tx.hdr, payload=bytes(300)))
+    assert armed == [0.1]  # one timer per period, not one per call
+    side.t = 0.1
+    drv.on_sample_timer()
+    drv.recorder.close()
+    rec = recfile.read(tmp_path / "c1.rec")
+    ts, sent = rec.series("ni", str(NI), "tx_bytes")
+    assert ts == [0.0, 0.1] and sent == [0, 300]
+    assert rec.series("ni", str(NI), "rx_bytes")[1][-1] == 300
+    assert rec.series("lpni", str(PEER), "tx_bytes")[1][-1] == 300
+
+
+def test_trace_sink_turns_the_engine_trace_on_and_off() -> None:
+    side = Side()
+    drv = side.driver()
+    traces: list[Any] = []
+    drv.set_trace_sink(traces.append)
+    assert drv.engine.trace_messages
+    drv.execute(drv.engine.ping(side.t, PEER, timeout=5.0)[1])
+    assert [t.event for t in traces] == ["send"]
+    drv.set_trace_sink(None)
+    assert not drv.engine.trace_messages
+
+
+def test_forwarding_from_bring_up_is_logged_as_routing_enabled() -> None:
+    """``modprobe lnet forwarding=enabled`` (a router from the start): the first drain after
+    ``lnet configure`` says routing is on, so ``testbed check``'s routing invariant does not
+    take the router's first forwarded message for one sent with routing off."""
+    from nodes.lnet.tunables import apply_module_param
+
+    side = Side()
+    eng = LNetEngine(rng=random.Random(1), incarnation=7)
+    apply_module_param(eng.tunables, "forwarding", "enabled")
+    drv = NodeDriver(eng, now=lambda: side.t, transmit=side.sent.append,
+                     arm_timer=side.armed.append, notify_peer_down=lambda nid: None,
+                     notice_sink=lambda k, f: side.notices.append((k, f)))
+    drv.run(eng.configure)
+    assert ("routing", {"enabled": True}) in side.notices

@@ -85,17 +85,23 @@ def test_full_export_imports_too_and_del_removes(tb: SimTestbed, tmp_path: Path)
 
 @pytest.mark.parametrize(("text", "msg"), [
     ("[1, 2]", "not a YAML mapping"),
-    ("bogus: 1", "unknown section 'bogus'"),
+    ("bogus: 1", "invalid key 'bogus'"),  # jt_import -> handle_global_parameter
     ("peer: [{Multi-Rail: true}]", "peer[0]: missing 'primary nid'"),
     ("net: [{net type: tcp, local NI(s): [{tunables: {}}]}]", "no interfaces"),
     ("udsp: {idx: 0}", "udsp: expected a list"),
 ])
 def test_bad_import_files_give_one_line_errors(tb: SimTestbed, tmp_path: Path, text: str,
                                                msg: str) -> None:
+    """A bad entry is lnetctl's error YAML under ``add: - import:`` (``yaml_lnet_print_error``
+    of jt_import's handlers: errno, double-quoted descr), and nothing is configured."""
     path = tmp_path / "bad.yaml"
     path.write_text(text)
+    before = tb.node("a").lnetctl("export", "--backup").out
     r = tb.node("a").lnetctl("import", str(path))
-    assert r.rc != 0 and msg in r.err and r.err.count("\n") == 1
+    assert r.rc != 0 and "Traceback" not in r.err
+    err = yaml.safe_load(r.err)["add"][0]["import"]
+    assert err["errno"] == -22 and msg in err["descr"], r.err
+    assert tb.node("a").lnetctl("export", "--backup").out == before
     with pytest.raises(LNetConfigError):
         import_verbs(yaml.safe_load(text))
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import types
 from typing import Any
 
 import pytest
@@ -81,11 +80,23 @@ def test_bad_arguments_give_an_error_dict(tb: SimTestbed, kw: dict[str, Any],
         assert asyncio.run(_verb(tb, op, args)) == {"ok": False, "error": error}
 
 
-async def _verb(tb: SimTestbed, op: str, args: dict[str, Any]) -> dict[str, Any]:
+class _Events:
+    """The daemon's event log, kept in memory (``nodes/daemon/eventlog.py EventLog``)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def write(self, kind: str, fields: dict[str, Any]) -> None:
+        self.lines.append((kind, fields))
+
+
+async def _verb(tb: SimTestbed, op: str, args: dict[str, Any],
+                events: _Events | None = None) -> dict[str, Any]:
     """The daemon's ``put``/``get`` control verb, run on c1's sim runtime (its waits are
     virtual, so the coroutine never blocks)."""
-    server = types.SimpleNamespace(rt=tb.runtimes["c1"])
-    return await ControlServer._burst(server, op, {"cmd": op, **args})  # type: ignore[arg-type]
+    server = ControlServer.__new__(ControlServer)  # no socket: only the verb runs
+    server.rt, server.events = tb.runtimes["c1"], events  # type: ignore[assignment]
+    return await server._burst(op, {"cmd": op, **args})
 
 
 def test_daemon_get_verb_counts_replies(tb: SimTestbed) -> None:
@@ -93,8 +104,13 @@ def test_daemon_get_verb_counts_replies(tb: SimTestbed) -> None:
     flight) all complete on their REPLY; a GET to a NID nobody has fails with its final
     event's kind and status, and is counted, not raised."""
     args = {"dst": S1_NIDS[0], "count": 70, "size": 4096}
-    reply = asyncio.run(_verb(tb, "get", args))
+    events = _Events()
+    reply = asyncio.run(_verb(tb, "get", args, events))
     assert reply == {"ok": True, "sent": 70, "completed": 70, "failed": 0, "errors": {}}
+    assert events.lines == [  # workload events around the burst (docs/events.md §1.6)
+        ("traffic_start", {"op": "get", "dst": S1_NIDS[0], "count": 70, "size": 4096}),
+        ("traffic_end", {"op": "get", "dst": S1_NIDS[0], "sent": 70, "completed": 70,
+                         "failed": 0, "errors": {}})]
     assert _stats(tb, "s1")["send_length"] == 70 * 4096
     bad = asyncio.run(_verb(tb, "get", {"dst": "10.10.0.77@tcp", "count": 2, "size": 1}))
     assert bad["failed"] == 2 and bad["completed"] == 0, bad

@@ -304,9 +304,9 @@ def test_trace_merges_runs_on_several_backends(tmp_path: Path,
 
 def test_unknown_backend_and_missing_sim_are_usage_errors(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_gen_x="def test_x():\n    pass\n")
-    result = pytester.runpytest("-p", "no:cacheprovider", "--lnet-backend=vagrant")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--lnet-backend=vmware")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--lnet-backend=vagrant: unknown backend*"])
+    result.stderr.fnmatch_lines(["*--lnet-backend=vmware: unknown backend*"])
     import importlib.util
 
     if importlib.util.find_spec("testbed.sim") is None:

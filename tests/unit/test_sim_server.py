@@ -55,7 +55,8 @@ def env(tmp_path: Path) -> Any:
 
 def test_cli_drives_a_sim_testbed(env: dict[str, str], tmp_path: Path) -> None:
     name = _name()
-    up = cli("up", "--backend", "sim", "-n", name, "--speed", "0", "--seed", "1", env=env)
+    up = cli("up", "--backend", "sim", "-n", name, "--speed", "0", "--seed", "1",
+             "--trace-messages", "--record-period", "50", env=env)
     assert f"testbed {name} is up" in up.stdout and "speed 0" in up.stdout
     rdir = tmp_path / "run" / name
     assert runstate.read_state(rdir)["backend"] == "sim"
@@ -75,12 +76,21 @@ def test_cli_drives_a_sim_testbed(env: dict[str, str], tmp_path: Path) -> None:
         "10.10.0.1@tcp", "10.11.0.1@tcp"]
     refused = cli("exec", "-n", name, "c1", "ip link", env=env, check=False)
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
-    assert "exec runs one lnetctl or lctl command" in refused.stderr
+    assert "exec runs one lnetctl, lctl or lst command" in refused.stderr
     st = cli("status", "-n", name, env=env).stdout
     assert "backend sim" in st and "link down" in st
     kinds = [json.loads(ln)["kind"] for ln in cli("events", "-n", name, "--json", env=env)
              .stdout.splitlines()]
-    assert {"link_down", "send", "recv", "md"} <= set(kinds)
+    assert {"link_down", "send", "recv", "md", "msg", "traffic_start", "traffic_end",
+            "tunable"} <= set(kinds)
+    checked = cli("check", "-n", name, env=env).stdout  # (asks the server to flush first)
+    assert "PASS" in checked and "NOT CHECKED completion" not in checked
+    from testbed.observe import recfile
+
+    recs = recfile.read_dir(rdir)
+    assert set(recs) == {"c1", "s1"} and recs["c1"].meta == {
+        "format": "lnet-rec/1", "node": "c1", "period": "0.05", "clock": "virtual"}
+    assert recs["c1"].series("ni", "10.11.0.1@tcp", "state")[1][-1] == "fatal"
     assert "is down" in cli("down", "-n", name, env=env).stdout
     assert not rdir.exists()
     gone = cli("lnetctl", "-n", name, "c1", "net", "show", env=env, check=False)

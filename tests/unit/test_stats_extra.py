@@ -35,7 +35,7 @@ def tb() -> SimTestbed:
 
 def _kinds(tb: SimTestbed, prefix: tuple[str, ...] = ("ni_", "lpni_")) -> list[dict[str, Any]]:
     return [e for e in tb.events() if e["kind"].startswith(prefix)
-            and not e["kind"].endswith("_health")]  # ni_health/lpni_health: the trace's
+            and not e["kind"].endswith(("_health", "_add", "_del"))]  # the trace's, config
 
 
 # ---------------------------------------------------------------- statistics

@@ -170,7 +170,7 @@ def test_unknown_top_level_key_lists_allowed(tmp_path: Path) -> None:
     reason = refuse(tmp_path, NETS + "nodez: {}\n", 4, "nodez", count=2)
     assert reason == "unknown key 'nodez' (did you mean 'nodes'?)"
     reason = refuse(tmp_path, NETS + "nodes: {c1: {interfaces: [lan0]}}\nzzz: 1\n", 5, "zzz")
-    assert reason == "unknown key 'zzz' (allowed: name, global, networks, nodes, faults)"
+    assert reason == "unknown key 'zzz' (allowed: name, global, networks, nodes, faults, hosts)"
 
 
 def test_missing_required_key(tmp_path: Path) -> None:
@@ -181,7 +181,7 @@ def test_unknown_node_key(tmp_path: Path) -> None:
     reason = refuse(tmp_path, NETS + "nodes:\n  c1:\n    interfaces: [lan0]\n    nis: []\n",
                     7, "nodes.c1.nis")
     assert reason == ("unknown key 'nis' (allowed: interfaces, global, peers, udsp, lnet, "
-                      "routing, buffers, routes, multi_rail)")
+                      "routing, buffers, routes, multi_rail, host)")
 
 
 def test_undefined_segment(tmp_path: Path) -> None:
@@ -555,7 +555,7 @@ def test_module_params_udsp_long_peers_and_lnet_block_reach_the_plan() -> None:
      "unknown key 'prio'"),
     ("prim_nid: 10.99.0.1@tcp", "prim_nid: 10.99.0.1", "prim_nid", "bad NID"),
     ("lock_prim: true", "lock_prim: 1", "lock_prim", "expected true or false"),
-    ("global: {retry_count: 1}", "globl: {}", "nodes.c1.lnet", "unknown section 'globl'"),
+    ("global: {retry_count: 1}", "globl: {}", "nodes.c1.lnet", "invalid key 'globl'"),
 ])
 def test_issue4_keys_refuse_bad_values_with_line(old: str, new: str, field: str,
                                                  reason: str) -> None:

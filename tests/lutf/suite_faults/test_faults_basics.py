@@ -38,6 +38,7 @@ def test_traffic_survives_a_link_flap(topology: Any) -> None:
 
 
 @pytest.mark.requirement("hlth-dbg-sim-network-timeout")
+@pytest.mark.namespace_only("a loss rule needs the NFQUEUE interposer beside the node")
 def test_dropped_puts_lower_peer_health(topology: Any, lnet_fault: Any) -> None:
     """A wire rule dropping every PUT from c1 on rail 1 makes those sends time out; LNet
     lowers that peer NI's health (seed 003 debugging hooks: simulate a network timeout)."""

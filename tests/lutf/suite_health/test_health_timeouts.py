@@ -69,8 +69,9 @@ def test_caller_timeout_overrides_the_transaction_timeout(hd: Any) -> None:
     """A message without a caller timeout is bounded by the configured transaction_timeout
     (3 s here: the PUT whose ACK never comes is unlinked with -ETIMEDOUT after ~3 s, not 150);
     a caller's own timeout overrides it for its message (seed 003 "lnetctl ping can specify a
-    shorter timeout"): with transaction_timeout 30, ``lnetctl ping --timeout 1`` of a peer
-    that drops the GET gives up after ~1 s, and so does ``lctl ping NID 1``."""
+    shorter timeout"): with transaction_timeout 30, ``lnetctl ping --timeout 2`` of a peer
+    that drops the GET gives up after ~2 s, and so does ``lctl ping NID 2`` (which the
+    kernel reads as 2 ms)."""
     c1, s1, clock = hd.node("c1"), hd.node("s1"), _clock(hd)
     assert c1.put(S1_NIDS[0], count=4, size=0)["completed"] == 4  # peer known, conns up
     ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
@@ -82,8 +83,10 @@ def test_caller_timeout_overrides_the_transaction_timeout(hd: Any) -> None:
     assert 2.5 <= took <= 7, took
     ok(c1, "lnetctl", "set transaction_timeout 30")
     ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m get")
-    for run in (lambda: c1.ping(S1_NIDS[0], timeout=1),
-                lambda: c1.lctl("ping", S1_NIDS[0], "1")):
+    # 2 s: lnetctl never sends a --timeout of 1 s, its default (jt_ping/yaml_lnet_ping send
+    # the timeout only when it is not 1000 ms), so `--timeout 1` waits as long as no timeout
+    for run in (lambda: c1.ping(S1_NIDS[0], timeout=2),
+                lambda: c1.lctl("ping", S1_NIDS[0], "2")):  # 2 ms: jt_ptl_ping sends "2"
         t0 = clock()
         res = run()
         took = clock() - t0

@@ -150,6 +150,7 @@ def test_a_refused_connect_is_remote_dropped_and_resent(topology: Any) -> None:
 
 @pytest.mark.requirement("hlth-lnd-existing-failures", "hlth-lnd-finalize-status",
                          "hlth-tst-lutf")
+@pytest.mark.namespace_only("forged RSTs come from the NFQUEUE interposer beside the node")
 def test_a_reset_connection_is_a_local_error(topology: Any) -> None:
     """Real ksocklnd (``ksocknal_process_transmit``): any write error but -ETIMEDOUT, a reset
     by the peer included, is LOCAL_ERROR: the local NI is blamed (``error`` stat, health

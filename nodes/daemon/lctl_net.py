@@ -1,0 +1,118 @@
+"""lctl's network-config commands beyond ping and list_nids (lustre/utils/portals.c).
+
+Theory of operation:
+
+* ``show_route`` / ``route_list`` (``jt_ptl_print_routes``): one line per route,
+  ``net %18s hops %d gw %32s %s pri %u``;
+* ``which_nid NID...`` (``jt_ptl_which_nid``): the NID with the smallest ``LNetDist``
+  (lib-move.c): a local NID is distance 0 order 1, a NID on a local net distance 1 with the
+  order of the first NI on that net, a routed NID the shortest route's hops + 1; ties go to
+  the NID given first; unreachable NIDs are skipped, none reachable is "No reachable NID";
+* ``net up|configure`` / ``net down|unconfigure`` (``jt_ptl_network``): LNet on or off with
+  portals.c's messages;
+* ``dk`` / ``debug_kernel`` (``jt_dbg_debug_kernel``): the node's debug log
+  (``nodes/dlc/debuglog.py``), then its summary line; ``lctl dk FILE`` is written by the
+  ``lctl`` client;
+* ``--net NET CMD``: ``jt_opt_net`` selects a net for ``conn_list``/``peer_list``/
+  ``interface_list``, which read the socklnd's connection and peer tables (IOC_LIBCFS_GET_CONN,
+  GET_PEER): the LND does not export them yet (docs/sanity-lnet.md gap E5), so they fail
+  saying so rather than print an invented table.
+"""
+
+from __future__ import annotations
+
+import errno as E
+import os
+from typing import TYPE_CHECKING
+
+from nodes.dlc import debuglog
+from nodes.dlc.output import Result, exit_code
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.nid import NID
+
+if TYPE_CHECKING:
+    from nodes.driver import Runtime as NodeRuntime
+
+#: api-ni.c ``local_nid_dist_zero`` default: a local NID is at distance 0
+LOCAL_NID_DIST_ZERO = True
+
+
+def show_route(rt: NodeRuntime, args: list[str]) -> Result:
+    if not rt.engine.configured:
+        return 0, "", "Error getting routes: Network is down: check dmesg.\n"
+    lines = []
+    for r in rt.engine.router.route_show(None, None, None, None, 1)["route"]:
+        lines.append(f"net {r['net']:>18} hops {r['hop']} gw {r['gateway']:>32} "
+                     f"{r['state']} pri {r['priority']}\n")
+    return 0, "".join(lines), ""
+
+
+def lnet_dist(rt: NodeRuntime, nid: NID) -> tuple[int, int] | None:
+    """``LNetDist``: (distance, order) to ``nid``, or None when unreachable."""
+    eng = rt.engine
+    order = 2
+    same_net: int | None = None
+    for ni in eng.local_nis(include_lo=True):
+        if ni.nid == nid:
+            return (0 if LOCAL_NID_DIST_ZERO else 1), (0 if ni.is_lo else 1)
+        if same_net is None and ni.nid.net == nid.net:
+            same_net = order
+        order += 1
+    if same_net is not None:
+        return 1, same_net
+    routes = eng.router.route_show(str(nid.net), None, None, None, 1)["route"] \
+        if eng.configured else []
+    if not routes:
+        return None
+    hops = min(1 if r["hop"] in (-1, None) else r["hop"] for r in routes)
+    return hops + 1, order
+
+
+def which_nid(rt: NodeRuntime, args: list[str]) -> Result:
+    if not args:
+        return 0, "", "usage: which_nid NID [NID...]\n"
+    best: tuple[int, int, str] | None = None
+    for text in args:
+        try:
+            nid = NID.parse(text)
+        except LNetConfigError:
+            return exit_code(-1), "", f"Can't parse NID {text}\n"
+        dist = lnet_dist(rt, nid)
+        if dist is None:
+            continue
+        if best is None or dist < best[:2]:
+            best = (*dist, str(nid))
+    if best is None:
+        return exit_code(-1), "", "No reachable NID\n"
+    return 0, best[2] + "\n", ""
+
+
+async def network(rt: NodeRuntime, args: list[str]) -> Result:
+    if not args or len(args) > 2:
+        return 0, "", "usage: net {configure|up|unconfigure|down|NET}\n"
+    word = args[0]
+    if word in ("unconfigure", "down"):
+        if not rt.engine.configured:
+            return 0, "LNET is currently not loaded.", ""
+        await rt.unconfigure()
+        return 0, "LNET ready to unload\n", ""
+    if word in ("configure", "up"):
+        replace = len(args) == 2 and args[1] == "-l"
+        rt.engine.configure()
+        return 0, ("LNET configured: Overridden existing one\n" if replace else
+                   "LNET configured: New Created\n"), ""
+    return exit_code(-1), "", f"Can't parse net {word}\n"
+
+
+def debug_kernel(rt: NodeRuntime, args: list[str]) -> Result:
+    if len(args) > 2:
+        return 0, "", "usage: dk [file] [raw]\n"
+    text = debuglog.dump_and_clear(rt)
+    kept = text.count("\n")
+    return 0, text + f"Debug log: {kept} lines, {kept} kept, 0 dropped, 0 bad.\n", ""
+
+
+def socklnd_tables(cmd: str) -> Result:
+    return exit_code(-E.EOPNOTSUPP), "", (
+        f"{cmd}: the socklnd's {cmd.split('_')[0]} table is not exported by this emulator: "
+        f"{os.strerror(E.EOPNOTSUPP)}\n")

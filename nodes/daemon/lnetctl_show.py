@@ -1,0 +1,167 @@
+"""lnetctl's read-only verbs: ``net show``, ``peer show|list``, ``stats``, ``global show``,
+``debug recovery|peer|nidlist``, ``cpt-of-nid`` (spec §9.2-9.3).
+
+Theory of operation: each reads its options as its ``jt_*`` function in lnetctl.c does
+(``check_cmd`` first, then ``getopt_long``; ``-v [N]`` takes the next word as the level only
+when it parses as a number, ``jt_show_net``), asks the engine for the view and prints it with
+lnetctl's cYAML layout (``nodes/tools/yamlfmt.py``). A view that is empty prints nothing.
+"""
+
+from __future__ import annotations
+
+import errno as E
+from typing import TYPE_CHECKING
+
+from nodes.dlc import debuglog
+from nodes.dlc.cmdline import OPT, REQ, LongOpt, Stop, check_cmd, is_level, options, verbose_level
+from nodes.dlc.nidlist import NidListError, expand_nids
+from nodes.dlc.output import Result, error, exit_code
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.nid import NID
+from nodes.tools.yamlfmt import dump
+
+if TYPE_CHECKING:
+    from nodes.driver import Runtime as NodeRuntime
+
+
+async def net_show(rt: NodeRuntime, args: list[str]) -> Result:
+    check_cmd("net", "show", args, 0)
+    opts, _ = options("show", args, "n:v", (LongOpt("net", REQ, "n"),
+                                             LongOpt("verbose", OPT, "v")),
+                      help_of=("net", "show"), lookahead={"v": is_level})
+    net, level = None, 0
+    for o, v in opts:
+        if o == "n":
+            net = v
+        else:
+            level = verbose_level(v)
+    try:
+        doc = rt.engine.view("net", net=net, verbose=level)
+    except LNetConfigError as e:
+        return error("show", "net", e.errno, e.descr)
+    return 0, dump(doc) if doc["net"] else "", ""
+
+
+async def peer_show(rt: NodeRuntime, args: list[str]) -> Result:
+    check_cmd("peer", "show", args, 1)
+    opts, _ = options("show", args, "hn:v::", (LongOpt("help", 0, "h"), LongOpt("nid", REQ, "n"),
+                                               LongOpt("verbose", OPT, "v")),
+                      help_of=("peer", "show"), lookahead={"v": is_level})
+    nid, level = None, 0
+    for o, v in opts:
+        if o == "h":
+            return 0, "", ""  # jt_show_peer has no case for it: default, return 0
+        if o == "n":
+            nid = v
+        else:
+            level = verbose_level(v)
+    try:
+        doc = rt.engine.view("peer", nid=nid, verbose=level)
+    except LNetConfigError as e:
+        return error("show", "peer", e.errno, e.descr)
+    return 0, dump(doc) if doc["peer"] else "", ""
+
+
+async def peer_list(rt: NodeRuntime, args: list[str]) -> Result:
+    """``lnetctl peer list`` (``jt_list_peer``): the primary NID of every peer."""
+    check_cmd("peer", "list", args, 0)
+    peers = rt.engine.view("peer", nid=None, verbose=0)["peer"]
+    doc = {"peer list": [{"nid": p["primary nid"]} for p in peers]}
+    return 0, dump(doc) if peers else "", ""
+
+
+async def stats(rt: NodeRuntime, sub: str, args: list[str]) -> Result:
+    check_cmd("stats", sub, args, 0)
+    if sub == "reset":
+        rt.engine.stats_reset()  # spec §4.5: health counters are kept
+        return 0, "", ""
+    return 0, dump(rt.engine.view("stats")), ""
+
+
+async def global_show(rt: NodeRuntime, args: list[str]) -> Result:
+    check_cmd("global", "show", args, 0)
+    return 0, dump(rt.engine.view("global")), ""
+
+
+async def debug_recovery(rt: NodeRuntime, args: list[str]) -> Result:
+    """``lnetctl debug recovery --local|--peer`` (``jt_show_recovery``); nothing when the
+    queue is empty; neither option is LUSTRE_CFG_RC_BAD_PARAM."""
+    check_cmd("debug", "recovery", args, 0)
+    opts, _ = options("recovery", args, "lp", (LongOpt("local", 0, "l"),
+                                                LongOpt("peer", 0, "p")), fail=(0, "", ""))
+    kind = opts[-1][0] if opts else None
+    if kind is None:  # lnetctl returns -EINVAL silently; a hint costs nothing
+        return exit_code(-E.EINVAL), "", ("lnetctl debug recovery: give exactly one of "
+                                          "--local, --peer\n")
+    doc = rt.engine.view("recovery", local=kind == "l")
+    return 0, dump(doc) if doc else "", ""
+
+
+def _peer_line(rt: NodeRuntime, nid: NID) -> str:
+    """peer.c ``lnet_debug_peer``'s line for ``nid``."""
+    lpni = rt.engine.peers.find_lpni(nid)
+    if lpni is None:
+        return f"No peer {nid}"
+    show = rt.engine.view("peer", nid=str(nid), verbose=1)["peer"][0]
+    mine = next(p for p in show["peer ni"] if p["nid"] == str(nid))
+    alive = mine.get("state", "NA")
+    return (f"{nid!s:<24} {mine['refcount']:4d} {alive:>5} {mine['max_ni_tx_credits']:5d} "
+            f"{mine['available_rtr_credits']:5d} {mine['min_rtr_credits']:5d} "
+            f"{mine['available_tx_credits']:5d} {mine['min_tx_credits']:5d} "
+            f"{mine['tx_q_num_of_buf']}")
+
+
+async def debug_peer(rt: NodeRuntime, args: list[str]) -> Result:
+    """``lnetctl debug peer --nid NID`` (``jt_show_peer_debug_info`` ->
+    IOC_LIBCFS_GET_PEER -> ``lnet_debug_peer``): the peer NI's line goes to the debug log
+    (``lctl dk``), nothing to stdout."""
+    check_cmd("debug", "peer", args, 0)
+    opts, _ = options("peer", args, "k", (LongOpt("nid", REQ, "k"),), fail=(0, "", ""))
+    nid = next((v for _o, v in opts), None)
+    if nid is None:
+        return error("debug", "peer", -E.EINVAL, "--nid must be specified")
+    try:
+        parsed = NID.parse(nid)
+    except LNetConfigError:
+        return error("debug", "peer", -E.EINVAL, f"badly formatted primary NID: {nid}")
+    debuglog.add(rt, _peer_line(rt, parsed))
+    return 0, "", ""
+
+
+async def debug_nidlist(rt: NodeRuntime, args: list[str]) -> Result:
+    """``lnetctl debug nidlist NIDLIST [NID]`` (``lustre_lnet_debug_nidlist``: the list as
+    ``cfs_print_nidlist`` prints it, and whether NID matches it)."""
+    if not args:
+        return exit_code(-E.EINVAL), "", "Missing nidlist argument\n"
+    if len(args) > 2:
+        return exit_code(-E.EINVAL), "", "Too many arguments\n"
+    try:
+        nids = expand_nids(args[0])
+    except NidListError:
+        return exit_code(-E.EINVAL), "", f"Unable to parse nidlist from: {args[0]}\n"
+    out = f"nidlist parsed to: {args[0]}\n"
+    if len(args) == 2:
+        try:
+            match = str(NID.parse(args[1])) in nids
+        except LNetConfigError:
+            return exit_code(-E.EINVAL), out, f"Invalid nid for matching {args[1]}\n"
+        out += (f"{args[1]} matches nidlist {args[0]}\n" if match else
+                f"{args[1]} does not match nidlist {args[0]}\n")
+    return 0, out, ""
+
+
+async def cpt_of_nid(rt: NodeRuntime, args: list[str]) -> Result:
+    """``lnetctl cpt-of-nid NID...`` (``jt_calc_cpt_of_nid``, kernel ``lnet_cpt_of_nid``):
+    each NID's CPT on this node. The node has one CPU partition (``CPT: "[0]"``), so every
+    NID hashes to CPT 0 (``lnet_cpt_of_nid_locked`` with LNET_CPT_NUMBER 1)."""
+    check_cmd("", "cpt-of-nid", args, 2)
+    out = []
+    for text in args:
+        try:
+            out.append({"nid": str(NID.parse(text)), "cpt": 0})
+        except LNetConfigError:
+            return error("show", "cpt-of-nid", -E.EINVAL, f"cannot parse NID '{text}'")
+    return 0, dump({"cpt-of-nid": out}), ""
+
+
+__all__ = ["Stop"]

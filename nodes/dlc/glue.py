@@ -1,0 +1,101 @@
+"""Where the front end touches engine and runtime state that has no method yet.
+
+Theory of operation: every DLC command is carried out through the engine's public surface
+(``net_add``, ``peer_add``, ``router.add``, ...). A few lnetctl options set per-NI or per-peer
+state that the kernel simply stores and the engine has no setter for today; they are kept here,
+in one place, so the engine refactor (issue 12) changes one module when it adds the methods
+(docs/sanity-lnet.md gap list E5-E7):
+
+* ``conns_per_peer`` of an NI (``lnd tunables``): stored on the NI (``net show -v``) and
+  handed to the daemon's socklnd (``set_conns_per_peer``: connections made from then on); the
+  simulator has no LND connections (``lctl conn_list`` data is still missing, E5);
+* ``peer_buffer_credits`` of a net (``tunables``), as ``lnet_ni_tunables``;
+* ``peer set --state``: the kernel's IOC_LIBCFS_SET_PEER is ``lp->lp_state = state`` (E7);
+* the node's interfaces and their IPv4 addresses, which ``net add --nid`` and ip2nets match:
+  the daemon's namespace (``if_nameindex`` + ``SIOCGIFADDR``), or a simulated node's plan.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING, Any
+
+from nodes.daemon.ifaddr import interface_ipv4
+from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
+from nodes.lnet.ni import LNetNI
+from nodes.lnet.nid import NID
+
+if TYPE_CHECKING:
+    from nodes.lnet.engine import LNetEngine
+
+
+def local_interfaces(rt: Any) -> list[tuple[str, str]]:
+    """(interface, IPv4 address) of the node, in interface order; ``lo`` left out."""
+    plan = getattr(rt, "plan", None)
+    if plan is not None:  # a simulated node (testbed/sim): its topology interfaces
+        return [(i.name, str(i.ip)) for i in plan.interfaces]
+    out = []
+    for _index, name in socket.if_nameindex():
+        ip = interface_ipv4(name)
+        if name != "lo" and ip is not None:
+            out.append((name, ip))
+    return out
+
+
+def interface_of(rt: Any, nid: NID) -> str:
+    """The interface holding ``nid``'s address (``net add --nid``).
+
+    Raises:
+        LNetConfigError: -ENOENT, no interface has that address.
+    """
+    addr = str(nid).split("@", 1)[0]
+    for name, ip in local_interfaces(rt):
+        if ip == addr:
+            return name
+    raise LNetConfigError(-ENOENT, f"cannot add network: no interface has address {addr}")
+
+
+def set_ni_lnd_tunables(rt: Any, nid: NID, conns_per_peer: int, tos: int) -> None:
+    """The ``lnd tunables`` a ``net add``/``net set`` gave (-1: keep). ToS needs an engine
+    field that does not exist yet (gap E6): refused rather than shown wrongly."""
+    eng: LNetEngine = rt.engine
+    ni = eng.ni_by_nid(nid)
+    if ni is None:
+        raise LNetConfigError(-ENOENT, f"no local NI {nid}")
+    if tos != -1 and not hasattr(ni, "tos"):
+        raise LNetConfigError(-EOPNOTSUPP, "setting the ToS of an NI is not supported yet")
+    if tos != -1:
+        ni.tos = tos  # type: ignore[attr-defined]
+    if conns_per_peer >= 0:
+        ni.conns_per_peer = conns_per_peer
+        lnd_set = getattr(getattr(rt, "lnd", None), "set_conns_per_peer", None)
+        if lnd_set is not None:  # the daemon's socklnd (ksocknal_tunables_setup)
+            lnd_set(nid, conns_per_peer)
+
+
+def tos_supported() -> bool:
+    """Whether the engine's NI keeps a ToS (checked before an NI is added)."""
+    return "tos" in LNetNI.__dataclass_fields__
+
+
+def set_peer_buffer_credits(eng: LNetEngine, nid: NID, value: int) -> None:
+    ni = eng.ni_by_nid(nid)
+    if ni is not None and value > 0:
+        ni.net.tunables.peer_buffer_credits = value
+
+
+def peer_set_state(eng: LNetEngine, nid: NID, state: int) -> None:
+    """IOC_LIBCFS_SET_PEER / ``lnet_genl_parse_peer``: the peer of ``nid``'s peer NI gets
+    ``state`` as its state bits.
+
+    Raises:
+        LNetConfigError: -ENOENT, no peer NI ``nid``.
+    """
+    setter = getattr(eng, "peer_set_state", None)
+    if setter is not None:  # the engine's own method, once it has one
+        setter(nid, state)
+        return
+    lpni = eng.peers.find_lpni(nid)
+    if lpni is None:
+        raise LNetConfigError(-ENOENT, "invalid peer state param")
+    lpni.peer.state = state % 2**32

@@ -1,0 +1,97 @@
+"""sanity-lnet.sh tests 150-157: ``lnetctl import`` of ``ip2nets:`` rules matched against the
+node's interface addresses (``handle_net_config_sequence``), at lustre-release c881f8ebcb.
+
+``do_import_test``: reinit, import the rules, ``export --backup`` equals what ``net add`` of
+the same interfaces exported. eth0 is 10.60.0.1, the fake interface eth1 10.61.0.1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lutf.suite_sanity.sanity import export, import_text, reinit, run
+
+pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
+IF0_IP, FAKE_IP = "10.60.0.1", "10.61.0.1"
+
+
+@pytest.fixture(scope="module")
+def s(module_topology: Any) -> Any:
+    return module_topology.node("s")
+
+
+def _rule(net: str, ifaces: list[str], ranges: list[str]) -> str:
+    text = f"  - net-spec: {net}\n"
+    if ifaces:
+        text += "    interfaces:\n" + "".join(f"        {i}: {n}\n" for i, n in
+                                            enumerate(ifaces))
+    if ranges:
+        text += "    ip-range:\n" + "".join(f'        {i}: "{r}"\n' for i, r in
+                                          enumerate(ranges))
+    return text
+
+
+def _expected(s: Any, *adds: str) -> dict[str, Any]:
+    reinit(s)
+    for add in adds:
+        run(s, f"net add {add}")
+    return export(s)
+
+
+def _import_test(s: Any, rules: str, expected: dict[str, Any]) -> None:
+    reinit(s)
+    res = import_text(s, "ip2nets:\n" + rules)
+    assert res.rc == 0, res.err
+    assert export(s) == expected
+
+
+def test_sanity_150_import_of_ip2nets_yaml_sequence(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    _import_test(s, _rule("tcp", ["eth0"], [IF0_IP]), expected)
+
+
+def test_sanity_151_multiple_ip2nets_rules(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1")
+    rules = _rule("tcp", ["eth0", "eth1"], [IF0_IP, FAKE_IP])
+    _import_test(s, rules, expected)
+    rules += _rule("tcp", ["eth0"], []) + _rule("tcp", ["eth1"], [FAKE_IP])
+    _import_test(s, rules, expected)  # more rules for the same net change nothing
+    expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1",
+                         "--net tcp2 --if eth0")
+    _import_test(s, rules + _rule("tcp2", ["eth0"], []), expected)
+
+
+def test_sanity_152_ip2nets_with_wildcard_ip_patterns(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    for pattern in ("10.60.0.*", "10.60.*.*", "10.*.*.*"):
+        _import_test(s, _rule("tcp", ["eth0"], [pattern]), expected)
+    rules = (_rule("tcp", ["eth0"], ["*.*.*.*"]) + _rule("tcp", ["eth0", "eth1"], [])
+             + _rule("tcp", ["eth0", "eth1"], [IF0_IP, FAKE_IP]))
+    _import_test(s, rules, expected)  # the match-all rule masks the later ones
+
+
+def test_sanity_153_ip2nets_with_ip_address_ranges(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    _import_test(s, _rule("tcp", ["eth0"], ["10.60.0.[0-5]"]), expected)
+
+
+def test_sanity_154_ip2nets_with_stepped_ip_address_ranges(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    _import_test(s, _rule("tcp", ["eth0"], ["10.60.0.[1-5/2]"]), expected)
+
+
+def test_sanity_155_ip2nets_import_fails_with_no_matching_rule(s: Any) -> None:
+    reinit(s)
+    assert import_text(s, "ip2nets:\n" + _rule("tcp", ["eth0"], ["10.20.30.40"])).rc != 0
+
+
+def test_sanity_156_ip2nets_with_comma_separated_ip_ranges(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    _import_test(s, _rule("tcp", ["eth0"], ["10.60.0.[3,5,1,7,9]"]), expected)
+
+
+def test_sanity_157_ip2nets_import_fails_without_net_spec(s: Any) -> None:
+    reinit(s)
+    text = "ip2nets:\n  - interfaces:\n        0: eth0\n    ip-range:\n        0: 192.168.1.1\n"
+    assert import_text(s, text).rc != 0
