@@ -31,6 +31,10 @@ from testbed.pytest.trace import TraceError
 
 PROG = "testbed"
 #: subcommand modules, in the order ``testbed --help`` lists them
+#: how to get a module an optional feature imports, by top-level name
+MISSING_HINT = {"mininet": "apt install mininet; a venv needs --system-site-packages",
+                "netfilterqueue": "pip install 'lnet-testbed[faults]'",
+                "matplotlib": "pip install 'lnet-testbed[report]'"}
 MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, completion)
 
 
@@ -74,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in MODULES:
         module.register(sub, named)
+    p.set_defaults(parser=p)  # `testbed completion` describes the whole parser
     return p
 
 
@@ -86,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _err(line)
     except (TestbedError, CliError, sh.CommandError, TraceError) as exc:
         _err(str(exc))
+    except ModuleNotFoundError as exc:  # an optional part outside the package (issue 18)
+        _err(f"Python module {exc.name} is not installed here ({sys.executable}): "
+             + MISSING_HINT.get((exc.name or "").split(".")[0], "pip install it"))
     except KeyboardInterrupt:
         _err("interrupted")
         return 130

@@ -62,9 +62,8 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    from testbed.cli import build_parser
-
-    sys.stdout.write(script(build_parser(), args.shell))
+    """The script of the whole ``testbed`` parser (``args.parser``, set by testbed.cli)."""
+    sys.stdout.write(script(args.parser, args.shell))
     return 0
 
 

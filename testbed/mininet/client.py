@@ -20,7 +20,7 @@ from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
 from nodes.recorder import DEFAULT_PERIOD
-from testbed import runstate, sh
+from testbed import needs, runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
 from testbed.spawn import PROJECT_ROOT, Progress, observe_args, start_testbed
@@ -124,11 +124,12 @@ class MininetTestbed(CtlTestbed):
 
         Raises:
             TopologyError: the topology is invalid (nothing was started).
-            TestbedError: not root, or bring-up failed (everything started was removed).
+            TestbedError: not root or no Mininet here (one line), or bring-up failed
+                (everything started was removed).
         """
-        if os.geteuid() != 0:  # one line, not a PermissionError from deep inside (issue 18)
-            raise TestbedError("the mininet backend needs root (network namespaces, bridges, "
-                               "veths): run as root, or use the sim backend, which does not")
+        problem = needs.mininet_backend()  # root, Mininet, ip: one line (issue 18)
+        if problem is not None:
+            raise TestbedError(problem)
         name, rdir, base, ready = start_testbed(
             "testbed.mininet.supervisor", topology_path, name, root,
             observe_args(record_period, trace_messages), UP_TIMEOUT, UP_TIMEOUT_PER_NODE,

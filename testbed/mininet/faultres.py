@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from faults import netops
 from faults.spec import INTERPOSED, FaultError
-from testbed import runstate
+from testbed import needs, runstate
 
 if TYPE_CHECKING:
     from testbed.mininet.faultctl import _Fault
@@ -32,6 +32,10 @@ class FaultResources:
 
     def _resources(self, f: _Fault, k: int) -> list[dict[str, Any]]:
         spec, kind = f.spec, f.spec.kind
+        if kind in INTERPOSED or kind in ("blackhole", "flap", "partition"):
+            problem = needs.program("iptables", f"the {kind} fault")
+            if problem is not None:
+                raise FaultError(problem)
         if kind in INTERPOSED:
             return self._interposed(f, k)
         if kind == "blackhole" or (kind == "flap" and spec.params["style"] == "blackhole"):
