@@ -9,16 +9,19 @@ from testbed.commands.common import CliError, Named, json_option, pick, print_js
 
 def _words(spec: dict[str, object]) -> str:
     """A fault spec as the ``key=value`` words ``fault add`` takes (``match.type=PUT``)."""
+    def word(key: str, value: object) -> str:
+        if isinstance(value, list):
+            return f"{key}={','.join(str(v) for v in value)}"
+        return f"{key}={value}"
+
     out = []
     for key, value in spec.items():
         if key == "kind":
             continue
         if isinstance(value, dict):
-            out += [f"{key}.{k}={v}" for k, v in value.items()]
-        elif isinstance(value, list):
-            out.append(f"{key}={','.join(str(v) for v in value)}")
+            out += [word(f"{key}.{k}", v) for k, v in value.items()]
         else:
-            out.append(f"{key}={value}")
+            out.append(word(key, value))
     return " ".join(out)
 
 
