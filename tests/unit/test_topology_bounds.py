@@ -184,7 +184,7 @@ def test_at_most_twenty_then_and_n_more() -> None:
     assert len(info.value.errors) == 25
     assert len(lines) == MAX_SHOWN + 1 and lines[-1] == "and 5 more"
     assert lines[0] == "<string>:3: nodes.n0.bogus: unknown key 'bogus' (allowed: interfaces, " \
-        "global, peers, udsp, lnet, routing, buffers, routes, multi_rail)"
+        "global, peers, udsp, lnet, routing, buffers, routes, multi_rail, host)"
 
 
 def test_builtin_topologies_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
