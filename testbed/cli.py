@@ -23,7 +23,17 @@ from typing import Any, NoReturn
 
 from testbed import sh
 from testbed.base import TestbedError
-from testbed.commands import completion, faults, lifecycle, lst, node, sim, status, trace
+from testbed.commands import (
+    completion,
+    explore,
+    faults,
+    lifecycle,
+    lst,
+    node,
+    sim,
+    status,
+    trace,
+)
 from testbed.commands.common import CliError, name_arg, version
 from testbed.observe import cli as observe_cli
 from testbed.plan import TopologyError
@@ -35,7 +45,7 @@ PROG = "testbed"
 MISSING_HINT = {"mininet": "apt install mininet; a venv needs --system-site-packages",
                 "netfilterqueue": "pip install 'lnet-testbed[faults]'",
                 "matplotlib": "pip install 'lnet-testbed[report]'"}
-MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, completion)
+MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, explore, completion)
 
 
 class _Parser(argparse.ArgumentParser):
