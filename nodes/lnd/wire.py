@@ -129,33 +129,48 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
     if len(b) < LNET_HDR_SIZE:
         raise _bad(f"short lnet_hdr: {len(b)} < {LNET_HDR_SIZE} bytes")
     dest, src, dpid, spid, mtype, plen = _HDR_FIXED.unpack_from(b, 0)
-    try:
-        t = MsgType(mtype)
-    except ValueError:
-        raise _bad(f"bad LNet message type {mtype}") from None
+    t = _MSG_TYPES.get(mtype)  # (a dict: calling the enum was a tenth of this function)
+    if t is None:
+        raise _bad(f"bad LNet message type {mtype}")
     if plen > LNET_MTU:
         raise _bad(f"payload_length {plen} > LNET_MTU {LNET_MTU}")
-    if t in (MsgType.ACK, MsgType.GET) and plen != 0:
+    if (t is MsgType.ACK or t is MsgType.GET) and plen != 0:
         raise _bad(f"{t.name} with payload_length {plen}")
     off = _HDR_FIXED.size
-    base = {"dest_nid": NID.from_nid4(dest), "src_nid": NID.from_nid4(src),
-            "dest_pid": dpid, "src_pid": spid, "type": t, "payload_length": plen}
-    if t == MsgType.ACK:
+    dnid, snid = _nid(dest), _nid(src)
+    # positional: LNetHdr(dest_nid, src_nid, dest_pid, src_pid, type, payload_length, wmd,
+    # match_bits, hdr_data, ptl_index, offset, sink_length, mlength, incarnation, hello_type)
+    if t is MsgType.ACK:
         ic, oc, mb, mlen = _ACK.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc), match_bits=mb, mlength=mlen)
-    if t == MsgType.PUT:
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, 0, 0, 0, 0,
+                       mlen)
+    if t is MsgType.PUT:
         ic, oc, mb, hd, ptl, offset = _PUT.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc), match_bits=mb, hdr_data=hd,
-                       ptl_index=ptl, offset=offset)
-    if t == MsgType.GET:
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, hd, ptl,
+                       offset)
+    if t is MsgType.GET:
         ic, oc, mb, ptl, offset, sink = _GET.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc), match_bits=mb, ptl_index=ptl,
-                       offset=offset, sink_length=sink)
-    if t == MsgType.REPLY:
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, 0, ptl,
+                       offset, sink)
+    if t is MsgType.REPLY:
         ic, oc = _WMD.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc))
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc))
     inc, htype = _HELLO_U.unpack_from(b, off)
-    return LNetHdr(**base, incarnation=inc, hello_type=htype)
+    return LNetHdr(dnid, snid, dpid, spid, t, plen, incarnation=inc, hello_type=htype)
+
+
+_MSG_TYPES = {int(t): t for t in MsgType}
+_NIDS: dict[int, NID] = {}  # nid4 -> NID: the few peers a node talks to, parsed once
+
+
+def _nid(nid4: int) -> NID:
+    """``NID.from_nid4``, memoized (NIDs are immutable; bounded against a flood of odd ones)."""
+    nid = _NIDS.get(nid4)
+    if nid is None:
+        if len(_NIDS) >= 4096:
+            _NIDS.clear()
+        nid = _NIDS[nid4] = NID.from_nid4(nid4)
+    return nid
 
 
 # --- acceptor connreq -------------------------------------------------------------------

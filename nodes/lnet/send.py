@@ -24,7 +24,6 @@ ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``c
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log, Transmit
@@ -183,7 +182,7 @@ class Sender:
         # routed: header dest = final destination; forwarded: the originator's src stays (§2.7)
         dest, msg.rt_dst = msg.rt_dst or lpni.nid, None
         src = msg.hdr.src_nid if msg.fwd is not None else ni.nid
-        msg.hdr = replace(msg.hdr, src_nid=src, dest_nid=dest)
+        msg.hdr = msg.hdr.readdressed(src, dest)
         if msg.md is not None and msg.md.rsp_deadline is not None:
             msg.md.rsp_next_hop = lpni
 
@@ -294,7 +293,7 @@ class Sender:
         """Messages to one of our own NIDs go through the loopback NI, without credits."""
         assert msg.final_dst is not None and self.receiver is not None
         ni = self.local.ni_by_nid(msg.final_dst) or self.local.nets[LO_NET].nis[0]
-        msg.hdr = replace(msg.hdr, src_nid=ni.nid, dest_nid=ni.nid)
+        msg.hdr = msg.hdr.readdressed(ni.nid, ni.nid)
         msg.txni = ni
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
