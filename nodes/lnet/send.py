@@ -23,14 +23,14 @@ ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
@@ -80,6 +80,7 @@ class Sender:
         self.timers = mds.timers
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
+        self.sock_conn_fails: Callable[[], bool] = lambda: False  # fail_loc 0xe020 (engine)
 
     # ------------------------------------------------------------------ entry points
     def launch(self, msg: Msg, now: float, src: NID | None) -> list[Action]:
@@ -142,7 +143,9 @@ class Sender:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
         dst = msg.final_dst
         assert dst is not None
-        if (dst.net == LO_NET or dst in self.local.by_nid) and not msg.recovery:
+        if dst.net == LO_NET:
+            # lib-move.c lnet_select_pathway: only 0@lo is short-cut (lnet_handle_lo_send);
+            # our own other NIDs are peers like any other and go through the LND (E1)
             return self.send_loopback(msg, now)
         lpni = self._resolve(dst)
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
@@ -251,7 +254,15 @@ class Sender:
             if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
                 self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
             hs = HStatus(verdict)
-            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
+            acts = [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
+            if self.sock_conn_fails():
+                # socklnd_cb.c ksocknal_process_transmit: with fail_loc CFS_FAIL_SOCK_CONN a
+                # simulated error also closes the connection and its siblings; the reaper's
+                # ksocknal_peer_failed then tells LNet the peer NI is dead (lnet_notify),
+                # after the tx was finalized (its health already counted)
+                acts += self.router.alive.notify(
+                    PeerNotify(ni=ni.nid, nid=lpni.nid, alive=False), now)
+            return acts
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
                 and not msg.is_response:
@@ -289,9 +300,11 @@ class Sender:
         return actions
 
     def send_loopback(self, msg: Msg, now: float) -> list[Action]:
-        """Messages to one of our own NIDs go through the loopback NI, without credits."""
+        """A message to ``0@lo`` goes through the loopback NI, without credits or peer
+        (lib-move.c ``lnet_handle_lo_send``; lolnd's ``lolnd_send`` parses it at once). Our
+        other NIDs are not short-cut: they are peers reached through the LND (``send``)."""
         assert msg.final_dst is not None and self.receiver is not None
-        ni = self.local.ni_by_nid(msg.final_dst) or self.local.nets[LO_NET].nis[0]
+        ni = self.local.nets[LO_NET].nis[0]
         msg.hdr = msg.hdr.readdressed(ni.nid, ni.nid)
         msg.txni = ni
         md = msg.md
