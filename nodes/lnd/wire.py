@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNetHdr, MsgType, WireHandle
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import LNET_NID_ANY, NID
+from nodes.lnet.nid import LNET_NID_ANY, NID, nid4_cached
 
 # --- lnet-idl.h -------------------------------------------------------------------------
 LNET_PROTO_TCP_MAGIC = 0xEEBC0DED
@@ -137,7 +137,7 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
     if (t is MsgType.ACK or t is MsgType.GET) and plen != 0:
         raise _bad(f"{t.name} with payload_length {plen}")
     off = _HDR_FIXED.size
-    dnid, snid = _nid(dest), _nid(src)
+    dnid, snid = nid4_cached(dest), nid4_cached(src)
     # positional: LNetHdr(dest_nid, src_nid, dest_pid, src_pid, type, payload_length, wmd,
     # match_bits, hdr_data, ptl_index, offset, sink_length, mlength, incarnation, hello_type)
     if t is MsgType.ACK:
@@ -160,17 +160,6 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
 
 
 _MSG_TYPES = {int(t): t for t in MsgType}
-_NIDS: dict[int, NID] = {}  # nid4 -> NID: the few peers a node talks to, parsed once
-
-
-def _nid(nid4: int) -> NID:
-    """``NID.from_nid4``, memoized (NIDs are immutable; bounded against a flood of odd ones)."""
-    nid = _NIDS.get(nid4)
-    if nid is None:
-        if len(_NIDS) >= 4096:
-            _NIDS.clear()
-        nid = _NIDS[nid4] = NID.from_nid4(nid4)
-    return nid
 
 
 # --- acceptor connreq -------------------------------------------------------------------

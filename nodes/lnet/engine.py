@@ -136,7 +136,16 @@ class LNetEngine(ConfigAPI):
         fail = self.fail
         h.rtr_health_inc_fails = lambda: fail.check(CFS_FAIL_RTR_HEALTH_INC)
         self.faults.skip_rx_delay = lambda: fail.check(CFS_FAIL_DELAY_MSG_FORWARD)
-        self.sender.sock_conn_fails = lambda: fail.check(CFS_FAIL_SOCK_CONN)
+
+        def sock_conn(ni: NID, lpni: NID, now: float) -> list[Action]:
+            """socklnd_cb.c ``ksocknal_process_transmit``: under fail_loc CFS_FAIL_SOCK_CONN a
+            simulated send error also closes the connection and its siblings; the reaper's
+            ``ksocknal_peer_failed`` then tells LNet the peer NI is dead (``lnet_notify``),
+            after the tx was finalized (its health already counted)."""
+            if not fail.check(CFS_FAIL_SOCK_CONN):
+                return []
+            return self.router.alive.notify(PeerNotify(ni=ni, nid=lpni, alive=False), now)
+        self.sender.after_sim_error = sock_conn
         self.mds.register(OwnerRole.LPNI_RECOVERY, rec.on_md_event)
         self.mds.register(OwnerRole.NI_RECOVERY, rec.on_ni_md_event)
         for role in (OwnerRole.DC_PING, OwnerRole.DC_PUSH):

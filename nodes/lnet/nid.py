@@ -150,6 +150,18 @@ class NID:
 
 
 LO_NID = NID(LO_NET, 0)
+_BY_NID4: dict[int, NID] = {}  # the few NIDs a node hears from, each parsed once
+
+
+def nid4_cached(value: int) -> NID:
+    """``NID.from_nid4``, memoized for the LND's header parsing (NIDs are immutable; the
+    cache is bounded against a flood of odd ones)."""
+    nid = _BY_NID4.get(value)
+    if nid is None:
+        if len(_BY_NID4) >= 4096:
+            _BY_NID4.clear()
+        nid = _BY_NID4[value] = NID.from_nid4(value)
+    return nid
 
 
 def parse_net(text: str) -> Net | None:

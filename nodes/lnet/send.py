@@ -30,10 +30,11 @@ from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
-from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
+from nodes.lnet.events import TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.loopback import send_loopback
 from nodes.lnet.mds import MDTable
 from nodes.lnet.msg import NEXT, Msg, MsgInput, MsgPhase
 from nodes.lnet.nid import LO_NET, NID
@@ -80,7 +81,8 @@ class Sender:
         self.timers = mds.timers
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
-        self.sock_conn_fails: Callable[[], bool] = lambda: False  # fail_loc 0xe020 (engine)
+        # after a simulated send error: fail_loc 0xe020 closes the conns (wired by the engine)
+        self.after_sim_error: Callable[[NID, NID, float], list[Action]] = lambda a, b, c: []
 
     # ------------------------------------------------------------------ entry points
     def launch(self, msg: Msg, now: float, src: NID | None) -> list[Action]:
@@ -146,7 +148,7 @@ class Sender:
         if dst.net == LO_NET:
             # lib-move.c lnet_select_pathway: only 0@lo is short-cut (lnet_handle_lo_send);
             # our own other NIDs are peers like any other and go through the LND (E1)
-            return self.send_loopback(msg, now)
+            return send_loopback(self, msg, now)
         lpni = self._resolve(dst)
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
         # date; a router runs it for a forwarded message's final destination too
@@ -254,15 +256,8 @@ class Sender:
             if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
                 self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
             hs = HStatus(verdict)
-            acts = [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
-            if self.sock_conn_fails():
-                # socklnd_cb.c ksocknal_process_transmit: with fail_loc CFS_FAIL_SOCK_CONN a
-                # simulated error also closes the connection and its siblings; the reaper's
-                # ksocknal_peer_failed then tells LNet the peer NI is dead (lnet_notify),
-                # after the tx was finalized (its health already counted)
-                acts += self.router.alive.notify(
-                    PeerNotify(ni=ni.nid, nid=lpni.nid, alive=False), now)
-            return acts
+            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs),
+                    *self.after_sim_error(ni.nid, lpni.nid, now)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
                 and not msg.is_response:
@@ -298,22 +293,6 @@ class Sender:
             if lpni.tx_credits <= 0 and lpni.txq:
                 actions += self.post(lpni.txq.popleft(), now)
         return actions
-
-    def send_loopback(self, msg: Msg, now: float) -> list[Action]:
-        """A message to ``0@lo`` goes through the loopback NI, without credits or peer
-        (lib-move.c ``lnet_handle_lo_send``; lolnd's ``lolnd_send`` parses it at once). Our
-        other NIDs are not short-cut: they are peers reached through the LND (``send``)."""
-        assert msg.final_dst is not None and self.receiver is not None
-        ni = self.local.nets[LO_NET].nis[0]
-        msg.hdr = msg.hdr.readdressed(ni.nid, ni.nid)
-        msg.txni = ni
-        md = msg.md
-        if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
-                and not msg.is_response:
-            self.mds.arm(md, now + self.tunables.transaction_timeout)
-        actions = self.receiver.parse(MessageReceived(ni=ni.nid, peer_nid=ni.nid, hdr=msg.hdr,
-                                                      payload=msg.payload), now, loopback=True)
-        return actions + self.finalize_tx(msg, now, 0, HStatus.OK)
 
     # ------------------------------------------------------------------ lnet_finalize
     def _resend(self, msg: Msg, now: float) -> list[Action]:

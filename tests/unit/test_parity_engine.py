@@ -15,6 +15,7 @@ from nodes.lnet.failloc import (
     FailLoc,
 )
 from nodes.lnet.hdr import MsgType
+from nodes.lnet.ni import LNET_NI_STATUS_DOWN
 from nodes.lnet.nid import LO_NID
 from nodes.lnet.ping import LNET_PING_FEAT_METADATA, POISON_MD, PingInfo
 from testbed.sim.fabric import Fabric
@@ -139,3 +140,35 @@ def test_ping_metadata_under_test_ping_md() -> None:
     assert lines == [f"found metadata reply NI[{C[0]}]", f"found metadata reply NI[{C[1]}]"]
     c.set_fail_loc(0)
     assert not PingInfo.unpack(c.ping_info().pack()).metadata
+
+
+def test_peer_add_of_a_route_gateway_is_refused() -> None:
+    """E19 (peer.c ``lnet_peer_add`` -> ``lnet_peer_del`` -> ``lnet_peer_ni_del_locked``):
+    an unconfigured peer that is a gateway cannot be re-created as configured: -EBUSY;
+    a traffic-created peer that is not a gateway becomes configured."""
+    from nodes.lnet.nid import Net
+
+    c = make_node(1, C)
+    c.router.add(Net.parse("tcp9"), S[0], 1, 0, 0.0)
+    with pytest.raises(LNetConfigError) as e:
+        c.peer_add(S[0], [])
+    assert e.value.errno == -16
+    c.peer_add(S[1], [])
+    assert c.peers.find_peer(S[1]) is not None
+
+
+def test_router_ni_silent_exactly_at_its_deadline() -> None:
+    """The checker's deadline for a silent router NI is ``last + limit``; at that time the NI
+    must go DOWN even where the float ``now - last`` is below ``limit`` (else the timer
+    fires at that time forever: sanity-lnet 222 hung the sim)."""
+    c = make_node(1, C)
+    c.set_tunable("forwarding", 1, 0.0)
+    chk = c.router.checker
+    limit = chk.ni_timeout()
+    last = 495.43508709194094  # (last + 110) - last < 110 in binary floating point
+    assert limit == 110 and (last + limit) - last < limit
+    ni = c.ni_by_nid(C[0])
+    chk.ni_last_alive[ni] = last
+    chk.ni_last_alive[c.ni_by_nid(C[1])] = last + 50
+    assert chk.update_ni_status(last + limit)
+    assert ni.status == LNET_NI_STATUS_DOWN
