@@ -129,8 +129,7 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
     if len(b) < LNET_HDR_SIZE:
         raise _bad(f"short lnet_hdr: {len(b)} < {LNET_HDR_SIZE} bytes")
     dest, src, dpid, spid, mtype, plen = _HDR_FIXED.unpack_from(b, 0)
-    t = _MSG_TYPES.get(mtype)  # (a dict: calling the enum was a tenth of this function)
-    if t is None:
+    if (t := _MSG_TYPES.get(mtype)) is None:  # (a dict: the enum call was a tenth of it)
         raise _bad(f"bad LNet message type {mtype}")
     if plen > LNET_MTU:
         raise _bad(f"payload_length {plen} > LNET_MTU {LNET_MTU}")
@@ -138,12 +137,10 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
         raise _bad(f"{t.name} with payload_length {plen}")
     off = _HDR_FIXED.size
     dnid, snid = nid4_cached(dest), nid4_cached(src)
-    # positional: LNetHdr(dest_nid, src_nid, dest_pid, src_pid, type, payload_length, wmd,
-    # match_bits, hdr_data, ptl_index, offset, sink_length, mlength, incarnation, hello_type)
+    # positional, in LNetHdr's field order (its ``readdressed`` lists it)
     if t is MsgType.ACK:
         ic, oc, mb, mlen = _ACK.unpack_from(b, off)
-        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, 0, 0, 0, 0,
-                       mlen)
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, mlength=mlen)
     if t is MsgType.PUT:
         ic, oc, mb, hd, ptl, offset = _PUT.unpack_from(b, off)
         return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, hd, ptl,
