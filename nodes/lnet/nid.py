@@ -51,20 +51,12 @@ _NUM_RE = re.compile(r"^[0-9]+$")
 class Net:
     """An LNet network id: lnd type and number (``tcp1`` is Net(SOCKLND, 1))."""
 
-    lnd: int = field(compare=False)
-    num: int = field(default=0, compare=False)
-    #: ``net_id``, computed once, and the only field compared: nets and NIDs key the
-    #: engine's hottest dicts, and hash/== over the fields (a tuple of dataclasses: one Python
-    #: call per level) cost ~5 % of a small message's CPU (issue 10/13 profiles). Ordering
-    #: by it is ordering by (lnd, num): ``num`` < 2**16.
-    _id: int = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_id", (self.lnd << 16) | self.num)
+    lnd: int
+    num: int = 0
 
     @property
     def net_id(self) -> int:
-        return self._id
+        return (self.lnd << 16) | self.num
 
     @classmethod
     def from_id(cls, net_id: int) -> Net:
@@ -103,20 +95,24 @@ class NID:
     """A 4-byte-address NID (the nid4 form carried by socklnd V3 and ``lnet_hdr_nid4``)."""
 
     net: Net = field(compare=False)
-    addr: int = field(compare=False)
-    #: ``nid4``, computed once and the only field compared (as ``Net._id``); ordering by it
-    #: is ordering by (net, addr)
-    _key: int = field(init=False, repr=False)
+    #: ``(net.lnd, net.num)``, kept once: with ``addr`` the fields compared, hashed and
+    #: ordered, so NIDs hash and compare as before (the hash of ``(net, addr)``) without a
+    #: Python-level ``Net.__hash__``/``__eq__`` per NID (~5 % of a small message's CPU as
+    #: dict keys of the engine's hot paths, issue 10/13 profiles)
+    _net: tuple[int, int] = field(init=False, repr=False)
+    addr: int
+    _key: int = field(init=False, repr=False, compare=False)  # nid4, the wire value
 
     def __post_init__(self) -> None:
         if not 0 <= self.addr <= 0xFFFF_FFFF:
             raise LNetConfigError(-EINVAL, f"NID address out of range: {self.addr}")
-        object.__setattr__(self, "_key", (self.net._id << 32) | self.addr)
+        object.__setattr__(self, "_net", (self.net.lnd, self.net.num))
+        object.__setattr__(self, "_key", (self.net.net_id << 32) | self.addr)
 
     @property
     def nid4(self) -> int:
         """The 64-bit wire value."""
-        return self._key
+        return self._key  # (kept once, like ``_net``)
 
     @classmethod
     def from_nid4(cls, value: int) -> NID:
