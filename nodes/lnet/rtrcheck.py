@@ -141,8 +141,7 @@ class RouterChecker:
         changed = False
         for ni in self.r.local_nis():
             last = self.ni_last_alive.setdefault(ni, now)
-            # last + limit exactly as ``deadline`` computes it (a float difference could
-            # stay below limit at that deadline, and the timer would fire forever)
+            # the same sum as deadline(): now - last >= limit can be false at last + limit
             down = ni.fatal_error or (limit > 0 and now >= last + limit)
             if down and ni.status == LNET_NI_STATUS_UP:
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_DOWN)
