@@ -113,6 +113,10 @@ class MsgPhase(enum.Enum):
     SENDING = "with the LND"              # a Transmit is out, awaiting TxCompleted
     DONE = "finalized"
 
+    # members are singletons: identity hash (C) instead of Enum's hash of the name (a
+    # Python call per ``NEXT`` lookup, several per message)
+    __hash__ = object.__hash__
+
 
 class MsgInput(enum.Enum):
     WAIT_DISCOVERY = "wait for discovery"
@@ -128,6 +132,8 @@ class MsgInput(enum.Enum):
     TRANSMIT = "hand to the LND"
     RESEND = "decommit for a resend"
     FINALIZE = "finalize"
+
+    __hash__ = object.__hash__  # (as MsgPhase)
 
 
 class LNetLifecycleError(Exception):

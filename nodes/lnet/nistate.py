@@ -119,6 +119,8 @@ class NIState:
     @property
     def pending(self) -> bool:
         """A change ``status_logs`` would log (the engine's deadline is then due at once)."""
+        if not self._dirty:  # (the common case: no generator per engine call)
+            return self._removed
         logged = self.logged
         return self._removed or any(logged.get(ni) != ni.status for ni in self._dirty)
 

@@ -183,7 +183,7 @@ class Sender:
         # routed: header dest = final destination; forwarded: the originator's src stays (§2.7)
         dest, msg.rt_dst = msg.rt_dst or lpni.nid, None
         src = msg.hdr.src_nid if msg.fwd is not None else ni.nid
-        msg.hdr = replace(msg.hdr, src_nid=src, dest_nid=dest)
+        msg.hdr = msg.hdr.readdressed(src, dest)
         if msg.md is not None and msg.md.rsp_deadline is not None:
             msg.md.rsp_next_hop = lpni
 
