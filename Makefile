@@ -57,12 +57,12 @@ boxes: venv vagrant-deps
 
 # The Vagrant smoke suite: LXC guests (client and server, two rails each; the crash path; two
 # hosts over VXLAN). Serial, after `make test`: guest boots want both cores.
-smoke-vagrant: venv vagrant-deps
+smoke-vagrant: boxes
 	$(PY) -m pytest vagrant/tests -m "not libvirt" -p no:cacheprovider \
 	  --junitxml=reports/junit-vagrant.xml
 
 # The same smoke on libvirt VMs (QEMU TCG here, KVM where it works): minutes, ~1.5 GiB per VM.
-smoke-vagrant-libvirt: venv vagrant-deps
+smoke-vagrant-libvirt: boxes
 	$(PY) -m pytest vagrant/tests -m libvirt -p no:cacheprovider \
 	  --junitxml=reports/junit-vagrant-libvirt.xml
 

@@ -99,11 +99,14 @@ def read_rundir(rdir: str | Path) -> Loaded:
 
 #: bound on each writer's answer to ``flush`` (a daemon busy with a burst still answers)
 FLUSH_TIMEOUT = 5.0
+#: the same for a vagrant/hosts supervisor, which also copies every host's files over SSH
+GATHER_TIMEOUT = 120.0
 
 
 def flush_writers(rdir: str | Path) -> list[str]:
     """Ask the writers of a live run directory to write what they buffer: every node daemon
-    (``nodes/NODE.sock``) on Mininet, the server (``ctl.sock``) of a sim testbed. Best effort
+    (``nodes/NODE.sock``) on Mininet, the server (``ctl.sock``) of a sim testbed, the
+    supervisor of a vagrant/hosts testbed (it gathers its hosts' files here). Best effort
     and bounded; returns the writers that did not answer (a dead daemon wrote what it could)."""
     from nodes.daemon.client import DaemonUnreachable, request
 
@@ -111,7 +114,8 @@ def flush_writers(rdir: str | Path) -> list[str]:
     if not rdir.is_dir():
         return []
     state = runstate.read_state(rdir)
-    if state.get("backend") == "sim":
+    remote = state.get("backend") in ("vagrant", "hosts")
+    if state.get("backend") == "sim" or remote:
         socks = [runstate.ctl_sock(rdir)] if _alive(state.get("supervisor_pid")) else []
     else:
         nodes = state.get("nodes") if isinstance(state.get("nodes"), dict) else {}
@@ -120,7 +124,8 @@ def flush_writers(rdir: str | Path) -> list[str]:
     silent = []
     for sock in socks:
         try:
-            request(str(sock), {"cmd": "flush"}, timeout=FLUSH_TIMEOUT)
+            request(str(sock), {"cmd": "flush"},
+                    timeout=GATHER_TIMEOUT if remote else FLUSH_TIMEOUT)
         except (DaemonUnreachable, OSError, ValueError):
             silent.append(sock.stem)
     return silent

@@ -230,7 +230,8 @@ def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
             raise
     if backend in ("vagrant", "hosts"):  # guests or machines (testbed/vagrant/)
         provider = config.getoption("--lnet-provider", "lxc")
-        return testbed.up(path, backend=backend, name=name, provider=provider), name
+        return testbed.up(path, backend=backend, name=name, provider=provider,
+                          **observing.up_kwargs(config)), name
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)

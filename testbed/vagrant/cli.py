@@ -21,7 +21,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"[{time.monotonic() - started:6.1f}s] {text}", file=sys.stderr, flush=True)
 
     tb = VagrantTestbed.up(args.topology, name=plan.name, progress=progress,
-                           backend=args.backend, provider=args.provider or "lxc")
+                           backend=args.backend, provider=args.provider or "lxc",
+                           record_period=args.record_period / 1000.0,  # ms, checked already
+                           trace_messages=args.trace_messages)
     status = tb.status()
     print(f"testbed {tb.name} is up ({time.monotonic() - started:.1f}s, {args.backend}"
           f"{'/' + (args.provider or 'lxc') if args.backend == 'vagrant' else ''}), "

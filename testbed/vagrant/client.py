@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.recorder import DEFAULT_PERIOD
 from testbed import runstate
 from testbed.base import Completed, NodeVerbs, TestbedError, check_name
 from testbed.ctlclient import CtlTestbed
 from testbed.plan import load_topology
-from testbed.spawn import Progress, child_env, spawn
+from testbed.spawn import Progress, child_env, observe_args, spawn
 from testbed.vagrant import clean as vclean
 from testbed.vagrant import placement
 from testbed.vagrant.curve import TestbedKeys
@@ -124,7 +125,9 @@ class VagrantTestbed(CtlTestbed):
     def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,
            progress: Progress | None = None, *, backend: str = "vagrant",
            provider: str = "lxc", clock_skew: dict[str, float] | None = None,
-           root: str | Path | None = None, down_at_exit: bool = False) -> VagrantTestbed:
+           root: str | Path | None = None, down_at_exit: bool = False,
+           record_period: float = DEFAULT_PERIOD, trace_messages: bool = False
+           ) -> VagrantTestbed:
         """Bring a testbed up on Vagrant guests (``backend="vagrant"``, ``provider`` lxc or
         libvirt) or on machines (``backend="hosts"``); returns once LNet is configured.
 
@@ -132,11 +135,16 @@ class VagrantTestbed(CtlTestbed):
         it) unless ``down_at_exit``: then this process takes it down when it exits (atexit),
         or use it as a context manager (``with VagrantTestbed.up(...) as tb:``).
         ``clock_skew`` (test-only): host -> seconds its clock is reported ahead.
+        ``record_period`` (seconds, 0: off) and ``trace_messages`` as on Mininet: each daemon
+        records and traces on its host; a flush (``testbed report``, the pytest plugin's
+        teardown check) copies those files into this run directory's ``nodes/``.
 
         Raises:
             TopologyError: invalid topology (nothing was started).
-            TestbedError: bad placement, or bring-up failed (everything made was removed).
+            TestbedError: bad placement, bad ``record_period``, or bring-up failed
+                (everything made was removed).
         """
+        observe = observe_args(record_period, trace_messages)
         plan = load_topology(topology_path, name=name)
         name = check_name(plan.name)
         try:
@@ -154,6 +162,7 @@ class VagrantTestbed(CtlTestbed):
             argv += ["--topology", str(Path(topology_path).resolve())]
         for host, secs in (clock_skew or {}).items():
             argv += ["--clock-skew", f"{host}={secs}"]
+        argv += observe
         kind = provider if backend == "vagrant" else "hosts"
         ready = spawn(argv, child_env(name, rdir),
                       UP_TIMEOUT[kind] + UP_TIMEOUT_PER_NODE[kind] * len(plan.nodes), progress)

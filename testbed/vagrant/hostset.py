@@ -18,8 +18,12 @@ address, the VXLAN underlay), and this module does the rest the same way for bot
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import io
 import json
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -69,8 +73,10 @@ class HostSet:
     """The hosts of one testbed and its node daemons on them."""
 
     def __init__(self, plan: Any, placement: dict[str, str], hosts: list[HostRuntime],
-                 keys: TestbedKeys, event: Callable[..., None]) -> None:
+                 keys: TestbedKeys, event: Callable[..., None],
+                 daemon_args: list[str] | None = None) -> None:
         self.plan = plan
+        self.daemon_args = daemon_args or []  # every daemon's (recorder, message trace)
         self.placement = placement
         self.hosts = {h.name: h for h in hosts}
         self.keys = keys
@@ -126,7 +132,8 @@ class HostSet:
             ifaces.append(spec)
         return {"name": node.name, "netns": agentnet.netns_name(self.hash, node.name),
                 "interfaces": ifaces, "keys": self.keys.node(node.name).files(),
-                "args": [f"--lnet-param={k}={v}" for k, v in node.module_params]}
+                "args": [f"--lnet-param={k}={v}" for k, v in node.module_params]
+                + self.daemon_args}
 
     def setup(self) -> None:
         """Agent ``setup`` on every host (segments, namespaces, daemons)."""
@@ -235,6 +242,36 @@ class HostSet:
                     self.offsets[host] = int(reply["offset"])
                     self.merger.batch(host, t0, float(reply["time"]), t1, reply["events"])
                     break
+
+    def gather(self, dest: Path, skip: frozenset[str] = frozenset()) -> list[str]:
+        """Every node's recorder and trace files (``NODE.rec``, ``NODE.trace.jsonl`` in its
+        host's run directory, docs/events.md) copied into ``dest``, each daemon not in
+        ``skip`` asked to write what it buffers first (``flush``), so that ``testbed report``
+        and ``testbed check`` read them as on Mininet. Their times are their host's clock.
+        Returns the files copied."""
+        dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+        copied: list[str] = []
+        for host, h in self.hosts.items():
+            nodes = [n for n, p in self.placement.items() if p == host]
+            for node in nodes:
+                if node not in skip:
+                    with contextlib.suppress(DaemonUnreachable):
+                        self.call(node, {"cmd": "flush"}, timeout=POLL_TIMEOUT)
+            wanted = {f"{n}{ext}" for n in nodes for ext in (".rec", ".trace.jsonl")}
+            res = h.shell.run(["sh", "-c", 'd=$1; shift; tar -C "$d" --ignore-failed-read '
+                               '-cf - "$@" 2>/dev/null | base64', "sh",
+                               f"{self.hdir(host)}/nodes", *sorted(wanted)], timeout=120)
+            try:
+                with tarfile.open(fileobj=io.BytesIO(base64.b64decode(res.out)),
+                                  mode="r:") as tar:
+                    for m in tar.getmembers():
+                        f = tar.extractfile(m) if m.isfile() and m.name in wanted else None
+                        if f is not None:
+                            (dest / m.name).write_bytes(f.read())
+                            copied.append(m.name)
+            except (ValueError, tarfile.TarError):
+                continue  # nothing recorded there (or the host is gone)
+        return copied
 
     def alive(self, skip: frozenset[str] = frozenset()) -> dict[str, bool]:
         """Which daemons answer ``hello`` (those in ``skip`` are not asked)."""

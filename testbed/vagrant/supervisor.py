@@ -51,9 +51,11 @@ def _stop(_s: int, _f: object) -> None:
 
 class Supervisor:
     def __init__(self, plan: Any, rdir: Path, backend: str, provider: str,
-                 clock_skew: dict[str, float], proto: IO[str] | None) -> None:
+                 clock_skew: dict[str, float], proto: IO[str] | None,
+                 observe: list[str] | None = None) -> None:
         self.plan, self.rdir, self.backend, self.provider = plan, rdir, backend, provider
         self.clock_skew, self.proto = clock_skew, proto
+        self.observe = observe or []  # the daemons' recorder and trace options
         self.started = time.time()
         self.hosts, self.placement = placement.place(plan, backend)
         self.state: dict[str, Any] = {
@@ -131,7 +133,7 @@ class Supervisor:
         for rt in runtimes:
             self.state["hosts"][rt.name] = clean.shell_record(rt.shell)
         self.save()
-        self.set = HostSet(self.plan, self.placement, runtimes, keys, self.event)
+        self.set = HostSet(self.plan, self.placement, runtimes, keys, self.event, self.observe)
         self.progress("installing the project: " + " ".join(r.name for r in runtimes))
         self.set.install(wheels)
         self.progress("namespaces and daemons: " + " ".join(r.name for r in runtimes))
@@ -214,6 +216,11 @@ class Supervisor:
             self.tick(force=True)
             self.flush_events(everything=bool(msg.get("all")))
             return {"ok": True}, False
+        if cmd == "flush":  # a reader of nodes/*.rec, *.trace.jsonl is about to look
+            assert self.set is not None
+            return {"ok": True, "copied": self.set.gather(self.rdir / "nodes",
+                                                          self.faults.silenced() |
+                                                          frozenset(self.dead))}, False
         if cmd == "down":
             return {"ok": True, "name": self.plan.name}, True
         if isinstance(cmd, str) and cmd.startswith("fault_"):
@@ -305,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--provider", choices=("lxc", "libvirt"), default="lxc")
     p.add_argument("--clock-skew", action="append", default=[], metavar="HOST=SECONDS",
                    help="test-only: HOST reports its clock SECONDS ahead")
+    p.add_argument("--record-period", default="0", metavar="SECONDS",
+                   help="every daemon's recorder period (0: none; nodes.daemon)")
+    p.add_argument("--trace-messages", action="store_true",
+                   help="every daemon writes its message trace (nodes.daemon)")
     args = p.parse_args(argv)
     proto = os.fdopen(os.dup(1), "w")
     try:
@@ -326,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     os.close(logfd)
     os.chdir("/")
     signal.signal(signal.SIGTERM, _raise)
-    sup = Supervisor(plan, rdir, args.backend, args.provider, _skews(args.clock_skew), proto)
+    sup = Supervisor(plan, rdir, args.backend, args.provider, _skews(args.clock_skew), proto,
+                     ["--record-period", args.record_period] + (
+                         ["--trace-messages"] if args.trace_messages else []))
     try:
         sup.bring_up()
         signal.signal(signal.SIGTERM, _stop)

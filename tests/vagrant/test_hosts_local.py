@@ -71,3 +71,30 @@ def test_down_at_exit_and_context_manager(tmp_path: Path) -> None:
     with VagrantTestbed.up(DEFAULT, backend="hosts", name=name) as tb:
         assert tb.node("c1").ping(tb.node("s1").nids[1]).rc == 0
     assert leftovers(name) == []
+
+
+def test_recorder_and_message_trace_gathered_from_the_hosts() -> None:
+    """``record_period`` and ``trace_messages`` reach every daemon (issue 16's options, as on
+    Mininet); a flush (what ``testbed report`` and the pytest plugin's teardown check do)
+    copies each host's ``NODE.rec`` and ``NODE.trace.jsonl`` into the run directory."""
+    import json
+
+    from testbed.observe import eventlog, recfile
+
+    name = f"ho{uuid.uuid4().hex[:8]}"
+    tb = testbed.up(DEFAULT, backend="hosts", name=name, record_period=0.2,
+                    trace_messages=True)
+    try:
+        c1, s1 = tb.node("c1"), tb.node("s1")
+        assert c1.put(s1.nids[0], count=20, size=4096)["completed"] == 20
+        time.sleep(0.5)  # a few recorder periods
+        assert not (tb.rundir / "nodes" / "c1.rec").exists()  # on its host until a flush
+        assert eventlog.flush_writers(tb.rundir) == []
+        recs = recfile.read_dir(tb.rundir)
+        assert set(recs) == {"c1", "s1"} and all(len(r.rows) >= 2 for r in recs.values())
+        lines = (tb.rundir / "nodes" / "c1.trace.jsonl").read_text().splitlines()
+        msgs = [json.loads(x) for x in lines]
+        assert sum(1 for m in msgs if m["kind"] == "msg") >= 20, msgs[:3]
+    finally:
+        tb.down()
+    assert leftovers(name) == []
