@@ -4,7 +4,9 @@ For each size a generated topology (nodes n1..nN, one interface each on one segm
 LNet net ``tcp``; written to a temp dir in the topologies/ schema) is brought up with
 ``MininetTestbed.up`` exactly as ``testbed up`` does (recorder on at its default period), and
 timed from the call to its return (``up_s``: network, daemons, every node's NIs configured).
-Then, per node daemon (pids from state.json), ``/proc/PID/smaps_rollup``: RSS and PSS
+The time of each bring-up step (``stepK_s``, from its progress line to the next: 2 network,
+3 starting daemons, 4 waiting for their hello, 5 NIs, 6 peers/routes, 7 routes up) shows
+where it goes. Then, per node daemon (pids from state.json), ``/proc/PID/smaps_rollup``: RSS and PSS
 (``rss_mb``/``pss_mb``: mean over the daemons; ``pss_max_mb``) and the CPU each daemon used
 until then (``daemon_cpu_s``, mean of /proc/PID/stat utime+stime); PSS divides every shared page
 by the number of processes mapping it, so it is what one more daemon costs the box. The fork
@@ -81,7 +83,7 @@ def start_profile(sup_pid: int, out: Path) -> subprocess.Popen[bytes] | None:
         print("py-spy not found: no profile", file=sys.stderr)
         return None
     return subprocess.Popen([spy, "record", "--pid", str(sup_pid), "--format", "raw",
-                             "--rate", "200", "--nonblocking", "--output", str(out)],
+                             "--rate", "200", "--idle", "--nonblocking", "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -128,8 +130,10 @@ def one(n: int, run: int, tmp: Path, profile: Path | None) -> dict[str, float]:
 
         th = threading.Thread(target=attach)
         th.start()
+    steps: list[tuple[int, float]] = []
     t0 = time.perf_counter()
-    tb = MininetTestbed.up(path, name=name)
+    tb = MininetTestbed.up(path, name=name, progress=lambda step, _total, _text: steps.append(
+        (step, time.perf_counter())))
     up_s = time.perf_counter() - t0
     try:
         if profile is not None:
@@ -151,11 +155,13 @@ def one(n: int, run: int, tmp: Path, profile: Path | None) -> dict[str, float]:
     left = clean.leftovers(name)
     if left:
         print(f"LEFT BEHIND by {name}: {left}", file=sys.stderr)
+    ends = [t for _, t in steps[1:]] + [t0 + up_s]
+    phases = {f"step{step}_s": end - t for (step, t), end in zip(steps, ends, strict=True)}
     rss = [m[0] for m in mem]
     pss = [m[1] for m in mem]
     return {"nodes": n, "up_s": up_s, "per_node_s": up_s / n, "rss_mb": statistics.mean(rss),
             "pss_mb": statistics.mean(pss), "pss_max_mb": max(pss), "daemon_cpu_s": cpu,
-            "server_pss_mb": server_pss, "down_s": down_s, "leftovers": len(left)}
+            "server_pss_mb": server_pss, "down_s": down_s, "leftovers": len(left), **phases}
 
 
 def main() -> int:

@@ -9,7 +9,9 @@ share the imported code and objects copy-on-write with the server and with each 
 
 Protocol: one JSON request per line on stdin, one JSON reply per line on stdout, in order:
 ``{"node": N, "ns_pid": P, "argv": [...daemon options...], "log": PATH}`` ->
-``{"pid": DAEMON_PID}`` or ``{"error": "..."}``. EOF on stdin ends the server.
+``{"pid": DAEMON_PID}`` or ``{"error": "..."}``; a line holding a list of requests gets the
+list of their replies (every helper of the batch forked before any report is read). EOF on
+stdin ends the server.
 
 Each daemon is a real process of its own, as ``mnexec -a P python -m nodes.daemon`` made it:
 the server forks a helper, which enters the network and mount namespaces of pid ``P`` (the
@@ -105,8 +107,8 @@ def _helper(req: dict[str, Any], wfd: int) -> None:
         os._exit(code)
 
 
-def spawn(req: dict[str, Any]) -> dict[str, Any]:
-    """Fork the helper for one request and return its report."""
+def begin(req: dict[str, Any]) -> tuple[int, int]:
+    """Fork the helper for one request; (its pid, the read end of its report pipe)."""
     rfd, wfd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -115,6 +117,11 @@ def spawn(req: dict[str, Any]) -> dict[str, Any]:
         os.close(rfd)
         _helper(req, wfd)
     os.close(wfd)
+    return helper, rfd
+
+
+def finish(req: dict[str, Any], helper: int, rfd: int) -> dict[str, Any]:
+    """The helper's report (it exits right after writing it)."""
     chunks = []
     while chunk := os.read(rfd, 4096):
         chunks.append(chunk)
@@ -127,15 +134,31 @@ def spawn(req: dict[str, Any]) -> dict[str, Any]:
     return reply if isinstance(reply, dict) else {"error": "bad helper reply"}
 
 
+def spawn_all(reqs: list[Any]) -> list[dict[str, Any]]:
+    """Every helper forked first, then every report read: on a loaded box each fork's
+    round trip is a scheduling delay, so a batch pays it once, not once per node."""
+    started: list[tuple[dict[str, Any], int, int] | str] = []
+    for req in reqs:
+        if not isinstance(req, dict) or not isinstance(req.get("argv"), list):
+            started.append("request is not {node, ns_pid, argv, log}")
+            continue
+        try:
+            started.append((req, *begin(req)))
+        except OSError as exc:
+            started.append(f"node {req.get('node')}: fork: {exc}")
+    return [{"error": s} if isinstance(s, str) else finish(*s) for s in started]
+
+
 def serve(inp: Any, out: Any) -> None:
+    """One reply line per request line; a line holding a list of requests (a batch) gets
+    the list of their replies."""
     for line in inp:
         try:
             req = json.loads(line)
-            if not isinstance(req, dict) or not isinstance(req.get("argv"), list):
-                raise ValueError("request is not {node, ns_pid, argv, log}")
-            reply = spawn(req)
-        except (ValueError, KeyError, TypeError, OSError) as exc:
-            reply = {"error": str(exc)}
+            replies = spawn_all(req if isinstance(req, list) else [req])
+            reply: Any = replies if isinstance(req, list) else replies[0]
+        except ValueError as exc:
+            reply = {"error": f"request is not JSON: {exc}"}
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

@@ -6,8 +6,8 @@ inherits the tag) and, in this process, sets ``PR_SET_CHILD_SUBREAPER``: the ser
 exits right after forking a daemon, so the daemon is re-parented here and :class:`DaemonProcess`
 waits for it, signals it and reads its exit status as ``subprocess.Popen`` does for a child
 (the fault manager's kill/stop/restart and the supervisor's crash watch use just that
-surface). The server imports while the network is built; requests are pipelined (all sent,
-then every reply read) and every wait is bounded. Closing its stdin ends it.
+surface). The server imports while the network is built; the daemons of a bring-up are one
+batch (one request line); every wait is bounded. Closing its stdin ends it.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class ForkServer:
         self._buf = b""
         self._ready = False
 
-    def _line(self, deadline: float) -> dict[str, Any]:
+    def _line(self, deadline: float) -> Any:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
@@ -112,10 +112,10 @@ class ForkServer:
                     raise ForkServerError(f"the fork server exited (rc {self.proc.wait()})")
                 self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        msg = json.loads(line)
-        if not isinstance(msg, dict):
-            raise ForkServerError(f"bad fork server reply {line[:80]!r}")
-        return msg
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise ForkServerError(f"bad fork server reply {line[:80]!r}") from None
 
     def start(self, requests: list[dict[str, Any]]) -> list[int | str]:
         """Fork one daemon per request ({node, ns_pid, argv, log}): per request, in order,
@@ -129,15 +129,15 @@ class ForkServer:
             self._ready = True
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+            self.proc.stdin.write(json.dumps(requests).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError as exc:
             raise ForkServerError(f"the fork server is gone: {exc}") from exc
-        out: list[int | str] = []
-        for _ in requests:
-            reply = self._line(time.monotonic() + self.timeout)
-            out.append(int(reply["pid"]) if "pid" in reply else str(reply.get("error")))
-        return out
+        replies = self._line(time.monotonic() + self.timeout * max(1, len(requests) / 50))
+        if not isinstance(replies, list) or len(replies) != len(requests):
+            raise ForkServerError(f"bad fork server reply {str(replies)[:80]}")
+        return [int(r["pid"]) if isinstance(r, dict) and "pid" in r
+                else str(r.get("error") if isinstance(r, dict) else r) for r in replies]
 
     def stop(self) -> None:
         """EOF on its stdin ends it; bounded, then killed."""
