@@ -117,7 +117,7 @@ def wait_hello(sup: Supervisor) -> None:
             if not sock.exists():
                 continue
             try:
-                reply = request(str(sock), {"cmd": "hello"}, timeout=1.0)
+                reply = request(str(sock), {"cmd": "hello"}, timeout=1.0, ctx=sup.zctx)
             except DaemonUnreachable:
                 continue
             if reply.get("ok") and reply.get("node") == node:
@@ -139,7 +139,8 @@ def verb(sup: Supervisor, node: str, argv: list[str]) -> Completed:
     """
     sock = str(runstate.node_sock(sup.rdir, node))
     try:
-        reply = request(sock, {"cmd": "lnetctl", "argv": argv}, timeout=CONFIG_TIMEOUT)
+        reply = request(sock, {"cmd": "lnetctl", "argv": argv}, timeout=CONFIG_TIMEOUT,
+                        ctx=sup.zctx)
     except DaemonUnreachable as exc:
         raise BringUpError(f"node {node}: lnetctl {' '.join(argv)}: {exc}") from exc
     return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),

@@ -84,6 +84,7 @@ class Supervisor:
         self.hosts: dict[str, Any] = {}
         self.daemons: dict[str, DaemonProcess] = {}
         self.forkserver: ForkServer | None = None  # starts the daemons (issue 13 item 4)
+        self.zctx = zmq.Context()  # for the requests to the daemons (one per request: slow)
         self.link_state: dict[str, dict[str, str]] = {
             n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes
         }
@@ -140,7 +141,8 @@ class Supervisor:
         lnet_dir = self.rdir / "nodes"
         bringup.configure(self.plan, lambda node, argv: daemons.verb(self, node, argv),
                           lnet_dir, progress=lambda text: self.progress(
-                              5 if text.startswith("configuring NIs") else 6, text))
+                              5 if text.startswith("configuring NIs") else 6, text),
+                          parallel=netbuild.PARALLEL)
         self.progress(7, "waiting for routes")
         self.warnings = bringup.wait_routes(
             self.plan, lambda node, argv: daemons.verb(self, node, argv),
@@ -271,7 +273,7 @@ class Supervisor:
             if proc.poll() is None:
                 with contextlib.suppress(DaemonUnreachable):
                     request(str(runstate.node_sock(self.rdir, node)), {"cmd": "shutdown"},
-                            timeout=1.0)
+                            timeout=1.0, ctx=self.zctx)
         deadline = time.monotonic() + SHUTDOWN_GRACE
         for proc in self.daemons.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -281,6 +283,7 @@ class Supervisor:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.5)
         daemons.stop_forkserver(self)
+        self.zctx.term()
         netbuild.stop_mininet(self)
         removed = clean.kill_tagged(self.name)  # stray `testbed exec` children, shells
         removed += clean.delete_interfaces(clean.recorded_interfaces(self.state))
