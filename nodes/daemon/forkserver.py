@@ -43,6 +43,7 @@ PRELOAD = ("nodes.daemon.__main__", "nodes.daemon.lnetctl_cmd", "nodes.daemon.lc
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -70,6 +71,8 @@ def _daemon(req: dict[str, Any]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT
                       else signal.default_int_handler)
+    # `ps -o comm`, top and pgrep tell the daemons apart (the command line is the server's)
+    _LIBC.prctl(PR_SET_NAME, f"lnetd {req.get('node')}"[:15].encode(), 0, 0, 0)
     gc.enable()
     from nodes.daemon.__main__ import main
 
