@@ -39,7 +39,7 @@ from typing import Any
 #: What a daemon imports to start and to serve the bring-up's lnetctl verbs: imported here
 #: once and shared by every child (a module a child imports itself is private to it).
 PRELOAD = ("nodes.daemon.__main__", "nodes.daemon.lnetctl_cmd", "nodes.daemon.lctl_cmd",
-           "yaml")
+           "nodes.daemon.lnetctl_set", "nodes.daemon.lnetctl_export", "yaml")
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
