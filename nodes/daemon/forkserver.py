@@ -173,6 +173,8 @@ def main() -> int:
     gc.disable()
     for name in PRELOAD:
         importlib.import_module(name)
+    # the option parser compiles its regexes on first use: once here, cached for every child
+    sys.modules["nodes.daemon.__main__"]._parse(["--testbed", "t", "--node", "n", "--rundir", "/"])
     gc.collect()
     gc.freeze()
     out = sys.stdout
