@@ -9,11 +9,12 @@ the NFQUEUE number counter ``next_queue``.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from faults import netops
 from faults.spec import INTERPOSED, FaultError
-from testbed import runstate
+from testbed import needs, runstate
 
 if TYPE_CHECKING:
     from testbed.mininet.faultctl import _Fault
@@ -31,6 +32,10 @@ class FaultResources:
 
     def _resources(self, f: _Fault, k: int) -> list[dict[str, Any]]:
         spec, kind = f.spec, f.spec.kind
+        if kind in INTERPOSED or kind in ("blackhole", "flap", "partition"):
+            problem = needs.program("iptables", f"the {kind} fault")
+            if problem is not None:
+                raise FaultError(problem)
         if kind in INTERPOSED:
             return self._interposed(f, k)
         if kind == "blackhole" or (kind == "flap" and spec.params["style"] == "blackhole"):
@@ -51,6 +56,7 @@ class FaultResources:
 
     def _interposed(self, f: _Fault, k: int) -> list[dict[str, Any]]:
         spec = f.spec
+        require_nfqueue(spec.kind)
         node = spec.node or ""
         queue = self.next_queue
         self.next_queue += 1
@@ -138,3 +144,16 @@ def interposer_pids(name: str) -> list[int]:
         if b"faults.interposer" in cmd:
             out.append(pid)
     return sorted(out)
+
+
+def require_nfqueue(kind: str) -> None:
+    """A packet fault's interposer needs the NFQUEUE bindings, an optional extra (issue 18:
+    the simulator and every other fault kind work without them).
+
+    Raises:
+        FaultError: they are not installed, in one line saying how to get them.
+    """
+    if importlib.util.find_spec("netfilterqueue") is None:
+        raise FaultError(f"{kind}: packet faults on the mininet backend need the NFQUEUE "
+                         "bindings (netfilterqueue): pip install 'lnet-testbed[faults]' "
+                         "(builds against libnetfilter-queue-dev)")

@@ -30,6 +30,7 @@ CONFIG_REASONS = ("added", "deleted", "config")
 @dataclass
 class NodeState:
     fatal: dict[str, Item] = field(default_factory=dict)    # nid -> event that made it fatal
+    unfatal: dict[str, float] = field(default_factory=dict)  # nid -> when it last stopped
     down: dict[str, Item] = field(default_factory=dict)     # nid -> ni_status down event
     nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
     routing: Item | None = None          # last routing event (enabled or not)
@@ -40,6 +41,7 @@ class NodeState:
     transaction_timeout: float | None = None  # last ``tunable`` event (launch = deadline - it)
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
+    pid: int | None = None               # the process node_started announced
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
 
 
@@ -102,8 +104,12 @@ class Tracker:
                 st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
             elif ev.get("name") == "transaction_timeout":
                 st.transaction_timeout = float(ev["value"])
+        elif kind == "node_restarted" and isinstance(node, str) and \
+                self.node(node).dead is None and ev.get("pid") == self.node(node).pid:
+            pass  # the end of a restart: node_started named this process, since configured
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
+            st.pid = ev.get("pid") if kind != "node_died" else None
             st.incarnation += 1
             st.fatal.clear()
             st.down.clear()
@@ -118,8 +124,8 @@ class Tracker:
         st = self.node(node)
         if fatal:
             st.fatal.setdefault(nid, item)
-        else:
-            st.fatal.pop(nid, None)
+        elif st.fatal.pop(nid, None) is not None and isinstance(item[1].get("t"), int | float):
+            st.unfatal[nid] = float(item[1]["t"])
 
     def _fault(self, item: Item) -> None:
         _idx, ev = item
