@@ -21,6 +21,7 @@ A backend supplies ``verb(node, argv) -> Completed`` (an lnetctl command on that
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +47,32 @@ def _run(node: str, argv: list[str], verb: Verb) -> None:
 
 
 def configure(plan: Plan, verb: Verb, lnet_dir: Path,
-              progress: Callable[[str], None] | None = None) -> None:
-    """Phase 1 on every node, then phase 2 on every node.
+              progress: Callable[[str], None] | None = None, parallel: int = 1) -> None:
+    """Phase 1 on every node, then phase 2 on every node; within a phase the nodes are
+    independent, so ``parallel`` of them at a time (each node's verbs in order) where the
+    backend's ``verb`` may be called from several threads.
 
     Raises:
         TestbedError: a verb failed (names the node, the verb and its output).
     """
+    def phase(verbs: Callable[[Any], list[list[str]]]) -> None:
+        def one(node: Any) -> None:
+            for argv in verbs(node):
+                _run(node.name, argv, verb)
+        if parallel <= 1:
+            for node in plan.nodes:
+                one(node)
+            return
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            for _ in pool.map(one, plan.nodes):
+                pass
+
     if progress is not None:
         progress("configuring NIs: " + " ".join(n.name for n in plan.nodes))
-    for node in plan.nodes:
-        for argv in local_verbs(node):
-            _run(node.name, argv, verb)
+    phase(local_verbs)
     if progress is not None:
         progress("configuring peers, routes, UDSPs")
-    for node in plan.nodes:
-        for argv in remote_verbs(plan, node, lnet_dir):
-            _run(node.name, argv, verb)
+    phase(lambda node: remote_verbs(plan, node, lnet_dir))
 
 
 def _route_states(node: str, verb: Verb) -> dict[tuple[str, str], str]:

@@ -61,10 +61,13 @@ def find_ctl_path() -> str | None:
 
 
 def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0,
-            curve: CurveKeys | None = None) -> dict[str, Any]:
+            curve: CurveKeys | None = None, ctx: zmq.Context[Any] | None = None
+            ) -> dict[str, Any]:
     """Send one request and return the decoded reply; raise DaemonUnreachable on timeout.
 
     ``ctl_path`` is an ipc socket path, or ``tcp://ADDR:PORT`` together with ``curve``.
+    ``ctx``: a context the caller keeps for many requests (the supervisor's thousands at a
+    bring-up); by default one is made and ended for this request.
 
     Raises:
         DaemonUnreachable: no reply in time (DaemonRefused: the CURVE handshake was refused).
@@ -73,7 +76,9 @@ def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0,
     tcp = ctl_path.startswith("tcp://")
     if tcp and curve is None:
         raise ValueError(f"{ctl_path}: a TCP control endpoint needs CURVE keys")
-    ctx = zmq.Context()
+    own = ctx is None
+    if ctx is None:
+        ctx = zmq.Context()
     sock = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     monitor = None
@@ -100,7 +105,8 @@ def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0,
             sock.disable_monitor()
             monitor.close(0)
         sock.close(0)
-        ctx.term()
+        if own:
+            ctx.term()
 
 
 def _wait_reply(sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes] | None, where: str,

@@ -1,6 +1,7 @@
 """The node daemons of a Mininet testbed: start one per host, wait for ``hello``, configure.
 
-Theory of operation: each daemon is started inside its host's namespace (``mnexec -a``) with
+Theory of operation: each daemon is forked inside its host's namespaces by the testbed's fork
+server (``nodes.daemon.forkserver``: the daemon's code imported once, not once per node) with
 the testbed's owner tag in its environment and the node's LNet module parameters on its
 command line (``--lnet-param``, spec §0), recorded in state.json before it starts; every wait
 is bounded and a daemon that exits or stays silent fails the bring-up with its log's tail.
@@ -10,8 +11,6 @@ the sim backend runs; at bring-up ``testbed.bringup`` runs it in two phases over
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import runstate
 from testbed.base import Completed
+from testbed.mininet.forkclient import DaemonProcess, ForkServer, ForkServerError
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import NodePlan, config_verbs
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 HELLO_TIMEOUT = 30.0
 #: Seconds one configuration verb may take.
 CONFIG_TIMEOUT = 30.0
+#: Seconds the fork server gets to import the daemon's code, and to answer each request.
+FORKSERVER_TIMEOUT = 30.0
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
@@ -41,25 +43,65 @@ def log_tail(path: Path, lines: int = 8) -> str:
 
 
 def daemon_argv(sup: Supervisor, node: NodePlan) -> list[str]:
-    # module parameters (spec §0), then the recorder and message trace options (issue 16)
-    return [sys.executable, "-m", "nodes.daemon", "--testbed", sup.name,
-            "--node", node.name, "--rundir", str(sup.rdir)] + [
-                f"--lnet-param={k}={v}" for k, v in node.module_params] + sup.observe
+    """The daemon's options (``python -m nodes.daemon`` takes the same): module parameters
+    (spec §0), then the recorder and message trace options (issue 16)."""
+    return ["--testbed", sup.name, "--node", node.name, "--rundir", str(sup.rdir)] + [
+        f"--lnet-param={k}={v}" for k, v in node.module_params] + sup.observe
+
 
 def start_daemon(sup: Supervisor, node: NodePlan) -> None:
-    host = sup.hosts[node.name]
-    argv = daemon_argv(sup, node)
-    sup.record("daemon", node=node.name)
-    with open(runstate.node_log(sup.rdir, node.name), "ab") as log:
-        proc = host.popen(argv, mncmd=["mnexec", "-a", str(host.pid)], env=sup.env,
-                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                          cwd="/", start_new_session=True)
-    sup.daemons[node.name] = proc
-    info = sup.state["nodes"][node.name]
-    info["daemon_pid"] = proc.pid
-    info["sock"] = str(runstate.node_sock(sup.rdir, node.name))
+    """One daemon (a restart); see :func:`start_daemons`."""
+    start_daemons(sup, [node])
+
+
+def start_daemons(sup: Supervisor, nodes: list[NodePlan]) -> None:
+    """Start the daemons of ``nodes`` through the testbed's fork server (started on first
+    use), each recorded in state.json before it starts.
+
+    Raises:
+        BringUpError: the fork server could not start a daemon.
+    """
+    start_forkserver(sup)
+    for node in nodes:
+        sup.state["created"].append({"kind": "daemon", "node": node.name})
     sup.save()
-    runstate.append_event(sup.rdir, "node_started", node=node.name, pid=proc.pid)
+    assert sup.forkserver is not None
+    try:
+        started = sup.forkserver.start([
+            {"node": node.name, "ns_pid": sup.hosts[node.name].pid,
+             "argv": daemon_argv(sup, node),
+             "log": str(runstate.node_log(sup.rdir, node.name))} for node in nodes])
+    except ForkServerError as exc:
+        raise BringUpError(str(exc)) from exc
+    errors = []
+    for node, pid in zip(nodes, started, strict=True):
+        if isinstance(pid, str):
+            errors.append(pid)
+            continue
+        sup.daemons[node.name] = DaemonProcess(pid)
+        info = sup.state["nodes"][node.name]
+        info["daemon_pid"] = pid
+        info["sock"] = str(runstate.node_sock(sup.rdir, node.name))
+        runstate.append_event(sup.rdir, "node_started", node=node.name, pid=pid)
+    sup.save()
+    if errors:
+        raise BringUpError(f"fork server: {errors[0]}")
+
+
+def start_forkserver(sup: Supervisor) -> None:
+    """The testbed's fork server, recorded before it starts; it imports the daemon's code
+    while the network is built (independent steps in parallel)."""
+    if sup.forkserver is None:
+        sup.record("forkserver")
+        sup.forkserver = ForkServer(sup.env, FORKSERVER_TIMEOUT)
+        sup.state["forkserver_pid"] = sup.forkserver.pid
+        sup.save()
+
+
+def stop_forkserver(sup: Supervisor) -> None:
+    if sup.forkserver is not None:
+        sup.forkserver.stop()
+
 
 def wait_hello(sup: Supervisor) -> None:
     pending = [n.name for n in sup.plan.nodes]
@@ -75,7 +117,7 @@ def wait_hello(sup: Supervisor) -> None:
             if not sock.exists():
                 continue
             try:
-                reply = request(str(sock), {"cmd": "hello"}, timeout=1.0)
+                reply = request(str(sock), {"cmd": "hello"}, timeout=1.0, ctx=sup.zctx)
             except DaemonUnreachable:
                 continue
             if reply.get("ok") and reply.get("node") == node:
@@ -97,7 +139,8 @@ def verb(sup: Supervisor, node: str, argv: list[str]) -> Completed:
     """
     sock = str(runstate.node_sock(sup.rdir, node))
     try:
-        reply = request(sock, {"cmd": "lnetctl", "argv": argv}, timeout=CONFIG_TIMEOUT)
+        reply = request(sock, {"cmd": "lnetctl", "argv": argv}, timeout=CONFIG_TIMEOUT,
+                        ctx=sup.zctx)
     except DaemonUnreachable as exc:
         raise BringUpError(f"node {node}: lnetctl {' '.join(argv)}: {exc}") from exc
     return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),

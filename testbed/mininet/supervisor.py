@@ -44,6 +44,7 @@ import zmq
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import bringup, clean, ctlproto, names, runstate, sh
 from testbed.mininet import daemons, faultctl, netbuild
+from testbed.mininet.forkclient import DaemonProcess, ForkServer
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import Plan, TopologyError, load_topology
 from testbed.spawn import child_env
@@ -83,7 +84,9 @@ class Supervisor:
         self.env = child_env(self.name, rdir)
         self.net: Any = None
         self.hosts: dict[str, Any] = {}
-        self.daemons: dict[str, subprocess.Popen[bytes]] = {}
+        self.daemons: dict[str, DaemonProcess] = {}
+        self.forkserver: ForkServer | None = None  # starts the daemons (issue 13 item 4)
+        self.zctx = zmq.Context()  # for the requests to the daemons (one per request: slow)
         self.link_state: dict[str, dict[str, str]] = {
             n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes
         }
@@ -130,17 +133,18 @@ class Supervisor:
         names.check_free(self.name)
         self.progress(1, f"topology {self.name}: {len(self.plan.nodes)} nodes, "
                          f"{len(self.plan.segments)} segments ({self.plan.source})")
+        daemons.start_forkserver(self)  # imports the daemon's code while the network is built
         self.progress(2, "creating network: " + " ".join(s.name for s in self.plan.segments))
         netbuild.build_network(self)
         self.progress(3, "starting daemons: " + " ".join(n.name for n in self.plan.nodes))
-        for node in self.plan.nodes:
-            daemons.start_daemon(self, node)
+        daemons.start_daemons(self, list(self.plan.nodes))
         self.progress(4, "waiting for daemons: " + " ".join(n.name for n in self.plan.nodes))
         daemons.wait_hello(self)
         lnet_dir = self.rdir / "nodes"
         bringup.configure(self.plan, lambda node, argv: daemons.verb(self, node, argv),
                           lnet_dir, progress=lambda text: self.progress(
-                              5 if text.startswith("configuring NIs") else 6, text))
+                              5 if text.startswith("configuring NIs") else 6, text),
+                          parallel=netbuild.PARALLEL)
         self.progress(7, "waiting for routes")
         self.warnings = bringup.wait_routes(
             self.plan, lambda node, argv: daemons.verb(self, node, argv),
@@ -283,7 +287,7 @@ class Supervisor:
             if proc.poll() is None:
                 with contextlib.suppress(DaemonUnreachable):
                     request(str(runstate.node_sock(self.rdir, node)), {"cmd": "shutdown"},
-                            timeout=1.0)
+                            timeout=1.0, ctx=self.zctx)
         deadline = time.monotonic() + SHUTDOWN_GRACE
         for proc in self.daemons.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -292,6 +296,8 @@ class Supervisor:
         for proc in self.daemons.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.5)
+        daemons.stop_forkserver(self)
+        self.zctx.term()
         netbuild.stop_mininet(self)
         removed = clean.kill_tagged(self.name)  # stray `testbed exec` children, shells
         removed += clean.delete_interfaces(clean.recorded_interfaces(self.state))

@@ -1,0 +1,188 @@
+"""``python -m nodes.daemon.forkserver``: start node daemons by fork from one pre-imported process.
+
+Why (issue 13 item 4): a daemon started as ``python -m nodes.daemon`` pays an interpreter start
+and the daemon's whole import graph (~0.2 s of CPU each, ~20 MB of private memory); 300 of
+them are a minute of CPU on a 2-core box. This server imports that graph once (``PRELOAD``),
+freezes it out of the garbage collector (``gc.freeze``: the collector would otherwise write to
+every inherited object and unshare its page), and forks one child per node: the children
+share the imported code and objects copy-on-write with the server and with each other.
+
+Protocol: one JSON request per line on stdin, one JSON reply per line on stdout, in order:
+``{"node": N, "ns_pid": P, "argv": [...daemon options...], "log": PATH}`` ->
+``{"pid": DAEMON_PID}`` or ``{"error": "..."}``; a line holding a list of requests gets the
+list of their replies (every helper of the batch forked before any report is read). EOF on
+stdin ends the server.
+
+Each daemon is a real process of its own, as ``mnexec -a P python -m nodes.daemon`` made it:
+the server forks a helper, which enters the network and mount namespaces of pid ``P`` (the
+Mininet host's shell: ``setns(2)`` on ``/proc/P/ns/{net,mnt}``, the two ``mnexec -a`` joins),
+forks the daemon (its own session, stdin ``/dev/null``, stdout and stderr appended to its
+log, no other descriptor of the server) and exits. The daemon, orphaned, is re-parented to
+the nearest child subreaper: the caller (the Mininet supervisor sets
+``PR_SET_CHILD_SUBREAPER``), so the caller waits for it, signals it and reads its exit status
+exactly as for a child it had spawned. The server never enters a namespace and holds no
+socket: nothing of it outlives the caller (``PR_SET_PDEATHSIG``) or needs undoing at
+``testbed down``; a daemon killed with ``kill -9`` is one process gone, nothing else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+#: What a daemon imports to start and to serve the bring-up's lnetctl verbs: imported here
+#: once and shared by every child (a module a child imports itself is private to it).
+PRELOAD = ("nodes.daemon.__main__", "nodes.daemon.lnetctl_cmd", "nodes.daemon.lctl_cmd",
+           "nodes.daemon.lnetctl_set", "nodes.daemon.lnetctl_export", "yaml")
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(pid: int, ns: str, nstype: int) -> None:
+    fd = os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _LIBC.setns(fd, nstype) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns {ns} of pid {pid}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _daemon(req: dict[str, Any]) -> int:
+    """In the grandchild: become the node's daemon; returns its exit code."""
+    os.closerange(3, 1 << 16)  # the server's pipes first: its reader waits for their EOF
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDONLY)
+    log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT
+                      else signal.default_int_handler)
+    # `ps -o comm`, top and pgrep tell the daemons apart (the command line is the server's)
+    _LIBC.prctl(PR_SET_NAME, f"lnetd {req.get('node')}"[:15].encode(), 0, 0, 0)
+    gc.enable()
+    from nodes.daemon.__main__ import main
+
+    return main([str(a) for a in req["argv"]])
+
+
+def _helper(req: dict[str, Any], wfd: int) -> None:
+    """In the child: join the node's namespaces, fork the daemon, report its pid, exit."""
+    code = 1
+    try:
+        pid = int(req["ns_pid"])
+        _setns(pid, "net", CLONE_NEWNET)
+        _setns(pid, "mnt", CLONE_NEWNS)
+        os.chdir("/")
+        child = os.fork()
+        if child == 0:
+            rc = 1
+            try:
+                rc = _daemon(req)
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # the daemon's crash goes to its log
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(rc)
+        os.write(wfd, json.dumps({"pid": child}).encode())
+        code = 0
+    except BaseException as exc:  # reported to the caller, one line
+        os.write(wfd, json.dumps({"error": f"node {req.get('node')}: {exc}"}).encode())
+    finally:
+        os._exit(code)
+
+
+def begin(req: dict[str, Any]) -> tuple[int, int]:
+    """Fork the helper for one request; (its pid, the read end of its report pipe)."""
+    rfd, wfd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    helper = os.fork()
+    if helper == 0:
+        os.close(rfd)
+        _helper(req, wfd)
+    os.close(wfd)
+    return helper, rfd
+
+
+def finish(req: dict[str, Any], helper: int, rfd: int) -> dict[str, Any]:
+    """The helper's report (it exits right after writing it)."""
+    chunks = []
+    while chunk := os.read(rfd, 4096):
+        chunks.append(chunk)
+    os.close(rfd)
+    os.waitpid(helper, 0)
+    try:
+        reply = json.loads(b"".join(chunks))
+    except ValueError:
+        reply = {"error": f"node {req.get('node')}: the fork helper died"}
+    return reply if isinstance(reply, dict) else {"error": "bad helper reply"}
+
+
+def spawn_all(reqs: list[Any]) -> list[dict[str, Any]]:
+    """Every helper forked first, then every report read: on a loaded box each fork's
+    round trip is a scheduling delay, so a batch pays it once, not once per node."""
+    started: list[tuple[dict[str, Any], int, int] | str] = []
+    for req in reqs:
+        if not isinstance(req, dict) or not isinstance(req.get("argv"), list):
+            started.append("request is not {node, ns_pid, argv, log}")
+            continue
+        try:
+            started.append((req, *begin(req)))
+        except OSError as exc:
+            started.append(f"node {req.get('node')}: fork: {exc}")
+    return [{"error": s} if isinstance(s, str) else finish(*s) for s in started]
+
+
+def serve(inp: Any, out: Any) -> None:
+    """One reply line per request line; a line holding a list of requests (a batch) gets
+    the list of their replies."""
+    for line in inp:
+        try:
+            req = json.loads(line)
+            replies = spawn_all(req if isinstance(req, list) else [req])
+            reply: Any = replies if isinstance(req, list) else replies[0]
+        except ValueError as exc:
+            reply = {"error": f"request is not JSON: {exc}"}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+def main() -> int:
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the caller's end is ours
+    if os.getppid() == 1:
+        return 1
+    gc.disable()
+    for name in PRELOAD:
+        importlib.import_module(name)
+    # the option parser compiles its regexes on first use: once here, cached for every child
+    sys.modules["nodes.daemon.__main__"]._parse(["--testbed", "t", "--node", "n", "--rundir", "/"])
+    gc.collect()
+    gc.freeze()
+    out = sys.stdout
+    out.write(json.dumps({"ready": os.getpid()}) + "\n")
+    out.flush()
+    serve(sys.stdin, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
