@@ -19,8 +19,8 @@ from testbed.plan.model import (
     TopologyError,
 )
 from testbed.plan.schema import DEFAULT_TOPOLOGY, TUNABLES
-from testbed.plan.verbs import config_verbs
+from testbed.plan.verbs import Step, config_steps, config_verbs, request
 
 __all__ = ["DEFAULT_TOPOLOGY", "NAME_RE", "TUNABLES", "IfacePlan", "NodePlan", "PeerPlan",
-           "Plan", "RoutePlan", "SegmentPlan", "TopologyError", "config_verbs",
-           "load_topology", "parse_topology"]
+           "Plan", "RoutePlan", "SegmentPlan", "Step", "TopologyError", "config_steps",
+           "config_verbs", "load_topology", "parse_topology", "request"]

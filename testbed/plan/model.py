@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from nodes.dlc.commands import PeerAdd, RouteAdd, UdspAdd
+
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -77,12 +79,12 @@ class PeerPlan:
     non_mr: bool = False
     lock_prim: bool = False
 
+    def command(self) -> PeerAdd:
+        return PeerAdd(prim_nid=self.prim_nid, nids=self.nids, non_mr=self.non_mr,
+                       lock_prim=self.lock_prim)
+
     def argv(self) -> list[str]:
-        verb = ["peer", "add", "--prim_nid", self.prim_nid]
-        if self.nids:
-            verb += ["--nid", ",".join(self.nids)]
-        return verb + (["--non_mr"] if self.non_mr else []) + \
-            (["--lock_prim"] if self.lock_prim else [])
+        return self.command().argv()
 
 
 @dataclass(frozen=True)
@@ -94,11 +96,13 @@ class RoutePlan:
     hop: int | None = None
     priority: int | None = None
 
+    def command(self) -> RouteAdd:
+        return RouteAdd(net=self.net, gateways=(self.gateway,),
+                        hop=-1 if self.hop is None else self.hop,
+                        priority=-1 if self.priority is None else self.priority)
+
     def argv(self) -> list[str]:
-        verb = ["route", "add", "--net", self.net, "--gateway", self.gateway]
-        if self.hop is not None:
-            verb += ["--hop", str(self.hop)]
-        return verb + ([] if self.priority is None else ["--priority", str(self.priority)])
+        return self.command().argv()
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ class NodePlan:
     peers: tuple[str, ...]
     module_params: tuple[tuple[str, str], ...] = ()
     static_peers: tuple[PeerPlan, ...] = ()
-    udsp: tuple[tuple[str, ...], ...] = ()
+    udsp: tuple[UdspAdd, ...] = ()
     lnet: dict[str, Any] | None = None
     #: ``routes:`` (gateway names resolved to NIDs); ``routing: true`` and ``buffers:`` are
     #: in ``tunables`` as ``forwarding``/``*_buffers`` (module parameter forwarding=enabled)
