@@ -110,8 +110,8 @@ class NodePlan:
     """One emulated node: its interfaces (NIs), merged tunables and static peers.
 
     ``module_params`` are LNet module parameters given to the daemon before LNet starts;
-    ``static_peers`` the long-form peers, ``udsp`` the rules (``lnetctl udsp add`` options, in
-    order) and ``lnet`` a raw ``lnetctl export``-format block imported last (spec §9.4).
+    ``static_peers`` the long-form peers, ``udsp_rules`` the rules in order (typed ``udsp
+    add`` commands; ``udsp`` renders them as lnetctl words) and ``lnet`` a raw ``lnetctl export``-format block imported last (spec §9.4).
     """
 
     name: str
@@ -120,7 +120,7 @@ class NodePlan:
     peers: tuple[str, ...]
     module_params: tuple[tuple[str, str], ...] = ()
     static_peers: tuple[PeerPlan, ...] = ()
-    udsp: tuple[UdspAdd, ...] = ()
+    udsp_rules: tuple[UdspAdd, ...] = ()
     lnet: dict[str, Any] | None = None
     #: ``routes:`` (gateway names resolved to NIDs); ``routing: true`` and ``buffers:`` are
     #: in ``tunables`` as ``forwarding``/``*_buffers`` (module parameter forwarding=enabled)
@@ -134,6 +134,11 @@ class NodePlan:
     @property
     def nids(self) -> tuple[str, ...]:
         return tuple(i.nid for i in self.interfaces)
+
+    @property
+    def udsp(self) -> tuple[tuple[str, ...], ...]:
+        """The UDSP rules as ``lnetctl udsp add`` words (display and logs)."""
+        return tuple(tuple(rule.argv()) for rule in self.udsp_rules)
 
 
 @dataclass(frozen=True)

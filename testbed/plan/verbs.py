@@ -75,7 +75,7 @@ def remote_steps(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[Step]:
                                non_mr=not peer.multi_rail))
     steps += [p.command() for p in node.static_peers]       # long-form peers (cfg-070)
     steps += [r.command() for r in node.routes]             # route add (spec §6.1)
-    steps += list(node.udsp)                                 # udsp add, in order (spec §7)
+    steps += list(node.udsp_rules)                           # udsp add, in order (spec §7)
     if node.lnet is not None:                                # raw export block (spec §9.4)
         path = lnet_dir / f"{node.name}.lnet.yaml"
         path.write_text(yaml.safe_dump(node.lnet, sort_keys=False))
