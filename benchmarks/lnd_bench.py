@@ -261,7 +261,8 @@ def asyncio_ref(client: Any, server: Any, ip: str, *, req_bytes: int, resp_bytes
 
 # --- LNet loads ---------------------------------------------------------------------------
 #: A load: (client node, server NID, "write"|"read", size, count) -> seconds for all of it.
-#: Today the daemon's PUT (write) / GET (read) burst with 64 in flight; ``lst brw`` later.
+#: The daemon's PUT (write) / GET (read) burst with 64 in flight (``burst_load``);
+#: lnet_selftest's figure is ``lst_mbps``.
 Load = Callable[[Any, str, str, int, int], float]
 
 
@@ -273,6 +274,55 @@ def burst_load(client: Any, dst: str, op: str, size: int, count: int) -> float:
     if not res.get("ok") or res.get("failed"):
         raise RuntimeError(f"{op} burst failed: {res}")
     return elapsed
+
+
+def lst_mbps(client: Any, server: Any, dst: str, op: str, size: int, seconds: float = 5.0,
+             concurrency: int = 64) -> tuple[float, list[float]]:
+    """What ``lst stat --bw --mbs servers`` prints for ``lst brw write|read size=SIZE`` at
+    ``concurrency`` from ``client`` (console and client group) to ``dst`` (server group), over
+    a ``seconds`` window after one second of warm-up: the server's [R] MB/s for a write (it
+    GETs the bulk), [W] for a read (it PUTs it), as lnet_selftest's brw moves data. Also the
+    CPU microseconds per MiB of ``client`` and ``server`` over the window (CPU share of the
+    wall time of the stat call, over the MiB/s moved in it: traffic is steady throughout).
+    A timed run would be measured at the resolution of ``lst query`` polls (each an ``lst``
+    process in the node, ~0.4 s here), so the rate is lst's own."""
+    key = str(os.getpid())
+    cnid = next((n for n in client.nids if n.partition("@")[2] == dst.partition("@")[2]),
+                client.nids[0])
+
+    def lst(*argv: str) -> str:
+        res = client.exec(["env", f"LST_SESSION={key}", "lst", *argv], timeout=600)
+        if res.rc != 0 or res.err:
+            raise RuntimeError(f"lst {' '.join(argv)}: rc {res.rc}: {res.out}{res.err}")
+        return str(res.out)
+
+    lst("new_session", "--timeout", "600", "bench")
+    try:
+        lst("add_group", "clients", cnid)
+        lst("add_group", "servers", dst)
+        lst("add_batch", "b")
+        lst("add_test", "--batch", "b", "--concurrency", str(concurrency), "--from",
+            "clients", "--to", "servers", "brw", op, f"size={size}")  # loops until stopped
+        lst("run", "b")
+        time.sleep(1.0)
+        t0 = time.perf_counter()
+        out, cpu = with_cpu((client, server), lambda: lst(
+            "stat", "--bw", "--mbs", "--count", "1", "--delay", f"{seconds:g}", "servers"))
+        wall = time.perf_counter() - t0
+        lst("stop", "b")
+        tag = "[R] Avg: " if op == "write" else "[W] Avg: "
+        line = next((x for x in out.splitlines() if x.startswith(tag)), None)
+        if line is None:
+            raise RuntimeError(f"lst stat printed no {tag!r} line: {out!r}")
+        mbps = float(line[len(tag):].split()[0])
+        errors = lst("show_error", "clients", "servers")
+        if "Total 0 error nodes in clients" not in errors or \
+                "Total 0 error nodes in servers" not in errors:
+            raise RuntimeError(f"lst brw {op}: errors: {errors}")
+        mib_per_s = mbps * 1e6 / MIB
+        return mbps, [c / wall / mib_per_s * 1e6 for c in cpu]
+    finally:
+        lst("end_session")
 
 
 def cpu_seconds(pid: int) -> float:

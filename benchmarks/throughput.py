@@ -10,11 +10,13 @@ over the same link, ``--runs`` times each:
   (``lnd_bench.asyncio_ref``).
 
 Targets (issue 13): LNet >= 60 % of iperf3 and >= 65 % of the bare asyncio stream, each
-direction. The load is ``lnd_bench.burst_load`` (the daemon's PUT/GET burst); ``lst brw
-write|read`` replaces it by passing another ``Load``. ``--profile DIR`` runs py-spy on both
-daemons during one extra LNet run of each direction. Run as root:
+direction. The LNet figure is what ``lst stat --bw`` prints for ``lst brw write|read size=1M``
+at concurrency 64 (``lnd_bench.lst_mbps``, issue 13's figure), or with ``--load burst`` the
+rate of the daemon's PUT/GET burst of ``--count`` messages (``burst_load``).
+``--profile DIR`` runs py-spy on both daemons during one extra LNet run of each direction.
+Run as root:
 
-    .venv/bin/python benchmarks/throughput.py [--runs 3] [--count 2000] [--profile DIR]
+    .venv/bin/python benchmarks/throughput.py [--runs 3] [--count 2000] [--load lst|burst]
 """
 
 from __future__ import annotations
@@ -52,8 +54,12 @@ def profile(load: lb.Load, c1: Any, s1: Any, count: int, out: Path) -> None:
 
 def main() -> int:
     p = lb.parser(__doc__)
-    p.add_argument("--count", type=int, default=2000, help="1 MiB messages per LNet run")
-    p.add_argument("--seconds", type=int, default=3, help="iperf3 duration")
+    p.add_argument("--count", type=int, default=2000, help="1 MiB messages per burst run "
+                   "(--load burst) and per asyncio reference run")
+    p.add_argument("--seconds", type=int, default=3, help="iperf3 duration; lst stat "
+                   "window is 2 s longer")
+    p.add_argument("--load", choices=("lst", "burst"), default="lst",
+                   help="lst brw (default) or the daemon's PUT/GET burst")
     p.add_argument("--untyped", action="store_true", help="daemons with typed_conns=0: one "
                    "SOCKLND_CONN_ANY connection per peer NI instead of control + bulk in/out")
     args = p.parse_args()
@@ -66,11 +72,16 @@ def main() -> int:
         res: dict[str, list[float]] = {}
         for _ in range(args.runs):
             for op in ("write", "read"):
-                mbps, cpu = lb.with_cpu((c1, s1), lambda op=op: lnet_mbps(load, c1, op,
-                                                                          args.count))
+                if args.load == "lst":
+                    mbps, cpu_us = lb.lst_mbps(c1, s1, lb.server_nid(0), op, SIZE,
+                                               seconds=args.seconds + 2)
+                else:
+                    mbps, cpu = lb.with_cpu((c1, s1), lambda op=op: lnet_mbps(load, c1, op,
+                                                                              args.count))
+                    cpu_us = [secs / args.count * 1e6 for secs in cpu]
                 res.setdefault(f"lnet_{op}", []).append(mbps)
-                for name, secs in zip(("c1", "s1"), cpu, strict=True):
-                    res.setdefault(f"cpu_{name}_{op}", []).append(secs / args.count * 1e6)
+                for name, us in zip(("c1", "s1"), cpu_us, strict=True):
+                    res.setdefault(f"cpu_{name}_{op}", []).append(us)
                 res.setdefault(f"iperf3_{op}", []).append(
                     lb.iperf3(c1, s1, lb.server_ip(0), seconds=args.seconds,
                               reverse=op == "read"))

@@ -240,8 +240,7 @@ class Sender:
             self._drop(msg, ni, lpni)
             return self.finalize_tx(msg, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
         if msg.tx_delayed and now > msg.deadline and msg.fwd is None:
-            # a message that waited past its deadline is dropped (spec §1.5 step 1); routers
-            # never drop on deadline (spec §3.4)
+            # past its deadline: dropped (spec §1.5 step 1); routers never are (spec §3.4)
             self._drop(msg, ni, lpni)
             return self.finalize_tx(msg, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
         msg.tx_delayed = False
