@@ -111,7 +111,8 @@ class NodePlan:
 
     ``module_params`` are LNet module parameters given to the daemon before LNet starts;
     ``static_peers`` the long-form peers, ``udsp_rules`` the rules in order (typed ``udsp
-    add`` commands; ``udsp`` renders them as lnetctl words) and ``lnet`` a raw ``lnetctl export``-format block imported last (spec §9.4).
+    add`` commands; ``udsp`` renders them as lnetctl words) and ``lnet`` a raw ``lnetctl
+    export``-format block imported last (spec §9.4).
     """
 
     name: str
