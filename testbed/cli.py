@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from testbed import sh
 from testbed.base import TestbedError
-from testbed.commands import faults, lifecycle, lst, node, sim, trace
+from testbed.commands import explore, faults, lifecycle, lst, node, sim, trace
 from testbed.commands.common import CliError
 from testbed.observe import cli as observe_cli
 from testbed.plan import TopologyError
@@ -25,7 +25,7 @@ from testbed.pytest.trace import TraceError
 
 PROG = "testbed"
 #: subcommand modules, in the order ``testbed --help`` lists them
-MODULES = (lifecycle, sim, node, lst, faults, trace, observe_cli)
+MODULES = (lifecycle, sim, node, lst, faults, trace, observe_cli, explore)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -30,7 +30,7 @@ from nodes.lnet.actions import Action, Log
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
-from nodes.lnet.peer import LNET_PEER_ROUTER_ENABLED
+from nodes.lnet.peer import LNET_PEER_NO_DISCOVERY, LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.select import SelectError, best_ni
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -116,7 +116,14 @@ class RouteTable:
     def route_alive(self, route: Route) -> bool:
         """``lnet_is_route_alive`` (spec §6.3) with seed 002's health threshold."""
         gw = self.gateway(route)
-        if gw is None or not gw.alive or not gw.state & LNET_PEER_ROUTER_ENABLED:
+        if gw is None or not gw.alive:
+            return False
+        if not self.r.tunables.discovery or gw.state & LNET_PEER_NO_DISCOVERY:
+            # discovery disabled here or on the gateway: the cached aliveness the checker's
+            # ping replies and lnet_notify keep (router.c lnet_is_route_alive); a gateway
+            # not discovered yet still waits for its first ping (seed 002, differences.md)
+            return route.alive
+        if not gw.state & LNET_PEER_ROUTER_ENABLED:
             return False
         llpn = gw.peer_net(route.lnet)
         if llpn is None or not any(self.lpni_usable(p) for p in llpn.lpnis):

@@ -137,7 +137,8 @@ class RouterChecker:
         limit = self.ni_timeout()
         for ni in self.r.local_nis():
             last = self.ni_last_alive.setdefault(ni, now)
-            down = ni.fatal_error or (limit > 0 and now - last >= limit)
+            # the same sum as deadline(): now - last >= limit can be false at last + limit
+            down = ni.fatal_error or (limit > 0 and now >= last + limit)
             if down and ni.status == LNET_NI_STATUS_UP:
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_DOWN)
 

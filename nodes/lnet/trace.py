@@ -11,6 +11,7 @@ one ``complete`` (``Msg.traced`` guards the once).
 from __future__ import annotations
 
 from nodes.lnet.actions import Action, MsgTrace
+from nodes.lnet.hdr import LNET_RESERVED_PORTAL, MsgType
 from nodes.lnet.msg import Msg
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.peer import PeerNI
@@ -21,6 +22,18 @@ def _health(msg: Msg) -> tuple[tuple[str, int], ...] | None:
     if ni is None or lpni is None:
         return None
     return (("ni", ni.healthv), ("lpni", lpni.healthv))
+
+
+def _fixed(msg: Msg, lpni: PeerNI) -> bool:
+    """Not the selector's free choice: ``msg.fixed_ni``, or a non-MR peer's preferred NI,
+    which LNet keeps fatal or not (lib-move.c ``lnet_find_existing_preferred_best_ni``)."""
+    if msg.fixed_ni:
+        return True
+    if lpni.peer.multi_rail and not msg.recovery and msg.fwd is None:
+        return False
+    if msg.hdr.ptl_index == LNET_RESERVED_PORTAL and msg.type in (MsgType.GET, MsgType.PUT):
+        return False
+    return any(e.pref_nids for e in lpni.peer_net.lpnis)
 
 
 class Tracer:
@@ -42,8 +55,8 @@ class Tracer:
         self.buffer.append(MsgTrace(
             event="send", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), ni=str(ni.nid), lpni=str(lpni.nid),
-            attempt=msg.retry_count, fixed_ni=msg.fixed_ni, forwarded=msg.fwd is not None,
-            deadline=msg.deadline if first else None,
+            attempt=msg.retry_count, fixed_ni=_fixed(msg, lpni), forwarded=msg.fwd is not None,
+            deadline=msg.deadline,  # each attempt's own: a resend re-commits (spec §3.4)
             retry_count=retry_count if first else None))
 
     def resend(self, msg: Msg) -> None:

@@ -19,6 +19,9 @@ from testbed.observe.checktypes import Inv, Item
 #: a message must complete within its deadline plus one monitor tick (spec §3.4: the deadline
 #: is enforced by the 1 s monitor thread) and a little driver latency
 COMPLETION_GRACE = 2.0
+#: the log's time resolution: ``t`` is rounded to the microsecond, a deadline may not be
+#: (a resend at its deadline is on time: ``ktime_after(now, msg_deadline)`` is false)
+T_EPS = 1e-6
 RESPONSES = frozenset({"ACK", "REPLY"})
 
 
@@ -88,6 +91,8 @@ class MsgCheck:
             fl = self.flight[key] = Flight(item, rc if isinstance(rc, int) else None,
                                            float(dl) if isinstance(dl, int | float) else None)
             self.completion.checked += 1
+        elif isinstance(ev.get("deadline"), int | float):
+            fl.deadline = float(ev["deadline"])  # a resend re-commits: its own deadline (§3.4)
         fl.proof.append(item)
         attempt = ev.get("attempt")
         if isinstance(attempt, int):
@@ -107,10 +112,10 @@ class MsgCheck:
                                  [done, item])
             return
         fl = self.flight.get(key)
-        if fl is None:
-            self.resend.flag(f"message {key[2]} of {key[0]}: resend of a message never sent",
-                             [item])
-            return
+        if fl is None:  # every attempt so far failed before the LND (lnet_post_send_locked
+            # drops for a dead next hop, REMOTE_DROPPED): resent without a send (spec §3.3)
+            fl = self.flight[key] = Flight(item, None, None)
+            self.completion.checked += 1
         fl.resends += 1
         fl.proof.append(item)
         fl.selected = float(ev["t"])
@@ -118,7 +123,7 @@ class MsgCheck:
         if fl.retry_count is not None and fl.resends > fl.retry_count:
             self.resend.flag(f"message {key[2]} of {key[0]}: resend {fl.resends} exceeds "
                              f"retry_count {fl.retry_count}", [fl.first, item])
-        if fl.deadline is not None and float(ev["t"]) > fl.deadline:
+        if fl.deadline is not None and float(ev["t"]) > fl.deadline + T_EPS:
             self.resend.flag(f"message {key[2]} of {key[0]}: resent at t={ev['t']} after its "
                              f"deadline {fl.deadline}", [fl.first, item])
 
@@ -163,6 +168,8 @@ class MsgCheck:
             self.queued_on_fatal += 1  # chosen before the NI went fatal, sent after
             return
         for other in sorted(st.nets.get(net_of(ni), ())):
+            if chosen is not None and st.unfatal.get(other, float("-inf")) > chosen:
+                continue  # fatal too when this NI was chosen (both were; it came back since)
             if other != ni and other not in st.fatal and (node, other) not in changing:
                 proof = [why, item]
                 self.fatal.flag(f"{node} sent {ev.get('type')} message {ev.get('msg')} on "

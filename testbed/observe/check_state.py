@@ -30,6 +30,7 @@ CONFIG_REASONS = ("added", "deleted", "config")
 @dataclass
 class NodeState:
     fatal: dict[str, Item] = field(default_factory=dict)    # nid -> event that made it fatal
+    unfatal: dict[str, float] = field(default_factory=dict)  # nid -> when it last stopped
     down: dict[str, Item] = field(default_factory=dict)     # nid -> ni_status down event
     nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
     routing: Item | None = None          # last routing event (enabled or not)
@@ -41,6 +42,7 @@ class NodeState:
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
+    fresh: bool = False                  # node_started seen, its node_restarted not yet
 
 
 def net_of(nid: str) -> str:
@@ -104,6 +106,10 @@ class Tracker:
                 st.transaction_timeout = float(ev["value"])
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
+            if kind == "node_restarted" and st.fresh:
+                st.fresh = False  # Mininet: said once the new daemon (node_started) is set up
+                return
+            st.fresh = kind == "node_started"
             st.incarnation += 1
             st.fatal.clear()
             st.down.clear()
@@ -118,8 +124,8 @@ class Tracker:
         st = self.node(node)
         if fatal:
             st.fatal.setdefault(nid, item)
-        else:
-            st.fatal.pop(nid, None)
+        elif st.fatal.pop(nid, None) is not None and isinstance(item[1].get("t"), int | float):
+            st.unfatal[nid] = float(item[1]["t"])
 
     def _fault(self, item: Item) -> None:
         _idx, ev = item

@@ -181,8 +181,9 @@ class SimTestbed:
             self.fabric.revive(node, [NID.parse(n) for n in self.plan.node(node).nids])
             self.runtimes[node] = SimRuntime(self, old.plan, self.seed, old.generation + 1)
             del self.dead[node]
-            self.configure_node(old.plan)
+            # before its configuration's events: a new process, then what it does
             self.fabric.record("node_restarted", node, incarnation=self.runtimes[node].incarnation)
+            self.configure_node(old.plan)
 
     # -- the Testbed API -----------------------------------------------------------------------
     @property

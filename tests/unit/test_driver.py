@@ -178,4 +178,4 @@ def test_forwarding_from_bring_up_is_logged_as_routing_enabled() -> None:
                      arm_timer=side.armed.append, notify_peer_down=lambda nid: None,
                      notice_sink=lambda k, f: side.notices.append((k, f)))
     drv.run(eng.configure)
-    assert ("routing", {"enabled": True}) in side.notices
+    assert ("routing", {"enabled": True, "rte_disabled": False}) in side.notices

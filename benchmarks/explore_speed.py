@@ -1,0 +1,135 @@
+"""The speed of ``testbed explore`` (issue 17 item 4): x real time and seeds per hour.
+
+Two figures, each against its target and against a reference measured in the same run (the
+box is shared: only figures of one run compare):
+
+1. ``x_real_time``: virtual seconds per wall second for a 32-node Multi-Rail topology with two
+   routers (generated: ``--clients`` clients c1..cN on the two rails of net ``tcp``, as many
+   servers s1..sN on the two rails of ``tcp1``, routers r1 and r2 with a NI on each of the four
+   rails; LNet's default timeouts, discovery on), every client sending one 64 KiB PUT every
+   100 ms of virtual time to a Multi-Rail peer (the next client) and one to a routed peer (its
+   server), for ``--virtual`` seconds, run as ``explore`` runs a schedule (``Replay`` streams,
+   the message trace on, the event log kept). Target >= 100x. Printed with the messages it
+   moved and the messages per wall second; the reference is the bare engine's own ceiling
+   (two engines exchanging PUT/ACK with nothing between them, ``sim_scale.engine_reference``):
+   ``needed_msgs_per_s`` is what 100x would take, ``ref_msgs_per_s`` what one core does.
+2. ``seeds_per_hour``: ``--seeds`` seeds of 10 virtual minutes (600 s safety phase, then the
+   liveness phase) of ``explore`` on ``topologies/mr-routers.yaml`` over ``--workers`` worker
+   processes on this box. Target >= 1,000 per hour.
+
+No root needed:
+
+    .venv/bin/python benchmarks/explore_speed.py [--clients 15] [--virtual 20] [--seeds 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_X, TARGET_SEEDS = 100.0, 1000.0
+
+
+def topology_yaml(n: int) -> str:
+    """c1..cN on tcp (lan0, lan1), s1..sN on tcp1 (lan2, lan3), r1/r2 routing between."""
+    lines = ["name: xspeed", "networks:",
+             "  lan0: {lnet: tcp, subnet: 10.10.0.0/16}",
+             "  lan1: {lnet: tcp, subnet: 10.11.0.0/16}",
+             "  lan2: {lnet: tcp1, subnet: 10.20.0.0/16}",
+             "  lan3: {lnet: tcp1, subnet: 10.21.0.0/16}", "nodes:",
+             "  r1: {interfaces: [lan0, lan1, lan2, lan3], routing: true}",
+             "  r2: {interfaces: [lan0, lan1, lan2, lan3], routing: true}"]
+    for side, ifs, far in (("c", "lan0, lan1", "tcp1"), ("s", "lan2, lan3", "tcp")):
+        for i in range(1, n + 1):
+            lines.append(f"  {side}{i}: {{interfaces: [{ifs}], routes: [{{net: {far}, "
+                         "gateway: r1, hop: 1}, {net: " + far + ", gateway: r2, hop: 1}]}")
+    return "\n".join(lines) + "\n"
+
+
+def x_real_time(n: int, virtual: float) -> dict[str, float | int]:
+    """Figure 1 (module doc)."""
+    from testbed.explore.replay import Replay
+    from testbed.sim import SimTestbed
+
+    with tempfile.TemporaryDirectory(prefix="xspeed-") as tmp:
+        path = Path(tmp) / "xspeed.yaml"
+        path.write_text(topology_yaml(n))
+        t0 = time.perf_counter()
+        tb = SimTestbed.up(path, trace_messages=True)
+        up_s = time.perf_counter() - t0
+    try:
+        r = Replay(tb)
+        nid = {name: tb.plan.node(name).nids for name in tb.nodes}
+        count = int(virtual / 0.1)
+        t0 = time.perf_counter()
+        v0 = tb.now
+        for i in range(1, n + 1):
+            mr, routed = f"c{i % n + 1}", f"s{i}"
+            r.stream(f"c{i}", "put", nid[mr][0], every=0.1, count=count, size=65536)
+            r.stream(f"c{i}", "put", nid[routed][0], every=0.1, count=count, size=65536)
+        r.advance(virtual + 1.0)  # the last PUTs' ACKs
+        wall = time.perf_counter() - t0
+        moved = tb.now - v0
+        events = tb.events()
+    finally:
+        tb.down()
+    msgs = sum(1 for e in events if e["kind"] == "send")
+    done = sum(s.done for s in r.streams)
+    failed = sum(s.failed for s in r.streams)
+    return {"nodes": 2 * n + 2, "puts": done, "failed": failed, "msgs": msgs,
+            "up_s": round(up_s, 2), "virtual_s": round(moved, 1), "wall_s": round(wall, 2),
+            "x_real_time": round(moved / wall, 1), "msgs_per_s": round(msgs / wall),
+            "needed_msgs_per_s": round(msgs / moved * TARGET_X)}
+
+
+def seeds_per_hour(seeds: int, workers: int) -> dict[str, float | int]:
+    """Figure 2 (module doc)."""
+    from testbed.explore.driver import explore
+
+    rep = explore(str(ROOT / "topologies" / "mr-routers.yaml"), range(seeds), time_s=600.0,
+                  workers=workers, quiet=True, say=lambda line: None)
+    sp = rep.speed()
+    return {"seeds": seeds, "workers": rep.workers, "failed": len(rep.failures),
+            "wall_s": round(rep.wall, 1),
+            "virtual_min_per_seed": round(sp["virtual_per_seed"] / 60, 1),
+            "x_real_time_per_worker": round(sp["x_real_time"]),
+            "seeds_per_hour": round(sp["seeds_per_hour"])}
+
+
+def main() -> int:
+    import importlib.util
+
+    # sim_scale.py by path: this directory on sys.path would shadow the faults package
+    spec = importlib.util.spec_from_file_location("sim_scale", Path(__file__).with_name(
+        "sim_scale.py"))
+    assert spec is not None and spec.loader is not None
+    sim_scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim_scale)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--clients", type=int, default=15, help="clients (and servers) per side")
+    p.add_argument("--virtual", type=float, default=20.0, help="virtual seconds of traffic")
+    p.add_argument("--seeds", type=int, default=40, help="seeds for the seeds/hour figure")
+    p.add_argument("--workers", type=int, default=2, help="worker processes")
+    args = p.parse_args()
+    ref = sim_scale.engine_reference(size=65536)
+    a = x_real_time(args.clients, args.virtual)
+    a.update(ref_msgs_per_s=round(ref), target=TARGET_X,
+             of_target=round(float(a["x_real_time"]) / TARGET_X, 3),
+             needed_of_ref=round(float(a["needed_msgs_per_s"]) / ref, 1))
+    print("x_real_time " + " ".join(f"{k}={v}" for k, v in a.items()), flush=True)
+    if args.seeds <= 0:
+        return 0
+    b = seeds_per_hour(args.seeds, args.workers)
+    b.update(target=TARGET_SEEDS, of_target=round(float(b["seeds_per_hour"]) / TARGET_SEEDS, 2))
+    print("seeds_per_hour " + " ".join(f"{k}={v}" for k, v in b.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""``testbed explore``: seeded fault swarms on the simulator, shrinking, replay (issue 17)."""

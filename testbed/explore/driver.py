@@ -1,0 +1,220 @@
+"""``testbed explore``: many seeds on worker processes, determinism, shrinking, the figures.
+
+Theory of operation (issue 17): ``explore(...)`` hands one task per seed to the worker pool
+(``pool.py``; ``workers`` 0 runs them here), prints each seed's swarm and verdict as results
+come (``say``), and for every failure the first violated invariant with its events and
+``reproduce with: testbed explore TOPOLOGY --seed S``. With ``check_determinism`` each seed
+runs twice on two workers whose ``PYTHONHASHSEED`` differ and the event-log hashes are
+compared; a mismatch is a failure: both runs of the first differing chunk are fetched again
+from the same workers and the first differing event is printed. With ``out_dir`` the first
+failing seed of each invariant is shrunk (``shrink.py``) and written out as a pytest file
+(``emit.py``). ``Report`` carries every result and the two speed figures the issue asks for:
+virtual time per wall second (x real time, per worker) and seeds per hour on this box.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.explore import emit, pool, runner, shrink, topo
+from testbed.explore.model import Schedule
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Report:
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    wall: float = 0.0
+    workers: int = 1
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [r for _s, r in sorted(self.results.items()) if not r["ok"]]
+
+    @property
+    def virtual(self) -> float:
+        return sum(r.get("virtual", 0.0) for r in self.results.values())
+
+    @property
+    def worker_wall(self) -> float:
+        return sum(r.get("wall", 0.0) for r in self.results.values())
+
+    def speed(self) -> dict[str, float]:
+        """x real time (virtual s per wall s of one worker) and seeds per hour (this box)."""
+        n = len(self.results)
+        return {"x_real_time": self.virtual / self.worker_wall if self.worker_wall else 0.0,
+                "seeds_per_hour": n * 3600.0 / self.wall if self.wall else 0.0,
+                "virtual_per_seed": self.virtual / n if n else 0.0}
+
+
+def _task(topology: str, seed: int, time_s: float, planted: str | None, digest: bool,
+          run: int = 0, chunk: int | None = None) -> dict[str, Any]:
+    return {"topology": topology, "seed": seed, "time": time_s, "planted": planted,
+            "digest": digest, "run": run, "chunk": chunk}
+
+
+def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, workers: int = 2,
+            check_determinism: bool = False, planted: str | None = None,
+            out_dir: Path | None = None, quiet: bool = False, say: Say = print) -> Report:
+    """Run ``seeds`` on ``topology`` (see the module doc)."""
+    seeds = list(seeds)
+    rep = Report(workers=max(workers, 1))
+    t0 = time.perf_counter()
+    if workers <= 0 and not check_determinism:
+        for s in seeds:
+            res = pool.run_task(_task(topology, s, time_s, planted, False))
+            rep.results[s] = res
+            _show(res, topology, planted, quiet, say)
+    else:
+        _pooled(rep, topology, seeds, time_s, max(workers, 2 if check_determinism else 1),
+                check_determinism, planted, quiet, say)
+    rep.wall = time.perf_counter() - t0
+    _summary(rep, check_determinism, time_s, say)
+    if out_dir is not None:
+        _shrink_all(rep, topology, planted, out_dir, say)
+    return rep
+
+
+def _pooled(rep: Report, topology: str, seeds: list[int], time_s: float, size: int,
+            det: bool, planted: str | None, quiet: bool, say: Say) -> None:
+    workers = pool.Pool(size)
+    rep.workers = size
+    first: dict[int, tuple[int, dict[str, Any]]] = {}
+    todo = list(reversed(seeds))
+    try:
+        def feed() -> None:
+            while todo and workers.pending < 2 * size:
+                s = todo.pop()
+                w = workers.submit(_task(topology, s, time_s, planted, det))
+                if det:
+                    workers.submit(_task(topology, s, time_s, planted, True, run=1), avoid=w)
+        feed()
+        for w, res in workers.results_iter():
+            s = res["seed"]
+            if det and s not in rep.results and s not in first:
+                first[s] = (w, res)
+            elif det and s in first:
+                w0, res0 = first.pop(s)
+                rep.results[s] = res0
+                _show(res0, topology, planted, quiet, say)
+                _compare(rep, topology, time_s, planted, workers, (w0, res0), (w, res), say)
+            else:
+                rep.results[s] = res
+                _show(res, topology, planted, quiet, say)
+            feed()
+    finally:
+        workers.close()
+
+
+def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
+             workers: pool.Pool, a: tuple[int, dict[str, Any]], b: tuple[int, dict[str, Any]],
+             say: Say) -> None:
+    (wa, ra), (wb, rb) = a, b
+    if ra.get("digest") == rb.get("digest") and ra.get("digest"):
+        return
+    if ra.get("error") and ra.get("error") == rb.get("error"):
+        return  # the same crash in both processes: a failure (shown), not a mismatch
+    s = ra["seed"]
+    ca, cb = ra.get("chunks") or [], rb.get("chunks") or []
+    k = next((i for i, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y),
+             min(len(ca), len(cb)))
+    workers.submit_to(wa, _task(topology, s, time_s, planted, True, run=2, chunk=k))
+    workers.submit_to(wb, _task(topology, s, time_s, planted, True, run=3, chunk=k))
+    again = {res["run"]: res for _w, res in workers.results_iter()}
+    evs = [again.get(2, {}).get("chunk_events") or [], again.get(3, {}).get("chunk_events") or []]
+    i = next((j for j, (x, y) in enumerate(zip(*evs, strict=False)) if x != y),
+             min(len(evs[0]), len(evs[1])))
+    mm = {"seed": s, "hashseeds": [ra.get("hashseed"), rb.get("hashseed")],
+          "digests": [ra.get("digest"), rb.get("digest")], "events": [ra.get("events"),
+                                                                     rb.get("events")],
+          "index": k * runner.CHUNK + i,
+          "first": [e[i] if i < len(e) else None for e in evs]}
+    rep.mismatches.append(mm)
+    say(f"seed {s}: DETERMINISM MISMATCH between PYTHONHASHSEED {mm['hashseeds'][0]} and "
+        f"{mm['hashseeds'][1]} ({mm['events'][0]} vs {mm['events'][1]} events); first "
+        f"differing event #{mm['index']}:")
+    for h, ev in zip(mm["hashseeds"], mm["first"], strict=True):
+        say(f"    [{h}] {json.dumps(ev, sort_keys=True) if ev is not None else '(none)'}")
+
+
+def _show(res: dict[str, Any], topology: str, planted: str | None, quiet: bool,
+          say: Say) -> None:
+    s = res["seed"]
+    if res.get("error"):
+        say(f"seed {s}: ERROR {res['error']}")
+        return
+    if res["ok"] and quiet:
+        return
+    for line in res["swarm"]:
+        say(line)
+    stats = (f"{res['events']} events, {res['sends']} messages, {res['virtual']:.0f} virtual s "
+             f"in {res['wall']:.2f} s")
+    if res["ok"]:
+        say(f"  ok ({stats})")
+        return
+    say(f"  FAIL ({stats})")
+    for line in res["violation"]["lines"]:
+        say(f"  {line}")
+    extra = f" --planted-bug {planted}" if planted else ""
+    say(f"  reproduce with: testbed explore {topology} --seed {s}{extra}")
+
+
+def _summary(rep: Report, det: bool, time_s: float, say: Say) -> None:
+    n, fails = len(rep.results), rep.failures
+    kinds: dict[str, int] = {}
+    for r in fails:
+        key = (r.get("violation") or {}).get("invariant", "error")
+        kinds[key] = kinds.get(key, 0) + 1
+    by = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+    say(f"summary: {n} seeds, {n - len(fails)} ok, {len(fails)} failed"
+        + (f" ({by})" if by else ""))
+    if det:
+        say(f"determinism: {n} seeds x 2 runs (PYTHONHASHSEED differs), "
+            f"{len(rep.mismatches)} mismatches")
+    sp = rep.speed()
+    say(f"speed: {rep.virtual:.0f} virtual s in {rep.worker_wall:.1f} s of worker time = "
+        f"{sp['x_real_time']:.0f}x real time; {n} seeds ({time_s:g} s safety phase, "
+        f"{sp['virtual_per_seed'] / 60:.1f} virtual min each with liveness) in "
+        f"{rep.wall:.1f} s on {rep.workers} worker(s) = {sp['seeds_per_hour']:.0f} seeds/hour")
+
+
+def _shrink_all(rep: Report, topology: str, planted: str | None, out_dir: Path,
+                say: Say) -> None:
+    tp = topo.load(topology)
+    done: set[str] = set()
+    for res in rep.failures:
+        v = res.get("violation")
+        if v is None or v["invariant"] in done:
+            continue
+        done.add(v["invariant"])
+        original = Schedule.from_dict(res["schedule"])
+        say(f"seed {res['seed']}: shrinking ({v['invariant']}, {v['phase']} phase)")
+        sh = shrink.Shrinker(tp, v["invariant"], v["phase"], planted=planted,
+                             log=lambda line: say(f"  {line}"))
+        t = _violation_time(v)
+        small = sh.shrink(original, t)
+        final = runner.run(tp, small, planted=planted).violation
+        if final is None or final.invariant != v["invariant"]:
+            say("  the shrunk schedule does not fail the same way on a full re-run: "
+                "nothing written")
+            continue
+        path = emit.write(out_dir, tp, small, final, original=original, runs=sh.runs,
+                          planted=planted)
+        rep.written.append(path)
+        say(f"  wrote {path}")
+
+
+def _violation_time(v: dict[str, Any]) -> float | None:
+    proof = v.get("proof") or []
+    if not proof:
+        return None
+    last = max(proof, key=lambda item: item[0])[1]
+    return float(last["t"]) if isinstance(last.get("t"), int | float) else None

@@ -1,0 +1,143 @@
+"""Worker processes for ``testbed explore``: one seed per task, each worker its own hash seed.
+
+Theory of operation (issue 17 item 3): a seed's run must not depend on the process it runs in.
+Each worker is a fresh interpreter (``multiprocessing`` spawn) started with its own
+``PYTHONHASHSEED``, so ``hash()`` of every str, and with it the iteration order of every set
+and dict keyed by strings built on it, differs between workers; a run that depends on such an
+order gives a different event log in another worker. ``Pool.submit(task, avoid=w)`` queues a
+task on a worker other than ``w`` (the determinism check's second run); ``results()`` yields
+``(worker, result)`` as they come. A task is ``run_task``'s argument dict and a result its
+JSON-ready return value, so nothing but plain data crosses the pipe. ``workers=0`` runs tasks
+in this process (no pool), for one seed or a debugger.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing as mp
+import os
+import queue
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+from testbed.explore import runner, swarm, topo
+from testbed.explore.model import Schedule
+
+#: PYTHONHASHSEED of worker ``i`` (0 is "no randomisation"; avoid it)
+HASH_SEED_BASE = 1000
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One seed (or one explicit schedule): draw, run, summarise (plain data)."""
+    tp = topo.load(task["topology"])
+    if task.get("schedule") is not None:
+        sch = Schedule.from_dict(task["schedule"])
+        sw_lines: list[str] = []
+    else:
+        sw = swarm.swarm(tp, task["seed"])
+        sch = swarm.expand(sw, tp, task["time"])
+        sw_lines = sw.render()
+    out = runner.run(tp, sch, planted=task.get("planted"), digest=task.get("digest", False),
+                     chunk_events=task.get("chunk"))
+    v = out.violation
+    return {"seed": sch.seed, "run": task.get("run", 0), "ok": out.ok, "swarm": sw_lines,
+            "schedule": sch.as_dict(),
+            "violation": None if v is None else {
+                "phase": v.phase, "invariant": v.invariant, "text": v.text,
+                "proof": v.proof, "bound": v.bound, "lines": v.render()},
+            "events": out.events, "sends": out.sends, "virtual": out.virtual,
+            "wall": out.wall, "digest": out.digest, "chunks": out.chunks,
+            "chunk_events": out.chunk_events, "skipped": len(out.skipped),
+            "hashseed": os.environ.get("PYTHONHASHSEED", "")}
+
+
+def describe(exc: BaseException) -> str:
+    """One line: the exception and the project's innermost frame it went through (an
+    engine crash found by a seed is a finding: where it is matters)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/nodes/" in f.filename or "/testbed/" in f.filename]
+    where = ""
+    if frames:
+        f = frames[-1]
+        if isinstance(exc, RecursionError):  # the loop, not where the stack ran out
+            count = collections.Counter((x.filename, x.lineno) for x in frames)
+            f = next(x for x in frames if (x.filename, x.lineno) == count.most_common(1)[0][0])
+        path = f.filename[f.filename.rfind("/nodes/") + 1:] if "/nodes/" in f.filename \
+            else f.filename[f.filename.rfind("/testbed/") + 1:]
+        where = f" (at {path}:{f.lineno} {f.name})"
+    return f"{type(exc).__name__}: {str(exc)[:200]}{where}"
+
+
+def _worker(tasks: Any, results: Any, index: int) -> None:
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        try:
+            res = run_task(task)
+        except Exception as exc:  # reported, never a hung pool
+            res = {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
+                   "error": describe(exc)}
+        results.put((index, res))
+
+
+class Pool:
+    """``size`` spawned workers, each with its own task queue and hash seed."""
+
+    def __init__(self, size: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.size = size
+        self.results: Any = ctx.Queue()
+        self.tasks = [ctx.Queue() for _ in range(size)]
+        self.load = [0] * size
+        self.procs = []
+        old = os.environ.get("PYTHONHASHSEED")
+        try:
+            for i in range(size):
+                os.environ["PYTHONHASHSEED"] = str(HASH_SEED_BASE + i)
+                p = ctx.Process(target=_worker, args=(self.tasks[i], self.results, i),
+                                daemon=True, name=f"explore-worker-{i}")
+                p.start()
+                self.procs.append(p)
+        finally:
+            if old is None:
+                os.environ.pop("PYTHONHASHSEED", None)
+            else:
+                os.environ["PYTHONHASHSEED"] = old
+        self.pending = 0
+
+    def submit(self, task: dict[str, Any], avoid: int | None = None) -> int:
+        """Queue ``task`` on the least loaded worker other than ``avoid``; its index."""
+        choices = [i for i in range(self.size) if i != avoid] or [0]
+        w = min(choices, key=lambda i: (self.load[i], i))
+        self.load[w] += 1
+        self.pending += 1
+        self.tasks[w].put(task)
+        return w
+
+    def submit_to(self, w: int, task: dict[str, Any]) -> None:
+        """Queue ``task`` on worker ``w`` (re-running a seed under the same hash seed)."""
+        self.load[w] += 1
+        self.pending += 1
+        self.tasks[w].put(task)
+
+    def results_iter(self, timeout: float = 3600.0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Results as they come, until nothing is pending."""
+        while self.pending:
+            try:
+                w, res = self.results.get(timeout=timeout)
+            except queue.Empty:
+                raise RuntimeError(f"no result from any worker in {timeout:g} s") from None
+            self.pending -= 1
+            self.load[w] -= 1
+            yield w, res
+
+    def close(self) -> None:
+        for q in self.tasks:
+            q.put(None)
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.terminate()
+                p.join(5)

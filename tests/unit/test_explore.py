@@ -1,0 +1,248 @@
+"""``testbed explore`` (issue 17): swarms, the liveness bound, shrinking, planted bugs, replay.
+
+CI runs a handful of seeds; the 1,000-seed determinism run and the speed figures are
+benchmarks (benchmarks/explore_speed.py, README "Exploring").
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodes.lnet.decisions import Decisions
+from nodes.lnet.engine import LNetEngine
+from nodes.planted import PLANTED, PLANTED_ENV, from_environ, new_engine
+from testbed import cli
+from testbed.explore import emit, liveness, pool, runner, swarm, topo
+from testbed.explore.bound import liveness_bound
+from testbed.explore.model import Fault, Schedule, Stream
+from testbed.explore.shrink import Shrinker, ddmin
+
+ROOT = Path(__file__).resolve().parents[2]
+MR = ROOT / "topologies" / "mr-routers.yaml"
+
+#: what `testbed explore topologies/mr-routers.yaml --seed 5 --planted-bug fatal-ni-by-health
+#: --out DIR` shrank its failure to: c1's eth0 flaps (carrier) while r1 is blackholed, so c1's
+#: eth1 loses health and the bug picks the fatal eth0
+FATAL_NI = Schedule(5, 33.65, {}, (
+    Fault(1.0, "blackhole", 27.3, {"kind": "blackhole", "node": "r1", "direction": "in",
+                                   "duration": 27.3, "seed": 1846819412}),
+    Fault(4.2, "flap", 40.0, {"kind": "flap", "node": "c1", "iface": "eth0",
+                              "style": "carrier", "down": 8.0, "up": 2.0, "count": 4,
+                              "seed": 103066751})))
+
+
+@pytest.fixture(scope="module")
+def mr() -> topo.Topo:
+    return topo.load(MR)
+
+
+def test_a_seed_draws_the_same_swarm_and_schedule_in_any_process(mr: topo.Topo) -> None:
+    """Swarm and schedule come from the seed alone; tunables stay in their real ranges,
+    consistent as LNet insists, and recovery_interval (deprecated) is never drawn."""
+    a, b = swarm.swarm(mr, 7), swarm.swarm(mr, 7)
+    assert a == b and swarm.expand(a, mr, 300) == swarm.expand(b, mr, 300)
+    assert swarm.swarm(mr, 8) != a
+    kinds = set()
+    for seed in range(60):
+        sw = swarm.swarm(mr, seed)
+        kinds |= {k.kind for k in sw.kinds}
+        assert "recovery_interval" not in sw.tunables
+        eff = mr.effective(sw.tunables)
+        for vals in eff.values():
+            assert vals["transaction_timeout"] > vals["retry_count"]
+            assert vals["health_sensitivity"] or not vals["retry_count"]
+            assert vals["alive_router_check_interval"] > 0
+        for name, value in sw.tunables.items():
+            assert value in swarm.TUNABLES[name]
+        sch = swarm.expand(sw, mr, 300)
+        assert all(0 <= f.at < 300 - swarm.TAIL and f.duration >= 0.5 for f in sch.faults)
+        assert Schedule.from_dict(sch.as_dict()) == sch
+        assert sw.render()[0].startswith(f"seed {seed}: faults ")
+    assert kinds == set(swarm.KINDS)  # every kind comes up in a few dozen seeds
+
+
+def test_liveness_bound_is_one_function_of_the_tunables() -> None:
+    """Defaults (spec §0: tt 150, rc 2, sensitivity 100, cap 900, check 60, ping timeout
+    50): settle = max(lnd_timeout*(rc+1)+1, tt) + the rule latency cap; backoff = the recovery
+    ping cap + a tick; climb = 3 s per step of 1000/sensitivity; routes = 3 checks + 2 ping
+    timeouts; sensitivity 0 queues nothing for recovery."""
+    b = liveness_bound({})
+    assert (b.settle, b.backoff, b.climb, b.routes) == (155, 901, 30, 280)
+    assert b.total == 155 + 931 + 5 and "bound 1091 s" in b.render()
+    off = liveness_bound({"health_sensitivity": 0, "retry_count": 0})
+    assert off.backoff == off.climb == 0 and off.total == off.settle + off.routes + off.slack
+    assert liveness_bound({"alive_router_check_interval": 300}).routes == 900 + 100
+    assert liveness_bound({"transaction_timeout": 10, "retry_count": 2}).settle == 10 + 5
+    assert liveness_bound({"health_sensitivity": 30}).climb == 34 * 3
+
+
+def test_ddmin_finds_a_one_minimal_subset() -> None:
+    calls: list[list[int]] = []
+
+    def fails(xs: list[int]) -> bool:
+        calls.append(xs)
+        return {3, 7} <= set(xs)
+
+    assert ddmin(list(range(10)), fails) == [3, 7]
+    assert ddmin([1, 2], lambda xs: True) == []
+    assert len(calls) < 40
+
+
+def test_planted_bugs_are_test_only_and_off_by_default() -> None:
+    """No variable: the plain engine with LNet's own decisions; a bad name is one line."""
+    assert from_environ({}) is None and from_environ({PLANTED_ENV: ""}) is None
+    eng = new_engine(None, incarnation=3)
+    assert type(eng) is LNetEngine
+    bugged = new_engine("health-cap-stuck", incarnation=3)
+    assert bugged.health.decisions.health_step is not Decisions().health_step
+    assert set(PLANTED) == {"fatal-ni-by-health", "resend-extra", "health-cap-stuck"}
+    with pytest.raises(ValueError, match="unknown planted bug 'nope'"):
+        from_environ({PLANTED_ENV: "nope"})
+
+
+def test_a_clean_seed_passes_and_two_runs_log_the_same_events(mr: topo.Topo) -> None:
+    """Both phases run (the liveness phase adds virtual time past the safety phase); the same
+    schedule twice in one process gives the same event log hash."""
+    sch = swarm.expand(swarm.swarm(mr, 1), mr, 60)
+    a = runner.run(mr, sch, digest=True)
+    b = runner.run(mr, sch, digest=True)
+    assert a.ok, a.violation and a.violation.render()
+    assert a.virtual > 60 and a.sends > 0 and a.events == b.events
+    assert a.digest == b.digest and a.chunks == b.chunks
+
+
+def test_determinism_across_worker_processes_with_different_hash_seeds() -> None:
+    """`--check-determinism`: each seed on two spawned workers (PYTHONHASHSEED differs)."""
+    from testbed.explore.driver import explore
+
+    lines: list[str] = []
+    rep = explore(str(MR), [2, 3], time_s=40.0, workers=2, check_determinism=True,
+                  say=lines.append)
+    assert not rep.mismatches and len(rep.results) == 2
+    assert {r["hashseed"] for r in rep.results.values()} <= {
+        str(pool.HASH_SEED_BASE), str(pool.HASH_SEED_BASE + 1)}
+    assert "determinism: 2 seeds x 2 runs (PYTHONHASHSEED differs), 0 mismatches" in lines
+    assert any(line.startswith("speed: ") and "seeds/hour" in line for line in lines)
+
+
+def test_a_planted_bug_fails_its_invariant_and_the_real_engine_does_not(
+        mr: topo.Topo) -> None:
+    """The shrunk fatal-ni-by-health schedule: fatal_ni with the bug, clean without it."""
+    bad = runner.run(mr, FATAL_NI, planted="fatal-ni-by-health", phases="safety")
+    assert bad.violation is not None and bad.violation.invariant == "fatal_ni"
+    assert "(link down)" in bad.violation.text
+    assert runner.run(mr, FATAL_NI, phases="safety").ok
+
+
+def test_shrinking_keeps_the_invariant_and_drops_what_does_not_matter(
+        mr: topo.Topo) -> None:
+    """Two irrelevant units (a stream between routers' peers, a short delay on s1) and a
+    tunable that does not matter go; the two faults that cause it stay."""
+    noisy = FATAL_NI.with_(
+        time=40.0, tunables={"router_ping_timeout": 10},
+        faults=(*FATAL_NI.faults, Fault(2.0, "delay", 2.0, {
+            "kind": "delay", "node": "s1", "delay": 50.0, "rate": 1.0, "duration": 2.0,
+            "seed": 1})),
+        streams=(Stream(3.0, "s1", "put", "10.20.0.1@tcp1", 1.0, 5, 4096),))
+    sh = Shrinker(mr, "fatal_ni", "safety", planted="fatal-ni-by-health")
+    assert sh.fails(noisy)
+    small = sh.shrink(noisy)
+    assert len(small.faults) == 2 and not small.streams and not small.tunables
+    assert {f.kind for f in small.faults} == {"blackhole", "flap"}
+    assert sh.runs > 3
+
+
+def test_the_emitted_pytest_fails_with_the_bug_and_passes_without(mr: topo.Topo,
+                                                                   tmp_path: Path) -> None:
+    """The written file replays the schedule through the plugin on --lnet-backend=sim."""
+    v = runner.run(mr, FATAL_NI, planted="fatal-ni-by-health", phases="safety").violation
+    assert v is not None
+    path = emit.write(tmp_path, mr, FATAL_NI, v, original=FATAL_NI, runs=1,
+                      planted="fatal-ni-by-health")
+    text = path.read_text()
+    assert "r.fault('flap', node='c1'" in text and "assert_safe(r)" in text
+    assert "--seed 5 --planted-bug fatal-ni-by-health" in text
+
+    def pytest_rc(bug: str) -> tuple[int, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        env[PLANTED_ENV] = bug
+        res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "-p", "no:xdist", str(path), "--lnet-backend=sim"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300, check=False)
+        return res.returncode, res.stdout + res.stderr
+
+    rc, out = pytest_rc("fatal-ni-by-health")
+    assert rc == 1 and "first violated invariant: fatal_ni" in out, out[-2000:]
+    rc, out = pytest_rc("")
+    assert rc == 0, out[-2000:]
+
+
+def test_liveness_forgets_what_a_restarted_node_had_heard() -> None:
+    """A new incarnation's peer NIs have lpni_last_alive 0: not owed a recovery."""
+    ev = liveness._Evidence()
+    ev.feed([{"t": 5.0, "kind": "recv", "node": "c1", "peer": "10.10.0.2@tcp"}])
+    assert ev.heard == {("c1", "10.10.0.2@tcp"): 5.0}
+    ev.feed([{"t": 5.0, "kind": "recv", "node": "c1", "peer": "10.10.0.2@tcp"},
+             {"t": 9.0, "kind": "node_restarted", "node": "c1"}])
+    assert ev.heard == {}
+    assert liveness._owed(False, None, True, 0, 100.0) == ""
+    assert "heard from at t=5" in liveness._owed(False, 5.0, True, 0, 100.0)
+    assert liveness._owed(False, 5.0, True, 10, 100.0) == ""  # aged out
+    assert liveness._owed(True, None, True, 0, 100.0) == "still on the recovery queue"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--seeds", "0"], "explore: --seeds must be at least 1, not 0"),
+    (["--seed", "1", "--seeds", "2"], "explore: give --seeds N or --seed S, not both"),
+    (["--time", "5"], "explore: --time must be 10..86400 virtual seconds, not 5"),
+    (["--planted-bug", "nope"], "explore: --planted-bug: unknown planted bug 'nope'"),
+])
+def test_cli_errors_are_one_line(argv: list[str], message: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explore", str(MR), *argv]) != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_one_seed_prints_swarm_verdict_and_figures(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explore", str(MR), "--seed", "6", "--time", "30", "--workers",
+                     "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("seed 6: faults ") and "  ok (" in out
+    assert "summary: 1 seeds, 1 ok, 0 failed" in out and "x real time" in out
+
+
+def test_cli_a_failure_says_how_to_reproduce(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explore", str(MR), "--seed", "5", "--time", "150", "--workers", "0",
+                     "--planted-bug", "fatal-ni-by-health"]) == 1
+    out = capsys.readouterr().out
+    assert "first violated invariant: fatal_ni (safety phase)" in out
+    assert (f"reproduce with: testbed explore {MR} --seed 5 --planted-bug "
+            "fatal-ni-by-health") in out
+
+
+def test_a_worker_crash_names_the_project_frame_it_went_through() -> None:
+    """An engine crash found by a seed is reported as one line with where it happened (a
+    recursion: the frame that repeats), so the failure is actionable."""
+    def loop(n: int) -> int:
+        return loop(n + 1)
+
+    try:
+        loop(0)
+    except RecursionError as exc:
+        text = pool.describe(exc)
+    assert text.startswith("RecursionError: maximum recursion depth exceeded")
+    assert "(at tests/unit/test_explore.py" not in text  # tests/ is not a project frame
+    try:
+        topo.load(ROOT / "no-such-topology.yaml")
+    except Exception as exc:  # whatever it raises, described in one line
+        text = pool.describe(exc)
+    assert "\n" not in text and "(at testbed/" in text
