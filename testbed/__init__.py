@@ -74,6 +74,9 @@ def attach(name: str, *, root: str | Path | None = None) -> Testbed:
 
     base = runstate.runroot(root)
     rdir = runstate.rundir(check_name(name), base)
+    problem = runstate.access_problem(base) or runstate.access_problem(rdir)
+    if problem is not None:  # another user's: not "no such testbed" (issue 18)
+        raise TestbedError(f"testbed {name}: {problem}")
     if not rdir.exists():
         raise TestbedError(f"no testbed named {name} is up")
     backend = runstate.read_state(rdir).get("backend")

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
-from testbed.plan.model import NAME_RE
+from testbed.plan.model import NAME_RE, RESERVED_NAMES
 from testbed.sh import Completed
 
 __all__ = ["Completed", "FaultAPI", "NodeHandle", "NodeVerbs", "Testbed", "TestbedError",
@@ -38,9 +38,13 @@ def unsupported(backend: str, operation: str, why: str = "") -> TestbedError:
 
 
 def check_name(name: str) -> str:
-    """``name`` if it is a valid testbed name (it reaches paths and kernel names)."""
-    if not NAME_RE.fullmatch(name):
+    """``name`` if it is a valid testbed name (it reaches paths and kernel names); names of
+    the run root's shared entries (``by-netns``) are refused (issue 11 item 4)."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise TestbedError(f"bad testbed name {name!r}: must match {NAME_RE.pattern}")
+    if name in RESERVED_NAMES:
+        raise TestbedError(f"bad testbed name {name!r}: reserved (the run root's {name}/ is "
+                           "shared by every testbed)")
     return name
 
 
@@ -159,10 +163,23 @@ class NodeVerbs:
         """``node.yaml("net show -v 3")``: one lnetctl command string, its output parsed."""
         return self.lnetctl_yaml(*shlex.split(command), timeout=timeout)
 
+    def resolve_nid(self, dst: str) -> str:
+        """A NID as given; a node name of this testbed -> that node's primary NID (its first
+        NI's). The testbed's own API takes node names wherever it takes a NID (issue 18);
+        lnetctl and lctl command lines stay exactly as real lnetctl takes them."""
+        testbed = getattr(self, "testbed", None)
+        if not isinstance(dst, str) or "@" in dst or testbed is None:
+            return dst
+        try:
+            return str(testbed.node(dst).nids[0])
+        except (TestbedError, IndexError):
+            return dst  # not a node: the verb says what is wrong with it
+
     def ping(self, nid: str, *, source: str | None = None, timeout: float | None = None
              ) -> Completed:
-        """``lnetctl ping NID`` (an LNet GET of the peer's ping buffer); rc, out, err."""
-        argv = ["ping", nid]
+        """``lnetctl ping NID`` (an LNet GET of the peer's ping buffer); rc, out, err.
+        ``nid`` may be a node name (its primary NID)."""
+        argv = ["ping", self.resolve_nid(nid)]
         if source is not None:
             argv += ["--source", source]
         if timeout is not None:
@@ -173,15 +190,15 @@ class NodeVerbs:
             numa: int | None = None) -> dict[str, Any]:
         """A burst of ``count`` LNet PUTs of ``size`` bytes to ``dst`` (a NID) on the
         lnet_selftest bulk portal, at most 64 in flight; ``numa`` is the NUMA node of the
-        messages' memory (emulated ``md_cpt``, snd-020). Returns ok, sent, completed, failed,
-        errors (``"KIND:status"`` -> count)."""
-        return self._burst("put", dst, count, size, timeout, numa)
+        messages' memory (emulated ``md_cpt``, snd-020); ``dst`` may be a node name. Returns
+        ok, sent, completed, failed, errors (``"KIND:status"`` -> count)."""
+        return self._burst("put", self.resolve_nid(dst), count, size, timeout, numa)
 
     def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
             numa: int | None = None) -> dict[str, Any]:
         """A burst of ``count`` LNet GETs of ``size`` bytes from ``dst``'s bulk portal; each
-        succeeds on its REPLY. Same result dict as ``put``."""
-        return self._burst("get", dst, count, size, timeout, numa)
+        succeeds on its REPLY (``dst`` may be a node name). Same result dict as ``put``."""
+        return self._burst("get", self.resolve_nid(dst), count, size, timeout, numa)
 
     def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
                numa: int | None) -> dict[str, Any]:

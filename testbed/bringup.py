@@ -7,9 +7,9 @@ checker's first ping is refused (ECONNREFUSED, the peer NI's health drops, ``dro
 the gateway is marked down, and the next check comes ``alive_router_check_interval`` (60 s by
 default) later, so a routed ping fails for a minute after ``testbed up`` returned. So:
 
-1. phase 1 on every node (``plan.local_verbs``): ``lnet configure``, ``net add``, tunables (the
+1. phase 1 on every node (``plan.local_steps``): ``lnet configure``, ``net add``, tunables (the
    daemon got its module parameters at start; the sim applies them first);
-2. phase 2 on every node (``plan.remote_verbs``): peers, routes, UDSP rules, raw imports;
+2. phase 2 on every node (``plan.remote_steps``): peers, routes, UDSP rules, raw imports;
 3. ``wait_routes``: until every route whose gateway is a forwarding node of the testbed is
    ``up`` in ``lnetctl route show -v`` (the router checker's first round), bounded; a route
    still down is reported with its gateway peer NI's state and health (``peer show``).

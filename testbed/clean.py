@@ -154,16 +154,17 @@ def clean_testbed(name: str, root: str | Path | None = None) -> list[str]:
     # fault resources (interposers, tbf qdiscs, iptables rules, SIGSTOPs) by their record
     removed += netops.undo_recorded(state)
     removed += kill_tagged(name)
-    removed += delete_interfaces(
-        recorded_interfaces(state) + names.ours([names.short_hash(name)])
-    )
+    by_hash = names.ours([names.short_hash(name)])
+    if names.short_hash(name) in live_hashes(but=name):  # a live testbed's hash: not ours
+        by_hash = []
+    removed += delete_interfaces(recorded_interfaces(state) + by_hash)
     removed += remove_files(rdir, root)
     return removed
 
 
-def live_hashes() -> set[str]:
-    """Hashes of every testbed that has a live tagged process (under any RUNROOT)."""
-    return {names.short_hash(tag) for tag in runstate.tagged_pids().values()}
+def live_hashes(but: str | None = None) -> set[str]:
+    """Hashes of every testbed (but ``but``) that has a live tagged process (any RUNROOT)."""
+    return {names.short_hash(tag) for tag in runstate.tagged_pids().values() if tag != but}
 
 
 def clean_all(root: str | Path | None = None) -> list[str]:
@@ -188,6 +189,32 @@ def clean_all(root: str | Path | None = None) -> list[str]:
             link.unlink(missing_ok=True)
             removed.append(f"link {link}")
     return removed
+
+
+def inventory(name: str, root: str | Path | None = None) -> dict[str, str]:
+    """What of testbed ``name`` is present now, as :func:`leftovers` names it, with what
+    each thing is (from its state file): ``{"process 123": "process 123 (supervisor)"}``.
+    ``down`` takes one before and proves each gone after (issue 18: it says what it
+    removed)."""
+    state = runstate.read_state(runstate.rundir(name, root))
+    roles: dict[str, str] = {}
+    pid = state.get("supervisor_pid")
+    server = "sim server" if state.get("backend") == "sim" else "supervisor"
+    roles[f"process {pid}"] = server
+    nodes = state.get("nodes") if isinstance(state.get("nodes"), dict) else {}
+    for node, info in nodes.items():
+        if isinstance(info, dict):
+            roles[f"process {info.get('daemon_pid')}"] = f"node daemon {node}"
+            roles[f"process {info.get('host_pid')}"] = \
+                f"Mininet host {node}: its network namespace"
+    created = state.get("created") if isinstance(state.get("created"), list) else []
+    for item in created:
+        if isinstance(item, dict) and item.get("kind") == "bridge":
+            roles[f"interface {item.get('name')}"] = f"bridge of {item.get('segment')}"
+        elif isinstance(item, dict) and item.get("kind") == "veth":
+            roles[f"interface {item.get('name')}"] = \
+                f"veth of {item.get('node')} {item.get('iface')}"
+    return {k: f"{k} ({roles[k]})" if k in roles else k for k in leftovers(name, root)}
 
 
 def leftovers(name: str, root: str | Path | None = None) -> list[str]:

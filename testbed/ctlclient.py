@@ -11,6 +11,7 @@ is ``tb.fault`` over those requests. Nothing here keeps global state.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,9 +44,35 @@ class CtlTestbed:
         return f"<{type(self).__name__} {self.name} {self.rundir}>"
 
     def _ctl(self, msg: dict[str, Any], timeout: float = CTL_TIMEOUT) -> dict[str, Any]:
-        if not runstate.supervisor_alive(self.name, runstate.read_state(self.rundir)):
-            raise TestbedError(f"testbed {self.name}: its {self.backend} process is not "
-                               "running (run `testbed clean`)")
+        self._check_reachable()
+        return self._request(msg, timeout)
+
+    def _check_reachable(self) -> None:
+        """Say why the control process cannot be asked, truthfully (issue 18): another
+        user's testbed is not "not running"; a dead one is removed by ``down -n NAME``.
+
+        Raises:
+            TestbedError: it cannot be asked.
+        """
+        problem = runstate.access_problem(self.rundir)
+        if problem is not None:
+            raise TestbedError(f"testbed {self.name}: {problem}")
+        state = runstate.read_state(self.rundir)
+        if runstate.supervisor_alive(self.name, state):
+            return
+        pid = state.get("supervisor_pid")
+        uid = runstate.process_uid(pid) if isinstance(pid, int) else None
+        what = "sim server" if self.backend == "sim" else "supervisor"
+        if uid is not None and uid != os.geteuid() and runstate.pid_alive(pid):
+            raise TestbedError(f"testbed {self.name}: its {what} (pid {pid}) runs as uid "
+                               f"{uid}, not reachable as uid {os.geteuid()} (run as "
+                               f"{'root' if uid == 0 else f'uid {uid}'})")
+        raise TestbedError(f"testbed {self.name}: its {what}"
+                           + (f" (pid {pid})" if isinstance(pid, int) else "")
+                           + f" is not running (remove what is left: `testbed down -n "
+                             f"{self.name}`)")
+
+    def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
             return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout)
         except DaemonUnreachable as exc:
@@ -63,8 +90,13 @@ class CtlTestbed:
         """Take the testbed down; if its process is dead, clean by its state file.
 
         Returns:
-            What was removed by the fallback cleaning ([] when the process did it all).
+            Everything of the testbed that was there before and is proven gone now
+            (processes with their role, interfaces, links, fault artefacts, the run
+            directory), as ``clean.inventory`` describes them.
+        Raises:
+            TestbedError: something is still there afterwards (named).
         """
+        before = clean.inventory(self.name, self.root)
         state = runstate.read_state(self.rundir)
         if runstate.supervisor_alive(self.name, state):
             try:
@@ -74,7 +106,12 @@ class CtlTestbed:
             if reply.get("ok"):
                 pid = state.get("supervisor_pid")
                 clean.wait_gone([pid] if isinstance(pid, int) else [], 5.0)
-        return clean.clean_testbed(self.name, self.root)
+        extra = clean.clean_testbed(self.name, self.root)  # what the process left, if any
+        left = clean.leftovers(self.name, self.root)
+        if left:
+            raise TestbedError(f"testbed {self.name}: still present after down: "
+                               f"{', '.join(left)}")
+        return [*before.values(), *(x for x in extra if x not in before)]
 
     def status(self) -> dict[str, Any]:
         """Nodes (NIDs, interfaces and link states), segments, phase."""

@@ -42,9 +42,16 @@ class FaultRecord:
         self.error: str | None = None
 
     @property
+    def instant(self) -> bool:
+        """A process fault that is an event, not a state: ``restart``, and ``kill`` with no
+        duration (nothing will revert it). Its one window never ends (faults.sched), so
+        without this it stayed "active" in ``fault list`` forever (issue 11 item 10)."""
+        return self.spec.duration is None and self.spec.kind in ("kill", "restart")
+
+    @property
     def state(self) -> str:
         if self.error:
             return "failed"
         if self.timeline.active:
-            return "active"
+            return "done" if self.instant else "active"
         return "done" if self.timeline.done else "pending"

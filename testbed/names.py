@@ -90,11 +90,12 @@ def check_free(testbed: str, sys_class_net: Path = SYS_CLASS_NET) -> None:
     """Refuse to build ``testbed`` if any interface carrying its hash already exists.
 
     Raises:
-        NameCollision: naming the interface and telling the user to run ``testbed clean``.
+        NameCollision: naming the interface and what to do about it.
     """
     taken = ours([short_hash(testbed)], sys_class_net)
     if taken:
         raise NameCollision(
-            f"interface {taken[0]} already exists (a leftover of an earlier testbed, or a "
-            f"name-hash collision with testbed {testbed!r}): run `testbed clean`"
+            f"interface {taken[0]} already exists: a leftover of an earlier testbed "
+            f"{testbed} (remove it with `testbed down -n {testbed}`), or another testbed's "
+            "whose name has the same hash (choose another name)"
         )

@@ -67,6 +67,10 @@ def _own_dir(path: Path) -> None:
 
 
 def rundir(name: str, root: str | Path | None = None) -> Path:
+    """RUNROOT/NAME. A name that is not a testbed's (``by-netns``, ``..``, ``a/b``) is a
+    caller's bug here: every name a user gives is checked before (``base.check_name``)."""
+    if name == BY_NETNS or not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a testbed name: {name!r}")
     return runroot(root) / name
 
 
@@ -215,6 +219,46 @@ def tagged_pids(name: str | None = None) -> dict[int, str]:
         if pid_alive(pid):
             found[pid] = tag
     return found
+
+
+def process_uid(pid: int) -> int | None:
+    """The uid a live process runs as (None: no such process)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def access_problem(path: Path) -> str | None:
+    """Why this user cannot look into ``path`` (a run root or run directory), or None.
+
+    A user other than root meets root's testbeds only through LNET_TESTBED_RUNROOT; their
+    directories are 0700, so "not running" would be a lie: say whose they are (issue 18).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"{path}: {e.strerror or e}"
+    if os.access(path, os.R_OK | os.X_OK):
+        return None
+    return (f"{path} belongs to uid {st.st_uid} and cannot be read as uid {os.geteuid()} "
+            f"(run as {'root' if st.st_uid == 0 else f'uid {st.st_uid} or root'})")
+
+
+def unreadable_hint(root: str | Path | None = None) -> str:
+    """A note for a user who sees no testbed: their run root is unreadable, or root's
+    testbeds live in a run root they do not look at."""
+    base = runroot(root)
+    problem = access_problem(base)
+    if problem is not None:
+        return f"; {problem}"
+    default = Path(DEFAULT_RUNROOT)
+    if os.geteuid() != 0 and base != default and default.is_dir():
+        return (f"; root's testbeds, if any, are under {default}, not visible as uid "
+                f"{os.geteuid()}")
+    return ""
 
 
 def supervisor_alive(name: str, state: dict[str, Any]) -> bool:

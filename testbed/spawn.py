@@ -62,8 +62,8 @@ def observe_args(record_period: float, trace_messages: bool) -> list[str]:
 
 def start_testbed(module: str, topology_path: str | os.PathLike[str] | None,
                   name: str | None, root: str | Path | None, extra: list[str],
-                  timeout: float, per_node: float,
-                  progress: Progress | None) -> tuple[str, Path, Path, dict[str, Any]]:
+                  timeout: float, per_node: float, progress: Progress | None,
+                  backend: str | None = None) -> tuple[str, Path, Path, dict[str, Any]]:
     """Validate the topology here (a bad file fails before anything starts), refuse a name
     in use, then spawn ``python -m MODULE --name NAME [--topology PATH] EXTRA...`` and follow
     it; returns (name, run directory, run root, its ``ready`` message).
@@ -75,7 +75,7 @@ def start_testbed(module: str, topology_path: str | os.PathLike[str] | None,
     from testbed.base import check_name
     from testbed.plan import load_topology
 
-    plan = load_topology(topology_path, name=name)
+    plan = load_topology(topology_path, name=name, backend=backend)  # its node limit too
     name = check_name(plan.name)
     base = runstate.runroot(root)
     rdir = runstate.rundir(name, base)
@@ -83,10 +83,10 @@ def start_testbed(module: str, topology_path: str | os.PathLike[str] | None,
         if runstate.supervisor_alive(name, runstate.read_state(rdir)):
             raise TestbedError(f"testbed {name} is already up")
         raise TestbedError(f"a leftover of testbed {name} remains in {rdir}: "
-                           "run `testbed clean`")
+                           f"remove it with `testbed down -n {name}`")
     argv = [sys.executable, "-m", module, "--name", name, *extra]
-    if topology_path is not None:
-        argv += ["--topology", str(Path(topology_path).resolve())]
+    if topology_path is not None:  # the file it was read from (a built-in one by name too)
+        argv += ["--topology", str(Path(plan.source).resolve())]
     ready = spawn(argv, child_env(name, rdir), timeout + per_node * len(plan.nodes), progress)
     return name, rdir, base, ready
 

@@ -205,7 +205,10 @@ class ControlServer:
             if len(body) > MAX_REQUEST_BYTES:  # checked before any parsing (issue 11 item 2)
                 raise ValueError(f"request of {len(body)} bytes is larger than "
                                  f"{MAX_REQUEST_BYTES}")
-            req = json.loads(body)
+            try:
+                req = json.loads(body)
+            except RecursionError:  # "[" * 100000: bounded by the interpreter's depth
+                raise ValueError("request nested too deeply") from None
             if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
                 raise ValueError("request must be a JSON object with a string 'cmd'")
             reply = await self.dispatch(req)

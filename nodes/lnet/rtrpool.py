@@ -64,6 +64,9 @@ class RouterPools:
     def __init__(self, r: Router) -> None:
         self.r = r
         self.pools: list[BufferPool] | None = None
+        #: waiters woken by returned credits, run by the outermost ``return_rx_credits``
+        self._woken: deque[tuple[bool, Msg]] = deque()
+        self._waking = False
 
     def pools_resize(self, name: str, value: int, now: float) -> list[Action]:
         """``set tiny_buffers|small_buffers|large_buffers N`` on a router (spec §1.6)."""
@@ -176,8 +179,11 @@ class RouterPools:
                                        f"{why}"), *self.return_rx_credits(msg, now)]
 
     def return_rx_credits(self, msg: Msg, now: float) -> list[Action]:
-        """``lnet_return_rx_credits_locked``: buffer, then router credit; wake the next."""
-        actions: list[Action] = []
+        """``lnet_return_rx_credits_locked``: buffer, then router credit; wake the next.
+
+        A woken message whose send fails at once comes back here through ``finalize_tx``
+        and wakes the one after it: the waiters are run in a loop by the outermost call, so
+        a long queue failing at once (a peer just gone) cannot exhaust the stack."""
         fwd = msg.fwd
         assert fwd is not None
         pool, fwd.pool = fwd.pool, None
@@ -185,14 +191,25 @@ class RouterPools:
             msg.rtrcredit = False
             pool.credits += 1
             if pool.credits <= 0 and pool.msgs:
-                actions += self.forward_send(pool.msgs.popleft(), now)
+                self._woken.append((True, pool.msgs.popleft()))
         if msg.peerrtrcredit:
             msg.peerrtrcredit = False
             lpni = fwd.rxpeer
             lpni.rtr_credits += 1
             if lpni.rtr_credits <= 0 and lpni.peer.rtrq:
-                actions += self.take_buffer(lpni.peer.rtrq.popleft(), now)
+                self._woken.append((False, lpni.peer.rtrq.popleft()))
         msg.rx_committed = False
+        if self._waking:
+            return []
+        actions: list[Action] = []
+        self._waking = True
+        try:
+            while self._woken:
+                has_buffer, woken = self._woken.popleft()
+                actions += (self.forward_send(woken, now) if has_buffer
+                            else self.take_buffer(woken, now))
+        finally:
+            self._waking = False
         return actions
 
     def routing_show(self) -> dict[str, Any]:

@@ -4,7 +4,25 @@ from __future__ import annotations
 
 import argparse
 
-from testbed.commands.common import CliError, Named, pick
+from testbed.commands.common import CliError, Named, json_option, pick, print_json, table
+
+
+def _words(spec: dict[str, object]) -> str:
+    """A fault spec as the ``key=value`` words ``fault add`` takes (``match.type=PUT``)."""
+    def word(key: str, value: object) -> str:
+        if isinstance(value, list):
+            return f"{key}={','.join(str(v) for v in value)}"
+        return f"{key}={value}"
+
+    out = []
+    for key, value in spec.items():
+        if key == "kind":
+            continue
+        if isinstance(value, dict):
+            out += [word(f"{key}.{k}", v) for k, v in value.items()]
+        else:
+            out.append(word(key, value))
+    return " ".join(out)
 
 
 def cmd_fault(args: argparse.Namespace) -> int:
@@ -19,20 +37,39 @@ def cmd_fault(args: argparse.Namespace) -> int:
         except FaultError as exc:
             raise CliError(f"fault add: {exc}") from None
         f = tb.fault.add(args.words[0], **raw)
-        print(f"{f['id']} {f['kind']} {f['state']} seed {f['seed']}")
+        if args.json:
+            print_json(f)
+        else:
+            print(f"{f['id']} {f['kind']} {f['state']} seed {f['seed']}")
     elif args.op == "list":
-        for f in tb.fault.list():
-            counters = " ".join(f"{k}={v}" for k, v in sorted(f["counters"].items()) if v)
-            spec = " ".join(f"{k}={v}" for k, v in f["spec"].items() if k != "kind")
-            print(f"{f['id']:<4} {f['kind']:<10} {f['state']:<8} seed {f['seed']:<11} {spec}"
-                  + (f"  [{counters}]" if counters else ""))
+        if args.words:
+            raise CliError("fault list takes no argument")
+        listed = tb.fault.list()
+        if args.json:
+            print_json(listed)
+            return 0
+        print(table(([f["id"], f["kind"], f["state"], f["seed"], f["activations"],
+                      _words(f["spec"]),
+                      " ".join(f"{k}={v}" for k, v in sorted(f["counters"].items()) if v),
+                      f.get("error")]
+                     for f in listed),
+                    ["id", "kind", "state", "seed", "applied", "spec", "counters", "error"]),
+              end="")
+        if not listed:
+            print("no fault")
     elif args.op == "del":
         if len(args.words) != 1:
             raise CliError("fault del: give one fault id (or name)")
         f = tb.fault.delete(args.words[0])
-        print(f"deleted {f['id']} {f['kind']}")
+        if args.json:
+            print_json(f)
+        else:
+            print(f"deleted {f['id']} {f['kind']}")
     else:
-        for f in tb.fault.clear():
+        gone = tb.fault.clear()
+        if args.json:
+            print_json(gone)
+        for f in [] if args.json else gone:
             print(f"deleted {f['id']} {f['kind']}")
     return 0
 
@@ -42,4 +79,5 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("op", choices=("add", "list", "del", "clear"))
     sp.add_argument("words", nargs="*", metavar="KIND|ID key=value",
                     help="add: KIND then key=value (match.type=PUT); del: fault id or name")
+    json_option(sp)
     sp.set_defaults(func=cmd_fault)

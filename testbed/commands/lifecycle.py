@@ -1,4 +1,5 @@
-"""``testbed up``, ``down``, ``status``, ``clean``: a testbed's life, on any backend."""
+"""``testbed up``, ``down``, ``clean``: a testbed's life, on any backend (``status`` is
+``testbed.commands.status``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import time
 import testbed
 from testbed import clean, runstate
 from testbed.base import TestbedError
-from testbed.commands.common import CliError, Named, pick
+from testbed.commands.common import (
+    CliError,
+    Named,
+    json_option,
+    pick,
+    print_json,
+    table,
+)
 from testbed.ctlclient import CtlTestbed
 from testbed.plan import load_topology
 
@@ -40,7 +48,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return vagrant_up(args)
     if args.provider is not None:
         raise CliError("--provider needs --backend vagrant")
-    plan = load_topology(args.topology, name=args.name)  # errors before anything starts
+    # errors before anything starts: the topology, its node count for this backend, root
+    plan = load_topology(args.topology, name=args.name, backend=args.backend)
     started = time.monotonic()
 
     def progress(step: int, total: int, text: str) -> None:
@@ -65,71 +74,66 @@ def cmd_up(args: argparse.Namespace) -> int:
     for line in tb.warnings:
         print(f"{PROG_WARN}{line}", file=sys.stderr)
     status = tb.status()
+    if args.json:
+        print_json({"name": tb.name, "backend": args.backend, "rundir": str(tb.rundir),
+                    "seconds": round(elapsed, 3), "warnings": tb.warnings,
+                    "seed": status.get("seed"), "speed": status.get("speed"),
+                    "nodes": {n: {i: d["nid"] for i, d in info["interfaces"].items()}
+                              for n, info in status["nodes"].items()}})
+        return 0
     extra = (f", seed {status.get('seed')}, speed {status.get('speed')}"
              if args.backend == "sim" else "")
     print(f"testbed {tb.name} is up ({elapsed:.1f}s{extra}), run directory {tb.rundir}")
-    for i, (node, info) in enumerate(status["nodes"].items()):
-        if i == MAX_LISTED:
-            print(f"  ... and {len(status['nodes']) - MAX_LISTED} more (testbed status)")
-            break
-        ifaces = " ".join(f"{i}={d['nid']}" for i, d in info["interfaces"].items())
-        print(f"  {node:<12} pid {info['pid']:<8} {ifaces}")
+    nodes = list(status["nodes"].items())
+    print(table(([node, info["pid"], " ".join(f"{i}={d['nid']}"
+                                              for i, d in info["interfaces"].items())]
+                 for node, info in nodes[:MAX_LISTED]), ["node", "pid", "NIs"], "  "), end="")
+    if len(nodes) > MAX_LISTED:
+        print(f"  ... and {len(nodes) - MAX_LISTED} more (testbed status)")
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    tb = pick(args.name)
-    removed = tb.down()
-    for item in removed:
-        print(f"removed {item}", file=sys.stderr)
-    print(f"testbed {tb.name} is down")
-    return 0
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    names = [args.name] if args.name else runstate.list_testbeds()
-    if not names:
-        print("no testbed is up")
+    """Take a testbed down and say what was removed, each thing proven gone; a testbed whose
+    run directory is gone already but left something (interfaces after a crash) too."""
+    try:
+        tb = pick(args.name)
+    except TestbedError:
+        if args.name is None or not clean.leftovers(args.name):
+            raise
+        name, removed = args.name, clean.clean_testbed(args.name)
+        left = clean.leftovers(name)
+        if left:
+            raise TestbedError(f"testbed {name}: still present: {', '.join(left)}") from None
+    else:
+        name, removed = tb.name, tb.down()
+    if args.json:
+        print_json({"name": name, "removed": removed, "left": []})
         return 0
-    for name in names:
-        tb = testbed.attach(name)
-        try:
-            st = tb.status()
-        except TestbedError:
-            print(f"testbed {name}: supervisor not running (leftover: run `testbed clean`)")
-            continue
-        if st.get("backend") == "sim":
-            print(f"testbed {name}: {st['phase']}, backend sim, topology {st['topology']}, "
-                  f"server pid {st['supervisor_pid']}, seed {st.get('seed')}, speed "
-                  f"{st.get('speed')}, virtual time {st.get('now', 0.0):.6f}s")
-        else:
-            print(f"testbed {name}: {st['phase']}, topology {st['topology']}, "
-                  f"supervisor pid {st['supervisor_pid']}, "
-                  f"up {time.time() - st['started']:.0f}s")
-        for seg, info in st["segments"].items():
-            print(f"  segment {seg:<10} {info['lnet']:<8} {info['subnet']:<18} "
-                  f"bridge {info['bridge']}")
-        for node, info in st["nodes"].items():
-            alive = "running" if info["alive"] else "DEAD"
-            print(f"  node {node:<12} {alive:<8} pid {info['pid']}")
-            for iface, d in info["interfaces"].items():
-                print(f"    {iface:<6} {d['nid']:<22} {d['segment']:<10} link {d['state']:<5}"
-                      f" ({d['kernel']})")
+    for item in removed:
+        print(f"removed {item}")
+    print(f"testbed {name} is down: nothing of it is left")
     return 0
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     removed = clean.clean_all()
+    if args.json:
+        print_json({"removed": removed})
+        return 0
     for item in removed:
         print(f"removed {item}")
     if not removed:
-        print("nothing to clean")
+        print("nothing to clean" + runstate.unreadable_hint())
     return 0
 
 
 def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
-    sp = named("up", "bring a topology up (default: topologies/default.yaml)")
-    sp.add_argument("topology", nargs="?", help="topology YAML file")
+    sp = named("up", "bring a topology up (a file, or a built-in one by name; default: "
+               "default)")
+    arg = sp.add_argument("topology", nargs="?", help="topology YAML file, or the name of a "
+                          "built-in one (default, routed, multihop, ...)")
+    arg.complete = {"bash": "_shtab_testbed_topologies", "zsh": "_files"}  # type: ignore[attr-defined]
     sp.add_argument("--backend", choices=testbed.BACKENDS, default="mininet",
                     help="sim: every engine in one server process on an in-memory fabric")
     sp.add_argument("--seed", type=int, default=None, help="sim RNG seed (default 0)")
@@ -146,9 +150,13 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("--trace-messages", action="store_true",
                     help="log every message send, resend and completion (what `testbed "
                     "check` needs for its message invariants; costs CPU under load)")
+    json_option(sp)
     sp.set_defaults(func=cmd_up)
-    named("down", "take a testbed down").set_defaults(func=cmd_down)
-    named("status", "show testbeds, nodes, NIDs and links").set_defaults(func=cmd_status)
-    sub.add_parser("clean", help="remove every leftover of every testbed",
-                   description="remove every leftover of every testbed").set_defaults(
-                       func=cmd_clean)
+    sp = named("down", "take a testbed down; print what was removed")
+    json_option(sp)
+    sp.set_defaults(func=cmd_down)
+    sp = sub.add_parser("clean", help="remove every leftover of every testbed (also others' "
+                        "live ones: `testbed down -n NAME` takes one)",
+                        description="remove every leftover of every testbed")
+    json_option(sp)
+    sp.set_defaults(func=cmd_clean)

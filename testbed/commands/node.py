@@ -7,7 +7,7 @@ import os
 import sys
 
 from testbed import sh
-from testbed.commands.common import CliError, Named, pick
+from testbed.commands.common import CliError, Named, json_option, needs_root, pick, print_json
 
 
 def cmd_lnetctl(args: argparse.Namespace) -> int:
@@ -30,6 +30,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         sys.stderr.write(result.err)
         return result.rc
     else:
+        needs_root("exec on the mininet backend", "it enters the node's network namespace")
         full, env = sh.ns_argv(argv, node.host_pid), node.exec_env()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -47,13 +48,16 @@ def cmd_link(args: argparse.Namespace) -> int:
 
 def cmd_traffic(args: argparse.Namespace) -> int:
     tb = pick(args.name)
-    dst = args.to
-    if "@" not in dst:
-        dst = tb.node(dst).nids[0]
+    node = tb.node(args.node)
+    dst = node.resolve_nid(args.to)  # type: ignore[attr-defined]
     op = args.op  # "put" or "get" (argparse choices)
-    reply = getattr(tb.node(args.node), op)(dst, count=args.count, size=args.size)
+    reply = getattr(node, op)(dst, count=args.count, size=args.size)
     if not reply.get("ok"):
         raise CliError(f"traffic from {args.node} to {dst}: {reply.get('error', reply)}")
+    if args.json:
+        print_json({"node": args.node, "dst": dst, "op": op,
+                    **{k: reply.get(k) for k in ("sent", "completed", "failed", "errors")}})
+        return 0 if not reply.get("failed") else 1
     print(f"{args.node} -> {dst}: {op} sent {reply.get('sent')} completed {reply.get('completed')} "
           f"failed {reply.get('failed')}")
     for err, n in (reply.get("errors") or {}).items():
@@ -82,4 +86,5 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("--to", required=True, metavar="NID|NODE")
     sp.add_argument("--count", type=int, default=100)
     sp.add_argument("--size", type=int, default=4096, metavar="BYTES")
+    json_option(sp)
     sp.set_defaults(func=cmd_traffic)

@@ -20,7 +20,7 @@ from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
 from nodes.recorder import DEFAULT_PERIOD
-from testbed import runstate, sh
+from testbed import needs, runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
 from testbed.spawn import PROJECT_ROOT, Progress, observe_args, start_testbed
@@ -124,12 +124,16 @@ class MininetTestbed(CtlTestbed):
 
         Raises:
             TopologyError: the topology is invalid (nothing was started).
-            TestbedError: bring-up failed (everything started was removed again).
+            TestbedError: not root or no Mininet here (one line), or bring-up failed
+                (everything started was removed).
         """
+        problem = needs.mininet_backend()  # root, Mininet, ip: one line (issue 18)
+        if problem is not None:
+            raise TestbedError(problem)
         name, rdir, base, ready = start_testbed(
             "testbed.mininet.supervisor", topology_path, name, root,
             observe_args(record_period, trace_messages), UP_TIMEOUT, UP_TIMEOUT_PER_NODE,
-            progress)
+            progress, backend="mininet")
         tb = cls(name, rdir, base)
         tb.warnings = [str(w) for w in ready.get("warnings", [])]
         return tb
@@ -160,5 +164,6 @@ class MininetTestbed(CtlTestbed):
                                "sock": info["sock"], "nids": info.get("nids", [])}
         if not nodes:
             raise TestbedError(f"testbed {self.name}: supervisor is not running and no node "
-                               "is recorded (run `testbed clean`)")
+                               "is recorded (remove what is left: "
+                               f"`testbed down -n {self.name}`)")
         return {"nodes": nodes}

@@ -10,11 +10,13 @@ the NFQUEUE number counter ``next_queue``.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from faults import resources
 from faults.realise import Activation, NodeSite, Site, resources_for
-from testbed import runstate
+from faults.spec import FaultError
+from testbed import needs, runstate
 
 if TYPE_CHECKING:
     from testbed.mininet.faultctl import _Fault
@@ -44,11 +46,21 @@ class FaultResources:
         return Site(nodes=nodes, fault_dir=str(self.fdir))
 
     def _resources(self, f: _Fault, k: int) -> list[resources.Resource]:
-        """Activation ``k`` of ``f`` as resources; an interposer takes the next queue."""
-        self.fdir.mkdir(exist_ok=True)
+        """Activation ``k`` of ``f`` as resources; an interposer takes the next queue.
+
+        Raises:
+            FaultError: the host lacks what the resources need (iptables, the NFQUEUE
+                bindings), in one line (issue 18).
+        """
         out = resources_for(f.spec, self.site(), Activation(f.fid, k, f.seed, self.next_queue))
+        if any(isinstance(r, resources.IptablesRule) for r in out):
+            problem = needs.program("iptables", f"the {f.spec.kind} fault")
+            if problem is not None:
+                raise FaultError(problem)
         if any(isinstance(r, resources.Interposer) for r in out):
+            require_nfqueue(f.spec.kind)
             self.next_queue += 1
+        self.fdir.mkdir(exist_ok=True)
         return out
 
     # -- what is left -------------------------------------------------------------------------
@@ -82,3 +94,16 @@ def interposer_pids(name: str) -> list[int]:
         if b"faults.interposer" in cmd:
             out.append(pid)
     return sorted(out)
+
+
+def require_nfqueue(kind: str) -> None:
+    """A packet fault's interposer needs the NFQUEUE bindings, an optional extra (issue 18:
+    the simulator and every other fault kind work without them).
+
+    Raises:
+        FaultError: they are not installed, in one line saying how to get them.
+    """
+    if importlib.util.find_spec("netfilterqueue") is None:
+        raise FaultError(f"{kind}: packet faults on the mininet backend need the NFQUEUE "
+                         "bindings (netfilterqueue): pip install 'lnet-testbed[faults]' "
+                         "(builds against libnetfilter-queue-dev)")

@@ -17,7 +17,8 @@ starts (Mininet host shells, node daemons) carries the owner tag. The supervisor
 5. reports progress as JSON lines on its stdout (``{"progress": ...}``, then ``{"ready": ...}``
    or ``{"error": ...}``) to the ``up`` process, then detaches stdout to supervisor.log;
 6. serves JSON requests on a ZeroMQ ROUTER at ``ipc://RUNDIR/ctl.sock``: ``status``, ``link``,
-   ``down``. SIGTERM means ``down``.
+   ``down``, ``fault_*``, each checked field by field first (``testbed.ctlproto``; a bad one
+   is refused in one line and serving goes on). SIGTERM means ``down``.
 
 If anything fails midway, everything created so far is removed before exiting non-zero.
 Teardown does not use ``Mininet.stop()``: that talks to each host through its pty shell with
@@ -33,6 +34,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +42,7 @@ from typing import IO, Any
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
-from testbed import bringup, clean, names, runstate, sh
+from testbed import bringup, clean, ctlproto, names, runstate, sh
 from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import Plan, TopologyError, load_topology
@@ -183,14 +185,13 @@ class Supervisor:
                 "nodes": nodes, "segments": segments}
 
     def link(self, msg: dict[str, Any]) -> dict[str, Any]:
-        node, iface, updown = msg.get("node"), msg.get("iface"), msg.get("state")
+        """``link``: its fields' types were checked (``ctlproto``); their values here."""
+        node, iface, updown = msg["node"], msg["iface"], msg["state"]
         if node not in self.link_state:
             return {"ok": False, "error": f"no node {node!r} in testbed {self.name}"}
         if iface not in self.link_state[node]:
             return {"ok": False, "error": f"node {node} has no interface {iface!r} "
                                           f"(has {', '.join(self.link_state[node])})"}
-        if updown not in ("up", "down"):
-            return {"ok": False, "error": f"link state must be up or down, not {updown!r}"}
         result = sh.run(["ip", "link", "set", "dev", iface, updown],
                         ns_pid=self.hosts[node].pid)
         if result.rc != 0:
@@ -211,6 +212,7 @@ class Supervisor:
         ctx = zmq.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_REQUEST_BYTES)  # larger: dropped unread
         ctl = runstate.ctl_sock(self.rdir)
         sock.bind(f"ipc://{ctl}")
         os.chmod(ctl, 0o600)
@@ -235,11 +237,22 @@ class Supervisor:
             ctx.term()
 
     def handle(self, body: bytes) -> tuple[dict[str, Any], bool]:
+        """One request -> (reply, take the testbed down?). Never raises: a request must not
+        end the supervisor (issue 11 item 3); what does not fit is refused in one line."""
         try:
-            msg = json.loads(body)
-        except ValueError:
-            return {"ok": False, "error": "request is not JSON"}, False
-        cmd = msg.get("cmd") if isinstance(msg, dict) else None
+            msg = ctlproto.parse(body)
+        except ctlproto.RequestError as exc:
+            return {"ok": False, "error": str(exc)}, False
+        try:
+            return self._dispatch(msg)
+        except Exception as exc:  # a bug shows in the log and the reply, the testbed stays
+            import traceback
+
+            traceback.print_exc()
+            return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}, False
+
+    def _dispatch(self, msg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        cmd = msg["cmd"]
         if cmd == "status":
             return self.status(), False
         if cmd == "link":
@@ -251,7 +264,7 @@ class Supervisor:
         if cmd == "fault_list":
             return self.faults.list(residue=bool(msg.get("residue"))), False
         if cmd == "fault_del":
-            return self.faults.delete(msg.get("id")), False
+            return self.faults.delete(msg["id"]), False
         if cmd == "fault_clear":
             return self.faults.clear(), False
         return {"ok": False, "error": f"unknown request {cmd!r}"}, False
@@ -260,7 +273,8 @@ class Supervisor:
 
     def teardown(self) -> None:
         """Remove everything of this testbed; bounded; never raises."""
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if threading.current_thread() is threading.main_thread():  # (tests serve in a thread)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         self.state["phase"] = "stopping"
         with contextlib.suppress(OSError):
             self.save()
@@ -298,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     # Mininet, and any library) print goes to supervisor.log once the run directory exists.
     proto = os.fdopen(os.dup(1), "w")
     try:
-        plan = load_topology(args.topology, name=args.name)
+        plan = load_topology(args.topology, name=args.name, backend="mininet")
         rdir = runstate.create_rundir(plan.name)
     except TopologyError as exc:
         proto.write(json.dumps({"error": str(exc)}) + "\n")
@@ -306,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     except FileExistsError:
         proto.write(json.dumps({"error": f"testbed {args.name} already has a run directory "
                                          f"{runstate.rundir(args.name)}: it is up, or a "
-                                         "leftover remains (run `testbed clean`)"}) + "\n")
+                                         f"leftover remains (testbed down -n {args.name})"})
+                    + "\n")
         return 1
     logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(logfd, 1)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed import sh
+from testbed import needs, sh
 
 DUMPCAP = "dumpcap"
 TSHARK = "tshark"
@@ -56,6 +56,9 @@ def dumpcap_argv(iface: str, out: Path, seconds: float | None, bpf: str | None) 
 def start(ns_pid: int, iface: str, out: Path, seconds: float | None = None,
           bpf: str | None = None) -> subprocess.Popen[bytes]:
     """Start dumpcap in the namespace of ``ns_pid`` writing ``out`` (caller waits/stops)."""
+    problem = needs.program(DUMPCAP, "capture")
+    if problem is not None:  # else nsenter's "No such file" arrives later (issue 18)
+        raise CaptureFailed(problem)
     argv = sh.ns_argv(dumpcap_argv(iface, out, seconds, bpf), ns_pid)
     try:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -99,6 +102,9 @@ class TsharkView:
 
 
 def _tshark(argv: Sequence[str]) -> str:
+    problem = needs.program(TSHARK, "decoding a capture")
+    if problem is not None:
+        raise CaptureFailed(problem)
     try:
         res = subprocess.run(list(argv), capture_output=True, timeout=TSHARK_TIMEOUT,
                              check=False)

@@ -41,8 +41,8 @@ class NodeState:
     transaction_timeout: float | None = None  # last ``tunable`` event (launch = deadline - it)
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
+    pid: int | None = None               # the process node_started announced
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
-    fresh: bool = False                  # node_started seen, its node_restarted not yet
 
 
 def net_of(nid: str) -> str:
@@ -104,12 +104,12 @@ class Tracker:
                 st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
             elif ev.get("name") == "transaction_timeout":
                 st.transaction_timeout = float(ev["value"])
+        elif kind == "node_restarted" and isinstance(node, str) and \
+                self.node(node).dead is None and ev.get("pid") == self.node(node).pid:
+            pass  # the end of a restart: node_started named this process, since configured
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
-            if kind == "node_restarted" and st.fresh:
-                st.fresh = False  # Mininet: said once the new daemon (node_started) is set up
-                return
-            st.fresh = kind == "node_started"
+            st.pid = ev.get("pid") if kind != "node_died" else None
             st.incarnation += 1
             st.fatal.clear()
             st.down.clear()

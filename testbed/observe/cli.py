@@ -18,7 +18,7 @@ from typing import Any
 
 from testbed import runstate
 from testbed.base import TestbedError
-from testbed.commands.common import pick
+from testbed.commands.common import name_arg, pick
 from testbed.observe import check, eventlog, events_cmd
 
 
@@ -142,7 +142,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _common(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("-n", "--name", help="testbed name (default: the only one)")
+    sp.add_argument("-n", "--name", type=name_arg, help="testbed name (default: the only one)")
     sp.add_argument("--rundir", metavar="DIR", help="read this run directory instead")
 
 
@@ -172,7 +172,7 @@ def register(sub: Any, named: Any = None) -> None:
     text = ("capture packets in a node's namespace (dumpcap, pcapng), or --summary FILE: "
             "decode a capture as LNet")
     sp = sub.add_parser("capture", help=text, description=text)
-    sp.add_argument("-n", "--name", help="testbed name (default: the only one)")
+    sp.add_argument("-n", "--name", type=name_arg, help="testbed name (default: the only one)")
     sp.add_argument("node", nargs="?", help="node to capture on")
     sp.add_argument("iface", nargs="?", help="interface (default: any = all of the node's)")
     sp.add_argument("--for", dest="seconds", type=float, metavar="S",

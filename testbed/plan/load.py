@@ -3,12 +3,19 @@
 Theory of operation: this module reads a topology file and returns a :class:`Plan` made only of
 frozen dataclasses, tuples and ``ipaddress`` values. It touches no namespace, needs no root and
 has no side effects, so backends (mininet, sim, vagrant) only *realise* a plan and every check
-here is unit-testable. Bad input is never skipped or logged-and-ignored: the first problem
-raises :class:`TopologyError`, whose one-line message names file, line and YAML path::
+here is unit-testable. Bad input is never skipped or logged-and-ignored: every problem is
+reported at once in one :class:`TopologyError`, one line each naming file, line and YAML path
+(at most 20, then ``and N more``)::
 
     topo.yaml:14: nodes.c1.interfaces[1]: unknown network 'lan9' (defined: lan0, lan1)
+    topo.yaml:17: nodes.s1.helth_sensitivity: unknown key (did you mean 'health_sensitivity'?)
 
-Schema (every mapping is closed: an unknown key is an error that lists the allowed ones)::
+Independent units (each network, each node, each key of a node, each fault) are checked on
+after one fails; a name whose definition failed is not reported again where it is used.
+Before any of that, the file is read bounded and the YAML's alias expansion measured
+(``source``), and the node count is held to the backend's limit (``schema.MAX_NODES``).
+
+Schema (every mapping is closed: an unknown key is an error with a did-you-mean)::
 
     name: mr2                  # optional testbed name; else the file stem ("default" for text)
     global:                    # optional `lnetctl set <key> <value>` on every node
@@ -50,7 +57,7 @@ from testbed.plan.nodes import (
     _route_plans,
 )
 from testbed.plan.schema import (
-    DEFAULT_TOPOLOGY,
+    MAX_NODES,
     TOP_KEYS,
     TUNABLES,
     _merge_tunables,
@@ -59,43 +66,84 @@ from testbed.plan.schema import (
     _parse_networks,
     _Tunable,
 )
+from testbed.plan.source import default_topology, read_bounded, resolve
 from testbed.plan.yamlload import _Doc, _find_duplicate, _kind, _load_yaml, _LocDict, _LocList
 
 
-def parse_topology(text: str, *, source: str = "<string>", name: str | None = None) -> Plan:
+def parse_topology(text: str, *, source: str = "<string>", name: str | None = None,
+                   backend: str | None = None) -> Plan:
     """Validate topology YAML text and expand it into a :class:`Plan`.
 
     Args:
         text: the YAML document.
         source: what error messages call the document (a file path, or ``<string>``).
         name: testbed name overriding the YAML ``name`` (else the source's file stem).
+        backend: the backend it is for (its node limit, :data:`MAX_NODES`); None: the
+            largest limit of any backend.
     Raises:
-        TopologyError: on the first problem, naming source, line and YAML path.
+        TopologyError: every problem found (one line each), naming source, line and path.
     """
     doc = _Doc(source)
-    data = _load_yaml(text, source)
+    plan = None
+    try:
+        plan = _parse(doc, _load_yaml(text, source), name, backend)
+    except TopologyError as e:  # a fatal one: with every problem noted before it
+        doc.errors.extend(e.errors)
+    doc.check()
+    assert plan is not None
+    return plan
+
+
+def _parse(doc: _Doc, data: Any, name: str | None, backend: str | None) -> Plan:
+    """``parse_topology``'s steps; a fatal problem raises, the others are noted (the plan
+    returned is then partial, and ``parse_topology`` raises instead of returning it)."""
+    source = doc.source
     if not isinstance(data, _LocDict):
         doc.fail(getattr(data, "line", 1), "", f"top level must be a mapping, got {_kind(data)}")
     _find_duplicate(doc, data, "", set())
     doc.mapping(data, data.line, "", TOP_KEYS)
-    plan_name = _plan_name(doc, data, name)
-    top = _parse_global(doc, data["global"], data.vline("global"), "global") \
-        if "global" in data else {}
+    plan_name = "default"
+    with doc.each():
+        plan_name = _plan_name(doc, data, name)
+    top: dict[str, _Tunable] = {}
+    if "global" in data:
+        with doc.each():
+            top = _parse_global(doc, data["global"], data.vline("global"), "global")
     segs = _parse_networks(doc, data["networks"], data.vline("networks"))
     nodes_map = doc.mapping(data["nodes"], data.vline("nodes"), "nodes")
     if not nodes_map:
         doc.fail(data.vline("nodes"), "nodes", "at least one node is required")
-    nodes = [_parse_node(doc, nodes_map, n, segs) for n in nodes_map]
+    _check_node_count(doc, len(nodes_map), data.vline("nodes"), backend)
+    nodes = []
+    for n in nodes_map:
+        with doc.each(str(n)):
+            nodes.append(_parse_node(doc, nodes_map, n, segs))
     _check_peers(doc, nodes)
     _assign_addresses(doc, nodes)
     by_name = {n.name: n for n in nodes}
-    node_plans = tuple(_node_plan(doc, n, top, _route_plans(doc, n, by_name)) for n in nodes)
-    faults = _parse_faults(doc, data["faults"], data.vline("faults"), node_plans) \
-        if "faults" in data else ()
+    node_plans = []
+    for n in nodes:
+        with doc.each(n.name):
+            if any(i.ip is None for i in n.ifaces):
+                doc.skip()  # its network ran out of addresses (noted)
+            node_plans.append(_node_plan(doc, n, top, _route_plans(doc, n, by_name)))
+    faults: tuple[dict[str, Any], ...] = ()
+    if "faults" in data:
+        faults = _parse_faults(doc, data["faults"], data.vline("faults"), tuple(node_plans))
     hosts = parse_hosts(doc, data["hosts"], data.vline("hosts")) if "hosts" in data else ()
-    node_plans = place_nodes(doc, nodes_map, node_plans, hosts)
-    return Plan(plan_name, source, tuple(segs.values()), node_plans,
+    placed = place_nodes(doc, nodes_map, tuple(node_plans), hosts)
+    return Plan(plan_name, source, tuple(segs.values()), placed,
                 tuple((k, top[k].value) for k in TUNABLES if k in top), faults, hosts)
+
+
+def _check_node_count(doc: _Doc, count: int, line: int, backend: str | None) -> None:
+    """A node-count limit per backend (issue 11 item 10), before any node is read."""
+    limit = MAX_NODES.get(backend or "", max(MAX_NODES.values()))
+    if count > limit:
+        others = ", ".join(f"{b} {n:,}" for b, n in MAX_NODES.items())
+        doc.fail(line, "nodes", f"{count:,} nodes: more than the "
+                 f"{backend + ' backend' if backend else 'testbed'} takes ({limit:,}; "
+                 f"limits: {others})")
 
 
 def _parse_faults(doc: _Doc, value: Any, line: int,
@@ -112,9 +160,20 @@ def _parse_faults(doc: _Doc, value: Any, line: int,
         try:
             spec = parse_fault(item, nodes=known)
         except FaultError as exc:
-            doc.fail(at, f"faults[{i}]", str(exc))
+            if not _names_in(item) & doc.broken:  # a broken node's fault: said already
+                doc.note(at, f"faults[{i}]", str(exc))
+            continue
         out.append(spec.as_dict())
     return tuple(out)
+
+
+def _names_in(item: Any) -> set[str]:
+    """Node names a fault mapping refers to (``node``, a partition's ``a`` and ``b``)."""
+    if not isinstance(item, dict):
+        return set()
+    refs = [item.get("node"), *(v for k in ("a", "b") if isinstance(item.get(k), list)
+                                for v in item[k])]
+    return {r for r in refs if isinstance(r, str)}
 
 
 def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
@@ -142,18 +201,16 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
 
 
 def load_topology(path: str | os.PathLike[str] | None = None, *,
-                  name: str | None = None) -> Plan:
-    """Read and validate a topology file (``None``: the built-in ``topologies/default.yaml``).
+                  name: str | None = None, backend: str | None = None) -> Plan:
+    """Read and validate a topology: a file, or the name of a built-in one (``routed``);
+    ``None``: the built-in ``default``. The file is read bounded (``source.read_bounded``).
 
     Raises:
-        TopologyError: unreadable file, bad YAML or a refused topology.
+        TopologyError: unreadable or oversized file, bad YAML or a refused topology.
     """
-    file = Path(path) if path is not None else DEFAULT_TOPOLOGY
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TopologyError(f"cannot read topology: {e}", path=str(file)) from None
-    plan = parse_topology(text, source=str(file), name=name)
+    file = default_topology() if path is None else resolve(path)
+    text = read_bounded(file)
+    plan = parse_topology(text, source=str(file), name=name, backend=backend)
     if path is None:
         plan = Plan(plan.name, "<default>", plan.segments, plan.nodes, plan.tunables,
                     plan.faults, plan.hosts)

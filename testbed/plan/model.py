@@ -18,10 +18,19 @@ from nodes.dlc.commands import PeerAdd, RouteAdd, UdspAdd
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+#: Names that match NAME_RE but are not testbed names: entries of the run root every
+#: testbed shares (``runstate.BY_NETNS``; issue 11 item 4: ``down -n by-netns`` once
+#: deleted every testbed's lnetctl registry).
+RESERVED_NAMES = frozenset({"by-netns"})
 
 
 class TopologyError(Exception):
-    """A refused topology; ``str(e)`` is one line: ``file:line: field: reason``."""
+    """A refused topology; ``str(e)`` is one line per problem: ``file:line: field: reason``.
+
+    The loader reports every problem it finds at once (``errors``: each a one-line
+    ``TopologyError``; ``str`` shows the first :data:`MAX_SHOWN` then ``and N more``); the
+    attributes ``reason``, ``path``, ``line`` and ``field`` are the first problem's.
+    """
 
     def __init__(self, reason: str, *, path: str, line: int | None = None, field: str = ""):
         self.reason = reason
@@ -30,7 +39,30 @@ class TopologyError(Exception):
         self.field = field
         where = path if line is None else f"{path}:{line}"
         parts = [where, field, reason] if field else [where, reason]
+        self.errors: list[TopologyError] = [self]
         super().__init__(_one_line(": ".join(parts)))
+
+    @classmethod
+    def combine(cls, errors: list[TopologyError]) -> TopologyError:
+        """One error carrying ``errors`` (in the order found); ``str`` lists them."""
+        first = errors[0]
+        combined = cls(first.reason, path=first.path, line=first.line, field=first.field)
+        combined.errors = list(errors)
+        return combined
+
+    def lines(self) -> list[str]:
+        """One line per problem, at most :data:`MAX_SHOWN`, then ``and N more``."""
+        shown = [Exception.__str__(e) for e in self.errors[:MAX_SHOWN]]
+        if len(self.errors) > MAX_SHOWN:
+            shown.append(f"and {len(self.errors) - MAX_SHOWN} more")
+        return shown
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+#: problems a refused topology lists before ``and N more`` (issue 18)
+MAX_SHOWN = 20
 
 
 # --------------------------------------------------------------------------- the plan

@@ -26,7 +26,7 @@ from testbed.plan.schema import (
     _parse_global,
     _Tunable,
 )
-from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict, _LocList
+from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict, _LocList, suggest, unknown
 
 
 @dataclass
@@ -63,34 +63,52 @@ def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan])
     node = _NodeIn(name, [], {})
     used: dict[str, str] = {}
     for i, item in enumerate(ifaces):
-        iface = _parse_iface(doc, item, ifaces.lines[i], f"{fld}.interfaces[{i}]", segs)
-        seg = iface.segment.name
-        if seg in used:
-            doc.fail(iface.line, iface.field, f"network {seg!r} already used by {used[seg]}: "
-                     "one interface per network per node (two would make Mininet host "
-                     "routing ambiguous)")
-        used[seg] = iface.field
-        node.ifaces.append(iface)
+        with doc.each():
+            iface = _parse_iface(doc, item, ifaces.lines[i], f"{fld}.interfaces[{i}]", segs)
+            seg = iface.segment.name
+            if seg in used:
+                doc.fail(iface.line, iface.field, f"network {seg!r} already used by "
+                         f"{used[seg]}: one interface per network per node (two would make "
+                         "Mininet host routing ambiguous)")
+            used[seg] = iface.field
+            node.ifaces.append(iface)
     if "global" in spec:
-        node.tunables = _parse_global(doc, spec["global"], spec.vline("global"), f"{fld}.global")
+        with doc.each():
+            node.tunables = _parse_global(doc, spec["global"], spec.vline("global"),
+                                          f"{fld}.global")
     if "peers" in spec:
-        peers = _list(doc, spec, "peers", fld)
-        for i, peer in enumerate(peers):
-            pfield = f"{fld}.peers[{i}]"
+        with doc.each():
+            _parse_peers(doc, spec, fld, node)
+    if "udsp" in spec:
+        with doc.each():
+            rules = _list(doc, spec, "udsp", fld)
+            for i, r in enumerate(rules):
+                with doc.each():
+                    node.udsp.append(_parse_udsp(doc, r, rules.lines[i], f"{fld}.udsp[{i}]"))
+    with doc.each():
+        _parse_routing(doc, spec, fld, node)
+    if "multi_rail" in spec:
+        with doc.each():
+            _parse_multi_rail(doc, spec, fld, node)
+    if "lnet" in spec:
+        with doc.each():
+            node.lnet = _parse_lnet(doc, spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
+    if len(node.ifaces) < len(ifaces):
+        doc.skip()  # an interface failed (recorded): the node cannot be built
+    return node
+
+
+def _parse_peers(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
+    """``peers:``: node names (static peers by name) or long-form ``{prim_nid: ...}``."""
+    peers = _list(doc, spec, "peers", fld)
+    for i, peer in enumerate(peers):
+        pfield = f"{fld}.peers[{i}]"
+        with doc.each():
             if isinstance(peer, _LocDict):
                 node.static_peers.append(_parse_peer(doc, peer, peers.lines[i], pfield))
                 continue
-            node.peers.append((doc.string(peer, peers.lines[i], pfield), peers.lines[i], pfield))
-    if "udsp" in spec:
-        rules = _list(doc, spec, "udsp", fld)
-        node.udsp = [_parse_udsp(doc, r, rules.lines[i], f"{fld}.udsp[{i}]")
-                     for i, r in enumerate(rules)]
-    _parse_routing(doc, spec, fld, node)
-    if "multi_rail" in spec:
-        _parse_multi_rail(doc, spec, fld, node)
-    if "lnet" in spec:
-        node.lnet = _parse_lnet(doc, spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
-    return node
+            node.peers.append((doc.string(peer, peers.lines[i], pfield), peers.lines[i],
+                               pfield))
 
 
 def _parse_multi_rail(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
@@ -216,7 +234,9 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
                                          else ""))
     seg = segs.get(seg_name) if isinstance(seg_name, str) else None
     if seg is None:
-        doc.fail(line, fld, f"unknown network {seg_name!r} (defined: {', '.join(segs)})")
+        if doc.refers_to_broken(seg_name):
+            doc.skip()
+        doc.fail(line, fld, unknown("network", seg_name, segs))
     if not pinned:
         return _IfaceIn(seg, None, line, fld, numa)
     ip_field = _join(fld, seg_name)
@@ -243,10 +263,11 @@ def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
                 continue
             if iface.ip in taken:
                 first = taken[iface.ip]
-                doc.fail(iface.line, iface.field, f"duplicate address {iface.ip}: also given "
+                doc.note(iface.line, iface.field, f"duplicate address {iface.ip}: also given "
                          f"at {first.field} (line {first.line})")
-            taken[iface.ip] = iface
+            taken.setdefault(iface.ip, iface)
     pools: dict[str, Iterator[ipaddress.IPv4Address]] = {}
+    full: set[str] = set()
     for node in nodes:
         for iface in node.ifaces:
             if iface.ip is not None:
@@ -254,8 +275,9 @@ def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
             seg = iface.segment
             pool = pools.setdefault(seg.name, (h for h in seg.subnet.hosts() if h not in taken))
             iface.ip = next(pool, None)
-            if iface.ip is None:
-                doc.fail(iface.line, iface.field, f"network {seg.name!r} ({seg.subnet}) has "
+            if iface.ip is None and seg.name not in full:
+                full.add(seg.name)
+                doc.note(iface.line, iface.field, f"network {seg.name!r} ({seg.subnet}) has "
                          "no free address left")
 
 
@@ -283,8 +305,9 @@ def _parse_routing(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
         items = _list(doc, spec, "routes", fld)
         for i, item in enumerate(items):
             rfld = f"{fld}.routes[{i}]"
-            node.routes.append((doc.mapping(item, items.lines[i], rfld, ROUTE_KEYS),
-                                items.lines[i], rfld))
+            with doc.each():
+                node.routes.append((doc.mapping(item, items.lines[i], rfld, ROUTE_KEYS),
+                                    items.lines[i], rfld))
 
 
 def _route_plans(doc: _Doc, node: _NodeIn, by_name: dict[str, _NodeIn]
@@ -295,39 +318,49 @@ def _route_plans(doc: _Doc, node: _NodeIn, by_name: dict[str, _NodeIn]
     out: list[RoutePlan] = []
     seen: set[tuple[str, str]] = set()
     for m, _line, fld in node.routes:
-        net_text = doc.string(m["net"], m.vline("net"), f"{fld}.net")
-        net = parse_net(net_text)
-        if net is None or str(net) == "lo":
-            doc.fail(m.vline("net"), f"{fld}.net", f"bad LNet net {net_text!r}")
-        if str(net) in own:
-            doc.fail(m.vline("net"), f"{fld}.net", f"net {net} is local to node "
-                     f"{node.name!r}: a route is for a remote net")
-        gw_text = doc.string(m["gateway"], m.vline("gateway"), f"{fld}.gateway")
-        gfld, gline = f"{fld}.gateway", m.vline("gateway")
-        if "@" in gw_text:
-            gw = _nid(doc, gw_text, gline, gfld)
-            gw_net = gw.split("@", 1)[1]
-        else:
-            other = by_name.get(gw_text)
-            if other is None or other is node:
-                doc.fail(gline, gfld, f"unknown gateway node {gw_text!r} (give a node name "
-                         f"or a NID; nodes: {', '.join(by_name)})")
-            shared = [i for i in other.ifaces if i.segment.lnet in own]
-            if not shared:
-                doc.fail(gline, gfld, f"gateway {gw_text!r} shares no net with {node.name!r}")
-            gw, gw_net = f"{shared[0].ip}@{shared[0].segment.lnet}", shared[0].segment.lnet
-        if gw_net not in own:
-            doc.fail(gline, gfld, f"gateway {gw} is not on a net of node {node.name!r} "
-                     f"({', '.join(sorted(own))})")
-        if gw_net == str(net):
-            doc.fail(gline, gfld, f"gateway {gw} is on the route's own net {net}")
-        if (str(net), gw) in seen:
-            doc.fail(m.line, fld, f"route to {net} through {gw} listed twice")
-        seen.add((str(net), gw))
-        hop = _int_in(doc, m, "hop", fld, 1, 255) if "hop" in m else None
-        prio = _int_in(doc, m, "priority", fld, 0, 2**32 - 1) if "priority" in m else None
-        out.append(RoutePlan(str(net), gw, hop, prio))
+        with doc.each():
+            out.append(_route_plan(doc, node, m, fld, by_name, own, seen))
     return tuple(out)
+
+
+def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[str, _NodeIn],
+                own: set[str], seen: set[tuple[str, str]]) -> RoutePlan:
+    """One ``routes:`` item, its gateway resolved (see ``_route_plans``)."""
+    net_text = doc.string(m["net"], m.vline("net"), f"{fld}.net")
+    net = parse_net(net_text)
+    if net is None or str(net) == "lo":
+        doc.fail(m.vline("net"), f"{fld}.net", f"bad LNet net {net_text!r}")
+    if str(net) in own:
+        doc.fail(m.vline("net"), f"{fld}.net", f"net {net} is local to node "
+                 f"{node.name!r}: a route is for a remote net")
+    gw_text = doc.string(m["gateway"], m.vline("gateway"), f"{fld}.gateway")
+    gfld, gline = f"{fld}.gateway", m.vline("gateway")
+    if "@" in gw_text:
+        gw = _nid(doc, gw_text, gline, gfld)
+        gw_net = gw.split("@", 1)[1]
+    else:
+        other = by_name.get(gw_text)
+        if other is None and doc.refers_to_broken(gw_text):
+            doc.skip()
+        if other is None or other is node:
+            near = suggest(gw_text, by_name)
+            doc.fail(gline, gfld, f"unknown gateway node {gw_text!r} (give a node name "
+                     "or a NID" + (f"; did you mean {near!r}?)" if near else ")"))
+        shared = [i for i in other.ifaces if i.segment.lnet in own]
+        if not shared:
+            doc.fail(gline, gfld, f"gateway {gw_text!r} shares no net with {node.name!r}")
+        gw, gw_net = f"{shared[0].ip}@{shared[0].segment.lnet}", shared[0].segment.lnet
+    if gw_net not in own:
+        doc.fail(gline, gfld, f"gateway {gw} is not on a net of node {node.name!r} "
+                 f"({', '.join(sorted(own))})")
+    if gw_net == str(net):
+        doc.fail(gline, gfld, f"gateway {gw} is on the route's own net {net}")
+    if (str(net), gw) in seen:
+        doc.fail(m.line, fld, f"route to {net} through {gw} listed twice")
+    seen.add((str(net), gw))
+    hop = _int_in(doc, m, "hop", fld, 1, 255) if "hop" in m else None
+    prio = _int_in(doc, m, "priority", fld, 0, 2**32 - 1) if "priority" in m else None
+    return RoutePlan(str(net), gw, hop, prio)
 
 
 def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
@@ -336,9 +369,10 @@ def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
         seen: set[str] = set()
         for peer, line, pfield in node.peers:
             if peer == node.name:
-                doc.fail(line, pfield, f"node {peer!r} cannot be its own peer")
-            if peer not in names:
-                doc.fail(line, pfield, f"unknown node {peer!r} (defined: {', '.join(names)})")
-            if peer in seen:
-                doc.fail(line, pfield, f"peer {peer!r} listed twice")
+                doc.note(line, pfield, f"node {peer!r} cannot be its own peer")
+            elif peer not in names:
+                if not doc.refers_to_broken(peer):
+                    doc.note(line, pfield, unknown("node", peer, names))
+            elif peer in seen:
+                doc.note(line, pfield, f"peer {peer!r} listed twice")
             seen.add(peer)

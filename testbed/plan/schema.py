@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from nodes.lnet.errors import LNetConfigError
@@ -18,7 +17,11 @@ from nodes.lnet.tunables import MODULE_PARAMS, RANGES, module_param_value
 from testbed.plan.model import SegmentPlan
 from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
 
-DEFAULT_TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "default.yaml"
+#: Most nodes a topology may have, per backend (issue 11 item 10): Mininet runs a daemon,
+#: a namespace and a veth per interface per node (300 nodes is ~2 GB of daemons on this
+#: box); the simulator holds every engine in one process (10,000 nodes come up in seconds,
+#: benchmarks/sim_scale.py). Refused at validation, before any node is read.
+MAX_NODES: dict[str, int] = {"mininet": 300, "sim": 10_000}
 
 #: `lnetctl set` tunables -> inclusive range, in the order a backend should apply them
 #: (retry_count before transaction_timeout: with LNet's default timeout of 150 s that order
@@ -67,21 +70,27 @@ def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tu
     m = doc.mapping(value, line, field, dict.fromkeys([*TUNABLES, *MODULE_PARAMS], False))
     out: dict[str, _Tunable] = {}
     for key, val in m.items():
-        if key in MODULE_PARAMS:
-            try:
-                module_param_value(key, val if not isinstance(val, bool) else "bool")
-            except LNetConfigError as e:
-                doc.fail(m.vline(key), _join(field, key), e.descr)
-            out[key] = _Tunable(val, m.vline(key), _join(field, key))
-            continue
-        lo, hi = TUNABLES[key]
-        vline, vfield = m.vline(key), _join(field, key)
-        if isinstance(val, bool) or not isinstance(val, int):
-            doc.fail(vline, vfield, f"expected an integer in {lo}..{hi}, got {_kind(val)}")
-        if not lo <= val <= hi:
-            doc.fail(vline, vfield, f"{key} must be in {lo}..{hi}, got {val}")
-        out[key] = _Tunable(val, vline, vfield)
+        if key in TUNABLES or key in MODULE_PARAMS:
+            with doc.each():
+                out[key] = _tunable(doc, m, key, val, field)
     return out
+
+
+def _tunable(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tunable:
+    """One ``global:`` key: a module parameter or an ``lnetctl set`` tunable in range."""
+    if key in MODULE_PARAMS:
+        try:
+            module_param_value(key, val if not isinstance(val, bool) else "bool")
+        except LNetConfigError as e:
+            doc.fail(m.vline(key), _join(field, key), e.descr)
+        return _Tunable(val, m.vline(key), _join(field, key))
+    lo, hi = TUNABLES[key]
+    vline, vfield = m.vline(key), _join(field, key)
+    if isinstance(val, bool) or not isinstance(val, int):
+        doc.fail(vline, vfield, f"expected an integer in {lo}..{hi}, got {_kind(val)}")
+    if not lo <= val <= hi:
+        doc.fail(vline, vfield, f"{key} must be in {lo}..{hi}, got {val}")
+    return _Tunable(val, vline, vfield)
 
 
 def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
@@ -113,21 +122,28 @@ def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
         doc.fail(line, "networks", "at least one network is required")
     out: dict[str, SegmentPlan] = {}
     for seg_name, body in m.items():
-        fld = _join("networks", seg_name)
-        doc.name(seg_name, m.key_lines[seg_name], fld, "network")
-        spec = doc.mapping(body, m.vline(seg_name), fld, NETWORK_KEYS)
-        lnet = doc.string(spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
-        net = parse_net(lnet)
-        if net is None or not net.ip_addressed:
-            doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {lnet!r} (expected an "
-                     "IP-addressed net such as tcp, tcp1, o2ib2)")
-        subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
-        for other in out.values():
-            if subnet.overlaps(other.subnet):
-                doc.fail(spec.vline("subnet"), f"{fld}.subnet", f"subnet {subnet} overlaps "
-                         f"network {other.name!r} ({other.subnet})")
-        out[seg_name] = SegmentPlan(seg_name, str(net), subnet)
+        with doc.each(str(seg_name)):
+            out[seg_name] = _parse_network(doc, m, seg_name, body, out)
     return out
+
+
+def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
+                   out: dict[str, SegmentPlan]) -> SegmentPlan:
+    """One network (segment): its LNet net and its subnet, not overlapping the others."""
+    fld = _join("networks", seg_name)
+    doc.name(seg_name, m.key_lines[seg_name], fld, "network")
+    spec = doc.mapping(body, m.vline(seg_name), fld, NETWORK_KEYS)
+    lnet = doc.string(spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
+    net = parse_net(lnet)
+    if net is None or not net.ip_addressed:
+        doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {lnet!r} (expected an "
+                 "IP-addressed net such as tcp, tcp1, o2ib2)")
+    subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
+    for other in out.values():
+        if subnet.overlaps(other.subnet):
+            doc.fail(spec.vline("subnet"), f"{fld}.subnet", f"subnet {subnet} overlaps "
+                     f"network {other.name!r} ({other.subnet})")
+    return SegmentPlan(seg_name, str(net), subnet)
 
 
 def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:

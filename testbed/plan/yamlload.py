@@ -8,14 +8,18 @@ file, line and YAML path.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any, NoReturn
 
 import yaml
 
-from testbed.plan.model import NAME_RE, TopologyError
+from testbed.plan.model import NAME_RE, RESERVED_NAMES, TopologyError
+from testbed.plan.source import MAX_TOPOLOGY_BYTES, check_expansion
 
 
 class _LocDict(dict):  # type: ignore[type-arg]
@@ -92,14 +96,31 @@ for _cls in (_Loader, _FastLoader):
     _cls.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
 
 
+def _compose_check_construct(loader_cls: type, text: str, source: str) -> Any:
+    """``yaml.load`` in its two steps, with the alias expansion bounded in between: the
+    composed node graph (aliases still references) is measured before anything is built."""
+    loader = loader_cls(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_expansion(node, source)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _load_yaml(text: str, source: str) -> Any:
     """Parse one YAML document; every parser failure becomes a TopologyError with its line."""
+    if len(text) > MAX_TOPOLOGY_BYTES:
+        raise TopologyError(f"topology larger than {MAX_TOPOLOGY_BYTES} characters: refused",
+                            path=source)
     try:
-        return yaml.load(text, Loader=_FastLoader)  # a SafeLoader
+        return _compose_check_construct(_FastLoader, text, source)  # a SafeLoader
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError):
         pass  # the pure-Python parser says what and where, as the tests pin it
     try:
-        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+        return _compose_check_construct(_Loader, text, source)  # _Loader is a SafeLoader
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         reason = e.problem or "invalid YAML"
@@ -136,26 +157,89 @@ def _kind(value: Any) -> str:
     return names.get(type(value), f"a {type(value).__name__}")
 
 
+def suggest(word: Any, choices: Iterable[str]) -> str | None:
+    """The choice closest to a misspelt ``word`` (``helth_sensitivity``), if one is close."""
+    if not isinstance(word, str):
+        return None
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def unknown(what: str, word: Any, choices: Iterable[str]) -> str:
+    """``unknown key 'x' (did you mean 'y'?)``, else the keys allowed; for a name, those
+    defined and a did-you-mean (at most 12 listed: a 10,000-node topology has many)."""
+    names = list(choices)
+    near = suggest(word, names)
+    mean = f"did you mean {near!r}?" if near is not None else ""
+    if what == "key" and mean:
+        return f"unknown key {word!r} ({mean})"
+    listed = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    if what == "key":
+        return f"unknown key {word!r} (allowed: {listed})"
+    return f"unknown {what} {word!r} (defined: {listed or 'none'}{'; ' + mean if mean else ''})"
+
+
 @dataclass
 class _Doc:
-    """The source being validated, so every failure can say where it is."""
+    """The source being validated, so every failure can say where it is.
+
+    ``fail`` raises (the unit being checked cannot go on); ``note`` records a problem and
+    lets the caller go on; ``each()`` runs one independent unit (a network, a node, a key),
+    recording its failure and going on with the next, so a refused topology lists every
+    problem at once (``errors``; ``broken``: names whose definition failed, so references
+    to them are not reported again).
+    """
 
     source: str
+    errors: list[TopologyError] = dc_field(default_factory=list)
+    broken: set[str] = dc_field(default_factory=set)
 
     def fail(self, line: int | None, field: str, reason: str) -> NoReturn:
         raise TopologyError(reason, path=self.source, line=line, field=field)
 
+    def note(self, line: int | None, field: str, reason: str) -> None:
+        self.errors.append(TopologyError(reason, path=self.source, line=line, field=field))
+
+    @contextlib.contextmanager
+    def each(self, name: str | None = None) -> Iterator[None]:
+        """One independent unit: its failure is recorded (and ``name`` marked broken)."""
+        before, failed = len(self.errors), False
+        try:
+            yield
+        except TopologyError as e:
+            self.errors.extend(e.errors)
+            failed = True
+        if name is not None and (failed or len(self.errors) > before):
+            self.broken.add(name)
+
+    def skip(self) -> NoReturn:
+        """End this unit without a new problem: it refers to a name whose definition
+        failed (that failure was recorded)."""
+        quiet = TopologyError("refers to a broken definition", path=self.source)
+        quiet.errors = []
+        raise quiet
+
+    def refers_to_broken(self, name: Any) -> bool:
+        return isinstance(name, str) and name in self.broken
+
+    def check(self) -> None:
+        """Raise every problem recorded so far, at once."""
+        if self.errors:
+            raise TopologyError.combine(self.errors)
+
     def mapping(self, value: Any, line: int, field: str,
                 keys: Mapping[str, bool] | None = None) -> _LocDict:
-        """Check ``value`` is a mapping and, given a key table, that its keys are allowed."""
+        """Check ``value`` is a mapping and, given a key table, that its keys are allowed.
+
+        Unknown keys are noted (each one, with a did-you-mean) and ignored; a missing
+        required key fails the unit."""
         if not isinstance(value, _LocDict):
             self.fail(line, field, f"expected a mapping, got {_kind(value)}")
         if keys is None:
             return value
         for key in value:
             if key not in keys:
-                self.fail(value.key_lines[key], _join(field, key),
-                          f"unknown key {key!r} (allowed: {', '.join(keys)})")
+                self.note(value.key_lines[key], _join(field, key), unknown("key", key, keys))
         for key, required in keys.items():
             if required and key not in value:
                 self.fail(value.line, field, f"missing required key {key!r}")
@@ -165,6 +249,9 @@ class _Doc:
         if not isinstance(value, str) or not NAME_RE.fullmatch(value):
             self.fail(line, field, f"bad {what} name {value!r}: must match {NAME_RE.pattern}"
                       " (a lower-case letter, then up to 31 of a-z, 0-9, '-')")
+        if what.startswith("testbed") and value in RESERVED_NAMES:
+            self.fail(line, field, f"bad {what} name {value!r}: reserved (the run root's "
+                      f"{value}/ directory is shared by every testbed)")
         return value
 
     def string(self, value: Any, line: int, field: str) -> str:
@@ -174,14 +261,14 @@ class _Doc:
 
 
 def _find_duplicate(doc: _Doc, value: Any, field: str, seen: set[int]) -> None:
-    """Refuse the first repeated key anywhere: PyYAML would silently keep the last one."""
+    """Note every repeated key: PyYAML would silently keep the last one."""
     if id(value) in seen:
         return
     seen.add(id(value))
     if isinstance(value, _LocDict):
         if value.duplicate is not None:
             key, first, again = value.duplicate
-            doc.fail(again, _join(field, key), f"duplicate key {key!r} (first at line {first})")
+            doc.note(again, _join(field, key), f"duplicate key {key!r} (first at line {first})")
         for key, child in value.items():
             _find_duplicate(doc, child, _join(field, key), seen)
     elif isinstance(value, _LocList):

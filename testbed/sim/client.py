@@ -89,7 +89,7 @@ class SimClient(CtlTestbed):
             "testbed.sim.server", topology_path, name, root,
             ["--seed", str(int(seed)), "--speed", str(speed),
              *observe_args(record_period, trace_messages)], UP_TIMEOUT, UP_TIMEOUT_PER_NODE,
-            progress)
+            progress, backend="sim")
         tb = cls(name, rdir, base)
         tb.warnings = [str(w) for w in ready.get("warnings", [])]
         return tb

@@ -142,8 +142,8 @@ class SimNodeHandle(NodeVerbs):
         """``count`` PUTs (ACKed) or GETs (REPLY of ``size`` bytes), at most 64 in flight;
         each succeeds when its final event is the ACK/REPLY with status 0 (spec §4.4)."""
         self.testbed.check_alive(self.name)
-        parsed = burst_args({"dst": dst, "count": count, "size": size, "src": src,
-                             "numa": numa})
+        parsed = burst_args({"dst": self.resolve_nid(dst), "count": count, "size": size,
+                             "src": src, "numa": numa})
         if isinstance(parsed, str):
             return {"ok": False, "error": parsed}
         dnid, count, size, snid, numa = parsed

@@ -11,7 +11,7 @@ import json
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -22,6 +22,8 @@ SCRIPT_HELP = """one command per line ('#' starts a comment):
   NODE lnetctl ARGS...          NODE lctl ARGS...
   NODE put|get DST_NID|NODE [COUNT [SIZE]]
   link NODE IFACE up|down       run SECONDS        events"""
+#: Longest ``run`` (virtual seconds), as ``testbed clock advance`` (testbed/sim/server.py).
+MAX_RUN = 1e6
 
 
 def run_script(tb: SimTestbed, lines: Iterable[str], out: TextIO, err: TextIO,
@@ -51,7 +53,7 @@ def _script_line(tb: SimTestbed, words: list[str], out: TextIO, err: TextIO) -> 
         out.write(f"{words[1]} {words[2]} {words[3]}\n")
         return 0
     if head == "run" and len(words) == 2:
-        tb.run(float(words[1]))
+        tb.run(_number(words[1], "run: SECONDS", float, 0, MAX_RUN))
         return 0
     if head == "events" and len(words) == 1:
         out.writelines(json.dumps(e, sort_keys=True) + "\n" for e in tb.events())
@@ -63,8 +65,10 @@ def _script_line(tb: SimTestbed, words: list[str], out: TextIO, err: TextIO) -> 
         return res.rc
     if len(words) in (3, 4, 5) and words[1] in ("put", "get"):
         dst = words[2] if "@" in words[2] else tb.node(words[2]).nids[0]
-        count = int(words[3]) if len(words) > 3 else 1
-        size = int(words[4]) if len(words) > 4 else 4096
+        count = _number(words[3], f"{words[1]}: COUNT", int, 1, 1_000_000) \
+            if len(words) > 3 else 1
+        size = _number(words[4], f"{words[1]}: SIZE", int, 0, 1 << 20) \
+            if len(words) > 4 else 4096
         reply = getattr(tb.node(head), words[1])(dst, count=count, size=size)
         if not reply.get("ok"):
             raise TestbedError(str(reply.get("error")))
@@ -73,6 +77,18 @@ def _script_line(tb: SimTestbed, words: list[str], out: TextIO, err: TextIO) -> 
         return 0 if not reply["failed"] else 1
     raise TestbedError(f"cannot parse {' '.join(words)!r} (see `testbed sim --help` and the "
                        "README, Backends)")
+
+
+def _number(word: str, what: str, kind: type[int] | type[float], lo: int, hi: float) -> Any:
+    """A script number in lo..hi (``run -5`` was taken without a word: issue 11 item 10)."""
+    try:
+        value = kind(word)
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:  # (NaN fails both comparisons)
+        raise TestbedError(f"{what} must be {'an integer' if kind is int else 'a number'} "
+                           f"{lo}..{int(hi):,}, not {word!r}")
+    return value
 
 
 def oneshot(topology: str | None, *, name: str | None, seed: int, script: str | None,

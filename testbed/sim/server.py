@@ -38,7 +38,7 @@ import zmq
 import zmq.asyncio
 
 from nodes.daemon import lst_verb
-from testbed import clean, runstate
+from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
 from testbed.plan import TopologyError, load_topology
 from testbed.sim.inproc import SimTestbed
@@ -77,6 +77,7 @@ class SimServer:
         ctx = zmq.asyncio.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_REQUEST_BYTES)  # larger: dropped unread
         ctl = runstate.ctl_sock(self.rdir)
         sock.bind(f"ipc://{ctl}")
         os.chmod(ctl, 0o600)
@@ -104,9 +105,7 @@ class SimServer:
 
     async def _answer(self, sock: Any, frames: list[bytes]) -> None:
         try:
-            req = json.loads(frames[-1])
-            if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
-                raise ValueError("request must be a JSON object with a string 'cmd'")
+            req = ctlproto.parse(frames[-1])  # every field checked (issue 11 item 3)
             reply = await self.dispatch(req)
         except (TestbedError, ValueError, TypeError, KeyError) as exc:
             reply = {"ok": False, "error": str(exc)}
@@ -208,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         rdir = runstate.create_rundir(plan.name)
     except (TopologyError, ValueError, OSError) as exc:
         msg = (f"testbed {args.name} already has a run directory: it is up, or a leftover "
-               "remains (run `testbed clean`)") if isinstance(exc, FileExistsError) else str(exc)
+               f"remains (testbed down -n {args.name})") if isinstance(exc, FileExistsError) \
+            else str(exc)
         _send(proto, {"error": msg})
         return 1
     logfd = os.open(rdir / SERVER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

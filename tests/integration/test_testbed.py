@@ -251,7 +251,7 @@ def test_existing_bridge_refused(request: pytest.FixtureRequest) -> None:
     owner = subprocess.Popen(["sleep", "120"], env={**os.environ, runstate.ENV_NAME: name})
     sh.run_checked(["ip", "link", "add", "name", bridge, "type", "bridge"])
     try:
-        with pytest.raises(TestbedError, match="testbed clean") as exc:
+        with pytest.raises(TestbedError, match=f"testbed down -n {name}") as exc:
             MininetTestbed.up(None, name=name)
         assert bridge in str(exc.value)
         assert bridge in names.ours([names.short_hash(name)])  # someone else's: left alone

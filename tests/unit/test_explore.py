@@ -246,3 +246,13 @@ def test_a_worker_crash_names_the_project_frame_it_went_through() -> None:
     except Exception as exc:  # whatever it raises, described in one line
         text = pool.describe(exc)
     assert "\n" not in text and "(at testbed/" in text
+
+
+def test_a_long_router_queue_failing_at_once_does_not_recurse(mr: topo.Topo) -> None:
+    """Explore seed 341 (120 s): a router returning credits woke a queued forward whose send
+    failed at once, which returned its credits and woke the next, one stack frame set per
+    queued message (``lnet_return_rx_credits_locked`` -> ``take_buffer`` -> send ->
+    ``finalize_tx`` -> ...) until RecursionError. Now the waiters run in a loop."""
+    sch = swarm.expand(swarm.swarm(mr, 341), mr, 120)
+    res = runner.run(mr, sch)
+    assert res.sends > 0 and res.virtual >= 120

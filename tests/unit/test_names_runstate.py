@@ -70,7 +70,7 @@ def _fake_sys(tmp_path: Path, *ifnames: str) -> Path:
 def test_check_free_refuses_an_existing_bridge(tmp_path: Path) -> None:
     br = names.bridge_name("mr2", 0)
     fake = _fake_sys(tmp_path, "lo", "eth0", br, names.bridge_name("other", 0))
-    with pytest.raises(names.NameCollision, match="testbed clean") as exc:
+    with pytest.raises(names.NameCollision, match="testbed down -n mr2") as exc:
         names.check_free("mr2", fake)
     assert br in str(exc.value)
     names.check_free("mr3", fake)  # another name's hash is free
@@ -109,6 +109,33 @@ def test_create_rundir_is_private_and_exclusive(root: Path) -> None:
     with pytest.raises(FileExistsError):
         runstate.create_rundir("mr2")
     assert runstate.list_testbeds() == ["mr2"]
+
+
+def test_by_netns_is_not_a_testbed_name_anywhere(root: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 11 item 4: `testbed down -n by-netns` passed the name check and deleted the
+    by-netns registry of every testbed. Every place a name is taken refuses it now."""
+    import testbed
+    from testbed import clean, cli
+    from testbed.base import TestbedError
+
+    runstate.create_rundir("t1")
+    link = root / "by-netns" / "4026532000"
+    link.symlink_to(root / "t1" / "nodes" / "c1.sock")
+    for argv in (["down", "-n", "by-netns"], ["status", "-n", "by-netns"],
+                 ["events", "-n", "by-netns"], ["fault", "-n", "by-netns", "list"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.splitlines()[-1]
+        assert err.endswith("bad testbed name 'by-netns': reserved (the run root's by-netns/ "
+                            "is shared by every testbed)"), err
+    with pytest.raises(TestbedError, match="reserved"):
+        testbed.attach("by-netns")
+    with pytest.raises(ValueError, match="not a testbed name"):
+        clean.clean_testbed("by-netns")
+    assert link.is_symlink() and (root / "by-netns").is_dir()
+    assert runstate.list_testbeds() == ["t1"]
 
 
 def test_state_round_trip_and_atomic_replace(root: Path) -> None:

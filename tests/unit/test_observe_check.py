@@ -358,3 +358,16 @@ def test_a_resend_at_its_deadline_is_on_time_at_the_logs_resolution() -> None:
     late = [send(100.25, 2, deadline=110.2499999999982), resend(110.251, 2, 1),
             send(110.251, 2, attempt=1), complete(110.3, 2)]
     assert check_events(late).invariants["resend"].count == 1
+
+
+def test_a_restart_keeps_the_routing_its_configuration_enabled() -> None:
+    """The supervisor restarts a killed router as node_started (pid), the configuration
+    (routing enabled), node_restarted (same pid): the restart's end is not a new process
+    whose routing is off (soak.py flagged every forwarded message after a router kill)."""
+    events = [ev(0.0, "node_started", "r1", pid=10), ev(0.1, "routing", "r1", enabled=True),
+              *_fwd(1.0, 1), ev(2.0, "node_died", "r1", rc=-9),
+              ev(3.0, "node_started", "r1", pid=11), ev(3.1, "routing", "r1", enabled=True),
+              ev(3.2, "node_restarted", "r1", pid=11), *_fwd(4.0, 2)]
+    assert flagged(events, "routing") == 0
+    other = [*events[:-3], ev(3.2, "node_restarted", "r1", pid=12), *_fwd(4.0, 2)]
+    assert flagged(other, "routing") == 1  # another process: its routing is unknown

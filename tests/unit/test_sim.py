@@ -180,5 +180,18 @@ def test_script_runner_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out_io, err_io = io.StringIO(), io.StringIO()
     assert run_script(SimTestbed.up(), ["c9 lnetctl net show"], out_io, err_io) == 1
     assert "no node 'c9'" in err_io.getvalue()
+    tb = SimTestbed.up()
+    t0, out_io, err_io = tb.now, io.StringIO(), io.StringIO()
+    bad = ["run -5", "run nan", "run inf", "run 1e7", "run x", "c1 put s1 -1", "c1 put s1 2 x"]
+    assert run_script(tb, bad, out_io, err_io) == 1 and tb.now == t0
+    assert err_io.getvalue().splitlines() == [  # issue 11 item 10: `run -5` was accepted
+        "<script>:1: run: SECONDS must be a number 0..1,000,000, not '-5'",
+        "<script>:2: run: SECONDS must be a number 0..1,000,000, not 'nan'",
+        "<script>:3: run: SECONDS must be a number 0..1,000,000, not 'inf'",
+        "<script>:4: run: SECONDS must be a number 0..1,000,000, not '1e7'",
+        "<script>:5: run: SECONDS must be a number 0..1,000,000, not 'x'",
+        "<script>:6: put: COUNT must be an integer 1..1,000,000, not '-1'",
+        "<script>:7: put: SIZE must be an integer 0..1,048,576, not 'x'"]
+    tb.down()
     assert cli.main(["sim", "--seed", "1"]) == 0  # (`up --backend sim`: a server, issue 10)
     assert "sim testbed mr2 is up" in capsys.readouterr().out

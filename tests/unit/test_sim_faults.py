@@ -122,3 +122,23 @@ def test_what_the_fabric_cannot_model_is_refused_in_one_line(tb: Any, kind: str,
         tb.fault.add(kind, **kw)
     assert "\n" not in str(info.value)
     assert tb.fault.list() == []
+
+
+def test_kill_and_restart_without_duration_are_done_once_applied(tb: Any) -> None:
+    """Issue 11 item 10: a restart, and a kill nothing will revert, are events: "done" in
+    ``fault list`` once applied (they stayed "active" forever); a kill with a duration is
+    active until its restart, then done; a pending one is pending."""
+    later = tb.fault.restart(node="c1", start=30)
+    assert later["state"] == "pending"
+    restart = tb.fault.restart(node="s1")
+    kill = tb.fault.kill(node="c1", duration=5)
+    assert (restart["state"], kill["state"]) == ("done", "active")
+    states = {f["id"]: (f["state"], f["next"]) for f in tb.fault.list()}
+    assert states[restart["id"]] == ("done", None)
+    tb.run(6)
+    assert {f["id"]: f["state"] for f in tb.fault.list()} == {
+        later["id"]: "pending", restart["id"]: "done", kill["id"]: "done"}
+    tb.run(30)
+    gone = tb.fault.kill(node="s1")
+    assert {f["id"]: f["state"] for f in tb.fault.list()} == {
+        later["id"]: "done", restart["id"]: "done", kill["id"]: "done", gone["id"]: "done"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def test_cli_drives_a_sim_testbed(env: dict[str, str], tmp_path: Path) -> None:
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
     assert "exec runs one lnetctl, lctl or lst command" in refused.stderr
     st = cli("status", "-n", name, env=env).stdout
-    assert "backend sim" in st and "link down" in st
+    assert "backend sim" in st
+    assert re.search(r"eth1\s+10\.11\.0\.1@tcp\s+lan1\s+down\s+sim\s+down", st), st
     kinds = [json.loads(ln)["kind"] for ln in cli("events", "-n", name, "--json", env=env)
              .stdout.splitlines()]
     assert {"link_down", "send", "recv", "md", "msg", "traffic_start", "traffic_end",

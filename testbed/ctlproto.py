@@ -1,0 +1,126 @@
+"""The control requests of a testbed's ``ctl.sock``, checked field by field before use.
+
+Theory of operation (issue 11 item 3): the Mininet supervisor and the sim server read JSON
+requests from a ZeroMQ ROUTER that any process of the owner can write to. One request with a
+list where a string belongs (``{"cmd": "link", "node": ["c1"]}``) used to kill the
+supervisor, leaving its testbed up with nobody to take it down. Here every request is parsed
+and checked against :data:`REQUESTS` (field -> accepted type, required or not) before a
+handler sees it; what does not fit is refused with one line naming the field, and the
+process goes on serving. Bounds: a request body of at most :data:`MAX_REQUEST_BYTES` (also
+set as the socket's ``ZMQ_MAXMSGSIZE``, so a larger one is dropped by ZeroMQ unread), JSON
+nested at most :data:`MAX_DEPTH` deep. Fields a request does not
+list are not read by anyone, and ignored. Commands not listed here are left to the server
+(which refuses them as unknown, or serves one a later issue added).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Largest request body read (a fault spec or an lnetctl argv is well under 64 KiB; an
+#: lnetctl import's content crosses the node's own socket, not this one).
+MAX_REQUEST_BYTES = 1 << 20
+#: Deepest JSON nesting accepted (a fault spec's ``match`` is the deepest, at 3).
+MAX_DEPTH = 32
+
+_STR = (str,)
+_NUM = (int, float)
+#: command -> field -> (accepted types, required). ``bool`` is not an int here.
+REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "status": {},
+    "down": {},
+    "link": {"node": (_STR, True), "iface": (_STR, True), "state": (_STR, True)},
+    "fault_add": {"spec": ((dict,), True)},
+    "fault_list": {"residue": ((bool,), False)},
+    "fault_del": {"id": (_STR, True)},
+    "fault_clear": {},
+    # the sim server's own (testbed/sim/server.py)
+    "clock": {"op": (_STR, False), "seconds": (_NUM, False)},
+    "lnetctl": {"node": (_STR, True), "argv": ((list,), True)},
+    "lctl": {"node": (_STR, True), "argv": ((list,), True)},
+    "put": {"node": (_STR, True), "dst": (_STR, True), "count": ((int,), False),
+            "size": ((int,), False), "src": (_STR, False), "numa": ((int,), False)},
+    "get": {"node": (_STR, True), "dst": (_STR, True), "count": ((int,), False),
+            "size": ((int,), False), "src": (_STR, False), "numa": ((int,), False)},
+    "log": {"node": (_STR, True)},
+}
+#: fields whose value must also be one of these
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("link", "state"): ("up", "down"),
+    ("clock", "op"): ("show", "advance"),
+}
+
+
+class RequestError(ValueError):
+    """A refused request; the message is one line naming the field."""
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, iteratively (bounded by MAX_DEPTH + 1)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        children = item.values() if isinstance(item, dict) else \
+            item if isinstance(item, list) else ()
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def parse(body: bytes) -> dict[str, Any]:
+    """One request body -> a checked request (see :func:`check`).
+
+    Raises:
+        RequestError: not JSON, too large or too deep, or a field of the wrong type.
+    """
+    if len(body) > MAX_REQUEST_BYTES:
+        raise RequestError(f"request larger than {MAX_REQUEST_BYTES} bytes")
+    try:
+        msg = json.loads(body)
+    except RecursionError:  # the parser recurses per level: a million '[' end here
+        raise RequestError(f"request nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError:
+        raise RequestError("request is not JSON") from None
+    return check(msg)
+
+
+def check(msg: Any) -> dict[str, Any]:
+    """``msg`` if it is a request whose listed fields have the listed types and values.
+
+    Raises:
+        RequestError: one line naming the command and the field.
+    """
+    if not isinstance(msg, dict):
+        raise RequestError(f"request must be a JSON object, not {_kind(msg)}")
+    cmd = msg.get("cmd")
+    if not isinstance(cmd, str):
+        raise RequestError(f"request field 'cmd' must be a string, not {_kind(cmd)}")
+    if _depth(msg) > MAX_DEPTH:
+        raise RequestError(f"{cmd}: request nested deeper than {MAX_DEPTH} levels")
+    for field, (types, required) in REQUESTS.get(cmd, {}).items():
+        if field not in msg or (msg[field] is None and not required):
+            if required:
+                raise RequestError(f"{cmd}: field {field!r} is required")
+            continue
+        value = msg[field]
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            want = " or ".join(_kind(t()) for t in types)
+            raise RequestError(f"{cmd}: field {field!r} must be {want}, not {_kind(value)}")
+        allowed = CHOICES.get((cmd, field))
+        if allowed is not None and value not in allowed:
+            raise RequestError(f"{cmd}: field {field!r} must be one of {', '.join(allowed)}, "
+                               f"not {value!r}")
+        if field == "argv" and not all(isinstance(a, str) for a in value):
+            bad = next(a for a in value if not isinstance(a, str))
+            raise RequestError(f"{cmd}: field 'argv' must be a list of strings, not one "
+                               f"holding {_kind(bad)}")
+    return msg
