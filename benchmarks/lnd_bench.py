@@ -286,6 +286,28 @@ def lst_mbps(client: Any, server: Any, dst: str, op: str, size: int, seconds: fl
     wall time of the stat call, over the MiB/s moved in it: traffic is steady throughout).
     A timed run would be measured at the resolution of ``lst query`` polls (each an ``lst``
     process in the node, ~0.4 s here), so the rate is lst's own."""
+    tag = "[R] Avg: " if op == "write" else "[W] Avg: "
+    mbps, cpu = lst_stat(client, server, dst, ["brw", op, f"size={size}"],
+                         ["--bw", "--mbs"], tag, seconds, concurrency)
+    mib_per_s = mbps * 1e6 / MIB
+    return mbps, [c / mib_per_s * 1e6 for c in cpu]
+
+
+def lst_ping_rate(client: Any, server: Any, dst: str, seconds: float = 5.0,
+                  concurrency: int = 64) -> tuple[float, list[float]]:
+    """``lst add_test ... ping`` at ``concurrency``: the rate ``lst stat --rate servers``
+    prints for the server's received messages ([R], one ping request each), and the CPU
+    microseconds per ping of ``client`` and ``server`` (as ``lst_mbps``)."""
+    rate, cpu = lst_stat(client, server, dst, ["ping"], ["--rate"], "[R] Avg: ", seconds,
+                         concurrency)
+    return rate, [c / rate * 1e6 for c in cpu]
+
+
+def lst_stat(client: Any, server: Any, dst: str, test: list[str], stat: list[str], tag: str,
+             seconds: float, concurrency: int) -> tuple[float, list[float]]:
+    """Run ``lst add_test ... TEST`` from ``client`` to ``dst`` until stopped and return the
+    first figure of the ``lst stat STAT servers`` line starting with ``tag`` and the CPU
+    share (seconds per second) of ``client`` and ``server`` during the stat window."""
     key = str(os.getpid())
     cnid = next((n for n in client.nids if n.partition("@")[2] == dst.partition("@")[2]),
                 client.nids[0])
@@ -302,25 +324,23 @@ def lst_mbps(client: Any, server: Any, dst: str, op: str, size: int, seconds: fl
         lst("add_group", "servers", dst)
         lst("add_batch", "b")
         lst("add_test", "--batch", "b", "--concurrency", str(concurrency), "--from",
-            "clients", "--to", "servers", "brw", op, f"size={size}")  # loops until stopped
+            "clients", "--to", "servers", *test)  # loops until stopped
         lst("run", "b")
         time.sleep(1.0)
         t0 = time.perf_counter()
         out, cpu = with_cpu((client, server), lambda: lst(
-            "stat", "--bw", "--mbs", "--count", "1", "--delay", f"{seconds:g}", "servers"))
+            "stat", *stat, "--count", "1", "--delay", f"{seconds:g}", "servers"))
         wall = time.perf_counter() - t0
         lst("stop", "b")
-        tag = "[R] Avg: " if op == "write" else "[W] Avg: "
         line = next((x for x in out.splitlines() if x.startswith(tag)), None)
         if line is None:
             raise RuntimeError(f"lst stat printed no {tag!r} line: {out!r}")
-        mbps = float(line[len(tag):].split()[0])
+        value = float(line[len(tag):].split()[0])
         errors = lst("show_error", "clients", "servers")
         if "Total 0 error nodes in clients" not in errors or \
                 "Total 0 error nodes in servers" not in errors:
-            raise RuntimeError(f"lst brw {op}: errors: {errors}")
-        mib_per_s = mbps * 1e6 / MIB
-        return mbps, [c / wall / mib_per_s * 1e6 for c in cpu]
+            raise RuntimeError(f"lst {' '.join(test)}: errors: {errors}")
+        return value, [c / wall for c in cpu]
     finally:
         lst("end_session")
 

@@ -6,7 +6,9 @@ PUT frame and a 96-byte ACK) — messages/s; and the bare asyncio request/respon
 (``lnd_bench.asyncio_ref``) with the same bytes each way and the same concurrency.
 
 Targets (issue 13): floor >= 25 % of the asyncio reference, stretch >= 50 %. The load is the
-daemon's PUT burst (``lnd_bench.burst_load``); the ``lst ping`` batch comes with lst.
+daemon's PUT burst (``lnd_bench.burst_load``); then, against the same reference, an
+``lst add_test --concurrency 64 ... ping`` batch: the pings per second ``lst stat --rate``
+prints for the server group (``lnd_bench.lst_ping_rate``) over ``--seconds``.
 ``--profile DIR`` runs py-spy on both daemons during one extra LNet run. Run as root:
 
     .venv/bin/python benchmarks/msgrate.py [--runs 3] [--count 20000] [--profile DIR]
@@ -27,12 +29,13 @@ SIZE = 8
 def main() -> int:
     p = lb.parser(__doc__)
     p.add_argument("--count", type=int, default=20000, help="PUTs per LNet run")
+    p.add_argument("--seconds", type=float, default=3.0, help="lst stat window per run")
     args = p.parse_args()
     load: lb.Load = lb.burst_load
     with lb.testbed(1, "mrate") as tb:
         c1, s1 = tb.node("c1"), tb.node("s1")
         c1.put(lb.server_nid(0), count=64, size=SIZE)  # discovery, connections up
-        lnet, ref, cpu_c1, cpu_s1 = [], [], [], []
+        lnet, ref, cpu_c1, cpu_s1, ping, ping_c1, ping_s1 = [], [], [], [], [], [], []
         for _ in range(args.runs):
             secs, cpu = lb.with_cpu((c1, s1), lambda: load(c1, lb.server_nid(0), "write",
                                                             SIZE, args.count))
@@ -43,9 +46,16 @@ def main() -> int:
                                   req_bytes=lb.FRAME_OVERHEAD + SIZE,
                                   resp_bytes=lb.FRAME_OVERHEAD)
             ref.append(args.count / secs)
+            rate, cpu = lb.lst_ping_rate(c1, s1, lb.server_nid(0), seconds=args.seconds)
+            ping.append(rate)
+            ping_c1.append(cpu[0])
+            ping_s1.append(cpu[1])
         print(f"put_8B: lnet_msgs_per_s={lb.fmt(lnet)} asyncio_msgs_per_s={lb.fmt(ref)} "
               f"of_asyncio={lb.ratio(lnet, ref):.2f} (floor 0.25, stretch 0.50) "
               f"cpu_us_per_msg c1={lb.fmt(cpu_c1)} s1={lb.fmt(cpu_s1)}", flush=True)
+        print(f"lst_ping: lnet_pings_per_s={lb.fmt(ping)} asyncio_msgs_per_s={lb.fmt(ref)} "
+              f"of_asyncio={lb.ratio(ping, ref):.2f} (floor 0.25, stretch 0.50) "
+              f"cpu_us_per_ping c1={lb.fmt(ping_c1)} s1={lb.fmt(ping_s1)}", flush=True)
         if args.profile:
             n = max(args.count, int(4 * max(lnet)))
             lb.profiled((c1, s1), Path(args.profile), "put8",

@@ -122,6 +122,8 @@ class NodeDriver:
         #: per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
         self.sock_timeout: dict[NID, int] = {}
         self._lnet_lnd_timeout = engine.tunables.lnd_timeout
+        t = engine.tunables
+        self._lnd_inputs = (t.transaction_timeout, t.retry_count)  # what lnd_timeout is of
         self._armed: float | None = _UNARMED
         self.recorder = recorder
         self.arm_sample = arm_sample
@@ -266,7 +268,12 @@ class NodeDriver:
         its own ``--lnd-timeout`` follows LNet's ``lnd_timeout`` (max((tt-1)/(rc+1), 1)) as
         transaction_timeout and retry_count change (seed 003 hlth-lnd-tx-timeout-from-lnet;
         the socklnd's ``sock_timeout`` defaults to 0, docs/differences.md)."""
-        derived = self.engine.tunables.lnd_timeout
+        t = self.engine.tunables
+        inputs = (t.transaction_timeout, t.retry_count)
+        if inputs == self._lnd_inputs:  # (after every batch: two reads, not the derivation)
+            return
+        self._lnd_inputs = inputs
+        derived = t.lnd_timeout
         if derived == self._lnet_lnd_timeout:
             return
         self._lnet_lnd_timeout = derived

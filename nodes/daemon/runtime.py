@@ -162,8 +162,15 @@ class NodeRuntime:
         self.lnd.send(act.tx_id, act.ni, act.lpni, act.hdr, act.payload)
 
     def _arm_timer(self, deadline: float | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        """The loop timer at the engine's earliest deadline. A timer already armed at or
+        before it stays (it fires early, nothing is due yet and the driver arms again):
+        with messages in flight the earliest response deadline moves on every completion,
+        and a cancelled and recreated TimerHandle per message was measurable (issue 13)."""
+        timer = self._timer
+        if timer is not None:
+            if deadline is not None and timer.when() <= deadline:
+                return
+            timer.cancel()
             self._timer = None
         if deadline is not None:
             self._timer = self.loop.call_at(deadline, self._on_timer)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNetHdr, MsgType, WireHandle
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import LNET_NID_ANY, NID
+from nodes.lnet.nid import LNET_NID_ANY, NID, nid4_cached
 
 # --- lnet-idl.h -------------------------------------------------------------------------
 LNET_PROTO_TCP_MAGIC = 0xEEBC0DED
@@ -129,33 +129,34 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
     if len(b) < LNET_HDR_SIZE:
         raise _bad(f"short lnet_hdr: {len(b)} < {LNET_HDR_SIZE} bytes")
     dest, src, dpid, spid, mtype, plen = _HDR_FIXED.unpack_from(b, 0)
-    try:
-        t = MsgType(mtype)
-    except ValueError:
-        raise _bad(f"bad LNet message type {mtype}") from None
+    if (t := _MSG_TYPES.get(mtype)) is None:  # (a dict: the enum call was a tenth of it)
+        raise _bad(f"bad LNet message type {mtype}")
     if plen > LNET_MTU:
         raise _bad(f"payload_length {plen} > LNET_MTU {LNET_MTU}")
-    if t in (MsgType.ACK, MsgType.GET) and plen != 0:
+    if (t is MsgType.ACK or t is MsgType.GET) and plen != 0:
         raise _bad(f"{t.name} with payload_length {plen}")
     off = _HDR_FIXED.size
-    base = {"dest_nid": NID.from_nid4(dest), "src_nid": NID.from_nid4(src),
-            "dest_pid": dpid, "src_pid": spid, "type": t, "payload_length": plen}
-    if t == MsgType.ACK:
+    dnid, snid = nid4_cached(dest), nid4_cached(src)
+    # positional, in LNetHdr's field order (its ``readdressed`` lists it)
+    if t is MsgType.ACK:
         ic, oc, mb, mlen = _ACK.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc), match_bits=mb, mlength=mlen)
-    if t == MsgType.PUT:
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, mlength=mlen)
+    if t is MsgType.PUT:
         ic, oc, mb, hd, ptl, offset = _PUT.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc), match_bits=mb, hdr_data=hd,
-                       ptl_index=ptl, offset=offset)
-    if t == MsgType.GET:
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, hd, ptl,
+                       offset)
+    if t is MsgType.GET:
         ic, oc, mb, ptl, offset, sink = _GET.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc), match_bits=mb, ptl_index=ptl,
-                       offset=offset, sink_length=sink)
-    if t == MsgType.REPLY:
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, 0, ptl,
+                       offset, sink)
+    if t is MsgType.REPLY:
         ic, oc = _WMD.unpack_from(b, off)
-        return LNetHdr(**base, wmd=WireHandle(ic, oc))
+        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc))
     inc, htype = _HELLO_U.unpack_from(b, off)
-    return LNetHdr(**base, incarnation=inc, hello_type=htype)
+    return LNetHdr(dnid, snid, dpid, spid, t, plen, incarnation=inc, hello_type=htype)
+
+
+_MSG_TYPES = {int(t): t for t in MsgType}
 
 
 # --- acceptor connreq -------------------------------------------------------------------

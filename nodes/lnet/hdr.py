@@ -9,7 +9,7 @@ fields; which ones are meaningful depends on ``type`` (spec §4.1).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from nodes.lnet.nid import NID
 
@@ -72,3 +72,19 @@ class LNetHdr:
     mlength: int = 0  # ACK
     incarnation: int = 0  # HELLO
     hello_type: int = 0  # HELLO
+
+    def readdressed(self, src_nid: NID, dest_nid: NID) -> LNetHdr:
+        """A copy with new source and destination NIDs (``lnet_msg_commit`` addressing):
+        ``dataclasses.replace`` re-reads the fields' metadata on every call, which was 6 % of
+        a small message's engine CPU; this is the constructor called directly."""
+        return LNetHdr(dest_nid, src_nid, self.dest_pid, self.src_pid, self.type,
+                       self.payload_length, self.wmd, self.match_bits, self.hdr_data,
+                       self.ptl_index, self.offset, self.sink_length, self.mlength,
+                       self.incarnation, self.hello_type)
+
+
+# ``readdressed`` passes every field by position: it must be told of a new one
+if [f.name for f in fields(LNetHdr)] != [
+    "dest_nid", "src_nid", "dest_pid", "src_pid", "type", "payload_length", "wmd", "match_bits",
+    "hdr_data", "ptl_index", "offset", "sink_length", "mlength", "incarnation", "hello_type"]:
+    raise TypeError("LNetHdr.readdressed does not know every field of LNetHdr")

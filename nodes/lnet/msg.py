@@ -41,12 +41,10 @@ class OwnerRole(enum.Enum):
     """Who an internal MD's events go to (``lnet_mt_event_handler`` and friends)."""
 
     LPNI_RECOVERY = "lpni recovery ping"   # recovery.py (spec §3.5)
-    NI_RECOVERY = "local ni recovery ping"  # recovery.py (lnet_recover_local_nis)
     DC_PING = "discovery ping"             # discovery.py (spec §5.2)
     DC_PUSH = "discovery push"
     RTR_PING = "router ping"               # rtrcheck.py (spec §6.4)
     RTR_QUERY = "down peer NI query"       # rtralive.py (rtr-router-query-down)
-    PING_MD = "nid metadata ping"          # engine.py (lnet_discover_nid_metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +113,10 @@ class MsgPhase(enum.Enum):
     SENDING = "with the LND"              # a Transmit is out, awaiting TxCompleted
     DONE = "finalized"
 
+    # members are singletons: identity hash (C) instead of Enum's hash of the name (a
+    # Python call per ``NEXT`` lookup, several per message)
+    __hash__ = object.__hash__
+
 
 class MsgInput(enum.Enum):
     WAIT_DISCOVERY = "wait for discovery"
@@ -130,6 +132,8 @@ class MsgInput(enum.Enum):
     TRANSMIT = "hand to the LND"
     RESEND = "decommit for a resend"
     FINALIZE = "finalize"
+
+    __hash__ = object.__hash__  # (as MsgPhase)
 
 
 class LNetLifecycleError(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nodes.lnet.errors import EINVAL, LNetConfigError
 
@@ -94,17 +94,25 @@ LO_NET = Net(LOLND, 0)
 class NID:
     """A 4-byte-address NID (the nid4 form carried by socklnd V3 and ``lnet_hdr_nid4``)."""
 
-    net: Net
+    net: Net = field(compare=False)
+    #: ``(net.lnd, net.num)``, kept once: with ``addr`` the fields compared, hashed and
+    #: ordered, so NIDs hash and compare as before (the hash of ``(net, addr)``) without a
+    #: Python-level ``Net.__hash__``/``__eq__`` per NID (~5 % of a small message's CPU as
+    #: dict keys of the engine's hot paths, issue 10/13 profiles)
+    _net: tuple[int, int] = field(init=False, repr=False)
     addr: int
+    _key: int = field(init=False, repr=False, compare=False)  # nid4, the wire value
 
     def __post_init__(self) -> None:
         if not 0 <= self.addr <= 0xFFFF_FFFF:
             raise LNetConfigError(-EINVAL, f"NID address out of range: {self.addr}")
+        object.__setattr__(self, "_net", (self.net.lnd, self.net.num))
+        object.__setattr__(self, "_key", (self.net.net_id << 32) | self.addr)
 
     @property
     def nid4(self) -> int:
         """The 64-bit wire value."""
-        return (self.net.net_id << 32) | self.addr
+        return self._key  # (kept once, like ``_net``)
 
     @classmethod
     def from_nid4(cls, value: int) -> NID:
@@ -138,6 +146,18 @@ class NID:
 
 
 LO_NID = NID(LO_NET, 0)
+_BY_NID4: dict[int, NID] = {}  # the few NIDs a node hears from, each parsed once
+
+
+def nid4_cached(value: int) -> NID:
+    """``NID.from_nid4``, memoized for the LND's header parsing (NIDs are immutable; the
+    cache is bounded against a flood of odd ones)."""
+    nid = _BY_NID4.get(value)
+    if nid is None:
+        if len(_BY_NID4) >= 4096:
+            _BY_NID4.clear()
+        nid = _BY_NID4[value] = NID.from_nid4(value)
+    return nid
 
 
 def parse_net(text: str) -> Net | None:

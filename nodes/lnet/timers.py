@@ -79,6 +79,8 @@ class Timers:
 
     def next_deadline(self) -> float | None:
         """The earliest armed deadline, None when nothing is armed."""
+        if not self.changed:  # nothing armed earlier, nothing reported cancelled or popped
+            return self._reported
         self._clean()
         first = self._heap[0][0] if self._heap else None
         self._reported = first
