@@ -25,9 +25,12 @@ VAGRANT_APT_PKGS := vagrant vagrant-lxc vagrant-libvirt lxc libvirt-daemon-syste
 demo: venv
 	$(PY) -m testbed.demo
 
-# Every test on the real path (Mininet), then the LUTF suites again on the in-process simulator
+# Lint and static types first (issue 12 item 5: either failing fails the run), then every
+# test on the real path (Mininet), then the LUTF suites again on the in-process simulator
 # (same tests, virtual clock: backend parity), then one traceability report over both runs.
 test: venv
+	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
+	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd
 	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml \
 	  --lnet-trace=reports/trace.md
 	$(PY) -m pytest tests/lutf --lnet-backend=sim -n auto -p no:cacheprovider \
@@ -77,7 +80,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check nodes testbed faults tests vagrant/tests
+	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
+	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd
 
 clean-testbeds: venv
 	$(VENV)/bin/testbed clean

@@ -1,6 +1,8 @@
 """The NFQUEUE interposer: one process per interposed fault, inside the node's namespace.
 
-Theory of operation: ``faults.netops`` starts ``python -m faults.interposer SPEC.json`` with
+Theory of operation: the ``interposer`` resource (``faults.resources``) writes a typed
+:class:`~faults.interposer_spec.InterposerSpec` to SPEC.json and starts
+``python -m faults.interposer SPEC.json`` with
 ``nsenter --net`` into the node's network namespace (env ``LNET_TESTBED=<name>``, so ``testbed
 clean`` finds it by tag), then inserts the iptables rules that send the fault's packets to
 queue ``queue`` (``-j NFQUEUE --queue-num Q``; without ``--queue-bypass`` a dead interposer
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from faults import decide
+from faults.interposer_spec import InterposerSpec
 from faults.prefilter import Matcher, Pkt, classify
 
 #: fwmark of packets the interposer injects; its iptables rules skip it.
@@ -48,10 +51,10 @@ MAX_HELD = 4000
 class Interposer:
     """State of one interposer: its decider, held packets and counters."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: InterposerSpec) -> None:
         self.spec = spec
-        self.matcher = Matcher(spec.get("match") or {}, spec.get("local_nids"))
-        self.decider = decide.Decider(spec["kind"], spec["params"], int(spec["seed"]))
+        self.matcher = Matcher(dict(spec.match.as_dict()), list(spec.local_nids))
+        self.decider = decide.Decider(spec.kind, dict(spec.params), spec.seed)
         self.counters = {k: 0 for k in ("seen", "matched", "accepted", "dropped", "delayed",
                                         "reordered", "duplicated", "corrupted", "stalled",
                                         "rst")}
@@ -104,7 +107,7 @@ class Interposer:
             self.counters["corrupted"] += 1
             body = decide.flip_bits(data[pkt.l4_off:], v.bits)
             out = data[:pkt.l4_off] + body
-            if self.spec["params"].get("csum", "fix") == "fix":
+            if self.spec.params.get("csum", "fix") == "fix":
                 out = fix_l4_checksum(out)
             else:
                 out = break_l4_checksum(out)
@@ -263,10 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m faults.interposer SPEC.json", file=sys.stderr)
         return 2
+    try:
+        spec = InterposerSpec.from_dict(json.loads(Path(args[0]).read_text()))
+    except (OSError, ValueError) as exc:  # FaultError and JSON errors are ValueErrors
+        print(f"interposer: {args[0]}: {exc}", file=sys.stderr)
+        return 2
     from netfilterqueue import NetfilterQueue
 
-    spec = json.loads(Path(args[0]).read_text())
-    counters_path = Path(spec["counters"])
+    counters_path = Path(spec.counters)
     ip = Interposer(spec)
     stop = {"now": False}
 
@@ -276,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     nfq = NetfilterQueue()
-    nfq.bind(int(spec["queue"]), ip.on_packet, max_len=MAX_HELD + 1024)
+    nfq.bind(spec.queue, ip.on_packet, max_len=MAX_HELD + 1024)
     fd = nfq.get_fd()
     write_json(counters_path, {**ip.snapshot(), "ready": True})
     last = time.monotonic()

@@ -242,7 +242,12 @@ def _fields(m: Match) -> dict[str, Any]:
     return {k: getattr(m, k) for k in Match.__slots__}
 
 
-def _params(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+def parse_params(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """A kind's parameters from ``raw`` with defaults filled, each checked (``PARAMS``).
+
+    Raises:
+        FaultError: a bad value, or a combination the kind refuses.
+    """
     out = {}
     for key, (typ, default, rng) in PARAMS[kind].items():
         value = raw.get(key, default)
@@ -283,7 +288,7 @@ def parse_fault(raw: Any, *, nodes: dict[str, list[str]] | None = None) -> Fault
     if unknown:
         raise FaultError(f"{kind}: unknown key {unknown[0]!r} "
                          f"(allowed: {', '.join(sorted(allowed - {'kind'}))})")
-    params = _params(kind, raw)
+    params = parse_params(kind, raw)
     node = raw.get("node")
     if kind != "partition":
         if node is None:

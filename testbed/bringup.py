@@ -7,15 +7,17 @@ checker's first ping is refused (ECONNREFUSED, the peer NI's health drops, ``dro
 the gateway is marked down, and the next check comes ``alive_router_check_interval`` (60 s by
 default) later, so a routed ping fails for a minute after ``testbed up`` returned. So:
 
-1. phase 1 on every node (``plan.local_verbs``): ``lnet configure``, ``net add``, tunables (the
+1. phase 1 on every node (``plan.local_steps``): ``lnet configure``, ``net add``, tunables (the
    daemon got its module parameters at start; the sim applies them first);
-2. phase 2 on every node (``plan.remote_verbs``): peers, routes, UDSP rules, raw imports;
+2. phase 2 on every node (``plan.remote_steps``): peers, routes, UDSP rules, raw imports;
 3. ``wait_routes``: until every route whose gateway is a forwarding node of the testbed is
    ``up`` in ``lnetctl route show -v`` (the router checker's first round), bounded; a route
    still down is reported with its gateway peer NI's state and health (``peer show``).
 
-A backend supplies ``verb(node, argv) -> Completed`` (an lnetctl command on that node),
-``advance(seconds)`` (sleep on Mininet, virtual time on the sim) and ``now()``.
+A backend supplies ``send(node, step) -> Completed`` (one configuration step of
+``testbed.plan.verbs``, sent as the typed request ``verbs.request(step)``: fields, never argv
+the daemon parses again), ``verb(node, argv) -> Completed`` (an lnetctl query: ``route show``,
+``peer show``), ``advance(seconds)`` (sleep on Mininet, virtual time on the sim) and ``now()``.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import yaml
 
 from testbed.base import Completed, TestbedError
 from testbed.plan import Plan
-from testbed.plan.verbs import awaited_routes, local_verbs, remote_verbs
+from testbed.plan.verbs import Step, awaited_routes, local_steps, remote_steps
 
 Verb = Callable[[str, list[str]], Completed]
+Send = Callable[[str, Step], Completed]
 #: Bound on the wait for routes: a first router-checker round takes one monitor tick (1 s)
 #: plus a ping; more than this means the ping failed and the next check is a check
 #: interval away (then ``up`` reports which routes are down and why, and returns).
@@ -39,26 +42,37 @@ ROUTE_WAIT = 10.0
 ROUTE_POLL = 0.25
 
 
-def _run(node: str, argv: list[str], verb: Verb) -> None:
-    res = verb(node, argv)
+def completed(reply: dict[str, Any]) -> Completed:
+    """A daemon's reply as a command's result (a request refused on receipt: rc 1, why)."""
+    return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
+                     str(reply.get("err", "") or reply.get("error", "")))
+
+
+def run_step(node: str, step: Step, send: Send) -> None:
+    """Send one step; a failure names the node and the step as lnetctl words.
+
+    Raises:
+        TestbedError: the step failed.
+    """
+    res = send(node, step)
     if res.rc != 0:
-        raise TestbedError(f"node {node}: lnetctl {' '.join(argv)} failed with rc {res.rc}: "
-                           f"{' '.join((res.out + res.err).split())}")
+        raise TestbedError(f"node {node}: lnetctl {' '.join(step.argv())} failed with rc "
+                           f"{res.rc}: {' '.join((res.out + res.err).split())}")
 
 
-def configure(plan: Plan, verb: Verb, lnet_dir: Path,
+def configure(plan: Plan, send: Send, lnet_dir: Path,
               progress: Callable[[str], None] | None = None, parallel: int = 1) -> None:
     """Phase 1 on every node, then phase 2 on every node; within a phase the nodes are
-    independent, so ``parallel`` of them at a time (each node's verbs in order) where the
-    backend's ``verb`` may be called from several threads.
+    independent, so ``parallel`` of them at a time (each node's steps in order) where the
+    backend's ``send`` may be called from several threads.
 
     Raises:
         TestbedError: a verb failed (names the node, the verb and its output).
     """
-    def phase(verbs: Callable[[Any], list[list[str]]]) -> None:
+    def phase(steps: Callable[[Any], list[Step]]) -> None:
         def one(node: Any) -> None:
-            for argv in verbs(node):
-                _run(node.name, argv, verb)
+            for step in steps(node):
+                run_step(node.name, step, send)
         if parallel <= 1:
             for node in plan.nodes:
                 one(node)
@@ -69,10 +83,10 @@ def configure(plan: Plan, verb: Verb, lnet_dir: Path,
 
     if progress is not None:
         progress("configuring NIs: " + " ".join(n.name for n in plan.nodes))
-    phase(local_verbs)
+    phase(local_steps)
     if progress is not None:
         progress("configuring peers, routes, UDSPs")
-    phase(lambda node: remote_verbs(plan, node, lnet_dir))
+    phase(lambda node: remote_steps(plan, node, lnet_dir))
 
 
 def _route_states(node: str, verb: Verb) -> dict[tuple[str, str], str]:

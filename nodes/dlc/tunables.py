@@ -7,16 +7,18 @@ each refuses with its own text (lnetctl.c ``jt_set_*``, liblnetconfig.c
 1. lnetctl ``parse_long`` -> ``parse_text`` on failure (``parser: - set:`` errno -1);
 2. liblnetconfig's own range check (``lib_range`` -> ``lib_errno``, ``lib_text``), then the
    value goes to the kernel as ``coerce`` says (``bool``: 0/1; ``u32``: the ioctl's __u32);
-3. the kernel setter accepts ``kernel_range`` (documented here; applied by the engine's
-   ``Tunables.set`` today) and a refusal comes back as "cannot configure ``words``: <strerror>"
-   under ``entity``, through sysfs (``via == "sysfs"``, ``module_param``) or an ioctl.
+3. the kernel setter accepts ``kernel_range`` (the one table of ranges,
+   ``nodes/lnet/tunables.py`` ``RANGES``, which the engine's ``Tunables.set`` applies) and a
+   refusal comes back as "cannot configure ``words``: <strerror>" under ``entity``, through
+   sysfs (``via == "sysfs"``, ``module_param``) or an ioctl.
 
-``module_param`` is also the name a site gives at module load ("options lnet ..."); the
-topology validator (``testbed/plan``), the engine setters (``nodes/lnet/tunables.py``
-``_SETTERS``, ``MODULE_PARAMS``) and this table still each hold ranges: they are to switch to
-this table (docs/sanity-lnet.md gap list). Testbed-only knobs (``routing`` is real; the
-router checker and ``forwarding`` knobs are module parameters real lnetctl cannot set) keep
-the engine's text.
+``module_param`` is also the name a site gives at module load ("options lnet ..."). The
+kernel's ranges are defined once, in ``RANGES`` (the engine is the kernel here, and the lowest
+layer): the topology validator (``testbed/plan/schema.py``), the engine setters,
+``MODULE_PARAMS`` and ``kernel_range`` below all read it; only liblnetconfig's own earlier
+check (``lib_range``) is this table's. Testbed-only knobs (``routing`` is real; the router
+checker and ``forwarding`` knobs are module parameters real lnetctl cannot set) keep the
+engine's text.
 """
 
 from __future__ import annotations
@@ -25,9 +27,7 @@ import re
 from dataclasses import dataclass
 
 from nodes.lnet.errors import EINVAL, ERANGE
-
-U32_MAX = 2**32 - 1
-S32_MAX = 2**31 - 1
+from nodes.lnet.tunables import RANGES, S32_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,57 +41,61 @@ class TunableSpec:
     words: str
     via: str  # "sysfs" | "ioctl" | "buffers" | "routing" | "engine"
     module_param: str | None
-    kernel_range: tuple[int, int]
     lib_range: tuple[int, int] | None = None
     lib_errno: int = -EINVAL
     lib_text: str = ""
     coerce: str | None = None  # "bool" | "u32"
 
+    @property
+    def kernel_range(self) -> tuple[int, int]:
+        """What the kernel setter accepts: the one table, ``nodes.lnet.tunables.RANGES``."""
+        return RANGES[self.name]
 
-def _sysfs(name: str, param: str, words: str, krange: tuple[int, int], *,
+
+def _sysfs(name: str, param: str, words: str, *,
            parse: str | None = None, entity: str | None = None, **kw: object) -> TunableSpec:
     return TunableSpec(name=name, lib_fn=f"lustre_lnet_config_{name}",
                        parse_text=parse or f"cannot parse {name} value",
                        entity=entity or name, words=words, via="sysfs", module_param=param,
-                       kernel_range=krange, **kw)  # type: ignore[arg-type]
+                       **kw)  # type: ignore[arg-type]
 
 
 TUNABLES: dict[str, TunableSpec] = {t.name: t for t in (
     TunableSpec("numa_range", "lustre_lnet_config_numa_range", "cannot parse numa_range value",
-                "numa_range", "numa_range", "ioctl", "lnet_numa_range", (0, U32_MAX),
+                "numa_range", "numa_range", "ioctl", "lnet_numa_range",
                 coerce="u32"),  # IOC_LIBCFS_SET_NUMA_RANGE: __u32 sv_value
-    _sysfs("max_interfaces", "lnet_interfaces_max", "max interfaces", (0, S32_MAX)),
+    _sysfs("max_interfaces", "lnet_interfaces_max", "max interfaces"),
     # lustre_lnet_config_discovery writes `enable ? 0 : 1` to lnet_peer_discovery_disabled
-    _sysfs("discovery", "lnet_peer_discovery_disabled", "discovery", (0, 1), coerce="bool"),
-    _sysfs("drop_asym_route", "lnet_drop_asym_route", "drop asym route", (0, 1),
+    _sysfs("discovery", "lnet_peer_discovery_disabled", "discovery", coerce="bool"),
+    _sysfs("drop_asym_route", "lnet_drop_asym_route", "drop asym route",
            coerce="bool"),
-    _sysfs("retry_count", "lnet_retry_count", "retry count", (0, U32_MAX)),  # < tt, health on
+    _sysfs("retry_count", "lnet_retry_count", "retry count"),  # < tt, health on
     _sysfs("transaction_timeout", "lnet_transaction_timeout", "transaction timeout",
-           (1, U32_MAX), parse="cannot parse transaction timeout value"),  # > retry_count
-    _sysfs("health_sensitivity", "lnet_health_sensitivity", "health sensitivity", (0, 1000),
+           parse="cannot parse transaction timeout value"),  # > retry_count
+    _sysfs("health_sensitivity", "lnet_health_sensitivity", "health sensitivity",
            parse="cannot parse health sensitivity value"),
-    _sysfs("recovery_interval", "lnet_recovery_interval", "recovery interval", (0, U32_MAX),
+    _sysfs("recovery_interval", "lnet_recovery_interval", "recovery interval",
            parse="cannot parse recovery interval value"),  # deprecated: setter only warns
     _sysfs("router_sensitivity", "router_sensitivity_percentage", "router health sensitivity",
-           (0, 100), parse="cannot parse router sensitivity value"),
-    _sysfs("response_tracking", "lnet_response_tracking", "response tracking", (0, 3),
+           parse="cannot parse router sensitivity value"),
+    _sysfs("response_tracking", "lnet_response_tracking", "response tracking",
            lib_range=(0, 3), lib_text="Valid values are: 0, 1, 2, or 3"),
-    _sysfs("recovery_limit", "lnet_recovery_limit", "recovery limit", (0, U32_MAX),
+    _sysfs("recovery_limit", "lnet_recovery_limit", "recovery limit",
            lib_range=(0, S32_MAX), lib_text="Must be greater than or equal to 0"),
     _sysfs("max_recovery_ping_interval", "lnet_max_recovery_ping_interval",
-           "maximum recovery ping interval", (1, U32_MAX),
+           "maximum recovery ping interval",
            parse="cannot parse maximum recovery interval value",
            entity="maximum recovery ping interval", lib_range=(1, S32_MAX),
            lib_text="must be strictly positive"),
     # lustre_lnet_config_buffers(tiny, small, large): -1 leaves a pool alone, 0 = default size
     *(TunableSpec(f"{pool}_buffers", "lustre_lnet_config_buffers",
                   f"cannot parse {pool}_buffers value", "buf", "buffers", "buffers",
-                  f"{pool}_router_buffers", (0, S32_MAX), lib_range=(-1, S32_MAX),
+                  f"{pool}_router_buffers", lib_range=(-1, S32_MAX),
                   lib_errno=-ERANGE, lib_text="tiny, small and large must be >= 0")
       for pool in ("tiny", "small", "large")),
     TunableSpec("routing", "lustre_lnet_config_routing",
                 "cannot parse routing value.\nmust be 0 for disable or 1 for enable",
-                "routing", "routing", "routing", "forwarding", (0, 1)),
+                "routing", "routing", "routing", "forwarding"),
 )}
 
 #: module parameters of router.c that only a module load sets (no lnetctl verb): the engine

@@ -17,6 +17,45 @@ from nodes.lnet.errors import EINVAL, ERANGE, LNetConfigError
 LNET_MAX_HEALTH_VALUE = 1000
 LNET_INTERFACES_MAX_DEFAULT = 4096
 LNET_INTERFACES_MIN = 16
+U32_MAX = 2**32 - 1
+S32_MAX = 2**31 - 1
+
+#: The one table of tunable ranges (issue 12 item 4): name -> the inclusive range the kernel
+#: accepts for it, whether it comes from ``lnetctl set`` or as the module parameter at load.
+#: The engine's setters below check it, ``MODULE_PARAMS`` takes its ranges from it, the topology
+#: validator (``testbed/plan/schema.py``) and ``nodes/dlc/tunables.py`` (whose ``lib_range`` is
+#: liblnetconfig's own, earlier check) read it. Sources: api-ni.c module parameters and their
+#: ``kernel_param_ops`` setters, router.c for the router ones.
+RANGES: dict[str, tuple[int, int]] = {
+    "numa_range": (0, U32_MAX),  # lnet_numa_range: uint; IOC_LIBCFS_SET_NUMA_RANGE __u32
+    "max_interfaces": (0, U32_MAX),  # intf_max_set: uint, below the minimum -> the default
+    "discovery": (0, 1),  # discovery_set (lnet_peer_discovery_disabled)
+    "drop_asym_route": (0, 1),  # drop_asym_route_set
+    "retry_count": (0, U32_MAX),  # retry_count_set: uint, and <= transaction_timeout
+    "transaction_timeout": (1, U32_MAX),  # transaction_to_set refuses 0
+    "health_sensitivity": (0, LNET_MAX_HEALTH_VALUE),  # sensitivity_set
+    "recovery_interval": (1, U32_MAX),  # recovery_interval_set: "at least 1 second"
+    "router_sensitivity": (0, 100),  # rtr_sensitivity_set: a percentage
+    "response_tracking": (0, 3),  # response_tracking_set: lnet_mt_type
+    "recovery_limit": (0, U32_MAX),  # recovery_limit_set: uint
+    "max_recovery_ping_interval": (1, U32_MAX),  # max_recovery_ping_interval_set: > 0
+    "routing": (0, 1),  # lnet_dyn_configure (IOC_LIBCFS_CONFIG_RTR): enable 0/1
+    # tiny/small/large_router_buffers: int module parameters; lnet_rtrpools_adjust refuses <= 0
+    "tiny_buffers": (1, S32_MAX),
+    "small_buffers": (1, S32_MAX),
+    "large_buffers": (1, S32_MAX),
+    # router.c module parameters (int): a site's module options; lnetctl set is a testbed
+    # extension for them (docs/differences.md). <= 0 turns the router checker off.
+    "alive_router_check_interval": (-(2**31), S32_MAX),
+    "router_ping_timeout": (0, S32_MAX),
+    "avoid_asym_router_failure": (0, 1),
+    "check_routers_before_use": (0, 1),
+    "forwarding": (0, 1),  # forwarding="enabled"|"disabled"
+    "auto_down": (0, 1),
+    "peer_buffer_credits": (0, S32_MAX),
+    "lock_prim_nid": (0, 1),
+    "local_nid_dist_zero": (0, 1),
+}
 
 
 @dataclass(slots=True)
@@ -85,29 +124,40 @@ def _bad(what: str, value: int, errno: int = EINVAL) -> LNetConfigError:
     return LNetConfigError(-errno, f"cannot configure {what} to {value}: Invalid argument")
 
 
+def _check(name: str, v: int, text: str) -> None:
+    lo, hi = RANGES[name]
+    if not lo <= v <= hi:
+        raise LNetConfigError(-EINVAL, text)
+
+
 def _set_sensitivity(t: Tunables, v: int) -> None:
-    if not 0 <= v <= LNET_MAX_HEALTH_VALUE:
-        raise LNetConfigError(-EINVAL, "cannot configure health sensitivity: Invalid argument")
+    _check("health_sensitivity", v, "cannot configure health sensitivity: Invalid argument")
     if v == 0 and t.health_sensitivity != 0:
         t.retry_count = 0  # api-ni.c sensitivity_set: health off means retries off
     t.health_sensitivity = v
 
 
 def _set_retry_count(t: Tunables, v: int) -> None:
-    if v < 0 or v > t.transaction_timeout or (v > 0 and t.health_sensitivity == 0):
-        raise LNetConfigError(-EINVAL, "cannot configure retry count: Invalid argument")
+    text = "cannot configure retry count: Invalid argument"
+    _check("retry_count", v, text)
+    if v > t.transaction_timeout or (v > 0 and t.health_sensitivity == 0):
+        raise LNetConfigError(-EINVAL, text)
     t.retry_count = v
 
 
 def _set_transaction_timeout(t: Tunables, v: int) -> None:
-    if v <= 0 or v <= t.retry_count:
-        raise LNetConfigError(-EINVAL, "cannot configure transaction timeout: Invalid argument")
+    text = "cannot configure transaction timeout: Invalid argument"
+    _check("transaction_timeout", v, text)
+    if v <= t.retry_count:
+        raise LNetConfigError(-EINVAL, text)
     t.transaction_timeout = v
 
 
-def _set_range(name: str, lo: int, hi: int | None):  # type: ignore[no-untyped-def]
+def _set_range(name: str):  # type: ignore[no-untyped-def]
+    lo, hi = RANGES[name]
+
     def setter(t: Tunables, v: int) -> None:
-        if v < lo or (hi is not None and v > hi):
+        if not lo <= v <= hi:
             raise _bad(name, v, ERANGE if name == "response_tracking" else EINVAL)
         setattr(t, name, v)
 
@@ -121,8 +171,7 @@ def _set_max_interfaces(t: Tunables, v: int) -> None:
 
 def _set_buffers(name: str):  # type: ignore[no-untyped-def]
     def setter(t: Tunables, v: int) -> None:
-        if v <= 0:
-            raise LNetConfigError(-EINVAL, "tiny, small and large must be >= 0")
+        _check(name, v, "tiny, small and large must be >= 0")
         setattr(t, name, v)
 
     return setter
@@ -132,24 +181,24 @@ _SETTERS = {
     "health_sensitivity": _set_sensitivity,
     "retry_count": _set_retry_count,
     "transaction_timeout": _set_transaction_timeout,
-    "numa_range": _set_range("numa_range", 0, None),
+    "numa_range": _set_range("numa_range"),
     "max_interfaces": _set_max_interfaces,
-    "discovery": _set_range("discovery", 0, 1),
-    "drop_asym_route": _set_range("drop_asym_route", 0, 1),
+    "discovery": _set_range("discovery"),
+    "drop_asym_route": _set_range("drop_asym_route"),
     "recovery_interval": lambda t, v: None,  # recovery_interval_set only warns (LU-13569)
-    "router_sensitivity": _set_range("router_sensitivity", 0, 100),
-    "response_tracking": _set_range("response_tracking", 0, 3),
-    "recovery_limit": _set_range("recovery_limit", 0, None),
-    "max_recovery_ping_interval": _set_range("max_recovery_ping_interval", 1, None),
-    "routing": _set_range("routing", 0, 1),
+    "router_sensitivity": _set_range("router_sensitivity"),
+    "response_tracking": _set_range("response_tracking"),
+    "recovery_limit": _set_range("recovery_limit"),
+    "max_recovery_ping_interval": _set_range("max_recovery_ping_interval"),
+    "routing": _set_range("routing"),
     "tiny_buffers": _set_buffers("tiny_buffers"),
     "small_buffers": _set_buffers("small_buffers"),
     "large_buffers": _set_buffers("large_buffers"),
-    "alive_router_check_interval": _set_range("alive_router_check_interval", -(2**31), None),
-    "router_ping_timeout": _set_range("router_ping_timeout", 0, None),
-    "avoid_asym_router_failure": _set_range("avoid_asym_router_failure", 0, 1),
-    "check_routers_before_use": _set_range("check_routers_before_use", 0, 1),
-    "forwarding": _set_range("forwarding", 0, 1),
+    "alive_router_check_interval": _set_range("alive_router_check_interval"),
+    "router_ping_timeout": _set_range("router_ping_timeout"),
+    "avoid_asym_router_failure": _set_range("avoid_asym_router_failure"),
+    "check_routers_before_use": _set_range("check_routers_before_use"),
+    "forwarding": _set_range("forwarding"),
 }
 
 
@@ -159,36 +208,43 @@ _SETTERS = {
 #: "set": through the ``lnetctl set`` tunable ``target`` with its checks ("inv": 1 - value);
 #: "attr": the engine tunable attribute ``target`` (range (lo, hi) checked here);
 #: "noop": deprecated or meaningless in the emulator, accepted and documented as such.
-MODULE_PARAMS: dict[str, tuple[str, str, tuple[int, int]]] = {
-    "lnet_numa_range": ("set", "numa_range", (0, 2**32 - 1)),
-    "lnet_health_sensitivity": ("set", "health_sensitivity", (0, 1000)),
-    "lnet_recovery_interval": ("set", "recovery_interval", (1, 2**32 - 1)),
-    "lnet_recovery_limit": ("set", "recovery_limit", (0, 2**32 - 1)),
-    "lnet_max_recovery_ping_interval": ("set", "max_recovery_ping_interval", (1, 2**32 - 1)),
-    "lnet_interfaces_max": ("set", "max_interfaces", (0, 2**32 - 1)),
-    "lnet_peer_discovery_disabled": ("inv", "discovery", (0, 1)),
-    "lnet_drop_asym_route": ("set", "drop_asym_route", (0, 1)),
-    "lnet_transaction_timeout": ("set", "transaction_timeout", (1, 2**32 - 1)),
-    "lnet_retry_count": ("set", "retry_count", (0, 2**32 - 1)),
-    "lnet_response_tracking": ("set", "response_tracking", (0, 3)),
-    "tiny_router_buffers": ("set", "tiny_buffers", (1, 2**31 - 1)),
-    "small_router_buffers": ("set", "small_buffers", (1, 2**31 - 1)),
-    "large_router_buffers": ("set", "large_buffers", (1, 2**31 - 1)),
-    "router_sensitivity_percentage": ("set", "router_sensitivity", (0, 100)),
-    "forwarding": ("set", "forwarding", (0, 1)),  # "enabled"/"disabled" (router.c)
-    "alive_router_check_interval": ("attr", "alive_router_check_interval", (-1, 2**31 - 1)),
-    "router_ping_timeout": ("attr", "router_ping_timeout", (0, 2**31 - 1)),
-    "avoid_asym_router_failure": ("attr", "avoid_asym_router_failure", (0, 1)),
-    "check_routers_before_use": ("attr", "check_routers_before_use", (0, 1)),
-    "auto_down": ("attr", "auto_down", (0, 1)),
-    "peer_buffer_credits": ("attr", "peer_buffer_credits", (0, 2**31 - 1)),
-    "lock_prim_nid": ("attr", "lock_prim_nid", (0, 1)),
-    "local_nid_dist_zero": ("attr", "local_nid_dist_zero", (0, 1)),
-    "dead_router_check_interval": ("noop", "deprecated (router.c)", (-1, 2**31 - 1)),
-    "live_router_check_interval": ("noop", "deprecated (router.c)", (-1, 2**31 - 1)),
-    "use_tcp_bonding": ("noop", "deprecated (api-ni.c)", (0, 1)),
-    "rnet_htable_size": ("noop", "hash size: no observable effect", (1, 2**31 - 1)),
+_MODULE_PARAMS: dict[str, tuple[str, str]] = {
+    "lnet_numa_range": ("set", "numa_range"),
+    "lnet_health_sensitivity": ("set", "health_sensitivity"),
+    "lnet_recovery_interval": ("set", "recovery_interval"),
+    "lnet_recovery_limit": ("set", "recovery_limit"),
+    "lnet_max_recovery_ping_interval": ("set", "max_recovery_ping_interval"),
+    "lnet_interfaces_max": ("set", "max_interfaces"),
+    "lnet_peer_discovery_disabled": ("inv", "discovery"),
+    "lnet_drop_asym_route": ("set", "drop_asym_route"),
+    "lnet_transaction_timeout": ("set", "transaction_timeout"),
+    "lnet_retry_count": ("set", "retry_count"),
+    "lnet_response_tracking": ("set", "response_tracking"),
+    "tiny_router_buffers": ("set", "tiny_buffers"),
+    "small_router_buffers": ("set", "small_buffers"),
+    "large_router_buffers": ("set", "large_buffers"),
+    "router_sensitivity_percentage": ("set", "router_sensitivity"),
+    "forwarding": ("set", "forwarding"),  # "enabled"/"disabled" (router.c)
+    "alive_router_check_interval": ("attr", "alive_router_check_interval"),
+    "router_ping_timeout": ("attr", "router_ping_timeout"),
+    "avoid_asym_router_failure": ("attr", "avoid_asym_router_failure"),
+    "check_routers_before_use": ("attr", "check_routers_before_use"),
+    "auto_down": ("attr", "auto_down"),
+    "peer_buffer_credits": ("attr", "peer_buffer_credits"),
+    "lock_prim_nid": ("attr", "lock_prim_nid"),
+    "local_nid_dist_zero": ("attr", "local_nid_dist_zero"),
+    "dead_router_check_interval": ("noop", "deprecated (router.c)"),
+    "live_router_check_interval": ("noop", "deprecated (router.c)"),
+    "use_tcp_bonding": ("noop", "deprecated (api-ni.c)"),
+    "rnet_htable_size": ("noop", "hash size: no observable effect"),
 }
+#: ranges of the deprecated/no-op parameters (int module parameters of no tunable)
+_NOOP_RANGES: dict[str, tuple[int, int]] = {
+    "dead_router_check_interval": (-1, S32_MAX), "live_router_check_interval": (-1, S32_MAX),
+    "use_tcp_bonding": (0, 1), "rnet_htable_size": (1, S32_MAX)}
+MODULE_PARAMS: dict[str, tuple[str, str, tuple[int, int]]] = {
+    name: (how, target, _NOOP_RANGES[name] if how == "noop" else RANGES[target])
+    for name, (how, target) in _MODULE_PARAMS.items()}
 
 
 def module_param_value(name: str, value: object) -> int:

@@ -5,8 +5,9 @@ server (``nodes.daemon.forkserver``: the daemon's code imported once, not once p
 the testbed's owner tag in its environment and the node's LNet module parameters on its
 command line (``--lnet-param``, spec §0), recorded in state.json before it starts; every wait
 is bounded and a daemon that exits or stays silent fails the bring-up with its log's tail.
-Configuration is the node's lnetctl verb list (``testbed.plan.config_verbs``), the same list
-the sim backend runs; at bring-up ``testbed.bringup`` runs it in two phases over all nodes.
+Configuration is the node's list of typed steps (``testbed.plan.config_steps``), the same list
+the sim backend runs, sent as typed requests (``send``); at bring-up ``testbed.bringup`` runs
+it in two phases over all nodes.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import TYPE_CHECKING
 
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import runstate
-from testbed.base import Completed
+from testbed.base import Completed, TestbedError
+from testbed.bringup import completed, run_step
 from testbed.mininet.forkclient import DaemonProcess, ForkServer, ForkServerError
 from testbed.mininet.netbuild import BringUpError
-from testbed.plan import NodePlan, config_verbs
+from testbed.plan import NodePlan, Step, config_steps
+from testbed.plan import request as step_request
 
 if TYPE_CHECKING:
     from testbed.mininet.supervisor import Supervisor
@@ -147,14 +150,28 @@ def verb(sup: Supervisor, node: str, argv: list[str]) -> Completed:
                      str(reply.get("err", "")))
 
 
+def send(sup: Supervisor, node: str, step: Step) -> Completed:
+    """One configuration step on ``node``'s daemon as a typed request (bounded).
+
+    Raises:
+        BringUpError: the daemon did not answer.
+    """
+    sock = str(runstate.node_sock(sup.rdir, node))
+    try:
+        reply = request(sock, step_request(step), timeout=CONFIG_TIMEOUT, ctx=sup.zctx)
+    except DaemonUnreachable as exc:
+        raise BringUpError(f"node {node}: lnetctl {' '.join(step.argv())}: {exc}") from exc
+    return completed(reply)
+
+
 def configure(sup: Supervisor, node: NodePlan) -> None:
     """One node alone, both phases (a restarted daemon: the others are up already).
 
     Raises:
-        BringUpError: a verb failed.
+        BringUpError: a step failed.
     """
-    for argv in config_verbs(sup.plan, node, sup.rdir / "nodes"):
-        res = verb(sup, node.name, argv)
-        if res.rc != 0:
-            raise BringUpError(f"node {node.name}: lnetctl {' '.join(argv)} failed with rc "
-                               f"{res.rc}: {' '.join((res.out + res.err).split())}")
+    try:
+        for step in config_steps(sup.plan, node, sup.rdir / "nodes"):
+            run_step(node.name, step, lambda n, s: send(sup, n, s))
+    except TestbedError as exc:
+        raise BringUpError(str(exc)) from None

@@ -8,9 +8,10 @@ Python API, or from the topology's ``faults:`` list at bring-up. Each fault gets
 :class:`faults.sched.Timeline`; the supervisor's loop calls :meth:`tick` with the time and
 sleeps until :meth:`next_deadline`.
 
-Applying an activation turns the spec into resources (``faults.netops``): each is appended to
-``state.json`` under ``faults.<id>.resources`` *before* it is created (STYLE rule 9), and
-undone in reverse order on revert, delete, ``down`` and ``clean``. Events (events.jsonl):
+Applying an activation turns the spec into typed resources (``faults.realise``, pure); each
+one's record is appended to ``state.json`` under ``faults.<id>.resources`` *before*
+``faults.netops.create`` makes it from that record (STYLE rule 9), and undone in reverse
+order on revert, delete, ``down`` and ``clean``. Events (events.jsonl):
 ``fault_added`` (spec, seed), ``fault_applied`` (activation, parameters, seed),
 ``fault_reverted`` (activation, per-rule counters from the interposer), ``fault_deleted``.
 Per-packet randomness is seeded ``seed + activation`` so a recorded schedule replays.
@@ -173,7 +174,7 @@ class FaultManager(FaultResources):
                 self._process(f, k)
             else:
                 for res in self._resources(f, k):
-                    self._create(f, res)
+                    self._create(f, res.to_dict())
         except (netops.FaultApplyError, OSError, FaultError) as exc:
             f.error = str(exc)
             self._undo_all(f)

@@ -1,8 +1,9 @@
-"""What a fault on the wire is made of: iptables rules, interposers, qdiscs, link changes.
+"""The supervisor's side of fault resources: the testbed as a ``Site``, and what is left.
 
-Theory of operation: ``FaultResources`` turns one activation of a fault spec into the list
-of resources ``faults.netops`` creates and undoes (each recorded in state.json by
-``FaultManager`` before it is made), and lists what is left of them (``residue``). Mixed into
+Theory of operation: ``faults.realise.resources_for`` is pure; it needs a frozen view of the
+running testbed (:class:`faults.realise.Site`: each node's namespace pid, interfaces,
+addresses, NIDs, bridge ports and daemon pid), which :meth:`FaultResources.site` builds from
+the supervisor. ``residue`` lists every fault artefact still present on the testbed. Mixed into
 ``testbed.mininet.faultctl.FaultManager``, which owns ``sup`` (the supervisor), ``fdir`` and
 the NFQUEUE number counter ``next_queue``.
 """
@@ -12,8 +13,9 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from faults import netops
-from faults.spec import INTERPOSED, FaultError
+from faults import resources
+from faults.realise import Activation, NodeSite, Site, resources_for
+from faults.spec import FaultError
 from testbed import needs, runstate
 
 if TYPE_CHECKING:
@@ -30,87 +32,35 @@ class FaultResources:
     def _ns(self, node: str) -> int:
         return int(self.sup.hosts[node].pid)
 
-    def _resources(self, f: _Fault, k: int) -> list[dict[str, Any]]:
-        spec, kind = f.spec, f.spec.kind
-        if kind in INTERPOSED or kind in ("blackhole", "flap", "partition"):
-            problem = needs.program("iptables", f"the {kind} fault")
+    def site(self) -> Site:
+        """The testbed as the fault layer sees it, now."""
+        nodes = {}
+        for n in self.sup.plan.nodes:
+            daemon = self.sup.daemons.get(n.name)
+            nodes[n.name] = NodeSite(
+                name=n.name, ns_pid=self._ns(n.name),
+                interfaces=tuple(i.name for i in n.interfaces),
+                ips=tuple(str(i.ip) for i in n.interfaces), nids=tuple(n.nids),
+                ports=dict(self.sup.state["nodes"][n.name]["interfaces"]),
+                daemon_pid=None if daemon is None else daemon.pid)
+        return Site(nodes=nodes, fault_dir=str(self.fdir))
+
+    def _resources(self, f: _Fault, k: int) -> list[resources.Resource]:
+        """Activation ``k`` of ``f`` as resources; an interposer takes the next queue.
+
+        Raises:
+            FaultError: the host lacks what the resources need (iptables, the NFQUEUE
+                bindings), in one line (issue 18).
+        """
+        out = resources_for(f.spec, self.site(), Activation(f.fid, k, f.seed, self.next_queue))
+        if any(isinstance(r, resources.IptablesRule) for r in out):
+            problem = needs.program("iptables", f"the {f.spec.kind} fault")
             if problem is not None:
                 raise FaultError(problem)
-        if kind in INTERPOSED:
-            return self._interposed(f, k)
-        if kind == "blackhole" or (kind == "flap" and spec.params["style"] == "blackhole"):
-            ns = self._ns(spec.node or "")
-            return [{"type": "iptables", "ns_pid": ns, "node": spec.node, "rule": rule}
-                    for rule in netops.rule_specs(f.fid, spec, ["-j", "DROP"])]
-        if kind in ("carrier", "flap"):
-            return [{"type": "link", "ns_pid": self._ns(spec.node or ""), "node": spec.node,
-                     "iface": spec.iface}]
-        if kind == "bandwidth":
-            return self._bandwidth(f)
-        if kind == "partition":
-            return self._partition(f)
-        if kind == "stop":
-            return [{"type": "signal", "node": spec.node,
-                     "pid": self.sup.daemons[spec.node].pid}]
-        raise FaultError(f"{kind}: not applicable")  # pragma: no cover
-
-    def _interposed(self, f: _Fault, k: int) -> list[dict[str, Any]]:
-        spec = f.spec
-        require_nfqueue(spec.kind)
-        node = spec.node or ""
-        queue = self.next_queue
-        self.next_queue += 1
+        if any(isinstance(r, resources.Interposer) for r in out):
+            require_nfqueue(f.spec.kind)
+            self.next_queue += 1
         self.fdir.mkdir(exist_ok=True)
-        base = self.fdir / f"{f.fid}-{k}"
-        inter = {"kind": spec.kind, "params": spec.params, "seed": f.seed + k,
-                 "match": spec.match.as_dict(), "queue": queue,
-                 "counters": str(base) + ".counters.json",
-                 "local_nids": list(self.sup.plan.node(node).nids)}
-        ns = self._ns(node)
-        out: list[dict[str, Any]] = [
-            {"type": "interposer", "ns_pid": ns, "node": node, "interposer": inter,
-             "spec_path": str(base) + ".spec.json", "counters": inter["counters"],
-             "log": str(base) + ".log"}]
-        target = ["-j", "NFQUEUE", "--queue-num", str(queue)]
-        for rule in netops.rule_specs(f.fid, spec, target, netops.match_args(spec)):
-            out.append({"type": "iptables", "ns_pid": ns, "node": node, "rule": rule})
-        return out
-
-    def _bandwidth(self, f: _Fault) -> list[dict[str, Any]]:
-        spec = f.spec
-        node = spec.node or ""
-        ifaces = [spec.iface] if spec.iface else [i.name for i in
-                                                  self.sup.plan.node(node).interfaces]
-        p = spec.params
-        out = []
-        for iface in ifaces:
-            if spec.direction == "out":
-                where: dict[str, Any] = {"ns_pid": self._ns(node), "dev": iface}
-            else:  # the bridge-side veth's egress is the node's ingress
-                where = {"ns_pid": None,
-                         "dev": self.sup.state["nodes"][node]["interfaces"][iface]}
-            out.append({"type": "qdisc", "node": node, "iface": iface, "bw": p["bw"],
-                        "burst": p["burst"], "latency": p["latency"], **where})
-        return out
-
-    def _partition(self, f: _Fault) -> list[dict[str, Any]]:
-        """DROP between the sides, on each node's OUTPUT. One way (a -> b): a's packets to
-        b are dropped unless they answer a connection b opened (only ``--ctdir ORIGINAL``
-        is dropped), so b's requests to a still get their replies."""
-        p = f.spec.params
-        ips = {n.name: [str(i.ip) for i in n.interfaces] for n in self.sup.plan.nodes}
-        tag = ["-m", "comment", "--comment", f"{netops.TAG}{f.fid}"]
-        pairs = [(a, b, p["oneway"]) for a in p["a"] for b in p["b"]]
-        if not p["oneway"]:
-            pairs += [(b, a, False) for a in p["a"] for b in p["b"]]
-        out = []
-        for src, dst, oneway in pairs:
-            for ip in ips[dst]:
-                rule = ["OUTPUT", "-d", ip]
-                if oneway:
-                    rule += ["-m", "conntrack", "--ctdir", "ORIGINAL"]
-                out.append({"type": "iptables", "ns_pid": self._ns(src), "node": src,
-                            "rule": [*rule, *tag, "-j", "DROP"]})
         return out
 
     # -- what is left -------------------------------------------------------------------------
@@ -121,13 +71,13 @@ class FaultResources:
         found = []
         for node in self.sup.plan.nodes:
             ns = self._ns(node.name)
-            found += [f"{node.name}: iptables {r}" for r in netops.tagged_rules(ns)]
+            found += [f"{node.name}: iptables {r}" for r in resources.tagged_rules(ns)]
             for iface in node.interfaces:
                 found += [f"{node.name} {iface.name}: {q}"
-                          for q in netops.tagged_qdiscs(iface.name, ns)]
+                          for q in resources.tagged_qdiscs(iface.name, ns)]
                 port = self.sup.state["nodes"][node.name]["interfaces"].get(iface.name)
                 if port:
-                    found += [f"{port}: {q}" for q in netops.tagged_qdiscs(port, None)]
+                    found += [f"{port}: {q}" for q in resources.tagged_qdiscs(port, None)]
         found += [f"interposer process {pid}" for pid in interposer_pids(self.sup.name)]
         return found
 

@@ -141,7 +141,7 @@ class Supervisor:
         self.progress(4, "waiting for daemons: " + " ".join(n.name for n in self.plan.nodes))
         daemons.wait_hello(self)
         lnet_dir = self.rdir / "nodes"
-        bringup.configure(self.plan, lambda node, argv: daemons.verb(self, node, argv),
+        bringup.configure(self.plan, lambda node, step: daemons.send(self, node, step),
                           lnet_dir, progress=lambda text: self.progress(
                               5 if text.startswith("configuring NIs") else 6, text),
                           parallel=netbuild.PARALLEL)

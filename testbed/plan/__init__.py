@@ -22,12 +22,12 @@ from testbed.plan.model import (
 )
 from testbed.plan.schema import MAX_NODES, TUNABLES
 from testbed.plan.source import builtin_names, builtin_topology, default_topology
-from testbed.plan.verbs import config_verbs
+from testbed.plan.verbs import Step, config_steps, config_verbs, request
 
 #: ``topologies/default.yaml`` (installed: the ``testbed.topologies`` package's copy)
 DEFAULT_TOPOLOGY = default_topology()
 
 __all__ = ["DEFAULT_TOPOLOGY", "MAX_NODES", "NAME_RE", "RESERVED_NAMES", "TUNABLES",
-           "IfacePlan", "NodePlan", "PeerPlan", "Plan", "RoutePlan", "SegmentPlan",
-           "TopologyError", "builtin_names", "builtin_topology", "config_verbs",
-           "default_topology", "load_topology", "parse_topology"]
+           "IfacePlan", "NodePlan", "PeerPlan", "Plan", "RoutePlan", "SegmentPlan", "Step",
+           "TopologyError", "builtin_names", "builtin_topology", "config_steps",
+           "config_verbs", "default_topology", "load_topology", "parse_topology", "request"]

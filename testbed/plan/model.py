@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from nodes.dlc.commands import PeerAdd, RouteAdd, UdspAdd
+
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -109,12 +111,12 @@ class PeerPlan:
     non_mr: bool = False
     lock_prim: bool = False
 
+    def command(self) -> PeerAdd:
+        return PeerAdd(prim_nid=self.prim_nid, nids=self.nids, non_mr=self.non_mr,
+                       lock_prim=self.lock_prim)
+
     def argv(self) -> list[str]:
-        verb = ["peer", "add", "--prim_nid", self.prim_nid]
-        if self.nids:
-            verb += ["--nid", ",".join(self.nids)]
-        return verb + (["--non_mr"] if self.non_mr else []) + \
-            (["--lock_prim"] if self.lock_prim else [])
+        return self.command().argv()
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,13 @@ class RoutePlan:
     hop: int | None = None
     priority: int | None = None
 
+    def command(self) -> RouteAdd:
+        return RouteAdd(net=self.net, gateways=(self.gateway,),
+                        hop=-1 if self.hop is None else self.hop,
+                        priority=-1 if self.priority is None else self.priority)
+
     def argv(self) -> list[str]:
-        verb = ["route", "add", "--net", self.net, "--gateway", self.gateway]
-        if self.hop is not None:
-            verb += ["--hop", str(self.hop)]
-        return verb + ([] if self.priority is None else ["--priority", str(self.priority)])
+        return self.command().argv()
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,9 @@ class NodePlan:
     """One emulated node: its interfaces (NIs), merged tunables and static peers.
 
     ``module_params`` are LNet module parameters given to the daemon before LNet starts;
-    ``static_peers`` the long-form peers, ``udsp`` the rules (``lnetctl udsp add`` options, in
-    order) and ``lnet`` a raw ``lnetctl export``-format block imported last (spec §9.4).
+    ``static_peers`` the long-form peers, ``udsp_rules`` the rules in order (typed ``udsp
+    add`` commands; ``udsp`` renders them as lnetctl words) and ``lnet`` a raw ``lnetctl
+    export``-format block imported last (spec §9.4).
     """
 
     name: str
@@ -148,7 +153,7 @@ class NodePlan:
     peers: tuple[str, ...]
     module_params: tuple[tuple[str, str], ...] = ()
     static_peers: tuple[PeerPlan, ...] = ()
-    udsp: tuple[tuple[str, ...], ...] = ()
+    udsp_rules: tuple[UdspAdd, ...] = ()
     lnet: dict[str, Any] | None = None
     #: ``routes:`` (gateway names resolved to NIDs); ``routing: true`` and ``buffers:`` are
     #: in ``tunables`` as ``forwarding``/``*_buffers`` (module parameter forwarding=enabled)
@@ -162,6 +167,11 @@ class NodePlan:
     @property
     def nids(self) -> tuple[str, ...]:
         return tuple(i.nid for i in self.interfaces)
+
+    @property
+    def udsp(self) -> tuple[tuple[str, ...], ...]:
+        """The UDSP rules as ``lnetctl udsp add`` words (display and logs)."""
+        return tuple(tuple(rule.argv()) for rule in self.udsp_rules)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.dlc.commands import CommandError, UdspAdd
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net, parse_nid
 from testbed.plan.model import PeerPlan, RoutePlan, SegmentPlan
@@ -44,7 +45,7 @@ class _NodeIn:
     tunables: dict[str, _Tunable]
     peers: list[tuple[str, int, str]] = field(default_factory=list)
     static_peers: list[PeerPlan] = field(default_factory=list)
-    udsp: list[tuple[str, ...]] = field(default_factory=list)
+    udsp: list[UdspAdd] = field(default_factory=list)
     lnet: dict[str, Any] | None = None
     routes: list[tuple[_LocDict, int, str]] = field(default_factory=list)
     router: list[tuple[str, int]] = field(default_factory=list)  # forwarding, *_buffers
@@ -153,12 +154,12 @@ def _parse_peer(doc: _Doc, m: _LocDict, line: int, fld: str) -> PeerPlan:
     return PeerPlan(prim, tuple(n for n in nids if n != prim), flags[0], flags[1])
 
 
-def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> tuple[str, ...]:
-    """One rule ``{src|dst|rte: RANGE, priority: P, idx: N}`` checked as lnetctl does (§7.1)."""
+def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> UdspAdd:
+    """One rule ``{src|dst|rte: RANGE, priority: P, idx: N}`` checked as lnetctl does (§7.1),
+    as the typed ``udsp add`` command bring-up sends."""
     from nodes.lnet.udsp import make_rule
 
     m = doc.mapping(item, line, fld, UDSP_KEYS)
-    argv = ["udsp", "add"]
     for key in ("priority", "idx"):
         if key in m and (isinstance(m[key], bool) or not isinstance(m[key], int)
                          or m[key] < 0):
@@ -167,15 +168,15 @@ def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> tuple[str, ...]:
     for key in ("src", "dst", "rte"):
         if key in m:
             texts[key] = doc.string(m[key], m.vline(key), f"{fld}.{key}")
-            argv += [f"--{key}", texts[key]]
     try:
         make_rule(texts.get("src"), texts.get("dst"), texts.get("rte"), m.get("priority"))
     except LNetConfigError as e:
         doc.fail(line, fld, e.descr)
-    for key in ("priority", "idx"):
-        if key in m:
-            argv += [f"--{key}", str(m[key])]
-    return tuple(argv)
+    try:
+        return UdspAdd(src=texts.get("src"), dst=texts.get("dst"), rte=texts.get("rte"),
+                       priority=m.get("priority", -1), idx=m.get("idx", -1))
+    except CommandError as e:
+        doc.fail(line, fld, str(e))
 
 
 def _parse_lnet(doc: _Doc, value: Any, line: int, fld: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Theory of operation: every mapping of a topology is closed; the ``*_KEYS`` tables here are
 the single source of allowed keys (key -> required?). ``TUNABLES`` are the ``lnetctl set``
-tunables with their ranges, in the order a backend applies them.
+tunables in the order a backend applies them, with the ranges of the one table.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
-from nodes.lnet.tunables import MODULE_PARAMS, module_param_value
+from nodes.lnet.tunables import MODULE_PARAMS, RANGES, module_param_value
 from testbed.plan.model import SegmentPlan
 from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
 
@@ -23,29 +23,16 @@ from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
 #: benchmarks/sim_scale.py). Refused at validation, before any node is read.
 MAX_NODES: dict[str, int] = {"mininet": 300, "sim": 10_000}
 
-_U32 = 2**32 - 1
 #: `lnetctl set` tunables -> inclusive range, in the order a backend should apply them
 #: (retry_count before transaction_timeout: with LNet's default timeout of 150 s that order
-#: fails only for retry counts above it; the reverse fails for any timeout <= 2).
-TUNABLES: dict[str, tuple[int, int]] = {
-    "numa_range": (0, _U32),
-    "max_interfaces": (0, _U32),  # LNet itself raises values below 16 to its default
-    "discovery": (0, 1),
-    "drop_asym_route": (0, 1),
-    "retry_count": (0, _U32),
-    "transaction_timeout": (1, _U32),  # api-ni.c transaction_to_set refuses 0
-    "health_sensitivity": (0, 1000),
-    "recovery_interval": (1, _U32),  # api-ni.c: "must be at least 1 second"
-    "router_sensitivity": (0, 100),
-    "response_tracking": (0, 3),
-    "recovery_limit": (0, _U32),
-    "max_recovery_ping_interval": (1, _U32),
-    "routing": (0, 1),
-    # router buffer counts: the engine (nodes/lnet/tunables.py) refuses 0 as lnetctl does
-    "tiny_buffers": (1, _U32),
-    "small_buffers": (1, _U32),
-    "large_buffers": (1, _U32),
-}
+#: fails only for retry counts above it; the reverse fails for any timeout <= 2). The ranges
+#: are the engine's one table (``nodes.lnet.tunables.RANGES``, what the kernel accepts);
+#: ``max_interfaces`` below 16 is raised to the default by LNet itself.
+TUNABLES: dict[str, tuple[int, int]] = {name: RANGES[name] for name in (
+    "numa_range", "max_interfaces", "discovery", "drop_asym_route", "retry_count",
+    "transaction_timeout", "health_sensitivity", "recovery_interval", "router_sensitivity",
+    "response_tracking", "recovery_limit", "max_recovery_ping_interval", "routing",
+    "tiny_buffers", "small_buffers", "large_buffers")}
 #: Allowed keys per mapping -> required?
 TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "nodes": True,
                              "faults": False, "hosts": False}

@@ -1,64 +1,96 @@
-"""The lnetctl verbs that configure one node of a plan (contract B of the orchestrator).
+"""The typed DLC commands that configure one node of a plan (contract B of the orchestrator).
 
-One list for every backend, so the Mininet supervisor and the simulator configure a node
-identically, in two phases, as a real cluster comes up (``testbed/bringup.py`` runs phase 1 on
-every node before phase 2 on any): ``local_verbs`` (``lnet configure``, one ``net add`` per
-interface, the tunables) bring every NI and acceptor up; ``remote_verbs`` then name other
-nodes: static peers (``--non_mr`` for a ``multi_rail: false`` node, as an admin adds a
-downrev peer), routes, UDSP rules, and last a raw ``lnet:`` block imported from a file (spec
-§9.4). A route added before its gateway's acceptor listens gets a first router-checker ping
-refused, and the next check comes ``alive_router_check_interval`` (60 s) later.
+Theory of operation (issue 12 item 4): a node's configuration is a list of steps, each a typed
+DLC command (``nodes/dlc/commands.py``: ``LnetConfigure``, ``NetAdd``, ``SetTunable``,
+``PeerAdd``, ``RouteAdd``, ``UdspAdd``) or, for a raw ``lnet:`` block, an :class:`ImportFile`.
+A backend sends each as the control-socket request :func:`request` builds -- a typed command as
+fields (``{"cmd": "dlc", "verb": ..., <field>: ...}``), never as argv the daemon parses again;
+``step.argv()`` renders the lnetctl words for logs, errors, export and tests
+(``config_verbs``). One list for every backend, so the Mininet supervisor and the simulator
+configure a node identically, in two phases, as a real cluster comes up
+(``testbed/bringup.py`` runs phase 1 on every node before phase 2 on any): ``local_steps``
+(``lnet configure``, one ``net add`` per interface, the tunables) bring every NI and acceptor
+up; ``remote_steps`` then name other nodes: static peers (``non_mr`` for a ``multi_rail:
+false`` node, as an admin adds a downrev peer), routes, UDSP rules, and last a raw ``lnet:``
+block imported from a file (spec §9.4). A route added before its gateway's acceptor listens
+gets a first router-checker ping refused, and the next check comes
+``alive_router_check_interval`` (60 s) later.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from nodes.dlc import commands as C
 from testbed.plan.model import NodePlan, Plan
 
 
-def local_verbs(node: NodePlan) -> list[list[str]]:
+@dataclass(frozen=True, slots=True)
+class ImportFile:
+    """``lnetctl import FILE``: the node's daemon reads the file, as lnetctl import reads one
+    (a whole document, checked before anything is applied: not one typed command)."""
+
+    path: str
+
+    def argv(self) -> list[str]:
+        return ["import", self.path]
+
+
+Step = C.Command | ImportFile
+
+
+def request(step: Step) -> dict[str, Any]:
+    """The control-socket request that carries ``step`` out on a node daemon."""
+    if isinstance(step, ImportFile):
+        return {"cmd": "lnetctl", "argv": step.argv()}
+    return {"cmd": "dlc", "verb": step.verb, **step.fields()}
+
+
+def local_steps(node: NodePlan) -> list[Step]:
     """Phase 1, what a node does on its own: ``lnet configure`` (``set multi_rail 0`` first on
     a downrev node), one ``net add`` per interface (its NIs and acceptors come up), the
     tunables (``set``; forwarding and router buffers included)."""
-    verbs: list[list[str]] = [["lnet", "configure"]]
+    steps: list[Step] = [C.LnetConfigure()]
     if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
-        verbs.insert(0, ["set", "multi_rail", "0"])
-    verbs += [["net", "add", "--net", i.net, "--if", i.name]
-              + ([] if i.numa is None else ["--numa", str(i.numa)])  # testbed extension
+        steps.insert(0, C.SetTunable(name="multi_rail", value=0))
+    steps += [C.NetAdd(net=i.net, interfaces=(i.name,), numa=i.numa)  # numa: testbed ext.
               for i in node.interfaces]
-    verbs += [["set", key, str(value)] for key, value in node.tunables]
-    return verbs
+    steps += [C.SetTunable(name=key, value=value) for key, value in node.tunables]
+    return steps
 
 
-def remote_verbs(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[list[str]]:
+def remote_steps(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[Step]:
     """Phase 2, what names other nodes: static peers, routes, UDSP rules, and last the raw
     ``lnet:`` block, written into ``lnet_dir`` and imported (the daemon reads the file, as
     lnetctl import reads one; spec §9.4)."""
-    verbs: list[list[str]] = []
+    steps: list[Step] = []
     for peer_name in node.peers:
         peer = plan.node(peer_name)
-        verb = ["peer", "add", "--prim_nid", peer.nids[0]]
-        if len(peer.nids) > 1:
-            verb += ["--nid", ",".join(peer.nids[1:])]
-        if not peer.multi_rail:  # lnet_add_peer_ni keeps a configured MR peer MR (bck-025)
-            verb.append("--non_mr")
-        verbs.append(verb)
-    verbs += [p.argv() for p in node.static_peers]          # long-form peers (cfg-070)
-    verbs += [r.argv() for r in node.routes]                # route add (spec §6.1)
-    verbs += [list(rule) for rule in node.udsp]              # udsp add, in order (spec §7)
+        # lnet_add_peer_ni keeps a configured MR peer MR, so a downrev one is --non_mr (bck-025)
+        steps.append(C.PeerAdd(prim_nid=peer.nids[0], nids=tuple(peer.nids[1:]),
+                               non_mr=not peer.multi_rail))
+    steps += [p.command() for p in node.static_peers]       # long-form peers (cfg-070)
+    steps += [r.command() for r in node.routes]             # route add (spec §6.1)
+    steps += list(node.udsp_rules)                           # udsp add, in order (spec §7)
     if node.lnet is not None:                                # raw export block (spec §9.4)
         path = lnet_dir / f"{node.name}.lnet.yaml"
         path.write_text(yaml.safe_dump(node.lnet, sort_keys=False))
-        verbs.append(["import", str(path)])
-    return verbs
+        steps.append(ImportFile(str(path)))
+    return steps
+
+
+def config_steps(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[Step]:
+    """Both phases of one node, in order (a node configured alone, e.g. after a restart)."""
+    return local_steps(node) + remote_steps(plan, node, lnet_dir)
 
 
 def config_verbs(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[list[str]]:
-    """Both phases of one node, in order (a node configured alone, e.g. after a restart)."""
-    return local_verbs(node) + remote_verbs(plan, node, lnet_dir)
+    """``config_steps`` rendered as lnetctl argv (logs, export, tests; never sent)."""
+    return [step.argv() for step in config_steps(plan, node, lnet_dir)]
 
 
 def awaited_routes(plan: Plan) -> dict[str, list[tuple[str, str, str]]]:

@@ -38,7 +38,7 @@ from nodes.lnet.nid import NID
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import bringup
 from testbed.base import TestbedError
-from testbed.plan import NodePlan, Plan, config_verbs, load_topology
+from testbed.plan import NodePlan, Plan, config_steps, load_topology
 from testbed.sim.fabric import VIRTUAL_TIME_LIMIT
 from testbed.sim.netfaults import SimFaults
 from testbed.sim.node import SimNodeHandle
@@ -116,7 +116,7 @@ class SimTestbed:
             if progress is not None:
                 progress(next(step), 3, text)
 
-        bringup.configure(self.plan, lambda node, argv: self.node(node).verb("lnetctl", argv),
+        bringup.configure(self.plan, lambda node, step: self.node(node).send(step),
                           self._lnet_dir(), progress=report)
         report("waiting for routes")
         self.warnings = bringup.wait_routes(
@@ -143,11 +143,8 @@ class SimTestbed:
         """One node alone, module parameters and both phases (a restarted node)."""
         self._module_params(node)
         handle = self.node(node.name)
-        for verb in config_verbs(self.plan, node, self._lnet_dir()):
-            res = handle.verb("lnetctl", verb)
-            if res.rc != 0:
-                raise TestbedError(f"node {node.name}: lnetctl {' '.join(verb)} failed with rc "
-                                   f"{res.rc}: {' '.join((res.out + res.err).split())}")
+        for step in config_steps(self.plan, node, self._lnet_dir()):
+            bringup.run_step(node.name, step, lambda _node, s: handle.send(s))
 
     def _lnet_dir(self) -> Path:
         """Where raw ``lnet:`` blocks are written for import; removed by ``down``."""

@@ -22,8 +22,12 @@ from typing import TYPE_CHECKING, Any
 from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.dlc import request as frontend
 from nodes.lnet.actions import MDEvent
 from testbed.base import Completed, NodeVerbs, TestbedError
+from testbed.bringup import completed
+from testbed.plan import Step
+from testbed.plan import request as step_request
 from testbed.sim.runtime import SimRuntime, run_sync
 
 if TYPE_CHECKING:
@@ -92,6 +96,20 @@ class SimNodeHandle(NodeVerbs):
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
         with self.testbed.lock:
             return run_sync(self.averb(cmd, argv))  # type: ignore[no-any-return]
+
+    async def asend(self, step: Step) -> Completed:
+        """One configuration step as the typed request a daemon gets on its control socket
+        (``testbed.plan.request``), handled by the daemon's own front end
+        (``nodes.dlc.request.handle``): fields, validated on receipt, never argv."""
+        self.testbed.check_alive(self.name)
+        reply = await frontend.handle(self.rt, step_request(step))
+        self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
+        self.testbed.fabric.flush(self.name)
+        return completed(reply)
+
+    def send(self, step: Step) -> Completed:
+        with self.testbed.lock:
+            return run_sync(self.asend(step))  # type: ignore[no-any-return]
 
     def exec(self, argv: Sequence[str], *, input: str | None = None,
              timeout: float = 60.0) -> Completed:

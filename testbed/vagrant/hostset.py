@@ -34,7 +34,10 @@ from typing import Any
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import bringup, names
 from testbed.base import Completed
-from testbed.plan import config_verbs
+from testbed.bringup import completed
+from testbed.plan import Step, config_steps
+from testbed.plan import request as step_request
+from testbed.plan.verbs import ImportFile
 from testbed.vagrant import agentnet, deploy, vxlan
 from testbed.vagrant.curve import TestbedKeys
 from testbed.vagrant.eventmerge import Merger
@@ -199,22 +202,33 @@ class HostSet:
         return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
                          str(reply.get("err", "")))
 
+    def send(self, node: str, step: Step) -> Completed:
+        """One configuration step on ``node`` as a typed request (``testbed.bringup``'s
+        ``send``); an import goes through ``verb`` (its file is copied to the node's host)."""
+        if isinstance(step, ImportFile):
+            return self.verb(node, step.argv())
+        try:
+            return completed(self.call(node, step_request(step)))
+        except DaemonUnreachable as exc:
+            raise HostSetError(f"node {node}: lnetctl {' '.join(step.argv())}: {exc}") from exc
+
     def configure(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Bring-up as a cluster comes up (``testbed.bringup``): every node's NIs, then peers,
         routes and UDSPs, then the wait for routes; returns the routes still down."""
         with tempfile.TemporaryDirectory() as tmp:
-            bringup.configure(self.plan, self.verb, Path(tmp), progress)
+            bringup.configure(self.plan, self.send, Path(tmp), progress)
         return bringup.wait_routes(self.plan, self.verb, advance=time.sleep,
                                    now=time.monotonic)
 
     def reconfigure(self, node: str) -> None:
         """One node alone, both phases (a restarted daemon: the others are up already)."""
         with tempfile.TemporaryDirectory() as tmp:
-            for argv in config_verbs(self.plan, self.plan.node(node), Path(tmp)):
-                res = self.verb(node, argv)
+            for step in config_steps(self.plan, self.plan.node(node), Path(tmp)):
+                res = self.send(node, step)
                 if res.rc != 0:
-                    raise HostSetError(f"node {node}: lnetctl {' '.join(argv)} failed with "
-                                       f"rc {res.rc}: {' '.join((res.out + res.err).split())}")
+                    raise HostSetError(f"node {node}: lnetctl {' '.join(step.argv())} failed "
+                                       f"with rc {res.rc}: "
+                                       f"{' '.join((res.out + res.err).split())}")
 
     def put_file(self, node: str, local: Path) -> str:
         host = self.placement[node]

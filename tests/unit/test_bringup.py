@@ -8,7 +8,7 @@ from pathlib import Path
 import testbed
 from testbed.base import Completed
 from testbed.bringup import configure
-from testbed.plan import load_topology, parse_topology
+from testbed.plan import Step, load_topology, parse_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,11 +30,11 @@ def test_every_nis_before_any_route_or_peer(tmp_path: Path) -> None:
     plan = load_topology(ROOT / "topologies" / "routed.yaml")
     seen: list[tuple[str, str]] = []
 
-    def verb(node: str, argv: list[str]) -> Completed:
-        seen.append((node, " ".join(argv[:2])))
+    def send(node: str, step: Step) -> Completed:
+        seen.append((node, " ".join(step.argv()[:2])))
         return Completed(0, "", "")
 
-    configure(plan, verb, tmp_path)
+    configure(plan, send, tmp_path)
     first_remote = next(i for i, (_, v) in enumerate(seen) if v in ("route add", "peer add"))
     assert {n for n, _ in seen[:first_remote]} == {n.name for n in plan.nodes}
     assert all(v not in ("net add", "lnet configure") for _, v in seen[first_remote:])

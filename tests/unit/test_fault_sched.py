@@ -174,6 +174,7 @@ class _FakeSup:
         self.state: dict[str, Any] = {"nodes": {"c1": {"interfaces": {"eth0": "p0"}},
                                                 "s1": {"interfaces": {"eth0": "p1"}}}}
         self.link_state = {"c1": {"eth0": "up"}, "s1": {"eth0": "up"}}
+        self.daemons: dict[str, Any] = {}  # the supervisor's node daemons (none here)
         self.saved: list[str] = []
 
     def save(self) -> None:
