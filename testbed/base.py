@@ -1,6 +1,6 @@
 """What every backend offers: the ``Testbed`` and ``NodeHandle`` protocols, and their error.
 
-Theory of operation: a backend (``testbed.mininet``, ``testbed.sim``; a VM backend next) is
+Theory of operation: a backend (``testbed.mininet``, ``testbed.sim``, ``testbed.vagrant`` for guests and hosts) is
 any pair of classes that satisfy these ``typing.Protocol`` s structurally; none inherits
 from another backend, and nothing here imports a backend. The verbs a node offers are its
 daemon's: ``verb(cmd, argv)`` carries an ``lnetctl``/``lctl`` command line exactly as given,

@@ -13,6 +13,6 @@ with CURVE (``nodes/daemon/control.py``). Modules, one job each:
 * ``shell``: running argv lists on a host: here, over SSH, bounded;
 * ``agent``: what runs *on* each host (namespaces, interfaces, daemons, links, events);
 * ``services``: libvirtd/virtlogd started by hand and stopped by PID (no systemd here);
-* ``supervisor`` / ``api``: the per-testbed process and its client handles;
+* ``supervisor`` / ``client``: the per-testbed process and its client handles;
 * ``clean``: what ``testbed clean`` knows of these resources.
 """
