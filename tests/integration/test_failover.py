@@ -140,6 +140,13 @@ def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
     timeout, so exactly the PUTs that were on the wire (or in a socket) on the dead rail fail,
     every one of them with -ETIMEDOUT, and each counted in response_timeout_count; none fails
     any other way, and after detection all traffic leaves on eth0.
+
+    One other end is LNet's too: a message's attempt deadline is lnd_timeout x (retry_count+1)
+    + 1 = 4 s here (``lnet_get_msg_deadline``); one still queued behind the dead peer NI's
+    credits when it passes is not resent (``lnet_health_check``) and fails at SEND with
+    -ETIMEDOUT. How many do depends on how fast a loaded host drains the queue (0 on an idle
+    host, 20-23 of 400 seen with the host loaded 3-5 times over its cores), so the test allows
+    that error and no other, and still counts every missing ACK exactly.
     """
     tb = testbed_factory()
     c1 = tb.node("c1")
@@ -149,14 +156,12 @@ def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
     base = stats(c1)
     try:
         iptables_blackhole(c1, "eth1", True)
-        # a burst the host drains well within transaction_timeout even when loaded: a PUT
-        # still queued (or resent) past its deadline fails at send, with no counter (§3.2)
         burst = c1.put(S1_ETH0, count=400, size=1024, timeout=300)
         st = stats(c1)
         failed = burst["failed"]
-        assert set(burst["errors"]) <= {"UNLINK:-110"}, (burst, base, st)
+        assert set(burst["errors"]) <= {"UNLINK:-110", "SEND:-110"}, (burst, base, st)
         rt = st["response_timeout_count"] - base["response_timeout_count"]
-        assert failed == rt, (burst, st)
+        assert burst["errors"].get("UNLINK:-110", 0) == rt, (burst, st)
         assert burst["completed"] + failed == 400
         assert burst["completed"] > 0
         nis = local_nis(c1)
