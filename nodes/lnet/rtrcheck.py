@@ -100,9 +100,9 @@ class RouterChecker:
                     t = next_ping.get(pn, 0.0)
                     if best is None or t < best:
                         best = t
-        t = r.state_deadline()
-        if t is not None and (best is None or t < best):
-            best = t
+        state_at = r.state_deadline()
+        if state_at is not None and (best is None or state_at < best):
+            best = state_at
         if r.alive.query_wanted:
             for t in r.alive.query_deadlines():
                 if best is None or t < best:
