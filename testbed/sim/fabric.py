@@ -276,7 +276,7 @@ class Fabric(Scheduler):
             "t": round(self.now, 9), "kind": "send", "node": name, "tx": act.tx_id,
             "type": hdr.type.name, "ni": link.ni_text, "lpni": link.lpni_text,
             "src": nid(hdr.src_nid), "dst": nid(hdr.dest_nid), "nob": len(act.payload)})
-        self._transmit(name, act, link)
+        self._transmit(name, act)
 
     def _md(self, name: str, ev: MDEvent) -> None:
         if self.keep_history:
@@ -335,10 +335,8 @@ class Fabric(Scheduler):
         self.apply(name, self.engines[name].handle(
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
 
-    def _transmit(self, name: str, act: Transmit, link: _Link | None = None) -> None:
-        """Put ``act`` on the wire (``link``: its cached path decision, if at hand)."""
-        if link is None or link.version != self.version:
-            link = self.link(act.ni, act.lpni)
+    def _transmit(self, name: str, act: Transmit) -> None:
+        link = self.link(act.ni, act.lpni)
         delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         rc = link.rc
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
@@ -347,11 +345,10 @@ class Fabric(Scheduler):
             return
         if self.hold:
             return
-        self._at(self.now + delay, lambda: self._deliver(name, act, link))
+        self._at(self.now + delay, lambda: self._deliver(name, act))
 
-    def _deliver(self, name: str, act: Transmit, link: _Link | None = None) -> None:
-        if link is None or link.version != self.version:  # (stale: re-decided at arrival)
-            link = self.link(act.ni, act.lpni)
+    def _deliver(self, name: str, act: Transmit) -> None:
+        link = self.link(act.ni, act.lpni)
         if link.rc:  # a link went down in flight: the conn closed under the tx
             self._fail(name, act, link.rc)
             return

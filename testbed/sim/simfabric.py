@@ -29,7 +29,7 @@ from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
 from nodes.recorder import DEFAULT_PERIOD, Recorder, rec_path
 from testbed.sim.fabric import Fabric
-from testbed.sim.links import _Link, _Watched
+from testbed.sim.links import _Watched
 from testbed.sim.netfaults import vanish_failure
 
 
@@ -105,16 +105,15 @@ class SimFabric(Fabric):
         """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
         self.event_log.append({"t": round(self.now, 9), "kind": kind, **fields})
 
-    def _transmit(self, name: str, act: Transmit, link: _Link | None = None) -> None:
+    def _transmit(self, name: str, act: Transmit) -> None:
         """With faults active: a message may vanish (its tx fails at the sending NI's LND
         timeout, as the socklnd's would) or be held up (TCP retransmissions, delay)."""
         if not self.rules:
-            super()._transmit(name, act, link)
+            super()._transmit(name, act)
             return
-        if link is None or link.version != self.version:
-            link = self.link(act.ni, act.lpni)
+        link = self.link(act.ni, act.lpni)
         if link.rc or self.hold or link.dst is None:
-            super()._transmit(name, act, link)
+            super()._transmit(name, act)
             return
         ni = self.engines[name].ni_by_nid(act.ni)
         timeout = float(ni.lnd_timeout) if ni is not None else 50.0
@@ -128,7 +127,7 @@ class SimFabric(Fabric):
             self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
             return
         delay = link.latency + extra + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
-        self._at(self.now + delay, lambda: self._deliver(name, act, link))
+        self._at(self.now + delay, lambda: self._deliver(name, act))
 
     def flush(self, name: str) -> None:
         """After direct engine calls (a verb's DLC call): node ``name``'s health notices go
