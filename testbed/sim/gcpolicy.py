@@ -2,10 +2,10 @@
 
 Theory of operation: a simulated message allocates a few dozen short-lived objects (the
 engine's message, header and actions, the fabric's heap entry and event record), and with
-CPython's default young-generation threshold (700 allocations) a burst of 10,000 nodes
-triggered a young collection every few messages, and full collections that walked every
-message in flight: the collector was 20-30 % of the CPU time of ``benchmarks/sim_scale.py``'s
-burst (``gc.callbacks`` timing, issue 10). Almost nothing the engines allocate is cyclic
+CPython's default young-generation threshold (700 allocations) a burst triggers a young
+collection every few messages, and full collections that walk every message in flight: the
+collector was 20-30 % of the CPU time of ``benchmarks/sim_scale.py``'s burst at 1,280 nodes
+(``gc.callbacks`` timing, issue 10). Almost nothing the engines allocate is cyclic
 garbage (freed by reference counting), so collecting far less often costs a little memory
 and changes no behaviour: the event log is the same byte for byte (the collector runs no
 code of ours: no ``__del__`` and no weak references on the hot path).
