@@ -367,7 +367,7 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 def _hints(cls: type) -> dict[str, Any]:
     """``typing.get_type_hints(cls)``, once per class: evaluating the string annotations
-    was 40 % of the simulator's bring-up (every node's every configuration command)."""
+    was three quarters of the simulator's bring-up (every node's every configuration command)."""
     hints = _HINTS.get(cls)
     if hints is None:
         hints = _HINTS[cls] = typing.get_type_hints(cls)
