@@ -12,7 +12,9 @@ Printed per size (one ``key=value`` line): nodes, messages on the fabric during 
 (``msgs``, of which ``puts``), bring-up wall time (``up_s``), burst wall time (``wall_s``),
 simulated messages per wall second (``msgs_per_s``; the burst runs as the sim server runs it:
 no per-node history, the event log drained as it goes, bring-up's objects frozen out of the
-garbage collector's scans), virtual time the burst took
+garbage collector's scans and young collections less often, ``testbed/sim/gcpolicy.py``), the
+same per CPU second of this process (``cpu_s``, ``msgs_per_cpu_s``: what a loaded box does
+not move), virtual time the burst took
 (``virtual_s``) and the child's peak RSS (``rss_mb``, ``resource.getrusage``); then the ratio
 of each size to the previous one (how wall time and memory grow with the message count).
 
@@ -20,8 +22,9 @@ The reference, measured in the same child just before the burst (the box is shar
 figures of one run compare): ``ref_msgs_per_s``, two engines exchanging PUTs and ACKs with
 nothing between them (each ``Transmit`` handed straight to the other engine, no fabric, no
 event log, no driver): the engine's own ceiling on this box at that moment. ``of_ref`` is
-``msgs_per_s / ref_msgs_per_s``: what the fabric, the drivers and the event log leave of it.
-No root needed:
+``msgs_per_s / ref_msgs_per_s``: what the fabric, the drivers and the event log leave of it;
+``ref_msgs_per_cpu_s`` and ``of_ref_cpu`` are the same in CPU time (the reference runs with
+the collector's default settings, before the burst's). No root needed:
 
     .venv/bin/python benchmarks/sim_scale.py [--sizes 16,64,256] [--puts 16]
 """
@@ -57,6 +60,11 @@ def topology_yaml(n_clients: int, n_servers: int) -> str:
 
 def engine_reference(n_puts: int = 4000, size: int = 1024) -> float:
     """Messages per second of two bare engines (see the module docstring)."""
+    return engine_reference_rates(n_puts, size)[0]
+
+
+def engine_reference_rates(n_puts: int = 4000, size: int = 1024) -> tuple[float, float]:
+    """``engine_reference`` per wall second and per CPU second of this process."""
     from nodes.daemon.runtime import SRPC_BULK_DATA, SRPC_RDMA_PORTAL
     from nodes.lnet.actions import Transmit
     from nodes.lnet.engine import LNetEngine
@@ -75,7 +83,7 @@ def engine_reference(n_puts: int = 4000, size: int = 1024) -> float:
     c.peer_add(sn, [])
     peer = {id(c): srv, id(srv): c}
     payload, now, msgs = bytes(size), 0.0, 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n_puts):
         pending = [(c, a) for a in c.put(now, sn, payload=payload, portal=SRPC_RDMA_PORTAL)[1]]
         while pending:
@@ -88,7 +96,7 @@ def engine_reference(n_puts: int = 4000, size: int = 1024) -> float:
             pending += [(other, a) for a in other.handle(ev, now)]
             done = TxCompleted(tx_id=act.tx_id, rc=0, hstatus=HStatus.OK)
             pending += [(eng, a) for a in eng.handle(done, now)]
-    return msgs / (time.perf_counter() - t0)
+    return msgs / (time.perf_counter() - t0), msgs / (time.process_time() - c0)
 
 
 def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
@@ -96,7 +104,7 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
     from nodes.daemon.runtime import SRPC_RDMA_PORTAL
     from nodes.lnet.actions import MDEvent
     from nodes.lnet.nid import NID
-    from testbed.sim import SimTestbed
+    from testbed.sim import SimTestbed, gcpolicy
 
     n_servers = max(1, n_clients // 4)
     with tempfile.TemporaryDirectory(prefix="sim-scale-") as tmp:
@@ -134,12 +142,13 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
             inflight[i] += 1
             started[i] += 1
 
-    ref = engine_reference(size=size)
+    ref, ref_cpu = engine_reference_rates(size=size)
     # as the sim server runs: no per-node history, the event log leaves memory as it goes
-    # (here counted, not written), and what bring-up made is no work for the GC any more
+    # (here counted, not written), and what bring-up made is no work for the GC any more,
+    # which collects less often (testbed/sim/gcpolicy.py)
     fab.keep_history = False
     fab.event_log.clear()
-    gc.freeze()
+    gcpolicy.settle()
     msgs = puts_sent = 0
 
     def drain() -> None:
@@ -151,7 +160,7 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
         fab.event_log.clear()
 
     v0 = fab.now
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n_clients):
         refill(i)
     steps = 0
@@ -164,7 +173,7 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
         if steps % 4096 == 0:
             drain()
     drain()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     tb.down()
     gc.unfreeze()
     return {"clients": n_clients, "servers": n_servers, "nodes": n_clients + n_servers,
@@ -173,6 +182,9 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
             "msgs_per_s": round(msgs / wall) if wall else 0,
             "ref_msgs_per_s": round(ref),
             "of_ref": round(msgs / wall / ref, 2) if wall else 0,
+            "cpu_s": round(cpu, 2), "msgs_per_cpu_s": round(msgs / cpu) if cpu else 0,
+            "ref_msgs_per_cpu_s": round(ref_cpu),
+            "of_ref_cpu": round(msgs / cpu / ref_cpu, 2) if cpu else 0,
             "virtual_s": round(fab.now - v0, 3),
             "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 

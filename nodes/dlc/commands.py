@@ -83,7 +83,7 @@ class Command:
     ranges: ClassVar[dict[str, tuple[int, int]]] = {}
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
+        hints = _hints(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not _type_ok(value, hints[f.name]):
@@ -360,6 +360,18 @@ class SetTunable(Command):
 COMMANDS: dict[str, type[Command]] = {c.verb: c for c in (
     LnetConfigure, LnetUnconfigure, NetAdd, NetDel, NetSet, PeerAdd, PeerDel, PeerSet,
     RouteAdd, RouteDel, UdspAdd, UdspDel, SetTunable)}
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, once per class: evaluating the string annotations
+    was three quarters of the simulator's bring-up (every node's every configuration command)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
 
 
 def from_fields(verb: object, fields: dict[str, Any]) -> Command:

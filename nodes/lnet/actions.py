@@ -96,12 +96,10 @@ class MsgTrace:
 
     def to_json(self) -> dict[str, object]:
         """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""
-        out: dict[str, object] = {}
-        for name in self.__slots__:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            out[name] = dict(value) if name == "health" else value
+        out: dict[str, object] = {name: value for name in self.__slots__
+                                  if (value := getattr(self, name)) is not None}
+        if self.health is not None:  # (its key keeps its place)
+            out["health"] = dict(self.health)
         return out
 
 

@@ -136,6 +136,14 @@ class NID:
         return self.net.lnd == LOLND
 
     def __str__(self) -> str:
+        text = _TEXT.get(self._key)  # the message trace formats a few NIDs per message
+        if text is None:
+            if len(_TEXT) >= _TEXT_MAX:
+                _TEXT.clear()
+            text = _TEXT[self._key] = self._format()
+        return text
+
+    def _format(self) -> str:
         if self.nid4 == LNET_NID_ANY:
             return "<?>"
         entry = _LND_BY_TYPE.get(self.net.lnd)
@@ -145,6 +153,9 @@ class NID:
         return f"{addr}@{self.net}"
 
 
+#: ``str`` of each NID by its nid4 (bounded: a node hears from few NIDs)
+_TEXT: dict[int, str] = {}
+_TEXT_MAX = 1 << 16
 LO_NID = NID(LO_NET, 0)
 _BY_NID4: dict[int, NID] = {}  # the few NIDs a node hears from, each parsed once
 

@@ -255,12 +255,16 @@ class Router:
             if self.state == ROUTING_STOPPING and now >= self.state_at and (
                     self.fwd.pools_idle() or now >= self.stop_limit):
                 actions += self._stop(now)
-        times: list[float] = []
+        t = self.state_deadline()
+        return ([] if t is None else [t]), actions
+
+    def state_deadline(self) -> float | None:
+        """When the routing state next moves on its own (STARTING, STOPPING), else None."""
         if self.state == ROUTING_STARTING:
-            times.append(self.state_at)
-        elif self.state == ROUTING_STOPPING:  # then once a second until the pools are idle
-            times.append(max(self.state_at, self.last_now + 1.0))
-        return times, actions
+            return self.state_at
+        if self.state == ROUTING_STOPPING:  # then once a second until the pools are idle
+            return max(self.state_at, self.last_now + 1.0)
+        return None
 
     def _routing_notice(self, new: int) -> None:
         """A ``routing`` notice when forwarding turns on or off, or when what our ping buffer

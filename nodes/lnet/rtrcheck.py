@@ -85,28 +85,43 @@ class RouterChecker:
 
     # ------------------------------------------------------------------ timing
     def deadline(self) -> float | None:
-        """Next time the checker has work: a gateway ping, a state change, an NI timeout."""
-        times: list[float] = []
-        interval = self.r.tunables.alive_router_check_interval
-        for gw in self.r.table.gateways():
+        """Next time the checker has work: a gateway ping, a state change, an NI timeout.
+
+        (Asked after every batch of a routed node's actions: one pass, no lists built.)"""
+        r = self.r
+        best: float | None = None
+        interval = r.tunables.alive_router_check_interval
+        nets, next_ping = r.nets, self.next_ping
+        for gw in r.table.gateways():
             if self.skip(gw, interval):
                 continue
-            times += [self.next_ping.get(pn, 0.0) for pn in gw.nets if pn.net in self.r.nets]
-        state_times, _ = self.r.state_tick(-1.0)
-        times += state_times + self.r.alive.query_deadlines()
-        if self.r.enabled:
+            for pn in gw.nets:
+                if pn.net in nets:
+                    t = next_ping.get(pn, 0.0)
+                    if best is None or t < best:
+                        best = t
+        state_at = r.state_deadline()
+        if state_at is not None and (best is None or state_at < best):
+            best = state_at
+        if r.alive.query_wanted:
+            for t in r.alive.query_deadlines():
+                if best is None or t < best:
+                    best = t
+        if r.enabled:
             limit = self.ni_timeout()
-            nis = self.r.local_nis()
-            times += [t + limit for ni, t in self.ni_last_alive.items()
-                      if ni in nis and ni.status == LNET_NI_STATUS_UP and limit > 0]
-            times += [self.r.last_now + 1.0 for ni in nis
-                      if ni.fatal_error and ni.status == LNET_NI_STATUS_UP]
-        if not times:
+            nis = r.local_nis()
+            for t in ([t + limit for ni, t in self.ni_last_alive.items()
+                       if ni in nis and ni.status == LNET_NI_STATUS_UP and limit > 0]
+                      + [r.last_now + 1.0 for ni in nis
+                         if ni.fatal_error and ni.status == LNET_NI_STATUS_UP]):
+                if best is None or t < best:
+                    best = t
+        if best is None:
             return None
-        return max(min(times), self.r.last_now)
+        return max(best, r.last_now)
 
     def skip(self, gw: Peer, interval: int) -> bool:
-        in_disc = any(p.nid in self.in_discovery for p in gw.lpnis)
+        in_disc = bool(self.in_discovery) and any(p.nid in self.in_discovery for p in gw.lpnis)
         return in_disc or (interval <= 0 and self.r.table.is_discovered(gw))
 
     def ni_timeout(self) -> float:

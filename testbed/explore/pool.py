@@ -23,6 +23,7 @@ from typing import Any
 
 from testbed.explore import runner, swarm, topo
 from testbed.explore.model import Schedule
+from testbed.sim import gcpolicy
 
 #: PYTHONHASHSEED of worker ``i`` (0 is "no randomisation"; avoid it)
 HASH_SEED_BASE = 1000
@@ -70,6 +71,7 @@ def describe(exc: BaseException) -> str:
 
 
 def _worker(tasks: Any, results: Any, index: int) -> None:
+    gcpolicy.relax()  # a worker only runs seeds: fewer collections (testbed/sim/gcpolicy.py)
     while True:
         task = tasks.get()
         if task is None:

@@ -271,17 +271,19 @@ class Fabric(Scheduler):
     def _send(self, name: str, act: Transmit) -> None:
         if self.keep_history:
             self.transmits.append((self.now, name, act))
-        nid, link = self._nid_str, self.link(act.ni, act.lpni)
-        self.record("send", name, tx=act.tx_id, type=act.hdr.type.name, ni=link.ni_text,
-                    lpni=link.lpni_text, src=nid(act.hdr.src_nid),
-                    dst=nid(act.hdr.dest_nid), nob=len(act.payload))
+        nid, link, hdr = self._nid_str, self.link(act.ni, act.lpni), act.hdr
+        self.event_log.append({  # ``record``'s fields, one dict (per message: no **kwargs)
+            "t": round(self.now, 9), "kind": "send", "node": name, "tx": act.tx_id,
+            "type": hdr.type.name, "ni": link.ni_text, "lpni": link.lpni_text,
+            "src": nid(hdr.src_nid), "dst": nid(hdr.dest_nid), "nob": len(act.payload)})
         self._transmit(name, act)
 
     def _md(self, name: str, ev: MDEvent) -> None:
         if self.keep_history:
             self.events[name].append(ev)
-        self.record("md", name, handle=ev.handle, type=ev.kind, status=ev.status,
-                    unlinked=ev.unlinked)
+        self.event_log.append({"t": round(self.now, 9), "kind": "md", "node": name,
+                               "handle": ev.handle, "type": ev.kind, "status": ev.status,
+                               "unlinked": ev.unlinked})
 
     def _peer_down(self, name: str, lpni: NID) -> None:
         """``lnd_notify_peer_down``: the sender's conns to that NID are closed."""
@@ -328,7 +330,8 @@ class Fabric(Scheduler):
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
         if name not in self.engines:
             return
-        self.record("tx_done", name, tx=tx_id, rc=rc, hstatus=_HS_NAME[hstatus])
+        self.event_log.append({"t": round(self.now, 9), "kind": "tx_done", "node": name,
+                               "tx": tx_id, "rc": rc, "hstatus": _HS_NAME[hstatus]})
         self.apply(name, self.engines[name].handle(
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
 
@@ -359,9 +362,11 @@ class Fabric(Scheduler):
                          self._incarnation_changed(name, act.lpni, dst))
             if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
                 self._notify(dst, act.lpni, act.ni, True, True)
-        nid = self._nid_str
-        self.record("recv", dst, type=act.hdr.type.name, ni=link.lpni_text,
-                    peer=link.ni_text, src=nid(act.hdr.src_nid), dst=nid(act.hdr.dest_nid))
+        nid, hdr = self._nid_str, act.hdr
+        self.event_log.append({"t": round(self.now, 9), "kind": "recv", "node": dst,
+                               "type": hdr.type.name, "ni": link.lpni_text,
+                               "peer": link.ni_text, "src": nid(hdr.src_nid),
+                               "dst": nid(hdr.dest_nid)})
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr,
                                                   payload=act.payload))
         self._complete(name, act.tx_id, 0, HStatus.OK)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from nodes.daemon import lst_verb
 from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
 from testbed.plan import TopologyError, load_topology
+from testbed.sim import gcpolicy
 from testbed.sim.inproc import SimTestbed
 from testbed.sim.pacer import Pacer, parse_speed
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     state["phase"] = "ready"
     runstate.write_state(rdir, state)
-    gc.freeze()  # what bring-up made lives as long as the server: out of the GC's scans
+    gcpolicy.settle()  # bring-up's objects out of the GC's scans, fewer collections
     server = SimServer(tb, rdir, speed)
     server.flush()
     _send(proto, {"ready": {"name": plan.name, "rundir": str(rdir), "backend": "sim",

@@ -54,7 +54,8 @@ class SimFabric(Fabric):
         drv = super()._driver(name, engine)
         drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
-            drv.set_trace_sink(lambda act: self.record("msg", name, **trace_fields(act)))
+            drv.set_trace_sink(lambda act: self.event_log.append(  # ``record``, one dict
+                {"t": round(self.now, 9), "kind": "msg", "node": name, **trace_fields(act)}))
         if self.record_dir is not None:
             self._attach_recorder(name, drv, self.record_dir)
         return drv
