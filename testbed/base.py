@@ -1,14 +1,13 @@
 """What every backend offers: the ``Testbed`` and ``NodeHandle`` protocols, and their error.
 
-Theory of operation: a backend (``testbed.mininet``, ``testbed.sim``, ``testbed.vagrant`` for guests and hosts) is
-any pair of classes that satisfy these ``typing.Protocol`` s structurally; none inherits
-from another backend, and nothing here imports a backend. The verbs a node offers are its
-daemon's: ``verb(cmd, argv)`` carries an ``lnetctl``/``lctl`` command line exactly as given,
-and ``NodeVerbs`` derives the conveniences (``lnetctl("net show -v")``, ``yaml``, ``ping``,
-``lnd_link``, ``testbed_stats``) from it once, for every backend. What a backend cannot do
-raises ``TestbedError`` with one line naming the backend and the operation (``unsupported``),
-never an inherited method that fails in an odd way.
-"""
+Theory of operation: a backend (``testbed.mininet``, ``testbed.sim``, ``testbed.vagrant`` for
+guests and hosts) is any pair of classes that satisfy these ``typing.Protocol`` s structurally;
+none inherits from another backend, and nothing here imports a backend. The verbs a node offers
+are its daemon's: ``verb(cmd, argv)`` carries an ``lnetctl``/``lctl`` command line exactly as
+given, and ``NodeVerbs`` derives the conveniences (``lnetctl("net show -v")``, ``yaml``,
+``ping``, ``lnd_link``, ``testbed_stats``) from it once, for every backend. What a backend
+cannot do raises ``TestbedError`` with one line naming the backend and the operation
+(``unsupported``), never an inherited method that fails in an odd way. """
 
 from __future__ import annotations
 
