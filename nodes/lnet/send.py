@@ -199,11 +199,21 @@ class Sender:
             deadline = min(deadline, msg.md.user_deadline)
         return deadline
 
-    def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI) -> None:
+    def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float, rc: int,
+              hstatus: HStatus) -> list[Action]:
+        """``lnet_check_message_drop``'s drop of an attempt committed on ``ni``/``lpni``.
+
+        The attempt is traced as a ``send`` marked ``dropped`` (as a drop rule's is): it was
+        made there and failed at the hand-off, and a resend may follow (REMOTE_DROPPED) --
+        untraced, a router's forwarded PUTs were resent "without a send" in the soak's
+        trace, and ``testbed check`` lost the attempt's deadline and retry_count."""
         self.counters.values["drop_count"] += 1
         self.counters.values["drop_length"] += msg.nob
         ni.stats.dropped.bump(msg.type)
         lpni.stats.dropped.bump(msg.type)
+        if self.tracer.on:
+            self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hstatus.name)
+        return self.finalize_tx(msg, now, rc, hstatus)
 
     def post(self, msg: Msg, now: float, *, released: bool = False) -> list[Action]:
         """``lnet_post_send_locked``: peer credit then NI credit, else wait FIFO (spec §1.5);
@@ -237,21 +247,19 @@ class Sender:
                 return []
         if msg.fwd is not None and self.router.alive.next_hop_dead(msg, lpni):
             # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
-            self._drop(msg, ni, lpni)
-            return self.finalize_tx(msg, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
+            return self._drop(msg, ni, lpni, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
         if msg.tx_delayed and now > msg.deadline and msg.fwd is None:
             # past its deadline: dropped (spec §1.5 step 1); routers never are (spec §3.4)
-            self._drop(msg, ni, lpni)
-            return self.finalize_tx(msg, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+            return self._drop(msg, ni, lpni, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
         msg.tx_delayed = False
         verdict = self.faults.tx_check(msg, now, released=released)
         if verdict is True:  # an LNet delay rule holds it, credits and all (spec §8.3)
             msg.fire(MsgInput.DELAY)
             return []
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
-            if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
-                self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
             hs = HStatus(verdict)
+            if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
+                self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hs.name)
             return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
