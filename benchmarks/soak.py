@@ -34,7 +34,9 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -135,6 +137,15 @@ def daemon_pids(tb: MininetTestbed) -> dict[str, int]:
     return {n: int(info["pid"]) for n, info in tb.status()["nodes"].items()}
 
 
+def _answers(tb: MininetTestbed, node: str) -> bool:
+    """``lnetctl net show`` on ``node`` succeeds (a dead daemon is a crash, not the end of
+    the soak's report)."""
+    try:
+        return tb.node(node).lnetctl("net", "show", timeout=20.0).rc == 0
+    except TestbedError:
+        return False
+
+
 def traced_completions(rdir: Path) -> tuple[collections.Counter[str], int, int]:
     """Senders' completion events by hstatus (not forwarded), first sends, completes."""
     by: collections.Counter[str] = collections.Counter()
@@ -220,7 +231,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rss[n] = (f"{100.0 * (now_kb - b_kb) / b_kb:+.1f}% ({b_kb // 1024}->"
                       f"{now_kb // 1024} MB)") if b_pid == pid and b_kb else \
                 f"restarted since warm-up ({now_kb // 1024} MB now)"
-        answering = {n: bool(tb.node(n).lnetctl("net", "show").rc == 0) for n in pids}
+        answering = {n: _answers(tb, n) for n in pids}
         flush_writers(rdir)
         events = [json.loads(ln) for ln in (rdir / "events.jsonl").read_text().splitlines()
                   if ln.strip()]
@@ -235,6 +246,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result = check_rundir(rdir)
         if args.check_report:
             Path(args.check_report).write_text(result.render(max_violations=10))
+        if args.keep_logs:  # the run directory goes with `down`: keep the logs for a look
+            shutil.copytree(rdir, args.keep_logs, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.sock", "*.ipc", "ctl*"))
         comp = result.invariants["completion"]
         out.update(
             actions=dict(actions), fault_add_errors=add_errors,
@@ -270,7 +284,17 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=16, help="PUTs per burst (one flow)")
     ap.add_argument("--size", type=int, default=4096, help="bytes per PUT")
     ap.add_argument("--check-report", help="write `testbed check`'s report here")
+    ap.add_argument("--keep-logs", metavar="DIR",
+                    help="copy the run directory's logs and traces here before `down`")
+    ap.add_argument("--memprobe", metavar="DIR",
+                    help="diagnostic run: daemons write what grows to DIR/<node>.memprobe.txt "
+                    "(tracemalloc; slows them: the figures of such a run are not the soak's)")
+    ap.add_argument("--memprobe-period", type=float, default=60.0, metavar="SECONDS")
     args = ap.parse_args()
+    if args.memprobe:
+        Path(args.memprobe).mkdir(parents=True, exist_ok=True)
+        os.environ["LNET_MEMPROBE"] = str(Path(args.memprobe).resolve())
+        os.environ["LNET_MEMPROBE_PERIOD"] = str(args.memprobe_period)
     if args.minutes <= 0 or args.burst < 1 or not 0 <= args.size <= 1 << 20:
         ap.error("--minutes > 0, --burst >= 1, 0 <= --size <= 1048576")
     res = run(args)
