@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from nodes.daemon import lnetctl_config
+from nodes.daemon import lnetctl_config, memprobe
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
 from nodes.daemon.control import ControlServer, CurveServer
 from nodes.daemon.runtime import NodeRuntime
@@ -110,9 +110,12 @@ async def _amain(ns: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.stopping.set)
     logging.getLogger("daemon").info("node %s up (pid %d, seed %d)", ns.node, os.getpid(), seed)
+    probe = memprobe.start(ns.node)  # a diagnostic, off unless LNET_MEMPROBE is set
     try:
         await server.serve()
     finally:
+        if probe is not None:
+            probe.cancel()
         await server.close()
         await rt.close()
         if link is not None and os.path.realpath(link) == str(sock_path.resolve()):
