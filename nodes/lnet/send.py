@@ -201,12 +201,7 @@ class Sender:
 
     def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float, rc: int,
               hstatus: HStatus) -> list[Action]:
-        """``lnet_check_message_drop``'s drop of an attempt committed on ``ni``/``lpni``.
-
-        The attempt is traced as a ``send`` marked ``dropped`` (as a drop rule's is): it was
-        made there and failed at the hand-off, and a resend may follow (REMOTE_DROPPED) --
-        untraced, a router's forwarded PUTs were resent "without a send" in the soak's
-        trace, and ``testbed check`` lost the attempt's deadline and retry_count."""
+        """``lnet_check_message_drop``; traced as a ``send`` marked ``dropped`` (issue 11)."""
         self.counters.values["drop_count"] += 1
         self.counters.values["drop_length"] += msg.nob
         ni.stats.dropped.bump(msg.type)
@@ -373,9 +368,7 @@ class Sender:
             self.counters.values["send_count"] += 1
             if msg.type == MsgType.PUT:
                 self.counters.values["send_length"] += msg.nob
-            for st in (ni.stats if ni else None, lpni.stats if lpni else None):
-                if st is None:
-                    continue
+            for st in [x.stats for x in (ni, lpni) if x is not None]:
                 st.sent.bump(msg.type)
                 if (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
                         and not msg.is_response):
@@ -386,10 +379,9 @@ class Sender:
         """Selection failed: never committed, so no credits, no health, no resend (§2.8)."""
         msg.hstatus = hstatus
         msg.no_resend = True
-        if msg.fwd is not None:  # a router simply frees it (spec §2.8)
-            actions = self.router.fwd.return_rx_credits(msg, now)
-            return actions + self._decommit(msg, now, rc, None)
-        return self._decommit(msg, now, rc, None)
+        # a router simply frees it (spec §2.8)
+        actions = self.router.fwd.return_rx_credits(msg, now) if msg.fwd is not None else []
+        return actions + self._decommit(msg, now, rc, None)
 
     def _decommit(self, msg: Msg, now: float, rc: int, source: NID | None) -> list[Action]:
         """Off the active list, finalized: the trace's ``complete`` and the MD's SEND."""
