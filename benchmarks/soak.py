@@ -290,11 +290,14 @@ def main() -> int:
                     help="diagnostic run: daemons write what grows to DIR/<node>.memprobe.txt "
                     "(tracemalloc; slows them: the figures of such a run are not the soak's)")
     ap.add_argument("--memprobe-period", type=float, default=60.0, metavar="SECONDS")
+    ap.add_argument("--memprobe-frames", type=int, default=4, metavar="N",
+                    help="tracemalloc frames (0: no tracemalloc, RSS figures only)")
     args = ap.parse_args()
     if args.memprobe:
         Path(args.memprobe).mkdir(parents=True, exist_ok=True)
         os.environ["LNET_MEMPROBE"] = str(Path(args.memprobe).resolve())
         os.environ["LNET_MEMPROBE_PERIOD"] = str(args.memprobe_period)
+        os.environ["LNET_MEMPROBE_FRAMES"] = str(args.memprobe_frames)
     if args.minutes <= 0 or args.burst < 1 or not 0 <= args.size <= 1 << 20:
         ap.error("--minutes > 0, --burst >= 1, 0 <= --size <= 1048576")
     res = run(args)

@@ -19,6 +19,7 @@ import collections
 import ctypes
 import gc
 import os
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -33,6 +34,51 @@ def _rss_kb() -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def _rss_parts() -> str:
+    """RSS split: anonymous (heap, arenas: what a leak grows), file-backed (code and
+    libraries paged in as new paths run), shared memory; and the private part of each."""
+    want = ("RssAnon", "RssFile", "RssShmem")
+    parts = [ln.split(":")[0] + " " + ln.split()[1] for ln in
+             Path("/proc/self/status").read_text().splitlines() if ln.startswith(want)]
+    try:
+        roll = Path("/proc/self/smaps_rollup").read_text().splitlines()
+        parts += [ln.split(":")[0] + " " + ln.split()[1] for ln in roll
+                  if ln.startswith(("Private_Dirty", "Private_Clean", "Shared_Dirty"))]
+    except OSError:
+        pass
+    return "rss kB: " + ", ".join(parts)
+
+
+def _pymalloc() -> str:
+    """pymalloc's arenas (1 MiB each, freed only when empty: fragmentation shows as arena
+    bytes far above the live blocks), from ``sys._debugmallocstats`` (which says nothing
+    while tracemalloc hooks the allocator)."""
+    r, w = os.pipe()
+    saved = os.dup(2)
+    try:
+        os.dup2(w, 2)
+        os.close(w)
+        sys._debugmallocstats()
+        os.dup2(saved, 2)
+        text = b""
+        while chunk := os.read(r, 1 << 16):
+            text += chunk
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(r)
+    keep = {"# arenas allocated current": "arenas", "# arenas highwater mark": "highwater",
+            "# bytes in allocated blocks": "live", "# bytes in available blocks": "free",
+            "Total": "arena bytes"}
+    out: dict[str, str] = {}
+    for ln in text.decode(errors="replace").splitlines():
+        name, _, value = ln.partition("=")
+        label = keep.get(name.strip())
+        if label is not None and label not in out:
+            out[label] = value.strip()
+    return "pymalloc: " + ", ".join(f"{k} {v}" for k, v in out.items())
 
 
 class _MallInfo2(ctypes.Structure):
@@ -74,31 +120,34 @@ async def run(node: str) -> None:
     """Snapshot every period until cancelled (started only when ``LNET_MEMPROBE`` is set)."""
     out = Path(os.environ[ENV]) / f"{node}.memprobe.txt"
     period = float(os.environ.get(f"{ENV}_PERIOD", "60"))
-    tracemalloc.start(int(os.environ.get(f"{ENV}_FRAMES", "4")))
+    frames = int(os.environ.get(f"{ENV}_FRAMES", "4"))  # 0: no tracemalloc (RSS unperturbed)
+    if frames:
+        tracemalloc.start(frames)
     t0 = time.monotonic()
-    first = prev = tracemalloc.take_snapshot()
+    first = prev = tracemalloc.take_snapshot() if frames else None
     types0 = _types()
     with out.open("a") as f:
-        f.write(f"== {node} pid {os.getpid()} baseline: RSS {_rss_kb()} kB, traced "
-                f"{tracemalloc.get_traced_memory()[0] // 1024} kB\n")
+        f.write(f"== {node} pid {os.getpid()} baseline: RSS {_rss_kb()} kB\n"
+                f"{_rss_parts()}\n{_malloc()}\n{_pymalloc()}\n")
     while True:
         await asyncio.sleep(period)
-        snap = tracemalloc.take_snapshot()
         types = _types()
         grown = [(n, c - types0.get(n, 0)) for n, c in types.items() if c > types0.get(n, 0)]
         grown.sort(key=lambda t: -t[1])
-        lines = [f"== {node} t={time.monotonic() - t0:.0f}s RSS {_rss_kb()} kB, traced "
-                 f"{tracemalloc.get_traced_memory()[0] // 1024} kB (peak "
-                 f"{tracemalloc.get_traced_memory()[1] // 1024} kB; tracemalloc's own "
-                 f"{tracemalloc.get_tracemalloc_memory() // 1024} kB), objects "
+        lines = [f"== {node} t={time.monotonic() - t0:.0f}s RSS {_rss_kb()} kB, objects "
                  f"{sum(types.values())} ({sum(types.values()) - sum(types0.values()):+d})",
-                 _malloc()]
-        lines += _diff(snap, first, "since baseline") + _diff(snap, prev, "since last")
+                 _rss_parts(), _malloc(), _pymalloc()]
+        if first is not None and prev is not None:
+            snap = tracemalloc.take_snapshot()
+            lines.append(f"traced {tracemalloc.get_traced_memory()[0] // 1024} kB (peak "
+                         f"{tracemalloc.get_traced_memory()[1] // 1024} kB; tracemalloc's "
+                         f"own {tracemalloc.get_tracemalloc_memory() // 1024} kB)")
+            lines += _diff(snap, first, "since baseline") + _diff(snap, prev, "since last")
+            prev = snap
         lines.append("-- object types grown since baseline: "
                      + ", ".join(f"{n} {d:+d}" for n, d in grown[:TOP]))
         with out.open("a") as f:
             f.write("\n".join(lines) + "\n")
-        prev = snap
 
 
 def start(node: str) -> asyncio.Task[None] | None:
