@@ -32,6 +32,7 @@ MAX_LINES = 10000
 #: a daemon's own lines: bytes kept (~10,000 lines of ~100 characters), in chunks of CHUNK
 MAX_BYTES, CHUNK = 1 << 20, 1 << 18
 _REC = struct.Struct("<dII")  # created, mask, length of the UTF-8 text that follows
+_PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS  # the process's own pages, not shared memory
 #: libcfs.h S_LNET subsystem mask, D_WARNING / D_NET debug masks
 S_LNET, D_WARNING, D_NET, D_ERROR = 0x00000400, 0x00000400, 0x00000200, 0x00020000
 
@@ -48,7 +49,7 @@ class _Ring:
         text = line[2].encode("utf-8", "surrogateescape")[:CHUNK - _REC.size]
         size = _REC.size + len(text)
         if not self.chunks or self.chunks[-1][1][0] + size > CHUNK:
-            self.chunks.append((mmap.mmap(-1, CHUNK), [0]))
+            self.chunks.append((mmap.mmap(-1, CHUNK, flags=_PRIVATE), [0]))
             while len(self.chunks) * CHUNK > MAX_BYTES:
                 self.chunks.popleft()[0].close()
         buf, used = self.chunks[-1]
