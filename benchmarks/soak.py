@@ -26,8 +26,9 @@ Multi-Rail must ride out. At the end it prints:
   RSS split, glibc heap, pymalloc arenas, live objects by type each minute) was warm-up of
   bounded things, levelling off after 3-4 minutes: the ``lctl dk`` buffer filling (then
   10,000 Python tuples, ~3.5 MB live, which also pinned pymalloc arenas: 12 -> 20 MiB of
-  arenas; now 1 MiB of packed records outside the allocator), the allocators' high-water
-  marks, and code pages touched by new paths; no live object type kept growing;
+  arenas; now 1 MiB of packed records outside the allocator), glibc's heap keeping the free
+  pages payload churn leaves (the daemon now trims it every 30 s), pymalloc's high-water
+  mark, and code pages touched by new paths; no live object type kept growing;
 * ``leftovers`` after ``down``: processes, interfaces, links, run directory
   (``testbed.clean.leftovers``), iptables rules and network namespaces on the host that were
   not there before.
