@@ -19,14 +19,25 @@ Multi-Rail must ride out. At the end it prints:
 * ``crashes``: daemons that died without a kill fault, logged a traceback, or do not answer
   at the end;
 * ``rss_growth`` per daemon from the end of the warm-up (10 % of the run, at most 60 s)
-  to the end (a router restarted since is a new process: its RSS now), and each daemon's RSS
-  at every minute (``rss_mb_each_minute``: growth that levels off is a bounded buffer
-  filling -- the ``lctl dk`` log keeps 10,000 lines -- not a leak);
+  to the end (a router restarted since is a new process: its RSS now), the same over the
+  second half of the run only (``rss_growth_second_half``: a leak grows there as much as in
+  the first half; warm-up does not), and each daemon's RSS at every minute
+  (``rss_mb_each_minute``). What grew after minute 1 in the issue-11 runs (``--memprobe``:
+  RSS split, glibc heap, pymalloc arenas, live objects by type each minute) was warm-up of
+  bounded things, levelling off after 3-4 minutes: the ``lctl dk`` buffer filling (then
+  10,000 Python tuples, ~3.5 MB live, which also pinned pymalloc arenas: 12 -> 20 MiB of
+  arenas; now 1 MiB of packed records outside the allocator), glibc's heap keeping the free
+  pages payload churn leaves (the daemon now trims it every 30 s), pymalloc's high-water
+  mark, and code pages touched by new paths; no live object type kept growing;
 * ``leftovers`` after ``down``: processes, interfaces, links, run directory
   (``testbed.clean.leftovers``), iptables rules and network namespaces on the host that were
   not there before.
 
-Run as root: ``.venv/bin/python benchmarks/soak.py [--minutes 10] [--seed 1]``.
+Run as root: ``.venv/bin/python benchmarks/soak.py [--minutes 10] [--seed 1]``;
+``--memprobe DIR`` makes it a diagnostic run (what grows in each daemon, see
+``nodes/daemon/memprobe.py``; with tracemalloc, ``--memprobe-frames N``, the daemons run at
+half speed and the soak's figures are not comparable), ``--keep-logs DIR`` keeps the run
+directory's logs and traces (``testbed check`` them again) past ``down``.
 """
 
 from __future__ import annotations
@@ -34,7 +45,9 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -135,6 +148,28 @@ def daemon_pids(tb: MininetTestbed) -> dict[str, int]:
     return {n: int(info["pid"]) for n, info in tb.status()["nodes"].items()}
 
 
+def growth(then: dict[str, tuple[int, int]], pids: dict[str, int],
+           now: dict[str, int]) -> dict[str, str]:
+    """Per daemon, RSS growth from ``then`` (node -> (pid, kB)) to ``now`` (node -> kB); a
+    daemon restarted since is a new process: its RSS now, no growth."""
+    out: dict[str, str] = {}
+    for n, pid in sorted(pids.items()):
+        b_pid, b_kb = then.get(n, (pid, now[n]))
+        out[n] = (f"{100.0 * (now[n] - b_kb) / b_kb:+.1f}% ({b_kb // 1024}->"
+                  f"{now[n] // 1024} MB)") if b_pid == pid and b_kb else \
+            f"restarted since ({now[n] // 1024} MB now)"
+    return out
+
+
+def _answers(tb: MininetTestbed, node: str) -> bool:
+    """``lnetctl net show`` on ``node`` succeeds (a dead daemon is a crash, not the end of
+    the soak's report)."""
+    try:
+        return tb.node(node).lnetctl("net", "show", timeout=20.0).rc == 0
+    except TestbedError:
+        return False
+
+
 def traced_completions(rdir: Path) -> tuple[collections.Counter[str], int, int]:
     """Senders' completion events by hstatus (not forwarded), first sends, completes."""
     by: collections.Counter[str] = collections.Counter()
@@ -183,6 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         end_t = t0 + args.minutes * 60.0
         warm = t0 + min(60.0, args.minutes * 6.0)
         base: dict[str, tuple[int, int]] = {}  # node -> (pid, rss kB) at warm-up's end
+        mid: dict[str, tuple[int, int]] = {}  # the same at half time
         kills: collections.Counter[str] = collections.Counter()
         actions: collections.Counter[str] = collections.Counter()
         add_errors: list[str] = []
@@ -192,6 +228,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(min(rng.uniform(3.0, 10.0), max(0.0, end_t - time.monotonic())))
             if not base and time.monotonic() >= warm:
                 base = {n: (p, rss_kb(p) or 0) for n, p in daemon_pids(tb).items()}
+            if not mid and time.monotonic() >= t0 + args.minutes * 30.0:
+                mid = {n: (p, rss_kb(p) or 0) for n, p in daemon_pids(tb).items()}
             if time.monotonic() >= next_sample:
                 next_sample += 60.0
                 for n, p in daemon_pids(tb).items():
@@ -213,14 +251,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tb.fault.clear()
         time.sleep(2.0)
         pids = daemon_pids(tb)
-        rss: dict[str, str] = {}
-        for n, pid in sorted(pids.items()):
-            now_kb = rss_kb(pid) or 0
-            b_pid, b_kb = base.get(n, (pid, now_kb))
-            rss[n] = (f"{100.0 * (now_kb - b_kb) / b_kb:+.1f}% ({b_kb // 1024}->"
-                      f"{now_kb // 1024} MB)") if b_pid == pid and b_kb else \
-                f"restarted since warm-up ({now_kb // 1024} MB now)"
-        answering = {n: bool(tb.node(n).lnetctl("net", "show").rc == 0) for n in pids}
+        now = {n: rss_kb(pid) or 0 for n, pid in pids.items()}
+        rss, rss_half = growth(base, pids, now), growth(mid, pids, now)
+        answering = {n: _answers(tb, n) for n in pids}
         flush_writers(rdir)
         events = [json.loads(ln) for ln in (rdir / "events.jsonl").read_text().splitlines()
                   if ln.strip()]
@@ -235,6 +268,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result = check_rundir(rdir)
         if args.check_report:
             Path(args.check_report).write_text(result.render(max_violations=10))
+        if args.keep_logs:  # the run directory goes with `down`: keep the logs for a look
+            shutil.copytree(rdir, args.keep_logs, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.sock", "*.ipc", "ctl*"))
         comp = result.invariants["completion"]
         out.update(
             actions=dict(actions), fault_add_errors=add_errors,
@@ -248,6 +284,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             check_violations={k: v.count for k, v in result.invariants.items() if v.count},
             kills=dict(kills), node_died=dict(died), node_restarted=dict(restarted),
             tracebacks=tracebacks, crashes=crashes, rss_growth=rss,
+            rss_growth_second_half=rss_half,
             rss_mb_each_minute=dict(curve),
             per_flow={f"{f.src}->{f.dst}": (f.sent, f.completed, f.failed) for f in flows})
     finally:
@@ -270,7 +307,20 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=16, help="PUTs per burst (one flow)")
     ap.add_argument("--size", type=int, default=4096, help="bytes per PUT")
     ap.add_argument("--check-report", help="write `testbed check`'s report here")
+    ap.add_argument("--keep-logs", metavar="DIR",
+                    help="copy the run directory's logs and traces here before `down`")
+    ap.add_argument("--memprobe", metavar="DIR",
+                    help="diagnostic run: daemons write what grows to DIR/<node>.memprobe.txt "
+                    "(tracemalloc; slows them: the figures of such a run are not the soak's)")
+    ap.add_argument("--memprobe-period", type=float, default=60.0, metavar="SECONDS")
+    ap.add_argument("--memprobe-frames", type=int, default=4, metavar="N",
+                    help="tracemalloc frames (0: no tracemalloc, RSS figures only)")
     args = ap.parse_args()
+    if args.memprobe:
+        Path(args.memprobe).mkdir(parents=True, exist_ok=True)
+        os.environ["LNET_MEMPROBE"] = str(Path(args.memprobe).resolve())
+        os.environ["LNET_MEMPROBE_PERIOD"] = str(args.memprobe_period)
+        os.environ["LNET_MEMPROBE_FRAMES"] = str(args.memprobe_frames)
     if args.minutes <= 0 or args.burst < 1 or not 0 <= args.size <= 1 << 20:
         ap.error("--minutes > 0, --burst >= 1, 0 <= --size <= 1048576")
     res = run(args)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from nodes.echo import shown
+
 #: Largest request body read (a fault spec or an lnetctl argv is well under 64 KiB; an
 #: lnetctl import's content crosses the node's own socket, not this one).
 MAX_REQUEST_BYTES = 1 << 20
@@ -118,7 +120,7 @@ def check(msg: Any) -> dict[str, Any]:
         allowed = CHOICES.get((cmd, field))
         if allowed is not None and value not in allowed:
             raise RequestError(f"{cmd}: field {field!r} must be one of {', '.join(allowed)}, "
-                               f"not {value!r}")
+                               f"not {shown(value)}")
         if field == "argv" and not all(isinstance(a, str) for a in value):
             bad = next(a for a in value if not isinstance(a, str))
             raise RequestError(f"{cmd}: field 'argv' must be a list of strings, not one "

@@ -33,6 +33,7 @@ from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL, NodeRuntime
 from nodes.dlc import request as frontend
 from nodes.dlc.limits import MAX_REQUEST_BYTES
+from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
@@ -57,12 +58,12 @@ def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | No
         return f"src: {e.descr}"
     count, size = req.get("count", 1), req.get("size", 4096)
     if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1_000_000:
-        return f"count must be an integer 1..1000000, not {count!r}"
+        return f"count must be an integer 1..1000000, not {shown(count)}"
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= LNET_MTU:
-        return f"size must be an integer 0..{LNET_MTU}, not {size!r}"
+        return f"size must be an integer 0..{LNET_MTU}, not {shown(size)}"
     numa = req.get("numa")  # NUMA node of the message memory (snd-020, emulated)
     if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
-        return f"numa must be a NUMA node number >= 0, not {numa!r}"
+        return f"numa must be a NUMA node number >= 0, not {shown(numa)}"
     return dst, count, size, src, numa
 
 

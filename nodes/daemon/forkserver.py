@@ -68,9 +68,13 @@ def _daemon(req: dict[str, Any]) -> int:
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT
-                      else signal.default_int_handler)
+    # the dispositions a fresh interpreter starts with: SIGPIPE *ignored* (Python's startup
+    # ignores it, so a write to a socket its peer reset fails with EPIPE; SIG_DFL here killed
+    # daemons with -13 under the soak's resets), SIGINT to KeyboardInterrupt, the rest default
+    for sig in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # `ps -o comm`, top and pgrep tell the daemons apart (the command line is the server's)
     _LIBC.prctl(PR_SET_NAME, f"lnetd {req.get('node')}"[:15].encode(), 0, 0, 0)
     gc.enable()

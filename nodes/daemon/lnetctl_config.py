@@ -41,6 +41,7 @@ from nodes.dlc.ip2nets import resolve
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.tunables import parse_long
 from nodes.dlc.yamltoken import yaml_token_error
+from nodes.echo import clip
 from nodes.lnet import udsp
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.tunables import MODULE_PARAMS, apply_module_param
@@ -152,7 +153,7 @@ async def _exec(rt: NodeRuntime, doc: Any) -> Result:
 def _read(path: str) -> Content:
     if not os.path.isabs(path):
         raise ImportFileError((255, "", "lnetctl import: FILE must be an absolute path (the "
-                                        f"node daemon reads it): '{path}'\n"))
+                                        f"node daemon reads it): '{clip(str(path))}'\n"))
     return read_import_file(path)
 
 
@@ -194,7 +195,7 @@ def apply_module_params(rt: NodeRuntime, params: list[tuple[str, str]]) -> None:
     """
     for name, value in params:
         if name not in MODULE_PARAMS:
-            raise LNetConfigError(-E.EINVAL, f"unknown LNet module parameter '{name}' "
+            raise LNetConfigError(-E.EINVAL, f"unknown LNet module parameter '{clip(str(name))}' "
                                              f"(known: {', '.join(MODULE_PARAMS)})")
         apply_module_param(rt.engine.tunables, name, value)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nodes.dlc import getopt
+from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.fault import (
     HEALTH_ERRORS,
@@ -48,9 +49,9 @@ def _getopt(argv: list[str], short: str, long: list[str]) -> list[tuple[str, str
     except getopt.GetoptError as e:
         # glibc's line, then portals.c's own (``fault_simul_rule_add``)
         raise LNetConfigError(-EINVAL, f"{e.message}\nerror: {e.message.split(':')[0]}: "
-                                       f"option '{e.word}' unrecognized") from e
+                                       f"option '{clip(str(e.word))}' unrecognized") from e
     if rest:
-        raise LNetConfigError(-EINVAL, f"error: unexpected argument '{rest[0]}'")
+        raise LNetConfigError(-EINVAL, f"error: unexpected argument '{clip(str(rest[0]))}'")
     return [(o, v or "") for o, v in opts]
 
 
@@ -59,9 +60,9 @@ def _uint(text: str, what: str) -> int:
     try:
         value = int(text.strip(), 0)
     except ValueError:
-        raise LNetConfigError(-EINVAL, f"invalid {what}: '{text}'") from None
+        raise LNetConfigError(-EINVAL, f"invalid {what}: '{clip(str(text))}'") from None
     if not 0 <= value <= 0xFFFF_FFFF:
-        raise LNetConfigError(-EINVAL, f"invalid {what}: '{text}'")
+        raise LNetConfigError(-EINVAL, f"invalid {what}: '{clip(str(text))}'")
     return value
 
 
@@ -100,7 +101,7 @@ def parse_add(kind: str, argv: list[str]) -> FaultAttr:
             elif name in HEALTH_ERRORS:
                 attr.health_mask |= 1 << HEALTH_ERRORS[name]
             else:
-                raise LNetConfigError(-EINVAL, f"unknown health error '{val}' (valid: "
+                raise LNetConfigError(-EINVAL, f"unknown health error '{clip(str(val))}' (valid: "
                                                f"{', '.join(HEALTH_ERRORS)}, random)")
         elif opt == "m":
             bit = MSG_BITS.get(val.strip().lower())
@@ -164,7 +165,7 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
             kick(rt)
             return 0, "", ""
         if rest:
-            raise LNetConfigError(-EINVAL, f"error: unexpected argument '{rest[0]}'")
+            raise LNetConfigError(-EINVAL, f"error: unexpected argument '{clip(str(rest[0]))}'")
         if verb == "reset":
             faults.reset(kind, rt.now())
             return 0, "", ""

@@ -33,6 +33,7 @@ from nodes.dlc import commands as C
 from nodes.dlc.ip2nets import Rule, parse_pattern
 from nodes.dlc.nidlist import parse_expr_list
 from nodes.dlc.tunables import parse_long
+from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
 
@@ -90,7 +91,7 @@ def _long(key: str, value: Any) -> int:
     if value is None or _s(value) == "":
         raise _bad(f"no value specified for key '{key}'")
     if isinstance(value, bool) or (n := parse_long(_s(value))) is None:
-        raise _bad(f"invalid value '{_s(value)}' for key '{key}'")
+        raise _bad(f"invalid value '{clip(_s(value))}' for key '{key}'")
     return n
 
 
@@ -111,7 +112,7 @@ def _cpt(value: Any, where: str) -> str | None:
     try:
         parse_expr_list(text)
     except LNetConfigError:
-        raise _bad(f"{where}: Unable to parse CPT '{_s(value)}'") from None
+        raise _bad(f"{where}: Unable to parse CPT '{clip(_s(value))}'") from None
     return text
 
 
@@ -137,7 +138,7 @@ def _net_steps(entries: Any, delete: bool) -> list[Step]:
         try:
             Net.parse(name)
         except LNetConfigError:
-            raise _bad(f"net[{i}]: Invalid network ID '{name}'") from None
+            raise _bad(f"net[{i}]: Invalid network ID '{clip(_s(name))}'") from None
         if name == "lo":
             continue
         nis = net.get("local NI(s)") or []
@@ -168,14 +169,14 @@ def _ip2nets_steps(entries: Any, delete: bool) -> list[Step]:
     for i, rule in enumerate(_seq(entries, "ip2nets")):
         if not isinstance(rule, dict) or "net-spec" not in rule:
             first = next(iter(rule), "") if isinstance(rule, dict) else rule
-            raise _bad(f"Malformed input. Expect 'net-spec' found '{_s(first)}'")
+            raise _bad(f"Malformed input. Expect 'net-spec' found '{clip(_s(first))}'")
         if "local NI(s)" in rule:
             raise _bad("local NI(s)' not valid for ip2nets")
         net = _s(rule["net-spec"])
         try:
             Net.parse(net)
         except LNetConfigError:
-            raise _bad(f"Invalid network ID '{net}'") from None
+            raise _bad(f"Invalid network ID '{clip(_s(net))}'") from None
         ifaces = _values(rule.get("interfaces") or {}, f"ip2nets[{i}].interfaces")
         ranges = _values(rule.get("ip-range") or {}, f"ip2nets[{i}].ip-range")
         for text in ranges:
@@ -209,7 +210,7 @@ def _peer_steps(entries: Any, delete: bool) -> list[Step]:
         prim = _s(_key(p, "primary nid", f"peer[{i}]"))
         mr = p.get("Multi-Rail", True)
         if not isinstance(mr, bool):
-            raise _bad(f"peer[{i}]: invalid MR flag param '{_s(mr)}'")
+            raise _bad(f"peer[{i}]: invalid MR flag param '{clip(_s(mr))}'")
         listed = [_s(n.get("nid")) for n in _seq(p.get("peer ni") or [], f"peer[{i}].peer ni")
                   if isinstance(n, dict) and n.get("nid") is not None]
         try:
@@ -237,14 +238,14 @@ def _global_steps(entries: Any, section: str) -> list[Step]:
     steps: list[Step] = []
     for key, value in items:
         if section == "global" and key not in GLOBAL_PARAMS:
-            raise _bad(f"invalid key '{key}'")
+            raise _bad(f"invalid key '{clip(_s(key))}'")
         name = _ALIASES.get(str(key), str(key))
         if name in GLOBAL_READ_ONLY:
             continue
         try:
             steps.append(C.SetTunable(name=name, value=_long(str(key), value)))
         except C.CommandError:
-            raise _bad(f"invalid key '{key}'") from None
+            raise _bad(f"invalid key '{clip(_s(key))}'") from None
     return steps
 
 
@@ -278,7 +279,7 @@ def import_commands(doc: Any, delete: bool = False) -> list[Step]:
         raise _bad("the file is not a YAML mapping of lnetctl sections")
     for key in doc:
         if key not in IMPORT_ORDER:
-            raise _bad(f"invalid key '{key}'")
+            raise _bad(f"invalid key '{clip(_s(key))}'")
     steps: list[Step] = []
     for key in (reversed(IMPORT_ORDER) if delete else IMPORT_ORDER):
         value = doc.get(key)
@@ -331,5 +332,5 @@ def nids_of(section: Any) -> list[str]:
         try:
             NID.parse(nid)
         except LNetConfigError:
-            raise _bad(f"cannot parse NID '{nid}'") from None
+            raise _bad(f"cannot parse NID '{clip(_s(nid))}'") from None
     return out

@@ -31,6 +31,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
 
@@ -43,14 +44,14 @@ def _check_nid(verb: str, field: str, text: str) -> None:
     try:
         NID.parse(text)
     except LNetConfigError:
-        raise CommandError(f"dlc {verb}: {field}: cannot parse NID '{text}'") from None
+        raise CommandError(f"dlc {verb}: {field}: cannot parse NID '{clip(str(text))}'") from None
 
 
 def _check_net(verb: str, field: str, text: str) -> None:
     try:
         Net.parse(text)
     except LNetConfigError:
-        raise CommandError(f"dlc {verb}: {field}: cannot parse net '{text}'") from None
+        raise CommandError(f"dlc {verb}: {field}: cannot parse net '{clip(str(text))}'") from None
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
@@ -351,7 +352,7 @@ class SetTunable(Command):
 
         if self.name not in TUNABLES and self.name not in ENGINE_ONLY \
                 and self.name != "multi_rail":
-            raise CommandError(f"dlc set: name: unknown tunable '{self.name}'")
+            raise CommandError(f"dlc set: name: unknown tunable '{clip(str(self.name))}'")
 
     def argv(self) -> list[str]:
         return ["set", self.name, str(self.value)]

@@ -7,22 +7,67 @@ the ``lnet`` logger's records, in the simulator the fabric's log of that node --
 front end adds (``debug peer``), bounded to ``MAX_LINES``. Lines are printed in libcfs's
 header format ``mask:subsystem:cpu:seconds.micro:0:pid:0:(source) text``; the source is
 ``lnet`` instead of ``file:line:function()`` (docs/differences.md).
+
+A daemon's own lines are kept as libcfs keeps its trace buffer: in pages of their own, not as
+objects (:class:`_Ring`: packed records in anonymous ``mmap`` chunks, the oldest chunk
+dropped whole, at most :data:`MAX_BYTES`). As 10,000 Python tuples of a float, an int and a
+string they were ~3 MB of small objects that lived for minutes among the event loop's
+transient ones and pinned pymalloc's arenas: the soak's daemons grew by 8 MB of arenas for
+4 MB of live objects (issue 11, ``benchmarks/soak.py --memprobe``).
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import mmap
 import os
+import struct
 import time
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 MAX_LINES = 10000
+#: a daemon's own lines: bytes kept (~10,000 lines of ~100 characters), in chunks of CHUNK
+MAX_BYTES, CHUNK = 1 << 20, 1 << 18
+_REC = struct.Struct("<dII")  # created, mask, length of the UTF-8 text that follows
+_PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS  # the process's own pages, not shared memory
 #: libcfs.h S_LNET subsystem mask, D_WARNING / D_NET debug masks
 S_LNET, D_WARNING, D_NET, D_ERROR = 0x00000400, 0x00000400, 0x00000200, 0x00020000
 
-_daemon_lines: collections.deque[tuple[float, int, str]] = collections.deque(maxlen=MAX_LINES)
+
+
+class _Ring:
+    """Lines packed into anonymous ``mmap`` chunks of :data:`CHUNK` bytes: appended to the
+    newest, the oldest unmapped whole once more than :data:`MAX_BYTES` are kept."""
+
+    def __init__(self) -> None:
+        self.chunks: collections.deque[tuple[mmap.mmap, list[int]]] = collections.deque()
+
+    def append(self, line: tuple[float, int, str]) -> None:
+        text = line[2].encode("utf-8", "surrogateescape")[:CHUNK - _REC.size]
+        size = _REC.size + len(text)
+        if not self.chunks or self.chunks[-1][1][0] + size > CHUNK:
+            self.chunks.append((mmap.mmap(-1, CHUNK, flags=_PRIVATE), [0]))
+            while len(self.chunks) * CHUNK > MAX_BYTES:
+                self.chunks.popleft()[0].close()
+        buf, used = self.chunks[-1]
+        _REC.pack_into(buf, used[0], line[0], line[1], len(text))
+        buf[used[0] + _REC.size:used[0] + size] = text
+        used[0] += size
+
+    def __iter__(self) -> Iterator[tuple[float, int, str]]:
+        for buf, used in list(self.chunks):
+            at = 0
+            while at < used[0]:
+                t, mask, n = _REC.unpack_from(buf, at)
+                at += _REC.size
+                yield t, mask, buf[at:at + n].decode("utf-8", "surrogateescape")
+                at += n
+
+
+_daemon_lines = _Ring()
 _front_lines: weakref.WeakKeyDictionary[Any, collections.deque[tuple[float, int, str]]] = \
     weakref.WeakKeyDictionary()
 _cleared: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nodes.echo import clip
+
 NO_ARG, REQUIRED, OPTIONAL = 0, 1, 2
 
 
@@ -66,11 +68,11 @@ def _find_long(prog: str, text: str, longopts: tuple[LongOpt, ...]) -> LongOpt:
         return exact
     found = [o for o in longopts if o.name.startswith(text)]
     if not found:
-        raise GetoptError(f"{prog}: unrecognized option '--{text}'")
+        raise GetoptError(f"{prog}: unrecognized option '--{clip(text)}'")
     first = found[0]
     if any((o.has_arg, o.val) != (first.has_arg, first.val) for o in found[1:]):
         names = " ".join(f"'--{o.name}'" for o in found)
-        raise GetoptError(f"{prog}: option '--{text}' is ambiguous; possibilities: {names}")
+        raise GetoptError(f"{prog}: option '--{clip(text)}' is ambiguous; possibilities: {names}")
     return first
 
 
@@ -119,7 +121,8 @@ def _long_opt(prog: str, arg: str, argv: list[str], i: int, longopts: tuple[Long
         opt = _find_long(prog, name, longopts)
     except GetoptError as e:
         if eq:  # glibc prints the whole word after "--"
-            raise GetoptError(e.message.replace(f"'--{name}'", f"'--{arg[2:]}'", 1)) from None
+            raise GetoptError(e.message.replace(f"'--{clip(name)}'",
+                                                 f"'--{clip(arg[2:])}'", 1)) from None
         raise
     if eq and opt.has_arg == NO_ARG:
         raise GetoptError(f"{prog}: option '--{opt.name}' doesn't allow an argument")

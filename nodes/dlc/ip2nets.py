@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from nodes.dlc.nidlist import RangeExpr, parse_expr_list
+from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 
 
@@ -46,11 +47,11 @@ def parse_pattern(text: str) -> tuple[tuple[RangeExpr, ...], ...] | None:
         return None
     parts = text.strip().split(".")
     if len(parts) != 4:
-        raise LNetConfigError(-EINVAL, f"invalid IP pattern '{text}'")
+        raise LNetConfigError(-EINVAL, f"invalid IP pattern '{clip(text)}'")
     try:
         return tuple(parse_expr_list(p, 0, 255) for p in parts)
     except LNetConfigError:
-        raise LNetConfigError(-EINVAL, f"invalid IP pattern '{text}'") from None
+        raise LNetConfigError(-EINVAL, f"invalid IP pattern '{clip(text)}'") from None
 
 
 def ip_matches(ip: str, patterns: tuple[str, ...]) -> bool:
@@ -88,9 +89,9 @@ def resolve(rule: Rule, local: list[tuple[str, str]]) -> tuple[str, ...]:
     for name in rule.interfaces:
         ips = [ip for n, ip in local if n == name]
         if not ips:
-            raise LNetConfigError(-42, f"No interface matching '{name}'")
+            raise LNetConfigError(-42, f"No interface matching '{clip(name)}'")
         if rule.ranges and not any(ip_matches(ip, rule.ranges) for ip in ips):
-            raise LNetConfigError(-42, f"Interface '{name}' doesn't match an IP pattern")
+            raise LNetConfigError(-42, f"Interface '{clip(name)}' doesn't match an IP pattern")
     return rule.interfaces
 
 
@@ -110,7 +111,7 @@ def parse_legacy(text: str) -> list[Rule]:
             continue
         m = _RULE.match(line)
         if m is None:
-            raise LNetConfigError(-EINVAL, f"invalid ip2nets rule '{line}'")
+            raise LNetConfigError(-EINVAL, f"invalid ip2nets rule '{clip(line)}'")
         ifaces = tuple(x.strip() for x in (m.group(2) or "").split(",") if x.strip())
         ranges = tuple(m.group(3).split())
         for pat in ranges:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 
@@ -112,7 +113,7 @@ def parse_expr_list(text: str, lo: int = 0, hi: int = 2**32 - 1) -> tuple[RangeE
     for tok in toks:
         expr = _range_expr(tok, lo, hi, bracketed) if tok else None
         if expr is None:
-            raise LNetConfigError(-errno.EINVAL, f"cannot parse expression list '{text}'")
+            raise LNetConfigError(-errno.EINVAL, f"cannot parse expression list '{clip(text)}'")
         out.append(expr)
     return tuple(out)
 

@@ -21,6 +21,7 @@ from nodes.dlc.help import SUB, print_help
 from nodes.dlc.nidlist import PEER_NID_LIMIT, NidListError, expand_nids
 from nodes.dlc.output import Result, error, exit_code, parser_error
 from nodes.dlc.tunables import ENGINE_ONLY, TUNABLES, c_int, parse_long
+from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
 
@@ -136,7 +137,8 @@ def _net_add(args: list[str]) -> Parsed:
         elif o == "U":
             numa = parse_long(v or "")
             if numa is None or numa < 0:
-                raise Stop((exit_code(-E.EINVAL), "", f"add: invalid NUMA node '{v}'\n"))
+                raise Stop((exit_code(-E.EINVAL), "",
+                            f"add: invalid NUMA node '{clip(v or '')}'\n"))
             kw["numa"] = numa
     if nids and net is not None:
         return _einval("--net is invalid with --nid option\n")
@@ -192,12 +194,13 @@ def _set_value(group: str, args: list[str]) -> Parsed:
             all_ = True
         elif o == "i":
             if not _net_ok(text):
-                raise _set_fail(-E.EINVAL, f"Invalid network type: {text}")
+                raise _set_fail(-E.EINVAL, f"Invalid network type: {clip(text)}")
             net = str(Net.parse(text))
         elif o == "l":
             lnd_to = c_int(int(text.strip()) if text.strip().lstrip("+-").isdigit() else 0)
             if lnd_to < 0:  # atoi
-                raise _set_fail(-E.EINVAL, f"Invalid LND timeout value '{text}', must be >= 0")
+                raise _set_fail(-E.EINVAL,
+                                f"Invalid LND timeout value '{clip(text)}', must be >= 0")
         elif o == "m" and group == "net":
             value = parse_long(text)
             if value is None or value > 127:
@@ -213,7 +216,7 @@ def _set_value(group: str, args: list[str]) -> Parsed:
     if lnd_to >= 0 and net is None:
         raise _set_fail(-E.EINVAL, "Specified --lnd-timeout without --net option")
     if nid is not None and not _nid_ok(nid):
-        raise _set_fail(-E.EINVAL, f"cannot parse NID '{nid}'")
+        raise _set_fail(-E.EINVAL, f"cannot parse NID '{clip(nid)}'")
     nid = None if nid is None else str(NID.parse(nid))
     if group == "peer":
         return C.PeerSet(nid=nid, all=all_, health=c_int(health), state=c_int(state))
@@ -231,7 +234,7 @@ def _expand(text: str, cmd: str, entity: str, limit: int) -> tuple[str, ...]:
     try:
         return tuple(expand_nids(text, limit))
     except NidListError as e:
-        out = f"can't parse nidrange: \"{text}\"\n" if entity == "peer" else ""
+        out = f"can't parse nidrange: \"{clip(text)}\"\n" if entity == "peer" else ""
         raise Stop((exit_code(e.errno), out, error(cmd, entity, e.errno, e.descr)[2])) \
             from None
 
@@ -259,7 +262,7 @@ def _peer_add_del(sub: str, args: list[str]) -> Parsed:
     if prim is None:
         return error(cmd, "peer", -E.EINVAL, "missing required primary NID")
     if not _nid_ok(prim):
-        return error(cmd, "peer", -E.EINVAL, f"invalid primary NID '{prim}'")
+        return error(cmd, "peer", -E.EINVAL, f"invalid primary NID '{clip(prim)}'")
     prim = str(NID.parse(prim))
     if sub == "add":
         return C.PeerAdd(prim_nid=prim, nids=nids, non_mr=non_mr, lock_prim=excl)
@@ -308,7 +311,7 @@ def _route(sub: str, args: list[str]) -> Parsed:
 def _index(text: str | None, lo: int, what: str = "index") -> int:
     value = parse_long(text or "") if text is not None else None
     if value is None or value < lo:
-        raise Stop(_einval(f"Invalid {what} \"{text}\"\n"))
+        raise Stop(_einval(f"Invalid {what} \"{clip(str(text))}\"\n"))
     return value
 
 
@@ -353,7 +356,7 @@ def _set(args: list[str]) -> Parsed:
     name, rest = args[0], args[1:]
     known = name in TUNABLES or name in ENGINE_ONLY or name == "multi_rail"
     if not known:
-        return (255, "", f"lnetctl: '{name}' is not a valid command. See 'lnetctl "
+        return (255, "", f"lnetctl: '{clip(name)}' is not a valid command. See 'lnetctl "
                          "--list-commands'.\n")
     if name in SUB["set"]:
         check_cmd("set", name, rest, 2)

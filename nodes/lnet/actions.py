@@ -65,7 +65,9 @@ class NotifyPeerDown:
 class MsgTrace:
     """One record of a message's life on this node (/work/wt/TRACE-SCHEMA.md, issue 16 item 4).
 
-    ``event``: ``send`` (one per Transmit: per attempt), ``resend`` (the decision to send
+    ``event``: ``send`` (one per attempt: a Transmit, or with ``dropped`` the hstatus of
+    an attempt dropped at the hand-off -- a drop rule, a router's dead next hop, a deadline
+    passed while waiting for credits), ``resend`` (the decision to send
     again after a failed attempt) or ``complete`` (the message's one final outcome here).
     ``msg`` is engine-unique and the same across resends; ``type`` the LNet message type;
     ``src``/``dst`` the header source and final destination. Send: ``ni``/``lpni`` of the
@@ -93,6 +95,7 @@ class MsgTrace:
     hstatus: str | None = None
     status: int | None = None
     health: tuple[tuple[str, int], ...] | None = None
+    dropped: str | None = None
 
     def to_json(self) -> dict[str, object]:
         """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""

@@ -28,6 +28,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
+from nodes.echo import clip
 from nodes.lnet.actions import Log
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.events import MessageReceived
@@ -249,7 +250,7 @@ class FaultState:
     # ------------------------------------------------------------------ DLC: rule management
     def rules(self, kind: str) -> list[FaultRule]:
         if kind not in ("drop", "delay"):
-            raise LNetConfigError(-EINVAL, f"unknown rule type '{kind}'")
+            raise LNetConfigError(-EINVAL, f"unknown rule type '{clip(str(kind))}'")
         return self.drop_rules if kind == "drop" else self.delay_rules
 
     def add(self, kind: str, attr: FaultAttr, now: float) -> FaultRule:

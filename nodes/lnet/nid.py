@@ -13,6 +13,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 
 # LND type numbers are stable ids shared with the wire (spec §1.1).
@@ -67,7 +68,7 @@ class Net:
         """Parse ``tcp``, ``tcp1``, ``o2ib3``, ``lo``; raise LNetConfigError(-EINVAL) otherwise."""
         net = parse_net(text)
         if net is None:
-            raise LNetConfigError(-EINVAL, f"Cannot parse net '{text}'")
+            raise LNetConfigError(-EINVAL, f"Cannot parse net '{clip(text)}'")
         return net
 
     @property
@@ -123,7 +124,7 @@ class NID:
         """Parse a NID string; raise LNetConfigError(-EINVAL) naming the bad string."""
         nid = parse_nid(text)
         if nid is None:
-            raise LNetConfigError(-EINVAL, f"Cannot parse NID '{text}'")
+            raise LNetConfigError(-EINVAL, f"Cannot parse NID '{clip(text)}'")
         return nid
 
     @property
@@ -231,5 +232,5 @@ def nid_from_ip(ip: str, net: Net) -> NID:
     """The NID an IP interface gets on ``net`` (socklnd/o2iblnd use the interface's IPv4)."""
     addr = _parse_ip(ip)
     if addr is None:
-        raise LNetConfigError(-EINVAL, f"bad IPv4 address '{ip}'")
+        raise LNetConfigError(-EINVAL, f"bad IPv4 address '{clip(str(ip))}'")
     return NID(net, addr)

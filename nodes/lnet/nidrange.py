@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.nid import LND_NAMES, LOLND, NID, Net
 
@@ -65,7 +66,7 @@ class ExprList:
 
 
 def _bad(text: str, why: str) -> LNetConfigError:
-    return LNetConfigError(-EINVAL, f"invalid NID range '{text}': {why}")
+    return LNetConfigError(-EINVAL, f"invalid NID range '{clip(str(text))}': {why}")
 
 
 def parse_expr(text: str, maximum: int, whole: str) -> ExprList:
@@ -78,17 +79,18 @@ def parse_expr(text: str, maximum: int, whole: str) -> ExprList:
             raise _bad(whole, f"{value} is larger than {maximum}")
         return ExprList((Range(value, value),))
     if not (text.startswith("[") and text.endswith("]")) or len(text) < 3:
-        raise _bad(whole, f"cannot parse '{text}'")
+        raise _bad(whole, f"cannot parse '{clip(str(text))}'")
     ranges = []
     for item in text[1:-1].split(","):
         m = _ITEM.match(item.strip())
         if m is None:
-            raise _bad(whole, f"cannot parse range '{item}'")
+            raise _bad(whole, f"cannot parse range '{clip(str(item))}'")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) is not None else lo
         stride = int(m.group(3)) if m.group(3) is not None else 1
         if hi < lo or hi > maximum or stride < 1:
-            raise _bad(whole, f"bad range '{item}' (need lo <= hi <= {maximum}, stride >= 1)")
+            raise _bad(whole, f"bad range '{clip(str(item))}' (need lo <= hi <= {maximum}, "
+                       "stride >= 1)")
         ranges.append(Range(lo, hi, stride))
     return ExprList(tuple(ranges))
 
@@ -143,7 +145,7 @@ def _parse_net_range(text: str, whole: str) -> tuple[int, ExprList]:
         if lnd == LOLND and rest:
             raise _bad(whole, "the lo net takes no number")
         return lnd, parse_expr(rest or "0", 0xFFFF, whole)
-    raise _bad(whole, f"unknown net type in '{text}'")
+    raise _bad(whole, f"unknown net type in '{clip(str(text))}'")
 
 
 def parse_nidrange(text: str) -> NIDRange:

@@ -199,11 +199,16 @@ class Sender:
             deadline = min(deadline, msg.md.user_deadline)
         return deadline
 
-    def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI) -> None:
+    def _drop(self, msg: Msg, ni: LNetNI, lpni: PeerNI, now: float, rc: int,
+              hstatus: HStatus) -> list[Action]:
+        """``lnet_check_message_drop``; traced as a ``send`` marked ``dropped`` (issue 11)."""
         self.counters.values["drop_count"] += 1
         self.counters.values["drop_length"] += msg.nob
         ni.stats.dropped.bump(msg.type)
         lpni.stats.dropped.bump(msg.type)
+        if self.tracer.on:
+            self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hstatus.name)
+        return self.finalize_tx(msg, now, rc, hstatus)
 
     def post(self, msg: Msg, now: float, *, released: bool = False) -> list[Action]:
         """``lnet_post_send_locked``: peer credit then NI credit, else wait FIFO (spec §1.5);
@@ -237,21 +242,19 @@ class Sender:
                 return []
         if msg.fwd is not None and self.router.alive.next_hop_dead(msg, lpni):
             # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
-            self._drop(msg, ni, lpni)
-            return self.finalize_tx(msg, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
+            return self._drop(msg, ni, lpni, now, -EHOSTUNREACH, HStatus.REMOTE_DROPPED)
         if msg.tx_delayed and now > msg.deadline and msg.fwd is None:
             # past its deadline: dropped (spec §1.5 step 1); routers never are (spec §3.4)
-            self._drop(msg, ni, lpni)
-            return self.finalize_tx(msg, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+            return self._drop(msg, ni, lpni, now, -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
         msg.tx_delayed = False
         verdict = self.faults.tx_check(msg, now, released=released)
         if verdict is True:  # an LNet delay rule holds it, credits and all (spec §8.3)
             msg.fire(MsgInput.DELAY)
             return []
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
-            if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
-                self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
             hs = HStatus(verdict)
+            if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
+                self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hs.name)
             return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
@@ -365,9 +368,7 @@ class Sender:
             self.counters.values["send_count"] += 1
             if msg.type == MsgType.PUT:
                 self.counters.values["send_length"] += msg.nob
-            for st in (ni.stats if ni else None, lpni.stats if lpni else None):
-                if st is None:
-                    continue
+            for st in [x.stats for x in (ni, lpni) if x is not None]:
                 st.sent.bump(msg.type)
                 if (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
                         and not msg.is_response):
@@ -378,10 +379,9 @@ class Sender:
         """Selection failed: never committed, so no credits, no health, no resend (§2.8)."""
         msg.hstatus = hstatus
         msg.no_resend = True
-        if msg.fwd is not None:  # a router simply frees it (spec §2.8)
-            actions = self.router.fwd.return_rx_credits(msg, now)
-            return actions + self._decommit(msg, now, rc, None)
-        return self._decommit(msg, now, rc, None)
+        # a router simply frees it (spec §2.8)
+        actions = self.router.fwd.return_rx_credits(msg, now) if msg.fwd is not None else []
+        return actions + self._decommit(msg, now, rc, None)
 
     def _decommit(self, msg: Msg, now: float, rc: int, source: NID | None) -> list[Action]:
         """Off the active list, finalized: the trace's ``complete`` and the MD's SEND."""

@@ -49,15 +49,17 @@ class Tracer:
         out, self.buffer = self.buffer, []
         return out
 
-    def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int) -> None:
-        """A Transmit of ``msg`` from ``ni`` to ``lpni`` (one per attempt)."""
+    def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int,
+             dropped: str | None = None) -> None:
+        """An attempt of ``msg`` from ``ni`` to ``lpni`` (one per attempt): a Transmit, or
+        (``dropped``: its hstatus) an attempt dropped at the hand-off to the LND."""
         first = msg.retry_count == 0
         self.buffer.append(MsgTrace(
             event="send", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), ni=str(ni.nid), lpni=str(lpni.nid),
             attempt=msg.retry_count, fixed_ni=_fixed(msg, lpni), forwarded=msg.fwd is not None,
             deadline=msg.deadline,  # each attempt's own: a resend re-commits (spec §3.4)
-            retry_count=retry_count if first else None))
+            retry_count=retry_count if first else None, dropped=dropped))
 
     def resend(self, msg: Msg) -> None:
         """The decision to send ``msg`` again after the attempt that failed with its

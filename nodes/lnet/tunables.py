@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, ERANGE, LNetConfigError
 
 LNET_MAX_HEALTH_VALUE = 1000
@@ -113,7 +114,7 @@ class Tunables:
         """Apply ``lnetctl set NAME VALUE`` with the kernel's checks; raise LNetConfigError."""
         setter = _SETTERS.get(name)
         if setter is None:
-            raise LNetConfigError(-EINVAL, f"unknown tunable '{name}'")
+            raise LNetConfigError(-EINVAL, f"unknown tunable '{clip(str(name))}'")
         setter(self, value)
 
 
@@ -259,7 +260,7 @@ def module_param_value(name: str, value: object) -> int:
         number = value if isinstance(value, int) and not isinstance(value, bool) \
             else int(str(value), 0)
     except ValueError:
-        raise LNetConfigError(-EINVAL, f"module parameter {name}: '{value}' is not an "
+        raise LNetConfigError(-EINVAL, f"module parameter {name}: '{clip(str(value))}' is not an "
                                        "integer") from None
     if not lo <= number <= hi:
         raise LNetConfigError(-EINVAL, f"module parameter {name}: {number} not in {lo}..{hi}")

@@ -42,6 +42,7 @@ from typing import IO, Any
 import zmq
 
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.echo import shown
 from testbed import bringup, clean, ctlproto, names, runstate, sh
 from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.forkclient import DaemonProcess, ForkServer
@@ -192,9 +193,9 @@ class Supervisor:
         """``link``: its fields' types were checked (``ctlproto``); their values here."""
         node, iface, updown = msg["node"], msg["iface"], msg["state"]
         if node not in self.link_state:
-            return {"ok": False, "error": f"no node {node!r} in testbed {self.name}"}
+            return {"ok": False, "error": f"no node {shown(node)} in testbed {self.name}"}
         if iface not in self.link_state[node]:
-            return {"ok": False, "error": f"node {node} has no interface {iface!r} "
+            return {"ok": False, "error": f"node {node} has no interface {shown(iface)} "
                                           f"(has {', '.join(self.link_state[node])})"}
         result = sh.run(["ip", "link", "set", "dev", iface, updown],
                         ns_pid=self.hosts[node].pid)
@@ -271,7 +272,7 @@ class Supervisor:
             return self.faults.delete(msg["id"]), False
         if cmd == "fault_clear":
             return self.faults.clear(), False
-        return {"ok": False, "error": f"unknown request {cmd!r}"}, False
+        return {"ok": False, "error": f"unknown request {shown(cmd)}"}, False
 
     # -- teardown ------------------------------------------------------------------------------
 

@@ -112,14 +112,15 @@ class MsgCheck:
                                  [done, item])
             return
         fl = self.flight.get(key)
-        if fl is None:  # every attempt so far failed before the LND (lnet_post_send_locked
-            # drops for a dead next hop, REMOTE_DROPPED): resent without a send (spec §3.3)
-            fl = self.flight[key] = Flight(item, None, None)
-            self.completion.checked += 1
+        self.resend.checked += 1
+        if fl is None:  # only a committed attempt is resent (spec §3.3), and every attempt
+            # is traced -- one dropped at the hand-off too (a router's dead next hop)
+            self.resend.flag(f"message {key[2]} of {key[0]}: resend of a message never sent",
+                             [item])
+            return
         fl.resends += 1
         fl.proof.append(item)
         fl.selected = float(ev["t"])
-        self.resend.checked += 1
         if fl.retry_count is not None and fl.resends > fl.retry_count:
             self.resend.flag(f"message {key[2]} of {key[0]}: resend {fl.resends} exceeds "
                              f"retry_count {fl.retry_count}", [fl.first, item])

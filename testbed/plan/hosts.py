@@ -22,6 +22,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from nodes.echo import shown
 from testbed.plan.model import HostPlan, NodePlan
 from testbed.plan.schema import HOST_KEYS
 from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
@@ -45,13 +46,13 @@ def parse_hosts(doc: _Doc, value: Any, line: int) -> tuple[HostPlan, ...]:
         if "ssh" in spec:
             ssh = doc.string(spec["ssh"], spec.vline("ssh"), f"{fld}.ssh")
             if not SSH_RE.fullmatch(ssh):
-                doc.fail(spec.vline("ssh"), f"{fld}.ssh", f"bad SSH target {ssh!r} "
+                doc.fail(spec.vline("ssh"), f"{fld}.ssh", f"bad SSH target {shown(ssh)} "
                          "(expected [user@]address)")
         if "port" in spec:
             port = spec["port"]
             if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
                 doc.fail(spec.vline("port"), f"{fld}.port",
-                         f"expected a TCP port 1..65535, got {port!r}")
+                         f"expected a TCP port 1..65535, got {shown(port)}")
         if "key" in spec:
             key = doc.string(spec["key"], spec.vline("key"), f"{fld}.key")
         if "address" in spec:
@@ -60,7 +61,7 @@ def parse_hosts(doc: _Doc, value: Any, line: int) -> tuple[HostPlan, ...]:
                 address = str(ipaddress.IPv4Address(text))
             except ValueError:
                 doc.fail(spec.vline("address"), f"{fld}.address",
-                         f"bad IPv4 address {text!r}")
+                         f"bad IPv4 address {shown(text)}")
         for k in ("port", "key"):
             if k in spec and ssh is None:
                 doc.fail(spec.vline(k), f"{fld}.{k}", f"{k} needs ssh (this host is local)")
@@ -87,7 +88,7 @@ def place_nodes(doc: _Doc, nodes_map: _LocDict, plans: tuple[NodePlan, ...],
             if not isinstance(host, str):
                 doc.fail(spec.vline("host"), fld, f"expected a host name, got {_kind(host)}")
             if host not in known:
-                doc.fail(spec.vline("host"), fld, f"unknown host {host!r} (hosts: "
+                doc.fail(spec.vline("host"), fld, f"unknown host {shown(host)} (hosts: "
                          f"{', '.join(known) or 'none: add a hosts: section'})")
             plan = replace(plan, host=host)
         out.append(plan)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodes.dlc.commands import PeerAdd, RouteAdd, UdspAdd
+from nodes.echo import shown
 
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
@@ -210,10 +211,10 @@ class Plan:
         try:
             return self.by_name[name]
         except KeyError:
-            raise KeyError(f"no node {name!r} in testbed {self.name!r}") from None
+            raise KeyError(f"no node {shown(name)} in testbed {shown(self.name)}") from None
 
     def segment(self, name: str) -> SegmentPlan:
         for s in self.segments:
             if s.name == name:
                 return s
-        raise KeyError(f"no network {name!r} in testbed {self.name!r}")
+        raise KeyError(f"no network {shown(name)} in testbed {shown(self.name)}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.dlc.commands import CommandError, UdspAdd
+from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net, parse_nid
 from testbed.plan.model import PeerPlan, RoutePlan, SegmentPlan
@@ -67,7 +68,7 @@ def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan])
             iface = _parse_iface(doc, item, ifaces.lines[i], f"{fld}.interfaces[{i}]", segs)
             seg = iface.segment.name
             if seg in used:
-                doc.fail(iface.line, iface.field, f"network {seg!r} already used by "
+                doc.fail(iface.line, iface.field, f"network {shown(seg)} already used by "
                          f"{used[seg]}: one interface per network per node (two would make "
                          "Mininet host routing ambiguous)")
             used[seg] = iface.field
@@ -116,7 +117,7 @@ def _parse_multi_rail(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> Non
     value = spec["multi_rail"]
     if not isinstance(value, bool):
         doc.fail(spec.vline("multi_rail"), f"{fld}.multi_rail",
-                 f"must be true or false, got {value!r}")
+                 f"must be true or false, got {shown(value)}")
     node.multi_rail = value
     if value:
         return
@@ -125,7 +126,7 @@ def _parse_multi_rail(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> Non
         net = iface.segment.lnet
         if net in nets:
             doc.fail(iface.line, iface.field, f"a non-Multi-Rail node has one NI per LNet net: "
-                     f"{net!r} is already used by {nets[net]}")
+                     f"{shown(net)} is already used by {nets[net]}")
         nets[net] = iface.field
 
 
@@ -133,7 +134,7 @@ def _nid(doc: _Doc, value: Any, line: int, fld: str) -> str:
     text = doc.string(value, line, fld)
     nid = parse_nid(text)
     if nid is None or "@" not in text:
-        doc.fail(line, fld, f"bad NID {text!r} (expected address@net, e.g. 10.10.0.2@tcp)")
+        doc.fail(line, fld, f"bad NID {shown(text)} (expected address@net, e.g. 10.10.0.2@tcp)")
     return str(nid)
 
 
@@ -163,7 +164,7 @@ def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> UdspAdd:
     for key in ("priority", "idx"):
         if key in m and (isinstance(m[key], bool) or not isinstance(m[key], int)
                          or m[key] < 0):
-            doc.fail(m.vline(key), f"{fld}.{key}", f"expected an integer >= 0, got {m[key]!r}")
+            doc.fail(m.vline(key), f"{fld}.{key}", f"expected an integer >= 0, got {shown(m[key])}")
     texts = {}
     for key in ("src", "dst", "rte"):
         if key in m:
@@ -221,7 +222,7 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
                 numa = opts["numa"]
                 if isinstance(numa, bool) or not isinstance(numa, int) or not 0 <= numa < 1024:
                     doc.fail(opts.vline("numa"), _join(_join(fld, seg_name), "numa"),
-                             f"NUMA node must be an integer 0..1023, got {numa!r}")
+                             f"NUMA node must be an integer 0..1023, got {shown(numa)}")
             if "ip" not in opts:
                 pinned = False
             else:
@@ -244,10 +245,10 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
     try:
         ip = ipaddress.IPv4Address(ip_text.strip())
     except ValueError:
-        doc.fail(ip_line, ip_field, f"bad IPv4 address {ip_text!r}")
+        doc.fail(ip_line, ip_field, f"bad IPv4 address {shown(ip_text)}")
     net = seg.subnet
     if ip not in net:
-        doc.fail(ip_line, ip_field, f"address {ip} is outside network {seg.name!r} ({net})")
+        doc.fail(ip_line, ip_field, f"address {ip} is outside network {shown(seg.name)} ({net})")
     if ip in (net.network_address, net.broadcast_address):
         what = "network" if ip == net.network_address else "broadcast"
         doc.fail(ip_line, ip_field, f"address {ip} is the {what} address of {net}")
@@ -277,14 +278,14 @@ def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
             iface.ip = next(pool, None)
             if iface.ip is None and seg.name not in full:
                 full.add(seg.name)
-                doc.note(iface.line, iface.field, f"network {seg.name!r} ({seg.subnet}) has "
+                doc.note(iface.line, iface.field, f"network {shown(seg.name)} ({seg.subnet}) has "
                          "no free address left")
 
 
 def _int_in(doc: _Doc, m: _LocDict, key: str, fld: str, lo: int, hi: int) -> int:
     val, line = m[key], m.vline(key)
     if isinstance(val, bool) or not isinstance(val, int) or not lo <= val <= hi:
-        doc.fail(line, _join(fld, key), f"expected an integer in {lo}..{hi}, got {val!r}")
+        doc.fail(line, _join(fld, key), f"expected an integer in {lo}..{hi}, got {shown(val)}")
     return val
 
 
@@ -329,10 +330,10 @@ def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[s
     net_text = doc.string(m["net"], m.vline("net"), f"{fld}.net")
     net = parse_net(net_text)
     if net is None or str(net) == "lo":
-        doc.fail(m.vline("net"), f"{fld}.net", f"bad LNet net {net_text!r}")
+        doc.fail(m.vline("net"), f"{fld}.net", f"bad LNet net {shown(net_text)}")
     if str(net) in own:
         doc.fail(m.vline("net"), f"{fld}.net", f"net {net} is local to node "
-                 f"{node.name!r}: a route is for a remote net")
+                 f"{shown(node.name)}: a route is for a remote net")
     gw_text = doc.string(m["gateway"], m.vline("gateway"), f"{fld}.gateway")
     gfld, gline = f"{fld}.gateway", m.vline("gateway")
     if "@" in gw_text:
@@ -344,14 +345,14 @@ def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[s
             doc.skip()
         if other is None or other is node:
             near = suggest(gw_text, by_name)
-            doc.fail(gline, gfld, f"unknown gateway node {gw_text!r} (give a node name "
-                     "or a NID" + (f"; did you mean {near!r}?)" if near else ")"))
+            doc.fail(gline, gfld, f"unknown gateway node {shown(gw_text)} (give a node name "
+                     "or a NID" + (f"; did you mean {shown(near)}?)" if near else ")"))
         shared = [i for i in other.ifaces if i.segment.lnet in own]
         if not shared:
-            doc.fail(gline, gfld, f"gateway {gw_text!r} shares no net with {node.name!r}")
+            doc.fail(gline, gfld, f"gateway {shown(gw_text)} shares no net with {shown(node.name)}")
         gw, gw_net = f"{shared[0].ip}@{shared[0].segment.lnet}", shared[0].segment.lnet
     if gw_net not in own:
-        doc.fail(gline, gfld, f"gateway {gw} is not on a net of node {node.name!r} "
+        doc.fail(gline, gfld, f"gateway {gw} is not on a net of node {shown(node.name)} "
                  f"({', '.join(sorted(own))})")
     if gw_net == str(net):
         doc.fail(gline, gfld, f"gateway {gw} is on the route's own net {net}")
@@ -369,10 +370,10 @@ def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
         seen: set[str] = set()
         for peer, line, pfield in node.peers:
             if peer == node.name:
-                doc.note(line, pfield, f"node {peer!r} cannot be its own peer")
+                doc.note(line, pfield, f"node {shown(peer)} cannot be its own peer")
             elif peer not in names:
                 if not doc.refers_to_broken(peer):
                     doc.note(line, pfield, unknown("node", peer, names))
             elif peer in seen:
-                doc.note(line, pfield, f"peer {peer!r} listed twice")
+                doc.note(line, pfield, f"peer {shown(peer)} listed twice")
             seen.add(peer)

@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
+from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
 from nodes.lnet.tunables import MODULE_PARAMS, RANGES, module_param_value
@@ -136,13 +137,13 @@ def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
     lnet = doc.string(spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
     net = parse_net(lnet)
     if net is None or not net.ip_addressed:
-        doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {lnet!r} (expected an "
+        doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {shown(lnet)} (expected an "
                  "IP-addressed net such as tcp, tcp1, o2ib2)")
     subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
     for other in out.values():
         if subnet.overlaps(other.subnet):
             doc.fail(spec.vline("subnet"), f"{fld}.subnet", f"subnet {subnet} overlaps "
-                     f"network {other.name!r} ({other.subnet})")
+                     f"network {shown(other.name)} ({other.subnet})")
     return SegmentPlan(seg_name, str(net), subnet)
 
 
@@ -152,10 +153,10 @@ def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:
     try:
         subnet = ipaddress.IPv4Network(text, strict=False)
     except ValueError:
-        doc.fail(line, fld, f"bad subnet {text!r}: not an IPv4 network like 10.10.0.0/24")
+        doc.fail(line, fld, f"bad subnet {shown(text)}: not an IPv4 network like 10.10.0.0/24")
     if subnet.prefixlen > MAX_PREFIXLEN:
-        doc.fail(line, fld, f"subnet {text!r} is too small: prefix must be /{MAX_PREFIXLEN} "
+        doc.fail(line, fld, f"subnet {shown(text)} is too small: prefix must be /{MAX_PREFIXLEN} "
                  "or shorter")
     if str(subnet.network_address) != text.split("/")[0].strip():
-        doc.fail(line, fld, f"bad subnet {text!r}: host bits set (did you mean {subnet}?)")
+        doc.fail(line, fld, f"bad subnet {shown(text)}: host bits set (did you mean {subnet}?)")
     return subnet

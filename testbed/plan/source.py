@@ -11,8 +11,11 @@ Reading is bounded before anything is parsed: the file must be a regular file (o
 :data:`MAX_TOPOLOGY_BYTES`, read with a bounded ``read``. YAML aliases are references in
 the composed node graph; expanding them is what turns 609 bytes into gigabytes (a "billion
 laughs"). :func:`check_expansion` counts the nodes the document would have once every alias
-is expanded (memoised, linear in the composed graph) and refuses more than
-:data:`MAX_YAML_NODES`, and any recursive alias, before a single Python object is built.
+is expanded, and how deep it would nest (memoised, linear in the composed graph), and refuses
+more than :data:`MAX_YAML_NODES` or :data:`MAX_YAML_DEPTH`, and any recursive alias, before a
+single Python object is built. Composing is itself recursive (libyaml's composer in C, one
+call per level, no guard: 100,000 nested ``[`` was a segfault), so the nesting is measured
+first on the parser's event stream (:func:`check_depth`, iterative), before the composer runs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import importlib.resources
 import os
 import stat
+from collections.abc import Iterator
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -33,6 +37,10 @@ MAX_TOPOLOGY_BYTES = 8 * 2**20
 #: Most YAML nodes (mappings, lists, scalars) a document may have once aliases are expanded
 #: (the 10,000-node topology above has 60,000).
 MAX_YAML_NODES = 2_000_000
+#: Deepest nesting of mappings and lists a document may have, aliases expanded (a topology
+#: nests 5 deep; libyaml's composer recurses in C once per level, so 100,000 nested ``[``
+#: overflowed the C stack -- a segfault -- before this bound was checked ahead of it).
+MAX_YAML_DEPTH = 64
 #: Package that carries the built-in topologies (the top-level ``topologies/`` directory).
 TOPOLOGY_PACKAGE = "testbed.topologies"
 _SOURCE_TREE = Path(__file__).resolve().parents[2] / "topologies"
@@ -138,14 +146,44 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def check_expansion(root: yaml.Node, source: str, limit: int = MAX_YAML_NODES) -> int:
-    """How many nodes ``root`` has with every alias expanded; refused above ``limit`` or
-    when an alias refers to a node that contains it (iterative: no recursion limit).
+def too_deep(source: str, mark: yaml.Mark | None, how: str = "") -> TopologyError:
+    return TopologyError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep{how}: refused",
+                         path=source, line=None if mark is None else mark.line + 1)
+
+
+def check_depth(events: Iterator[yaml.Event], source: str) -> None:
+    """Refuse a document whose mappings and lists nest more than :data:`MAX_YAML_DEPTH`
+    levels, from its parser events (iterative; stops at the first level too many).
 
     Raises:
-        TopologyError: the document expands beyond ``limit``, or is recursive.
+        TopologyError: naming the line of the first collection too deep.
+        yaml.YAMLError: the parser's own refusal of the text.
+    """
+    depth = 0
+    for ev in events:
+        if isinstance(ev, _OPEN):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise too_deep(source, ev.start_mark)
+        elif isinstance(ev, _CLOSE):
+            depth -= 1
+
+
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def check_expansion(root: yaml.Node, source: str, limit: int = MAX_YAML_NODES) -> int:
+    """How many nodes ``root`` has with every alias expanded; refused above ``limit``,
+    nested deeper than :data:`MAX_YAML_DEPTH` once expanded (an alias of a deep list inside
+    a deep list), or when an alias refers to a node that contains it (iterative: no
+    recursion limit).
+
+    Raises:
+        TopologyError: the document expands beyond ``limit`` or the depth, or is recursive.
     """
     size: dict[int, int] = {}
+    depth: dict[int, int] = {}
     open_: set[int] = set()  # started, not finished: the path from the root
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -153,7 +191,14 @@ def check_expansion(root: yaml.Node, source: str, limit: int = MAX_YAML_NODES) -
         key = id(node)
         if finished:
             open_.discard(key)
-            size[key] = total = 1 + sum(size[id(c)] for c in _children(node))
+            kids = _children(node)
+            size[key] = total = 1 + sum(size[id(c)] for c in kids)
+            if kids and isinstance(node, yaml.CollectionNode):
+                depth[key] = 1 + max(depth[id(c)] for c in kids)
+                if depth[key] > MAX_YAML_DEPTH:
+                    raise too_deep(source, node.start_mark, " once its aliases are expanded")
+            else:
+                depth[key] = 1 if isinstance(node, yaml.CollectionNode) else 0
             if total > limit:
                 raise TopologyError(
                     f"YAML aliases expand this document beyond {limit} nodes: refused "

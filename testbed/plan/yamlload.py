@@ -18,8 +18,15 @@ from typing import Any, NoReturn
 
 import yaml
 
+from nodes.echo import MAX_SHOWN_CHARS, shown
 from testbed.plan.model import NAME_RE, RESERVED_NAMES, TopologyError
-from testbed.plan.source import MAX_TOPOLOGY_BYTES, check_expansion
+from testbed.plan.source import (
+    MAX_TOPOLOGY_BYTES,
+    MAX_YAML_DEPTH,
+    check_depth,
+    check_expansion,
+    too_deep,
+)
 
 
 class _LocDict(dict):  # type: ignore[type-arg]
@@ -41,7 +48,19 @@ class _LocList(list):  # type: ignore[type-arg]
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader whose mappings and sequences carry line numbers and flag duplicate keys."""
+    """SafeLoader whose mappings and sequences carry line numbers and flag duplicate keys,
+    and whose (recursive) composer refuses to nest deeper than :data:`MAX_YAML_DEPTH`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise too_deep(self.name, self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _LocDict:
@@ -98,8 +117,12 @@ for _cls in (_Loader, _FastLoader):
 
 def _compose_check_construct(loader_cls: type, text: str, source: str) -> Any:
     """``yaml.load`` in its two steps, with the alias expansion bounded in between: the
-    composed node graph (aliases still references) is measured before anything is built."""
+    composed node graph (aliases still references) is measured before anything is built.
+    libyaml's composer recurses in C with no guard: its events are measured first."""
+    if loader_cls is _FastLoader:
+        check_depth(yaml.parse(text, Loader=_FastLoader), source)
     loader = loader_cls(text)
+    loader.name = source  # what its errors (and too_deep) call the text
     try:
         node = loader.get_single_node()
         if node is None:
@@ -145,10 +168,15 @@ def _load_yaml(text: str, source: str) -> Any:
 
 
 
+#: a key shown as ``parent.key`` in a field path; any other (or a longer one) goes through
+#: ``shown`` as ``parent['...']``
+_PLAIN_KEY = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SHOWN_CHARS}}}")
+
+
 def _join(parent: str, key: Any) -> str:
-    if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_-]+", key):
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
         return f"{parent}.{key}" if parent else key
-    return f"{parent}[{key!r}]"
+    return f"{parent}[{shown(key)}]"
 
 
 def _kind(value: Any) -> str:
@@ -170,13 +198,14 @@ def unknown(what: str, word: Any, choices: Iterable[str]) -> str:
     defined and a did-you-mean (at most 12 listed: a 10,000-node topology has many)."""
     names = list(choices)
     near = suggest(word, names)
-    mean = f"did you mean {near!r}?" if near is not None else ""
+    mean = f"did you mean {shown(near)}?" if near is not None else ""
     if what == "key" and mean:
-        return f"unknown key {word!r} ({mean})"
+        return f"unknown key {shown(word)} ({mean})"
     listed = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
     if what == "key":
-        return f"unknown key {word!r} (allowed: {listed})"
-    return f"unknown {what} {word!r} (defined: {listed or 'none'}{'; ' + mean if mean else ''})"
+        return f"unknown key {shown(word)} (allowed: {listed})"
+    also = f"; {mean}" if mean else ""
+    return f"unknown {what} {shown(word)} (defined: {listed or 'none'}{also})"
 
 
 @dataclass
@@ -242,15 +271,15 @@ class _Doc:
                 self.note(value.key_lines[key], _join(field, key), unknown("key", key, keys))
         for key, required in keys.items():
             if required and key not in value:
-                self.fail(value.line, field, f"missing required key {key!r}")
+                self.fail(value.line, field, f"missing required key {shown(key)}")
         return value
 
     def name(self, value: Any, line: int | None, field: str, what: str) -> str:
         if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-            self.fail(line, field, f"bad {what} name {value!r}: must match {NAME_RE.pattern}"
+            self.fail(line, field, f"bad {what} name {shown(value)}: must match {NAME_RE.pattern}"
                       " (a lower-case letter, then up to 31 of a-z, 0-9, '-')")
         if what.startswith("testbed") and value in RESERVED_NAMES:
-            self.fail(line, field, f"bad {what} name {value!r}: reserved (the run root's "
+            self.fail(line, field, f"bad {what} name {shown(value)}: reserved (the run root's "
                       f"{value}/ directory is shared by every testbed)")
         return value
 
@@ -268,7 +297,8 @@ def _find_duplicate(doc: _Doc, value: Any, field: str, seen: set[int]) -> None:
     if isinstance(value, _LocDict):
         if value.duplicate is not None:
             key, first, again = value.duplicate
-            doc.note(again, _join(field, key), f"duplicate key {key!r} (first at line {first})")
+            doc.note(again, _join(field, key),
+                     f"duplicate key {shown(key)} (first at line {first})")
         for key, child in value.items():
             _find_duplicate(doc, child, _join(field, key), seen)
     elif isinstance(value, _LocList):

@@ -37,6 +37,7 @@ import zmq
 import zmq.asyncio
 
 from nodes.daemon import lst_verb
+from nodes.echo import shown
 from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
 from testbed.plan import TopologyError, load_topology
@@ -139,12 +140,12 @@ class SimServer:
                 seconds = req.get("seconds")
                 if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
                         or not 0 <= seconds <= 1e6:
-                    raise ValueError(f"clock advance: seconds must be 0..1e6, not {seconds!r}")
+                    raise ValueError(f"clock advance: seconds must be 0..1e6, not {shown(seconds)}")
                 self.pacer.advance(float(seconds))
             elif req.get("op", "show") != "show":
-                raise ValueError(f"clock: op must be show or advance, not {req.get('op')!r}")
+                raise ValueError(f"clock: op must be show or advance, not {shown(req.get('op'))}")
             return {"ok": True, "now": tb.fabric.now, "speed": _speed_text(self.speed)}
-        raise ValueError(f"unknown request {cmd!r}")
+        raise ValueError(f"unknown request {shown(cmd)}")
 
     async def node_verb(self, cmd: str, req: dict[str, Any]) -> dict[str, Any]:
         node = self.tb.node(str(req.get("node")))

@@ -70,6 +70,17 @@ FIXED = {
     "megabyte key": "networks: {}\nnodes: {" + "k" * (1 << 20) + ": {}}\n",
     "deep flow nesting": "nodes: " + "[" * 100_000 + "]" * 100_000 + "\nnetworks: {}\n",
     "deep block nesting": "".join(" " * i + f"k{i}:\n" for i in range(2000)),
+    "deep compact nesting": "nodes:\n" + "- " * 100_000 + "x\nnetworks: {}\n",
+    "deep flow nesting, broken": "nodes: " + "{a: " * 100_000 + "\n",
+    "deep through aliases": "".join(f"a{i}: &a{i} [[[[[[[[[[*a{i - 1}]]]]]]]]]]\n"
+                                    for i in range(1, 40)).replace("*a0", "x") + "nodes: {}\n",
+    "megabyte node name": "networks: {lan0: {lnet: tcp, subnet: 10.0.0.0/24}}\nnodes:\n  ? "
+                          + "n" * (1 << 20) + "\n  : {interfaces: [lan0]}\n",
+    "megabyte NID": "networks: {lan0: {lnet: tcp, subnet: 10.0.0.0/24}}\nnodes:\n  c1:\n"
+                    "    interfaces: [lan0]\n    routes: [{net: tcp1, gateway: "
+                    + "1" * (1 << 20) + "@tcp}]\n",
+    "megabyte net": "networks: {lan0: {lnet: " + "t" * (1 << 20) + ", subnet: 10.0.0.0/24}}\n"
+                    "nodes: {}\n",
     "binary": bytes(range(256)).decode("latin-1") * 64,
     "nul bytes": "\x00" * 4096,
     "not a mapping": "- a\n- b\n",
@@ -119,11 +130,6 @@ def check_answer(text: str, what: str) -> None:
 LOADER_BOUNDED = hasattr(plan, "MAX_NODES")
 NEEDS_BOUNDED = pytest.mark.skipif(not LOADER_BOUNDED, reason="the bounded topology loader "
                                    "(issue 11 item 5, branch install) is not merged yet")
-#: defects of the loader this suite found (testbed/plan/, branch install owns it)
-KNOWN = {
-    "deep flow nesting": "100,000 nested '[' crash the loader (SIGSEGV in the YAML composer)",
-    "megabyte scalar": "the error quotes the whole 1 MiB name",
-}
 CHILD = """
 import resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
@@ -139,9 +145,8 @@ sys.exit(0)
 """
 
 
-@pytest.mark.parametrize("what", [
-    pytest.param(w, marks=[NEEDS_BOUNDED, *([pytest.mark.xfail(reason=KNOWN[w], strict=True)]
-                                            if w in KNOWN else [])]) for w in sorted(FIXED)])
+@NEEDS_BOUNDED
+@pytest.mark.parametrize("what", sorted(FIXED))
 def test_fixed_hostile_documents(what: str, tmp_path: Path) -> None:
     """Each in a child of 1 GiB address space: a crash or an expansion fails the test."""
     path = tmp_path / "doc.yaml"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -50,6 +51,8 @@ CALLER = textwrap.dedent("""
     out["parent"] = {n: int(open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[1])
                      for n, p in procs.items()}
     out["me"] = os.getpid()
+    out["sigign"] = {n: [int(ln.split()[1], 16) for ln in open(f"/proc/{p.pid}/status")
+                         if ln.startswith("SigIgn:")][0] for n, p in procs.items()}
     out["server"] = fs.pid
     os.kill(procs["n1"].pid, signal.SIGKILL)
     out["rc_killed"] = procs["n1"].wait(10)
@@ -80,6 +83,10 @@ def test_forked_daemons_are_separate_processes(tmp_path: Path) -> None:
     assert out["hello"]["n1"]["node"] == "n1" and out["hello"]["n2"]["node"] == "n2"
     # re-parented to the caller, not the server's children
     assert out["parent"] == {"n1": out["me"], "n2": out["me"]}
+    # SIGPIPE ignored, as in `python -m nodes.daemon` (the interpreter ignores it at start):
+    # a send on a TCP connection its peer reset is EPIPE, not the daemon's death (the soak's
+    # daemons died with -13 when the fork server reset it to SIG_DFL)
+    assert all(mask & (1 << (signal.SIGPIPE - 1)) for mask in out["sigign"].values()), out
     assert out["rc_killed"] == -9
     assert out["hello_after"]["node"] == "n2"  # kill -9 of one: the other serves on
     assert isinstance(out["again"][0], int) and out["hello_n4"]["node"] == "n4"

@@ -371,3 +371,37 @@ def test_a_restart_keeps_the_routing_its_configuration_enabled() -> None:
     assert flagged(events, "routing") == 0
     other = [*events[:-3], ev(3.2, "node_restarted", "r1", pid=12), *_fwd(4.0, 2)]
     assert flagged(other, "routing") == 1  # another process: its routing is unknown
+
+
+def _router_attempt(t: float, msg: int, attempt: int, dropped: str | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {"forwarded": True, "fixed_ni": False, "lpni": "10.20.0.3@tcp1",
+                              "dst": "10.20.0.3@tcp1", "src": C_A}
+    if dropped is not None:
+        fields["dropped"] = dropped
+    return send(t, msg, ni="10.20.0.1@tcp1", attempt=attempt, node="r1", **fields)
+
+
+def test_a_routers_resends_after_dropped_attempts_pass_and_a_resend_never_sent_is_flagged(
+        ) -> None:
+    """A router forwarding to a next hop marked down (spec §1.5 step 1): each attempt is
+    dropped at the hand-off (REMOTE_DROPPED) and resent in the same millisecond; the trace
+    records each dropped attempt as a ``send`` with ``dropped``, so the checker follows the
+    attempts, their deadlines and retry_count. The soak's trace lacked those sends and the
+    check called the resends "of a message never sent"; a resend with no send at all (a
+    message that was never committed) is still a violation."""
+    routing = ev(0.0, "routing", "r1", enabled=True)
+    ok = [routing, _router_attempt(1.0, 7, 0, "REMOTE_DROPPED"), resend(1.0, 7, 1, node="r1"),
+          _router_attempt(1.0, 7, 1, "REMOTE_DROPPED"), resend(1.0, 7, 2, node="r1"),
+          _router_attempt(1.001, 7, 2, None), complete(1.1, 7, node="r1")]
+    result = check_events(ok)
+    assert result.ok, result.render()
+    assert result.invariants["resend"].checked == 5
+    never = [routing, resend(1.0, 8, 1, node="r1"), complete(1.1, 8, node="r1")]
+    result = check_events(never)
+    assert result.invariants["resend"].count == 1
+    assert "resend of a message never sent" in result.render()
+    too_many = [routing, _router_attempt(1.0, 9, 0, "REMOTE_DROPPED"),
+                *[e for a in (1, 2, 3) for e in (resend(1.0, 9, a, node="r1"),
+                                                  _router_attempt(1.0, 9, a, "REMOTE_DROPPED"))],
+                complete(1.1, 9, node="r1")]
+    assert flagged(too_many, "resend") == 1  # retry_count 2 known from the first send

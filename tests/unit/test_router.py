@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.lnet.actions import MDEvent, Transmit
+from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
 from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, LNetConfigError
@@ -410,3 +410,25 @@ def test_router_drops_to_a_next_hop_marked_down() -> None:
                   wmd=WireHandle(), match_bits=0, ptl_index=PORTAL)
     r.handle(MessageReceived(ni=R1[1], peer_nid=S1, hdr=hdr, payload=b""), 2.0)
     assert len(_rx(r, 10, 3)) == 1
+
+
+def test_a_forward_dropped_for_a_dead_next_hop_is_traced_as_a_dropped_send() -> None:
+    """The attempt was committed on r1's NI toward s1 and dropped at the hand-off (spec §1.5
+    step 1): the trace says so (``send`` with ``dropped``) before the outcome, so a resend
+    that may follow it is never a "resend of a message never sent" (soak.py: 868 and 1,456
+    of them on the routers, all REMOTE_DROPPED forwards with no send record)."""
+    r = _router_alone()
+    r.trace_messages = True
+    first = _rx(r, 10, 1)
+    r.handle(TxCompleted(tx_id=first[0].tx_id, rc=-113, hstatus=HStatus.REMOTE_DROPPED), 1.0)
+    r.handle(PeerNotify(ni=R1[1], nid=S1, alive=False), 1.0)
+    hdr = LNetHdr(dest_nid=S1, src_nid=C1, dest_pid=LNET_PID_LUSTRE, src_pid=LNET_PID_LUSTRE,
+                  type=MsgType.PUT, payload_length=10, wmd=WireHandle(1, 2), match_bits=2,
+                  ptl_index=PORTAL)
+    acts = r.handle(MessageReceived(ni=R1[0], peer_nid=C1, hdr=hdr, payload=b"p" * 10), 2.0)
+    assert not [a for a in acts if isinstance(a, Transmit)]
+    trace = [a for a in acts if isinstance(a, MsgTrace)]
+    assert [(t.event, t.attempt, t.dropped, t.hstatus) for t in trace] == [
+        ("send", 0, "REMOTE_DROPPED", None), ("complete", None, None, "REMOTE_DROPPED")]
+    assert trace[0].forwarded and trace[0].ni == str(R1[1]) and trace[0].lpni == str(S1)
+    assert trace[0].to_json()["dropped"] == "REMOTE_DROPPED"

@@ -89,6 +89,55 @@ def test_merge_key_bomb_and_recursive_alias_are_refused() -> None:
     assert len(str(info.value).splitlines()) == 1
 
 
+DEEP = {
+    "flow": ("networks: {}\nnodes: " + "[" * 100_000 + "]" * 100_000 + "\n", 2, ""),
+    "compact block": ("networks: {}\nnodes:\n" + "- " * 100_000 + "x\n", 3, ""),
+    "block": ("".join(" " * i + f"k{i}:\n" for i in range(200)), 65, ""),
+    "aliases": ("".join(f"a{i}: &a{i} [[[[[[[[[[*a{i - 1}]]]]]]]]]]\n" for i in range(1, 10))
+                .replace("*a0", "x") + "nodes: {}\n", 7, " once its aliases are expanded"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(DEEP))
+def test_deep_nesting_is_refused_before_it_is_composed(what: str, tmp_path: Path) -> None:
+    """100,000 nested ``[`` overflowed libyaml's (recursive, C) composer: a segfault. Now
+    one line naming the file and the line of the first collection too deep (in a child:
+    a regression crashes it, not the test run)."""
+    text, line, how = DEEP[what]
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    res = _bounded_child(
+        "from testbed.plan import load_topology, TopologyError\n"
+        f"try:\n    load_topology({str(path)!r})\n"
+        "except TopologyError as e:\n    print(e)\n")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.splitlines() == [
+        f"{path}:{line}: YAML nested more than 64 levels deep{how}: refused"]
+
+
+def test_sixty_four_levels_are_accepted_as_yaml() -> None:
+    """The bound is the YAML's, not the schema's: 64 levels parse (then the schema speaks)."""
+    with pytest.raises(TopologyError) as info:
+        parse_topology("networks: {}\nnodes: " + "[" * 63 + "]" * 63 + "\n")
+    assert "nested" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, quoted", ids=["name", "node", "net"], argvalues=[
+    ("name: " + "x" * (1 << 20) + "\nnetworks: {}\nnodes: {}\n", "'" + "x" * 80 + "'"),
+    ("networks: {lan0: {lnet: tcp, subnet: 10.0.0.0/24}}\nnodes:\n  ? " + "n" * (1 << 20)
+     + "\n  : {interfaces: [lan0]}\n", "nodes['" + "n" * 80 + "'"),
+    ("networks: {lan0: {lnet: " + "t" * (1 << 20) + ", subnet: 10.0.0.0/24}}\nnodes: {}\n",
+     "'" + "t" * 80 + "'")])
+def test_a_megabyte_value_is_quoted_cut(text: str, quoted: str) -> None:
+    """A value is quoted by its first 80 characters and its length, never whole."""
+    with pytest.raises(TopologyError) as info:
+        parse_topology(text, source="big.yaml")
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("big.yaml:") and quoted in first and "... (1048576 characters)" \
+        in first, first[:300]
+    assert len(first) < 500
+
+
 @pytest.mark.parametrize("what", ["/dev/zero", "/dev/null", "fifo", "directory"])
 def test_only_regular_files_are_read(tmp_path: Path, what: str) -> None:
     """``testbed up /dev/zero`` grew without bound; a FIFO blocked: both refused at once."""

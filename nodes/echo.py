@@ -1,0 +1,38 @@
+"""Echoing a user's value in an error message, bounded (issue 11, README "Limits").
+
+Theory of operation: an error names the bad value so its author can find it, but a value
+comes from a file, an argv or a peer and may be a megabyte long; quoted whole, it turns a
+one-line error into a megabyte line (a terminal flood, a log line past any reader's limit).
+Every error that quotes a user's value quotes it through :func:`shown`: its ``repr``, cut to
+:data:`MAX_SHOWN_CHARS` characters with the full length said, so the start (what identifies it)
+stays readable. :func:`clip` does the same for text already formatted.
+"""
+
+from __future__ import annotations
+
+import reprlib
+
+#: characters of a user's value quoted in an error (a NID, path or name is well under this)
+MAX_SHOWN_CHARS = 80
+
+
+def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``text`` if at most ``limit`` characters, else its start and ``... (N characters)``."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, cut as :func:`clip` does; a long string or a
+    large collection is cut before its ``repr`` is built (:mod:`reprlib`: never a megabyte
+    copy for an 80-character message)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = MAX_SHOWN_CHARS
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 6, 6, 6, 6

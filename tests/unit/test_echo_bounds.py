@@ -1,0 +1,64 @@
+"""A user's value quoted in an error is cut (issue 11, ``nodes/echo.py``): the topology
+loader, lnetctl's parse errors and ``lnetctl import`` name the bad value by its first 80
+characters and its length, never by a copy of a 100 KB argument or a megabyte scalar."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nodes.daemon import lnetctl_config
+from nodes.dlc.cmdline import Stop
+from nodes.dlc.parse import parse
+from nodes.echo import MAX_SHOWN_CHARS, clip, shown
+
+BIG = "x" * 100_000
+
+
+def test_shown_and_clip() -> None:
+    assert shown("c1") == "'c1'" and shown(12) == "12" and clip("tcp") == "tcp"
+    assert shown(BIG) == repr("x" * MAX_SHOWN_CHARS) + "... (100000 characters)"
+    assert clip(BIG) == "x" * MAX_SHOWN_CHARS + "... (100000 characters)"
+    assert len(shown([BIG] * 1000)) <= MAX_SHOWN_CHARS + 3  # cut before the repr is built
+    assert len(shown({"a": [[[[BIG]]]]})) <= MAX_SHOWN_CHARS + 3
+
+
+@pytest.mark.parametrize("group, sub, args", [
+    ("peer", "add", ["--prim_nid", BIG]),
+    ("peer", "add", ["--prim_nid", "10.0.0.1@tcp", "--nid", BIG]),
+    ("udsp", "del", ["--idx", BIG]),
+    ("set", None, [BIG, "1"]),
+    ("net", "add", ["--" + BIG]),
+    ("net", "add", ["--net", "tcp", "--if", "eth0", "--numa", BIG]),
+], ids=["prim_nid", "nidrange", "udsp-idx", "set-name", "long-option", "numa"])
+def test_lnetctl_parse_errors_quote_a_value_cut(group: str, sub: str | None,
+                                                args: list[str]) -> None:
+    try:
+        result: Any = parse(group, sub, args)
+    except Stop as e:
+        result = e.result
+    assert isinstance(result, tuple), result
+    text = result[1] + result[2]
+    assert "xxxx" in text and "(100000 characters)" in text, text[:300]
+    assert max(len(line) for line in text.splitlines()) < 300
+
+
+@pytest.mark.parametrize("doc", [
+    f"net:\n  - net type: {BIG}\n",
+    f"peer:\n  - primary nid: {BIG}@tcp\n",
+    f"route:\n  - net: {BIG}\n    gateway: 10.0.0.1@tcp\n",
+    f"global:\n  {BIG}: 1\n".replace(f"  {BIG}:", f"  ? {BIG}\n  :"),
+], ids=["net-type", "primary-nid", "route-net", "global-key"])
+def test_import_errors_quote_a_value_cut(doc: str, tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text(doc)
+    # refused while the document becomes commands: a configured node, never consulted
+    rt: Any = SimpleNamespace(engine=SimpleNamespace(configured=True))
+    rc, out, err = asyncio.run(lnetctl_config.run(rt, "import", [str(path)]))
+    assert rc != 0
+    assert "xxxx" in out + err and max(len(ln) for ln in (out + err).splitlines()) < 300, \
+        (out + err)[:300]
