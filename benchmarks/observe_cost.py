@@ -9,12 +9,13 @@ what their daemons observe:
 * ``trace``: the recorder and ``--trace-messages`` (what the pytest plugin brings up).
 
 Each run measures every testbed in turn (the order rotates from run to run, so load drifts on
-this shared machine fall on all three alike): c1 PUTs ``--count`` x 1 MiB to s1 (MB/s; the
-throughput figure of ``throughput.py``) and ``--small`` x 8 B (messages/s, where per-message
-hooks weigh most; ``msgrate.py``'s load), 64 in flight, with the CPU microseconds per message
+this shared machine fall on all three alike): the lnet_selftest throughput figure, ``lst brw
+write size=1M`` at concurrency 64 for ``--lst-seconds`` (MB/s as ``lst stat --bw`` prints it,
+``lnd_bench.lst_mbps``: the issue's figure), then c1 PUTs ``--count`` x 1 MiB to s1 (the
+daemon's burst) and ``--small`` x 8 B (messages/s, where per-message hooks weigh most;
+``msgrate.py``'s load), 64 in flight, with the CPU microseconds per message (per MiB for lst)
 of both daemons. Printed: min/median/max per testbed and the ratio of medians to ``off``
-(target for ``rec``: >= 0.95). The load is the daemon's burst; ``lst brw`` replaces it once lst
-has landed (``lnd_bench.Load``). Run as root:
+(target for ``rec``: >= 0.95). Run as root:
 
     .venv/bin/python benchmarks/observe_cost.py [--runs 7] [--count 1000] [--small 20000]
 """
@@ -43,11 +44,19 @@ def measure(tb: Any, size: int, count: int) -> tuple[float, float, float]:
     return count / secs, cpu[0] / count * 1e6, cpu[1] / count * 1e6
 
 
+def measure_lst(tb: Any, seconds: float) -> tuple[float, float, float]:
+    """(MB/s, CPU us per MiB of c1, of s1) of ``lst brw write size=1M``."""
+    c1, s1 = tb.node("c1"), tb.node("s1")
+    mbps, cpu = lb.lst_mbps(c1, s1, lb.server_nid(0), "write", lb.MIB, seconds=seconds)
+    return mbps, cpu[0], cpu[1]
+
+
 def main() -> int:
     p = lb.parser(__doc__)
     p.set_defaults(runs=7)
     p.add_argument("--count", type=int, default=1000, help="1 MiB PUTs per run")
     p.add_argument("--small", type=int, default=20000, help="8-byte PUTs per run")
+    p.add_argument("--lst-seconds", type=float, default=3.0, help="lst stat window per run")
     args = p.parse_args()
     res: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     with contextlib.ExitStack() as stack:
@@ -59,9 +68,11 @@ def main() -> int:
         for run in range(args.runs):
             order = names[run % len(names):] + names[:run % len(names)]
             for cfg in order:
+                res.setdefault((cfg, "lst"), []).append(measure_lst(tbs[cfg], args.lst_seconds))
                 res.setdefault((cfg, "1MiB"), []).append(measure(tbs[cfg], lb.MIB, args.count))
                 res.setdefault((cfg, "8B"), []).append(measure(tbs[cfg], 8, args.small))
-    for load, unit, scale in (("1MiB", "MBps", lb.MIB / 1e6), ("8B", "msgs_per_s", 1.0)):
+    for load, unit, scale in (("lst", "MBps", 1.0), ("1MiB", "MBps", lb.MIB / 1e6),
+                              ("8B", "msgs_per_s", 1.0)):
         rate = {cfg: [r[0] * scale for r in res[(cfg, load)]] for cfg in CONFIGS}
         for cfg in CONFIGS:
             rows = res[(cfg, load)]
