@@ -84,6 +84,8 @@ class Health:
         self.local_count: Callable[[], int] = lambda: 0
         self.is_local: Callable[[NID], bool] = lambda nid: False
         self.lpni_fell: Callable[[PeerNI, int], list[Action]] = lambda lpni, before: []
+        # fail_loc CFS_FAIL_RTR_HEALTH_INC (failloc.py), wired by the engine
+        self.rtr_health_inc_fails: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ arithmetic (§3.1)
     def set_ni(self, ni: LNetNI, value: int, cause: str, why: str | None = None) -> None:
@@ -97,6 +99,9 @@ class Health:
         if value != old:
             self.notices.touch()
             self.notices.emit("ni_health", nid=str(ni.nid), old=old, new=value, cause=cause)
+            if self.recovery is not None and (old >= LNET_MAX_HEALTH_VALUE) != (
+                    value >= LNET_MAX_HEALTH_VALUE):
+                self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
     def set_lpni(self, lpni: PeerNI, value: int, cause: str) -> None:
         old = lpni.healthv
@@ -195,7 +200,9 @@ class Health:
         self.inc_ni(ni)
         lpni.ping_count = 0
         ni.ping_count = 0
-        if self.is_router(lpni):
+        if self.is_router(lpni) and not self.rtr_health_inc_fails():
+            # lib-msg.c: a router's (or a gateway's) peer NI goes straight to full health,
+            # unless fail_loc CFS_FAIL_RTR_HEALTH_INC (0xe004) says otherwise
             self.set_lpni(lpni, LNET_MAX_HEALTH_VALUE, "ok")
         else:
             self.inc_lpni(lpni)

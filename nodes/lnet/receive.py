@@ -96,7 +96,9 @@ class Receiver:
                 lpni.pref_nids.append(ni.nid)
             lpni.last_alive = now
             lpni.stats.received.bump(hdr.type)
-            why = self.router.alive.on_rx(ni, lpni, hdr.src_nid, now)  # aliveness, §6.5
+            why = self.router.alive.on_rx(  # aliveness, §6.5
+                ni, lpni, hdr.src_nid, now,
+                ping=hdr.type == MsgType.GET and hdr.ptl_index == LNET_RESERVED_PORTAL)
             if why is not None:
                 ni.stats.received.bump(hdr.type)
                 return self._drop(ni, lpni, ev, why)

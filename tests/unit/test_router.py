@@ -145,7 +145,9 @@ def test_route_down_when_gateway_remote_ni_down_and_back_up() -> None:
 
 
 def test_router_sensitivity_percentage() -> None:
-    """Seed 002: a gateway NI below MAX_HEALTH * router_sensitivity% is not used; 0% uses any."""
+    """At the default 100 the percentage has no effect, as in today's LNet (LU-18444); below
+    it, seed 002's rule: a gateway NI under MAX_HEALTH * router_sensitivity% is not used;
+    0% uses any."""
     fab = _routed(r2=False)
     _put(fab)
     c1 = fab.engines["c1"]
@@ -153,6 +155,12 @@ def test_router_sensitivity_percentage() -> None:
     assert gw_lpni is not None
     gw_lpni.healthv = 900
     route = c1.router.all_routes()[0]
+    assert c1.router.route_alive(route)
+    c1.set_tunable("router_sensitivity", 91)
+    assert not c1.router.route_alive(route)
+    c1.set_tunable("router_sensitivity", 90)
+    assert c1.router.route_alive(route)
+    c1.set_tunable("router_sensitivity", 95)
     assert not c1.router.route_alive(route)
     c1.set_tunable("router_sensitivity", 0)
     assert c1.router.route_alive(route)
