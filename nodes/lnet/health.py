@@ -88,10 +88,17 @@ class Health:
         self.rtr_health_inc_fails: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ arithmetic (§3.1)
-    def set_ni(self, ni: LNetNI, value: int, cause: str, why: str | None = None) -> None:
-        """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6)."""
+    def set_ni(self, ni: LNetNI, value: int, cause: str, why: str | None = None, *,
+               step: bool = False) -> None:
+        """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6).
+        A ``step`` (``lnet_inc_ni_healthv``/``lnet_dec_ni_healthv_locked``) moves the status
+        only when the value moved: a success at 1000 leaves a DOWN the router checker set
+        (router.c ``lnet_update_ni_status_locked``) alone; ``net set --health`` always sets
+        it (api-ni.c ``lnet_ni_set_healthv``)."""
         old = ni.healthv
         ni.healthv = value
+        if step and value == old:
+            return
         if value == 0 and ni.status != LNET_NI_STATUS_DOWN:
             self.nistate.set_status(ni, LNET_NI_STATUS_DOWN, why)
         elif value == LNET_MAX_HEALTH_VALUE and ni.status != LNET_NI_STATUS_UP:
@@ -119,14 +126,14 @@ class Health:
         if ni.is_lo:
             return
         self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
-                                                   True), cause)
+                                                   True), cause, step=True)
 
     def dec_ni(self, ni: LNetNI) -> None:
         """``lnet_dec_ni_healthv_locked``: -sensitivity, never below 0 (hlt lnt-020)."""
         if ni.is_lo or self.tunables.health_sensitivity == 0:
             return
         self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
-                                                   False), "error")
+                                                   False), "error", step=True)
 
     def inc_lpni(self, lpni: PeerNI) -> None:
         self.set_lpni(lpni, self.decisions.health_step(
@@ -234,7 +241,13 @@ class Health:
             return False, []  # late failures change nothing (spec §3.2 step 1, §11.3)
         self.count(msg, ni, lpni, hstatus)
         if hstatus == HStatus.OK:
-            self.inc_ni(ni)
+            if msg.rx_committed and msg.fwd is None:
+                # a REPLY is the received GET's own lnet_msg (lib-move.c lnet_parse_get sends
+                # it with lnet_send), committed for both: one health check, on the tx side,
+                # with the received-message branch for its peer NI (lib-msg.c)
+                self.rx_ok(ni, lpni, now)
+            else:
+                self.inc_ni(ni)
             return False, []
         local_resend = self.local_count() >= 2
         remote_resend = lpni.peer.nnis > 1

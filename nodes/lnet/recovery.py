@@ -16,7 +16,10 @@ that net, so a sick NI is reached over a healthy path, sanity-lnet 218), where L
 and link failures apply; the monitor marks it PENDING, and ``lnet_handle_recovery_reply``
 (``on_ni_md_event``) clears PENDING on the REPLY or a failed send, marks FAILED on a failure
 (the MD is unlinked at the next pass) and adds +sensitivity on a REPLY, on top of what the
-messages' own health checks add. The REPLY received on a NI resets its ``ping_count``.
+messages' own health checks add: the GET the NI receives and the REPLY it sends are one
+message, checked once (lib-msg.c ``lnet_health_check``), so a success adds 2 x sensitivity
+when a healthy sibling NI pings it, 4 x when the NI is alone on its net and pings itself.
+That check (and the REPLY received on a NI) resets its ``ping_count``.
 Seed 004's pre-2.15 recovery (a ping every ``recovery_interval`` seconds, answered inside the
 engine, exactly +sensitivity each, so 0 -> 1000 in 10 pings at sensitivity 100) stays behind
 that deprecated knob: ``set recovery_interval N`` with N > 1 (``Tunables``,

@@ -140,11 +140,14 @@ class RouterAliveness:
         self.r.last_now = max(self.r.last_now, now)
         self.r.checker.lpni_event(lpni, "rx")
         self.query_wanted.discard(lpni.nid)
-        if self.r.enabled and ping and self.r.ni_by_nid(src) is None:
+        seed = self.r.tunables.router_sensitivity < 100
+        if self.r.enabled and (seed or (ping and self.r.ni_by_nid(src) is None)):
             # lib-move.c lnet_parse: "Only update net_last_alive for incoming GETs on the
             # reserved portal (i.e. incoming lnet/discovery pings) [from non-local NIDs].
             # This avoids situations where the router's own traffic results in NI status
-            # changes": the ACKs of the router's own pushes would keep a silent NI alive
+            # changes": the ACKs of the router's own pushes would keep a silent NI alive.
+            # Seed 002's rtr-router-last-rx (any message) stays behind router_sensitivity
+            # below its default, the knob of seed 002's other router rules (differences.md)
             self.r.checker.ni_last_alive[ni] = now
             if ni.status != LNET_NI_STATUS_UP and not ni.fatal_error \
                     and ni.healthv == LNET_MAX_HEALTH_VALUE:

@@ -94,14 +94,17 @@ class Sender:
         return self.send(msg, now)
 
     def respond(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
-                payload: bytes = b"", mlength: int = 0, rtr: NID | None = None) -> list[Action]:
+                payload: bytes = b"", mlength: int = 0, rtr: NID | None = None,
+                rx_committed: bool = False) -> list[Action]:
         """ACK/REPLY: from the NID the request came to, to the request's source (snd-045);
-        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1)."""
+        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1);
+        ``rx_committed``: a REPLY, the GET's own message (``Health.check``)."""
         hdr = LNetHdr(dest_nid=req.src_nid, src_nid=rx_ni.nid, dest_pid=req.src_pid,
                       src_pid=self.node.pid, type=mtype, payload_length=len(payload),
                       wmd=req.wmd, match_bits=req.match_bits, mlength=mlength)
         msg = Msg(next(self.ids), mtype, hdr, payload, is_response=True, final_dst=req.src_nid,
-                  src_nid_param=rx_ni.nid, rtr_nid_param=rtr, onactivelist=True)
+                  src_nid_param=rx_ni.nid, rtr_nid_param=rtr, onactivelist=True,
+                  rx_committed=rx_committed)
         self.counters.msg_alloc()
         return self.send(msg, now)
 

@@ -172,3 +172,21 @@ def test_router_ni_silent_exactly_at_its_deadline() -> None:
     chk.ni_last_alive[c.ni_by_nid(C[1])] = last + 50
     assert chk.update_ni_status(last + limit)
     assert ni.status == LNET_NI_STATUS_DOWN
+
+
+def test_success_at_full_health_leaves_a_silent_router_ni_down() -> None:
+    """lib-lnet.h ``lnet_inc_ni_healthv`` sets the status UP only when the health moved to
+    1000; a message sent fine on a router NI the checker marked DOWN (no ping heard,
+    router.c ``lnet_update_ni_status_locked``) leaves it DOWN; only an incoming ping brings it
+    back (lib-move.c ``lnet_parse``). Before, every ACK of the router's own push set it UP,
+    and the push that went with each flip made a storm."""
+    c = make_node(1, C)
+    c.set_tunable("forwarding", 1, 0.0)
+    ni = c.ni_by_nid(C[0])
+    assert ni is not None and ni.healthv == 1000
+    c.router.checker.ni_last_alive[ni] = 0.0
+    assert c.router.checker.update_ni_status(c.router.checker.ni_timeout())
+    c.health.inc_ni(ni)
+    assert ni.status == LNET_NI_STATUS_DOWN
+    c.net_set_health(ni.nid, 1000, 200.0)  # api-ni.c lnet_ni_set_healthv always sets it
+    assert ni.status != LNET_NI_STATUS_DOWN

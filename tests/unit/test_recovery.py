@@ -41,9 +41,11 @@ def test_local_ni_recovery_pings_go_through_the_lnd() -> None:
     NID sent like any message (non-MR, from the best NI on that net: here the healthy one,
     so the sick NI is reached over a working path, sanity-lnet 218), delivered by the fabric;
     each ping adds the REPLY handler's +100 (``lnet_handle_recovery_reply``) to what the
-    messages' own health checks add (the GET received on the NI +100, the REPLY it sends
-    +100): 0 -> 300 -> 600 -> 900 -> 1000, one ping every 2 s (the GET received on the NI
-    resets its ping_count)."""
+    message's own health check adds on that NI: the GET it receives and the REPLY it sends
+    are one lnet_msg (lib-move.c ``lnet_parse_get``), checked once (lib-msg.c
+    ``lnet_health_check``, +100). So 0 -> 200 -> ... -> 1000 in five pings, one every 2 s
+    (that check resets the NI's ping_count). Not seed 004's +100 a ping: that stays behind
+    ``recovery_interval`` (below)."""
     fab = _mr2()
     c = fab.engines["c1"]
     ni = c.local_nis()[0]
@@ -58,12 +60,29 @@ def test_local_ni_recovery_pings_go_through_the_lnd() -> None:
         if not seen or seen[-1] != ni.healthv:
             seen.append(ni.healthv)
     pings = _local_pings(fab, ni.nid)
-    assert seen == [300, 600, 900, 1000] and ni.status_str == "up"
+    assert seen == [200, 400, 600, 800, 1000] and ni.status_str == "up"
     assert [(round(t - start, 6), src) for t, src, _ in pings] == [
-        (0.0, C[1]), (2.0, C[1]), (4.0, C[1]), (6.0, C[1])]
+        (0.0, C[1]), (2.0, C[1]), (4.0, C[1]), (6.0, C[1]), (8.0, C[1])]
     assert c.peers.find_lpni(ni.nid) is not None  # our own NID is a peer NI now
     fab.run_until(fab.now + 3)
     assert ni not in c.ni_recoveryq and c.view("recovery", local=True) == {}
+
+
+def test_lone_ni_recovery_ping_counts_four_health_checks() -> None:
+    """A NI alone on its net pings itself: the GET it sends (+100), the GET received and the
+    REPLY sent (one message, +100), the REPLY received (+100) and ``lnet_handle_recovery_reply``
+    (+100) all land on it: +400 a ping (lib-msg.c ``lnet_health_check``, lib-move.c)."""
+    fab = _mr2()
+    c = fab.engines["c1"]
+    ni, other = c.local_nis()
+    c.net_del(TCP, "eth1")  # c1 keeps one NI on tcp
+    fab.run_until(fab.now + 5)  # the push of the new ping buffer is over
+    fab.transmits.clear()
+    c.net_set_health(ni.nid, 0, fab.now)
+    fab.run_until(fab.now + 0.5)
+    assert ni.healthv == 400
+    assert [src for _, src, _ in _local_pings(fab, ni.nid)] == [ni.nid]
+    assert other not in c.local_nis()
 
 
 def test_local_recovery_ping_hits_drop_rules_and_backs_off() -> None:
