@@ -228,12 +228,7 @@ class Recovery:
         ni = self.ni_by_nid(md.owner.nid)
         if ni is None:
             return []
-        if kind != "SEND" or status != 0:
-            ni.recovery_state &= ~RECOVERY_PENDING
-        if status != 0:
-            ni.recovery_state |= RECOVERY_FAILED
-        self.rearm()
-        if status != 0:
+        if self._ping_result(ni, kind, status):
             return [Log(level="info", text=f"local NI ({ni.nid}) recovery failed with "
                                            f"{status}")]
         if kind != "REPLY":
@@ -273,12 +268,17 @@ class Recovery:
         lpni = self.peers.find_lpni(md.owner.nid)
         if lpni is None:
             return []
-        if kind != "SEND" or status != 0:
-            lpni.recovery_state &= ~RECOVERY_PENDING
-        if status != 0:
-            lpni.recovery_state |= RECOVERY_FAILED
-        self.rearm()
-        if status != 0:
+        if self._ping_result(lpni, kind, status):
             return [Log(level="info", text=f"peer NI {lpni.nid} recovery ping failed: "
                                            f"{status}")]
         return []
+
+    def _ping_result(self, entry: LNetNI | PeerNI, kind: str, status: int) -> bool:
+        """The state bits of ``lnet_handle_recovery_reply``: a SEND clears PENDING only when it
+        failed, a REPLY or UNLINK always; a failure sets FAILED. Returns whether it failed."""
+        if kind != "SEND" or status != 0:
+            entry.recovery_state &= ~RECOVERY_PENDING
+        if status != 0:
+            entry.recovery_state |= RECOVERY_FAILED
+        self.rearm()
+        return status != 0

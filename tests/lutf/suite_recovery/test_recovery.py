@@ -50,8 +50,9 @@ def _until(tb: Any, check: Any, seconds: float, step: float = 0.5) -> Any:
 @pytest.mark.requirement("hlth-cfg-reset-health", "hlth-lnt-recovery-queue", "dbg-030")
 def test_net_set_health_takes_a_local_ni_out_of_and_back_into_service(mr2: Any) -> None:
     """`lnetctl net set --nid N --health 0` marks the NI down and queues it for recovery
-    (next_ping untouched: its first recovery ping is due at once, and each successful one adds
-    the sensitivity back, spec §3.5/§3.6); `--health 1000` marks it up again (seed 003 "put an
+    (next_ping untouched: its first recovery ping is due at the monitor's next tick, and each
+    successful one adds the sensitivity back twice, lnet_handle_recovery_reply and the NI's
+    own GET/REPLY health check, spec §3.5/§3.6); `--health 1000` marks it up again (seed 003 "put an
     interface back in service") and the monitor takes it off the queue at its next tick."""
     c1 = mr2.node("c1")
     ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")

@@ -55,11 +55,20 @@ def _drop(s: Any, rule: str) -> None:
     assert res.rc == 0, res
 
 
-def _drop_rules_210(s: Any) -> None:
-    _drop(s, "-s *@tcp -d *@tcp -m GET -r 1 -e local_error")
-    _drop(s, "-s *@tcp1 -d *@tcp1 -m GET -r 1 -e local_error")
-    _drop(s, "-s *@tcp -d *@tcp -r 1")
-    _drop(s, "-s *@tcp1 -d *@tcp1 -r 1")
+def _fail_recovery_210(tb: Any, s: Any, prim: str, counts: tuple[int, int]) -> None:
+    """Every GET on tcp and tcp1 fails (local_error), every other message is dropped; the NI
+    at health 0 stays queued while its ping_count reaches each of ``counts``."""
+    try:
+        for net in ("tcp", "tcp1"):
+            _drop(s, f"-s *@{net} -d *@{net} -m GET -r 1 -e local_error")
+        for net in ("tcp", "tcp1"):
+            _drop(s, f"-s *@{net} -d *@{net} -r 1")
+        run(s, f"net set --health 0 --nid {prim}")
+        for count in counts:
+            _check_ping_count(tb, s, prim, count, 10)
+            _check_recovq(tb, s, "-l", prim, 1)
+    finally:
+        s.lctl("net_drop_del -a")
 
 
 def _setup_210(s: Any) -> str:
@@ -71,35 +80,24 @@ def _setup_210(s: Any) -> str:
     return prim
 
 
+def _global(s: Any, key: str) -> int:
+    return int(yaml.safe_load(s.lnetctl("global show").out)["global"][key])
+
+
 def test_sanity_210_local_ni_recovery_checks(tb: Any) -> None:
     s = tb.node("s")
     prim = _setup_210(s)
-    default = yaml.safe_load(s.lnetctl("global show").out)["global"]["recovery_limit"]
+    default = _global(s, "recovery_limit")
     run(s, "set recovery_limit 10")
-    try:
-        _drop_rules_210(s)
-        run(s, f"net set --health 0 --nid {prim}")
-        # failed pings back off: 2nd at 0 + 2, 3rd at 2 + 4 (recovery_limit is for peers)
-        _check_ping_count(tb, s, prim, 2, 10)
-        _check_recovq(tb, s, "-l", prim, 1)
-        _check_ping_count(tb, s, prim, 3, 10)
-        _check_recovq(tb, s, "-l", prim, 1)
-    finally:
-        s.lctl("net_drop_del -a")
+    # failed pings back off: 2nd at 0 + 2, 3rd at 2 + 4 (recovery_limit is for peer NIs)
+    _fail_recovery_210(tb, s, prim, (2, 3))
     prim = _setup_210(s)
     run(s, f"set recovery_limit {default}")
-    default = yaml.safe_load(s.lnetctl("global show").out)["global"][
-        "max_recovery_ping_interval"]
+    default = _global(s, "max_recovery_ping_interval")
     run(s, "set max_recovery_ping_interval 4")
     try:
-        _drop_rules_210(s)
-        run(s, f"net set --health 0 --nid {prim}")
-        _check_ping_count(tb, s, prim, 2, 10)
-        _check_recovq(tb, s, "-l", prim, 1)
-        _check_ping_count(tb, s, prim, 4, 10)  # capped at 4 s apart: 0, 2, 6, 10
-        _check_recovq(tb, s, "-l", prim, 1)
+        _fail_recovery_210(tb, s, prim, (2, 4))  # at most 4 s apart: 0, 2, 6, 10
     finally:
-        s.lctl("net_drop_del -a")
         run(s, f"set max_recovery_ping_interval {default}")
 
 
