@@ -148,7 +148,12 @@ class RouterAliveness:
             # changes": the ACKs of the router's own pushes would keep a silent NI alive.
             # Seed 002's rtr-router-last-rx (any message) stays behind router_sensitivity
             # below its default, the knob of seed 002's other router rules (differences.md)
-            self.r.checker.ni_last_alive[ni] = now
+            # net_last_alive is the net's: every NI of the net is alive as long as one hears
+            # pings (router.c lnet_update_ni_status_locked marks a silent net's NIs down)
+            alive = self.r.checker.ni_last_alive
+            for sibling in self.r.local_nis():
+                if sibling.net is ni.net:
+                    alive[sibling] = now
             if ni.status != LNET_NI_STATUS_UP and not ni.fatal_error \
                     and ni.healthv == LNET_MAX_HEALTH_VALUE:
                 # in place in the ping buffer, then pushed (lib-move.c lnet_parse:

@@ -190,3 +190,33 @@ def test_success_at_full_health_leaves_a_silent_router_ni_down() -> None:
     assert ni.status == LNET_NI_STATUS_DOWN
     c.net_set_health(ni.nid, 1000, 200.0)  # api-ni.c lnet_ni_set_healthv always sets it
     assert ni.status != LNET_NI_STATUS_DOWN
+
+
+def test_a_ping_on_one_router_ni_keeps_its_whole_net_alive() -> None:
+    """lib-move.c ``lnet_parse`` refreshes ``net_last_alive``, the net's: with two NIs on tcp,
+    pings heard on one keep the other from being marked down (router.c
+    ``lnet_update_ni_status_locked`` looks at the net)."""
+    from nodes.lnet.events import MessageReceived
+    from nodes.lnet.hdr import (
+        LNET_PID_LUSTRE,
+        LNET_PROTO_PING_MATCHBITS,
+        LNET_RESERVED_PORTAL,
+        LNetHdr,
+        WireHandle,
+    )
+
+    c = make_node(1, C)
+    c.set_tunable("forwarding", 1, 0.0)
+    chk = c.router.checker
+    limit = chk.ni_timeout()
+    for ni in c.local_nis():
+        chk.ni_last_alive[ni] = 0.0
+    ping = LNetHdr(dest_nid=C[0], src_nid=S[0], dest_pid=LNET_PID_LUSTRE,
+                   src_pid=LNET_PID_LUSTRE, type=MsgType.GET, payload_length=0,
+                   wmd=WireHandle(1, 9), match_bits=LNET_PROTO_PING_MATCHBITS,
+                   ptl_index=LNET_RESERVED_PORTAL, sink_length=272)
+    c.handle(MessageReceived(ni=C[0], peer_nid=S[0], hdr=ping, payload=b""), limit - 1)
+    assert not chk.update_ni_status(limit + 1)
+    assert all(ni.status != LNET_NI_STATUS_DOWN for ni in c.local_nis())
+    assert chk.update_ni_status(2 * limit)
+    assert all(ni.status == LNET_NI_STATUS_DOWN for ni in c.local_nis())
