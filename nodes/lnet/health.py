@@ -122,11 +122,14 @@ class Health:
             self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
     def inc_ni(self, ni: LNetNI, cause: str = "ok") -> None:
-        """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000."""
+        """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000. A health check's increment
+        (``cause`` ok: a message sent or received on the NI) names its status ``OK`` in the
+        NI's status line, as a failure names its own (dbg-110)."""
         if ni.is_lo:
             return
         self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
-                                                   True), cause, step=True)
+                                                   True), cause, "OK" if cause == "ok" else None,
+                    step=True)
 
     def dec_ni(self, ni: LNetNI) -> None:
         """``lnet_dec_ni_healthv_locked``: -sensitivity, never below 0 (hlt lnt-020)."""

@@ -220,3 +220,24 @@ def test_a_ping_on_one_router_ni_keeps_its_whole_net_alive() -> None:
     assert all(ni.status != LNET_NI_STATUS_DOWN for ni in c.local_nis())
     assert chk.update_ni_status(2 * limit)
     assert all(ni.status == LNET_NI_STATUS_DOWN for ni in c.local_nis())
+
+
+def test_a_message_received_on_a_sick_ni_logs_its_rise_after_ok() -> None:
+    """dbg-110 and lib-msg.c ``lnet_health_check``: a message received fine on a local NI
+    raises its health (``lnet_inc_ni_healthv``, "whether we successfully received or sent a
+    message on it"); the status line of a rise to 1000 names the health status (OK) as the
+    line of the fall names LOCAL_ERROR. Before, it said "after a health change", which the
+    LUTF test of dbg-110 did not accept when a peer's message beat the recovery ping."""
+    fab = mr2_fabric()
+    c, s = fab.engines["c1"], fab.engines["s1"]
+    c.set_tunable("health_sensitivity", 1000)
+    for nid in C:  # whichever NI s1 picks for its GET is sick
+        ni = c.ni_by_nid(nid)
+        assert ni is not None
+        c.health.set_ni(ni, 0, "error", "LOCAL_ERROR")
+        assert ni.status == LNET_NI_STATUS_DOWN
+    c.attach_me(PORTAL, 0, 2**64 - 1)
+    fab.call("s1", s.put, fab.now, C[0], payload=b"x", portal=PORTAL, ack=False)
+    fab.run_until(fab.now + 0.5)
+    up = [text for _t, name, text in fab.log if name == "c1" and "status up: health" in text]
+    assert len(up) == 1 and up[0].endswith("status up: health 1000 after OK"), up
