@@ -233,9 +233,13 @@ class ConnTable:
         """``ksocknal_create_conn``: refuse a duplicate (a type already at conns_per_peer)
         and anything past the per-peer bound."""
         cpp = self.max_conns(p.ni)
-        if self.count(p, ctype) >= (1 if ctype == CONTROL else cpp):
+        # "Refuse to duplicate an existing connection, unless this is a loopback connection"
+        # (ksocknal_create_conn): a node's own NID reached from that NID (LNet sends to its own
+        # NIDs through the LND) holds the active and the passive end of each connection
+        loopback = p.ni == p.nid
+        if not loopback and self.count(p, ctype) >= (1 if ctype == CONTROL else cpp):
             return Verdict.DUPLICATE
-        if len(p.conns) >= MAX_CONNS_FACTOR * cpp:
+        if len(p.conns) >= MAX_CONNS_FACTOR * cpp * (2 if loopback else 1):
             return Verdict.TOO_MANY
         return Verdict.ACCEPT
 

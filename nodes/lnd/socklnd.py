@@ -190,7 +190,11 @@ class SockLND:
                 if p.connector is not None:
                     p.connector.cancel()
                     p.connector = None
-                closed += self._life.close(p, p.conns, "link down", FAILURES["link_down"])
+                # ksocknal_del_peer closes them with error 0: no ksnp_error, so no
+                # ksocknal_peer_failed and no lnet_notify (the peer NI's status is left to
+                # the peer's push, peer.c handle_disc_lpni_health)
+                closed += self._life.close(p, p.conns, "link down", FAILURES["link_down"],
+                                           None, False)
                 self._life.fail(self._table.drain(p), FAILURES["link_down"])
         return closed
 

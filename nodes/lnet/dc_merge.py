@@ -47,7 +47,7 @@ from nodes.lnet.dc_state import (
 from nodes.lnet.errors import EPERM, EPROTO, WireProtocolError
 from nodes.lnet.hdr import LNET_PING_INFO_MIN_SIZE, LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL
 from nodes.lnet.msg import MDOwner, OwnerRole
-from nodes.lnet.ni import LNET_NI_STATUS_DOWN
+from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.ping import (
     LNET_PING_FEAT_DISCOVERY,
     LNET_PING_FEAT_MULTI_RAIL,
@@ -55,12 +55,13 @@ from nodes.lnet.ping import (
     PingInfo,
     ping_info_size,
 )
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
     from nodes.lnet.discovery import Discovery
     from nodes.lnet.msg import MD
     from nodes.lnet.nid import NID
-    from nodes.lnet.peer import Peer
+    from nodes.lnet.peer import Peer, PeerNI
 
 
 def features(dc: Discovery, peer: Peer, info: PingInfo, *, push: bool) -> None:
@@ -161,13 +162,13 @@ def _data_present(dc: Discovery, peer: Peer, now: float,
     actions: list[Action] = []
     if peer.primary_nid == prim or (peer.primary_nid in nids
                                     and discovery_disabled(dc, peer)):
-        actions += merge_data(dc, peer, info)
+        actions += merge_data(dc, peer, info, now)
     else:
         owner = dc.peers.find_peer(prim)
         if owner is None or owner is peer:
             if not peer.state & LOCK_PRIMARY:
                 set_primary(dc, peer, prim)
-            actions += merge_data(dc, peer, info)
+            actions += merge_data(dc, peer, info, now)
         else:
             # the data belongs to another peer: hand it over (lnet_peer_set_primary_data)
             if not peer.state & NO_DISCOVERY:
@@ -181,7 +182,7 @@ def _data_present(dc: Discovery, peer: Peer, now: float,
                 owner.peer_seqno = max(owner.peer_seqno, info.seq)
             owner.state &= ~(PING_FAILED | FORCE_PING | DATA_PRESENT)
             owner.state |= NIDS_UPTODATE
-            actions += merge_data(dc, owner, info)
+            actions += merge_data(dc, owner, info, now)
             actions.append(Log(level="info", text=f"discovery: {peer.primary_nid} is "
                                                   f"{owner.primary_nid}, consolidated"))
     return REDISCOVER_PEER, actions
@@ -192,7 +193,20 @@ def set_primary(dc: Discovery, peer: Peer, nid: NID) -> None:
     peer.primary_nid = nid
 
 
-def merge_data(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
+def lpni_status(dc: Discovery, lpni: PeerNI, status: int, now: float) -> list[Action]:
+    """peer.c ``handle_disc_lpni_health``: the NI status the peer's buffer reports. A move
+    from UP to DOWN is a remote failure (health one step down, recovery queue); an NI reported
+    UP that was never heard from starts at full health."""
+    old, lpni.ns_status = lpni.ns_status, status
+    if old != status:
+        if status == LNET_NI_STATUS_DOWN:
+            return dc.recovery.health.remote_failure(lpni, now, "NI_STATUS_DOWN")
+    elif status == LNET_NI_STATUS_UP and not lpni.last_alive:
+        dc.recovery.health.set_lpni(lpni, LNET_MAX_HEALTH_VALUE, "ok")
+    return []
+
+
+def merge_data(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Action]:
     """``lnet_peer_merge_data`` (spec §5.4): statuses, NIDs added/removed, primary first."""
     actions: list[Action] = []
     if info.features & LNET_PING_FEAT_RTE_DISABLED:
@@ -202,14 +216,14 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
     status = dict(info.nis)
     for lpni in peer.lpnis:
         if lpni.nid in status:
-            lpni.ns_status = status[lpni.nid]
+            actions += lpni_status(dc, lpni, status[lpni.nid], now)
     if not discovery_disabled(dc, peer):
-        actions += _add_nids(dc, peer, info)
+        actions += _add_nids(dc, peer, info, now)
         for lpni in list(peer.lpnis):
             if lpni.nid in status or lpni.nid.is_lo:
                 continue
             if peer.state & CONFIGURED:  # DLC wins: -EPERM, the NID is marked down
-                lpni.ns_status = LNET_NI_STATUS_DOWN
+                actions += lpni_status(dc, lpni, LNET_NI_STATUS_DOWN, now)
                 actions.append(Log(level="info", text=f"cannot delete configured NID "
                                                       f"{lpni.nid} of {peer.primary_nid} "
                                                       f"({-EPERM}): marked down"))
@@ -225,7 +239,7 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
     return actions
 
 
-def _add_nids(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
+def _add_nids(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Action]:
     actions: list[Action] = []
     for nid, st in info.nis:
         if nid.is_lo:
@@ -258,7 +272,7 @@ def _add_nids(dc: Discovery, peer: Peer, info: PingInfo) -> list[Action]:
                     if other in q:
                         q.remove(other)
         new = dc.peers.add_nid(peer, nid, dc.nets.peer_credits(nid.net))
-        new.ns_status = st
+        actions += lpni_status(dc, new, st, now)
     return actions
 
 
@@ -303,6 +317,10 @@ def _send_push(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int
     dst = peer.disc_dst_nid or peer.primary_nid
     src = peer.disc_src_nid if peer.disc_src_nid and dc.nets.ni_by_nid(
         peer.disc_src_nid) else None
+    # "reset the discovery nid": a later push (lnet_push_update_to_peers) is sent from any
+    # NI, so a push after a rail failed does not insist on the failed rail (peer.c
+    # lnet_peer_send_push)
+    peer.disc_src_nid = peer.disc_dst_nid = None
     handle, acts = dc.put(now, dst, payload=dc.ping_buffer(),
                             portal=LNET_RESERVED_PORTAL,
                             match_bits=LNET_PROTO_PING_MATCHBITS, ack=True, src=src,

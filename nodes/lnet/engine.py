@@ -21,11 +21,19 @@ from __future__ import annotations
 import random
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.config_api import ConfigAPI
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.discovery import Discovery
-from nodes.lnet.errors import ECANCELED, EEXIST, ETIMEDOUT, LNetConfigError
+from nodes.lnet.errors import ECANCELED, ETIMEDOUT
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
+from nodes.lnet.failloc import (
+    CFS_FAIL_DELAY_MSG_FORWARD,
+    CFS_FAIL_RTR_HEALTH_INC,
+    CFS_FAIL_SOCK_CONN,
+    CFS_FAIL_TEST_PING_MD,
+    FailLoc,
+)
 from nodes.lnet.fault import FaultState
 from nodes.lnet.hdr import (
     LNET_MTU,
@@ -39,16 +47,16 @@ from nodes.lnet.mds import MDTable, id_source
 from nodes.lnet.msg import MD, MDOwner, Msg, OwnerRole
 from nodes.lnet.nets import LocalNets
 from nodes.lnet.ni import LNetNI
-from nodes.lnet.nid import LO_NID, NID, Net
+from nodes.lnet.nid import NID
 from nodes.lnet.nistate import NIState
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
 from nodes.lnet.peer import PeerTable
-from nodes.lnet.ping import PingInfo, node_ping_info
+from nodes.lnet.ping import PingInfo, metadata_bytes, metadata_report, node_ping_info
 from nodes.lnet.receive import Receiver
 from nodes.lnet.recovery import Recovery
 from nodes.lnet.requests import Requests
-from nodes.lnet.router import ROUTER_PARAMS, Router
+from nodes.lnet.router import Router
 from nodes.lnet.send import Sender
 from nodes.lnet.timers import Timers
 from nodes.lnet.trace import Tracer
@@ -57,7 +65,7 @@ from nodes.lnet.udsp import UDSPTable
 from nodes.lnet.views import Views
 
 
-class LNetEngine:
+class LNetEngine(ConfigAPI):
     """One node's LNet. ``rng`` is injected so the same seed gives the same decisions;
     ``decisions`` replaces single decisions in tests (``decisions.py``)."""
 
@@ -80,6 +88,7 @@ class LNetEngine:
         self.udsp = UDSPTable(self.local, self.peers)
         self.mds = MDTable(self.ids, self.timers, self.counters, incarnation)
         self.faults = FaultState(self.rng, self.timers)  # lctl net_drop_add (spec §8)
+        self.fail = FailLoc(self.rng)  # lctl set_param fail_loc (failloc.py)
         self.health = Health(self.tunables, self.counters, self.notices, self.nistate, dec)
         self.recovery = Recovery(self.tunables, self.timers, self.health, self.nistate)
         self.router = Router(node=self.node, tunables=self.tunables, peers=self.peers,
@@ -124,10 +133,27 @@ class LNetEngine:
         d.get, d.put = self.get, self.put
         d.ping_buffer = lambda: self.ping_info().pack()
         self.sender.receiver = self.receiver
+        fail = self.fail
+        h.rtr_health_inc_fails = lambda: fail.check(CFS_FAIL_RTR_HEALTH_INC)
+        self.faults.skip_rx_delay = lambda: fail.check(CFS_FAIL_DELAY_MSG_FORWARD)
+
+        def sock_conn(ni: NID, lpni: NID, now: float) -> list[Action]:
+            """socklnd_cb.c ``ksocknal_process_transmit``: under fail_loc CFS_FAIL_SOCK_CONN a
+            simulated send error also closes the connection and its siblings; the reaper's
+            ``ksocknal_peer_failed`` then tells LNet the peer NI is dead (``lnet_notify``),
+            after the tx was finalized (its health already counted)."""
+            if not fail.check(CFS_FAIL_SOCK_CONN):
+                return []
+            return self.router.alive.notify(PeerNotify(ni=ni, nid=lpni, alive=False), now)
+        self.sender.after_sim_error = sock_conn
         self.mds.register(OwnerRole.LPNI_RECOVERY, rec.on_md_event)
+        self.mds.register(OwnerRole.NI_RECOVERY, rec.on_ni_md_event)
         for role in (OwnerRole.DC_PING, OwnerRole.DC_PUSH):
             self.mds.register(role, d.on_md_event)
         self.mds.register(OwnerRole.RTR_QUERY, lambda md, kind, st, payload, src: [])
+        self.mds.register(OwnerRole.PING_MD, lambda md, kind, st, payload, src: [
+            Log(level="warning", text=line)  # pr_info: on the console
+            for line in (metadata_report(payload) if kind == "REPLY" and not st else [])])
         self.peers.on_new_lpn = self.udsp.on_lpn
         self.peers.on_new_lpni = self.udsp.on_lpni
 
@@ -162,106 +188,11 @@ class LNetEngine:
     def mt_last(self) -> float:  # the last monitor tick (recovery.py)
         return self.recovery.mt_last
 
-    # ------------------------------------------------------------------ DLC: configuration
-    def configure(self) -> None:
-        """``lnetctl lnet configure``: LNet up with its loopback NI ``0@lo``."""
-        if self.node.configured:
-            return
-        self.local.configure()
-        self.node.configured = True
-        if self.tunables.forwarding:  # module param forwarding=enabled: a router at once
-            self.router.on_tunable("forwarding", 1, None)
-
-    def unconfigure(self) -> list[NID]:
-        """``lnetctl lnet unconfigure``: the NIDs the LND must shut down."""
-        nis = self.local.clear()
-        self.peers.clear()
-        self.udsp.rules.clear()  # lnet_udsp_destroy(shutdown) on LNetNIFini
-        self.recovery.clear()
-        self.router.clear()
-        self.discovery.clear()
-        self.node.configured = False
-        return [ni.nid for ni in nis]
-
-    def net_add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None = None,
-                credits: int | None = None, peer_timeout: int | None = None,
-                cpts: tuple[int, ...] = (0,), numa: int | None = None) -> LNetNI:
-        """``lnetctl net add``: one NI per interface (cfg-020, cfg-040); ``numa`` is the
-        emulated NUMA node of its device (snd-010), None unbound (``nets.py``)."""
-        self.router.require_up()  # -ENODEV
-        return self.local.add(net, interface, nid, peer_credits=peer_credits, credits=credits,
-                              peer_timeout=peer_timeout, cpts=cpts, numa=numa,
-                              multi_rail=self.node.multi_rail, udsp=self.udsp,
-                              peers=self.peers)
-
-    def net_del(self, net: Net, interface: str | None = None) -> list[NID]:
-        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110)."""
-        self.router.require_up()  # -ENODEV
-        return self.local.delete(net, interface, self.recovery)
-
-    def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
-                 lock_prim: bool = False) -> None:
-        """``lnetctl peer add --prim_nid P --nid LIST`` (cfg-070, cfg-075, cfg-080)."""
-        self.router.require_up()  # -ENODEV
-        for nid in [prim, *nids]:
-            if nid in self.local.by_nid and nid != LO_NID:
-                raise LNetConfigError(-EEXIST, f"{nid} is a local NID")
-        credits = {n: ln.tunables.peer_credits for n, ln in self.local.nets.items()}
-        self.peers.user_add(prim, nids, non_mr, lock_prim, credits)
-
-    def peer_del(self, prim: NID, nids: list[NID], *, force: bool = False) -> None:
-        self.router.require_up()  # -ENODEV
-        self.peers.user_del(prim, nids, force)
-        self.recovery.forget_deleted_peers()
-
-    def set_tunable(self, name: str, value: int, now: float | None = None) -> list[Action]:
-        old = getattr(self.tunables, name, None)
-        self.tunables.set(name, value)
-        if name == "discovery":  # disabling force-pushes to MR peers (discovery.py, §5.4)
-            self.discovery.set_discovery(int(old or 0), value)
-        if name in ROUTER_PARAMS:  # routing state and buffer pools (router.py, spec §6.2)
-            return self.router.on_tunable(name, value, now) + self.tracer.take()
-        return []
-
     def _ping_changed(self) -> None:
         """A local NI was added or removed: the ping buffer is rebuilt with seq+1 and MR
         peers are pushed the new one (spec §5.1, dyn-045)."""
         self.node.ping_seq += 1
         self.discovery.local_ni_changed()
-
-    # ------------------------------------------------------------------ health controls
-    def ni_set_fatal(self, nid: NID, fatal: bool, now: float,
-                     cause: str = "carrier") -> list[Action]:
-        """``lnet_set_link_fatal_state``: the LND saw the device's link go down/up (hlt
-        lnd-010); ``cause`` is ``carrier`` or ``simulated`` (``NIState.link_change``)."""
-        ni = self.local.ni_by_nid(nid)
-        if ni is None or ni.is_lo:
-            return [Log(level="warning", text=f"link state change for unknown NI {nid}")]
-        return self.nistate.link_change(ni, fatal, now, cause, self.recovery)
-
-    def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
-        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""
-        for ni in self.local.local_nis():
-            if nid is None or ni.nid == nid:
-                self.health.manual_ni(ni, value)
-                self.recovery.ni_enqueue(ni, now, manual=True)
-
-    def peer_set_health(self, nid: NID | None, value: int, now: float) -> None:
-        """``lnetctl peer set --nid X|--all --health V`` (spec §3.6; subject to §3.5 rules)."""
-        for lpni in list(self.peers.by_nid.values()):
-            if nid is None or lpni.nid == nid:
-                self.health.manual_lpni(lpni, value)
-                self.recovery.lpni_enqueue(lpni, now)
-
-    def stats_reset(self) -> None:
-        """``lnetctl stats reset`` (spec §4.5): global counters incl. gauges, per-NI and
-        per-peer-NI statistics and the testbed's (counters.py); health counters are kept."""
-        self.counters.reset()
-        for ni in self.local.local_nis(True):
-            ni.stats.reset()
-            ni.link_events.reset()
-        for lpni in self.peers.by_nid.values():
-            lpni.stats.reset()
 
     def local_nis(self, include_lo: bool = False) -> list[LNetNI]:
         return list(self.local.local_nis(include_lo))
@@ -276,7 +207,8 @@ class LNetEngine:
         """Our ping buffer (``ping.node_ping_info``, spec §5.1)."""
         return node_ping_info(self.node.pid, self.node.ping_seq, self.node.multi_rail,
                               bool(self.tunables.discovery), self.router.rte_disabled(),
-                              self.local.local_nis())
+                              self.local.local_nis(),
+                              test_md=self.fail.check(CFS_FAIL_TEST_PING_MD))
 
     def view(self, what: str, **kw: object) -> dict[str, object]:  # lnetctl's YAML
         return self.views.render(what, **kw)
@@ -315,11 +247,22 @@ class LNetEngine:
 
     def ping(self, now: float, dst: NID, *, timeout: float | None = None,
              src: NID | None = None, numa: int | None = None) -> tuple[int, list[Action]]:
-        """``lnet_ping``: a GET of the ping buffer on the reserved portal (spec §4.1)."""
+        """``lnet_ping``: a GET of the ping buffer on the reserved portal (spec §4.1). Under
+        fail_loc CFS_FAIL_TEST_PING_MD the NID metadata is fetched first (api-ni.c
+        ``lnet_discover_nid_metadata``: a GET sized for it, its reply dumped on the
+        console, E12)."""
         length = max(LNET_PING_INFO_MIN_SIZE, 16 + 16 * (self.tunables.max_interfaces + 1))
-        return self.get(now, dst, length=min(length, LNET_MTU), portal=LNET_RESERVED_PORTAL,
-                        match_bits=LNET_PROTO_PING_MATCHBITS, src=src, timeout=timeout,
-                        numa=numa)
+        actions: list[Action] = []
+        if self.fail.check(CFS_FAIL_TEST_PING_MD):
+            md_len = min(length + metadata_bytes(self.tunables.max_interfaces), LNET_MTU)
+            _h, actions = self.get(now, dst, length=md_len, portal=LNET_RESERVED_PORTAL,
+                                   match_bits=LNET_PROTO_PING_MATCHBITS, src=src,
+                                   owner=MDOwner(OwnerRole.PING_MD, dst))
+        handle, acts = self.get(now, dst, length=min(length, LNET_MTU),
+                                portal=LNET_RESERVED_PORTAL,
+                                match_bits=LNET_PROTO_PING_MATCHBITS, src=src, timeout=timeout,
+                                numa=numa)
+        return handle, actions + acts
 
     def recovery_ping(self, now: float, dst: NID,
                       owner: MDOwner) -> tuple[int, list[Action]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodes.echo import clip
@@ -246,6 +247,9 @@ class FaultState:
         # (release time, seq, rule, item): a Msg (tx side) or a MessageReceived (rx side)
         self.held: list[tuple[float, int, FaultRule, Msg | MessageReceived]] = []
         self.seq = itertools.count()
+        # lnet_parse skips RX delay rules under fail_loc CFS_FAIL_DELAY_MSG_FORWARD (0xe002,
+        # failloc.py); wired by the engine
+        self.skip_rx_delay: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ DLC: rule management
     def rules(self, kind: str) -> list[FaultRule]:
@@ -360,7 +364,7 @@ class FaultState:
             return Log(level="info", text=f"{ev.peer_nid}, src {hdr.src_nid}, dst "
                                           f"{hdr.dest_nid}: Dropping {hdr.type.name} to "
                                           "simulate silent message loss")
-        if self.delay_rules:
+        if self.delay_rules and not self.skip_rx_delay():
             rule = self.delay_match(hdr.src_nid, hdr.dest_nid, mtype, portal, now)
             if rule is not None:
                 self.hold(rule, ev, now)

@@ -84,12 +84,21 @@ class Health:
         self.local_count: Callable[[], int] = lambda: 0
         self.is_local: Callable[[NID], bool] = lambda nid: False
         self.lpni_fell: Callable[[PeerNI, int], list[Action]] = lambda lpni, before: []
+        # fail_loc CFS_FAIL_RTR_HEALTH_INC (failloc.py), wired by the engine
+        self.rtr_health_inc_fails: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ arithmetic (§3.1)
-    def set_ni(self, ni: LNetNI, value: int, cause: str, why: str | None = None) -> None:
-        """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6)."""
+    def set_ni(self, ni: LNetNI, value: int, cause: str, why: str | None = None, *,
+               step: bool = False) -> None:
+        """Set a local NI's health; 0 -> status DOWN, 1000 -> UP (LU-19476, spec §3.1/3.6).
+        A ``step`` (``lnet_inc_ni_healthv``/``lnet_dec_ni_healthv_locked``) moves the status
+        only when the value moved: a success at 1000 leaves a DOWN the router checker set
+        (router.c ``lnet_update_ni_status_locked``) alone; ``net set --health`` always sets
+        it (api-ni.c ``lnet_ni_set_healthv``)."""
         old = ni.healthv
         ni.healthv = value
+        if step and value == old:
+            return
         if value == 0 and ni.status != LNET_NI_STATUS_DOWN:
             self.nistate.set_status(ni, LNET_NI_STATUS_DOWN, why)
         elif value == LNET_MAX_HEALTH_VALUE and ni.status != LNET_NI_STATUS_UP:
@@ -97,6 +106,9 @@ class Health:
         if value != old:
             self.notices.touch()
             self.notices.emit("ni_health", nid=str(ni.nid), old=old, new=value, cause=cause)
+            if self.recovery is not None and (old >= LNET_MAX_HEALTH_VALUE) != (
+                    value >= LNET_MAX_HEALTH_VALUE):
+                self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
     def set_lpni(self, lpni: PeerNI, value: int, cause: str) -> None:
         old = lpni.healthv
@@ -110,18 +122,21 @@ class Health:
             self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
     def inc_ni(self, ni: LNetNI, cause: str = "ok") -> None:
-        """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000."""
+        """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000. A health check's increment
+        (``cause`` ok: a message sent or received on the NI) names its status ``OK`` in the
+        NI's status line, as a failure names its own (dbg-110)."""
         if ni.is_lo:
             return
         self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
-                                                   True), cause)
+                                                   True), cause, "OK" if cause == "ok" else None,
+                    step=True)
 
     def dec_ni(self, ni: LNetNI) -> None:
         """``lnet_dec_ni_healthv_locked``: -sensitivity, never below 0 (hlt lnt-020)."""
         if ni.is_lo or self.tunables.health_sensitivity == 0:
             return
         self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
-                                                   False), "error")
+                                                   False), "error", step=True)
 
     def inc_lpni(self, lpni: PeerNI) -> None:
         self.set_lpni(lpni, self.decisions.health_step(
@@ -195,7 +210,9 @@ class Health:
         self.inc_ni(ni)
         lpni.ping_count = 0
         ni.ping_count = 0
-        if self.is_router(lpni):
+        if self.is_router(lpni) and not self.rtr_health_inc_fails():
+            # lib-msg.c: a router's (or a gateway's) peer NI goes straight to full health,
+            # unless fail_loc CFS_FAIL_RTR_HEALTH_INC (0xe004) says otherwise
             self.set_lpni(lpni, LNET_MAX_HEALTH_VALUE, "ok")
         else:
             self.inc_lpni(lpni)
@@ -227,7 +244,13 @@ class Health:
             return False, []  # late failures change nothing (spec §3.2 step 1, §11.3)
         self.count(msg, ni, lpni, hstatus)
         if hstatus == HStatus.OK:
-            self.inc_ni(ni)
+            if msg.rx_committed and msg.fwd is None:
+                # a REPLY is the received GET's own lnet_msg (lib-move.c lnet_parse_get sends
+                # it with lnet_send), committed for both: one health check, on the tx side,
+                # with the received-message branch for its peer NI (lib-msg.c)
+                self.rx_ok(ni, lpni, now)
+            else:
+                self.inc_ni(ni)
             return False, []
         local_resend = self.local_count() >= 2
         remote_resend = lpni.peer.nnis > 1

@@ -41,10 +41,12 @@ class OwnerRole(enum.Enum):
     """Who an internal MD's events go to (``lnet_mt_event_handler`` and friends)."""
 
     LPNI_RECOVERY = "lpni recovery ping"   # recovery.py (spec §3.5)
+    NI_RECOVERY = "local ni recovery ping"  # recovery.py (lnet_recover_local_nis)
     DC_PING = "discovery ping"             # discovery.py (spec §5.2)
     DC_PUSH = "discovery push"
     RTR_PING = "router ping"               # rtrcheck.py (spec §6.4)
     RTR_QUERY = "down peer NI query"       # rtralive.py (rtr-router-query-down)
+    PING_MD = "nid metadata ping"          # engine.py (lnet_discover_nid_metadata)
 
 
 @dataclass(frozen=True, slots=True)

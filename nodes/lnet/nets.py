@@ -59,7 +59,10 @@ class LocalNets:
     def configure(self) -> None:
         """``lnetctl lnet configure``: the loopback NI ``0@lo`` only."""
         lo = LNetNet(LO_NET, NetTunables(peer_timeout=0, peer_credits=0, credits=0))
-        lo.nis.append(LNetNI(LO_NID, "", lo, tx_credits=0, max_tx_credits=0, min_tx_credits=0))
+        # api-ni.c lnet_startup_lndni returns for the LOLND before it sets ni_healthv to
+        # LNET_MAX_HEALTH_VALUE: 0@lo keeps the zeroed health of its allocation (E17)
+        lo.nis.append(LNetNI(LO_NID, "", lo, healthv=0, tx_credits=0, max_tx_credits=0,
+                             min_tx_credits=0))
         self.nets.clear()
         self.nets[LO_NET] = lo
         self._reindex()
@@ -85,14 +88,17 @@ class LocalNets:
         if nid in self.by_nid:
             raise LNetConfigError(-EEXIST, "cannot add network: File exists")
         lnet = self.nets.get(net)
+        # api-ni.c lnet_set_tune_defaults: peer_timeout < 0 (-1: not given) and 0 credits are
+        # the defaults (E8)
+        tun = NetTunables()
+        if peer_credits:
+            tun.peer_credits = peer_credits
+        if credits:
+            tun.credits = credits
+        if peer_timeout is not None and peer_timeout >= 0:
+            tun.peer_timeout = peer_timeout
         if lnet is None:
-            lnet = LNetNet(net)
-            if peer_credits is not None:
-                lnet.tunables.peer_credits = peer_credits
-            if credits is not None:
-                lnet.tunables.credits = credits
-            if peer_timeout is not None:
-                lnet.tunables.peer_timeout = peer_timeout
+            lnet = LNetNet(net, tun)
             self.nets[net] = lnet
             udsp.on_net(lnet)  # spec §7.3: rules applied to a new net
         elif any(ni.interface == interface for ni in lnet.nis):
@@ -100,6 +106,10 @@ class LocalNets:
         elif not multi_rail:  # downrev LNet: one NI per net (discovery.py, bck-*)
             raise LNetConfigError(-EEXIST, f"cannot add network: non-Multi-Rail node "
                                            f"already has an NI on {net}")
+        elif tun != lnet.tunables:
+            # lnet_add_net_common: "currently the tunables can not be updated once added"
+            # (the net keeps its own), with a console warning (E18)
+            self.nistate.warn("All tunables of NIs of a net should be the same")
         max_cr = lnet.tunables.credits
         ni = LNetNI(nid, interface, lnet, cpts=cpts, tx_credits=max_cr, max_tx_credits=max_cr,
                     min_tx_credits=max_cr, dev_cpt=-1 if numa is None else numa)

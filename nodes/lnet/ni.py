@@ -18,7 +18,7 @@ from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.msg import Msg
+    from nodes.lnet.msg import MD, Msg
 
 LNET_NI_STATUS_UP = 0x15AAC0DE
 LNET_NI_STATUS_DOWN = 0xDEADFACE
@@ -79,8 +79,10 @@ class LNetNI:
     ping_count: int = 0
     next_ping: float = 0.0
     recovery_state: int = 0  # recovery.RECOVERY_PENDING | RECOVERY_FAILED
+    ping_md: MD | None = None  # ni_ping_mdh: the outstanding local recovery ping
     lnd_timeout: int = SOCKLND_TIMEOUT
     conns_per_peer: int = 1
+    tos: int = -1  # socklnd ``tos`` (lnd tunables): -1 leaves the IP ToS alone
     link_events: LinkEvents = field(default_factory=LinkEvents)  # hlth-stt-ni-down/up-events
 
     @property

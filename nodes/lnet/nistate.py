@@ -48,6 +48,7 @@ class NIState:
         self.why: dict[LNetNI, str] = {}
         self._dirty: set[LNetNI] = set()
         self._removed = False
+        self._console: list[Action] = []  # console lines of NI configuration (``warn``)
 
     # ------------------------------------------------------------------ writers
     def set_status(self, ni: LNetNI, status: int, why: str | None = None) -> None:
@@ -106,6 +107,12 @@ class NIState:
             self._removed = True
         self._rearm()
 
+    def warn(self, text: str) -> None:
+        """A console warning about NI configuration (api-ni.c ``CWARN``), logged by the next
+        tick like the other NI lines."""
+        self._console.append(Log(level="warning", text=text))
+        self._rearm()
+
     def _mark(self, ni: LNetNI) -> None:
         self._dirty.add(ni)
         self._rearm()
@@ -122,7 +129,8 @@ class NIState:
         if not self._dirty:  # (the common case: no generator per engine call)
             return self._removed
         logged = self.logged
-        return self._removed or any(logged.get(ni) != ni.status for ni in self._dirty)
+        return self._removed or bool(self._console) or any(
+            logged.get(ni) != ni.status for ni in self._dirty)
 
     # ------------------------------------------------------------------ log lines
     def log_status(self, ni: LNetNI, why: str) -> list[Action]:
@@ -142,7 +150,7 @@ class NIState:
         """Every local NI state change not logged yet: added, removed, status up/down."""
         if not self.pending:
             return []
-        logs: list[Action] = []
+        logs, self._console = self._console, []
         live = self.live()
         logged = self.logged
         for ni in live:

@@ -187,6 +187,11 @@ class PeerTable:
         if peer is not None and peer.primary_nid != prim:
             raise LNetConfigError(-EEXIST, f"{prim} is not the primary NID of its peer")
         if peer is not None and not peer.state & LNET_PEER_CONFIGURED and peer.nnis > 0:
+            if peer.rtr_refcount > 0 and not peer.state & LNET_PEER_LOCK_PRIMARY:
+                # lnet_peer_add recreates an unconfigured peer as configured by deleting it
+                # first; lnet_peer_ni_del_locked refuses a gateway's peer NI (E19, sanity 105)
+                raise LNetConfigError(-EBUSY, f"Peer NI {prim} is a gateway. Can not delete "
+                                              "it")
             # a traffic-created peer becomes configured (DLC wins)
             peer.state |= LNET_PEER_CONFIGURED
         if peer is None:

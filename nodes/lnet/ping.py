@@ -31,6 +31,12 @@ LNET_PING_FEAT_PRIMARY_LARGE = 0x40
 LNET_PING_FEAT_METADATA = 0x80
 _HDR = struct.Struct("<IIII")
 _ENTRY = struct.Struct("<QII")
+#: lnet-idl.h ``struct lnet_nid_md_entry``: a NID and LNET_MD_BUFFER_SZ bytes of LND metadata
+LNET_MD_BUFFER_SZ = 32
+_MD_COUNT = struct.Struct("<I")
+_MD_ENTRY = struct.Struct(f"<Q{LNET_MD_BUFFER_SZ}s")
+#: api-ni.c ``lnet_poison_nid_md_buffer``: what CFS_FAIL_TEST_PING_MD fills the metadata with
+POISON_MD = b"\x5a" * LNET_MD_BUFFER_SZ
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +45,16 @@ class PingInfo:
     pid: int
     seq: int
     nis: tuple[tuple[NID, int], ...]  # (nid, status) excluding the 0@lo entry
+    # LNET_PING_FEAT_METADATA: ``struct lnet_nid_metadata`` after the NIs (NID, metadata)
+    metadata: tuple[tuple[NID, bytes], ...] = ()
 
     def pack(self) -> bytes:
         out = [_HDR.pack(LNET_PROTO_PING_MAGIC, self.features, self.pid, len(self.nis) + 1),
                _ENTRY.pack(LO_NID.nid4, self.seq, 0)]
         out += [_ENTRY.pack(nid.nid4, status, 0) for nid, status in self.nis]
+        if self.features & LNET_PING_FEAT_METADATA:
+            out.append(_MD_COUNT.pack(len(self.metadata)))
+            out += [_MD_ENTRY.pack(nid.nid4, md) for nid, md in self.metadata]
         return b"".join(out)
 
     @classmethod
@@ -62,11 +73,27 @@ class PingInfo:
         if entries[0][0] != LO_NID.nid4:
             raise WireProtocolError("ping buffer entry 0 is not 0@lo")
         nis = tuple((NID.from_nid4(nid4), status) for nid4, status, _ in entries[1:])
-        return cls(features, pid, entries[0][1], nis)
+        return cls(features, pid, entries[0][1], nis,
+                   _metadata(data, _HDR.size + nnis * _ENTRY.size, features))
+
+
+def _metadata(data: bytes, at: int, features: int) -> tuple[tuple[NID, bytes], ...]:
+    """The NID metadata after the NI entries (api-ni.c ``lnet_ping_info_validate`` leaves
+    it to its reader); what is there of it, bounded by the buffer (a truncated reply)."""
+    if not features & LNET_PING_FEAT_METADATA or len(data) < at + _MD_COUNT.size:
+        return ()
+    count = min(_MD_COUNT.unpack_from(data, at)[0],
+                (len(data) - at - _MD_COUNT.size) // _MD_ENTRY.size)
+    at += _MD_COUNT.size
+    out = []
+    for i in range(count):
+        nid4, md = _MD_ENTRY.unpack_from(data, at + i * _MD_ENTRY.size)
+        out.append((NID.from_nid4(nid4), md))
+    return tuple(out)
 
 
 def node_ping_info(pid: int, seq: int, multi_rail: bool, discovery: bool, rte_disabled: bool,
-                   nis: Iterable[LNetNI]) -> PingInfo:
+                   nis: Iterable[LNetNI], *, test_md: bool = False) -> PingInfo:
     """A node's own buffer: BASE and NI_STATUS always; MULTI_RAIL and DISCOVERY (while
     discovery is on) on a Multi-Rail node (a downrev node has neither, bck-025);
     RTE_DISABLED while routing is not ENABLED (spec §6.2). Each NI's status: a fatal NI is
@@ -78,8 +105,17 @@ def node_ping_info(pid: int, seq: int, multi_rail: bool, discovery: bool, rte_di
             features |= LNET_PING_FEAT_DISCOVERY
     if rte_disabled:
         features |= LNET_PING_FEAT_RTE_DISABLED
+    nis = list(nis)
+    metadata: tuple[tuple[NID, bytes], ...] = ()
+    if test_md:
+        # api-ni.c lnet_ping_target_install_locked under CFS_FAIL_TEST_PING_MD: the NID
+        # metadata block, each non-loopback NI's buffer poisoned (socklnd has no
+        # lnd_get_nid_metadata, so without the fail_loc there is none)
+        features |= LNET_PING_FEAT_METADATA
+        metadata = tuple((ni.nid, POISON_MD) for ni in nis)
     return PingInfo(features, pid, seq, tuple(
-        (ni.nid, LNET_NI_STATUS_DOWN if ni.fatal_error else ni.status) for ni in nis))
+        (ni.nid, LNET_NI_STATUS_DOWN if ni.fatal_error else ni.status) for ni in nis),
+        metadata)
 
 
 def ping_info_size(data: bytes) -> int:
@@ -91,6 +127,11 @@ def ping_info_size(data: bytes) -> int:
     return _HDR.size + min(nnis, 1 << 16) * _ENTRY.size
 
 
+def metadata_bytes(max_interfaces: int) -> int:
+    """api-ni.c ``lnet_size_of_metadata``: room for ``max_interfaces`` metadata entries."""
+    return _MD_COUNT.size + _MD_ENTRY.size * max_interfaces
+
+
 def feature_names(features: int) -> list[str]:
     """Names of the set feature bits, for logs and tests."""
     names = {LNET_PING_FEAT_BASE: "BASE", LNET_PING_FEAT_NI_STATUS: "NI_STATUS",
@@ -100,3 +141,17 @@ def feature_names(features: int) -> list[str]:
              LNET_PING_FEAT_PRIMARY_LARGE: "PRIMARY_LARGE",
              LNET_PING_FEAT_METADATA: "METADATA"}
     return [n for bit, n in names.items() if features & bit]
+
+
+def metadata_report(payload: bytes) -> list[str]:
+    """api-ni.c ``lnet_dump_nid_metadata`` under CFS_FAIL_TEST_PING_MD: the console lines of
+    a metadata reply ("Ping reply received with mapping:", then "found metadata reply NI[nid]"
+    per entry); nothing when the reply carries no metadata."""
+    try:
+        info = PingInfo.unpack(payload)
+    except WireProtocolError:
+        return []
+    if not info.metadata:
+        return []
+    return ["Ping reply received with mapping:",
+            *(f"found metadata reply NI[{nid}]" for nid, _md in info.metadata)]

@@ -96,7 +96,9 @@ class Receiver:
                 lpni.pref_nids.append(ni.nid)
             lpni.last_alive = now
             lpni.stats.received.bump(hdr.type)
-            why = self.router.alive.on_rx(ni, lpni, hdr.src_nid, now)  # aliveness, §6.5
+            why = self.router.alive.on_rx(  # aliveness, §6.5
+                ni, lpni, hdr.src_nid, now,
+                ping=hdr.type == MsgType.GET and hdr.ptl_index == LNET_RESERVED_PORTAL)
             if why is not None:
                 ni.stats.received.bump(hdr.type)
                 return self._drop(ni, lpni, ev, why)
@@ -108,8 +110,10 @@ class Receiver:
         initiator = owner.primary_nid if owner else hdr.src_nid
         drops = self.counters.values["drop_count"]
         actions = _HANDLERS[hdr.type](self, ni, lpni, ev, now, initiator)
-        if lpni is not None and self.counters.values["drop_count"] == drops:
-            # lnet_health_check OK branch for a delivered message (spec §3.2): both ends alive
+        if lpni is not None and self.counters.values["drop_count"] == drops \
+                and hdr.type != MsgType.GET:
+            # lnet_health_check OK branch for a delivered message (spec §3.2): both ends
+            # alive. A GET's check is its REPLY's: one lnet_msg (lnet_parse_get, Health.check)
             self.health.rx_ok(ni, lpni, now)
         return actions
 
@@ -157,7 +161,7 @@ class Receiver:
         self._count_recv(0)
         self.counters.values["send_length"] += len(reply)
         actions = self.sender.respond(now, MsgType.REPLY, ni, hdr, payload=reply,
-                                      rtr=ev.peer_nid)
+                                      rtr=ev.peer_nid, rx_committed=lpni is not None)
         if md is not None:  # the source MD's GET event (lnet_selftest's passive bulk)
             actions += self.mds.delivered(md, "GET", source=hdr.src_nid, initiator=initiator,
                                           target=hdr.dest_nid, mlength=len(reply))

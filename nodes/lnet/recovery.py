@@ -10,11 +10,20 @@ that have no ping outstanding get a recovery ping, ``ping_count += 1`` and
 
 A recovery ping is a GET on portal 0 with the ping match bits, sent non-MR to the exact NID,
 tracked for a response and never resent (``Msg.recovery``). Peer NI: the REPLY's own receive
-health check raises the peer NI's health. Local NI: real LNet pings the NI's own NID through
-its LND and adds +sensitivity explicitly on the REPLY; the emulation answers that ping inside
-the engine (it succeeds unless the NI is in fatal state), adds exactly +sensitivity and, as
-the REPLY received on the NI would, resets ``ping_count``: a recovering NI is pinged every
-2 s and 0 -> 1000 takes 10 pings at sensitivity 100 (seed 004; docs/differences.md).
+health check raises the peer NI's health. Local NI (lib-move.c ``lnet_recover_local_nis``):
+the ping goes to the NI's own NID through the LND like any other message (from the best NI on
+that net, so a sick NI is reached over a healthy path, sanity-lnet 218), where LNet drop rules
+and link failures apply; the monitor marks it PENDING, and ``lnet_handle_recovery_reply``
+(``on_ni_md_event``) clears PENDING on the REPLY or a failed send, marks FAILED on a failure
+(the MD is unlinked at the next pass) and adds +sensitivity on a REPLY, on top of what the
+messages' own health checks add: the GET the NI receives and the REPLY it sends are one
+message, checked once (lib-msg.c ``lnet_health_check``), so a success adds 2 x sensitivity
+when a healthy sibling NI pings it, 4 x when the NI is alone on its net and pings itself.
+That check (and the REPLY received on a NI) resets its ``ping_count``.
+Seed 004's pre-2.15 recovery (a ping every ``recovery_interval`` seconds, answered inside the
+engine, exactly +sensitivity each, so 0 -> 1000 in 10 pings at sensitivity 100) stays behind
+that deprecated knob: ``set recovery_interval N`` with N > 1 (``Tunables``,
+docs/differences.md).
 A failing NI (or peer NI) backs off exponentially.
 Peer NIs never heard from (``last_alive == 0``) are not queued; with ``recovery_limit`` > 0 a
 peer NI silent for longer than that ages out (ping_count reset, not queued). Local NIs have no
@@ -164,32 +173,68 @@ class Recovery:
         return [] if md is None else self.unlink(now, md.handle)
 
     def _recover_local(self, now: float) -> list[Action]:
+        """``lnet_recover_local_nis``: one pass over the local NI recovery queue."""
         actions: list[Action] = []
         for ni in list(self.ni_queue):
             if ni.healthv >= LNET_MAX_HEALTH_VALUE or self.ni_by_nid(ni.nid) is not ni:
                 self.ni_queue.remove(ni)
+                if ni.recovery_state & RECOVERY_PENDING:
+                    actions += self._unlink(ni.ping_md, now)  # unlink_ni_recovery_mdh
                 ni.recovery_state = 0
                 continue
             if ni.recovery_state & RECOVERY_FAILED:
+                actions += self._unlink(ni.ping_md, now)
                 ni.recovery_state &= ~RECOVERY_FAILED
             if now < ni.next_ping or ni.recovery_state & RECOVERY_PENDING:
                 continue
+            if self.tunables.seed_recovery_interval:
+                actions += self._seed_ping(ni, now)
+                continue
+            ni.recovery_state |= RECOVERY_PENDING
             self.ni_queue.remove(ni)
+            handle, acts = self.ping(now, ni.nid, MDOwner(OwnerRole.NI_RECOVERY, ni.nid))
+            ni.ping_md = self.md_by_handle(handle)
+            if self.ni_by_nid(ni.nid) is not ni:
+                actions += acts  # deleted meanwhile: the MD is unlinked by the next pass
+                continue
             ni.ping_count += 1
             self.ni_enqueue(ni, now)
-            ok = not ni.fatal_error
-            actions.append(Log(level="info", text=(
-                f"recovery ping of local NI {ni.nid} #{ni.ping_count}: "
-                f"{'ok' if ok else 'failed (-ENETDOWN)'}")))
-            if ok:
-                # lnet_handle_recovery_reply: +sensitivity on the NI explicitly; the REPLY that
-                # real LNet receives on the NI also resets its ping_count (spec §3.2 OK row)
-                self.health.inc_ni(ni, "recovery")
-                ni.ping_count = 0
-                actions += self.nistate.log_status(ni, "recovery ping")  # dbg-110
-            else:
-                ni.recovery_state |= RECOVERY_FAILED
+            actions += acts
         return actions
+
+    def _seed_ping(self, ni: LNetNI, now: float) -> list[Action]:
+        """Seed 004 (pre-2.15, behind ``recovery_interval`` > 1): the ping is answered inside
+        the engine, succeeds unless the NI is fatal, adds exactly +sensitivity; the next one
+        comes ``recovery_interval`` seconds later (docs/differences.md)."""
+        ni.ping_count += 1
+        ok = not ni.fatal_error
+        actions: list[Action] = [Log(level="info", text=(
+            f"recovery ping of local NI {ni.nid} #{ni.ping_count}: "
+            f"{'ok' if ok else 'failed (-ENETDOWN)'}"))]
+        if ok:
+            self.health.inc_ni(ni, "recovery")
+            ni.ping_count = 0
+            actions += self.nistate.log_status(ni, "recovery ping")  # dbg-110
+        ni.next_ping = now + self.tunables.seed_recovery_interval
+        self.rearm()
+        return actions
+
+    def on_ni_md_event(self, md: MD, kind: str, status: int, payload: bytes,
+                       source: NID | None) -> list[Action]:
+        """``lnet_mt_event_handler`` -> ``lnet_handle_recovery_reply`` for a local NI ping:
+        SEND clears PENDING only when it failed; REPLY and UNLINK clear it; a failure marks
+        FAILED; a REPLY adds +sensitivity to the NI pinged (``lnet_inc_ni_healthv``)."""
+        assert md.owner is not None
+        ni = self.ni_by_nid(md.owner.nid)
+        if ni is None:
+            return []
+        if self._ping_result(ni, kind, status):
+            return [Log(level="info", text=f"local NI ({ni.nid}) recovery failed with "
+                                           f"{status}")]
+        if kind != "REPLY":
+            return []
+        self.health.inc_ni(ni, "recovery")
+        return self.nistate.log_status(ni, "recovery ping")  # dbg-110
 
     def _recover_peers(self, now: float) -> list[Action]:
         assert self.peers is not None
@@ -223,12 +268,17 @@ class Recovery:
         lpni = self.peers.find_lpni(md.owner.nid)
         if lpni is None:
             return []
-        if kind != "SEND" or status != 0:
-            lpni.recovery_state &= ~RECOVERY_PENDING
-        if status != 0:
-            lpni.recovery_state |= RECOVERY_FAILED
-        self.rearm()
-        if status != 0:
+        if self._ping_result(lpni, kind, status):
             return [Log(level="info", text=f"peer NI {lpni.nid} recovery ping failed: "
                                            f"{status}")]
         return []
+
+    def _ping_result(self, entry: LNetNI | PeerNI, kind: str, status: int) -> bool:
+        """The state bits of ``lnet_handle_recovery_reply``: a SEND clears PENDING only when it
+        failed, a REPLY or UNLINK always; a failure sets FAILED. Returns whether it failed."""
+        if kind != "SEND" or status != 0:
+            entry.recovery_state &= ~RECOVERY_PENDING
+        if status != 0:
+            entry.recovery_state |= RECOVERY_FAILED
+        self.rearm()
+        return status != 0

@@ -11,12 +11,16 @@ Theory of operation.
   only; the gateway's primary NID in the destination's preferred-router list (UDSP ``--rte``)
   wins, then lower priority, fewer hops (undefined = 1), then the Multi-Rail choice among the
   gateway's NIs on the source net (health, fewer queued bytes, more credits) and finally the
-  lower ``lr_seq`` (round robin). A gateway peer NI below ``MAX_HEALTH * router_sensitivity /
-  100`` is not used (rtr-mr-sensitivity, rtr-mr-no-unhealthy; today's LNet ignores the
-  percentage, docs/differences.md).
+  lower ``lr_seq`` (round robin). Today's LNet ignores ``router_sensitivity`` (LU-18444);
+  seed 002's rule stays behind that knob (issue 14 item 1, docs/differences.md): set below its
+  default 100, a gateway peer NI below ``MAX_HEALTH * router_sensitivity / 100`` is not used
+  (rtr-mr-sensitivity, rtr-mr-no-unhealthy).
 * Route aliveness (``lnet_is_route_alive``, spec §6.3 + seed 002, rtrstate.py): gateway alive,
   routing enabled on it (no RTE_DISABLED in its ping), a usable gateway NI on the route's
   local net (rtr-route-down, rtr-gw-down), and the route's own ``lr_alive`` (asym, rtr-gw-asym).
+  With discovery disabled (locally or by the gateway) the gateway's NIDs are not merged, so
+  the cached ``lr_alive`` the router pings set is all there is (router.c: "if discovery is
+  disabled then rely on the cached aliveness information", E13).
 * A send whose only routes wait for their gateway's first discovery is parked (``RouteWait``)
   and redone when it completes (002 "discovery on first use").
 """
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.dc_state import discovery_disabled
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
@@ -106,8 +111,11 @@ class RouteTable:
             del self.r.checker.next_ping[pn]  # peer nets of peers merged away (002 consolidation)
 
     def threshold(self) -> int:
-        """Seed 002: a gateway peer NI below MAX_HEALTH * router_sensitivity % is not used."""
-        return LNET_MAX_HEALTH_VALUE * self.r.tunables.router_sensitivity // 100
+        """Seed 002 behind the deprecated knob: with ``router_sensitivity`` below 100 a gateway
+        peer NI under MAX_HEALTH * router_sensitivity % is not used; at the default 100 the
+        percentage has no effect, as in today's LNet (router.c, LU-18444): 0."""
+        pct = self.r.tunables.router_sensitivity
+        return 0 if pct >= 100 else LNET_MAX_HEALTH_VALUE * pct // 100
 
     def lpni_usable(self, lpni: PeerNI) -> bool:
         """rtr-mr-no-unhealthy: UP and healthy enough to put a message on the wire."""
@@ -125,6 +133,8 @@ class RouteTable:
             return route.alive
         if not gw.state & LNET_PEER_ROUTER_ENABLED:
             return False
+        if discovery_disabled(self.r.discovery, gw):
+            return route.alive  # the cached lr_alive (E13)
         llpn = gw.peer_net(route.lnet)
         if llpn is None or not any(self.lpni_usable(p) for p in llpn.lpnis):
             return False  # rtr-gw-down: every local representation below the threshold

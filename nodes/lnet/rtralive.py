@@ -133,17 +133,33 @@ class RouterAliveness:
             lpni.pref_nids.clear()
 
     # ------------------------------------------------------------------ receive side
-    def on_rx(self, ni: LNetNI, lpni: PeerNI, src: NID, now: float) -> str | None:
-        """Every received message (spec §4.2 step 4, §6.5); returns a drop reason or None."""
+    def on_rx(self, ni: LNetNI, lpni: PeerNI, src: NID, now: float, *,
+              ping: bool = True) -> str | None:
+        """Every received message (spec §4.2 step 4, §6.5); returns a drop reason or None.
+        ``ping``: a GET on the reserved portal (an LNet or discovery ping)."""
         self.r.last_now = max(self.r.last_now, now)
         self.r.checker.lpni_event(lpni, "rx")
         self.query_wanted.discard(lpni.nid)
-        if self.r.enabled:
-            self.r.checker.ni_last_alive[ni] = now
+        seed = self.r.tunables.router_sensitivity < 100
+        if self.r.enabled and (seed or (ping and self.r.ni_by_nid(src) is None)):
+            # lib-move.c lnet_parse: "Only update net_last_alive for incoming GETs on the
+            # reserved portal (i.e. incoming lnet/discovery pings) [from non-local NIDs].
+            # This avoids situations where the router's own traffic results in NI status
+            # changes": the ACKs of the router's own pushes would keep a silent NI alive.
+            # Seed 002's rtr-router-last-rx (any message) stays behind router_sensitivity
+            # below its default, the knob of seed 002's other router rules (differences.md)
+            # net_last_alive is the net's: every NI of the net is alive as long as one hears
+            # pings (router.c lnet_update_ni_status_locked marks a silent net's NIs down)
+            alive = self.r.checker.ni_last_alive
+            for sibling in self.r.local_nis():
+                if sibling.net is ni.net:
+                    alive[sibling] = now
             if ni.status != LNET_NI_STATUS_UP and not ni.fatal_error \
                     and ni.healthv == LNET_MAX_HEALTH_VALUE:
-                # in place in the ping buffer (spec §5.1)
+                # in place in the ping buffer, then pushed (lib-move.c lnet_parse:
+                # lnet_ni_set_status_locked -> lnet_push_update_to_peers(1))
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_UP)
+                self.r.discovery.local_ni_changed(force=True)
         if src.net == lpni.nid.net or self.r.ni_by_nid(src) is not None:
             return None
         gw = lpni.peer

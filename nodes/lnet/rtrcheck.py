@@ -132,8 +132,10 @@ class RouterChecker:
         """``lnet_check_routers`` + the router's own NI status update (spec §6.2, §6.4)."""
         self.r.last_now = now
         _, actions = self.r.state_tick(now)
-        if self.r.enabled:
-            self.update_ni_status(now)
+        if self.r.enabled and self.update_ni_status(now):
+            # router.c lnet_check_routers: "if the status of the ni changed update the
+            # peers" (lnet_push_update_to_peers(1))
+            self.r.discovery.local_ni_changed(force=True)
         actions += self.r.alive.query_tick(now)
         interval = self.r.tunables.alive_router_check_interval
         for gw in self.r.table.gateways():
@@ -146,16 +148,20 @@ class RouterChecker:
                     break
         return actions
 
-    def update_ni_status(self, now: float) -> None:
+    def update_ni_status(self, now: float) -> bool:
         """``lnet_update_ni_status_locked``: silent or fatal NIs are reported DOWN. The status
-        changes in place in the ping buffer (no new sequence, no push; spec §5.1)."""
+        changes in place in the ping buffer (no new sequence); returns whether one changed,
+        so the checker pushes the buffer to the MR peers (spec §5.1)."""
         limit = self.ni_timeout()
+        changed = False
         for ni in self.r.local_nis():
             last = self.ni_last_alive.setdefault(ni, now)
             # the same sum as deadline(): now - last >= limit can be false at last + limit
             down = ni.fatal_error or (limit > 0 and now >= last + limit)
             if down and ni.status == LNET_NI_STATUS_UP:
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_DOWN)
+                changed = True
+        return changed
 
     # ------------------------------------------------------------------ the ping
     def start_discovery(self, gw: Peer, net: Net | None, now: float) -> list[Action]:

@@ -23,18 +23,18 @@ ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
-from nodes.lnet.events import MessageReceived, TxCompleted
+from nodes.lnet.events import TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.loopback import send_loopback
 from nodes.lnet.mds import MDTable
 from nodes.lnet.msg import NEXT, Msg, MsgInput, MsgPhase
 from nodes.lnet.nid import LO_NET, NID
@@ -81,6 +81,8 @@ class Sender:
         self.timers = mds.timers
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
+        # after a simulated send error: fail_loc 0xe020 closes the conns (wired by the engine)
+        self.after_sim_error: Callable[[NID, NID, float], list[Action]] = lambda a, b, c: []
 
     # ------------------------------------------------------------------ entry points
     def launch(self, msg: Msg, now: float, src: NID | None) -> list[Action]:
@@ -92,14 +94,17 @@ class Sender:
         return self.send(msg, now)
 
     def respond(self, now: float, mtype: MsgType, rx_ni: LNetNI, req: LNetHdr,
-                payload: bytes = b"", mlength: int = 0, rtr: NID | None = None) -> list[Action]:
+                payload: bytes = b"", mlength: int = 0, rtr: NID | None = None,
+                rx_committed: bool = False) -> list[Action]:
         """ACK/REPLY: from the NID the request came to, to the request's source (snd-045);
-        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1)."""
+        ``rtr`` is the previous hop, the gateway a routed response goes back through (§2.1);
+        ``rx_committed``: a REPLY, the GET's own message (``Health.check``)."""
         hdr = LNetHdr(dest_nid=req.src_nid, src_nid=rx_ni.nid, dest_pid=req.src_pid,
                       src_pid=self.node.pid, type=mtype, payload_length=len(payload),
                       wmd=req.wmd, match_bits=req.match_bits, mlength=mlength)
         msg = Msg(next(self.ids), mtype, hdr, payload, is_response=True, final_dst=req.src_nid,
-                  src_nid_param=rx_ni.nid, rtr_nid_param=rtr, onactivelist=True)
+                  src_nid_param=rx_ni.nid, rtr_nid_param=rtr, onactivelist=True,
+                  rx_committed=rx_committed)
         self.counters.msg_alloc()
         return self.send(msg, now)
 
@@ -143,8 +148,10 @@ class Sender:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
         dst = msg.final_dst
         assert dst is not None
-        if (dst.net == LO_NET or dst in self.local.by_nid) and not msg.recovery:
-            return self.send_loopback(msg, now)
+        if dst.net == LO_NET:
+            # lib-move.c lnet_select_pathway: only 0@lo is short-cut (lnet_handle_lo_send);
+            # our own other NIDs are peers like any other and go through the LND (E1)
+            return send_loopback(self, msg, now)
         lpni = self._resolve(dst)
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
         # date; a router runs it for a forwarded message's final destination too
@@ -255,7 +262,8 @@ class Sender:
             hs = HStatus(verdict)
             if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
                 self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hs.name)
-            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs)]
+            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs),
+                    *self.after_sim_error(ni.nid, lpni.nid, now)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
                 and not msg.is_response:
@@ -291,20 +299,6 @@ class Sender:
             if lpni.tx_credits <= 0 and lpni.txq:
                 actions += self.post(lpni.txq.popleft(), now)
         return actions
-
-    def send_loopback(self, msg: Msg, now: float) -> list[Action]:
-        """Messages to one of our own NIDs go through the loopback NI, without credits."""
-        assert msg.final_dst is not None and self.receiver is not None
-        ni = self.local.ni_by_nid(msg.final_dst) or self.local.nets[LO_NET].nis[0]
-        msg.hdr = replace(msg.hdr, src_nid=ni.nid, dest_nid=ni.nid)
-        msg.txni = ni
-        md = msg.md
-        if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
-                and not msg.is_response:
-            self.mds.arm(md, now + self.tunables.transaction_timeout)
-        actions = self.receiver.parse(MessageReceived(ni=ni.nid, peer_nid=ni.nid, hdr=msg.hdr,
-                                                      payload=msg.payload), now, loopback=True)
-        return actions + self.finalize_tx(msg, now, 0, HStatus.OK)
 
     # ------------------------------------------------------------------ lnet_finalize
     def _resend(self, msg: Msg, now: float) -> list[Action]:

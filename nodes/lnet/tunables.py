@@ -3,9 +3,16 @@
 Theory of operation: one ``Tunables`` object per node holds today's module parameters (spec §0)
 with the cross-checks of api-ni.c (``sensitivity_set``, ``retry_count_set``,
 ``transaction_to_set``). ``set()`` raises LNetConfigError with the errno lnetctl would report.
-Deprecated knobs (``recovery_interval``, ``router_sensitivity``) are accepted and shown but have
-no effect, as in today's LNet (spec §11.10), except that router.py honours router_sensitivity
-as seed 002 requires (docs/differences.md).
+Deprecated knobs (``recovery_interval``, ``router_sensitivity``) are accepted and shown and, as
+in today's LNet (spec §11.10), have no effect at their defaults. Where a seed and today's LNet
+disagree, the seed's behaviour stays behind that knob (issue 14 item 1, docs/differences.md):
+``router_sensitivity`` below its default 100 (``set router_sensitivity N`` or
+``router_sensitivity_percentage=N``) makes router.py honour it as seed 002 requires, and
+``recovery_interval`` above its default 1 (``set recovery_interval N`` or
+``lnet_recovery_interval=N``) brings back seed 004's pre-2.15 local NI recovery: one ping every
+N seconds, each adding exactly ``health_sensitivity`` (``seed_recovery_interval``; ``global
+show`` keeps printing 1, as api-ni.c ``recovery_interval_set`` stores nothing). The defaults
+are today's LNet, and an export/import round trip (which writes the defaults back) keeps them.
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ class Tunables:
     avoid_asym_router_failure: int = 1
     check_routers_before_use: int = 0
     forwarding: int = 0
+    # seed 004's local NI recovery interval behind recovery_interval (module doc); 0 = off
+    seed_recovery_interval: int = 0
 
     @property
     def lnd_timeout(self) -> int:
@@ -118,7 +127,8 @@ class Tunables:
         setter(self, value)
 
 
-TUNABLE_NAMES = tuple(f.name for f in fields(Tunables))
+#: what the recovery_interval knob stored is not a tunable of its own
+TUNABLE_NAMES = tuple(f.name for f in fields(Tunables) if f.name != "seed_recovery_interval")
 
 
 def _bad(what: str, value: int, errno: int = EINVAL) -> LNetConfigError:
@@ -165,6 +175,13 @@ def _set_range(name: str):  # type: ignore[no-untyped-def]
     return setter
 
 
+def _set_recovery_interval(t: Tunables, v: int) -> None:
+    """api-ni.c ``recovery_interval_set`` accepts anything and only warns (LU-13569); a value
+    above the default 1 switches local NI recovery to seed 004's fixed interval (module doc),
+    ``global show`` still prints 1."""
+    t.seed_recovery_interval = v if v > 1 else 0
+
+
 def _set_max_interfaces(t: Tunables, v: int) -> None:
     # the kernel replaces values below the minimum by the default (spec §9.1)
     t.max_interfaces = LNET_INTERFACES_MAX_DEFAULT if v < LNET_INTERFACES_MIN else v
@@ -186,7 +203,7 @@ _SETTERS = {
     "max_interfaces": _set_max_interfaces,
     "discovery": _set_range("discovery"),
     "drop_asym_route": _set_range("drop_asym_route"),
-    "recovery_interval": lambda t, v: None,  # recovery_interval_set only warns (LU-13569)
+    "recovery_interval": _set_recovery_interval,
     "router_sensitivity": _set_range("router_sensitivity"),
     "response_tracking": _set_range("response_tracking"),
     "recovery_limit": _set_range("recovery_limit"),

@@ -20,7 +20,8 @@ when they are created, with the kernel's per-construct callbacks (``LocalNets.ad
 ``on_net``/``on_ni``, the peer table calls ``on_lpn``/``on_lpni``); as in udsp.c a new peer NI
 is matched by NID only, so a pair rule whose ``dst`` is a whole net reaches only peer NIs that
 existed when it was applied. ``delete`` reverts only the deleted rule's targets (priority back
-to UINT_MAX, preferred lists cleared) and does not re-apply the others (spec §11.12).
+to UINT_MAX, preferred lists cleared) and does not re-apply the others (spec §11.12);
+``--all`` reverts every rule's targets (udsp.c ``lnet_udsp_destroy(false)``).
 Gateways are the peers that routes use (``Peer.rtr_refcount > 0``).
 """
 
@@ -101,9 +102,12 @@ class UDSPTable:
             self._apply(r, revert=False)
 
     def delete(self, idx: int | None) -> None:
-        """``lnet_udsp_del_policy``: revert only this rule's targets; None deletes all."""
+        """``lnet_udsp_del_policy``: revert only this rule's targets; None (``--all``, idx -1)
+        is udsp.c ``lnet_udsp_destroy(false)``: each rule, first to last, has its targets
+        reverted as it goes (only the shutdown path, ``unconfigure``, reverts nothing)."""
         if idx is None:
-            self.rules.clear()  # lnet_udsp_destroy: nothing is reverted
+            while self.rules:
+                self._apply(self.rules.pop(0), revert=True)
             return
         if not 0 <= idx < len(self.rules):
             raise LNetConfigError(-ENOENT, "cannot del udsp: No such file or directory")

@@ -57,7 +57,7 @@ def ni_view(ni: LNetNI, verbose: int) -> dict[str, Any]:
                            "peer_buffer_credits": t.peer_buffer_credits, "credits": t.credits}
         if not ni.is_lo:
             out["lnd tunables"] = {"conns_per_peer": ni.conns_per_peer,
-                                   "timeout": ni.lnd_timeout, "tos": -1}
+                                   "timeout": ni.lnd_timeout, "tos": ni.tos}
         out["dev cpt"] = ni.dev_cpt
         out["CPT"] = _cpt_str(ni.cpts)
     return out

@@ -15,7 +15,9 @@ Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080
   Across segments the *host* routes: a NI on lan0 sending to a peer NID on lan1 of the same
   LNet net goes out of the host's interface on lan1 (Linux connected route, weak host model),
   so it is deliverable if any up interface of the sending host is on the destination's
-  segment; otherwise it fails with -ENETUNREACH / REMOTE_DROPPED (no route);
+  segment and one of the destination's host is up on the sender's (the way back of the TCP
+  connection, which carries the replies); otherwise it fails with -ENETUNREACH /
+  REMOTE_DROPPED (no route);
 * a destination that is down or owned by no engine fails with -ENETUNREACH / REMOTE_DROPPED.
 
 The check is made at send time and again at arrival (a link that went down in flight fails
@@ -249,11 +251,16 @@ class Fabric(Scheduler):
         sa, sb = self.segment.get(a), self.segment.get(b)
         if sa is None or sb is None or sa == sb:
             return 0
-        host = self.host.get(a) or self.owner.get(a) or ""
-        for nid in self._host_seg.get((host, sb), ()):
-            if nid not in self.down:
-                return 0
+        # a socklnd connection needs both ways: out of a's host on b's segment, and back
+        # from b's host on a's segment (the SYN-ACK, then every ACK/REPLY over that conn)
+        if self._host_up_on(a, sb) and self._host_up_on(b, sa):
+            return 0
         return -ENETUNREACH
+
+    def _host_up_on(self, nid: NID, segment: str) -> bool:
+        """Whether ``nid``'s host has an interface up on ``segment`` (its connected route)."""
+        host = self.host.get(nid) or self.owner.get(nid) or ""
+        return any(n not in self.down for n in self._host_seg.get((host, segment), ()))
 
     def reachable(self, a: NID, b: NID) -> bool:
         """``path_error(a, b) == 0``."""

@@ -82,8 +82,14 @@ def test_ping_buffer_layout_status_and_seq() -> None:
     eng.net_del(TCP, "eth1")
     assert eng.ping_seq == seq + 1
     eng.ni_set_fatal(C[0], True, 0.0)
-    assert eng.ping_seq == seq + 1  # a status change is made in place, no rebuild
+    # a carrier change rebuilds it on a non-router (socklnd.c
+    # ksocknal_handle_link_state_change -> lnet_mark_ping_buffer_for_update)
+    assert eng.ping_seq == seq + 2
     assert dict(eng.ping_info().nis)[C[0]] == DOWN
+    eng.set_tunable("forwarding", 1, 0.0)  # a router now (its buffer rebuilt: RTE bit)
+    seq = eng.ping_seq
+    eng.ni_set_fatal(C[0], False, 0.0)
+    assert eng.ping_seq == seq  # not on a router (lnet_mark_ping_buffer_for_update)
     eng.set_tunable("discovery", 0)
     assert not eng.ping_info().features & LNET_PING_FEAT_DISCOVERY
 
@@ -319,8 +325,9 @@ def test_disabling_discovery_force_pushes_and_peer_marks_us() -> None:
               and t.hdr.type == MsgType.PUT]
     assert len([1 for _, nd, t in fab.transmits if nd == "c1" and t.hdr.ptl_index == 0]) > n
     assert not PingInfo.unpack(pushes[-1].payload).features & LNET_PING_FEAT_DISCOVERY
-    # MARK_DELETION -> deleted; the push's ACK recreates it as a plain traffic peer
-    again = s1.peers.find_peer(C[0])
+    # MARK_DELETION -> deleted; the push's ACK recreates it as a plain traffic peer (the push
+    # left from any NI: lnet_peer_send_push resets lp_disc_src_nid after each push)
+    again = s1.peers.find_peer(pushes[-1].hdr.src_nid)
     assert again is not None and again is not old and again.state == 0 and again.nnis == 1
     # enabling again does not push
     n = len(fab.transmits)

@@ -133,6 +133,9 @@ def test_health_changes_are_notices_with_their_cause() -> None:
                                     "cause": "manual"}),
                      ("lpni_health", {"nid": str(S[1]), "old": 1000, "new": 700,
                                       "cause": "manual"})]
-    fab.run_until(fab.now + 30)  # local recovery pings raise the NI again
+    fab.run_until(fab.now + 30)  # local recovery pings (through the LND) raise the NI again
     causes = {f["cause"] for k, f in drain(c1) if k == "ni_health"}
-    assert causes == {"recovery"}
+    # the ping's GET completing OK is lnet_health_check's +sensitivity ("ok"), its REPLY the
+    # recovery handler's (lib-msg.c, lib-move.c lnet_handle_recovery_reply)
+    assert causes == {"ok", "recovery"}
+    assert c1.ni_by_nid(C[0]).healthv == 1000

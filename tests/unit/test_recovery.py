@@ -9,7 +9,9 @@ from enginekit import PORTAL, TCP, C, S, mr2_fabric  # noqa: F401
 from enginekit import make_node as _node
 
 from nodes.lnet import recovery
+from nodes.lnet.fault import FaultAttr
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, MsgType
+from nodes.lnet.hstatus import HStatus
 from nodes.tools.yamlfmt import dump
 from testbed.sim.fabric import Fabric
 
@@ -27,14 +29,99 @@ def test_backoff_interval() -> None:
     assert [recovery.interval(eng, n) for n in range(7)] == [1, 2, 4, 8, 16, 20, 20]
 
 
-def test_local_ni_recovers_in_exactly_ten_pings() -> None:
-    """Seed 004: sensitivity 100, an NI at health 0 is back at 1000 after exactly 10 pings;
-    each good ping resets ping_count (as its REPLY would), so they come every 2 s."""
+def _local_pings(fab: Fabric, ni_nid: object) -> list[tuple[float, object, object]]:
+    """(time, sending NI, target) of every local NI recovery ping c1 transmitted."""
+    return [(t, act.ni, act.lpni) for t, node, act in fab.transmits
+            if node == "c1" and act.hdr.type == MsgType.GET and act.hdr.ptl_index == 0
+            and act.lpni == ni_nid]
+
+
+def test_local_ni_recovery_pings_go_through_the_lnd() -> None:
+    """lib-move.c ``lnet_recover_local_nis``: a local NI's recovery ping is a GET to its own
+    NID sent like any message (non-MR, from the best NI on that net: here the healthy one,
+    so the sick NI is reached over a working path, sanity-lnet 218), delivered by the fabric;
+    each ping adds the REPLY handler's +100 (``lnet_handle_recovery_reply``) to what the
+    message's own health check adds on that NI: the GET it receives and the REPLY it sends
+    are one lnet_msg (lib-move.c ``lnet_parse_get``), checked once (lib-msg.c
+    ``lnet_health_check``, +100). So 0 -> 200 -> ... -> 1000 in five pings, one every 2 s
+    (that check resets the NI's ping_count). Not seed 004's +100 a ping: that stays behind
+    ``recovery_interval`` (below)."""
     fab = _mr2()
     c = fab.engines["c1"]
     ni = c.local_nis()[0]
-    c.net_set_health(ni.nid, 0, 0.0)
-    assert ni.status_str == "down" and ni in c.ni_recoveryq
+    fab.transmits.clear()
+    c.net_set_health(ni.nid, 0, fab.now)
+    start = fab.now
+    seen: list[int] = []
+    while ni.healthv < 1000 and fab.now < start + 60:
+        t = c.next_deadline()
+        assert t is not None
+        fab.run_until(t + 0.5)
+        if not seen or seen[-1] != ni.healthv:
+            seen.append(ni.healthv)
+    pings = _local_pings(fab, ni.nid)
+    assert seen == [200, 400, 600, 800, 1000] and ni.status_str == "up"
+    assert [(round(t - start, 6), src) for t, src, _ in pings] == [
+        (0.0, C[1]), (2.0, C[1]), (4.0, C[1]), (6.0, C[1]), (8.0, C[1])]
+    assert c.peers.find_lpni(ni.nid) is not None  # our own NID is a peer NI now
+    fab.run_until(fab.now + 3)
+    assert ni not in c.ni_recoveryq and c.view("recovery", local=True) == {}
+
+
+def test_lone_ni_recovery_ping_counts_four_health_checks() -> None:
+    """A NI alone on its net pings itself: the GET it sends (+100), the GET received and the
+    REPLY sent (one message, +100), the REPLY received (+100) and ``lnet_handle_recovery_reply``
+    (+100) all land on it: +400 a ping (lib-msg.c ``lnet_health_check``, lib-move.c)."""
+    fab = _mr2()
+    c = fab.engines["c1"]
+    ni, other = c.local_nis()
+    c.net_del(TCP, "eth1")  # c1 keeps one NI on tcp
+    fab.run_until(fab.now + 5)  # the push of the new ping buffer is over
+    fab.transmits.clear()
+    c.net_set_health(ni.nid, 0, fab.now)
+    fab.run_until(fab.now + 0.5)
+    assert ni.healthv == 400
+    assert [src for _, src, _ in _local_pings(fab, ni.nid)] == [ni.nid]
+    assert other not in c.local_nis()
+
+
+def test_local_recovery_ping_hits_drop_rules_and_backs_off() -> None:
+    """A local recovery ping meets LNet drop rules like any GET (sanity-lnet 210): with
+    ``-e local_error`` on GETs it fails (FAILED, health stays 0, no resend), the NI stays
+    queued and ping_count grows with the backoff 1, 2, 4 s; once the rule is gone the next
+    ping recovers it."""
+    fab = _mr2()
+    c = fab.engines["c1"]
+    ni = c.local_nis()[0]
+    for src in C:
+        c.faults.add("drop", FaultAttr(src=src, dst=ni.nid, msg_mask=1 << MsgType.GET,
+                                       rate=1, health_mask=1 << HStatus.LOCAL_ERROR), fab.now)
+    c.net_set_health(ni.nid, 0, fab.now)
+    start = fab.now
+    counts = []
+    for t in (0.5, 1.5, 2.5, 5.5, 6.5):  # pings at +0, +2 (2**1), +6 (2**2)
+        fab.run_until(start + t)
+        counts.append(ni.ping_count)
+    assert counts == [1, 1, 2, 2, 3]
+    assert ni.healthv == 0 and ni in c.ni_recoveryq
+    assert c.counters.values["resend_count"] == 0
+    assert not _local_pings(fab, ni.nid)  # failed before the LND (simulated error)
+    c.faults.delete("drop", None, None, fab.now)
+    fab.run_until(start + 40)
+    assert ni.healthv == 1000 and ni not in c.ni_recoveryq
+
+
+def test_seed_local_recovery_behind_recovery_interval() -> None:
+    """Seed 004 (pre-2.15) behind the deprecated knob ``recovery_interval`` > 1: pings are
+    answered inside the engine, one every ``recovery_interval`` seconds, exactly +100 each,
+    so 0 -> 1000 takes exactly 10 pings; ``global show`` still prints 1 (api-ni.c
+    ``recovery_interval_set`` stores nothing)."""
+    fab = _mr2()
+    c = fab.engines["c1"]
+    c.set_tunable("recovery_interval", 2)
+    assert c.view("global")["global"]["recovery_interval"] == 1
+    ni = c.local_nis()[0]
+    c.net_set_health(ni.nid, 0, fab.now)
     times: list[float] = []
     while ni.healthv < 1000:
         t = c.next_deadline()
@@ -46,23 +133,23 @@ def test_local_ni_recovers_in_exactly_ten_pings() -> None:
             times = pings
             assert ni.healthv == 100 * len(times)
     assert len(times) == 10 and ni.status_str == "up"
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # (the harness discovered the peer first: virtual time starts a few ms after 0)
-    assert gaps == pytest.approx([2] * 9) and times[0] == pytest.approx(0.0, abs=0.01)
-    fab.run_until(fab.now + 3)
-    assert ni not in c.ni_recoveryq  # healthy entries leave at the next tick
-    assert c.view("recovery", local=True) == {}
+    assert [b - a for a, b in itertools.pairwise(times)] == pytest.approx([2] * 9)
+    assert not _local_pings(fab, ni.nid)  # nothing went through the fabric
 
 
-def test_local_recovery_fails_while_fatal() -> None:
-    """A fatal NI's recovery pings fail (no health credit); clearing fatal lets it recover."""
+def test_seed_local_recovery_fails_while_fatal() -> None:
+    """Seed mode: a fatal NI's in-engine pings fail (no health credit); clearing fatal lets
+    it recover."""
     fab = _mr2()
     c = fab.engines["c1"]
+    c.set_tunable("recovery_interval", 2)
     ni = c.local_nis()[0]
+    fab.set_link(ni.nid, False)  # the carrier is gone: nothing arrives on it either
     c.ni_set_fatal(ni.nid, True, 0.0)
     c.net_set_health(ni.nid, 500, 0.0)
     fab.run_until(40)
     assert ni.healthv == 500 and ni.ping_count >= 4
+    fab.set_link(ni.nid, True)
     c.ni_set_fatal(ni.nid, False, fab.now)
     fab.run_until(fab.now + 2000)
     assert ni.healthv == 1000 and ni.status_str == "up"

@@ -119,6 +119,19 @@ def test_cross_segment_send_is_routed_by_the_host(tb: SimTestbed) -> None:
     assert done[-1]["rc"] == -101
 
 
+def test_cross_segment_send_needs_the_way_back(tb: SimTestbed) -> None:
+    """A TCP connection carries the replies back: c1's lan1 NI reaches s1's lan0 NID out of
+    c1's lan0 interface, but the SYN-ACK returns out of s1's lan1 interface; with that one
+    down the send fails (-ENETUNREACH) rather than delivering a message whose ACK can never
+    come back (test_parity: a push from a restored rail left PUSH_SENT for 10 s)."""
+    c1 = tb.node("c1")
+    assert c1.ping(S1_NIDS[0], source="10.11.0.1@tcp").rc == 0
+    tb.link("s1", "eth1", "down")
+    assert c1.ping(S1_NIDS[0], source="10.11.0.1@tcp", timeout=2).rc != 0
+    done = [e for e in tb.events() if e["kind"] == "tx_done" and e["node"] == "c1"]
+    assert done[-1]["rc"] == -101
+
+
 def test_events_use_the_events_jsonl_schema(tb: SimTestbed) -> None:
     """Every sim event is {"t", "kind", "node", ...} like the Mininet events.jsonl."""
     tb.node("c1").put(S1_NIDS[0], count=1)

@@ -358,6 +358,9 @@ def test_link_down_closes_conns_and_drops_txs_for_resend() -> None:
         failed = [v[0] for v in a.done.values() if v[0] != (0, HStatus.OK)]
         assert failed and set(failed) == {(-errno.ENETDOWN, HStatus.REMOTE_DROPPED)}
         assert a.conns[-1][0] == "down" and a.conns[-1][3] == "link down"
+        # closed as ksocknal_del_peer closes (error 0): no ksocknal_peer_failed, no
+        # lnet_notify of the peer NI's death (its status is the peer's push to tell)
+        assert not [n for n in a.notes if n[1] == NID_B and n[2] is False], a.notes
         a.lnd.send(99, NID_A, NID_B, put(NID_A, NID_B, b"x"), b"x")
         await wait_for(lambda: 99 in a.done)
         assert a.done[99] == [(-errno.ENETDOWN, HStatus.REMOTE_DROPPED)]

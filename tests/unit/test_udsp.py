@@ -138,6 +138,26 @@ def test_delete_reverts_only_its_targets_and_does_not_reapply() -> None:
     assert e.value.errno == -2
     udsp.delete(eng, None)
     assert udsp.show(eng) == {}
+    # --all is lnet_udsp_destroy(false): every rule's targets are reverted
+    assert peer.nets[1].sel_priority == U
+
+
+def test_delete_all_reverts_every_rule() -> None:
+    """udsp.c ``lnet_udsp_destroy(false)`` (``udsp del --all``) reverts each rule's targets:
+    no peer NI, peer net, NI or net keeps a priority of a deleted rule."""
+    eng = _engine()
+    _add(eng, src="tcp1", prio=1)
+    _add(eng, src="10.0.0.1@tcp", prio=2)
+    _add(eng, dst="tcp1", prio=0)
+    _add(eng, dst="10.0.1.2@tcp", prio=0)
+    assert _lpni(eng, "10.0.1.2@tcp").sel_priority == 0
+    udsp.delete(eng, None)
+    peer = eng.peers.find_peer(NID.parse("10.0.0.2@tcp"))
+    assert peer is not None and all(pn.sel_priority == U for pn in peer.nets)
+    assert all(_lpni(eng, n).sel_priority == U
+               for n in ("10.0.0.2@tcp", "10.0.1.2@tcp", "10.1.0.2@tcp1"))
+    assert all(net.sel_priority == U for net in eng.nets.values())
+    assert all(ni.sel_priority == U for ni in eng.local_nis())
 
 
 def test_new_constructs_get_rules_at_creation() -> None:

@@ -78,8 +78,9 @@ def test_lnd_notifies_gateway_dead_then_alive(topology: Any) -> None:
 
 @pytest.mark.requirement("rtr-mr-sensitivity", "rtr-mr-no-unhealthy", "rtr-gw-down")
 def test_router_sensitivity_keeps_unhealthy_gateway_ni_off_the_wire(topology: Any) -> None:
-    """Seed 002 (today's LNet ignores router_sensitivity_percentage, docs/differences.md): a
-    gateway peer NI whose health is below MAX_HEALTH * router_sensitivity% is not used, so a
+    """Seed 002 behind the knob (today's LNet ignores router_sensitivity_percentage at its
+    default 100, docs/differences.md): below 100, a gateway peer NI whose health is below
+    MAX_HEALTH * router_sensitivity% is not used, so a
     gateway whose every NI on the local net is below it is down (rtr-gw-down) and no message
     goes to it (rtr-mr-no-unhealthy); lowering the percentage makes it usable again
     (rtr-mr-sensitivity). The router checker is slowed and recovery limited so nothing heard
@@ -90,6 +91,7 @@ def test_router_sensitivity_keeps_unhealthy_gateway_ni_off_the_wire(topology: An
     _up(tb, "c1")
     assert c1.put(S1, count=4, size=64)["completed"] == 4  # c1 and s1 discover each other
     ok(c1, "lnetctl", "set recovery_limit 1")
+    ok(c1, "lnetctl", "set router_sensitivity 99")
     _quiet_checker(tb, c1, R1)
     tb.advance(1.0)  # older than recovery_limit: not queued for recovery pings
     ok(c1, "lnetctl", f"peer set --nid {R1} --health 500")
@@ -100,8 +102,10 @@ def test_router_sensitivity_keeps_unhealthy_gateway_ni_off_the_wire(topology: An
     assert peer_nis(c1)[R1]["statistics"]["send_count"] == before  # nothing to r1
     ok(c1, "lnetctl", "set router_sensitivity 40")
     assert _routes(c1) == {R1: "up", R2: "up"}
-    ok(c1, "lnetctl", "set router_sensitivity 100")
+    ok(c1, "lnetctl", "set router_sensitivity 99")
     assert _routes(c1)[R1] == "down"
+    ok(c1, "lnetctl", "set router_sensitivity 100")  # the default: today's LNet
+    assert _routes(c1)[R1] == "up"
 
 
 @pytest.mark.requirement("rtr-mr-notify-dead")
@@ -111,10 +115,12 @@ def test_lnet_tells_the_lnd_a_gateway_ni_is_dead(topology: Any) -> None:
     health goes below MAX_HEALTH * router_sensitivity%. Real LNet only makes that call from
     ``lnet_notify``; we follow the seed (docs/differences.md). A simulated REMOTE_DROPPED on
     c1's PUTs (``lctl net_drop_add -e remote_dropped``) lowers the gateways' health from 1000
-    to 900: each crossing is logged and the socklnd closes its connections to that gateway."""
+    to 900, below 990 with ``router_sensitivity 99`` (the seed's rule is behind the knob): each
+    crossing is logged and the socklnd closes its connections to that gateway."""
     tb = topology
     c1 = tb.node("c1")
     _up(tb, "c1")
+    ok(c1, "lnetctl", "set router_sensitivity 99")
     ok(c1, "lctl", f"net_drop_add -s * -d {S1} -r 1 -m put -e remote_dropped")
     c1.put(S1, count=1, size=64, timeout=30)
     ok(c1, "lctl", "net_drop_del -a")
@@ -122,7 +128,7 @@ def test_lnet_tells_the_lnd_a_gateway_ni_is_dead(topology: Any) -> None:
                  "the socklnd told a gateway NI is dead")
     told = {nid for nid in (R1, R2) if f"LNet notified peer NI {nid} dead" in log}
     assert told, log[-2000:]
-    assert all(f"peer NI {nid} health 900 below router sensitivity 1000" in log
+    assert all(f"peer NI {nid} health 900 below router sensitivity 990" in log
                for nid in told)
 
 

@@ -1,4 +1,4 @@
-"""sanity-lnet.sh tests 100, 102, 106, 111: ``lnetctl route add|del|show`` and ``lctl
+"""sanity-lnet.sh tests 100, 102, 105, 106, 111: ``lnetctl route add|del|show`` and ``lctl
 show_route`` on setup_router_test's nodes, at lustre-release c881f8ebcb.
 
 ``validate_gateway_nids``: the export lists as many ``gateway:`` entries as expected, each
@@ -46,6 +46,14 @@ def test_sanity_102_delete_route_with_single_gw(routed: Any) -> None:
     run(local, f"route add --net {REMOTE_NET} --gateway {gw}")
     run(local, f"route del --net {REMOTE_NET} --gateway {gw}")
     assert gateways(local) == expected == []
+
+
+def test_sanity_105_adding_duplicate_gw_peer_fails(routed: Any) -> None:
+    """peer.c ``lnet_peer_add``: re-creating the route's gateway peer as configured deletes
+    it first, and ``lnet_peer_ni_del_locked`` refuses a gateway (E19)."""
+    local, gw = _setup(routed), _router_nid(routed)
+    run(local, f"route add --net {REMOTE_NET} --gateway {gw}")
+    fails(local, f"peer add --prim {gw}")
 
 
 def test_sanity_106_deleting_gw_peer_fails(routed: Any) -> None:
