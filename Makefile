@@ -61,12 +61,12 @@ boxes: venv vagrant-deps
 # The Vagrant smoke suite: LXC guests (client and server, two rails each; the crash path; two
 # hosts over VXLAN). Serial, after `make test`: guest boots want both cores.
 smoke-vagrant: boxes
-	$(PY) -m pytest vagrant/tests -m "not libvirt" -p no:cacheprovider \
+	$(PY) -m pytest vagrant/tests -m "not libvirt" -p no:cacheprovider --timeout 1800 \
 	  --junitxml=reports/junit-vagrant.xml
 
 # The same smoke on libvirt VMs (QEMU TCG here, KVM where it works): minutes, ~1.5 GiB per VM.
 smoke-vagrant-libvirt: boxes
-	$(PY) -m pytest vagrant/tests -m libvirt -p no:cacheprovider \
+	$(PY) -m pytest vagrant/tests -m libvirt -p no:cacheprovider --timeout 1800 \
 	  --junitxml=reports/junit-vagrant-libvirt.xml
 
 # Mininet comes from Debian for /usr/bin/python3, hence a venv on that interpreter that also

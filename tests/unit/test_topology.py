@@ -402,6 +402,9 @@ def assert_refused_cleanly(text: str) -> None:
 
 @pytest.mark.parametrize("text", MALFORMED)
 def test_malformed_corpus_only_raises_topologyerror_one_line(text: str) -> None:
+    """Every file of the corpus is bad: accepting one fails the test (issue 14 item 3)."""
+    with pytest.raises(TopologyError):
+        parse_topology(text, source="fuzz.yaml")
     assert_refused_cleanly(text)
 
 

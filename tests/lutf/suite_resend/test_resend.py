@@ -9,6 +9,7 @@ transaction_timeout 10); the ``mr2`` fixture resets rules, tunables, health and 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -122,8 +123,14 @@ def test_transaction_timeout_ends_the_transaction(mr2: Any) -> None:
     c1, s1 = mr2.node("c1"), mr2.node("s1")
     ok(c1, "lnetctl", "set transaction_timeout 3")
     ok(s1, "lctl", "net_drop_add -s * -d * -r 1 -m put")
+    sim = mr2.status().get("backend") == "sim"
+    clock = (lambda: float(mr2.now)) if sim else time.monotonic
+    t0 = clock()
     reply = c1.put(S1_NIDS[0], count=3, size=0, timeout=60.0)
+    took = clock() - t0
     assert reply["failed"] == 3 and reply["errors"] == {"UNLINK:-110": 3}, reply
+    # at the 3 s transaction timeout, not the 60 s caller wait; exactly, on the virtual clock
+    assert (took == pytest.approx(3.0, abs=1e-3)) if sim else (2.5 <= took <= 8), took
     st = stats(c1)
     assert st["response_timeout_count"] == 3 and st["resend_count"] == 0, st
     assert _dropped(s1) == 3
