@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from lutf.lnet_views import advance_until
-from lutf.suite_sanity.sanity import REMOTE_NET, ni_status, route_states, run
+from lutf.suite_sanity.sanity import REMOTE_NET, fails, ni_status, route_states, run
 
 LOCAL_NET = "tcp"
 #: 2 * (alive_router_check_interval + router_ping_timeout) of the topologies (5 + 5)
@@ -67,3 +67,43 @@ class Routed:
         self.config_routes()
         run(self.l, f"ping {self.pnid}")
         run(self.p, f"ping {self.lnid}")
+
+    def aarf_enabled(self) -> None:
+        """``do_aarf_enabled_test``: a route comes up only when both router NIs are up."""
+        self.routing()
+        self.router_nis("down", "down")
+        fails(self.l, f"ping {self.pnid}")
+        fails(self.p, f"ping {self.lnid}")
+        self.route_l()
+        self.router_nis("up", "down")
+        self.alive(self.l, "down")
+        fails(self.l, f"ping {self.pnid}")
+        fails(self.p, f"ping {self.lnid}")
+        self.route_p()
+        self.router_nis("up", "up")
+        self.alive(self.l, "up")
+        self.alive(self.p, "up")
+        run(self.l, f"ping {self.pnid}")
+        run(self.p, f"ping {self.lnid}")
+        run(self.l, "lnet unconfigure")
+        self.router_nis("down", "up")
+        self.alive(self.p, "down")
+        fails(self.p, f"ping {self.lnid}")
+
+    def aarf_disabled(self) -> None:
+        """``do_aarf_disabled_test``: a route is up as soon as its gateway answers, whatever
+        the router's far side; it stays up for the peer when this host stops LNet."""
+        self.routing()
+        self.router_nis("down", "down")
+        self.route_l()
+        self.router_nis("up", "down")
+        self.alive(self.l, "up")
+        self.route_p()
+        self.router_nis("up", "up")
+        self.alive(self.l, "up")
+        self.alive(self.p, "up")
+        run(self.l, f"ping {self.pnid}")
+        run(self.p, f"ping {self.lnid}")
+        run(self.l, "lnet unconfigure")
+        self.router_nis("down", "up")
+        self.alive(self.p, "up")

@@ -11,33 +11,14 @@ import yaml
 
 from lutf.lnet_views import advance_until
 from lutf.suite_sanity.routers import Routed
-from lutf.suite_sanity.sanity import export, fails, import_text, reinit, run
+from lutf.suite_sanity.sanity import export, import_text, reinit, run
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("routed.yaml")]
 
 
 def test_sanity_222_avoid_asym_router_failure_1(module_topology: Any) -> None:
     """``do_aarf_enabled_test``: a route comes up only when both router NIs are up."""
-    t = Routed(module_topology)
-    t.routing()
-    t.router_nis("down", "down")
-    fails(t.l, f"ping {t.pnid}")
-    fails(t.p, f"ping {t.lnid}")
-    t.route_l()
-    t.router_nis("up", "down")
-    t.alive(t.l, "down")
-    fails(t.l, f"ping {t.pnid}")
-    fails(t.p, f"ping {t.lnid}")
-    t.route_p()
-    t.router_nis("up", "up")
-    t.alive(t.l, "up")
-    t.alive(t.p, "up")
-    run(t.l, f"ping {t.pnid}")
-    run(t.p, f"ping {t.lnid}")
-    run(t.l, "lnet unconfigure")
-    t.router_nis("down", "up")
-    t.alive(t.p, "down")
-    fails(t.p, f"ping {t.lnid}")
+    Routed(module_topology).aarf_enabled()
 
 
 def test_sanity_50_enable_disable_routing_via_yaml_import(module_topology: Any) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from lutf.suite_sanity.routers import Routed
-from lutf.suite_sanity.sanity import run
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("routed-noaarf.yaml")]
 
@@ -16,18 +15,4 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("routed-noaarf.yaml")]
 def test_sanity_224_avoid_asym_router_failure_0(module_topology: Any) -> None:
     """``do_aarf_disabled_test``: a route is up as soon as its gateway answers, whatever the
     router's far side; it stays up for the peer when this host stops LNet."""
-    t = Routed(module_topology)
-    t.routing()
-    t.router_nis("down", "down")
-    t.route_l()
-    t.router_nis("up", "down")
-    t.alive(t.l, "up")
-    t.route_p()
-    t.router_nis("up", "up")
-    t.alive(t.l, "up")
-    t.alive(t.p, "up")
-    run(t.l, f"ping {t.pnid}")
-    run(t.p, f"ping {t.lnid}")
-    run(t.l, "lnet unconfigure")
-    t.router_nis("down", "up")
-    t.alive(t.p, "up")
+    Routed(module_topology).aarf_disabled()
