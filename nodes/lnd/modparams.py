@@ -1,0 +1,67 @@
+"""Module parameters of the socket side of a node: ksocklnd's, and lnet's acceptor ports.
+
+Theory of operation: ``modprobe ksocklnd sock_timeout=65`` and ``modprobe lnet
+accept_port_bulk=989`` happen before LNet is configured; the node daemon gets them as
+``--lnet-param NAME=VALUE`` beside the engine's own (``nodes/lnet/tunables.py``
+``MODULE_PARAMS``), a ksocklnd one written ``ksocklnd.NAME`` as on the kernel command line.
+``LND_PARAMS`` is their one table (name -> inclusive range), read by the daemon
+(``nodes/daemon/lnetctl_config.apply_module_params``) and the topology validator
+(``testbed/plan/schema.py``); ``LndParams`` holds the values one node was started with.
+
+* ``ksocklnd.sock_timeout`` (socklnd_modparams.c, int, 0644): ``ksocknal_timeout()`` is
+  ``sock_timeout ?: lnet_get_lnd_timeout()`` -- every NI's LND timeout, shown by ``lnetctl
+  net show -v`` as ``lnd tunables: timeout`` (``ksocknal_tunables_setup``). Its default here
+  is 0, not SOCKNAL_TIMEOUT_DEFAULT (docs/differences.md "socklnd timeout source").
+* ``accept_port_bulk`` (lnet/lnet/acceptor.c, int, 0444, default 988 = ``accept_port``): when
+  it differs from ``accept_port`` the acceptor listens on it too
+  (``lnet_acceptor_add_sockets``) and ``lnet_connect`` sends every connection but
+  SOCKLND_CONN_CONTROL there (``ksocknal_connect``: ``type == SOCKLND_CONN_CONTROL``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nodes.echo import clip
+from nodes.lnet.errors import EINVAL, LNetConfigError
+
+S32_MAX = 2**31 - 1
+#: name as given (``ksocklnd.NAME`` for ksocklnd's) -> inclusive range of the int parameter.
+#: The kernel takes any int; a negative timeout or a port outside 1..65535 is refused here
+#: (bad input gets a one-line error).
+LND_PARAMS: dict[str, tuple[int, int]] = {
+    "ksocklnd.sock_timeout": (0, S32_MAX),
+    "accept_port_bulk": (1, 65535),
+}
+
+
+@dataclass(slots=True)
+class LndParams:
+    """The socket-side module parameters of one node (None/0: not given)."""
+
+    sock_timeout: int = 0
+    accept_port_bulk: int | None = None
+
+
+def lnd_param_value(name: str, value: object) -> int:
+    """The integer ``value`` of LND parameter ``name``; raises LNetConfigError naming it."""
+    lo, hi = LND_PARAMS[name]
+    try:
+        number = value if isinstance(value, int) and not isinstance(value, bool) \
+            else int(str(value), 0)
+    except ValueError:
+        raise LNetConfigError(-EINVAL, f"module parameter {name}: '{clip(str(value))}' is not "
+                                       "an integer") from None
+    if not lo <= number <= hi:
+        raise LNetConfigError(-EINVAL, f"module parameter {name}: {number} not in {lo}..{hi}")
+    return number
+
+
+def set_lnd_param(params: LndParams, name: str, value: object) -> int:
+    """Store parameter ``name`` in ``params``; returns its value. Raises LNetConfigError."""
+    number = lnd_param_value(name, value)
+    setattr(params, name.rsplit(".", 1)[-1], number)
+    return number
+
+
+__all__ = ["LND_PARAMS", "LndParams", "lnd_param_value", "set_lnd_param"]
