@@ -16,6 +16,9 @@ accept_port_bulk=989`` happen before LNet is configured; the node daemon gets th
   it differs from ``accept_port`` the acceptor listens on it too
   (``lnet_acceptor_add_sockets``) and ``lnet_connect`` sends every connection but
   SOCKLND_CONN_CONTROL there (``ksocknal_connect``: ``type == SOCKLND_CONN_CONTROL``).
+* ``ksocklnd.skip_mr_route_setup`` (uint, 0444): declared by socklnd_modparams.c and read by
+  no kernel code (the host's ``ksocklnd-config`` script reads its /sys file); stored, no
+  effect.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ S32_MAX = 2**31 - 1
 #: (bad input gets a one-line error).
 LND_PARAMS: dict[str, tuple[int, int]] = {
     "ksocklnd.sock_timeout": (0, S32_MAX),
+    "ksocklnd.skip_mr_route_setup": (0, 2**32 - 1),
     "accept_port_bulk": (1, 65535),
 }
 
@@ -41,6 +45,7 @@ class LndParams:
 
     sock_timeout: int = 0
     accept_port_bulk: int | None = None
+    skip_mr_route_setup: int = 0
 
 
 def lnd_param_value(name: str, value: object) -> int:
