@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodes.echo import clip
-from nodes.lnet.errors import EINVAL, LNetConfigError
+from nodes.lnet.tunables import int_param
 
 S32_MAX = 2**31 - 1
 #: name as given (``ksocklnd.NAME`` for ksocklnd's) -> inclusive range of the int parameter.
@@ -50,16 +49,7 @@ class LndParams:
 
 def lnd_param_value(name: str, value: object) -> int:
     """The integer ``value`` of LND parameter ``name``; raises LNetConfigError naming it."""
-    lo, hi = LND_PARAMS[name]
-    try:
-        number = value if isinstance(value, int) and not isinstance(value, bool) \
-            else int(str(value), 0)
-    except ValueError:
-        raise LNetConfigError(-EINVAL, f"module parameter {name}: '{clip(str(value))}' is not "
-                                       "an integer") from None
-    if not lo <= number <= hi:
-        raise LNetConfigError(-EINVAL, f"module parameter {name}: {number} not in {lo}..{hi}")
-    return number
+    return int_param(name, value, *LND_PARAMS[name])
 
 
 def set_lnd_param(params: LndParams, name: str, value: object) -> int:
