@@ -110,6 +110,7 @@ _HELP = {
                  "routers buffers ...)",
     "set_param": "set_param [-n] NAME=VALUE...: set LNet parameters",
     "dk": "dk [FILE]: dump and clear the debug log",
+    "conn_list": "conn_list: print all the remote LNet connections (after --net NET)",
 }
 
 
