@@ -44,6 +44,7 @@ import dataclasses
 from collections.abc import Callable, Container, Coroutine
 from typing import Any, Protocol
 
+from nodes.lnd.modparams import LndParams
 from nodes.lnet import actions as _actions
 from nodes.lnet import notify
 from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
@@ -119,8 +120,11 @@ class NodeDriver:
         if trace_sink is not None and hasattr(engine, "trace_messages"):
             engine.trace_messages = True
         self.waiters: dict[int, Waiter] = {}
-        #: per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = LNet's lnd_timeout
+        #: per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = the module's
         self.sock_timeout: dict[NID, int] = {}
+        #: the socket side's module parameters (nodes/lnd/modparams.py): ksocklnd's
+        #: ``sock_timeout`` (0: LNet's lnd_timeout), lnet's ``accept_port_bulk``
+        self.lnd_params = LndParams()
         self._lnet_lnd_timeout = engine.tunables.lnd_timeout
         t = engine.tunables
         self._lnd_inputs = (t.transaction_timeout, t.retry_count)  # what lnd_timeout is of
@@ -277,18 +281,34 @@ class NodeDriver:
         if derived == self._lnet_lnd_timeout:
             return
         self._lnet_lnd_timeout = derived
+        if self.lnd_params.sock_timeout:
+            return  # every NI without its own timeout follows the module's
         for ni in self.engine.local_nis():
             if not ni.is_lo and ni.nid not in self.sock_timeout:
                 ni.lnd_timeout = derived
                 if self._set_lnd_timeout is not None:
                     self._set_lnd_timeout(ni.nid, float(derived))
 
+    def ksock_timeout(self) -> int:
+        """``ksocknal_timeout()``: the module's ``sock_timeout ?: lnet_get_lnd_timeout()``."""
+        return self.lnd_params.sock_timeout or self.engine.tunables.lnd_timeout
+
+    def set_module_sock_timeout(self, seconds: int) -> None:
+        """ksocklnd's ``sock_timeout`` (module load, or its 0644 file later): every NI
+        without its own ``--lnd-timeout`` takes ``ksocknal_timeout()`` at once."""
+        self.lnd_params.sock_timeout = seconds
+        for ni in self.engine.local_nis():
+            if not ni.is_lo and ni.nid not in self.sock_timeout:
+                ni.lnd_timeout = self.ksock_timeout()
+                if self._set_lnd_timeout is not None:
+                    self._set_lnd_timeout(ni.nid, float(ni.lnd_timeout))
+
     def ni_added(self, nid: NID) -> None:
-        """A new NI starts with sock_timeout 0: LNet's lnd_timeout. Logged as ``ni_add``."""
+        """A new NI starts with ``ksocknal_timeout()``. Logged as ``ni_add``."""
         self.sock_timeout.pop(nid, None)
         ni = self.engine.ni_by_nid(nid)
         if ni is not None:
-            ni.lnd_timeout = self.engine.tunables.lnd_timeout
+            ni.lnd_timeout = self.ksock_timeout()
             if self.notice_sink is not None:
                 self.notice_sink("ni_add", {"nid": str(nid), "interface": ni.interface})
 
@@ -302,15 +322,15 @@ class NodeDriver:
     def set_lnd_timeout(self, net: Net, seconds: int) -> int:
         """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of every NI of ``net``
         (socklnd connect/stale/progress timeout, and the engine's message deadline, spec
-        §3.4); 0 goes back to LNet's lnd_timeout. Returns how many NIs changed."""
+        §3.4); 0 goes back to ``ksocknal_timeout()``. Returns how many NIs changed."""
         count = 0
         for ni in self.engine.local_nis():
             if ni.nid.net == net:
                 if seconds:
                     self.sock_timeout[ni.nid] = seconds
-                else:  # 0: back to LNet's lnd_timeout (ksocknal_timeout)
+                else:  # 0: back to the module's (ksocknal_timeout)
                     self.sock_timeout.pop(ni.nid, None)
-                ni.lnd_timeout = seconds or self.engine.tunables.lnd_timeout
+                ni.lnd_timeout = seconds or self.ksock_timeout()
                 if self._set_lnd_timeout is not None:
                     self._set_lnd_timeout(ni.nid, float(ni.lnd_timeout))
                 count += 1

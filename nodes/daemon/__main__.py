@@ -32,7 +32,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=988, help="socklnd acceptor port (988)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--lnet-param", action="append", default=[], metavar="NAME=VALUE",
-                   help="LNet module parameter, applied before LNet is configured (spec §0)")
+                   help="module parameter, applied before LNet is configured (spec §0): "
+                        "lnet's by name, ksocklnd's as ksocklnd.NAME")
     p.add_argument("--ctl-tcp", metavar="tcp://ADDR:PORT",
                    help="also serve control requests here, with CURVE (needs --curve-dir)")
     p.add_argument("--ctl-fd", type=int, metavar="FD",

@@ -49,7 +49,9 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
     if argv[0] in ("--list-commands", "list-commands"):
         return 0, list_commands(PARSER_COMMANDS + COMMANDS), ""
     if argv[0] == "--net" and len(argv) >= 3:  # jt_opt_net: select a net, run the command
-        if argv[2] in ("conn_list", "peer_list", "interface_list"):
+        if argv[2] == "conn_list":
+            return lctl_net.conn_list(rt, argv[1])
+        if argv[2] in ("peer_list", "interface_list"):
             return lctl_net.socklnd_tables(argv[2])
         argv = argv[2:]
     cmd, args = argv[0], argv[1:]
@@ -88,7 +90,7 @@ _NET_CMDS: dict[str, Callable[[NodeRuntime, list[str]], Awaitable[Result]]] = {
     "debug_kernel": lambda rt, a: _sync(lctl_net.debug_kernel, rt, a),
     "get_param": lambda rt, a: _sync(lctl_param.get_param, rt, a),
     "set_param": lambda rt, a: _sync(lctl_param.set_param, rt, a),
-    "conn_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("conn_list"), rt, a),
+    "conn_list": lambda rt, a: _sync(lambda r, x: lctl_net.conn_list(r, None), rt, a),
     "peer_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("peer_list"), rt, a),
 }
 #: the commands ``lctl --list-commands`` shows (lctl.c ``cmdlist``, network subset)
@@ -108,6 +110,7 @@ _HELP = {
                  "routers buffers ...)",
     "set_param": "set_param [-n] NAME=VALUE...: set LNet parameters",
     "dk": "dk [FILE]: dump and clear the debug log",
+    "conn_list": "conn_list: print all the remote LNet connections (after --net NET)",
 }
 
 

@@ -13,10 +13,16 @@ Theory of operation:
 * ``dk`` / ``debug_kernel`` (``jt_dbg_debug_kernel``): the node's debug log
   (``nodes/dlc/debuglog.py``), then its summary line; ``lctl dk FILE`` is written by the
   ``lctl`` client;
-* ``--net NET CMD``: ``jt_opt_net`` selects a net for ``conn_list``/``peer_list``/
-  ``interface_list``, which read the socklnd's connection and peer tables (IOC_LIBCFS_GET_CONN,
-  GET_PEER): the LND does not export them yet (docs/sanity-lnet.md gap E5), so they fail
-  saying so rather than print an invented table.
+* ``--net NET CMD``: ``jt_opt_net`` selects a net (``Can't parse net``). ``conn_list``
+  (``jt_ptl_print_connections``) asks the socklnd of the net's first NI for its connections
+  one index at a time (IOC_LIBCFS_GET_CONN, ``nodes/lnd/connlist.py``) and prints
+  ``%-20s %s[%d]%s->%s:%d %d/%d %s``: the peer's ``pid-NID``, the type (A, C, I, O), the
+  scheduler's CPT, local and remote address (``ptl_ipaddr_2_str`` looks a name up with
+  ``getnameinfo``; the emulated nodes have none, so the numeric form it falls back to), the
+  peer's port, the socket's send/receive buffer sizes and ``nagle``/``nonagle``; none is
+  ``<no connections>``. A simulated node has no sockets and ``peer_list``/``interface_list``
+  (GET_PEER, GET_INTERFACE) are not exported: those fail saying so (EOPNOTSUPP) rather than
+  print an invented table.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import TYPE_CHECKING
 from nodes.dlc import debuglog
 from nodes.dlc.output import Result, exit_code
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, parse_net
 
 if TYPE_CHECKING:
     from nodes.driver import Runtime as NodeRuntime
@@ -110,6 +116,36 @@ def debug_kernel(rt: NodeRuntime, args: list[str]) -> Result:
     text = debuglog.dump_and_clear(rt)
     kept = text.count("\n")
     return 0, text + f"Debug log: {kept} lines, {kept} kept, 0 dropped, 0 bad.\n", ""
+
+
+#: socklnd.h connection types as ``jt_ptl_print_connections`` letters them
+_CONN_LETTERS = {0: "A", 1: "C", 2: "I", 3: "O"}
+_LNET_PID_USERFLAG = 0x80000000
+
+
+def conn_list(rt: NodeRuntime, net_text: str | None) -> Result:
+    """``lctl --net NET conn_list``."""
+    if net_text is None:  # g_net_is_set's message, words in portals.c's order
+        return exit_code(-1), "", "You must run 'conn_list <network>' command before '--net'\n"
+    net = parse_net(net_text)
+    if net is None:
+        return exit_code(-1), "", f"Can't parse net {net_text}\n"
+    lnd = getattr(rt, "lnd", None)
+    if lnd is None:
+        return socklnd_tables("conn_list")
+    if not rt.engine.configured:
+        return 0, "", f"Error getting connection list: {os.strerror(E.ENETDOWN)}: check dmesg.\n"
+    first = next((ni for ni in rt.engine.local_nis() if ni.nid.net == net), None)
+    if first is None:  # LNetCtl: lnet_net2ni_addref finds no NI -> -EINVAL
+        return 0, "", f"Error getting connection list: {os.strerror(E.EINVAL)}: check dmesg.\n"
+    lines = []
+    for c in lnd.connections(first.nid):
+        pid = (f"U{c.peer_pid & ~_LNET_PID_USERFLAG}" if c.peer_pid & _LNET_PID_USERFLAG
+               else str(c.peer_pid))
+        lines.append(f"{pid + '-' + str(c.peer_nid):<20} {_CONN_LETTERS.get(c.ctype, '?')}"
+                     f"[{c.cpt}]{c.local_ip}->{c.peer_ip}:{c.peer_port} {c.txmem}/{c.rxmem} "
+                     f"{'nagle' if c.nagle else 'nonagle'}\n")
+    return 0, "".join(lines) or "<no connections>\n", ""
 
 
 def socklnd_tables(cmd: str) -> Result:

@@ -13,8 +13,11 @@ collected and the last non-zero status returned, as ``lustre_yaml_config`` does;
 refused by a cross-check is retried once after the rest. ``--exec`` runs the ``ping:`` and
 ``discover:`` entries; ``--show`` prints the document.
 
-``apply_module_params`` is the node's "modprobe lnet key=value": module parameters given to the
-daemon at start (``--lnet-param``) before LNet is configured (spec §0).
+``apply_module_params`` is the node's "modprobe lnet key=value" (and "modprobe ksocklnd
+key=value", given as ``ksocklnd.key=value``): module parameters given to the daemon at start
+(``--lnet-param``) before LNet is configured (spec §0). The engine's go to its tunables
+(``nodes/lnet/tunables.py``), the socket side's to the driver and the socklnd
+(``nodes/lnd/modparams.py``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.tunables import parse_long
 from nodes.dlc.yamltoken import yaml_token_error
 from nodes.echo import clip
+from nodes.lnd.modparams import LND_PARAMS, set_lnd_param
 from nodes.lnet import udsp
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.tunables import MODULE_PARAMS, apply_module_param
@@ -194,10 +198,29 @@ def apply_module_params(rt: NodeRuntime, params: list[tuple[str, str]]) -> None:
         LNetConfigError: unknown parameter or value refused, naming it.
     """
     for name, value in params:
+        if name in LND_PARAMS:
+            _apply_lnd_param(rt, name, value)
+            continue
         if name not in MODULE_PARAMS:
             raise LNetConfigError(-E.EINVAL, f"unknown LNet module parameter '{clip(str(name))}' "
-                                             f"(known: {', '.join(MODULE_PARAMS)})")
+                                             f"(known: {', '.join([*MODULE_PARAMS, *LND_PARAMS])})")
         apply_module_param(rt.engine.tunables, name, value)
+
+
+def _apply_lnd_param(rt: NodeRuntime, name: str, value: str) -> None:
+    """A socket-side parameter: ``sock_timeout`` is the driver's (``ksocknal_timeout``, on
+    every backend); the bulk port is the socklnd's (a simulated node has no sockets: it keeps
+    the value and nothing listens)."""
+    driver = getattr(rt, "driver", None)
+    params = getattr(driver, "lnd_params", None)
+    if driver is None or params is None:
+        raise LNetConfigError(-E.EINVAL, f"module parameter {name}: this node has no LND")
+    number = set_lnd_param(params, name, value)
+    if name == "ksocklnd.sock_timeout":
+        driver.set_module_sock_timeout(number)
+    lnd = getattr(rt, "lnd", None)
+    if name == "accept_port_bulk" and lnd is not None:
+        lnd.set_bulk_port(number)
 
 
 async def run(rt: NodeRuntime, obj: str, argv: list[str],

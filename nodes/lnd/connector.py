@@ -69,6 +69,7 @@ class Connector:
                  refusals: RateLimitedLog) -> None:
         self._table = table
         self._port, self._pid, self._incarnation = port, pid, incarnation
+        self.bulk_port = port  # accept_port_bulk (nodes/lnd/modparams.py)
         self._ni_ip, self._timeout_of = ni_ip, timeout_of
         self._establish, self._close_stale = establish, close_stale
         self._connect_failed = connect_failed
@@ -119,7 +120,9 @@ class Connector:
         return any(c.ctype in (ANY, CONTROL, BULK_OUT) for c in p.conns)
 
     async def _attempt(self, ip: str, p: Peer, ctype: int) -> handshake.Handshake | None:
-        sock = await handshake.open_socket(ip, p.nid.ip, self._port)
+        # lnet_connect(..., control): the bulk port for every type but CONTROL
+        port = self._port if ctype == CONTROL else self.bulk_port
+        sock = await handshake.open_socket(ip, p.nid.ip, port)
         try:
             return await handshake.active(sock, ni=p.ni, peer_nid=p.nid, pid=self._pid,
                                           dst_pid=LNET_PID_LUSTRE,

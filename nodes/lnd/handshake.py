@@ -12,8 +12,9 @@ incarnation) is the caller's (``socklnd.py`` with ``conntable.py``).
   ctype SOCKLND_CONN_NONE means the peer refused (lost race or duplicate: EALREADY, None).
   The reply must come from the NID we connected to, for our NI, with our type inverted
   (otherwise -EPROTO, as ``ksocknal_recv_hello`` says "Mismatched types").
-* ``Acceptor`` is ``lnet_acceptor``: one listening socket per local address shared by every
-  NI on it (refcounted), accepting in a loop. Handshakes in progress from one address are
+* ``Acceptor`` is ``lnet_acceptor``: one listening socket per local address and port (the
+  control port, and ``accept_port_bulk`` when it differs) shared by every NI on it
+  (refcounted), accepting in a loop. Handshakes in progress from one address are
   bounded (the caller says how many) and each is bounded in time by the caller.
 * ``passive_hello`` is ``lnet_accept`` + ``ksocknal_accept``: the connreq's NID picks the NI
   (an unknown one: "No matching NI", -EPERM, closed without a reply), then the peer's hello
@@ -150,19 +151,22 @@ async def passive_hello(sock: socket.socket, peer_ip: str, has_ni: Callable[[NID
 @dataclass(eq=False, slots=True)
 class _Listener:
     ip: str
-    lsock: socket.socket
+    lsocks: list[socket.socket]
     nis: set[NID] = field(default_factory=set)
-    task: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 class Acceptor:
-    """``lnet_acceptor``: one listening socket per local address, shared by its NIs; each
-    accepted socket goes to ``on_accept(ip, sock)`` (a coroutine run as its own task)."""
+    """``lnet_acceptor``: listening sockets per local address, shared by its NIs -- one on
+    ``accept_port``, and one on ``accept_port_bulk`` when that differs
+    (``lnet_acceptor_add_sockets``); each accepted socket goes to ``on_accept(ip, sock)`` (a
+    coroutine run as its own task)."""
 
     def __init__(self, port: int,
                  on_accept: Callable[[str, socket.socket], Coroutine[Any, Any, None]],
                  spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]) -> None:
         self.port = port
+        self.bulk_port = port  # accept_port_bulk: the same port unless the module says so
         self._on_accept = on_accept
         self._spawn = spawn
         self._listeners: dict[str, _Listener] = {}
@@ -171,43 +175,56 @@ class Acceptor:
         lis = self._listeners.get(ip)
         return set(lis.nis) if lis else set()
 
+    @staticmethod
+    def _listen(ip: str, port: int) -> socket.socket:
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lsock.bind((ip, port))
+            lsock.listen(64)
+            lsock.setblocking(False)
+        except OSError:
+            lsock.close()
+            raise
+        return lsock
+
     def add(self, ni: NID, ip: str) -> None:
-        """Serve ``ni`` on ``ip``, opening the listener unless another NI did. Raises
-        OSError if it cannot bind."""
+        """Serve ``ni`` on ``ip``, opening the listeners unless another NI did. Raises
+        OSError if it cannot bind (the control port's listener is then closed too)."""
         lis = self._listeners.get(ip)
         if lis is None:
-            lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                lsock.bind((ip, self.port))
-                lsock.listen(64)
-                lsock.setblocking(False)
-            except OSError:
-                lsock.close()
-                raise
-            lis = self._listeners[ip] = _Listener(ip, lsock)
-            lis.task = self._spawn(self._loop(lis))
+            lsocks = [self._listen(ip, self.port)]
+            if self.bulk_port != self.port:
+                try:
+                    lsocks.append(self._listen(ip, self.bulk_port))
+                except OSError:
+                    lsocks[0].close()
+                    raise
+            lis = self._listeners[ip] = _Listener(ip, lsocks)
+            lis.tasks = [self._spawn(self._loop(lis, lsock)) for lsock in lsocks]
         lis.nis.add(ni)
 
-    def remove(self, ni: NID, ip: str) -> asyncio.Task[None] | None:
-        """Stop serving ``ni``; closes the listener with its last NI (returns its task)."""
+    def remove(self, ni: NID, ip: str) -> list[asyncio.Task[None]]:
+        """Stop serving ``ni``; closes the listeners with its last NI (returns their
+        tasks)."""
         lis = self._listeners.get(ip)
         if lis is None:
-            return None
+            return []
         lis.nis.discard(ni)
         if lis.nis:
-            return None
+            return []
         del self._listeners[ip]
-        if lis.task is not None:
-            lis.task.cancel()
-        lis.lsock.close()
-        return lis.task
+        for task in lis.tasks:
+            task.cancel()
+        for lsock in lis.lsocks:
+            lsock.close()
+        return lis.tasks
 
-    async def _loop(self, lis: _Listener) -> None:
+    async def _loop(self, lis: _Listener, lsock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, _addr = await loop.sock_accept(lis.lsock)
+                sock, _addr = await loop.sock_accept(lsock)
             except OSError as exc:
                 if self._listeners.get(lis.ip) is not lis:
                     return

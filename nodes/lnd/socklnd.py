@@ -44,8 +44,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from nodes.lnd import handshake, wire
+from nodes.lnd import connlist, handshake, wire
 from nodes.lnd.connector import Connector
+from nodes.lnd.connlist import ConnInfo
 from nodes.lnd.conntable import ConnTable
 from nodes.lnd.errmap import FAILURES
 from nodes.lnd.errmap import txlist_hstatus as txlist_hstatus  # re-exported (tests)
@@ -120,7 +121,7 @@ class SockLND:
         netif = self._nis.pop(ni, None)
         if netif is None:
             return
-        waits = [t for t in [self._acceptor.remove(ni, netif.ip)] if t is not None]
+        waits = self._acceptor.remove(ni, netif.ip)
         for key, p in list(self._peers.items()):
             if p.ni == ni:
                 if p.connector is not None:
@@ -170,6 +171,15 @@ class SockLND:
     def set_conns_per_peer(self, ni: NID, n: int) -> None:
         """``lnetctl net set --conns-per-peer``: applies to connections made from now on."""
         self._table.conns_per_peer[ni] = max(1, n)
+
+    def set_bulk_port(self, port: int) -> None:
+        """lnet's ``accept_port_bulk`` (nodes/lnd/modparams.py): listeners opened from now on
+        also listen on ``port``, and every connection but CONTROL is made to it."""
+        self._acceptor.bulk_port = self._connector.bulk_port = port
+
+    def connections(self, ni: NID) -> list[ConnInfo]:
+        """``IOC_LIBCFS_GET_CONN``: ``ni``'s connections (``lctl conn_list``)."""
+        return connlist.connections(self._table, ni)
 
     def timeout_of(self, ni: NID) -> float:
         netif = self._nis.get(ni)

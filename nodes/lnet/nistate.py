@@ -150,7 +150,8 @@ class NIState:
         """Every local NI state change not logged yet: added, removed, status up/down."""
         if not self.pending:
             return []
-        logs, self._console = self._console, []
+        logs: list[Action] = []
+        console, self._console = self._console, []
         live = self.live()
         logged = self.logged
         for ni in live:
@@ -170,4 +171,5 @@ class NIState:
         self._dirty.clear()
         self._removed = False
         self._rearm()
-        return logs
+        # the CWARN of lnet_add_net_common follows lnet_startup_lndni's "Added LNI"
+        return logs + console

@@ -273,6 +273,12 @@ def module_param_value(name: str, value: object) -> int:
     _how, _target, (lo, hi) = MODULE_PARAMS[name]
     if name == "forwarding" and isinstance(value, str) and value in ("enabled", "disabled"):
         return int(value == "enabled")
+    return int_param(name, value, lo, hi)
+
+
+def int_param(name: str, value: object, lo: int, hi: int) -> int:
+    """An int module parameter's value in ``lo..hi`` (``param_set_int`` reads C's base
+    prefixes); raises LNetConfigError naming it. Also the socket side's (nodes/lnd)."""
     try:
         number = value if isinstance(value, int) and not isinstance(value, bool) \
             else int(str(value), 0)

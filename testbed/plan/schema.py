@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodes.echo import shown
+from nodes.lnd.modparams import LND_PARAMS, lnd_param_value
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
 from nodes.lnet.tunables import MODULE_PARAMS, RANGES, module_param_value
@@ -67,11 +68,14 @@ class _Tunable:
 
 
 def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tunable]:
-    """``lnetctl set`` tunables and LNet module parameters (spec §0, tunables.MODULE_PARAMS)."""
-    m = doc.mapping(value, line, field, dict.fromkeys([*TUNABLES, *MODULE_PARAMS], False))
+    """``lnetctl set`` tunables and module parameters: LNet's (spec §0,
+    tunables.MODULE_PARAMS) and the socket side's (``ksocklnd.sock_timeout``,
+    ``accept_port_bulk``: nodes/lnd/modparams.py LND_PARAMS)."""
+    m = doc.mapping(value, line, field,
+                    dict.fromkeys([*TUNABLES, *MODULE_PARAMS, *LND_PARAMS], False))
     out: dict[str, _Tunable] = {}
     for key, val in m.items():
-        if key in TUNABLES or key in MODULE_PARAMS:
+        if key in TUNABLES or key in MODULE_PARAMS or key in LND_PARAMS:
             with doc.each():
                 out[key] = _tunable(doc, m, key, val, field)
     return out
@@ -79,9 +83,10 @@ def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tu
 
 def _tunable(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tunable:
     """One ``global:`` key: a module parameter or an ``lnetctl set`` tunable in range."""
-    if key in MODULE_PARAMS:
+    if key in MODULE_PARAMS or key in LND_PARAMS:
+        check = module_param_value if key in MODULE_PARAMS else lnd_param_value
         try:
-            module_param_value(key, val if not isinstance(val, bool) else "bool")
+            check(key, val if not isinstance(val, bool) else "bool")
         except LNetConfigError as e:
             doc.fail(m.vline(key), _join(field, key), e.descr)
         return _Tunable(val, m.vline(key), _join(field, key))
@@ -114,7 +119,7 @@ def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
 def _module_params(top: dict[str, _Tunable],
                    own: dict[str, _Tunable]) -> tuple[tuple[str, str], ...]:
     merged = {**top, **own}
-    return tuple((k, str(merged[k].value)) for k in MODULE_PARAMS if k in merged)
+    return tuple((k, str(merged[k].value)) for k in [*MODULE_PARAMS, *LND_PARAMS] if k in merged)
 
 
 def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:

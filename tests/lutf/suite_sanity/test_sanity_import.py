@@ -1,4 +1,4 @@
-"""sanity-lnet.sh tests 0, 14-18b, 27, 51, 99b, 104, 231, 265, 266, 350, 450: ``lnetctl
+"""sanity-lnet.sh tests 0, 14-18b, 27, 51, 99b, 104, 170, 231, 265, 266, 350, 450: ``lnetctl
 import``/``export`` (lustre-release c881f8ebcb).
 
 ``do_lnetctl import < FILE`` reads stdin in real lnetctl; the testbed's verb path hands the
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lutf.lnet_views import advance_until
 from lutf.suite_sanity.sanity import expect, export, fails, import_text, peer_doc, reinit, run
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
@@ -152,6 +153,70 @@ def test_sanity_104_set_check_response_tracking(s: Any) -> None:
     reinit(s)
     assert import_text(s, "global:\n    response_tracking: 10\n").rc != 0
     run(s, "set response_tracking 3")
+
+
+#: api-ni.c ``lnet_add_net_common``'s CWARN
+TUNABLES_WARNING = "All tunables of NIs of a net should be the same"
+#: test 170's network sequence: ``INTERFACES[0]`` (eth0) and ``FAKE_IF`` (eth1)
+_NIS_170 = "net:\n-     net type: tcp\n      local NI(s):\n"
+_TUN_170 = ("{ind}tunables:\n{ind}      peer_timeout: {pt}\n{ind}      peer_credits: 8\n"
+            "{ind}      peer_buffer_credits: 0\n{ind}      credits: 256\n")
+_LND_170 = "{ind}lnd tunables:\n{ind}      conns_per_peer: {cpp}\n{ind}      tos: -1\n"
+
+
+def _ni_170(iface: str, *, cpt: str = "", pt: int = 0, cpp: int = 0) -> str:
+    ind = " " * 10
+    return (f"        - interfaces:\n                0: {iface}\n"
+            + (f'{ind}CPT: "{cpt}"\n' if cpt else "")
+            + (_TUN_170.format(ind=ind, pt=pt) if pt else "")
+            + (_LND_170.format(ind=ind, cpp=cpp) if cpp else ""))
+
+
+def _tunable_warning(s: Any, mark: int) -> bool:
+    """``check_tunable_warning``: the warning in the node's log after its last "Added LNI"
+    (here the "local NI ... added on" line, docs/differences.md dbg-110), among the lines
+    logged since ``mark`` (the log's length before the step: the daemon logs them at its next
+    tick, so they are waited for, in virtual time on the sim)."""
+    lines = s.log()[mark:].splitlines()
+    last = max((i for i, line in enumerate(lines) if " added on " in line), default=-1)
+    return last >= 0 and any(TUNABLES_WARNING in line for line in lines[last:])
+
+
+def _import_170(s: Any, text: str) -> tuple[str, int]:
+    """``$IMPORT < expected`` (``import --old-api``) after ``reinit_dlc``: ``export
+    --backup``'s text, and the log's length before."""
+    mark = len(s.log())
+    reinit(s)
+    _ok(import_text(s, text, "--old-api"))
+    return str(s.lnetctl("export --backup").out), mark
+
+
+def test_sanity_170_cpts_and_tunables_parsing_when_importing(module_topology: Any, s: Any
+                                                            ) -> None:
+    """Per-NI CPTs, lnd tunables per NI, net-level tunables and the console warning when the
+    NIs of a net are given different tunables (the net keeps the first NI's)."""
+    out, _ = _import_170(s, _NIS_170 + _ni_170("eth0", cpt="[0]") + _ni_170("eth1", cpt="[1]"))
+    assert [line.replace(" ", "") for line in out.splitlines() if "CPT:" in line] == \
+        ['CPT:"[0]"', 'CPT:"[1]"']  # "Different CPTs"
+    out, _ = _import_170(s, _NIS_170 + _ni_170("eth0", cpp=5))
+    assert "conns_per_peer: 5" in out  # "lnd_tunables not read if no tunables"
+    out, _ = _import_170(s, _NIS_170 + _ni_170("eth0", cpp=5) + _ni_170("eth1", cpp=3))
+    assert "conns_per_peer: 5" in out and "conns_per_peer: 3" in out  # may differ per NI
+    # "Wrong tunables (lnd_tunables) read from NI if first is empty"
+    out, mark = _import_170(s, _NIS_170 + _ni_170("eth0") + _ni_170("eth1", pt=181, cpp=3))
+    cpps = [line for line in out.splitlines() if "conns_per_peer:" in line]
+    assert any("3" not in line for line in cpps) and "conns_per_peer: 3" in out
+    assert out.count("peer_timeout: 181") == 0  # the first NI's (default) tunables stay
+    advance_until(module_topology, lambda: _tunable_warning(s, mark), 5, "the warning")
+    # "Tunables can be set directly in the net"
+    net = _TUN_170.format(ind=" " * 6, pt=182) + _LND_170.format(ind=" " * 6, cpp=3)
+    out, _ = _import_170(s, _NIS_170 + _ni_170("eth0") + _ni_170("eth1") + net)
+    assert out.count("peer_timeout: 182") == 2 and out.count("conns_per_peer: 3") == 2
+    # "Show warning if we try to set different tunables (not lnd_tunables) for NIs of a same
+    # net": the first NI's win, with the warning
+    out, mark = _import_170(s, _NIS_170 + _ni_170("eth0", pt=182) + _ni_170("eth1", pt=183))
+    assert out.count("peer_timeout: 182") == 2
+    advance_until(module_topology, lambda: _tunable_warning(s, mark), 5, "the warning")
 
 
 def test_sanity_231_dlc_handling_of_peer_timeout(s: Any) -> None:
