@@ -12,7 +12,8 @@ in one place, so the engine refactor (issue 12) changes one module when it adds 
 * ``peer_buffer_credits`` of a net (``tunables``), as ``lnet_ni_tunables``;
 * ``peer set --state``: the kernel's IOC_LIBCFS_SET_PEER is ``lp->lp_state = state`` (E7);
 * the node's interfaces and their IPv4 addresses, which ``net add --nid`` and ip2nets match:
-  the daemon's namespace (``if_nameindex`` + ``SIOCGIFADDR``), or a simulated node's plan.
+  the daemon's namespace (``if_nameindex`` + ``SIOCGIFADDR``, IPv6 from ``/proc/net/if_inet6``),
+  or a simulated node's plan.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.ifaddr import interface_ipv4
+from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6
 from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.nid import NID
@@ -40,6 +41,19 @@ def local_interfaces(rt: Any) -> list[tuple[str, str]]:
         if name != "lo" and ip is not None:
             out.append((name, ip))
     return out
+
+
+def local_addresses(rt: Any) -> list[tuple[str, str]]:
+    """(interface, address) of the node as ``getifaddrs`` lists them for liblnetconfig's
+    ip2nets matching: every IPv4 address in interface order, then every IPv6 one (the
+    kernel's address dump goes family by family); ``lo`` left out."""
+    plan = getattr(rt, "plan", None)
+    if plan is not None:
+        return [(i.name, str(i.ip)) for i in plan.interfaces] + \
+            [(i.name, str(i.ip6)) for i in plan.interfaces if i.ip6 is not None]
+    names = [name for _index, name in socket.if_nameindex() if name != "lo"]
+    return [(n, ip) for n, ip in ((n, interface_ipv4(n)) for n in names) if ip] + \
+        [(n, ip) for n in names for ip in interface_ipv6(n)]
 
 
 def interface_of(rt: Any, nid: NID) -> str:
