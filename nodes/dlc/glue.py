@@ -21,6 +21,7 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any
 
+from nodes.daemon import etchosts
 from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6
 from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
@@ -54,6 +55,17 @@ def local_addresses(rt: Any) -> list[tuple[str, str]]:
     names = [name for _index, name in socket.if_nameindex() if name != "lo"]
     return [(n, ip) for n, ip in ((n, interface_ipv4(n)) for n in names) if ip] + \
         [(n, ip) for n in names for ip in interface_ipv6(n)]
+
+
+def resolve_host(rt: Any, name: str) -> str | None:
+    """``getaddrinfo(name, AF_INET)`` against the node's hosts view (``etchosts``): a simulated
+    node's testbed plan (each node's name and first interface address), or the daemon's
+    ``RUNDIR/hosts``; never the machine's resolver."""
+    sim = getattr(rt, "sim", None)
+    if sim is not None:
+        return etchosts.lookup_text(etchosts.plan_hosts(sim.plan.nodes), name)
+    path = getattr(rt, "hosts_path", None)
+    return None if path is None else etchosts.lookup_file(path, name)
 
 
 def interface_of(rt: Any, nid: NID) -> str:

@@ -12,7 +12,9 @@ Theory of operation:
   ``[2-1]`` is "range is wrong order", anything else malformed "invalid NID in nidstr". Every
   expanded NID is parsed as the kernel would parse it, so ``1.1.1.1@gni`` or
   ``256.256.256.256@tcp`` fail here. Expansion is lazy and stops past ``limit`` NIDs
-  (``LNET_MAX_NIDS_PER_PEER`` for peers, issue 11: bounded work), refused with E2BIG.
+  (``LNET_MAX_NIDS_PER_PEER`` for peers, issue 11: bounded work), refused with E2BIG. A
+  bracket-free address that is a host name (``oss1@tcp``) is resolved as ``libcfs_strnid``
+  does, by the caller's ``resolve`` (the node's hosts view, ``nodes/daemon/etchosts.py``).
 * ``parse_expr_list`` is ``cfs_expr_list_parse`` (lib/libcfs/string.c): ``N``, ``*`` or
   ``[N, N-M, N-M/S, ...]`` with each number in ``lo..hi`` -- CPT lists and ip2nets patterns.
 
@@ -24,12 +26,12 @@ from __future__ import annotations
 import errno
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, parse_net
 
 #: liblnetconfig.h LNET_MAX_NIDS_PER_PEER; yaml_lnet_peer refuses the entry after
 #: ``count++ > LNET_MAX_NIDS_PER_PEER``, i.e. more than 129 NIDs in one --nid
@@ -171,8 +173,22 @@ def _expand_one(expr: str) -> Iterator[str]:
         yield "".join(combo) + "@" + net
 
 
-def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS) -> list[str]:
-    """Expand a NID list to canonical NID strings, in order, duplicates kept.
+def _hostname_nid(nidstr: str, resolve: Callable[[str], str | None] | None) -> str | None:
+    """``libcfs_strnid`` on a host-name address: an IP-addressed net and an address starting
+    with a letter go through ``resolve`` (``libcfs_ip_str2addr_size``'s getaddrinfo)."""
+    addr, _, net_s = nidstr.rpartition("@")
+    net = parse_net(net_s)
+    if resolve is None or net is None or not net.ip_addressed or not addr[:1].isascii() \
+            or not addr[:1].isalpha():
+        return None
+    ip = resolve(addr)
+    return None if ip is None else str(NID.parse(f"{ip}@{net_s}"))
+
+
+def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS,
+                resolve: Callable[[str], str | None] | None = None) -> list[str]:
+    """Expand a NID list to canonical NID strings, in order, duplicates kept; an address
+    that is a host name is looked up with ``resolve`` (none given: it is invalid).
 
     Raises:
         NidListError: liblnetconfig's reason (-EINVAL, -ERANGE, -E2BIG past ``limit``).
@@ -191,7 +207,10 @@ def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS) -> list[str]:
             try:
                 out.append(str(NID.parse(nidstr)))
             except LNetConfigError:
-                raise _bad("invalid NID in nidstr") from None
+                named = _hostname_nid(nidstr, resolve)
+                if named is None:
+                    raise _bad("invalid NID in nidstr") from None
+                out.append(named)
             if len(out) > limit:
                 raise _bad("specifies more NIDs than allowed", errno.E2BIG)
     if not out:
