@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING, Any
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, options
 from nodes.dlc.glue import resolve_host
 from nodes.dlc.help import DISCOVER_HELP, PING_HELP
-from nodes.dlc.nidlist import NidListError, expand_nids
+from nodes.dlc.nidlist import NidListError, expand_nids, nid_or_host
 from nodes.dlc.output import Errors, Result, exit_code
 from nodes.dlc.tunables import c_int
 from nodes.lnet import discovery
-from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump
@@ -86,9 +85,9 @@ async def ping(rt: NodeRuntime, args: list[str]) -> Result:
     errors = Errors()
     src = None
     if opts.get("s") is not None:
-        try:
-            src = NID.parse(opts["s"] or "")
-        except LNetConfigError:
+        src_text = nid_or_host(opts["s"] or "")  # libcfs_strnid: a host name resolves
+        src = None if src_text is None else NID.parse(src_text)
+        if src is None:
             return errors.add("manage", "ping", -E.EINVAL,
                               f"cannot parse source NID '{opts['s']}'").result()
     timeout = ping_timeout(opts.get("t"))
