@@ -17,7 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
-from nodes.daemon import lnetctl_config, memprobe
+from nodes.daemon import etchosts, lnetctl_config, memprobe
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
 from nodes.daemon.control import ControlServer, CurveServer
 from nodes.daemon.runtime import NodeRuntime
@@ -105,6 +105,7 @@ async def _amain(ns: argparse.Namespace) -> int:
         await rt.close()
         return 2
     rt.observe(ns.rundir, ns.node, record_period=ns.record_period, trace=ns.trace_messages)
+    rt.hosts_path = ns.rundir / etchosts.FILE  # the testbed's /etc/hosts view (etchosts.py)
     server = ControlServer(rt, ns.node, str(sock_path), curve)
     os.chmod(sock_path, 0o600)
     link = _register(sock_path)

@@ -1,4 +1,4 @@
-"""Interface name -> IPv4 address, as socklnd learns an NI's address from its interface.
+"""Interface name -> IPv4 and IPv6 addresses, as socklnd and liblnetconfig learn them.
 
 ``SIOCGIFADDR`` on a datagram socket: no subprocess, works in the daemon's own namespace.
 """
@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import socket
 import struct
 
@@ -23,3 +24,19 @@ def interface_ipv4(ifname: str) -> str | None:
         except OSError:
             return None
     return socket.inet_ntoa(res[20:24])
+
+
+def interface_ipv6(ifname: str) -> list[str]:
+    """The IPv6 addresses of ``ifname`` in this network namespace (``/proc/net/if_inet6``:
+    address, index, prefix length, scope, flags, name per line), in the kernel's order."""
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:  # IPv6 disabled in this kernel
+        return []
+    out = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 6 and fields[5] == ifname and len(fields[0]) == 32:
+            out.append(str(ipaddress.IPv6Address(bytes.fromhex(fields[0]))))
+    return out

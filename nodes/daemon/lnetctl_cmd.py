@@ -28,9 +28,11 @@ from nodes.daemon import (
 from nodes.dlc import commands as C
 from nodes.dlc.apply import apply
 from nodes.dlc.cmdline import Stop, check_cmd
+from nodes.dlc.glue import resolve_host
 from nodes.dlc.help import PARSER_COMMANDS, SUB, TOP, help_topic, list_commands, usage
 from nodes.dlc.importfile import Content
 from nodes.dlc.limits import argv_error
+from nodes.dlc.nidlist import HOSTS
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.parse import parse
 
@@ -120,6 +122,8 @@ async def run(rt: NodeRuntime, argv: list[str], content: Content | None = None) 
     if not argv:
         return 0, usage(PROG), ""  # interactive mode is the lnetctl client's
     word, rest = argv[0], argv[1:]
+    # host names in NIDs resolve (libcfs_strnid) against this node's hosts view
+    hosts = HOSTS.set(lambda name: resolve_host(rt, name))
     try:
         if word in PARSER_COMMANDS:
             return _parser_command(word, rest)
@@ -145,6 +149,8 @@ async def run(rt: NodeRuntime, argv: list[str], content: Content | None = None) 
         return _unsupported(word)
     except Stop as stop:
         return stop.result
+    finally:
+        HOSTS.reset(hosts)
 
 
 def _unsupported(word: str) -> Result:

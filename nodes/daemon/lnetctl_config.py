@@ -31,7 +31,7 @@ from nodes.daemon.lnetctl_import import Ip2netsBlock, import_commands, import_ve
 from nodes.dlc import commands as C
 from nodes.dlc.apply import apply
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, check_cmd, options
-from nodes.dlc.glue import local_interfaces
+from nodes.dlc.glue import local_addresses
 from nodes.dlc.help import IMPORT_HELP
 from nodes.dlc.importfile import (
     Content,
@@ -89,7 +89,7 @@ async def _udsp_show(rt: NodeRuntime, args: list[str]) -> Result:
 
 async def _ip2nets(rt: NodeRuntime, block: Ip2netsBlock) -> Result:
     """``handle_net_config_sequence`` for an ``ip2nets:`` sequence."""
-    local = local_interfaces(rt)
+    local = local_addresses(rt)
     done: list[str] = []
     for rule, add in block.rules:
         try:

@@ -21,12 +21,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, options
+from nodes.dlc.glue import resolve_host
 from nodes.dlc.help import DISCOVER_HELP, PING_HELP
-from nodes.dlc.nidlist import NidListError, expand_nids
+from nodes.dlc.nidlist import NidListError, expand_nids, nid_or_host
 from nodes.dlc.output import Errors, Result, exit_code
 from nodes.dlc.tunables import c_int
 from nodes.lnet import discovery
-from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump
@@ -50,11 +50,11 @@ def ping_timeout(arg: str | None) -> float:
     return ms / 1000
 
 
-def _targets(verb: str, operands: list[str], errors: Errors) -> list[str]:
+def _targets(rt: NodeRuntime, verb: str, operands: list[str], errors: Errors) -> list[str]:
     out: list[str] = []
     for arg in operands:
         try:
-            out += expand_nids(arg)
+            out += expand_nids(arg, resolve=lambda name: resolve_host(rt, name))
         except NidListError as e:
             errors.add("manage", verb, e.errno, e.descr)
     return out
@@ -85,9 +85,9 @@ async def ping(rt: NodeRuntime, args: list[str]) -> Result:
     errors = Errors()
     src = None
     if opts.get("s") is not None:
-        try:
-            src = NID.parse(opts["s"] or "")
-        except LNetConfigError:
+        src_text = nid_or_host(opts["s"] or "")  # libcfs_strnid: a host name resolves
+        src = None if src_text is None else NID.parse(src_text)
+        if src is None:
             return errors.add("manage", "ping", -E.EINVAL,
                               f"cannot parse source NID '{opts['s']}'").result()
     timeout = ping_timeout(opts.get("t"))
@@ -96,7 +96,7 @@ async def ping(rt: NodeRuntime, args: list[str]) -> Result:
         numa = int(opts["U"] or "x") if (opts["U"] or "").isdigit() else -1
         if numa < 0:
             return 255, "", f"ping: --numa wants a NUMA node number >= 0, not '{opts['U']}'\n"
-    targets = _targets("ping", operands, errors)
+    targets = _targets(rt, "ping", operands, errors)
     if not targets and not errors:
         return 255, "", "lnetctl ping: no NID given\n"
     ok: list[dict[str, Any]] = []
@@ -134,7 +134,7 @@ async def discover(rt: NodeRuntime, args: list[str]) -> Result:
         return exit_code(-1), "Missing nid argument\n", ""
     errors = Errors()
     ok: list[dict[str, Any]] = []
-    for target in _targets("discover", operands, errors):
+    for target in _targets(rt, "discover", operands, errors):
         nid = NID.parse(target)
         final = (await rt.wait_final(lambda n=nid: discovery.discover(
             rt.engine, n, rt.now(), force="f" in opts)))[-1]

@@ -91,6 +91,7 @@ class NodeRuntime:
         self._trace_flush: asyncio.TimerHandle | None = None
         #: unix time - loop time: the event log's clock (docs/events.md §1)
         self.clock_offset = time.time() - self.loop.time()
+        self.hosts_path: Path | None = None  # host names lnetctl resolves (etchosts.py)
 
     def now(self) -> float:
         return self.loop.time()

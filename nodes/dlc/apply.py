@@ -85,7 +85,7 @@ async def _add_nis(rt: NodeRuntime, net: Net, ifaces: list[str], cmd: C.NetAdd) 
 
 async def _net_add(rt: NodeRuntime, cmd: C.NetAdd) -> None:
     if cmd.ip2net is not None:
-        local = glue.local_interfaces(rt)
+        local = glue.local_addresses(rt)
         done = 0
         for rule in parse_legacy(cmd.ip2net):
             try:

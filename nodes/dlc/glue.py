@@ -12,7 +12,8 @@ in one place, so the engine refactor (issue 12) changes one module when it adds 
 * ``peer_buffer_credits`` of a net (``tunables``), as ``lnet_ni_tunables``;
 * ``peer set --state``: the kernel's IOC_LIBCFS_SET_PEER is ``lp->lp_state = state`` (E7);
 * the node's interfaces and their IPv4 addresses, which ``net add --nid`` and ip2nets match:
-  the daemon's namespace (``if_nameindex`` + ``SIOCGIFADDR``), or a simulated node's plan.
+  the daemon's namespace (``if_nameindex`` + ``SIOCGIFADDR``, IPv6 from ``/proc/net/if_inet6``),
+  or a simulated node's plan.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.ifaddr import interface_ipv4
+from nodes.daemon import etchosts
+from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6
 from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.nid import NID
@@ -40,6 +42,30 @@ def local_interfaces(rt: Any) -> list[tuple[str, str]]:
         if name != "lo" and ip is not None:
             out.append((name, ip))
     return out
+
+
+def local_addresses(rt: Any) -> list[tuple[str, str]]:
+    """(interface, address) of the node as ``getifaddrs`` lists them for liblnetconfig's
+    ip2nets matching: every IPv4 address in interface order, then every IPv6 one (the
+    kernel's address dump goes family by family); ``lo`` left out."""
+    plan = getattr(rt, "plan", None)
+    if plan is not None:
+        return [(i.name, str(i.ip)) for i in plan.interfaces] + \
+            [(i.name, str(i.ip6)) for i in plan.interfaces if i.ip6 is not None]
+    names = [name for _index, name in socket.if_nameindex() if name != "lo"]
+    return [(n, ip) for n, ip in ((n, interface_ipv4(n)) for n in names) if ip] + \
+        [(n, ip) for n in names for ip in interface_ipv6(n)]
+
+
+def resolve_host(rt: Any, name: str) -> str | None:
+    """``getaddrinfo(name, AF_INET)`` against the node's hosts view (``etchosts``): a simulated
+    node's testbed plan (each node's name and first interface address), or the daemon's
+    ``RUNDIR/hosts``; never the machine's resolver."""
+    sim = getattr(rt, "sim", None)
+    if sim is not None:
+        return etchosts.lookup_text(etchosts.plan_hosts(sim.plan.nodes), name)
+    path = getattr(rt, "hosts_path", None)
+    return None if path is None else etchosts.lookup_file(path, name)
 
 
 def interface_of(rt: Any, nid: NID) -> str:

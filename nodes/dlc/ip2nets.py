@@ -13,8 +13,13 @@ Theory of operation: an ip2nets rule names a net, optionally interfaces, and IP 
 
 ``parse_legacy`` reads the kernel's string form (``net[(if,...)] pattern [pattern...]``,
 rules separated by ``;``), the form ``--ip2net`` and the ``ip2nets`` module parameter take
-(config.c ``lnet_parse_ip2nets``). IPv6 patterns never match here: the testbed's NIDs are IPv4
-(docs/sanity-lnet.md gap E9).
+(config.c ``lnet_parse_ip2nets``).
+
+IPv6 patterns (``lustre_lnet_add_ip_range``: a ``:`` in the text) are one address with an
+optional ``/prefix`` of 1-128 (none: /128), matched by netmask against the interface's IPv6
+addresses (``lustre_lnet_match_ipv6_netmask``); an IPv4 pattern never matches an IPv6 address and
+the reverse. The rule picks interfaces only: the NI is then added by interface name, as
+``lustre_lnet_ioctl_config_ni`` does, so it gets the interface's IPv4 NID.
 """
 
 from __future__ import annotations
@@ -37,14 +42,18 @@ class Rule:
     ranges: tuple[str, ...] = ()
 
 
-def parse_pattern(text: str) -> tuple[tuple[RangeExpr, ...], ...] | None:
-    """``cfs_ip_addr_parse``: four expression lists, or None for an IPv6 pattern.
+Pattern = tuple[tuple[RangeExpr, ...], ...] | ipaddress.IPv6Network
+
+
+def parse_pattern(text: str) -> Pattern:
+    """``lustre_lnet_add_ip_range``: four expression lists (``cfs_ip_addr_parse``), or an IPv6
+    network for a text with a ``:`` (``libcfs_ip_str2addr_size``: not loopback, not link-local).
 
     Raises:
-        LNetConfigError: not four dot-separated expression lists.
+        LNetConfigError: -EINVAL (LUSTRE_CFG_RC_BAD_PARAM), naming the pattern.
     """
     if ":" in text:
-        return None
+        return _parse_ipv6(text)
     parts = text.strip().split(".")
     if len(parts) != 4:
         raise LNetConfigError(-EINVAL, f"invalid IP pattern '{clip(text)}'")
@@ -54,23 +63,46 @@ def parse_pattern(text: str) -> tuple[tuple[RangeExpr, ...], ...] | None:
         raise LNetConfigError(-EINVAL, f"invalid IP pattern '{clip(text)}'") from None
 
 
+def _parse_ipv6(text: str) -> ipaddress.IPv6Network:
+    addr, slash, prefix = text.strip().partition("/")
+    bad = LNetConfigError(-EINVAL, f"invalid IP pattern '{clip(text)}'")
+    if slash and not (prefix.isdigit() and 1 <= int(prefix) <= 128):
+        raise bad
+    try:
+        ip = ipaddress.IPv6Address(addr)
+    except ValueError:
+        raise bad from None
+    if ip.is_loopback or ip.is_link_local:
+        raise bad
+    return ipaddress.IPv6Network((ip, int(prefix) if slash else 128), strict=False)
+
+
 def ip_matches(ip: str, patterns: tuple[str, ...]) -> bool:
-    """``ip_addr_in_range``: an IPv4 address in any of the patterns."""
+    """``ip_addr_in_range``: an address (IPv4 or IPv6) in any pattern of its family."""
+    if ":" in ip:
+        try:
+            ip6 = ipaddress.IPv6Address(ip.split("%", 1)[0])
+        except ValueError:
+            return False
+        return any(isinstance(pat, ipaddress.IPv6Network) and ip6 in pat
+                   for pat in map(parse_pattern, patterns))
     try:
         octets = ipaddress.IPv4Address(ip).packed
     except ValueError:
         return False
     for text in patterns:
         pat = parse_pattern(text)
-        if pat is not None and all(any(r.lo <= o <= r.hi and (o - r.lo) % r.stride == 0
-                                       for r in exprs)
-                                   for o, exprs in zip(octets, pat, strict=True)):
+        if isinstance(pat, ipaddress.IPv6Network):
+            continue
+        if all(any(r.lo <= o <= r.hi and (o - r.lo) % r.stride == 0 for r in exprs)
+               for o, exprs in zip(octets, pat, strict=True)):
             return True
     return False
 
 
 def resolve(rule: Rule, local: list[tuple[str, str]]) -> tuple[str, ...]:
-    """The interfaces ``rule`` configures among ``local`` (name, IPv4), in order.
+    """The interfaces ``rule`` configures among ``local`` (name, address: each IPv4 and IPv6
+    address of each interface, as ``getifaddrs``), in order.
 
     Raises:
         LNetConfigError: -ENOMSG (LUSTRE_CFG_RC_NO_MATCH) with liblnetconfig's reason.
@@ -78,9 +110,10 @@ def resolve(rule: Rule, local: list[tuple[str, str]]) -> tuple[str, ...]:
     for text in rule.ranges:
         parse_pattern(text)  # a malformed pattern is an error, not a mismatch
     if not rule.interfaces and not rule.ranges:
-        if not local:
-            raise LNetConfigError(-42, "No UP interfaces were found")
-        return (local[0][0],)
+        for name, ip in local:
+            if ":" not in ip:  # the first interface with an AF_INET address
+                return (name,)
+        raise LNetConfigError(-42, "No UP interfaces were found")
     if not rule.interfaces:
         found = tuple(dict.fromkeys(n for n, ip in local if ip_matches(ip, rule.ranges)))
         if not found:

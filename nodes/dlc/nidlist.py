@@ -12,7 +12,10 @@ Theory of operation:
   ``[2-1]`` is "range is wrong order", anything else malformed "invalid NID in nidstr". Every
   expanded NID is parsed as the kernel would parse it, so ``1.1.1.1@gni`` or
   ``256.256.256.256@tcp`` fail here. Expansion is lazy and stops past ``limit`` NIDs
-  (``LNET_MAX_NIDS_PER_PEER`` for peers, issue 11: bounded work), refused with E2BIG.
+  (``LNET_MAX_NIDS_PER_PEER`` for peers, issue 11: bounded work), refused with E2BIG. A
+  bracket-free address that is a host name (``oss1@tcp``) is resolved as ``libcfs_strnid``
+  does, by the caller's ``resolve`` or ``HOSTS`` (the node's hosts view,
+  ``nodes/daemon/etchosts.py``); ``nid_or_host`` is the same for one NID.
 * ``parse_expr_list`` is ``cfs_expr_list_parse`` (lib/libcfs/string.c): ``N``, ``*`` or
   ``[N, N-M, N-M/S, ...]`` with each number in ``lo..hi`` -- CPT lists and ip2nets patterns.
 
@@ -24,12 +27,13 @@ from __future__ import annotations
 import errno
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, parse_net
 
 #: liblnetconfig.h LNET_MAX_NIDS_PER_PEER; yaml_lnet_peer refuses the entry after
 #: ``count++ > LNET_MAX_NIDS_PER_PEER``, i.e. more than 129 NIDs in one --nid
@@ -171,8 +175,37 @@ def _expand_one(expr: str) -> Iterator[str]:
         yield "".join(combo) + "@" + net
 
 
-def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS) -> list[str]:
-    """Expand a NID list to canonical NID strings, in order, duplicates kept.
+Resolver = Callable[[str], str | None]
+#: the host-name lookup of the node whose lnetctl command is running (``lnetctl_cmd.run`` sets
+#: it per request: the node's hosts view); None: host names are not addresses
+HOSTS: ContextVar[Resolver | None] = ContextVar("lnet_hosts", default=None)
+
+
+def nid_or_host(text: str, resolve: Resolver | None = None) -> str | None:
+    """``libcfs_strnid``: one NID's canonical string, its address possibly a host name; None
+    when it is not a NID."""
+    try:
+        return str(NID.parse(text))
+    except LNetConfigError:
+        return _hostname_nid(text.strip(), resolve or HOSTS.get())
+
+
+def _hostname_nid(nidstr: str, resolve: Resolver | None) -> str | None:
+    """``libcfs_strnid`` on a host-name address: an IP-addressed net and an address starting
+    with a letter go through ``resolve`` (``libcfs_ip_str2addr_size``'s getaddrinfo)."""
+    addr, _, net_s = nidstr.rpartition("@")
+    net = parse_net(net_s)
+    if resolve is None or net is None or not net.ip_addressed or not addr[:1].isascii() \
+            or not addr[:1].isalpha():
+        return None
+    ip = resolve(addr)
+    return None if ip is None else str(NID.parse(f"{ip}@{net_s}"))
+
+
+def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS,
+                resolve: Resolver | None = None) -> list[str]:
+    """Expand a NID list to canonical NID strings, in order, duplicates kept; an address
+    that is a host name is looked up with ``resolve`` (default: ``HOSTS``; none: invalid).
 
     Raises:
         NidListError: liblnetconfig's reason (-EINVAL, -ERANGE, -E2BIG past ``limit``).
@@ -188,10 +221,10 @@ def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS) -> list[str]:
         if not expr:
             continue
         for nidstr in _expand_one(expr.strip()):
-            try:
-                out.append(str(NID.parse(nidstr)))
-            except LNetConfigError:
-                raise _bad("invalid NID in nidstr") from None
+            named = nid_or_host(nidstr, resolve)
+            if named is None:
+                raise _bad("invalid NID in nidstr")
+            out.append(named)
             if len(out) > limit:
                 raise _bad("specifies more NIDs than allowed", errno.E2BIG)
     if not out:

@@ -36,6 +36,8 @@ NODE_SYSCTLS = (
     "net.ipv4.conf.all.arp_ignore=1",
     "net.ipv4.conf.all.arp_announce=2",
 )
+#: per interface with a planned IPv6 address (after the ``all`` switch above)
+IPV6_IF_SYSCTLS = ("addr_gen_mode=1", "accept_dad=0", "accept_ra=0", "disable_ipv6=0")
 
 
 class BringUpError(Exception):
@@ -93,20 +95,24 @@ def build_network(sup: Supervisor) -> None:
 def configure_node(sup: Supervisor, node: NodePlan) -> None:
     """Inside the node, with one command (a process spawned per step was most of the cost):
     sysctls, its planned addresses, links up, no default route; then check that it has
-    exactly its planned IPv4 addresses (the batch's last command lists them).
+    exactly its planned addresses (the batch's last command lists them).
 
     Raises:
         BringUpError: the addresses are not the planned ones.
         sh.CommandError: a step failed.
     """
     lines = ["link set dev lo up"]
+    sysctls = list(NODE_SYSCTLS)
     for i in node.interfaces:
-        lines += [f"addr add {i.ip}/{i.prefixlen} brd + dev {i.name}",
-                  f"link set dev {i.name} up"]
+        lines.append(f"addr add {i.ip}/{i.prefixlen} brd + dev {i.name}")
+        if i.ip6 is not None:  # IPv6 only where the plan has it: no link-local, no DAD wait
+            sysctls += [f"net.ipv6.conf.{i.name}.{k}" for k in IPV6_IF_SYSCTLS]
+            lines.append(f"addr add {i.ip6}/{i.prefixlen6} dev {i.name} nodad")
+        lines.append(f"link set dev {i.name} up")
     lines += ["route flush exact 0.0.0.0/0", "addr show"]
     # a constant script: the node's values reach it only as arguments and on stdin
-    out = sh.run_checked(["sh", "-c", 'sysctl -q -w "$@" && exec ip -4 -o -batch -', "sh",
-                          *NODE_SYSCTLS], ns_pid=sup.hosts[node.name].pid,
+    out = sh.run_checked(["sh", "-c", 'sysctl -q -w "$@" && exec ip -o -batch -', "sh",
+                          *sysctls], ns_pid=sup.hosts[node.name].pid,
                          input="\n".join(lines) + "\n").out
     check_addresses(node, out)
 
@@ -127,7 +133,7 @@ def in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
 
 
 def check_addresses(node: NodePlan, out: str) -> None:
-    """A node has exactly its planned IPv4 addresses (``out``: ``ip -4 -o addr show``).
+    """A node has exactly its planned IPv4 and IPv6 addresses (``out``: ``ip -o addr show``).
 
     Raises:
         BringUpError: it has not.
@@ -135,9 +141,10 @@ def check_addresses(node: NodePlan, out: str) -> None:
     have = set()
     for line in out.splitlines():
         fields = line.split()
-        if len(fields) >= 4 and fields[1] != "lo":
+        if len(fields) >= 4 and fields[1] != "lo" and fields[2] in ("inet", "inet6"):
             have.add((fields[1], fields[3]))
     want = {(i.name, f"{i.ip}/{i.prefixlen}") for i in node.interfaces}
+    want |= {(i.name, f"{i.ip6}/{i.prefixlen6}") for i in node.interfaces if i.ip6 is not None}
     if have != want:
         raise BringUpError(f"node {node.name}: addresses {sorted(have)} != {sorted(want)}")
 

@@ -41,6 +41,7 @@ from typing import IO, Any
 
 import zmq
 
+from nodes.daemon import etchosts
 from nodes.daemon.client import DaemonUnreachable, request
 from nodes.echo import shown
 from testbed import bringup, clean, ctlproto, names, runstate, sh
@@ -330,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
                                          f"leftover remains (testbed down -n {args.name})"})
                     + "\n")
         return 1
+    # each node's /etc/hosts view (nodes/daemon/etchosts.py): the namespaces share the
+    # machine's /etc/hosts, which lnetctl must not resolve node names against
+    (rdir / etchosts.FILE).write_text(etchosts.plan_hosts(plan.nodes))
     logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(logfd, 1)
     os.dup2(logfd, 2)

@@ -25,6 +25,10 @@ Schema (every mapping is closed: an unknown key is an error with a did-you-mean)
     networks:                  # required, non-empty: L2 segments, one bridge each
       lan0: {lnet: tcp, subnet: 10.10.0.0/24}    # lnet: LNet net (tcp, tcp1, o2ib2...)
       lan1: {lnet: tcp, subnet: 10.11.0.0/24}    # subnet: IPv4 network, prefix <= 30
+      lan2: {lnet: tcp2, subnet: 10.12.0.0/24, subnet6: "2001:db8:12::/64"}
+                               # subnet6 (optional): interfaces get an IPv6 address too, the
+                               # IPv4 host offset in it (10.12.0.5 -> 2001:db8:12::5); NIs stay
+                               # IPv4 (lnetctl net add picks the IPv4 address without --large)
     nodes:                     # required, non-empty
       c1: {interfaces: [lan0, lan1]}             # eth0, eth1... one NI each, in list order
       s1:
@@ -191,8 +195,10 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
     for i, iface in enumerate(node.ifaces):
         assert iface.ip is not None  # _assign_addresses filled every one
         seg = iface.segment
+        ip6 = None if seg.subnet6 is None else \
+            seg.subnet6.network_address + (int(iface.ip) - int(seg.subnet.network_address))
         ifaces.append(IfacePlan(f"eth{i}", seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
-                                iface.numa))
+                                iface.numa, ip6, seg.subnet6.prefixlen if seg.subnet6 else 0))
     return NodePlan(node.name, tuple(ifaces),
                     _merge_tunables(doc, top, node.tunables) + tuple(node.router),
                     tuple(p for p, _, _ in node.peers),

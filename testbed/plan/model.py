@@ -79,11 +79,13 @@ def _one_line(text: str) -> str:
 
 @dataclass(frozen=True)
 class SegmentPlan:
-    """One L2 segment (a bridge) carrying one LNet net on one IPv4 subnet."""
+    """One L2 segment (a bridge) carrying one LNet net on one IPv4 subnet, and optionally an
+    IPv6 subnet as well (``subnet6``: every interface on it gets an address in both)."""
 
     name: str
     lnet: str
     subnet: ipaddress.IPv4Network
+    subnet6: ipaddress.IPv6Network | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class IfacePlan:
     ip: ipaddress.IPv4Address
     prefixlen: int
     numa: int | None = None  # emulated NUMA node of the device (lnetctl net add --numa)
+    ip6: ipaddress.IPv6Address | None = None  # the segment's subnet6 + the IPv4 host offset
+    prefixlen6: int = 0
 
     @property
     def nid(self) -> str:

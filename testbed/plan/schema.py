@@ -40,7 +40,7 @@ TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "
                              "faults": False, "hosts": False}
 #: one host of ``hosts:`` (testbed/plan/hosts.py): SSH target, port, identity, underlay address
 HOST_KEYS: dict[str, bool] = {"ssh": False, "port": False, "key": False, "address": False}
-NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True}
+NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True, "subnet6": False}
 NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False,
                               "udsp": False, "lnet": False, "routing": False,
                               "buffers": False, "routes": False, "multi_rail": False,
@@ -149,7 +149,32 @@ def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
         if subnet.overlaps(other.subnet):
             doc.fail(spec.vline("subnet"), f"{fld}.subnet", f"subnet {subnet} overlaps "
                      f"network {shown(other.name)} ({other.subnet})")
-    return SegmentPlan(seg_name, str(net), subnet)
+    subnet6 = _parse_subnet6(doc, spec, f"{fld}.subnet6", subnet, out) if "subnet6" in spec \
+        else None
+    return SegmentPlan(seg_name, str(net), subnet, subnet6)
+
+
+def _parse_subnet6(doc: _Doc, spec: _LocDict, fld: str, subnet: ipaddress.IPv4Network,
+                   out: dict[str, SegmentPlan]) -> ipaddress.IPv6Network:
+    """A network's IPv6 subnet: each interface's IPv6 address is its IPv4 host offset in it,
+    so it must hold as many hosts; not loopback or link-local (``libcfs_ip_str2addr_size``
+    refuses those for NIDs), no overlap with another network's."""
+    line = spec.vline("subnet6")
+    text = doc.string(spec["subnet6"], line, fld)
+    try:
+        net6 = ipaddress.IPv6Network(text.strip(), strict=True)
+    except ValueError:
+        doc.fail(line, fld, f"bad subnet6 {shown(text)}: not an IPv6 network like "
+                 "2001:db8:10::/64 (host bits clear)")
+    if net6.is_loopback or net6.is_link_local:
+        doc.fail(line, fld, f"subnet6 {net6} is loopback or link-local")
+    if 128 - net6.prefixlen < 32 - subnet.prefixlen:
+        doc.fail(line, fld, f"subnet6 {net6} is smaller than subnet {subnet}")
+    for other in out.values():
+        if other.subnet6 is not None and net6.overlaps(other.subnet6):
+            doc.fail(line, fld, f"subnet6 {net6} overlaps network {shown(other.name)} "
+                     f"({other.subnet6})")
+    return net6
 
 
 def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:

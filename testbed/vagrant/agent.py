@@ -108,7 +108,9 @@ def setup(req: dict[str, Any]) -> dict[str, Any]:
     hdir = host_dir(req["testbed"], req["host"])
     hdir.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = HostState(hdir)
-    st.data["spec"] = {k: v for k, v in req.items() if k != "nodes"}
+    # the nodes' /etc/hosts view, read by their daemons as RUNDIR/hosts (nodes/daemon/etchosts)
+    _write_private(hdir / "hosts", str(req.get("etchosts", "")))
+    st.data["spec"] = {k: v for k, v in req.items() if k not in ("nodes", "etchosts")}
     st.data["nodes"] = {n["name"]: n for n in req["nodes"]}
     st.save()
     guest = req["kind"] == "guest"

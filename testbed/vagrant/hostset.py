@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodes.daemon import etchosts
 from nodes.daemon.client import DaemonUnreachable, request
 from testbed import bringup, names
 from testbed.base import Completed
@@ -154,7 +155,8 @@ class HostSet:
                     "python": sys.executable if h.local else "/usr/bin/python3",
                     "pythonpath": h.pythonpath,
                     "segments": [_seg_json(s) for s in segs.values()],
-                    "nodes": [self._node_spec(n, h, index[n.name], segs) for n in nodes]}
+                    "nodes": [self._node_spec(n, h, index[n.name], segs) for n in nodes],
+                    "etchosts": etchosts.plan_hosts(self.plan.nodes)}
             reply = self.agent(name, "setup", body=body)
             for node, info in reply["daemons"].items():
                 self.endpoints[node] = info["endpoint"]

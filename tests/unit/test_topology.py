@@ -208,6 +208,30 @@ def test_bad_subnet(tmp_path: Path, subnet: str, words: str) -> None:
     assert words in refuse(tmp_path, text, 3, "networks.lan1.subnet")
 
 
+@pytest.mark.parametrize(("subnet6", "words"), [
+    ("10.11.0.0/24", "not an IPv6 network"),
+    ("2001:db8::1/64", "not an IPv6 network"),
+    ("fe80::/64", "loopback or link-local"),
+    ("2001:db8:1::/124", "smaller than subnet 10.11.0.0/24"),
+    ("2001:db8::/48", "overlaps network 'lan0' (2001:db8::/64)"),
+])
+def test_bad_subnet6(tmp_path: Path, subnet6: str, words: str) -> None:
+    text = NETS.replace("10.10.0.0/24}", '10.10.0.0/24, subnet6: "2001:db8::/64"}').replace(
+        "10.11.0.0/24}", f'10.11.0.0/24, subnet6: "{subnet6}"}}')
+    assert words in refuse(tmp_path, text + "nodes: {c1: {interfaces: [lan0]}}\n", 3,
+                           "networks.lan1.subnet6")
+
+
+def test_subnet6_gives_each_interface_its_ipv4_host_offset(tmp_path: Path) -> None:
+    text = NETS.replace("10.11.0.0/24}", '10.11.0.0/24, subnet6: "2001:db8:11::/64"}')
+    text += "nodes:\n  c1: {interfaces: [lan0, lan1]}\n  c2: {interfaces: [{lan1: 10.11.0.9}]}\n"
+    plan = load_topology(write(tmp_path, text))
+    c1, c2 = plan.node("c1").interfaces, plan.node("c2").interfaces
+    assert (c1[0].ip6, c1[1].ip6, c1[1].prefixlen6) == (
+        None, ipaddress.IPv6Address("2001:db8:11::1"), 64)
+    assert c2[0].ip6 == ipaddress.IPv6Address("2001:db8:11::9")
+
+
 def test_subnet_wrong_type(tmp_path: Path) -> None:
     text = "networks:\n  lan0:\n    lnet: tcp\n    subnet: 42\nnodes: {c1: {interfaces: [lan0]}}\n"
     assert "expected a string, got an integer" in refuse(tmp_path, text, 4,

@@ -1,8 +1,10 @@
-"""sanity-lnet.sh tests 150-157: ``lnetctl import`` of ``ip2nets:`` rules matched against the
+"""sanity-lnet.sh tests 150-162: ``lnetctl import`` of ``ip2nets:`` rules matched against the
 node's interface addresses (``handle_net_config_sequence``), at lustre-release c881f8ebcb.
 
 ``do_import_test``: reinit, import the rules, ``export --backup`` equals what ``net add`` of
-the same interfaces exported. eth0 is 10.60.0.1, the fake interface eth1 10.61.0.1."""
+the same interfaces exported. eth0 is 10.60.0.1 and 2001:db8:0:f100::1/64, the fake interface
+eth1 10.61.0.1 and 2001:db8:0:f101::1/64 (setup_fakeif's FAKE_IPV6). Tests 158-162 are
+sanity-lnet's 150-155 with IPv6 ip-range entries."""
 
 from __future__ import annotations
 
@@ -95,3 +97,47 @@ def test_sanity_157_ip2nets_import_fails_without_net_spec(s: Any) -> None:
     reinit(s)
     text = "ip2nets:\n  - interfaces:\n        0: eth0\n    ip-range:\n        0: 192.168.1.1\n"
     assert import_text(s, text).rc != 0
+
+
+# Tests 158-162: the same node in sanity-lnet's "IPv4 mode" on a mixed site (its interface has
+# an IPv4 and an IPv6 address, FORCE_LARGE_NID false): ip-range entries are IPv6 addresses or
+# networks matched against the interfaces' IPv6 addresses, and the NI each rule adds is the
+# interface's IPv4 NID, the one `net add --if` gives.
+IF0_IPV6, IF0_PREFIX6, FAKE_IPV6 = "2001:db8:0:f100::1", 64, "2001:db8:0:f101::1"
+
+
+def test_sanity_158_import_of_ip2nets_with_single_ipv6_address(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    _import_test(s, _rule("tcp", ["eth0"], [IF0_IPV6]), expected)
+
+
+def test_sanity_159_import_of_ip2nets_with_ipv6_128_cidr(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    _import_test(s, _rule("tcp", ["eth0"], [f"{IF0_IPV6}/128"]), expected)
+
+
+def test_sanity_160_multiple_ipv6_ip2nets_rules(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1")
+    rules = _rule("tcp", ["eth0", "eth1"], [IF0_IPV6, FAKE_IPV6])
+    _import_test(s, rules, expected)
+    rules += _rule("tcp", ["eth0"], []) + _rule("tcp", ["eth1"], [FAKE_IPV6])
+    _import_test(s, rules, expected)  # more rules for the same net change nothing
+    expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1",
+                         "--net tcp2 --if eth0")
+    _import_test(s, rules + _rule("tcp2", ["eth0"], [IF0_IPV6]), expected)
+
+
+def test_sanity_161_import_of_ip2nets_with_ipv6_prefix_lengths(s: Any) -> None:
+    expected = _expected(s, "--net tcp --if eth0")
+    prefix = IF0_PREFIX6
+    for _ in range(4):  # /64, /32, /16, /8 of the interface's own address
+        _import_test(s, _rule("tcp", ["eth0"], [f"{IF0_IPV6}/{prefix}"]), expected)
+        prefix //= 2
+
+
+def test_sanity_162_ip2nets_import_fails_with_non_matching_ipv6(s: Any) -> None:
+    reinit(s)
+    res = import_text(s, "ip2nets:\n" + _rule("tcp", ["eth0"], ["2001:db8:dead:beef::1"]))
+    assert res.rc != 0
+    assert 'descr: "No ip2nets rules applied"' in res.err  # handle_net_config_sequence
+    assert list(export(s)) == ["global"]  # nothing configured
