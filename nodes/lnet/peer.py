@@ -213,6 +213,8 @@ class PeerTable:
             self.peers.append(peer)
             self.add_nid(peer, prim, credits_for.get(prim.net, 0))
         if not non_mr:
+            if not peer.multi_rail:
+                peer.clr_non_mr_pref_nids()  # lnet_peer_attach_peer_ni with MULTI_RAIL
             peer.state |= LNET_PEER_MULTI_RAIL
         if lock_prim:
             self.lock_primary(peer)
