@@ -21,7 +21,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_net, lctl_param
+from nodes.daemon import lctl_net, lctl_param, lctl_uuid
 from nodes.daemon.lnetctl_fault import kick, parse_add, parse_del
 from nodes.daemon.lnetctl_ping import PING_DEFAULT_TIMEOUT
 from nodes.dlc.help import PARSER_COMMANDS, list_commands, usage
@@ -92,13 +92,15 @@ _NET_CMDS: dict[str, Callable[[NodeRuntime, list[str]], Awaitable[Result]]] = {
     "set_param": lambda rt, a: _sync(lctl_param.set_param, rt, a),
     "conn_list": lambda rt, a: _sync(lambda r, x: lctl_net.conn_list(r, None), rt, a),
     "peer_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("peer_list"), rt, a),
+    "add_uuid": lambda rt, a: _sync(lctl_uuid.add_uuid, rt, a),
+    "del_uuid": lambda rt, a: _sync(lctl_uuid.del_uuid, rt, a),
 }
 #: the commands ``lctl --list-commands`` shows (lctl.c ``cmdlist``, network subset)
 COMMANDS = ("network", "net", "list_nids", "which_nid", "peer_list", "conn_list",
             "route_list", "show_route", "ping", "net_drop_add", "net_drop_del",
             "net_drop_reset", "net_drop_list", "net_drop", "net_delay_add", "net_delay_del",
             "net_delay_reset", "net_delay_list", "net_delay", "get_param", "set_param",
-            "debug_kernel", "dk", *_TESTBED_CMDS)
+            "debug_kernel", "dk", "add_uuid", "del_uuid", *_TESTBED_CMDS)
 _HELP = {
     "network": "network up|down|NET: configure LNet, or select NET for the next command",
     "list_nids": "list_nids [all]: the local NIDs",
@@ -111,6 +113,8 @@ _HELP = {
     "set_param": "set_param [-n] NAME=VALUE...: set LNet parameters",
     "dk": "dk [FILE]: dump and clear the debug log",
     "conn_list": "conn_list: print all the remote LNet connections (after --net NET)",
+    "add_uuid": "associate a UUID with a NID\nusage: add_uuid <uuid> <nid>",
+    "del_uuid": "delete a UUID association\nusage: del_uuid <uuid>",
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.addpeer import add_peer
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
 from nodes.lnet.nid import NID, Net
@@ -115,6 +116,15 @@ class ConfigAPI:
         self.router.require_up()  # -ENODEV
         credits = {n: ln.tunables.peer_credits for n, ln in self.local.nets.items()}
         self.peers.user_add(prim, nids, non_mr, lock_prim, credits)
+
+    def add_peer(self, nids: list[NID], now: float) -> list[Action]:
+        """``LNetAddPeer`` (peer.c, ``addpeer.py``): the NIDs Lustre gives for one server
+        (``lctl add_uuid``) become one peer, its primary locked while ``lock_prim_nid`` is 1.
+        Nothing happens while LNet is down (the testbed does not bring LNet up for it, as
+        ``LNetNIInit`` would)."""
+        if not self.node.configured:
+            return []
+        return add_peer(self.discovery, nids, now) + self.tracer.take()
 
     def peer_set_state(self, nid: NID, state: int) -> None:
         """``lnetctl peer set --nid NID --state S`` (E7): api-ni.c ``lnet_genl_parse_peer``

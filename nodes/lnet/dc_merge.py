@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.addpeer import lock_transfer
 from nodes.lnet.dc_state import (
     BAD_CONFIG,
     CONFIGURED,
@@ -78,6 +79,8 @@ def features(dc: Discovery, peer: Peer, info: PingInfo, *, push: bool) -> None:
     if info.features & LNET_PING_FEAT_MULTI_RAIL:
         if not (s & CONFIGURED and not s & MULTI_RAIL) and dc.tunables.discovery \
                 and not peer.state & NO_DISCOVERY:
+            if not s & MULTI_RAIL:
+                peer.clr_non_mr_pref_nids()
             peer.state |= MULTI_RAIL
     elif peer.state & MULTI_RAIL and not s & CONFIGURED:
         peer.state &= ~MULTI_RAIL
@@ -160,14 +163,16 @@ def _data_present(dc: Discovery, peer: Peer, now: float,
     prim = info.nis[0][0]
     nids = [n for n, _ in info.nis]
     actions: list[Action] = []
+    if peer.merge_primary_nid is not None:  # LNetAddPeer's forced merge (addpeer.py)
+        merge, peer.merge_primary_nid = peer.merge_primary_nid, None
+        actions += set_primary(dc, peer, merge)
     if peer.primary_nid == prim or (peer.primary_nid in nids
                                     and discovery_disabled(dc, peer)):
         actions += merge_data(dc, peer, info, now)
     else:
         owner = dc.peers.find_peer(prim)
         if owner is None or owner is peer:
-            if not peer.state & LOCK_PRIMARY:
-                set_primary(dc, peer, prim)
+            actions += set_primary(dc, peer, prim)
             actions += merge_data(dc, peer, info, now)
         else:
             # the data belongs to another peer: hand it over (lnet_peer_set_primary_data)
@@ -188,9 +193,19 @@ def _data_present(dc: Discovery, peer: Peer, now: float,
     return REDISCOVER_PEER, actions
 
 
-def set_primary(dc: Discovery, peer: Peer, nid: NID) -> None:
-    """``lnet_peer_set_primary_nid``: the peer's primary becomes ``nid`` (spec §1.3)."""
-    peer.primary_nid = nid
+def set_primary(dc: Discovery, peer: Peer, nid: NID) -> list[Action]:
+    """``lnet_peer_set_primary_nid`` (spec §1.3): unless the peer's primary is locked it
+    becomes ``nid``, which is added to the peer (``lnet_peer_add_nid``); the old primary
+    comes back when ``nid`` cannot move (configured under another peer)."""
+    old = peer.primary_nid
+    if old == nid:
+        return []
+    if not peer.state & LOCK_PRIMARY:
+        peer.primary_nid = nid
+    moved, actions = _take_nid(dc, peer, nid)
+    if not moved:
+        peer.primary_nid = old
+    return actions
 
 
 def lpni_status(dc: Discovery, lpni: PeerNI, status: int, now: float) -> list[Action]:
@@ -228,6 +243,10 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Ac
                                                       f"{lpni.nid} of {peer.primary_nid} "
                                                       f"({-EPERM}): marked down"))
                 continue
+            if lpni.nid == peer.primary_nid and peer.state & LOCK_PRIMARY:
+                # a locked primary is never deleted: -EPERM, marked down (lnet_peer_del_nid)
+                actions += lpni_status(dc, lpni, LNET_NI_STATUS_DOWN, now)
+                continue
             if lpni.nid == peer.primary_nid and len(peer.lpnis) > 1 \
                     and peer.rtr_refcount == 0:
                 continue  # lnet_peer_del_nid refuses (-EBUSY)
@@ -242,38 +261,54 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Ac
 def _add_nids(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Action]:
     actions: list[Action] = []
     for nid, st in info.nis:
-        if nid.is_lo:
-            continue
         lpni = dc.peers.find_lpni(nid)
-        if lpni is not None and lpni.peer is peer:
+        if nid.is_lo or (lpni is not None and lpni.peer is peer):
             continue
-        if lpni is not None:
-            other = lpni.peer
-            if other.state & CONFIGURED:
-                # dyn-060: discovered NIDs inconsistent with configuration are flagged
-                peer.state |= BAD_CONFIG
-                if nid not in peer.clash_nids:
-                    peer.clash_nids.append(nid)
-                actions.append(Log(level="error", text=(
-                    f"discovered NID {nid} of peer {peer.primary_nid} is configured as a "
-                    f"NID of peer {other.primary_nid}: not moved (dyn-060)")))
-                continue
-            was_primary = other.primary_nid == nid
-            dc.peers.del_lpni(lpni)
-            if was_primary or not other.nets:
-                peer.dc_pendq += other.dc_pendq
-                other.dc_pendq = []
-                peer.rtr_refcount += other.rtr_refcount
-                peer.dc_waiters += other.dc_waiters
-                other.dc_waiters = []
-                if other in dc.peers.peers:
-                    dc.peers.delete_peer(other)
-                for q in (dc.queues.request, dc.queues.working):
-                    if other in q:
-                        q.remove(other)
-        new = dc.peers.add_nid(peer, nid, dc.nets.peer_credits(nid.net))
-        actions += lpni_status(dc, new, st, now)
+        moved, acts = _take_nid(dc, peer, nid)
+        actions += acts
+        new = dc.peers.find_lpni(nid)
+        if moved and new is not None:
+            actions += lpni_status(dc, new, st, now)
     return actions
+
+
+def _take_nid(dc: Discovery, peer: Peer, nid: NID) -> tuple[bool, list[Action]]:
+    """``lnet_peer_add_nid`` for discovery: ``nid`` joins ``peer``, leaving the unconfigured
+    peer that had it (deleted with it when it was that peer's primary, its queued messages,
+    waiters and routes moving over; a locked primary's lock too, ``addpeer.lock_transfer``).
+    A NID configured under another peer does not move (dyn-060: BAD_CONFIG)."""
+    lpni = dc.peers.find_lpni(nid)
+    if lpni is not None and lpni.peer is peer:
+        return True, []
+    if lpni is not None:
+        other = lpni.peer
+        if other.state & CONFIGURED:
+            # dyn-060: discovered NIDs inconsistent with configuration are flagged
+            peer.state |= BAD_CONFIG
+            if nid not in peer.clash_nids:
+                peer.clash_nids.append(nid)
+            return False, [Log(level="error", text=(
+                f"discovered NID {nid} of peer {peer.primary_nid} is configured as a "
+                f"NID of peer {other.primary_nid}: not moved (dyn-060)"))]
+        was_primary = other.primary_nid == nid
+        if was_primary:
+            refused = lock_transfer(dc, peer, other, nid)
+            if refused is not None:
+                return False, refused
+        dc.peers.del_lpni(lpni)
+        if was_primary or not other.nets:
+            peer.dc_pendq += other.dc_pendq
+            other.dc_pendq = []
+            peer.rtr_refcount += other.rtr_refcount
+            peer.dc_waiters += other.dc_waiters
+            other.dc_waiters = []
+            if other in dc.peers.peers:
+                dc.peers.delete_peer(other)
+            for q in (dc.queues.request, dc.queues.working):
+                if other in q:
+                    q.remove(other)
+    dc.peers.add_nid(peer, nid, dc.nets.peer_credits(nid.net))
+    return True, []
 
 
 def _primary_first(peer: Peer, prim: NID) -> None:

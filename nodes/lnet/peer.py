@@ -59,6 +59,7 @@ class PeerNI:
     txqnob: int = 0
     txq: deque[Msg] = field(default_factory=deque)
     pref_nids: list[NID] = field(default_factory=list)
+    non_mr_pref: bool = False  # LNET_PEER_NI_NON_MR_PREF: pref_nids is traffic's, not UDSP's
     rtr_pref_nids: list[NID] = field(default_factory=list)  # UDSP --dst X --rte Y (spec §7.2)
     stats: IfaceStats = field(default_factory=IfaceStats)
     hstats: PeerNIHealthStats = field(default_factory=PeerNIHealthStats)
@@ -120,6 +121,10 @@ class Peer:
     dc_pendq: list[Msg] = field(default_factory=list)
     dc_waiters: list[int] = field(default_factory=list)
     clash_nids: list[NID] = field(default_factory=list)
+    # lp_prim_lock_ts (the earliest locked primary wins a merge, peer.c lnet_peer_add_nid; an
+    # order, not a time) and lp_merge_primary_nid (LNetAddPeer's forced merge, addpeer.py)
+    prim_lock_ts: int = 0
+    merge_primary_nid: NID | None = None
 
     @property
     def multi_rail(self) -> bool:
@@ -136,6 +141,14 @@ class Peer:
     def peer_net(self, net: Net) -> PeerNet | None:
         return next((p for p in self.nets if p.net == net), None)
 
+    def clr_non_mr_pref_nids(self) -> None:
+        """``lnet_peer_clr_non_mr_pref_nids``: the peer turned Multi-Rail, so the local NI
+        its traffic stuck to while it was not is forgotten (UDSP preferences stay)."""
+        for lpni in self.lpnis:
+            if lpni.non_mr_pref:
+                lpni.pref_nids.clear()
+                lpni.non_mr_pref = False
+
 
 class PeerTable:
     """All peers of a node, looked up by NID; the DLC rules of ``peer add/del`` (spec §1.3)."""
@@ -143,6 +156,7 @@ class PeerTable:
     def __init__(self) -> None:
         self.peers: list[Peer] = []
         self.by_nid: dict[NID, PeerNI] = {}
+        self.lock_seq = 0  # ktime_get_ns() for lp_prim_lock_ts: only the order matters
         # UDSP application on creation (spec §7.3), wired by the engine
         self.on_new_lpn: Callable[[PeerNet], None] | None = None
         self.on_new_lpni: Callable[[PeerNI], None] | None = None
@@ -199,9 +213,11 @@ class PeerTable:
             self.peers.append(peer)
             self.add_nid(peer, prim, credits_for.get(prim.net, 0))
         if not non_mr:
+            if not peer.multi_rail:
+                peer.clr_non_mr_pref_nids()  # lnet_peer_attach_peer_ni with MULTI_RAIL
             peer.state |= LNET_PEER_MULTI_RAIL
         if lock_prim:
-            peer.state |= LNET_PEER_LOCK_PRIMARY
+            self.lock_primary(peer)
         for nid in nids:
             owner = self.find_peer(nid)
             if owner is peer:
@@ -213,6 +229,12 @@ class PeerTable:
                 raise LNetConfigError(-ENOTUNIQ, f"non-MR peer {prim} may have one NID per net")
             self.add_nid(peer, nid, credits_for.get(nid.net, 0))
         return peer
+
+    def lock_primary(self, peer: Peer) -> None:
+        """``lnet_peer_attach_peer_ni`` with LNET_PEER_LOCK_PRIMARY: the bit and its time."""
+        self.lock_seq += 1
+        peer.state |= LNET_PEER_LOCK_PRIMARY
+        peer.prim_lock_ts = self.lock_seq
 
     def user_del(self, prim: NID, nids: list[NID], force: bool) -> None:
         """``peer del``: the primary (or no --nid) deletes the whole peer (spec §1.3).

@@ -93,7 +93,8 @@ class Receiver:
             if lpni is None:
                 lpni = self.peers.traffic_add(ev.peer_nid,
                                               self.local.peer_credits(ev.peer_nid.net))
-                lpni.pref_nids.append(ni.nid)
+                lpni.pref_nids.append(ni.nid)  # lnet_peer_ni_set_non_mr_pref_nid
+                lpni.non_mr_pref = True
             lpni.last_alive = now
             lpni.stats.received.bump(hdr.type)
             why = self.router.alive.on_rx(  # aliveness, §6.5

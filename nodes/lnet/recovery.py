@@ -147,9 +147,12 @@ class Recovery:
 
     # ------------------------------------------------------------------ the monitor tick
     def deadline(self) -> float | None:
-        """When the monitor must tick next: never more often than once a second."""
+        """When the monitor must tick next: never more often than once a second. An entry
+        back at full health is due at the next tick, which takes it off its queue (the
+        monitor thread walks both queues every second, ``lnet_monitor_thread``)."""
         entries: list[LNetNI | PeerNI] = [*self.ni_queue, *self.lpni_queue]
-        due = [x.next_ping for x in entries
+        due = [-math.inf if x.healthv >= LNET_MAX_HEALTH_VALUE else x.next_ping
+               for x in entries
                if not x.recovery_state & RECOVERY_PENDING or x.healthv >= LNET_MAX_HEALTH_VALUE]
         if not due:
             return None

@@ -109,6 +109,7 @@ def set_non_mr_pref(lpni: PeerNI, ni: LNetNI, is_response: bool) -> None:
     """``lnet_set_non_mr_pref_nid``: a non-MR peer keeps talking to the same local NI."""
     if not lpni.peer.multi_rail and not is_response and not lpni.pref_nids:
         lpni.pref_nids.append(ni.nid)
+        lpni.non_mr_pref = True
 
 
 def select_pathway(*, lpni: PeerNI, src: LNetNI | None, nets: dict[Net, LNetNet],

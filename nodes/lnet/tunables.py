@@ -93,6 +93,9 @@ class Tunables:
     avoid_asym_router_failure: int = 1
     check_routers_before_use: int = 0
     forwarding: int = 0
+    # api-ni.c lock_prim_nid (module parameter, default 1): LNetAddPeer locks the primary NID
+    # Lustre gives first (peer.c, addpeer.py); not in `global show`, read-only after load
+    lock_prim_nid: int = 1
     # seed 004's local NI recovery interval behind recovery_interval (module doc); 0 = off
     seed_recovery_interval: int = 0
 

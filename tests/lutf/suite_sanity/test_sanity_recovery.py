@@ -1,11 +1,14 @@
-"""sanity-lnet.sh tests 210, 216, 218, 235: local NI recovery with the node's own NIDs, at
-lustre-release c881f8ebcb. Real LNet sends a local NI's recovery ping to the NI's own NID
-through the LND (lib-move.c ``lnet_recover_local_nis``), where LNet drop rules apply
+"""sanity-lnet.sh tests 210, 211, 216, 218, 235: local and remote NI recovery with the node's
+own NIDs, at lustre-release c881f8ebcb. Real LNet sends a local NI's recovery ping to the NI's
+own NID through the LND (lib-move.c ``lnet_recover_local_nis``), and a peer NI's to the peer
+NI (``lnet_recover_peer_nis``; here the self peer's), where LNet drop rules apply
 (docs/sanity-lnet.md E1/E3); the tests run with today's defaults (issue 14 item 1).
 
-``check_ping_count ni NID N T``: the NI's ``ping_count`` (``net show -v 2``) reaches N within
-T s; ``check_nid_in_recovq -l|-p NID N``: NID is (N=1) or is not (N=0) listed by ``debug
-recovery``. Waits use ``advance_until`` (wall clock on Mininet, virtual time on the sim)."""
+``check_ping_count ni|peer_ni NID N T``: the NI's or peer NI's ``ping_count`` (``net|peer show
+-v 2``) reaches N within T s; ``check_nid_in_recovq -l|-p NID N``: NID is (N=1) or is not
+(N=0) listed by ``debug recovery``. Waits use ``advance_until`` (wall clock on Mininet,
+virtual time on the sim, where 211's schedule is asserted to the poll: the monitor walks the
+queues every second, pings back off as 2**ping_count up to ``max_recovery_ping_interval``)."""
 
 from __future__ import annotations
 
@@ -45,8 +48,9 @@ def _check_ping_count(tb: Any, s: Any, nid: str, expect: int, max_wait: float) -
                   f"ping_count {expect} of {nid}")
 
 
-def _check_recovq(tb: Any, s: Any, queue: str, nid: str, expect: int) -> None:
-    advance_until(tb, lambda: _in_recovq(s, queue, nid) == expect, 10,
+def _check_recovq(tb: Any, s: Any, queue: str, nid: str, expect: int,
+                  max_wait: float = 10) -> None:
+    advance_until(tb, lambda: _in_recovq(s, queue, nid) == expect, max_wait,
                   f"{expect} x {nid} in recovery {queue}")
 
 
@@ -162,3 +166,82 @@ def test_sanity_235_ni_status_down_at_health_0_after_failures(tb: Any) -> None:
         s.lctl("net_drop_del -a")
     run(s, f"net set --health 900 --nid {nid1}")
     advance_until(tb, lambda: status(nid1) == "up", 60, f"{nid1} up")
+
+
+def _peer_ping_count(s: Any, nid: str) -> int:
+    """``check_ping_count peer_ni``: the ping_count of peer NI ``nid`` (``peer show -v 2``)."""
+    doc = yaml.safe_load(s.lnetctl(f"peer show -v 2 --nid {nid}").out)
+    for lpni in (lpni for peer in doc["peer"] for lpni in peer["peer ni"]):
+        if lpni["nid"] == nid:
+            return int(lpni["health stats"]["ping_count"])
+    raise AssertionError(f"no peer NI {nid}")
+
+
+def _fail_211(s: Any) -> None:
+    """Every GET on tcp and tcp1 fails (remote_error), every other message is dropped."""
+    for net in ("tcp", "tcp1"):
+        _drop(s, f"-s *@{net} -d *@{net} -m GET -r 1 -e remote_error")
+    for net in ("tcp", "tcp1"):
+        _drop(s, f"-s *@{net} -d *@{net} -r 1")
+
+
+class _Clock:
+    """Seconds since ``start`` when each wait ends; on the sim (exact virtual clock, polls
+    every 0.25 s) they must be the model's times to the poll."""
+
+    def __init__(self, tb: Any) -> None:
+        self.tb, self.sim = tb, tb.status().get("backend") == "sim"
+        self.t0 = float(tb.now)
+
+    def start(self) -> None:
+        self.t0 = float(self.tb.now)
+
+    def at(self, want: float, check: Any, max_wait: float, what: str) -> None:
+        advance_until(self.tb, check, max_wait, what)
+        took = float(self.tb.now) - self.t0
+        if self.sim:
+            assert took == pytest.approx(want, abs=1e-3), (what, took, want)
+
+
+def test_sanity_211_remote_ni_recovery_checks(tb: Any) -> None:
+    s = tb.node("s")
+    clock = _Clock(tb)
+    prim = _setup_210(s)
+    default = _global(s, "recovery_limit")
+    run(s, "set recovery_limit 10")
+    try:
+        _fail_211(s)
+        clock.start()
+        run(s, f"peer set --nid {prim} --health 0")  # onto the recovery queue
+        clock.at(0, lambda: _in_recovq(s, "-p", prim) == 1, 10, f"{prim} queued")
+        if clock.sim:  # failed pings back off: 1 s, then 2, 4, 8 s apart
+            for count, when in ((1, 1), (2, 3), (3, 7)):
+                clock.at(when, lambda c=count: _peer_ping_count(s, prim) == c, 10,
+                         f"ping_count {count}")
+        # silent for more than recovery_limit: ages out at the next ping (10-20 s)
+        clock.at(15, lambda: _in_recovq(s, "-p", prim) == 0, 20, f"{prim} aged out")
+        assert _peer_ping_count(s, prim) == 0  # reset when it ages out
+    finally:
+        s.lctl("net_drop_del -a")
+    # back on the queue with recovery_limit 0 (no limit); 500 -> 1000 in three pings
+    run(s, "set recovery_limit 0")
+    clock.start()
+    run(s, f"peer set --nid {prim} --health 500")
+    clock.at(0, lambda: _in_recovq(s, "-p", prim) == 1, 10, f"{prim} queued")
+    clock.at(6, lambda: _in_recovq(s, "-p", prim) == 0, 20, f"{prim} recovered")
+    prim = _setup_210(s)
+    run(s, f"set recovery_limit {default}")
+    default = _global(s, "max_recovery_ping_interval")
+    run(s, "set max_recovery_ping_interval 4")
+    try:
+        _fail_211(s)
+        clock.start()
+        run(s, f"peer set --nid {prim} --health 0")
+        clock.at(1, lambda: _peer_ping_count(s, prim) == 1, 4, "ping_count 1")
+        _check_recovq(tb, s, "-p", prim, 1)
+        clock.start()  # pings 1 s, then 2, 4 and at most 4 s apart: the 4th 10 s later
+        clock.at(10, lambda: _peer_ping_count(s, prim) == 4, 14, "ping_count 4")
+        _check_recovq(tb, s, "-p", prim, 1)
+    finally:
+        s.lctl("net_drop_del -a")
+        run(s, f"set max_recovery_ping_interval {default}")
