@@ -20,7 +20,7 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.ifaddr import interface_ipv4
+from nodes.daemon.ifaddr import interface_ipv4, interface_up
 from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.nid import NID
@@ -40,6 +40,16 @@ def local_interfaces(rt: Any) -> list[tuple[str, str]]:
         if name != "lo" and ip is not None:
             out.append((name, ip))
     return out
+
+
+def up_interfaces(rt: Any) -> list[tuple[str, str]]:
+    """``lnet_inet_enumerate``: (interface, IPv4) of the interfaces that are UP, in order (a
+    simulated node: those whose link the testbed has not set down)."""
+    plan = getattr(rt, "plan", None)
+    if plan is not None:
+        down = {str(n) for n in rt.sim.fabric.down}
+        return [(i.name, str(i.ip)) for i in plan.interfaces if str(i.nid) not in down]
+    return [(name, ip) for name, ip in local_interfaces(rt) if interface_up(name)]
 
 
 def interface_of(rt: Any, nid: NID) -> str:
