@@ -103,3 +103,13 @@ def test_local_gateway_makes_the_node_a_router(sim: Any) -> None:
     assert s.lctl("net up").rc == 0
     shown = (s.yaml("routing show") or {}).get("routing") or [{"enable": 0}]
     assert shown[-1]["enable"] == 0
+
+
+def test_reload_refuses_an_unknown_module_in_one_line(sim: Any) -> None:
+    """``testbed/modload.py``: only modules whose parameters the plan carries; the node is
+    left as it was."""
+    from testbed.base import TestbedError
+
+    with pytest.raises(TestbedError, match=r"^reload: no parameters of module 'ko2iblnd'"):
+        sim.reload_modules("s", {"ko2iblnd": {"peer_credits": "8"}})
+    assert sim.node("s").lctl("list_nids").rc == 0
