@@ -127,6 +127,11 @@ class CtlTestbed:
         """Set interface ``iface`` of ``node`` ``up`` or ``down`` (logged as an event)."""
         self._ok({"cmd": "link", "node": node, "iface": iface, "state": state})
 
+    def reload_modules(self, node: str, modules: dict[str, dict[str, str]]) -> None:
+        """``node``'s modules reloaded with these parameters, LNet left unconfigured
+        (``testbed/modload.py``; sanity-lnet's ``load_lnet OPTS``)."""
+        self._ok({"cmd": "reload", "node": node, "modules": modules})
+
     def events(self) -> list[dict[str, Any]]:
         return runstate.read_events(self.rundir)
 

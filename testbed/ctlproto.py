@@ -37,6 +37,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "fault_list": {"residue": ((bool,), False)},
     "fault_del": {"id": (_STR, True)},
     "fault_clear": {},
+    "reload": {"node": (_STR, True), "modules": ((dict,), True)},
     # the sim server's own (testbed/sim/server.py)
     "clock": {"op": (_STR, False), "seconds": (_NUM, False)},
     "lnetctl": {"node": (_STR, True), "argv": ((list,), True)},

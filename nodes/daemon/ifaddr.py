@@ -11,6 +11,8 @@ import socket
 import struct
 
 SIOCGIFADDR = 0x8915
+SIOCGIFFLAGS = 0x8913
+IFF_UP = 0x1
 
 
 def interface_ipv4(ifname: str) -> str | None:
@@ -40,3 +42,15 @@ def interface_ipv6(ifname: str) -> list[str]:
         if len(fields) == 6 and fields[5] == ifname and len(fields[0]) == 32:
             out.append(str(ipaddress.IPv6Address(bytes.fromhex(fields[0]))))
     return out
+
+
+def interface_up(ifname: str) -> bool:
+    """``IFF_UP`` of ``ifname`` in this network namespace (``SIOCGIFFLAGS``); False if absent."""
+    if not ifname or len(ifname) > 15:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            res = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("16s16x", ifname.encode()))
+        except OSError:
+            return False
+    return bool(struct.unpack_from("H", res, 16)[0] & IFF_UP)

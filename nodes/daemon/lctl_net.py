@@ -9,7 +9,9 @@ Theory of operation:
   order of the first NI on that net, a routed NID the shortest route's hops + 1; ties go to
   the NID given first; unreachable NIDs are skipped, none reachable is "No reachable NID";
 * ``net up|configure`` / ``net down|unconfigure`` (``jt_ptl_network``): LNet on or off with
-  portals.c's messages;
+  portals.c's messages; ``up`` configures the module parameters' networks and routes
+  (``networks=``/``ip2nets=``/``routes=``, nodes/dlc/modparams.py), a failure printed as
+  ``LNET configure error ERRNO: MSG`` with LNet left down;
 * ``dk`` / ``debug_kernel`` (``jt_dbg_debug_kernel``): the node's debug log
   (``nodes/dlc/debuglog.py``), then its summary line; ``lctl dk FILE`` is written by the
   ``lctl`` client;
@@ -32,6 +34,7 @@ import os
 from typing import TYPE_CHECKING
 
 from nodes.dlc import debuglog
+from nodes.dlc.apply import configure
 from nodes.dlc.output import Result, exit_code
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, parse_net
@@ -104,7 +107,10 @@ async def network(rt: NodeRuntime, args: list[str]) -> Result:
         return 0, "LNET ready to unload\n", ""
     if word in ("configure", "up"):
         replace = len(args) == 2 and args[1] == "-l"
-        rt.engine.configure()
+        try:  # no NLM_F_EXCL: the module parameters' networks and routes (LNetNIInit)
+            await configure(rt, from_params=True)
+        except LNetConfigError as e:
+            return exit_code(e.errno), "", f"LNET configure error {-e.errno}: {e.descr}\n"
         return 0, ("LNET configured: Overridden existing one\n" if replace else
                    "LNET configured: New Created\n"), ""
     return exit_code(-1), "", f"Can't parse net {word}\n"

@@ -48,7 +48,7 @@ from nodes.echo import clip
 from nodes.lnd.modparams import LND_PARAMS, set_lnd_param
 from nodes.lnet import udsp
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.tunables import MODULE_PARAMS, apply_module_param
+from nodes.lnet.tunables import MODULE_PARAMS, STRING_MODULE_PARAMS, apply_module_param
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
@@ -192,19 +192,27 @@ async def _import(rt: NodeRuntime, args: list[str], content: Content | None) -> 
 
 
 def apply_module_params(rt: NodeRuntime, params: list[tuple[str, str]]) -> None:
-    """``modprobe lnet name=value ...``: before LNet is configured (spec §0).
+    """``modprobe lnet name=value ...``: before LNet is configured (spec §0); the string
+    parameters (``networks``, ``ip2nets``, ``routes``) are kept as given, parsed by
+    ``lnet configure --all``/``lctl net up`` (nodes/dlc/modparams.py).
 
     Raises:
         LNetConfigError: unknown parameter or value refused, naming it.
     """
+    strings = rt.engine.module_strings
     for name, value in params:
         if name in LND_PARAMS:
             _apply_lnd_param(rt, name, value)
             continue
+        if name in STRING_MODULE_PARAMS:  # parsed when LNet is configured from them
+            setattr(strings, name, str(value))
+            continue
         if name not in MODULE_PARAMS:
+            known = ", ".join([*MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS])
             raise LNetConfigError(-E.EINVAL, f"unknown LNet module parameter '{clip(str(name))}' "
-                                             f"(known: {', '.join([*MODULE_PARAMS, *LND_PARAMS])})")
+                                             f"(known: {known})")
         apply_module_param(rt.engine.tunables, name, value)
+        strings.forwarding_given |= name == "forwarding"
 
 
 def _apply_lnd_param(rt: NodeRuntime, name: str, value: str) -> None:

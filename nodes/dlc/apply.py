@@ -19,7 +19,7 @@ import errno as E
 from typing import TYPE_CHECKING, Any
 
 from nodes.dlc import commands as C
-from nodes.dlc import glue
+from nodes.dlc import glue, modparams
 from nodes.dlc.ip2nets import parse_legacy, resolve
 from nodes.dlc.nidlist import parse_expr_list
 from nodes.dlc.output import Result, error, exit_code
@@ -173,6 +173,24 @@ def _udsp_add(rt: NodeRuntime, cmd: C.UdspAdd) -> None:
     udsp.add(rt.engine, rule, None if cmd.idx == -1 else cmd.idx)
 
 
+async def configure(rt: NodeRuntime, *, from_params: bool) -> None:
+    """``lnet_configure``: LNet up; ``from_params`` (``lnet configure --all``, ``lctl net
+    up``: no ``NLM_F_EXCL``) also the NIs and routes of the module parameters
+    (``LNetNIInit``, nodes/dlc/modparams.py). An LNet already up is left as it is; a failure
+    leaves LNet unconfigured, as ``LNetNIInit``'s error path does.
+    """
+    if rt.engine.configured:
+        return
+    rt.engine.configure()
+    if not from_params:
+        return
+    try:
+        await modparams.load(rt)
+    except LNetConfigError:
+        await rt.unconfigure()
+        raise
+
+
 #: (action, entity) of each verb's error YAML
 _WHERE = {C.NetAdd: ("add", "net"), C.NetDel: ("del", "net"), C.NetSet: ("set", "net"),
           C.PeerAdd: ("add", "peer"), C.PeerDel: ("del", "peer"), C.PeerSet: ("set", "peer"),
@@ -195,7 +213,7 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
     eng = rt.engine
     try:
         if isinstance(cmd, C.LnetConfigure):
-            eng.configure()
+            await configure(rt, from_params=cmd.all)
         elif isinstance(cmd, C.LnetUnconfigure):
             await rt.unconfigure()
         elif isinstance(cmd, C.NetAdd):
@@ -224,5 +242,7 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
             raise LNetConfigError(-E.EOPNOTSUPP, f"no handler for {cmd.verb}")
     except LNetConfigError as e:
         action, entity = _WHERE.get(type(cmd), ("manage", cmd.verb))
-        return exit_code(e.errno), "", error(action, entity, e.errno, e.descr)[2]
+        descr = f"LNet configure error: {e.descr}" if isinstance(cmd, C.LnetConfigure) \
+            else e.descr  # jt_config_lnet's errstr
+        return exit_code(e.errno), "", error(action, entity, e.errno, descr)[2]
     return 0, "", ""

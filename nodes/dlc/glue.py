@@ -22,7 +22,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from nodes.daemon import etchosts
-from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6
+from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6, interface_up
 from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.nid import NID
@@ -66,6 +66,16 @@ def resolve_host(rt: Any, name: str) -> str | None:
         return etchosts.lookup_text(etchosts.plan_hosts(sim.plan.nodes), name)
     path = getattr(rt, "hosts_path", None)
     return None if path is None else etchosts.lookup_file(path, name)
+
+
+def up_interfaces(rt: Any) -> list[tuple[str, str]]:
+    """``lnet_inet_enumerate``: (interface, IPv4) of the interfaces that are UP, in order (a
+    simulated node: those whose link the testbed has not set down)."""
+    plan = getattr(rt, "plan", None)
+    if plan is not None:
+        down = {str(n) for n in rt.sim.fabric.down}
+        return [(i.name, str(i.ip)) for i in plan.interfaces if str(i.nid) not in down]
+    return [(name, ip) for name, ip in local_interfaces(rt) if interface_up(name)]
 
 
 def interface_of(rt: Any, nid: NID) -> str:

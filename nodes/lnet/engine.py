@@ -60,7 +60,7 @@ from nodes.lnet.router import Router
 from nodes.lnet.send import Sender
 from nodes.lnet.timers import Timers
 from nodes.lnet.trace import Tracer
-from nodes.lnet.tunables import Tunables
+from nodes.lnet.tunables import ModuleStrings, Tunables
 from nodes.lnet.udsp import UDSPTable
 from nodes.lnet.views import Views
 
@@ -74,6 +74,7 @@ class LNetEngine(ConfigAPI):
         self.rng = rng or random.Random(0)
         self.node = NodeState(pid=pid, incarnation=incarnation)
         self.tunables = Tunables()
+        self.module_strings = ModuleStrings()  # networks=, ip2nets=, routes= as given
         self.counters = GlobalCounters()
         self.timers = Timers()
         self.ids = id_source()

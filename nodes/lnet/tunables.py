@@ -268,6 +268,24 @@ MODULE_PARAMS: dict[str, tuple[str, str, tuple[int, int]]] = {
     for name, (how, target) in _MODULE_PARAMS.items()}
 
 
+#: LNet's string module parameters (api-ni.c ``networks``/``ip2nets``/``routes``): kept as
+#: given at module load, parsed only when LNet is configured from module parameters
+#: (``lnet configure --all``, ``lctl net up``: nodes/dlc/modparams.py), as the kernel does.
+STRING_MODULE_PARAMS = ("networks", "ip2nets", "routes")
+
+
+@dataclass(slots=True)
+class ModuleStrings:
+    """The string module parameters as given; ``forwarding_given``: ``forwarding=`` was set,
+    so a route through a local gateway does not turn routing on (router.c
+    ``lnet_rtrpools_alloc``'s ``im_a_router``)."""
+
+    networks: str = ""
+    ip2nets: str = ""
+    routes: str = ""
+    forwarding_given: bool = False
+
+
 def module_param_value(name: str, value: object) -> int:
     """The integer a module parameter stands for; raises LNetConfigError naming it.
 

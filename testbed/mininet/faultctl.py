@@ -28,11 +28,14 @@ from typing import Any
 from faults import netops
 from faults.spec import FaultError, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
-from testbed import runstate
+from testbed import modload, runstate
+from testbed.base import TestbedError
 from testbed.faultbook import FaultRecord as _Fault
 from testbed.faultbook import never_raise as _never_raise
 from testbed.mininet import daemons
 from testbed.mininet.faultres import FaultResources
+from testbed.mininet.netbuild import BringUpError
+from testbed.plan import NodePlan
 
 #: Seconds a restarted daemon gets to answer ``hello``.
 RESTART_TIMEOUT = 30.0
@@ -241,13 +244,28 @@ class FaultManager(FaultResources):
         else:
             self._restart(node)
 
-    def _restart(self, node: str) -> None:
-        """A fresh daemon in the node's namespace, configured as at bring-up."""
+    def reload(self, node: str, modules: dict[str, Any]) -> dict[str, Any]:
+        """``reload``: ``lnet unconfigure``, then the daemon restarted with ``modules``'
+        parameters and LNet left unconfigured (``testbed/modload.py``)."""
+        if node not in self.sup.daemons:
+            return {"ok": False, "error": f"no node {node!r} in testbed {self.sup.name}"}
+        try:
+            plan = modload.reloaded_plan(self.sup.plan.node(node), modules)
+            if self.sup.daemons[node].poll() is None:
+                daemons.verb(self.sup, node, ["lnet", "unconfigure"])
+            self._restart(node, plan)
+        except (TestbedError, netops.FaultApplyError, BringUpError) as e:
+            return {"ok": False, "error": f"reload {node}: {e}"}
+        return {"ok": True, "node": node}
+
+    def _restart(self, node: str, reloaded: NodePlan | None = None) -> None:
+        """A fresh daemon in the node's namespace, configured as at bring-up; or with the
+        ``reloaded`` plan's module parameters and left unconfigured."""
         old = self.sup.daemons[node]
         if old.poll() is None:
             old.send_signal(signal.SIGKILL)
             old.wait(timeout=10)
-        plan = self.sup.plan.node(node)
+        plan = reloaded or self.sup.plan.node(node)
         sock = runstate.node_sock(self.sup.rdir, node)
         sock.unlink(missing_ok=True)
         daemons.start_daemon(self.sup, plan)
@@ -265,6 +283,7 @@ class FaultManager(FaultResources):
             if time.monotonic() > deadline:
                 raise netops.FaultApplyError(f"restarted daemon of {node} did not answer")
             time.sleep(0.05)
-        daemons.configure(self.sup, plan)
+        if reloaded is None:
+            daemons.configure(self.sup, plan)
         runstate.append_event(self.sup.rdir, "node_restarted", node=node,
                               pid=self.sup.daemons[node].pid)

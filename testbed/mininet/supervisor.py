@@ -263,6 +263,8 @@ class Supervisor:
             return self.status(), False
         if cmd == "link":
             return self.link(msg), False
+        if cmd == "reload":
+            return self.faults.reload(msg["node"], msg["modules"]), False
         if cmd == "down":
             return {"ok": True, "name": self.name}, True
         if cmd == "fault_add":

@@ -36,7 +36,7 @@ from nodes.daemon import lnetctl_config
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.recorder import DEFAULT_PERIOD
-from testbed import bringup
+from testbed import bringup, modload
 from testbed.base import TestbedError
 from testbed.plan import NodePlan, Plan, config_steps, load_topology
 from testbed.sim.fabric import VIRTUAL_TIME_LIMIT
@@ -169,6 +169,21 @@ class SimTestbed:
             self.check_alive(node)
             self.dead[node] = why
             self.fabric.kill(node, [NID.parse(n) for n in self.plan.node(node).nids])
+
+    def reload_modules(self, node: str, modules: dict[str, dict[str, str]]) -> None:
+        """``lnet unconfigure``, then a new incarnation with ``modules``' parameters and LNet
+        left unconfigured (``testbed/modload.py``; sanity-lnet's ``load_lnet OPTS``)."""
+        with self.lock:
+            self.check_alive(node)
+            old = self.runtimes[node]
+            plan = modload.reloaded_plan(old.plan, modules)
+            self.node(node).lnetctl("lnet", "unconfigure")
+            self.kill(node, "module reload")
+            self.fabric.revive(node, [NID.parse(n) for n in plan.nids])
+            self.runtimes[node] = SimRuntime(self, plan, self.seed, old.generation + 1)
+            del self.dead[node]
+            self.fabric.record("node_restarted", node, incarnation=self.runtimes[node].incarnation)
+            self._module_params(plan)
 
     def restart(self, node: str) -> None:
         """A new engine from the node's plan, a new incarnation (seed 002: peers see the

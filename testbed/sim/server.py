@@ -129,6 +129,9 @@ class SimServer:
         if cmd == "flush":  # recorder rows to their files (a reader is about to look)
             tb.fabric.flush_recorders()
             return {"ok": True}
+        if cmd == "reload":
+            tb.reload_modules(str(req["node"]), dict(req["modules"]))
+            return {"ok": True, "node": req["node"]}
         if cmd == "link":
             tb.link(str(req.get("node")), str(req.get("iface")), str(req.get("state")))
             return {"ok": True, "node": req["node"], "iface": req["iface"],
