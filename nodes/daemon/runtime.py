@@ -192,7 +192,9 @@ class NodeRuntime:
                                             payload=rx.payload))
 
     def _on_tx_done(self, tx_id: int, rc: int, hstatus: HStatus) -> None:
-        ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=HStatus(hstatus))
+        if type(hstatus) is not HStatus:  # (the socklnd's are already; the call is ~1 us)
+            hstatus = HStatus(hstatus)
+        ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus)
         self.execute(self.engine.handle(ev, self.now()))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
