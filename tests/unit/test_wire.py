@@ -72,6 +72,16 @@ def test_hdr_round_trip(hdr: LNetHdr) -> None:
     assert wire.unpack_hdr(b) == hdr
 
 
+@pytest.mark.parametrize("hdr", HEADERS, ids=lambda h: h.type.name)
+def test_frame_head_is_ksock_msg_hdr_then_packed_lnet_hdr(hdr: LNetHdr) -> None:
+    """The one-``pack`` frame head (issue 13, msgrate) is byte for byte the ksock_msg_hdr
+    (KSOCK_MSG_LNET, no checksum, no ZC cookies) followed by ``pack_hdr``."""
+    payload = bytes(hdr.payload_length)
+    head = wire.pack_lnet_head(hdr, payload)
+    assert head == struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + wire.pack_hdr(hdr)
+    assert len(head) == wire.LNET_FRAME_HEAD == 96
+
+
 def test_union_padding_zero() -> None:
     ack, _, get, reply, hello = (wire.pack_hdr(h) for h in HEADERS)
     assert ack[60:] == bytes(12)
