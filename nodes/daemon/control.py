@@ -291,10 +291,10 @@ class ControlServer:
             rt.driver.hold()  # the refill's actions carried out as one batch
             try:
                 try:
+                    now = rt.now()  # (one instant for the whole refill)
                     while st["left"] > 0 and st["inflight"] < MAX_INFLIGHT:
                         st["left"] -= 1
                         st["inflight"] += 1
-                        now = rt.now()
                         if op == "put":
                             handle, actions = engine.put(now, dst, payload=payload,
                                                          portal=SRPC_RDMA_PORTAL, src=src,
