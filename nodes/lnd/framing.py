@@ -40,7 +40,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from nodes.lnd import wire
+from nodes.lnd import framehead, wire
 from nodes.lnd.bufpool import BufferPool
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNetHdr, MsgType
@@ -368,7 +368,9 @@ class KsockConnection:
                 hdr.type in (MsgType.ACK, MsgType.GET) and len(payload)):
             raise LocalProtocolError("payload does not match the header")
         self._fire(Inp.TX_MSG)
-        return wire.pack_lnet_head(hdr, payload, checksum=checksum)
+        if checksum:
+            return wire.pack_lnet_head(hdr, payload, checksum=True)
+        return framehead.pack_head(hdr)
 
     def send_lnet(self, hdr: LNetHdr, payload: bytes, *, checksum: bool = False) -> bytes:
         """One whole KSOCK_MSG_LNET frame (head + payload joined: tests and tools)."""

@@ -344,40 +344,13 @@ _LNET_KSM = _KSM_HDR_LE.pack(KSOCK_MSG_LNET, 0, 0, 0)
 LNET_FRAME_HEAD = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE
 
 
-#: Per message type, the whole 96-byte head in one ``pack``: ksock_msg_hdr (type, csum 0, no
-#: ZC cookies), lnet_hdr_nid4's fixed part, the type's union member, zero padding to 72 bytes.
-#: What ``_LNET_KSM + pack_hdr(h)`` gives (tests/unit/test_wire.py), without the three joins
-#: per frame.
-_HEADS = {t: struct.Struct(f"<IIQQQQIIII{u}{_UNION_SIZE - struct.calcsize('<' + u)}x")
-          for t, u in ((MsgType.ACK, "QQQI"), (MsgType.PUT, "QQQQII"),
-                       (MsgType.GET, "QQQIII"), (MsgType.REPLY, "QQ"))}
-_HEAD_ACK, _HEAD_PUT, _HEAD_GET, _HEAD_REPLY = (_HEADS[t] for t in (
-    MsgType.ACK, MsgType.PUT, MsgType.GET, MsgType.REPLY))
-
-
-def _pack_head(h: LNetHdr) -> bytes:
-    """``_LNET_KSM + pack_hdr(h)`` in one ``pack``."""
-    t = h.type
-    fixed = (KSOCK_MSG_LNET, 0, 0, 0, h.dest_nid.nid4, h.src_nid.nid4, h.dest_pid, h.src_pid,
-             int(t), h.payload_length, h.wmd.interface_cookie, h.wmd.object_cookie)
-    if t is MsgType.PUT:
-        return _HEAD_PUT.pack(*fixed, h.match_bits, h.hdr_data, h.ptl_index, h.offset)
-    if t is MsgType.ACK:
-        return _HEAD_ACK.pack(*fixed, h.match_bits, h.mlength)
-    if t is MsgType.GET:
-        return _HEAD_GET.pack(*fixed, h.match_bits, h.ptl_index, h.offset, h.sink_length)
-    if t is MsgType.REPLY:
-        return _HEAD_REPLY.pack(*fixed)
-    return _LNET_KSM + pack_hdr(h)  # HELLO: never sent in a KSOCK_MSG_LNET frame by us
-
-
 def pack_lnet_head(hdr: LNetHdr, payload: bytes | bytearray | memoryview = b"", *,
                    checksum: bool = False) -> bytes:
     """The 96 bytes that precede ``payload`` in a V3 KSOCK_MSG_LNET frame (ksock_msg_hdr +
     lnet_hdr_nid4), for a scatter-gather send of head and payload without joining them
     (``ksocknal_pack_msg_v2`` fills the header iov, the payload goes as its own kiov).
     ``checksum`` fills ksm_csum over head and payload as ``ksocknal_lib_csum_tx`` does."""
-    head = _pack_head(hdr)
+    head = _LNET_KSM + pack_hdr(hdr)
     if not checksum:
         return head
     csum = ksock_csum_parts(head, payload)
