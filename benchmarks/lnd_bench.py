@@ -358,6 +358,26 @@ def with_cpu(nodes: Sequence[Any], run: Callable[[], float]) -> tuple[float, lis
     return result, [cpu_seconds(n.pid) - b for n, b in zip(nodes, before, strict=True)]
 
 
+def runq_wait_seconds(pid: int) -> float:
+    """Seconds the threads of process ``pid`` spent runnable but waiting for a CPU
+    (``/proc/PID/task/*/schedstat``, second field): what a busy shared box takes from a
+    daemon, which CPU time cannot show."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):  # a thread that ended
+            total += int((task / "schedstat").read_text().split()[1])
+    return total / 1e9
+
+
+def with_sched(nodes: Sequence[Any], run: Callable[[], float]
+               ) -> tuple[float, list[float], list[float]]:
+    """As ``with_cpu``, plus the seconds each daemon waited for a CPU meanwhile."""
+    before = [runq_wait_seconds(n.pid) for n in nodes]
+    result, cpu = with_cpu(nodes, run)
+    return result, cpu, [runq_wait_seconds(n.pid) - b
+                         for n, b in zip(nodes, before, strict=True)]
+
+
 # --- profiling ----------------------------------------------------------------------------
 def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
     """Start ``py-spy record`` on ``pid`` (raw collapsed stacks, idle frames included)."""

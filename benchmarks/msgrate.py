@@ -8,7 +8,10 @@ PUT frame and a 96-byte ACK) — messages/s; and the bare asyncio request/respon
 Targets (issue 13): floor >= 25 % of the asyncio reference, stretch >= 50 %. The load is the
 daemon's PUT burst (``lnd_bench.burst_load``); then, against the same reference, an
 ``lst add_test --concurrency 64 ... ping`` batch: the pings per second ``lst stat --rate``
-prints for the server group (``lnd_bench.lst_ping_rate``) over ``--seconds``.
+prints for the server group (``lnd_bench.lst_ping_rate``) over ``--seconds``. Each daemon's
+share of the burst's wall time on a CPU (``busy``) and runnable but waiting for one
+(``runq_wait``, /proc/PID/schedstat) tell a pipelining stall (both low: the daemons wait for
+each other) from a box too busy to measure on (``runq_wait`` high).
 ``--profile DIR`` runs py-spy on both daemons during one extra LNet run. Run as root:
 
     .venv/bin/python benchmarks/msgrate.py [--runs 3] [--count 20000] [--profile DIR]
@@ -36,12 +39,17 @@ def main() -> int:
         c1, s1 = tb.node("c1"), tb.node("s1")
         c1.put(lb.server_nid(0), count=64, size=SIZE)  # discovery, connections up
         lnet, ref, cpu_c1, cpu_s1, ping, ping_c1, ping_s1 = [], [], [], [], [], [], []
+        busy: list[list[float]] = [[], []]  # CPU seconds per second of the burst
+        wait: list[list[float]] = [[], []]  # seconds waiting for a CPU, per second
         for _ in range(args.runs):
-            secs, cpu = lb.with_cpu((c1, s1), lambda: load(c1, lb.server_nid(0), "write",
-                                                            SIZE, args.count))
+            secs, cpu, waited = lb.with_sched((c1, s1), lambda: load(
+                c1, lb.server_nid(0), "write", SIZE, args.count))
             lnet.append(args.count / secs)
             cpu_c1.append(cpu[0] / args.count * 1e6)
             cpu_s1.append(cpu[1] / args.count * 1e6)
+            for i in range(2):
+                busy[i].append(cpu[i] / secs)
+                wait[i].append(waited[i] / secs)
             secs = lb.asyncio_ref(c1, s1, lb.server_ip(0), count=args.count,
                                   req_bytes=lb.FRAME_OVERHEAD + SIZE,
                                   resp_bytes=lb.FRAME_OVERHEAD)
@@ -53,6 +61,10 @@ def main() -> int:
         print(f"put_8B: lnet_msgs_per_s={lb.fmt(lnet)} asyncio_msgs_per_s={lb.fmt(ref)} "
               f"of_asyncio={lb.ratio(lnet, ref):.2f} (floor 0.25, stretch 0.50) "
               f"cpu_us_per_msg c1={lb.fmt(cpu_c1)} s1={lb.fmt(cpu_s1)}", flush=True)
+        print(f"put_8B_daemons: busy c1={lb.fmt(busy[0], nd=2)} s1={lb.fmt(busy[1], nd=2)} "
+              f"runq_wait c1={lb.fmt(wait[0], nd=2)} s1={lb.fmt(wait[1], nd=2)} "
+              f"(shares of the burst's wall time: on a CPU, runnable and waiting for one)",
+              flush=True)
         print(f"lst_ping: lnet_pings_per_s={lb.fmt(ping)} asyncio_msgs_per_s={lb.fmt(ref)} "
               f"of_asyncio={lb.ratio(ping, ref):.2f} (floor 0.25, stretch 0.50) "
               f"cpu_us_per_ping c1={lb.fmt(ping_c1)} s1={lb.fmt(ping_s1)}", flush=True)

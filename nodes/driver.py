@@ -135,6 +135,8 @@ class NodeDriver:
         self._tunables: tuple[int, ...] | None = None  # HEALTH_TUNABLES last published
         #: lnet_selftest on this node (``nodes.selftest.attach``), or None
         self.upper: UpperLayer | None = None
+        self._holding = 0  # hold() depth: execute() keeps actions in _held meanwhile
+        self._held: list[Action] | None = None
 
     # ---------------------------------------------------------------- engine plumbing
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -147,10 +149,30 @@ class NodeDriver:
         self.execute(actions or [])
         return value
 
+    def hold(self) -> None:
+        """Keep what ``execute`` is given until ``release``: a runtime that hands the engine
+        a batch of LND events (frames one socket read brought, txs one write completed)
+        carries out their actions once, and pays the per-batch tail (notices, LND timeouts,
+        the timer, the recorder) once per batch instead of once per message."""
+        self._holding += 1
+
+    def release(self) -> None:
+        """The batch ended: carry out, in order, every action held since ``hold``."""
+        self._holding -= 1
+        if not self._holding and self._held is not None:
+            actions, self._held = self._held, None
+            self.execute(actions)
+
     def execute(self, actions: list[Action]) -> None:
         """Carry out ``actions`` in order (then what the upper layer returned for its MD
         events, batch after batch), then drain notices, sync LND timeouts, re-arm, and give
-        the recorder its chance to sample."""
+        the recorder its chance to sample. While held (``hold``) they are kept, in order,
+        for ``release``."""
+        if self._holding:
+            if self._held is None:
+                self._held = []
+            self._held += actions
+            return
         upper, rec = self.upper, self.recorder
         while actions:
             follow: list[Action] = []

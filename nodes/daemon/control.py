@@ -288,21 +288,25 @@ class ControlServer:
             st["refill"] = 0
             if done.done():
                 return  # cut short
+            rt.driver.hold()  # the refill's actions carried out as one batch
             try:
-                while st["left"] > 0 and st["inflight"] < MAX_INFLIGHT:
-                    st["left"] -= 1
-                    st["inflight"] += 1
-                    now = rt.now()
-                    if op == "put":
-                        handle, actions = engine.put(now, dst, payload=payload,
-                                                     portal=SRPC_RDMA_PORTAL, src=src,
-                                                     numa=numa)
-                    else:
-                        handle, actions = engine.get(now, dst, length=size,
-                                                     portal=SRPC_RDMA_PORTAL, src=src,
-                                                     numa=numa)
-                    rt.driver.watch(handle, on_event)
-                    rt.execute(actions)
+                try:
+                    now = rt.now()  # (one instant for the whole refill)
+                    while st["left"] > 0 and st["inflight"] < MAX_INFLIGHT:
+                        st["left"] -= 1
+                        st["inflight"] += 1
+                        if op == "put":
+                            handle, actions = engine.put(now, dst, payload=payload,
+                                                         portal=SRPC_RDMA_PORTAL, src=src,
+                                                         numa=numa)
+                        else:
+                            handle, actions = engine.get(now, dst, length=size,
+                                                         portal=SRPC_RDMA_PORTAL, src=src,
+                                                         numa=numa)
+                        rt.driver.watch(handle, on_event)
+                        rt.execute(actions)
+                finally:
+                    rt.driver.release()
             except Exception as e:  # ends the burst with it, as a failing worker did
                 if not done.done():
                     done.set_exception(e)

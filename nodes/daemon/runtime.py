@@ -69,7 +69,7 @@ class NodeRuntime:
                                                      incarnation=self.incarnation)
         self.lnd = SockLND(on_rx=self._on_rx, on_tx_done=self._on_tx_done,
                            on_conn=self._on_conn, on_notify=self._on_notify,
-                           incarnation=self.incarnation, port=port)
+                           on_batch=self._on_batch, incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
         # health notices for user space (hlth-lnt-udev): set by the control server to the
         # testbed event log (nodes/daemon/eventlog.py)
@@ -180,12 +180,22 @@ class NodeRuntime:
         self._timer = None
         self.driver.on_timer()
 
+    def _on_batch(self, begin: bool) -> None:
+        """The socklnd hands over the frames of one read or the txs of one write: their
+        engine actions are carried out once, at the end (``NodeDriver.hold``)."""
+        if begin:
+            self.driver.hold()
+        else:
+            self.driver.release()
+
     def _on_rx(self, rx: RxMsg) -> None:
         self.driver.receive(MessageReceived(ni=rx.ni, peer_nid=rx.peer_nid, hdr=rx.hdr,
                                             payload=rx.payload))
 
     def _on_tx_done(self, tx_id: int, rc: int, hstatus: HStatus) -> None:
-        ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=HStatus(hstatus))
+        if type(hstatus) is not HStatus:  # (the socklnd's are already; the call is ~1 us)
+            hstatus = HStatus(hstatus)
+        ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus)
         self.execute(self.engine.handle(ev, self.now()))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:

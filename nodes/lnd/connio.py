@@ -16,6 +16,10 @@ the old transport attached in a later task, after a racing close).
   queue's buffers (``sendq.py``: heads and payloads, never joined); the first write is
   deferred to the end of the current loop iteration, so everything queued meanwhile (an
   engine's batch of actions) goes out in one system call. Completed txs go to ``completed``.
+* Pipelining: the frames of a read are handed on ``RX_SLICE`` at a time, and what each
+  slice made the node queue (ACKs, replies) is written before the next slice is handled,
+  so the peer works on the first answers while this side works on the rest (rather than
+  the two nodes taking turns on a whole window of messages).
 * Failures (reset, EOF, a protocol error, the socket's own error) go to ``failed(conn, why,
   errno)``: the caller closes and fails what the connection held.
 """
@@ -39,6 +43,8 @@ from nodes.lnet.errors import WireProtocolError
 SIOCOUTQ = 0x5411
 READ_BUDGET = 16
 WRITE_BUDGET = 8
+#: Frames handed to the node per batch; after each batch what it queued is written at once.
+RX_SLICE = 16
 
 
 @dataclass(eq=False, slots=True)
@@ -61,6 +67,8 @@ class ConnIO:
         self._deliver = deliver
         self._completed = completed
         self._failed = failed
+        self._dirty: list[Conn] = []  # connections with a flush pending (flush_pending)
+        self._flush_armed = False  # a call_soon(flush_dirty) is scheduled
 
     def attach(self, c: Conn, sock: socket.socket) -> None:
         """Start moving ``c``'s bytes now (synchronously: no window before the loop watches
@@ -97,7 +105,23 @@ class ConnIO:
     def _kick(self, c: Conn, st: SockState) -> None:
         if not st.writing and not st.flush_pending:
             st.flush_pending = True
-            self._loop.call_soon(self._flush, c)
+            self._dirty.append(c)
+            if not self._flush_armed:
+                self._flush_armed = True
+                self._loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_armed = False
+        self.flush_dirty()
+
+    def flush_dirty(self) -> None:
+        """Write now what every connection queued since its last write."""
+        dirty = self._dirty
+        while dirty:
+            c = dirty.pop()
+            st = c.io
+            if isinstance(st, SockState) and st.flush_pending:
+                self._flush(c)
 
     def _flush(self, c: Conn) -> None:
         st = c.io
@@ -157,10 +181,12 @@ class ConnIO:
             except WireProtocolError as exc:
                 self._failed(c, f"protocol error: {exc}", None)
                 return
-            if events:
-                self._deliver(c, events)
+            for i in range(0, len(events), RX_SLICE):
+                self._deliver(c, events[i:i + RX_SLICE] if len(events) > RX_SLICE else events)
                 if c.closed:
                     return
+                if self._dirty:  # answers go out while the next frames are handled
+                    self.flush_dirty()
             if framer.error is not None:
                 self._failed(c, f"protocol error: {framer.error}", None)
                 return

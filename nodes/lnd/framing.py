@@ -40,7 +40,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from nodes.lnd import wire
+from nodes.lnd import framehead, wire
 from nodes.lnd.bufpool import BufferPool
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNetHdr, MsgType
@@ -151,6 +151,9 @@ class KsockConnection:
 
     # --- state table --------------------------------------------------------------------
     def _fire(self, inp: Input) -> None:
+        if self.state is S.RUNNING and (inp is Inp.RX_MSG or inp is Inp.TX_MSG):
+            return  # the table's (RUNNING, RX_MSG|TX_MSG) -> RUNNING, once per frame: no
+            # lookup (an Enum's hash is a Python call, two per key: ~1 us a frame)
         nxt = _TRANSITIONS.get((self.state, inp))
         if nxt is None:
             prev = self.state
@@ -365,7 +368,9 @@ class KsockConnection:
                 hdr.type in (MsgType.ACK, MsgType.GET) and len(payload)):
             raise LocalProtocolError("payload does not match the header")
         self._fire(Inp.TX_MSG)
-        return wire.pack_lnet_head(hdr, payload, checksum=checksum)
+        if checksum:
+            return wire.pack_lnet_head(hdr, payload, checksum=True)
+        return framehead.pack_head(hdr)
 
     def send_lnet(self, hdr: LNetHdr, payload: bytes, *, checksum: bool = False) -> bytes:
         """One whole KSOCK_MSG_LNET frame (head + payload joined: tests and tools)."""

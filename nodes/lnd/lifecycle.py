@@ -15,6 +15,9 @@ cannot break the LND.
   resends see it), every tx failed with its status (``errmap.py``), each connection reported
   down. ``failed`` is ``ksocknal_close_conn_and_siblings``: an error on one connection closes
   every connection of that peer; a clean EOF only its own.
+* Batches: the frames of one read and the txs one write completed reach the node as one
+  batch: ``on_batch(True)`` before the first callback, ``on_batch(False)`` after the last, so
+  the node may carry out the engine's actions once per batch (``NodeDriver.hold``).
 * Timeouts (``timed_out``, ``ksocknal_find_timed_out_conn``, once a tick): "Timeout
   receiving" (a frame begun, nothing more for the timeout: up to 1 MiB held) closes the
   peer's connections as an error (-EIO, LOCAL_ERROR) and reports the peer NI dead; "Timeout
@@ -46,9 +49,10 @@ _CLOSED = FAILURES["conn_closed"]
 RX_TIMEOUT = "rx timeout"  # the rate-limited log's kind for "Timeout receiving"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RxMsg:
-    """One received LNET message, as handed to the engine."""
+    """One received LNET message, as handed to the engine (not frozen: a frozen
+    dataclass sets each field through ``object.__setattr__``, ~3x the cost, per frame)."""
 
     ni: NID
     peer_nid: NID
@@ -65,8 +69,10 @@ class Lifecycle:
                  on_conn: Callable[[str, NID, NID, str], None] | None,
                  on_notify: Callable[[NID, NID, bool, bool], None] | None,
                  timeout_of: Callable[[NID], float], live: Callable[[Peer], bool],
-                 refusals: RateLimitedLog) -> None:
+                 refusals: RateLimitedLog,
+                 on_batch: Callable[[bool], None] | None = None) -> None:
         self._table = table
+        self._on_batch = on_batch
         self._on_rx, self._on_tx_done = on_rx, on_tx_done
         self._on_conn, self._on_notify = on_conn, on_notify
         self._timeout_of, self._live = timeout_of, live
@@ -97,17 +103,34 @@ class Lifecycle:
         for tx in txs:
             self.done(tx, *status)
 
+    def _batch(self, begin: bool) -> None:
+        if self._on_batch is not None:
+            try:
+                self._on_batch(begin)
+            except Exception:
+                _log.exception("on_batch raised")
+
     def completed(self, c: Conn, txs: list[Tx]) -> None:
-        for tx in txs:
-            self.done(tx, 0, HStatus.OK)
+        """The txs one write finished, as one batch (``on_batch``)."""
+        self._batch(True)
+        try:
+            for tx in txs:
+                self.done(tx, 0, HStatus.OK)
+        finally:
+            self._batch(False)
 
     def deliver(self, c: Conn, events: list[Event]) -> None:
-        for ev in events:
-            if isinstance(ev, LNetMessageReceived):
-                try:
-                    self._on_rx(RxMsg(c.ni, c.peer_nid, c.peer_ip, ev.hdr, ev.payload))
-                except Exception:
-                    _log.exception("on_rx raised")
+        """The frames of one read (or one slice of it), as one batch (``on_batch``)."""
+        self._batch(True)
+        try:
+            for ev in events:
+                if type(ev) is LNetMessageReceived:
+                    try:
+                        self._on_rx(RxMsg(c.ni, c.peer_nid, c.peer_ip, ev.hdr, ev.payload))
+                    except Exception:
+                        _log.exception("on_rx raised")
+        finally:
+            self._batch(False)
 
     def _notify(self, ni: NID, nid: NID, alive: bool, reset: bool = False) -> None:
         if self._on_notify is not None:

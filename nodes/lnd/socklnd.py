@@ -79,6 +79,7 @@ class SockLND:
                  on_tx_done: Callable[[int, int, HStatus], None],
                  on_conn: Callable[[str, NID, NID, str], None] | None = None,
                  on_notify: Callable[[NID, NID, bool, bool], None] | None = None,
+                 on_batch: Callable[[bool], None] | None = None,
                  incarnation: int, pid: int = LNET_PID_LUSTRE, timeout: float = 50.0,
                  port: int = wire.LNET_ACCEPTOR_PORT, typed_conns: bool | None = None) -> None:
         self._timeout = timeout
@@ -93,7 +94,8 @@ class SockLND:
         self.refusals = RateLimitedLog(_log)
         self._life = life = Lifecycle(
             self._table, on_rx=on_rx, on_tx_done=on_tx_done, on_conn=on_conn,
-            on_notify=on_notify, timeout_of=self.timeout_of, refusals=self.refusals,
+            on_notify=on_notify, on_batch=on_batch, timeout_of=self.timeout_of,
+            refusals=self.refusals,
             live=lambda p: p.ni in self._nis and self._peers.get((p.ni, p.nid)) is p)
         self._connector = Connector(
             self._table, port=port, pid=pid, incarnation=incarnation, ni_ip=self._ni_ip,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodes.lnd import wire
+from nodes.lnd import framehead, wire
 from nodes.lnd.framing import (
     ConnreqReceived,
     ConnState,
@@ -70,6 +70,22 @@ def test_hdr_round_trip(hdr: LNetHdr) -> None:
     b = wire.pack_hdr(hdr)
     assert len(b) == 72
     assert wire.unpack_hdr(b) == hdr
+
+
+@pytest.mark.parametrize("hdr", HEADERS, ids=lambda h: h.type.name)
+def test_frame_head_is_ksock_msg_hdr_then_packed_lnet_hdr(hdr: LNetHdr) -> None:
+    """The one-``pack`` frame head (``framehead.py``, issue 13 msgrate) is byte for byte the
+    ksock_msg_hdr (KSOCK_MSG_LNET, no checksum, no ZC cookies) followed by ``pack_hdr``, as
+    ``wire.pack_lnet_head`` builds it; the connection machine sends it."""
+    payload = bytes(hdr.payload_length)
+    head = framehead.pack_head(hdr)
+    assert head == struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + wire.pack_hdr(hdr)
+    assert head == wire.pack_lnet_head(hdr, payload)
+    assert len(head) == wire.LNET_FRAME_HEAD == 96
+    if hdr.type is not MsgType.HELLO:
+        c = KsockConnection(active=True)
+        c.state = ConnState.RUNNING
+        assert c.send_lnet_head(hdr, payload) == head
 
 
 def test_union_padding_zero() -> None:
