@@ -7,7 +7,7 @@ measures LNet through a *load* (today the node daemon's PUT/GET burst, 64 in fli
 run over the same links, the references:
 
 * ``iperf3`` (one TCP stream, ``-R`` for the read direction) between the two namespaces;
-* a bare asyncio request/response program (this file, run as a script inside the
+* a bare asyncio request/response program (``asyncio_ref.py``, run as a script inside the
   namespaces): one TCP connection, ``inflight`` requests outstanding, each request
   ``req_bytes`` and each response ``resp_bytes``, on asyncio streams (``readexactly`` /
   ``write``) with the default event loop. For a 1 MiB PUT the request is the PUT frame's size
@@ -20,7 +20,6 @@ Figures are min/median/max over ``--runs`` runs. Run as root from the repository
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -162,91 +161,12 @@ def iperf3(client: Any, server: Any, ip: str, *, seconds: float, reverse: bool =
         stop(srv)
 
 
-# --- the bare asyncio request/response reference --------------------------------------------
-class _RefProto(asyncio.BufferedProtocol):
-    """One end of the reference: receives fixed-size units into one reused buffer (no copy,
-    nothing kept) and calls ``on_unit`` per whole unit; sends ``msg`` ``owed`` times,
-    respecting the transport's flow control (``pause_writing``), as a careful asyncio
-    program does."""
-
-    def __init__(self, unit: int, msg: bytes, on_unit: Callable[[_RefProto], None]) -> None:
-        self.unit, self.msg, self.on_unit, self.left = unit, msg, on_unit, unit
-        self.buf = memoryview(bytearray(1 << 20))
-        self.transport: asyncio.Transport | None = None
-        self.paused = False
-        self.owed = 0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.buf
-
-    def buffer_updated(self, nbytes: int) -> None:
-        while nbytes:
-            take = min(nbytes, self.left)
-            nbytes -= take
-            self.left -= take
-            if not self.left:
-                self.left = self.unit
-                self.on_unit(self)
-
-    def send(self, n: int = 1) -> None:
-        self.owed += n
-        while self.owed and not self.paused and self.transport is not None:
-            self.owed -= 1
-            self.transport.write(self.msg)
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        self.send(0)
-
-
-async def _ref_serve(ip: str, port: int, req_bytes: int, resp_bytes: int) -> None:
-    resp = bytes(resp_bytes)
-    srv = await asyncio.get_running_loop().create_server(
-        lambda: _RefProto(req_bytes, resp, lambda p: p.send()), ip, port)
-    print("listening", flush=True)
-    async with srv:
-        await srv.serve_forever()
-
-
-async def _ref_client(ip: str, port: int, req_bytes: int, resp_bytes: int, count: int,
-                      inflight: int) -> float:
-    """Seconds for ``count`` requests with ``inflight`` outstanding, in order on one stream."""
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    state = {"sent": 0, "got": 0}
-
-    def on_resp(p: _RefProto) -> None:
-        state["got"] += 1
-        if state["got"] == count:
-            done.set_result(None)
-        elif state["sent"] < count:
-            state["sent"] += 1
-            p.send()
-
-    proto = _RefProto(resp_bytes, bytes(req_bytes), on_resp)
-    await loop.create_connection(lambda: proto, ip, port)
-    t0 = time.perf_counter()
-    state["sent"] = min(inflight, count)
-    proto.send(state["sent"])
-    await done
-    elapsed = time.perf_counter() - t0
-    assert proto.transport is not None
-    proto.transport.close()
-    return elapsed
-
-
+# --- the bare asyncio request/response reference (asyncio_ref.py) -------------------------
 def asyncio_ref(client: Any, server: Any, ip: str, *, req_bytes: int, resp_bytes: int,
                 count: int, inflight: int = 64) -> float:
     """Seconds the bare asyncio program needs for ``count`` request/responses."""
     port = free_port(2)
-    me = [sys.executable, str(Path(__file__).resolve())]
+    me = [sys.executable, str(Path(__file__).resolve().with_name("asyncio_ref.py"))]
     srv = spawn(server, [*me, "ref-server", ip, str(port), str(req_bytes), str(resp_bytes)])
     try:
         wait_line(srv, b"listening")
@@ -441,21 +361,3 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="DIR", help="py-spy both daemons during one LNet run, "
                    "raw profiles and summaries in DIR")
     return p
-
-
-def main(argv: list[str]) -> int:
-    """Script entry: the reference server and client, run inside the namespaces."""
-    if argv[:1] == ["ref-server"]:
-        asyncio.run(_ref_serve(argv[1], *map(int, argv[2:5])))
-        return 0
-    if argv[:1] == ["ref-client"]:
-        ip, port, req, resp, count, inflight = argv[1], *map(int, argv[2:7])
-        print(asyncio.run(_ref_client(ip, port, req, resp, count, inflight)))
-        return 0
-    print("usage: lnd_bench.py ref-server IP PORT REQ RESP | "
-          "ref-client IP PORT REQ RESP COUNT INFLIGHT", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
