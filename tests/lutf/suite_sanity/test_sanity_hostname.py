@@ -17,11 +17,6 @@ from lutf.suite_sanity.sanity import fails, reinit, run
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
 
 
-@pytest.fixture(scope="module")
-def s(module_topology: Any) -> Any:
-    return module_topology.node("s")
-
-
 def test_sanity_305_resolve_hostname_before_lnetctl_ping(s: Any) -> None:
     reinit(s)
     run(s, "net add --net tcp --if eth0")

@@ -18,11 +18,6 @@ from lutf.suite_sanity.sanity import expect, export, fails, import_text, peer_do
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
 
 
-@pytest.fixture(scope="module")
-def s(module_topology: Any) -> Any:
-    return module_topology.node("s")
-
-
 def _ok(res: Any) -> Any:
     assert res.rc == 0, f"{res.out}{res.err}"
     return res

@@ -18,11 +18,6 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
 IF0_IP, FAKE_IP = "10.60.0.1", "10.61.0.1"
 
 
-@pytest.fixture(scope="module")
-def s(module_topology: Any) -> Any:
-    return module_topology.node("s")
-
-
 def _rule(net: str, ifaces: list[str], ranges: list[str]) -> str:
     text = f"  - net-spec: {net}\n"
     if ifaces:
@@ -53,15 +48,21 @@ def test_sanity_150_import_of_ip2nets_yaml_sequence(s: Any) -> None:
     _import_test(s, _rule("tcp", ["eth0"], [IF0_IP]), expected)
 
 
-def test_sanity_151_multiple_ip2nets_rules(s: Any) -> None:
+def _multiple_rules_test(s: Any, if0: str, fake: str, tcp2_ranges: list[str]) -> None:
+    """sanity-lnet 151 and its IPv6 twin 160: two interfaces by one rule, more rules for the
+    same net changing nothing, then a rule for a second net."""
     expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1")
-    rules = _rule("tcp", ["eth0", "eth1"], [IF0_IP, FAKE_IP])
+    rules = _rule("tcp", ["eth0", "eth1"], [if0, fake])
     _import_test(s, rules, expected)
-    rules += _rule("tcp", ["eth0"], []) + _rule("tcp", ["eth1"], [FAKE_IP])
+    rules += _rule("tcp", ["eth0"], []) + _rule("tcp", ["eth1"], [fake])
     _import_test(s, rules, expected)  # more rules for the same net change nothing
     expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1",
                          "--net tcp2 --if eth0")
-    _import_test(s, rules + _rule("tcp2", ["eth0"], []), expected)
+    _import_test(s, rules + _rule("tcp2", ["eth0"], tcp2_ranges), expected)
+
+
+def test_sanity_151_multiple_ip2nets_rules(s: Any) -> None:
+    _multiple_rules_test(s, IF0_IP, FAKE_IP, [])
 
 
 def test_sanity_152_ip2nets_with_wildcard_ip_patterns(s: Any) -> None:
@@ -117,14 +118,7 @@ def test_sanity_159_import_of_ip2nets_with_ipv6_128_cidr(s: Any) -> None:
 
 
 def test_sanity_160_multiple_ipv6_ip2nets_rules(s: Any) -> None:
-    expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1")
-    rules = _rule("tcp", ["eth0", "eth1"], [IF0_IPV6, FAKE_IPV6])
-    _import_test(s, rules, expected)
-    rules += _rule("tcp", ["eth0"], []) + _rule("tcp", ["eth1"], [FAKE_IPV6])
-    _import_test(s, rules, expected)  # more rules for the same net change nothing
-    expected = _expected(s, "--net tcp --if eth0", "--net tcp --if eth1",
-                         "--net tcp2 --if eth0")
-    _import_test(s, rules + _rule("tcp2", ["eth0"], [IF0_IPV6]), expected)
+    _multiple_rules_test(s, IF0_IPV6, FAKE_IPV6, [IF0_IPV6])
 
 
 def test_sanity_161_import_of_ip2nets_with_ipv6_prefix_lengths(s: Any) -> None:

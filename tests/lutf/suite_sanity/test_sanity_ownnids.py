@@ -16,11 +16,6 @@ from lutf.suite_sanity.sanity import fails, reinit, run
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
 
 
-@pytest.fixture(scope="module")
-def s(module_topology: Any) -> Any:
-    return module_topology.node("s")
-
-
 def _nids(s: Any) -> list[str]:
     return s.lctl("list_nids").out.split()
 

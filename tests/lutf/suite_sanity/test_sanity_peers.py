@@ -17,11 +17,6 @@ from lutf.suite_sanity.sanity import expect, fails, peer_doc, reinit, run
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
 
 
-@pytest.fixture(scope="module")
-def s(module_topology: Any) -> Any:
-    return module_topology.node("s")
-
-
 def _add(s: Any, prim: str, nids: str | None, want: list[str]) -> None:
     """``compare_peer_add PRIM NIDS`` after ``reinit_dlc``."""
     base = reinit(s)

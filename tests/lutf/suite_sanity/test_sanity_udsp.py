@@ -13,11 +13,6 @@ from lutf.suite_sanity.sanity import fails, reinit, run
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("single.yaml")]
 
 
-@pytest.fixture(scope="module")
-def s(module_topology: Any) -> Any:
-    return module_topology.node("s")
-
-
 def test_sanity_400_udsp_add_delete_net_rule_without_net_num(s: Any) -> None:
     reinit(s)
     run(s, "udsp add --src tcp --priority 0")
