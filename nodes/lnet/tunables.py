@@ -93,6 +93,7 @@ class Tunables:
     avoid_asym_router_failure: int = 1
     check_routers_before_use: int = 0
     forwarding: int = 0
+    peer_buffer_credits: int = 0  # router.c: router buffer credits per peer (nets.py)
     # seed 004's local NI recovery interval behind recovery_interval (module doc); 0 = off
     seed_recovery_interval: int = 0
 
