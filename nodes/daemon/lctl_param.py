@@ -6,9 +6,8 @@ Theory of operation: each file is a pure function of engine state printing what 
 ``name=value`` -- a multi-line value on the line after ``name=`` -- or the value alone with
 ``-n``, the name alone with ``-N`` (lustre/utils/lustre_param.c ``print_param_internal``).
 Names may be globs (``get_param *``). ``set_param stats=0`` resets the counters (a write to the
-stats file); ``debug``, ``subsystem_debug`` and ``fail_val`` are stored and shown back;
-``fail_loc`` accepts 0 only, since no LNet fail_loc hook exists in the engine yet
-(docs/sanity-lnet.md gap E11) -- a value that would do nothing is refused, not faked.
+stats file); ``debug`` and ``subsystem_debug`` are stored and shown back; ``fail_loc`` and
+``fail_val`` are the engine's ``FailLoc``, written and read as libcfs does (``lctl_failloc``).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from nodes.daemon import lctl_failloc
 from nodes.dlc.cmdline import Stop, options
 from nodes.dlc.output import Result, exit_code
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: per-node values of the libcfs parameters set_param stores
 _STORED: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _DEFAULTS = {"debug": "ioctl neterror warning error emerg ha config console lfsck",
-             "subsystem_debug": "all", "fail_loc": "0", "fail_val": "0"}
+             "subsystem_debug": "all"}
 
 
 def _stats(rt: NodeRuntime) -> str:
@@ -121,8 +121,8 @@ PARAMS: dict[str, Callable[[NodeRuntime], str]] = {
     # one CPU partition holding CPU 0 (libcfs cfs_cpt_table_print: "CPT\t: CPU ...")
     "cpu_partition_table": lambda rt: "0\t: 0",
     "debug": _stored("debug"),
-    "fail_loc": _stored("fail_loc"),
-    "fail_val": _stored("fail_val"),
+    "fail_loc": lambda rt: lctl_failloc.read(rt, "fail_loc"),
+    "fail_val": lambda rt: lctl_failloc.read(rt, "fail_val"),
     "lnet_lnd_timeout": lambda rt: str(rt.engine.tunables.lnd_timeout),
     "nis": _nis,
     "peers": _peers,
@@ -174,11 +174,14 @@ def set_param(rt: NodeRuntime, args: list[str]) -> Result:
             why = "no value given"
         elif name == "stats":
             rt.engine.stats_reset()
-        elif name == "fail_loc" and (value.strip() not in ("0", "0x0")):
-            why = os.strerror(E.EOPNOTSUPP) + " (no LNet fail_loc hook in this emulator)"
-        elif name in ("debug", "subsystem_debug", "fail_loc", "fail_val"):
+        elif name in lctl_failloc.NAMES:
+            try:
+                lctl_failloc.write(rt, name, value)
+            except lctl_failloc.ParamError as bad:
+                why = str(bad)
+        elif name in ("debug", "subsystem_debug"):
             _STORED.setdefault(rt, {})[name] = _merge(_STORED.get(rt, {}).get(
-                name, _DEFAULTS[name]), value) if name.endswith("debug") else value
+                name, _DEFAULTS[name]), value)
         else:
             why = os.strerror(E.ENOENT)
         if why is not None:

@@ -143,6 +143,10 @@ class ConfigAPI:
         """``lctl set_param fail_loc=LOC [fail_val=VAL]`` (E11, ``failloc.py``)."""
         self.fail.set(loc, val)
 
+    def set_fail_val(self, val: int) -> None:
+        """``lctl set_param fail_val=VAL`` (``failloc.py``)."""
+        self.fail.set_val(val)
+
     def peer_del(self, prim: NID, nids: list[NID], *, force: bool = False) -> None:
         self.router.require_up()  # -ENODEV
         self.peers.user_del(prim, nids, force)

@@ -131,20 +131,21 @@ def _ping_reply(dc: Discovery, peer: Peer, now: float, *, payload: bytes = b"",
 def _push_data(dc: Discovery, peer: Peer, now: float, *, info: PingInfo | None = None,
                **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_push_event`` after the checks of ``on_push``: features first (a peer that
-    turned discovery off is marked NO_DISCOVERY, maybe for deletion), then stale data is
-    dropped, new data stored and the peer queued (spec §5.4)."""
+    turned discovery off is marked NO_DISCOVERY, maybe for deletion), then, whatever its
+    sequence number, the push is new data ("always assume new data": a peer's NI status
+    changes in place in its buffer, without a new sequence number, and reaches us by a
+    gateway check's forced push, sanity-lnet 236): the peer's seqno is the pushed one, its
+    NIDs are no longer up to date, and the data is stored unless unprocessed data is already
+    there, which only a newer push replaces (spec §5.4). The peer is queued unless up to date.
+    """
     assert info is not None
     features(dc, peer, info, push=True)
-    marked = bool(peer.state & MARK_DELETION)
-    if info.nis and peer.primary_nid == info.nis[0][0] and info.seq < peer.peer_seqno:
-        return 0, [Log(level="info", text=f"stale push from {peer.primary_nid}")]
-    if info.seq > peer.peer_seqno:
-        peer.peer_seqno = info.seq
-        peer.state &= ~NIDS_UPTODATE
-    elif peer.state & NIDS_UPTODATE and not marked:
-        return 0, []
-    peer.data = info
-    peer.state |= DATA_PRESENT
+    peer.peer_seqno = info.seq
+    peer.state &= ~NIDS_UPTODATE
+    if not peer.state & DATA_PRESENT:
+        peer.data, peer.state = info, peer.state | DATA_PRESENT
+    elif isinstance(peer.data, PingInfo) and info.seq > peer.data.seq:
+        peer.data = info
     if phase(peer) in (Phase.IDLE, Phase.QUEUED):
         queue(dc, peer)
     dc.queues.wake = 0.0

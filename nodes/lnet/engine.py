@@ -51,7 +51,7 @@ from nodes.lnet.nid import NID
 from nodes.lnet.nistate import NIState
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
-from nodes.lnet.peer import PeerTable
+from nodes.lnet.peer import PeerNI, PeerTable
 from nodes.lnet.ping import PingInfo, metadata_bytes, metadata_report, node_ping_info
 from nodes.lnet.receive import Receiver
 from nodes.lnet.recovery import Recovery
@@ -156,7 +156,15 @@ class LNetEngine(ConfigAPI):
             Log(level="warning", text=line)  # pr_info: on the console
             for line in (metadata_report(payload) if kind == "REPLY" and not st else [])])
         self.peers.on_new_lpn = self.udsp.on_lpn
-        self.peers.on_new_lpni = self.udsp.on_lpni
+        self.peers.on_new_lpni = self._new_lpni
+        self.local.module_buffer_credits = lambda: self.tunables.peer_buffer_credits
+
+    def _new_lpni(self, lpni: PeerNI) -> None:
+        """peer.c ``lnet_peer_ni_alloc``: router buffer credits from
+        ``lnet_peer_buffer_credits`` (``nets.buffer_credits``), then UDSP rules (§7.3)."""
+        if lpni.max_tx_credits:
+            lpni.rtr_credits = lpni.min_rtr_credits = self.local.buffer_credits(lpni.nid.net)
+        self.udsp.on_lpni(lpni)
 
     # ------------------------------------------------------------------ node attributes
     @property

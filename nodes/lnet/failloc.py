@@ -7,8 +7,12 @@ calls ``CFS_FAIL_CHECK(ID)`` (lnet/libcfs/fail.c ``__cfs_fail_check_set`` with
 and the modifier allows it: ``CFS_FAIL_ONCE`` (0x80000000) fails once, then ``CFS_FAILED``
 (0x40000000) is set and it stays quiet; ``CFS_FAIL_SKIP`` skips ``fail_val`` checks first;
 ``CFS_FAIL_SOME`` fails ``fail_val`` times (then behaves as ONCE|FAILED); ``CFS_FAIL_RAND``
-fails one check in ``fail_val`` (the engine's seeded RNG). Setting a new value resets the
-count, as writing the parameter does.
+fails one check in ``fail_val`` (the engine's seeded RNG). ``CFS_FAIL_USR1`` and ``CFS_FAULT``
+are read by no LNet check (``CFS_FAIL_PRECHECK`` matches ``CFS_FAULT`` only for IDs carrying
+it), so they change nothing. As in the kernel, ``cfs_fail_loc`` is an ``unsigned long`` and
+``cfs_fail_val`` an ``unsigned int``; writing either leaves the one check counter
+(``cfs_fail_count``) alone: only ``CFS_FAIL_SOME`` reaching ``fail_val`` and a check under
+``ONCE|FAILED`` reset it (module.c ``proc_fail_loc`` does not).
 
 The LNet locations the engine checks (include/linux/lnet/lib-lnet.h):
 ``DELAY_MSG_FORWARD`` 0xe002 (``lnet_parse`` skips RX delay rules), ``TEST_PING_MD`` 0xe003
@@ -28,6 +32,8 @@ CFS_FAIL_ONCE = 0x80000000
 CFS_FAIL_SKIP = 0x20000000
 CFS_FAIL_SOME = 0x10000000
 CFS_FAIL_RAND = 0x08000000
+CFS_FAIL_USR1 = 0x04000000
+CFS_FAULT = 0x02000000
 
 CFS_FAIL_DELAY_MSG_FORWARD = 0xE002
 CFS_FAIL_TEST_PING_MD = 0xE003
@@ -45,11 +51,14 @@ class FailLoc:
         self._count = 0
 
     def set(self, loc: int, val: int | None = None) -> None:
-        """``lctl set_param fail_loc=LOC [fail_val=VAL]``: a new value, a fresh count."""
-        self.loc = loc & 0xFFFF_FFFF
+        """``lctl set_param fail_loc=LOC [fail_val=VAL]`` (``cfs_fail_loc`` is 64 bits)."""
+        self.loc = loc % 2**64
         if val is not None:
-            self.val = val
-        self._count = 0
+            self.set_val(val)
+
+    def set_val(self, val: int) -> None:
+        """``lctl set_param fail_val=VAL``: ``cfs_fail_val`` is an ``unsigned int``."""
+        self.val = val % 2**32
 
     def check(self, loc_id: int) -> bool:
         """``CFS_FAIL_CHECK(loc_id)``."""
@@ -69,7 +78,9 @@ class FailLoc:
             self._count += 1
             if self._count >= self.val:
                 self.loc |= CFS_FAIL_ONCE
-                self._count = 0
+                over, self._count = self._count > self.val, 0
+                if over:  # fail_val 0, or a count left by an earlier SKIP
+                    return False
         failed_before = bool(self.loc & CFS_FAILED)
         self.loc |= CFS_FAILED
         return not (failed_before and self.loc & CFS_FAIL_ONCE)

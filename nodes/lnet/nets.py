@@ -36,6 +36,8 @@ class LocalNets:
         self.on_ping_changed = on_ping_changed
         self._nis: list[LNetNI] = []       # non-lo NIs in net order
         self._all: list[LNetNI] = []       # the same with 0@lo first
+        #: router.c's ``peer_buffer_credits`` module parameter (the engine's tunables)
+        self.module_buffer_credits: Callable[[], int] = lambda: 0
 
     def _reindex(self) -> None:
         self._all = [ni for net in self.nets.values() for ni in net.nis]
@@ -49,6 +51,18 @@ class LocalNets:
 
     def ni_by_nid(self, nid: NID) -> LNetNI | None:
         return self.by_nid.get(nid)
+
+    def buffer_credits(self, net: Net) -> int:
+        """router.c ``lnet_peer_buffer_credits``: a peer NI's router buffer credits on a
+        local net: the net's ``peer_buffer_credits``, else the module parameter, else the
+        net's ``peer_credits`` (0 when the net is not local, spec §1.3)."""
+        lnet = self.nets.get(net)
+        if lnet is None:
+            return 0
+        t = lnet.tunables
+        if t.peer_buffer_credits > 0:
+            return t.peer_buffer_credits
+        return self.module_buffer_credits() or t.peer_credits
 
     def peer_credits(self, net: Net) -> int:
         """The ``peer_credits`` of a local net (0 when the net is not local, spec §1.3)."""
@@ -123,7 +137,7 @@ class LocalNets:
             if lpni.nid.net == net and lpni.max_tx_credits == 0:
                 c = lnet.tunables.peer_credits
                 lpni.tx_credits = lpni.max_tx_credits = lpni.min_tx_credits = c
-                lpni.rtr_credits = lpni.min_rtr_credits = c
+                lpni.rtr_credits = lpni.min_rtr_credits = self.buffer_credits(net)
         return ni
 
     def delete(self, net: Net, interface: str | None, recovery: Recovery) -> list[NID]:

@@ -36,7 +36,7 @@ from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigEr
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
 from nodes.lnet.peer import LNET_PEER_NO_DISCOVERY, LNET_PEER_ROUTER_ENABLED
-from nodes.lnet.select import SelectError, best_ni
+from nodes.lnet.select import SelectError, best_ni, set_non_mr_pref
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
@@ -241,6 +241,9 @@ class RouteTable:
         if src is None and msg.fwd is None and lpni.peer.multi_rail \
                 and not msg.is_response:
             dst = self.best_remote_lpni(lpni)
+        nmr = not lpni.peer.multi_rail or msg.recovery  # NMR_DST
+        if src is None and nmr:  # lnet_handle_any_router_nmr_dst: the NI used before
+            src = self.pref_ni(lpni)
         routes = self.routes.get(dst.nid.net)
         if not routes:
             raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid}: Route table may be "
@@ -260,10 +263,20 @@ class RouteTable:
         route.seq = max(r.seq for r in alive) + 1
         ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt, eng.tunables.numa_range)
         assert ni is not None
+        if nmr:  # the non-MR destination keeps this source (lnet_set_non_mr_pref_nid)
+            set_non_mr_pref(lpni, ni, msg.is_response)
         msg.rt_dst = dst.nid
         dst.peer.send_seq += 1  # the final destination's stamps move too (spec §2.7)
         dst.peer_net.seq = dst.seq = dst.peer.send_seq
         return ni, gw_lpni
+
+    def pref_ni(self, lpni: PeerNI) -> LNetNI | None:
+        """``lnet_find_existing_preferred_best_ni`` for a routed destination: the local NI
+        (on whichever net) a peer NI of its peer net prefers."""
+        for entry in lpni.peer_net.lpnis:
+            if entry.pref_nids:
+                return self.r.ni_by_nid(entry.pref_nids[0])
+        return None
 
     def best_remote_lpni(self, lpni: PeerNI) -> PeerNI:
         """SRC_ANY request to an MR peer: its net that has routes, then its best NI there."""

@@ -96,6 +96,7 @@ class Tunables:
     # api-ni.c lock_prim_nid (module parameter, default 1): LNetAddPeer locks the primary NID
     # Lustre gives first (peer.c, addpeer.py); not in `global show`, read-only after load
     lock_prim_nid: int = 1
+    peer_buffer_credits: int = 0  # router.c: router buffer credits per peer (nets.py)
     # seed 004's local NI recovery interval behind recovery_interval (module doc); 0 = off
     seed_recovery_interval: int = 0
 

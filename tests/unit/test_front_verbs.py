@@ -165,7 +165,9 @@ def test_lctl_routes_which_nid_and_params(tb: SimTestbed) -> None:
     assert [line.split()[0] for line in nis[2:]] == ["0@lo", n1, n2]
     assert len(a.lctl("get_param", "-n", "stats").out.split()) == 11
     assert a.lctl("get_param", "-n", "cpu_partition_table").out.count("\n") == 1
-    assert a.lctl("set_param", "fail_loc=0xe004").rc != 0   # no hook: refused, not faked
+    assert a.lctl("set_param", "fail_loc=0xe004").out == "fail_loc=0xe004\n"  # E11
+    assert a.lctl("get_param", "fail_loc").out == "fail_loc=57348\n"  # %lu, as libcfs reads it
+    assert a.lctl("set_param", "fail_loc=0").rc == 0
     assert a.lctl("get_param", "nosuch").rc != 0
     assert a.lctl("net", "down").out == "LNET ready to unload\n"
     assert a.lnetctl("net", "show").rc != 0
