@@ -351,7 +351,10 @@ class Sender:
         if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
             resend, logs = self.health.check(msg, now)
             # dbg-110: a status moved by this health change is logged with its cause (§3.1)
-            actions += logs + self.nistate.log_status(ni, hstatus.name)
+            if logs:
+                actions += logs
+            if self.nistate.status_moved(ni):
+                actions += self.nistate.log_status(ni, hstatus.name)
             if resend:
                 return actions + self._resend(msg, now)
         msg.tx_committed = False
@@ -362,11 +365,13 @@ class Sender:
             self.counters.values["send_count"] += 1
             if msg.type == MsgType.PUT:
                 self.counters.values["send_length"] += msg.nob
-            for st in [x.stats for x in (ni, lpni) if x is not None]:
-                st.sent.bump(msg.type)
-                if (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
-                        and not msg.is_response):
-                    st.put_egress.add(int((now - msg.committed_at) * 1e9))
+            egress = (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
+                      and not msg.is_response)
+            for x in (ni, lpni):
+                if x is not None:
+                    x.stats.sent.bump(msg.type)
+                    if egress:
+                        x.stats.put_egress.add(int((now - msg.committed_at) * 1e9))
         return actions + self._decommit(msg, now, rc, ni.nid if ni else None)
 
     def fail_unsent(self, msg: Msg, now: float, rc: int, hstatus: HStatus) -> list[Action]:
