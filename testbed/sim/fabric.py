@@ -110,6 +110,7 @@ class Fabric(Scheduler):
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
         self._nid_text: dict[NID, str] = {}
+        self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
 
     @property
     def latency(self) -> float:
@@ -289,6 +290,7 @@ class Fabric(Scheduler):
             "src": link.ni_text if src is act.ni else self._nid_str(src),
             "dst": link.lpni_text if dst is act.lpni else self._nid_str(dst),
             "nob": len(act.payload)})
+        self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
         self._transmit(name, act)
 
     def _md(self, name: str, ev: MDEvent) -> None:
@@ -349,7 +351,8 @@ class Fabric(Scheduler):
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
-        link = self.link(act.ni, act.lpni)
+        sending = self._sending
+        link = sending[1] if sending[0] is act else self.link(act.ni, act.lpni)
         delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         rc = link.rc
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency

@@ -103,19 +103,28 @@ class Scheduler:
         return self._step(t_end)
 
     def _step(self, t_end: float) -> bool:
-        t_next = self.next_time()
+        # ``next_time()`` written out (one call per delivery: three frames less)
+        if self._dirty or len(self._timers) > 4 * len(self._deadline) + 64:
+            self._refresh_deadlines()
+        timers, deadline = self._timers, self._deadline
+        while timers and deadline.get(timers[0][2], _UNQUEUED) != timers[0][0]:
+            heapq.heappop(timers)
+        q = self._q
+        t_next = timers[0][0] if timers else None
+        if q and (t_next is None or q[0][0] < t_next):
+            t_next = q[0][0]
         if t_next is None or t_next > t_end:
             return False
-        self.now = max(self.now, t_next)
-        if self._q and self._q[0][0] <= self.now:
-            entry = heapq.heappop(self._q)
+        if t_next > self.now:
+            self.now = t_next
+        if q and q[0][0] <= self.now:
+            entry = heapq.heappop(q)
             if len(entry) == 3:
                 entry[2]()
             else:
                 self._deliver(entry[2], entry[3])
             return True
         due: set[str] = set()
-        timers = self._timers
         while timers and timers[0][0] <= self.now:
             d, _, name = heapq.heappop(timers)
             if self._deadline.get(name, _UNQUEUED) == d:
