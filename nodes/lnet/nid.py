@@ -89,6 +89,7 @@ class Net:
 
 
 LO_NET = Net(LOLND, 0)
+LO_KEY = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -117,6 +118,13 @@ class NID:
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        # what the generated one compares, ``(_net, addr)``, without building two tuples (a
+        # dict hit with an equal NID of another object calls it: several per message)
+        if other.__class__ is NID:
+            return self.addr == other.addr and self._net == other._net
+        return NotImplemented
 
     @property
     def nid4(self) -> int:
