@@ -54,6 +54,20 @@ class Net:
 
     lnd: int
     num: int = 0
+    #: the hash of ``(lnd, num)`` (what the generated ``__hash__`` computed), kept once: nets
+    #: key the engine's tables of local nets, looked up a few times per message
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.lnd, self.num)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:  # (the generated one, without two tuples)
+        if other.__class__ is Net:
+            return self.lnd == other.lnd and self.num == other.num
+        return NotImplemented
 
     @property
     def net_id(self) -> int:
