@@ -4,17 +4,22 @@
 owner), ``Log`` to the node log, ``MsgTrace`` (only while ``engine.trace_messages`` is set) to
 the event log. Timers are not actions: the driver asks ``next_deadline()`` after a call
 (only when ``engine.deadline_changed`` says the earliest deadline may have moved).
+
+Actions are values, never changed once built; not ``frozen`` for speed only (as ``LNetHdr``,
+hdr.py: a frozen dataclass sets each field through ``object.__setattr__``, ~3x the cost of
+building one per message); ``unsafe_hash`` keeps a frozen one's hash and equality.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from nodes.lnet.hdr import LNetHdr
 from nodes.lnet.nid import NID
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class Transmit:
     """LND: send ``hdr`` + ``payload`` from local NI ``ni`` to peer NI ``lpni``."""
 
@@ -25,7 +30,7 @@ class Transmit:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class MDEvent:
     """Upper layer: an ``lnet_event`` on MD ``handle`` (SEND, ACK, REPLY, PUT, GET, UNLINK).
 
@@ -45,7 +50,7 @@ class MDEvent:
     target: NID | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class Log:
     """A console line, at the level LNet would use (``error``, ``warning``, ``info``)."""
 
@@ -53,7 +58,7 @@ class Log:
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class NotifyPeerDown:
     """LND: peer NI ``lpni`` is dead (``lnd_notify_peer_down``; seed 002 rtr-mr-notify-dead):
     the socklnd closes its connections to that NID so what they hold fails over."""
@@ -61,7 +66,7 @@ class NotifyPeerDown:
     lpni: NID
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class MsgTrace:
     """One record of a message's life on this node (/work/wt/TRACE-SCHEMA.md, issue 16 item 4).
 
@@ -99,11 +104,15 @@ class MsgTrace:
 
     def to_json(self) -> dict[str, object]:
         """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""
-        out: dict[str, object] = {name: value for name in self.__slots__
-                                  if (value := getattr(self, name)) is not None}
+        out: dict[str, object] = {name: value for name, value in zip(
+            _TRACE_FIELDS, _trace_values(self), strict=True) if value is not None}
         if self.health is not None:  # (its key keeps its place)
             out["health"] = dict(self.health)
         return out
 
+
+_TRACE_FIELDS: tuple[str, ...] = MsgTrace.__slots__
+#: every field of a ``MsgTrace`` in one C call (``to_json`` runs per traced message)
+_trace_values = operator.attrgetter(*_TRACE_FIELDS)
 
 Action = Transmit | MDEvent | Log | NotifyPeerDown | MsgTrace

@@ -96,9 +96,11 @@ class Latency:
     max_nsec: int = 0
     total_nsec: int = 0
 
-    def add(self, nsec: int) -> None:
-        self.min_nsec = nsec if self.samples == 0 else min(self.min_nsec, nsec)
-        self.max_nsec = max(self.max_nsec, nsec)
+    def add(self, nsec: int) -> None:  # (no min/max calls: several per message)
+        if self.samples == 0 or nsec < self.min_nsec:
+            self.min_nsec = nsec
+        if nsec > self.max_nsec:
+            self.max_nsec = nsec
         self.samples += 1
         self.total_nsec += nsec
 

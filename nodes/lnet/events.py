@@ -1,6 +1,7 @@
 """Inputs to the engine: facts that happened, in LNet's vocabulary (STYLE rule 3).
 
-The daemon (real sockets) and the simulator (in-memory fabric) feed the same events.
+The daemon (real sockets) and the simulator (in-memory fabric) feed the same events. They are
+values, never changed once built; not ``frozen`` for speed only (see ``actions.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class TxCompleted:
     """The LND finished (or failed) transmitting ``tx_id`` (``lnet_finalize`` from the LND)."""
 
@@ -21,7 +22,7 @@ class TxCompleted:
     hstatus: HStatus
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class MessageReceived:
     """The LND received a whole LNet message on local NI ``ni`` from ``peer_nid``."""
 
@@ -31,7 +32,7 @@ class MessageReceived:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class PeerNotify:
     """``lnet_notify(ni, nid, alive, reset, when)``: the LND (or userspace, ``ni=None``) tells
     LNet peer NI ``nid`` is alive or dead; ``reset`` asks LNet to fully recover its health

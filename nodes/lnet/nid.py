@@ -54,6 +54,20 @@ class Net:
 
     lnd: int
     num: int = 0
+    #: the hash of ``(lnd, num)`` (what the generated ``__hash__`` computed), kept once: nets
+    #: key the engine's tables of local nets, looked up a few times per message
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.lnd, self.num)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:  # (the generated one, without two tuples)
+        if other.__class__ is Net:
+            return self.lnd == other.lnd and self.num == other.num
+        return NotImplemented
 
     @property
     def net_id(self) -> int:
@@ -89,6 +103,7 @@ class Net:
 
 
 LO_NET = Net(LOLND, 0)
+LO_KEY = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -103,12 +118,27 @@ class NID:
     _net: tuple[int, int] = field(init=False, repr=False)
     addr: int
     _key: int = field(init=False, repr=False, compare=False)  # nid4, the wire value
+    #: the hash of ``(_net, addr)`` (what the generated ``__hash__`` computed, so sets of
+    #: NIDs keep their order), kept once: a NID is hashed ~20 times per simulated message
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.addr <= 0xFFFF_FFFF:
             raise LNetConfigError(-EINVAL, f"NID address out of range: {self.addr}")
-        object.__setattr__(self, "_net", (self.net.lnd, self.net.num))
+        net = (self.net.lnd, self.net.num)
+        object.__setattr__(self, "_net", net)
         object.__setattr__(self, "_key", (self.net.net_id << 32) | self.addr)
+        object.__setattr__(self, "_hash", hash((net, self.addr)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        # what the generated one compares, ``(_net, addr)``, without building two tuples (a
+        # dict hit with an equal NID of another object calls it: several per message)
+        if other.__class__ is NID:
+            return self.addr == other.addr and self._net == other._net
+        return NotImplemented
 
     @property
     def nid4(self) -> int:

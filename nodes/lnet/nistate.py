@@ -133,6 +133,11 @@ class NIState:
             logged.get(ni) != ni.status for ni in self._dirty)
 
     # ------------------------------------------------------------------ log lines
+    def status_moved(self, ni: LNetNI) -> bool:
+        """Whether ``log_status`` would log a line for ``ni`` (asked per message first)."""
+        old = self.logged.get(ni)
+        return old is not None and old != ni.status
+
     def log_status(self, ni: LNetNI, why: str) -> list[Action]:
         """dbg-110: the error line for ``ni``'s status change, if it moved since last logged.
         An NI not announced yet is left to ``status_logs`` (its "added" line carries it)."""

@@ -92,14 +92,19 @@ class RouterChecker:
         best: float | None = None
         interval = r.tunables.alive_router_check_interval
         nets, next_ping = r.nets, self.next_ping
-        for gw in r.table.gateways():
-            if self.skip(gw, interval):
-                continue
-            for pn in gw.nets:
-                if pn.net in nets:
-                    t = next_ping.get(pn, 0.0)
-                    if best is None or t < best:
-                        best = t
+        # (the earliest of every gateway's pings: ``table.gateways()`` without its list --
+        # a gateway met twice gives the same times again, which cannot move a minimum)
+        find_peer, quick = r.peers.find_peer, not self.in_discovery and interval > 0
+        for routes in r.table.routes.values():
+            for route in routes:
+                gw = find_peer(route.nid)
+                if gw is None or (not quick and self.skip(gw, interval)):
+                    continue
+                for pn in gw.nets:
+                    if pn.net in nets:
+                        t = next_ping.get(pn, 0.0)
+                        if best is None or t < best:
+                            best = t
         state_at = r.state_deadline()
         if state_at is not None and (best is None or state_at < best):
             best = state_at
@@ -110,12 +115,15 @@ class RouterChecker:
         if r.enabled:
             limit = self.ni_timeout()
             nis = r.local_nis()
-            for t in ([t + limit for ni, t in self.ni_last_alive.items()
-                       if ni in nis and ni.status == LNET_NI_STATUS_UP and limit > 0]
-                      + [r.last_now + 1.0 for ni in nis
-                         if ni.fatal_error and ni.status == LNET_NI_STATUS_UP]):
-                if best is None or t < best:
-                    best = t
+            if limit > 0:
+                for ni, t in self.ni_last_alive.items():
+                    if ni.status == LNET_NI_STATUS_UP and ni in nis and (
+                            best is None or t + limit < best):
+                        best = t + limit
+            for ni in nis:
+                if ni.fatal_error and ni.status == LNET_NI_STATUS_UP and (
+                        best is None or r.last_now + 1.0 < best):
+                    best = r.last_now + 1.0
         if best is None:
             return None
         return max(best, r.last_now)

@@ -67,13 +67,21 @@ def ni_key(ni: LNetNI, md_cpt: int | None, numa_range: int) -> tuple[int, ...]:
     1 not fatal, 2 higher health, 3 lower UDSP priority, 4 (GPU priority: n/a), 5 shorter NUMA
     distance (below ``numa_range`` rounded up to it), 6 more tx credits, 7 lower seq (RR).
     """
-    dist = max(numa_distance(md_cpt, ni.dev_cpt), numa_range)
+    dist = numa_range if md_cpt is None and numa_range >= 0 else max(
+        numa_distance(md_cpt, ni.dev_cpt), numa_range)
     return (int(ni.fatal_error), -ni.healthv, ni.sel_priority, dist, -ni.tx_credits, ni.seq)
 
 
 def best_ni(net: LNetNet, md_cpt: int | None = None, numa_range: int = 0) -> LNetNI | None:
-    """``lnet_get_best_ni`` over the NIs of one local net (spec §2.4; snd-005/020/025/030)."""
-    return _best(net.nis, lambda ni: ni_key(ni, md_cpt, numa_range))
+    """``lnet_get_best_ni`` over the NIs of one local net (spec §2.4; snd-005/020/025/030).
+    (``_best`` over ``ni_key``, its loop written out: this runs for most messages)"""
+    best: LNetNI | None = None
+    best_key: tuple[int, ...] | None = None
+    for ni in net.nis:
+        k = ni_key(ni, md_cpt, numa_range)
+        if best_key is None or k < best_key:
+            best, best_key = ni, k
+    return best
 
 
 def lpni_key(p: PeerNI, ni: LNetNI) -> tuple[int, ...]:
@@ -82,8 +90,15 @@ def lpni_key(p: PeerNI, ni: LNetNI) -> tuple[int, ...]:
 
 
 def best_lpni(pnet: PeerNet, ni: LNetNI) -> PeerNI | None:
-    """The best peer NI on ``pnet`` to send to from ``ni`` (spec §2.5; snd-035/040)."""
-    return _best(pnet.lpnis, lambda p: lpni_key(p, ni))
+    """The best peer NI on ``pnet`` to send to from ``ni`` (spec §2.5; snd-035/040).
+    (``_best`` over ``lpni_key``, written out as ``best_ni``)"""
+    best: PeerNI | None = None
+    best_key: tuple[int, ...] | None = None
+    for p in pnet.lpnis:
+        k = lpni_key(p, ni)
+        if best_key is None or k < best_key:
+            best, best_key = p, k
+    return best
 
 
 def best_local_pair(peer: Peer, nets: dict[Net, LNetNet]) -> tuple[PeerNet, LNetNet] | None:

@@ -37,7 +37,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.loopback import send_loopback
 from nodes.lnet.mds import MDTable
 from nodes.lnet.msg import NEXT, Msg, MsgInput, MsgPhase
-from nodes.lnet.nid import LO_NET, NID
+from nodes.lnet.nid import LO_KEY, NID
 from nodes.lnet.node import NodeState
 from nodes.lnet.peer import PeerTable
 from nodes.lnet.route import RouteWait
@@ -148,7 +148,7 @@ class Sender:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
         dst = msg.final_dst
         assert dst is not None
-        if dst.net == LO_NET:
+        if dst._net == LO_KEY:  # (``dst.net == LO_NET`` without a Net.__eq__ per message)
             # lib-move.c lnet_select_pathway: only 0@lo is short-cut (lnet_handle_lo_send);
             # our own other NIDs are peers like any other and go through the LND (E1)
             return send_loopback(self, msg, now)
@@ -351,7 +351,9 @@ class Sender:
         if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
             resend, logs = self.health.check(msg, now)
             # dbg-110: a status moved by this health change is logged with its cause (§3.1)
-            actions += logs + self.nistate.log_status(ni, hstatus.name)
+            actions += logs
+            if self.nistate.status_moved(ni):
+                actions += self.nistate.log_status(ni, hstatus.name)
             if resend:
                 return actions + self._resend(msg, now)
         msg.tx_committed = False
@@ -362,10 +364,11 @@ class Sender:
             self.counters.values["send_count"] += 1
             if msg.type == MsgType.PUT:
                 self.counters.values["send_length"] += msg.nob
-            for st in [x.stats for x in (ni, lpni) if x is not None]:
+            egress = (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
+                      and not msg.is_response)
+            for st in (x.stats for x in (ni, lpni) if x is not None):
                 st.sent.bump(msg.type)
-                if (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
-                        and not msg.is_response):
+                if egress:
                     st.put_egress.add(int((now - msg.committed_at) * 1e9))
         return actions + self._decommit(msg, now, rc, ni.nid if ni else None)
 

@@ -64,6 +64,7 @@ from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
+from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from testbed.sim.links import _Link, _Watched
@@ -72,6 +73,7 @@ from testbed.sim.sched import VIRTUAL_TIME_LIMIT, Scheduler
 __all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
 
 _HS_NAME = {h: h.name for h in HStatus}  # (Enum.name is a property: slow per message)
+_TYPE_NAME = {t: t.name for t in MsgType}
 
 
 class Fabric(Scheduler):
@@ -108,6 +110,7 @@ class Fabric(Scheduler):
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
         self._nid_text: dict[NID, str] = {}
+        self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
 
     @property
     def latency(self) -> float:
@@ -278,11 +281,16 @@ class Fabric(Scheduler):
     def _send(self, name: str, act: Transmit) -> None:
         if self.keep_history:
             self.transmits.append((self.now, name, act))
-        nid, link, hdr = self._nid_str, self.link(act.ni, act.lpni), act.hdr
+        link, hdr = self.link(act.ni, act.lpni), act.hdr
+        src, dst = hdr.src_nid, hdr.dest_nid
         self.event_log.append({  # ``record``'s fields, one dict (per message: no **kwargs)
             "t": round(self.now, 9), "kind": "send", "node": name, "tx": act.tx_id,
-            "type": hdr.type.name, "ni": link.ni_text, "lpni": link.lpni_text,
-            "src": nid(hdr.src_nid), "dst": nid(hdr.dest_nid), "nob": len(act.payload)})
+            "type": _TYPE_NAME[hdr.type], "ni": link.ni_text, "lpni": link.lpni_text,
+            # (unrouted, the header's NIDs are the pair's own objects: their text is cached)
+            "src": link.ni_text if src is act.ni else self._nid_str(src),
+            "dst": link.lpni_text if dst is act.lpni else self._nid_str(dst),
+            "nob": len(act.payload)})
+        self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
         self._transmit(name, act)
 
     def _md(self, name: str, ev: MDEvent) -> None:
@@ -343,7 +351,8 @@ class Fabric(Scheduler):
             TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
-        link = self.link(act.ni, act.lpni)
+        sending = self._sending
+        link = sending[1] if sending[0] is act else self.link(act.ni, act.lpni)
         delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         rc = link.rc
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
@@ -352,7 +361,7 @@ class Fabric(Scheduler):
             return
         if self.hold:
             return
-        self._at(self.now + delay, lambda: self._deliver(name, act))
+        self._at_deliver(self.now + delay, name, act)
 
     def _deliver(self, name: str, act: Transmit) -> None:
         link = self.link(act.ni, act.lpni)
@@ -369,11 +378,14 @@ class Fabric(Scheduler):
                          self._incarnation_changed(name, act.lpni, dst))
             if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
                 self._notify(dst, act.lpni, act.ni, True, True)
-        nid, hdr = self._nid_str, act.hdr
+        hdr = act.hdr
+        src, final = hdr.src_nid, hdr.dest_nid
         self.event_log.append({"t": round(self.now, 9), "kind": "recv", "node": dst,
-                               "type": hdr.type.name, "ni": link.lpni_text,
-                               "peer": link.ni_text, "src": nid(hdr.src_nid),
-                               "dst": nid(hdr.dest_nid)})
+                               "type": _TYPE_NAME[hdr.type], "ni": link.lpni_text,
+                               "peer": link.ni_text,
+                               "src": link.ni_text if src is act.ni else self._nid_str(src),
+                               "dst": link.lpni_text if final is act.lpni
+                               else self._nid_str(final)})
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr,
                                                   payload=act.payload))
         self._complete(name, act.tx_id, 0, HStatus.OK)

@@ -23,7 +23,7 @@ from typing import Any
 
 from nodes.driver import NodeDriver, trace_fields
 from nodes.lnd import errmap
-from nodes.lnet.actions import Transmit
+from nodes.lnet.actions import MsgTrace, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
@@ -55,7 +55,8 @@ class SimFabric(Fabric):
         drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
             drv.set_trace_sink(lambda act: self.event_log.append(  # ``record``, one dict
-                {"t": round(self.now, 9), "kind": "msg", "node": name, **trace_fields(act)}))
+                {"t": round(self.now, 9), "kind": "msg", "node": name,
+                 **(act.to_json() if type(act) is MsgTrace else trace_fields(act))}))
         if self.record_dir is not None:
             self._attach_recorder(name, drv, self.record_dir)
         return drv
@@ -127,7 +128,7 @@ class SimFabric(Fabric):
             self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
             return
         delay = link.latency + extra + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
-        self._at(self.now + delay, lambda: self._deliver(name, act))
+        self._at_deliver(self.now + delay, name, act)
 
     def flush(self, name: str) -> None:
         """After direct engine calls (a verb's DLC call): node ``name``'s health notices go

@@ -132,14 +132,16 @@ def test_wrong_health_and_resend_decisions_are_injected() -> None:
 # ---------------------------------------------------------------------------- the walk
 def _entries(fn: Any) -> list[str]:
     """Modules of nodes/lnet entered (called from another module) while ``fn`` runs;
-    property reads and comprehensions are not stops (issue 12's "walk of one PUT")."""
+    property reads, comprehensions and a value's ``__hash__``/``__eq__`` (a dict lookup by
+    NID) are not stops (issue 12's "walk of one PUT")."""
     root = os.path.dirname(nodes.lnet.__file__) + os.sep
 
     def stop(frame: Any) -> bool:
         slf = frame.f_locals.get("self")
         prop = slf is not None and isinstance(getattr(type(slf), frame.f_code.co_name, None),
                                               property)
-        return not prop and not frame.f_code.co_name.startswith("<")
+        name = frame.f_code.co_name
+        return not prop and not name.startswith("<") and name not in ("__hash__", "__eq__")
 
     out: list[str] = []
 
