@@ -11,11 +11,10 @@ capped by the caller's own transaction timeout, spec §3.4/003) and posts: peer 
 NETWORK_TIMEOUT (spec §1.5 step 1). Right before a ``Transmit`` the LNet fault rules get
 their say (``FaultState.tx_check``, spec §8) and the MD's response tracker starts.
 
-``finalize_tx`` is ``lnet_finalize`` for a sent message: credits back (posting the next
-waiter), health check (``Health.check``), which may resend: the message is decommitted and
-sent again with its original source/router parameters (full reselection); ``resend_count``
-counts resends whose selection succeeded, and a resend whose selection fails ends the
-message with that error and no further resend (``lnet_resend_pending_msgs_locked``).
+``finalize_tx`` is ``lnet_finalize`` for a sent message (one at a time: finalizer.py):
+credits back (posting the next waiter), health check (``Health.check``), which may resend
+(decommitted, sent again with its source/router parameters, full reselection; a resend whose
+selection fails ends the message, ``lnet_resend_pending_msgs_locked``).
 Otherwise the stats are decommitted (only on success) and the initiator's MD gets its event.
 Selection failures never commit: no credits, no health, no resend (spec §2.8). Every message
 ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``complete``.
@@ -32,6 +31,7 @@ from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
+from nodes.lnet.finalizer import FinalizeContainer
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.loopback import send_loopback
@@ -79,6 +79,7 @@ class Sender:
         self.tracer = tracer
         self.ids = ids
         self.timers = mds.timers
+        self.container = FinalizeContainer()
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
         # after a simulated send error: fail_loc 0xe020 closes the conns (wired by the engine)
@@ -120,7 +121,6 @@ class Sender:
             msg.txpeer.stats.send_time.add(nsec)
         return self.finalize_tx(msg, now, ev.rc, ev.hstatus)
 
-    # ------------------------------------------------------------------ lnet_send
     def _resolve(self, dst: NID) -> PeerNI:  # the peer NI; a non-MR traffic peer if unknown
         lpni = self.peers.find_lpni(dst)
         return lpni or self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
@@ -302,11 +302,9 @@ class Sender:
 
     # ------------------------------------------------------------------ lnet_finalize
     def _resend(self, msg: Msg, now: float) -> list[Action]:
-        """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3).
-
-        dbg-115: one error line names the local NID whose send failed (and its peer NI and
-        hstatus) and the local/remote NID pair the message is switched to (real LNet has only
-        D_NET debug lines here; the seed asks for an error)."""
+        """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3); dbg-115:
+        one error line names the failed NID pair and hstatus and the new pair (real LNet: D_NET
+        lines only; the seed asks for an error)."""
         failed = (f"{msg.type.name} to {msg.final_dst}: send from "
                   f"{msg.txni.nid if msg.txni else '?'} to "
                   f"{msg.txpeer.nid if msg.txpeer else '?'} failed ({msg.hstatus.name})")
@@ -341,7 +339,12 @@ class Sender:
 
     def finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
                     no_resend: bool = False) -> list[Action]:
-        """``lnet_finalize`` of a sent message: credits, health, maybe resend, stats, events."""
+        """``lnet_finalize`` of a sent message, after the one in progress if any."""
+        return self.container.finalize(self._finalize_tx, msg, now, rc, hstatus, no_resend)
+
+    def _finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus,
+                     no_resend: bool) -> list[Action]:
+        """Credits, health, maybe resend, stats, events."""
         msg.hstatus = hstatus
         msg.no_resend = msg.no_resend or no_resend
         actions = self.return_credits(msg, now)
