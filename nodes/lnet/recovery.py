@@ -147,9 +147,16 @@ class Recovery:
 
     # ------------------------------------------------------------------ the monitor tick
     def deadline(self) -> float | None:
-        """When the monitor must tick next: never more often than once a second."""
+        """When the monitor must tick next: never more often than once a second. An entry
+        back at 1000 is due at the next pass whatever its ``next_ping``: the monitor thread
+        walks both queues every second (``lnet_monitor_thread``) and drops healthy entries
+        before it looks at ``next_ping`` (``lnet_recover_local_nis``/``_peer_nis``), so a
+        failure after that pass queues it afresh with the interval of its reset ping count
+        (explore seed 559)."""
         entries: list[LNetNI | PeerNI] = [*self.ni_queue, *self.lpni_queue]
-        due = [x.next_ping for x in entries
+        next_pass = max(self.mt_last + MONITOR_PERIOD, 0.0)  # 0: at once (clocks start at 0)
+        due = [min(x.next_ping, next_pass) if x.healthv >= LNET_MAX_HEALTH_VALUE
+               else x.next_ping for x in entries
                if not x.recovery_state & RECOVERY_PENDING or x.healthv >= LNET_MAX_HEALTH_VALUE]
         if not due:
             return None
