@@ -125,6 +125,7 @@ class LNetEngine(ConfigAPI):
         h.local_count = lambda: len(self.local.local_nis())
         h.is_local = lambda nid: nid in self.local.by_nid
         h.lpni_fell = r.health_fell
+        h.lpni_live = lambda lpni: self.peers.find_lpni(lpni.nid) is lpni
         rec = self.recovery
         rec.ping, rec.unlink, rec.peers = self.recovery_ping, self.unlink, self.peers
         rec.md_by_handle, rec.ni_by_nid = self.mds.get, self.local.ni_by_nid
@@ -334,7 +335,11 @@ class LNetEngine(ConfigAPI):
             if md.unlinked:
                 continue  # unlinked by the expiry handled before it
             if response:  # lnet_finalize_expired_responses: the next hop is blamed (§3.4)
-                actions += self.health.response_timeout(md.rsp_next_hop, now)
+                # by its NID (rspt_next_hop_nid, looked up at expiry): the peer NI the table
+                # has now, not one discovery replaced meanwhile (explore seed 544)
+                hop = md.rsp_next_hop
+                hop = self.peers.find_lpni(hop.nid) if hop is not None else None
+                actions += self.health.response_timeout(hop, now)
                 msg = md.msg
                 if self.tracer.on and msg is not None and not msg.traced:
                     self.tracer.complete(msg, -ETIMEDOUT, "RESPONSE_TIMEOUT")

@@ -84,6 +84,8 @@ class Health:
         self.local_count: Callable[[], int] = lambda: 0
         self.is_local: Callable[[NID], bool] = lambda nid: False
         self.lpni_fell: Callable[[PeerNI, int], list[Action]] = lambda lpni, before: []
+        # whether a peer NI is still the one the peer table has for its NID (wired)
+        self.lpni_live: Callable[[PeerNI], bool] = lambda lpni: True
         # fail_loc CFS_FAIL_RTR_HEALTH_INC (failloc.py), wired by the engine
         self.rtr_health_inc_fails: Callable[[], bool] = lambda: False
 
@@ -111,10 +113,18 @@ class Health:
                 self.recovery.rearm()  # a pending entry's eligibility moved (recovery.deadline)
 
     def set_lpni(self, lpni: PeerNI, value: int, cause: str) -> None:
+        """Set a peer NI's health. A peer NI that discovery or ``peer del`` replaced still
+        takes the health checks of the messages holding it (their ``msg_txpeer`` /
+        ``msg_rxpeer`` reference, peer.c ``lnet_peer_add_nid`` allocates a new one when a
+        primary NID moves to another peer): its value moves, but nothing shows it any more
+        (``peer show`` lists the table's), so no ``lpni_health`` notice is raised for it;
+        the NID's notices follow the peer NI the table has (explore seed 216)."""
         old = lpni.healthv
         if value == old:
             return
         lpni.healthv = value
+        if not self.lpni_live(lpni):
+            return
         self.notices.touch()
         self.notices.emit("lpni_health", nid=str(lpni.nid), old=old, new=value, cause=cause)
         if self.recovery is not None and (old >= LNET_MAX_HEALTH_VALUE) != (

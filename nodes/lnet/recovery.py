@@ -148,8 +148,11 @@ class Recovery:
     # ------------------------------------------------------------------ the monitor tick
     def deadline(self) -> float | None:
         """When the monitor must tick next: never more often than once a second. An entry
-        back at full health is due at the next tick, which takes it off its queue (the
-        monitor thread walks both queues every second, ``lnet_monitor_thread``)."""
+        back at 1000 is due at the next pass whatever its ``next_ping``: the monitor thread
+        walks both queues every second (``lnet_monitor_thread``) and drops healthy entries
+        before it looks at ``next_ping`` (``lnet_recover_local_nis``/``_peer_nis``), so a
+        failure after that pass queues it afresh with the interval of its reset ping count
+        (explore seed 559)."""
         entries: list[LNetNI | PeerNI] = [*self.ni_queue, *self.lpni_queue]
         due = [-math.inf if x.healthv >= LNET_MAX_HEALTH_VALUE else x.next_ping
                for x in entries

@@ -12,7 +12,11 @@ every liveness violation prints its ``Bound`` with the parts it was made of:
   once more;
 * ``backoff``: a NI that kept failing is pinged again at most ``max_recovery_ping_interval``
   after its last ping (the recovery backoff cap, ``lnet_get_next_recovery_ping``), plus one
-  monitor tick;
+  monitor tick; paid twice: the first ping after the heal succeeds, but its own next ping
+  was set when it was sent, from the ping count before its reply reset it
+  (``lnet_recover_local_nis``/``_peer_nis`` increment the count and set ``next_ping`` at the
+  send; ``lnet_health_check``'s reset leaves ``next_ping`` alone), so the climb starts only
+  after a second wait of up to the cap (explore seed 289);
 * ``climb``: from 0, ``ceil(1000 / health_sensitivity)`` successful recovery pings, each
   ``2**1`` s after the one before (a reply resets ``ping_count``, the ping sets it to 1) and
   aligned to the 1 s monitor tick: 3 s per step;
@@ -21,8 +25,8 @@ every liveness violation prints its ``Bound`` with the parts it was made of:
   the pings it receives (``router_ping_timeout + alive_router_check_interval`` of silence set
   them down, spec §6.4), which the next check reports: ``3 * interval + 2 * timeout``.
 
-Recovery and the router checker run side by side: ``total = settle + max(backoff + climb,
-routes) + SLACK``. With ``health_sensitivity`` 0 nothing is ever queued for recovery
+Recovery and the router checker run side by side: ``total = settle + max(2 * backoff +
+climb, routes) + SLACK``. With ``health_sensitivity`` 0 nothing is ever queued for recovery
 (``backoff`` and ``climb`` are 0).
 
 The expected end state at ``total`` (checked by ``testbed.explore.liveness``): every local NI
@@ -64,10 +68,10 @@ class Bound:
 
     @property
     def total(self) -> int:
-        return self.settle + max(self.backoff + self.climb, self.routes) + self.slack
+        return self.settle + max(2 * self.backoff + self.climb, self.routes) + self.slack
 
     def render(self) -> str:
-        return (f"bound {self.total} s = settle {self.settle} + max(recovery backoff cap "
+        return (f"bound {self.total} s = settle {self.settle} + max(2 x recovery backoff cap "
                 f"{self.backoff} + climb {self.climb}, routes {self.routes}) + slack "
                 f"{self.slack}")
 

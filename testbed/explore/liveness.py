@@ -13,7 +13,10 @@ then sends the probes, and lists each way LNet is not whole:
   ``recv`` events, when the log has them) and not aged out (``recovery_limit`` 0, or heard from
   within the limit). Off the queue and never heard from, or aged out, it may stay below 1000
   (spec §3.5, §11.7); without ``recv`` events (Mininet) an off-queue peer NI is given that
-  benefit;
+  benefit. A peer NI of one of the node's own NIDs (a recovery ping to its own NID goes
+  through the LND) is owed nothing off the queue: LNet keeps its own interfaces out of peer
+  NI recovery, their local NIs recover instead (lib-msg.c ``lnet_health_check``), and only a
+  response timeout, which blames the next hop by NID, lowers it (explore seed 261);
 * ``route``: a route not up;
 * ``probe``: a fresh PUT over a workload pair that did not complete with its ACK (with
   ``recovery_limit`` > 0, two in a row: a router drops the first message it forwards to an
@@ -195,7 +198,7 @@ def _state_problems(replay: Replay, tunables: dict[str, dict[str, int]],
                 continue
             heard = st.last_alive.get(nid) if st.last_alive else ev.heard.get((node, nid))
             why = _owed(nid in st.queued, heard or None, ev.has_recv or bool(st.last_alive),
-                        limit, now)
+                        limit, now, own=nid in st.local)
             if why:
                 out.append(Problem("peer_health", f"{node}: peer NI {nid} health {value}, "
                                    f"not back to 1000: {why}", ev.last_health(node, nid)))
@@ -206,10 +209,14 @@ def _state_problems(replay: Replay, tunables: dict[str, dict[str, int]],
     return out
 
 
-def _owed(queued: bool, heard: float | None, has_recv: bool, limit: int, now: float) -> str:
-    """Why LNet still owes this peer NI a recovery ('' if it does not)."""
+def _owed(queued: bool, heard: float | None, has_recv: bool, limit: int, now: float, *,
+          own: bool = False) -> str:
+    """Why LNet still owes this peer NI a recovery ('' if it does not); ``own``: its NID is
+    one of the node's own (module doc)."""
     if queued:
         return "still on the recovery queue"
+    if own:
+        return ""  # LNet keeps its own interfaces out of peer NI recovery
     if not has_recv or heard is None:
         return ""  # never heard from (or no receive events to tell): not eligible
     if limit and now - heard > limit:

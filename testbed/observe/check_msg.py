@@ -36,6 +36,7 @@ class Flight:
     proof: list[Item] = field(default_factory=list)
     #: when the NI of the next send was chosen: the last resend (it reselects at once)
     selected: float | None = None
+    selected_at: int = -1  # that resend's index in the log (orders events of one instant)
 
 
 class MsgCheck:
@@ -120,7 +121,7 @@ class MsgCheck:
             return
         fl.resends += 1
         fl.proof.append(item)
-        fl.selected = float(ev["t"])
+        fl.selected, fl.selected_at = float(ev["t"]), item[0]
         if fl.retry_count is not None and fl.resends > fl.retry_count:
             self.resend.flag(f"message {key[2]} of {key[0]}: resend {fl.resends} exceeds "
                              f"retry_count {fl.retry_count}", [fl.first, item])
@@ -165,8 +166,11 @@ class MsgCheck:
         if why is None or (node, ni) in changing:
             return
         chosen = self._selected(ev, fl, node)
-        if chosen is not None and chosen < float(why[1]["t"]):
-            self.queued_on_fatal += 1  # chosen before the NI went fatal, sent after
+        if chosen is not None and (chosen < float(why[1]["t"]) or (
+                ev.get("attempt") and 0 <= fl.selected_at < why[0])):
+            # chosen before the NI went fatal (earlier, or at the same instant earlier in the
+            # log: explore seed 266), sent after when credits came back
+            self.queued_on_fatal += 1
             return
         for other in sorted(st.nets.get(net_of(ni), ())):
             if chosen is not None and st.unfatal.get(other, float("-inf")) > chosen:

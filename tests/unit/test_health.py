@@ -10,6 +10,8 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
+from nodes.lnet.notify import drain
+from nodes.lnet.peer import Peer
 from nodes.lnet.tunables import Tunables
 from testbed.sim.fabric import Fabric
 
@@ -220,3 +222,29 @@ def test_tunable_range_checks() -> None:
     t.set("transaction_timeout", 10)
     with pytest.raises(LNetConfigError):
         t.set("transaction_timeout", 2)  # must stay > retry_count
+
+
+def test_a_replaced_peer_ni_moves_health_without_notices() -> None:
+    """A message keeps the peer NI it was sent to or received from (``msg_txpeer`` /
+    ``msg_rxpeer``); when discovery moves that NID to another peer as a new peer NI (peer.c
+    ``lnet_peer_add_nid``), the old one still takes the message's health check, out of sight
+    of ``peer show``. Its change raises no ``lpni_health`` notice: the NID's notices follow
+    the peer NI the table has (explore seed 216: an ACK's check on the replaced peer NI said
+    900 -> 1000 between two changes of the new one, 1000 -> 900 -> 800)."""
+    c = _node(11, C)
+    old = c.peers.traffic_add(S[0], 8)
+    other = Peer(S[1])
+    c.peers.peers.append(other)
+    c.peers.add_nid(other, S[1], 8)
+    c.peers.del_lpni(old)
+    new = c.peers.add_nid(other, S[0], 8)
+    drain(c)
+    c.health.dec_lpni(new)
+    c.health.inc_lpni(old)  # no-op at 1000
+    c.health.dec_lpni(old)
+    c.health.set_lpni(old, 1000, "ok")
+    c.health.dec_lpni(new)
+    moves = [(f["old"], f["new"]) for kind, f in drain(c)
+             if kind == "lpni_health" and f["nid"] == str(S[0])]
+    assert moves == [(1000, 900), (900, 800)]
+    assert (old.healthv, new.healthv) == (1000, 800)

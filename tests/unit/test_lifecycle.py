@@ -138,6 +138,29 @@ def test_response_timeout_penalises_next_hop() -> None:
     assert len(hops) == 1 and hops[0].hstats.timeout == 0
 
 
+def test_response_timeout_blames_the_peer_ni_the_table_has_now() -> None:
+    """lib-move.c ``lnet_finalize_expired_responses`` keeps the next hop's NID
+    (``rspt_next_hop_nid``) and looks its peer NI up when the response is late: when
+    discovery replaced that peer NI meanwhile (peer.c ``lnet_peer_add_nid`` allocates a new
+    one when a primary NID moves to another peer), the new one is blamed, not the one the
+    message was sent to (explore seed 544: the replaced one's health moved, out of sight of
+    ``peer show``, and its notices contradicted the new one's)."""
+    fab = _mr2(ChaosFabric(1, 0.0, 0.0))
+    fab.p_lost = 1.0
+    c = fab.engines["c1"]
+    c.set_tunable("transaction_timeout", 20)
+    h = fab.call("c1", c.put, 0.0, S[0], payload=b"x", portal=PORTAL)
+    fab.run_until(1.0)
+    old = c.md_by_handle(h).rsp_next_hop
+    assert old is not None and c.peers.find_lpni(old.nid) is old
+    c.peers.del_lpni(old)
+    new = c.peers.add_nid(old.peer, old.nid, old.max_tx_credits)
+    new.last_alive = fab.now
+    fab.run_until(20.1)
+    assert c.counters.values["response_timeout_count"] == 1
+    assert (old.healthv, new.healthv) == (1000, 900) and new in c.lpni_recoveryq
+
+
 def test_caller_timeout_unlinks_without_health_change() -> None:
     """003 caller timeout: the MD ends with UNLINK -ETIMEDOUT at the caller's deadline."""
     fab = _mr2(Fabric())

@@ -178,6 +178,20 @@ def test_send_queued_before_the_ni_went_fatal_is_not_flagged() -> None:
     assert check_events(late).invariants["fatal_ni"].count == 1
 
 
+def test_a_resend_chosen_in_the_same_instant_before_the_link_went_is_not_flagged() -> None:
+    """Explore seed 266: a resend chose the NI at t=458.45, and the carrier of that NI went
+    down at t=458.45 too, later in the log; the resend waited for a credit and went out at
+    458.75 on the NI it had chosen. The log's order within one instant says which came
+    first; a resend logged after the link went down at that instant is still flagged."""
+    rails, down = _two_rails()[:2], _two_rails()[2]
+    same = [*rails, send(0.5, 4, ni=C_B), resend(1.0, 4, 1), down,
+            send(1.3, 4, ni=C_A, attempt=1), complete(1.4, 4)]
+    assert check_events(same).ok
+    after = [*rails, send(0.5, 5, ni=C_B), down, resend(1.0, 5, 1),
+             send(1.3, 5, ni=C_A, attempt=1), complete(1.4, 5)]
+    assert check_events(after).invariants["fatal_ni"].count == 1
+
+
 def test_a_sibling_that_was_fatal_too_when_the_ni_was_chosen_does_not_count() -> None:
     """Both rails fatal when the message chose its NI (launch 1.9); the other came back at 2.5,
     before the held message went out on the chosen one at 3.0: no free choice was wrong

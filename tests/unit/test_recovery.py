@@ -228,3 +228,30 @@ def test_net_set_all_queues_every_ni() -> None:
     assert [ni.healthv for ni in eng.local_nis()] == [300, 300]
     assert dump(eng.view("recovery", local=True)) == (
         "Local NI recovery:\n    nid-0: 10.10.0.1@tcp\n    nid-1: 10.11.0.1@tcp\n")
+
+
+def test_a_peer_ni_back_at_full_health_leaves_the_queue_at_the_next_pass() -> None:
+    """The monitor thread walks both recovery queues every second (lib-move.c
+    ``lnet_monitor_thread``) and drops entries back at 1000 before it looks at their next
+    ping (``lnet_recover_peer_nis``). A peer NI that recovered by traffic while its next ping
+    was far off (a long backoff) leaves at the next pass, so a failure after that queues it
+    afresh, pinged after the interval of its reset ping count (explore seed 559: it stayed
+    queued behind a 512 s next ping, and the failure 1.5 s after its recovery found it still
+    there, unpinged for 500 s)."""
+    fab = _mr2()
+    c = fab.engines["c1"]
+    fab.call("c1", c.ping, 0.0, S[1], src=C[1])
+    fab.run_until(1)
+    lpni = c.peers.find_lpni(S[1])
+    lpni.ping_count = 9  # a long failing streak: the next ping is 512 s away
+    c.peer_set_health(S[1], 500, fab.now)
+    assert lpni in c.lpni_recoveryq and lpni.next_ping - fab.now == 512
+    lpni.ping_count = 0  # a message from it arrived (lnet_health_check OK branch) ...
+    c.health.set_lpni(lpni, 1000, "ok")  # ... from a router: straight to full health
+    fab.run_until(fab.now + 1.5)
+    assert lpni not in c.lpni_recoveryq
+    fab.transmits.clear()
+    c.health.remote_failure(lpni, fab.now)  # 1000 -> 900, queued with ping count 0
+    fab.run_until(fab.now + 2.5)
+    pings = [t for _, n, t in fab.transmits if n == "c1" and t.lpni == S[1]]
+    assert len(pings) == 1 and lpni.healthv == 1000 and lpni not in c.lpni_recoveryq
