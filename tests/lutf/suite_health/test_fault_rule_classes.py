@@ -102,20 +102,24 @@ def test_health_error_class(mr2: Any, hclass: str) -> None:
     lpni_health = {nid: p["health stats"]["health value"]
                    for nid, p in peer_nis(c1, S1_NIDS[0]).items()}
     assert lpni_health[S1_NIDS[0]] == 1000, lpni_health  # never the target of the rule
-    if local_falls:  # the value may be back already (local NI recovery pings, spec §3.5):
-        # the ni_error notices (hlth-lnt-udev) carry the value each failure left
-        def falls() -> list[dict[str, Any]]:
-            return [e for e in mr2.events()[n_events:]
-                    if e["kind"] == "ni_error" and e.get("node") == "c1"]
-        wait_for(lambda: len(falls()) >= errors, timeout=5)
+    def falls(kind: str) -> list[dict[str, Any]]:
+        """The ``kind`` notices (hlth-lnt-udev) since the burst: each carries the value its
+        failure left, which recovery pings (spec §3.5) may have raised again since."""
+        return [e for e in mr2.events()[n_events:] if e["kind"] == kind and e.get("node") == "c1"]
+
+    if local_falls:
+        wait_for(lambda: len(falls("ni_error")) >= errors, timeout=5)
         assert all(e["health"] < 1000 and e["hstatus"] == hclass.upper()
-                   for e in falls()), falls()
+                   for e in falls("ni_error")), falls("ni_error")
     else:
         assert set(ni_health.values()) == {1000}, ni_health
     if ni_key:
         assert sum(delta(_ni_counters(c1, ni_key), ni0).values()) == errors
     if peer_falls:
-        assert lpni_health[S1_NIDS[1]] <= 1000 - SENSITIVITY, lpni_health
+        wait_for(lambda: len(falls("lpni_error")) >= errors, timeout=5)
+        assert all(e["nid"] == S1_NIDS[1] and e["health"] <= 1000 - SENSITIVITY
+                   and e["hstatus"] == hclass.upper() for e in falls("lpni_error")), \
+            falls("lpni_error")
     else:
         assert lpni_health[S1_NIDS[1]] == 1000, lpni_health
     if lpni_key:
