@@ -134,17 +134,20 @@ def first_violation(result: Result, phase: str) -> Violation | None:
 
 
 def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed: int = 0,
-        digest: bool = False, chunk_events: int | None = None, phases: str = "all") -> Outcome:
+        digest: bool = False, chunk_events: int | None = None, phases: str = "all",
+        jitter: float = 0.0) -> Outcome:
     """Play ``schedule`` on ``topo`` in this process (module doc); ``digest``: hash the log;
     ``chunk_events``: keep the events of that chunk (a determinism mismatch's evidence);
-    ``phases``: ``all``, or ``safety`` to stop after the safety check (shrinking)."""
+    ``phases``: ``all``, or ``safety`` to stop after the safety check (shrinking);
+    ``jitter``: the fabric's random extra latency per message (``sim_seed`` draws it), for
+    the shrinker's timing perturbations."""
     t0 = time.perf_counter()
     path = with_tunables(topo, schedule.tunables)
     out = Outcome(schedule.seed, None)
     with environment(planted):
         try:
             tb = SimTestbed.up(path, name=f"x{schedule.seed % 10**8}", seed=sim_seed,
-                               trace_messages=True)
+                               jitter=jitter, trace_messages=True)
         except TestbedError as exc:
             out.violation = Violation("setup", "bringup", str(exc))
             return out
