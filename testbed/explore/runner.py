@@ -38,6 +38,7 @@ from testbed.explore.model import Schedule
 from testbed.explore.replay import Livelock, Replay
 from testbed.explore.topo import Topo, with_tunables
 from testbed.observe.checktypes import Item, Result
+from testbed.plan.model import TopologyError
 from testbed.sim import SimTestbed
 
 #: events per chunk hash (the determinism check's resolution before it re-runs)
@@ -148,8 +149,9 @@ def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed:
         try:
             tb = SimTestbed.up(path, name=f"x{schedule.seed % 10**8}", seed=sim_seed,
                                jitter=jitter, trace_messages=True)
-        except TestbedError as exc:
-            out.violation = Violation("setup", "bringup", str(exc))
+        except (TestbedError, TopologyError) as exc:  # (a tunable mix LNet refuses: the
+            # shrinker tries other values of one tunable with the rest as they are)
+            out.violation = Violation("setup", "bringup", str(exc).splitlines()[0])
             return out
         try:
             replay = Replay(tb)

@@ -172,6 +172,14 @@ def test_a_perturbed_run_moves_each_step_a_little_and_the_fatal_ni_schedule_surv
     assert sh.fails(FATAL_NI) and sh.runs == 3
 
 
+def test_a_tunable_mix_lnet_refuses_is_a_setup_failure_not_a_crash(mr: topo.Topo) -> None:
+    """The shrinker tries other values of one tunable with the rest as they are: health
+    sensitivity 0 beside retry_count 3 is refused at bring-up (health-cap-stuck seed 31)."""
+    v = runner.run(mr, Schedule(1, 5.0, {"health_sensitivity": 0, "retry_count": 3})).violation
+    assert v is not None and (v.phase, v.invariant) == ("setup", "bringup")
+    assert "retry_count must be 0 when health_sensitivity is 0" in v.text
+
+
 def test_the_emitted_pytest_fails_with_the_bug_and_passes_without(mr: topo.Topo,
                                                                    tmp_path: Path) -> None:
     """The written file replays the schedule through the plugin on --lnet-backend=sim."""
