@@ -13,7 +13,11 @@ the *same* invariant (so shrinking never slides into a different bug). In order:
    stays; a remaining one is tried at the other values the swarm could draw, closest to the
    topology's first;
 4. tightening: each stream's count halved, each fault's duration halved (while the failure
-   stays), everything shifted to start at 1 s, the safety phase ended as early as it fails.
+   stays), everything shifted to start at 1 s, the safety phase ended as early as it fails;
+   a liveness failure also gets the shortest bound it still fails within: the smallest
+   ``max_recovery_ping_interval`` the swarm draws that keeps it (the bound waits the whole
+   recovery backoff cap, 900 s by default, when LNet never becomes whole -- on Mininet, in
+   wall-clock time).
 
 ``Shrinker.runs`` counts re-runs; results are cached by schedule. A safety violation is
 re-checked on the safety phase alone (``runner.run(phases="safety")``).
@@ -187,6 +191,8 @@ class Shrinker:
             cand = _shift(sch, 1.0 - first)
             if self.fails(cand):
                 sch = cand
+        if self.phase == "liveness":
+            sch = self._short_bound(sch)
         if self.phase == "safety":
             end = round(sch.end() + 1.0, 1)
             while end < sch.time:
@@ -195,6 +201,17 @@ class Shrinker:
                     sch = cand
                     break
                 end = round(end + max(1.0, (sch.time - end) / 2), 1)
+        return sch
+
+
+    def _short_bound(self, sch: Schedule) -> Schedule:
+        """The smallest recovery backoff cap the failure stays with (step 4)."""
+        name = "max_recovery_ping_interval"
+        now = max(v[name] for v in self.topo.effective(sch.tunables).values())
+        for value in sorted(v for v in set(TUNABLES[name]) if v < now):
+            cand = sch.with_(tunables={**sch.tunables, name: value})
+            if self.fails(cand):
+                return cand
         return sch
 
 
