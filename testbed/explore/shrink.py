@@ -13,7 +13,8 @@ the *same* invariant (so shrinking never slides into a different bug). In order:
    stays; a remaining one is tried at the other values the swarm could draw, closest to the
    topology's first;
 4. tightening: each stream's count halved, each fault's duration halved (while the failure
-   stays), everything shifted to start at 1 s, the safety phase ended as early as it fails;
+   stays), everything shifted to start at 1 s, the safety phase ended (and, for a liveness
+   failure, the faults healed) as early as it fails;
    a liveness failure also gets the shortest bound it still fails within: the smallest
    ``max_recovery_ping_interval`` the swarm draws that keeps it (the bound waits the whole
    recovery backoff cap, 900 s by default, when LNet never becomes whole -- on Mininet, in
@@ -193,7 +194,7 @@ class Shrinker:
                 sch = cand
         if self.phase == "liveness":
             sch = self._short_bound(sch)
-        if self.phase == "safety":
+        if self.phase in ("safety", "liveness"):  # (liveness: heal as early as it fails)
             end = round(sch.end() + 1.0, 1)
             while end < sch.time:
                 cand = sch.with_(time=end)
