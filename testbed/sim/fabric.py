@@ -168,8 +168,7 @@ class Fabric(Scheduler):
         established connection before the FIN is read is reset (LOCAL_ERROR), and a round
         trip later the peer's LND reads EOF and closes the connection ("a clean EOF
         closes only itself", ``lnet_notify`` dead with none left), so a later send connects
-        afresh and is refused (REMOTE_DROPPED), as on Mininet. (Resetting every later first
-        use, seconds on, made explore's resend-extra failures sim-only: 1/5 on Mininet.)"""
+        afresh and is refused (REMOTE_DROPPED), as on Mininet (not reset seconds later)."""
         self.remove(name)
         self.dead.update(nids)
         gone = set(nids)
