@@ -210,10 +210,13 @@ class RouterChecker:
             else:
                 self.route_event(route, "ping_remote_up" if LNET_NI_STATUS_UP in on_net
                                  else "ping_remote_down")
+        out: list[Action] = []
         if effect == "log_rte_disabled" and gw.rtr_refcount:
-            return [Log(level="error", text=f"peer {gw.primary_nid} is being used as a "
-                        "gateway but routing feature is not turned on")]
-        return []
+            out.append(Log(level="error", text=f"peer {gw.primary_nid} is being used as a "
+                           "gateway but routing feature is not turned on"))
+        # lnet_set_route_aliveness logs a change as it happens, on any discovery reply of a
+        # gateway (peer.c lnet_discovery_event_reply), not only the checker's (explore 402)
+        return out + self.log_route_changes("router ping")
 
     def consolidate(self, gw: Peer, nids: list[NID]) -> Peer:
         """Put every NID of the gateway on one peer whose primary is the first NID (002)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from testbed.explore.model import Schedule
 from testbed.explore.runner import Violation
+from testbed.explore.shrink import SHIFT
 from testbed.explore.topo import Topo, with_tunables
 
 
@@ -46,7 +47,8 @@ def steps(sch: Schedule) -> list[str]:
 
 
 def write(out_dir: Path, topo: Topo, sch: Schedule, violation: Violation, *,
-          original: Schedule, runs: int, planted: str | None = None) -> Path:
+          original: Schedule, runs: int, planted: str | None = None,
+          robust: int = 0) -> Path:
     """Write the test (and its topology) under ``out_dir``; returns the test's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     topo_file = with_tunables(topo, sch.tunables, out_dir)
@@ -75,6 +77,11 @@ def write(out_dir: Path, topo: Topo, sch: Schedule, violation: Violation, *,
         f"Shrunk from {len(original.faults)} faults and {len(original.streams)} workload "
         f"streams to {len(sch.faults)} and {len(sch.streams)}",
         f"({runs} re-runs); tunables: {sch.tunables or 'as the topology sets them'}.",
+        (f"Every re-run kept also failed with its steps moved by up to {SHIFT:g} s and "
+         f"messages\njittered ({robust} perturbed runs), so it does not need one exact "
+         "interleaving." if robust else
+         "It was not checked against timing perturbations: on Mininet it may fail only by "
+         "chance."),
         "",
         "Run it on the simulator (the exploration run, event for event):",
         f"    pytest {path.name} --lnet-backend=sim",

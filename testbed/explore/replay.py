@@ -13,7 +13,9 @@ with wall-clock waits. Times are seconds since the replay started (``origin``).
 * ``lctl(node, *argv)``: an LNet drop/delay rule command on a node.
 * ``stream(...)``: one PUT/GET every ``every`` seconds, ``count`` times, without waiting for
   the previous one: on the sim each op is started on the fabric's own clock (deterministic);
-  on Mininet a thread issues ``put``/``get`` verbs of one op each.
+  on Mininet a thread starts, at each op's time, a thread that issues a ``put``/``get`` verb
+  of that one op (an op that waits for its retries or its LND timeout must not hold up the
+  next one, or the ops would drift away from the faults they were found with).
 * ``probe(node, nid)``: one fresh PUT, waited for (the liveness phase).
 
 A step on a node that is down (killed) is skipped on both backends and counted in
@@ -85,6 +87,7 @@ class Replay:
         self.skipped: list[str] = []
         self._payloads: dict[int, bytes] = {}
         self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ time
     @property
@@ -210,20 +213,31 @@ class Replay:
 
     def _wall_stream(self, run: StreamRun, every: float, count: int, size: int) -> None:
         start = time.monotonic()
-        node = self.tb.node(run.node)
+        ops: list[threading.Thread] = []
         for k in range(count):
             delay = start + k * every - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+            th = threading.Thread(target=self._wall_op, args=(run, size), daemon=True,
+                                  name=f"explore-{run.node}-{k}")
+            ops.append(th)
+            th.start()
+        for th in ops:
+            th.join(330.0)
+
+    def _wall_op(self, run: StreamRun, size: int) -> None:
+        """One op of a Mininet stream, counted under the replay's lock."""
+        with self._lock:
             run.started += 1
-            try:
-                reply = getattr(node, run.op)(run.dst, count=1, size=size, timeout=300.0)
-            except TestbedError:
-                run.skipped += 1
-                continue
+        try:
+            reply = getattr(self.tb.node(run.node), run.op)(run.dst, count=1, size=size,
+                                                            timeout=300.0)
+        except TestbedError:
+            reply = {}
+        with self._lock:
             if not reply.get("ok"):
                 run.skipped += 1
-                continue
+                return
             run.done += 1
             if reply.get("failed"):
                 run.failed += 1

@@ -38,6 +38,7 @@ from testbed.explore.model import Schedule
 from testbed.explore.replay import Livelock, Replay
 from testbed.explore.topo import Topo, with_tunables
 from testbed.observe.checktypes import Item, Result
+from testbed.plan.model import TopologyError
 from testbed.sim import SimTestbed
 
 #: events per chunk hash (the determinism check's resolution before it re-runs)
@@ -134,19 +135,23 @@ def first_violation(result: Result, phase: str) -> Violation | None:
 
 
 def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed: int = 0,
-        digest: bool = False, chunk_events: int | None = None, phases: str = "all") -> Outcome:
+        digest: bool = False, chunk_events: int | None = None, phases: str = "all",
+        jitter: float = 0.0) -> Outcome:
     """Play ``schedule`` on ``topo`` in this process (module doc); ``digest``: hash the log;
     ``chunk_events``: keep the events of that chunk (a determinism mismatch's evidence);
-    ``phases``: ``all``, or ``safety`` to stop after the safety check (shrinking)."""
+    ``phases``: ``all``, or ``safety`` to stop after the safety check (shrinking);
+    ``jitter``: the fabric's random extra latency per message (``sim_seed`` draws it), for
+    the shrinker's timing perturbations."""
     t0 = time.perf_counter()
     path = with_tunables(topo, schedule.tunables)
     out = Outcome(schedule.seed, None)
     with environment(planted):
         try:
             tb = SimTestbed.up(path, name=f"x{schedule.seed % 10**8}", seed=sim_seed,
-                               trace_messages=True)
-        except TestbedError as exc:
-            out.violation = Violation("setup", "bringup", str(exc))
+                               jitter=jitter, trace_messages=True)
+        except (TestbedError, TopologyError) as exc:  # (a tunable mix LNet refuses: the
+            # shrinker tries other values of one tunable with the rest as they are)
+            out.violation = Violation("setup", "bringup", str(exc).splitlines()[0])
             return out
         try:
             replay = Replay(tb)

@@ -13,15 +13,30 @@ the *same* invariant (so shrinking never slides into a different bug). In order:
    stays; a remaining one is tried at the other values the swarm could draw, closest to the
    topology's first;
 4. tightening: each stream's count halved, each fault's duration halved (while the failure
-   stays), everything shifted to start at 1 s, the safety phase ended as early as it fails.
+   stays), everything shifted to start at 1 s, the safety phase ended (and, for a liveness
+   failure, the faults healed) as early as it fails;
+   a liveness failure also gets the shortest bound it still fails within: the smallest
+   ``max_recovery_ping_interval`` the swarm draws that keeps it (the bound waits the whole
+   recovery backoff cap, 900 s by default, when LNet never becomes whole -- on Mininet, in
+   wall-clock time).
 
 ``Shrinker.runs`` counts re-runs; results are cached by schedule. A safety violation is
 re-checked on the safety phase alone (``runner.run(phases="safety")``).
+
+Robustness (``robust`` > 0, what ``testbed explore --out`` uses): a schedule only "still
+fails" if it also fails in ``robust`` perturbed runs, each with every step moved by up to
+``SHIFT`` seconds either way (``perturbed``) and the fabric's per-message ``JITTER``. A written
+test runs on Mininet on wall-clock time, where a step lands up to a link-watch poll (0.5 s)
+plus an RPC under load away from its time and messages take their own time, so a failure
+that needs one exact interleaving (a 1 ms window, the Nth message a drop rule counts) would
+replay there only by chance; the perturbed runs keep the shrinker to schedules whose failure
+survives such slack.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -34,6 +49,11 @@ from testbed.explore.topo import Topo
 
 T = TypeVar("T")
 Unit = Fault | Stream
+
+#: a perturbed run moves each step by up to this many seconds either way (module doc)
+SHIFT = 0.6
+#: and delays each message by up to this much more than the fabric's latency (seconds)
+JITTER = 0.005
 
 
 def ddmin(items: Sequence[T], fails: Callable[[list[T]], bool]) -> list[T]:
@@ -69,10 +89,11 @@ class Shrinker:
     """Shrinks one failing schedule of ``topo`` (see the module doc)."""
 
     def __init__(self, topo: Topo, invariant: str, phase: str, *,
-                 planted: str | None = None, log: Callable[[str], None] = lambda s: None
-                 ) -> None:
+                 planted: str | None = None, log: Callable[[str], None] = lambda s: None,
+                 robust: int = 0) -> None:
         self.topo, self.invariant, self.phase = topo, invariant, phase
         self.planted = planted
+        self.robust = robust
         self.log = log
         self.runs = 0
         self.last: runner.Outcome | None = None
@@ -84,17 +105,25 @@ class Shrinker:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        self.runs += 1
-        out = runner.run(self.topo, sch, planted=self.planted,
-                         phases="safety" if self.phase == "safety" else "all")
-        ok = out.violation is not None and out.violation.invariant == self.invariant
-        if ok:
-            self.last = out
+        ok = self._fails_once(sch)
+        for k in range(1, self.robust + 1):
+            if not ok:
+                break
+            ok = self._fails_once(perturbed(sch, k), sim_seed=k, jitter=JITTER)
         self._cache[key] = ok
         return ok
 
+    def _fails_once(self, sch: Schedule, sim_seed: int = 0, jitter: float = 0.0) -> bool:
+        self.runs += 1
+        out = runner.run(self.topo, sch, planted=self.planted, sim_seed=sim_seed,
+                         jitter=jitter, phases="safety" if self.phase == "safety" else "all")
+        ok = out.violation is not None and out.violation.invariant == self.invariant
+        if ok and sim_seed == 0:
+            self.last = out
+        return ok
+
     def shrink(self, sch: Schedule, violation_t: float | None = None) -> Schedule:
-        sch = self._cut(sch, violation_t)
+        sch = self.cut(sch, violation_t)
         units: list[Unit] = [*sch.faults, *sch.streams]
         self.log(f"shrinking {len(sch.faults)} faults + {len(sch.streams)} streams "
                  f"(invariant {self.invariant})")
@@ -108,7 +137,8 @@ class Shrinker:
                  f"{len(sch.streams)} streams, tunables {sch.tunables or '(topology)'}")
         return sch
 
-    def _cut(self, sch: Schedule, t: float | None) -> Schedule:
+    def cut(self, sch: Schedule, t: float | None) -> Schedule:
+        """Step 1 of the module doc (``sch`` itself if the cut one no longer fails)."""
         if t is None or self.phase != "safety":
             return sch
         settle = liveness_bound(self._tunables_of(sch)).settle
@@ -162,7 +192,9 @@ class Shrinker:
             cand = _shift(sch, 1.0 - first)
             if self.fails(cand):
                 sch = cand
-        if self.phase == "safety":
+        if self.phase == "liveness":
+            sch = self._short_bound(sch)
+        if self.phase in ("safety", "liveness"):  # (liveness: heal as early as it fails)
             end = round(sch.end() + 1.0, 1)
             while end < sch.time:
                 cand = sch.with_(time=end)
@@ -170,6 +202,17 @@ class Shrinker:
                     sch = cand
                     break
                 end = round(end + max(1.0, (sch.time - end) / 2), 1)
+        return sch
+
+
+    def _short_bound(self, sch: Schedule) -> Schedule:
+        """The smallest recovery backoff cap the failure stays with (step 4)."""
+        name = "max_recovery_ping_interval"
+        now = max(v[name] for v in self.topo.effective(sch.tunables).values())
+        for value in sorted(v for v in set(TUNABLES[name]) if v < now):
+            cand = sch.with_(tunables={**sch.tunables, name: value})
+            if self.fails(cand):
+                return cand
         return sch
 
 
@@ -195,3 +238,15 @@ def _shift(sch: Schedule, dt: float) -> Schedule:
     return sch.with_(time=round(sch.time + dt, 3),
                      faults=tuple(replace(f, at=round(f.at + dt, 3)) for f in sch.faults),
                      streams=tuple(replace(s, at=round(s.at + dt, 3)) for s in sch.streams))
+
+
+def perturbed(sch: Schedule, k: int) -> Schedule:
+    """``sch`` with every fault and stream moved by up to ``SHIFT`` s either way (never before
+    0.1 s), drawn from (seed, k): the k-th timing perturbation (module doc)."""
+    rng = random.Random(f"{sch.seed}:{k}")
+
+    def at(t: float) -> float:
+        return round(max(0.1, t + rng.uniform(-SHIFT, SHIFT)), 3)
+
+    return sch.with_(faults=tuple(replace(f, at=at(f.at)) for f in sch.faults),
+                     streams=tuple(replace(s, at=at(s.at)) for s in sch.streams))

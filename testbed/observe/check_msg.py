@@ -13,11 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.observe.check_state import Tracker, net_of
+from testbed.observe.check_state import Tracker, lnd_timeout, net_of
 from testbed.observe.checktypes import Inv, Item
 
 #: a message must complete within its deadline plus one monitor tick (spec §3.4: the deadline
-#: is enforced by the 1 s monitor thread) and a little driver latency
+#: is enforced by the 1 s monitor thread) and a little driver latency -- or, once handed to
+#: the LND, within the LND's timeout of that hand-off, whichever is later: LNet finalizes a
+#: posted message only when the LND completes it (ksocknal_launch_packet sets ``tx_deadline``
+#: = now + ksocknal_timeout(); an MD unlinked at a caller's timeout stays a zombie while a
+#: message holds it, lib-md.c lnet_md_unlink), so a deadline a caller's timeout shortened
+#: (003) does not end the message (explore seed 341: a router's query ping, router_ping_timeout
+#: 10 s, LND timeout 49 s)
 COMPLETION_GRACE = 2.0
 #: the log's time resolution: ``t`` is rounded to the microsecond, a deadline may not be
 #: (a resend at its deadline is on time: ``ktime_after(now, msg_deadline)`` is false)
@@ -37,6 +43,8 @@ class Flight:
     #: when the NI of the next send was chosen: the last resend (it reselects at once)
     selected: float | None = None
     selected_at: int = -1  # that resend's index in the log (orders events of one instant)
+    #: when the last attempt was handed to the LND (a send not marked dropped)
+    posted: float | None = None
 
 
 class MsgCheck:
@@ -95,6 +103,8 @@ class MsgCheck:
         elif isinstance(ev.get("deadline"), int | float):
             fl.deadline = float(ev["deadline"])  # a resend re-commits: its own deadline (§3.4)
         fl.proof.append(item)
+        if not ev.get("dropped") and isinstance(ev.get("t"), int | float):
+            fl.posted = float(ev["t"])
         attempt = ev.get("attempt")
         if isinstance(attempt, int):
             self.resend.checked += 1
@@ -196,6 +206,14 @@ class MsgCheck:
                               f"{'off' if st.routing else 'never enabled'}", proof)
 
     # -------------------------------------------------------------------- end of log
+    def _must_end(self, node: str, fl: Flight) -> float:
+        """By when LNet must have completed ``fl`` (``COMPLETION_GRACE``'s doc)."""
+        assert fl.deadline is not None
+        lnd = lnd_timeout(self.tracker.node(node))
+        if fl.posted is None or lnd is None:
+            return fl.deadline
+        return max(fl.deadline, fl.posted + lnd)
+
     def finish(self, t_end: float | None) -> None:
         """Messages still in flight: past deadline + grace is a violation, else a note."""
         waiting = unknown = 0
@@ -205,7 +223,7 @@ class MsgCheck:
                 self.excused += 1
             elif fl.deadline is None:
                 unknown += 1
-            elif t_end is not None and t_end > fl.deadline + COMPLETION_GRACE:
+            elif t_end is not None and t_end > self._must_end(key[0], fl) + COMPLETION_GRACE:
                 self.completion.flag(f"message {key[2]} of {key[0]} never completed (deadline "
                                      f"{fl.deadline}, log ends at {t_end})", fl.proof[:6])
             else:

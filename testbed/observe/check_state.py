@@ -39,10 +39,21 @@ class NodeState:
     sensitivity: int | None = None
     sens_from: str = ""                  # "event", "tunable", "inferred at #N"
     transaction_timeout: float | None = None  # last ``tunable`` event (launch = deadline - it)
+    retry_count: int | None = None            # last ``tunable`` event
     incarnation: int = 0
     dead: Item | None = None             # died / killed / stopped (and not back)
     pid: int | None = None               # the process node_started announced
     cut: dict[str, Item] = field(default_factory=dict)  # fault id -> fault_applied
+
+
+def lnd_timeout(st: NodeState) -> float | None:
+    """The node's LND timeout as LNet derives it (``lnet_set_lnd_timeout``: max((tt - 1) /
+    (retry_count + 1), 1)), if the log gave both tunables; the transaction timeout, which it
+    never exceeds, if only that."""
+    tt, rc = st.transaction_timeout, st.retry_count
+    if tt is None:
+        return None
+    return tt if rc is None else float(max(int(tt - 1) // (rc + 1), 1))
 
 
 def net_of(nid: str) -> str:
@@ -104,6 +115,8 @@ class Tracker:
                 st.sensitivity, st.sens_from = ev["value"], f"tunable event #{idx}"
             elif ev.get("name") == "transaction_timeout":
                 st.transaction_timeout = float(ev["value"])
+            elif ev.get("name") == "retry_count":
+                st.retry_count = ev["value"]
         elif kind == "node_restarted" and isinstance(node, str) and \
                 self.node(node).dead is None and ev.get("pid") == self.node(node).pid:
             pass  # the end of a restart: node_started named this process, since configured

@@ -29,11 +29,9 @@ over a (NI, peer NI) pair (a "connection"), dead when a tx over the pair fails (
 completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs to that NID
 (logged as a ``notify_peer_down`` event).
 
-Every message, MD event and link change is appended to ``event_log`` with the schema of the
-Mininet backend's events.jsonl, ``{"t": <virtual seconds>, "kind": ..., "node": ..., ...}``
-(kinds: ``send``, ``recv``, ``tx_done``, ``md`` (``type``: the LNet event type),
-``link_down``/``link_up``): the same seed and the same inputs give the same log, byte for
-byte. This is the core of the ``sim`` backend (``testbed/sim/``).
+Every message, MD event and link change goes to ``event_log`` in the schema of Mininet's
+events.jsonl (``send``, ``recv``, ``tx_done``, ``md``, ``link_down``/``link_up``): the same
+seed and inputs give the same log, byte for byte (the core of ``testbed/sim/``).
 
 Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too): the
 fabric supplies its clock, its transmit, its timer and its sinks. Scheduling costs O(log n) per
@@ -45,10 +43,8 @@ called from outside first re-asks every engine (``touch``); a ``tracked`` fabric
 (``SimFabric``: every engine change goes through a driver) does not. Engines due at the same
 instant run in ``add`` order, as a scan of every engine would run them.
 
-Wiring is incremental: ``add``/``refresh_node`` update the NID -> owner map for one node, and
-the host's interfaces are indexed by (host, segment) for the cross-segment check, so bringing
-up n nodes costs O(n), not O(n^2). Failures carry the rc and health status the socklnd would
-report for them (``nodes/lnd/errmap.py``).
+Wiring is incremental (``add``/``refresh_node``; interfaces indexed by (host, segment)):
+n nodes come up in O(n). Failures carry the socklnd's rc and hstatus (``nodes/lnd/errmap.py``).
 """
 
 from __future__ import annotations
@@ -122,7 +118,6 @@ class Fabric(Scheduler):
         self._latency = value
         self.changed()
 
-    # ------------------------------------------------------------------ wiring
     def add(self, name: str, engine: LNetEngine) -> LNetEngine:
         self.engines[name] = engine
         self.events[name] = []
@@ -166,13 +161,27 @@ class Fabric(Scheduler):
         self.touch()
 
     def kill(self, name: str, nids: list[NID]) -> None:
-        """Node ``name`` dies (SIGKILL of its daemon): its engine is gone, its NIDs refuse
-        connections; peers' established connections to it are reset on their next use."""
+        """Node ``name`` dies (SIGKILL): its NIDs refuse connections and its kernel closes its
+        sockets at once; a peer's tx before it reads the FIN is reset (LOCAL_ERROR), then its
+        LND reads EOF and closes (``lnet_notify`` dead), so later sends are refused
+        (REMOTE_DROPPED), as on Mininet."""
         self.remove(name)
         self.dead.update(nids)
         gone = set(nids)
-        self._reset_pending |= {c for c in self.connected if c[2] in gone}
+        closing = sorted((c for c in self.connected if c[2] in gone and c[0] != name),
+                         key=lambda c: (c[0], str(c[1]), str(c[2])))
+        self._reset_pending |= set(closing)
         self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
+        for key in closing:  # the EOF is read a round trip after a tx meets the dead host
+            self._at(self.now + 2.5 * self._latency, lambda k=key: self._eof(k))
+
+    def _eof(self, key: tuple[str, NID, NID]) -> None:
+        """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first."""
+        if key in self._reset_pending:
+            self._reset_pending.discard(key)
+            if key[0] in self.engines:
+                self.connected.add(key)  # (so that _notify reports it closed)
+                self._notify(key[0], key[1], key[2], False)
 
     def revive(self, name: str, nids: list[NID]) -> None:
         """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""

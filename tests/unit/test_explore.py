@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from testbed import cli
 from testbed.explore import emit, liveness, pool, runner, swarm, topo
 from testbed.explore.bound import liveness_bound
 from testbed.explore.model import Fault, Schedule, Stream
-from testbed.explore.shrink import Shrinker, ddmin
+from testbed.explore.shrink import SHIFT, Shrinker, ddmin, perturbed
 
 ROOT = Path(__file__).resolve().parents[2]
 MR = ROOT / "topologies" / "mr-routers.yaml"
@@ -157,6 +158,28 @@ def test_shrinking_keeps_the_invariant_and_drops_what_does_not_matter(
     assert len(small.faults) == 2 and not small.streams and not small.tunables
     assert {f.kind for f in small.faults} == {"blackhole", "flap"}
     assert sh.runs > 3
+
+
+def test_a_perturbed_run_moves_each_step_a_little_and_the_fatal_ni_schedule_survives_it(
+        mr: topo.Topo) -> None:
+    """The shrinker's robustness check (shrink.py): each step moves by at most SHIFT, the
+    same way for the same k; FATAL_NI, whose test fails 5 of 5 on Mininet, still fails
+    with its steps moved and its messages jittered."""
+    a, b = perturbed(FATAL_NI, 1), perturbed(FATAL_NI, 1)
+    assert a == b and a != perturbed(FATAL_NI, 2)
+    for old, new in zip(FATAL_NI.faults, a.faults, strict=True):
+        assert old.at != new.at and abs(old.at - new.at) <= SHIFT
+        assert replace(new, at=old.at) == old
+    sh = Shrinker(mr, "fatal_ni", "safety", planted="fatal-ni-by-health", robust=2)
+    assert sh.fails(FATAL_NI) and sh.runs == 3
+
+
+def test_a_tunable_mix_lnet_refuses_is_a_setup_failure_not_a_crash(mr: topo.Topo) -> None:
+    """The shrinker tries other values of one tunable with the rest as they are: health
+    sensitivity 0 beside retry_count 3 is refused at bring-up (health-cap-stuck seed 31)."""
+    v = runner.run(mr, Schedule(1, 5.0, {"health_sensitivity": 0, "retry_count": 3})).violation
+    assert v is not None and (v.phase, v.invariant) == ("setup", "bringup")
+    assert "retry_count must be 0 when health_sensitivity is 0" in v.text
 
 
 def test_the_emitted_pytest_fails_with_the_bug_and_passes_without(mr: topo.Topo,

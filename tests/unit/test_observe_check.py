@@ -85,6 +85,21 @@ def test_never_completed_past_deadline_is_flagged() -> None:
     assert still.ok and "still in flight" in still.render()
 
 
+def test_a_posted_message_may_outlive_a_deadline_its_callers_timeout_shortened() -> None:
+    """Explore seed 341: a router's query ping carried router_ping_timeout (10 s) as its
+    deadline, but it sat in the LND of a partitioned link: LNet finalizes a posted message
+    only when the LND completes it (ksocknal_launch_packet: tx_deadline = now +
+    ksocknal_timeout(); lib-md.c lnet_md_unlink leaves an MD a message holds as a zombie).
+    With transaction_timeout 150 and retry_count 2 the LND timeout is 49 s."""
+    tun = [ev(0.0, "tunable", name="transaction_timeout", value=150),
+           ev(0.0, "tunable", name="retry_count", value=2)]
+    end = ev(40.5, "link_up", iface="eth0")
+    assert flagged([*tun, send(0.0, 1), end], "completion") == 0  # log ends 40.5 s after
+    late = ev(51.5, "link_up", iface="eth0")
+    assert flagged([*tun, send(0.0, 1), late], "completion") == 1  # 49 + the grace passed
+    assert flagged([*tun, send(0.0, 1, dropped="REMOTE_DROPPED"), end], "completion") == 1
+
+
 def test_send_after_completion_and_dead_node_excused() -> None:
     assert flagged([send(0.0, 1), complete(0.1, 1), send(0.2, 1, attempt=1)],
                    "completion") == 1

@@ -151,6 +151,29 @@ def test_route_down_when_gateway_remote_ni_down_and_back_up() -> None:
     assert any("has gone from up to down" in text for _, n, text in fab.log if n == "c1")
 
 
+def test_route_change_from_a_gateway_ping_reply_is_logged_as_it_lands() -> None:
+    """Explore seed 402: a gateway's ping reply that takes a route down must say so when it
+    arrives. lnet_router_discovery_ping_reply (router.c), run on every discovery reply of a
+    gateway peer (peer.c lnet_discovery_event_reply), sets each route through
+    lnet_set_route_aliveness (lib-lnet.h), which logs "has gone from up to down" there and
+    then. The engine logged it only when discovery completed, after the push that follows
+    the reply: under loss that was seconds later, under another reason, when the gateway's
+    NI had come back and the log showed no evidence for the route going down."""
+    fab = _routed()
+    _put(fab, 4)
+    fab.apply("r1", fab.engines["r1"].ni_set_fatal(R1[1], True, fab.now))
+    c1 = fab.engines["c1"]
+    route = next(r for r in c1.router.all_routes() if r.nid == R1[0])
+    start, seen = fab.now, len(fab.log)
+    while c1.router.route_alive(route):  # the checker pings r1 within its 10 s interval
+        assert fab.step(start + 12)  # one event at a time: stop as the reply lands
+    # (since r1's own pushes are taken as new data, sanity-lnet 236, r1's push of its NI
+    # change may be what takes the route down here: the line must still land at that moment)
+    gone = [t for t, n, text in fab.log[seen:]
+            if n == "c1" and f"through {R1[0]} has gone from up to down" in text]
+    assert gone == [fab.now]
+
+
 def test_router_sensitivity_percentage() -> None:
     """At the default 100 the percentage has no effect, as in today's LNet (LU-18444); below
     it, seed 002's rule: a gateway NI under MAX_HEALTH * router_sensitivity% is not used;
