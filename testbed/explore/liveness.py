@@ -16,11 +16,14 @@ then sends the probes, and lists each way LNet is not whole:
   benefit. A peer NI of one of the node's own NIDs (a recovery ping to its own NID goes
   through the LND) is owed nothing off the queue: LNet keeps its own interfaces out of peer
   NI recovery, their local NIs recover instead (lib-msg.c ``lnet_health_check``), and only a
-  response timeout, which blames the next hop by NID, lowers it (explore seed 261);
+  response timeout, which blames the next hop by NID, lowers it (explore seed 261). Nor is a
+  peer NI lowered before it was first heard from and neither failed nor moved since: LNet
+  never queued it (``_Evidence.never_queued``, explore seed 628);
 * ``route``: a route not up;
 * ``probe``: a fresh PUT over a workload pair that did not complete with its ACK (with
   ``recovery_limit`` > 0, two in a row: a router drops the first message it forwards to an
-  aged-out peer NI, which stays below 1000 until heard from);
+  aged-out peer NI, which stays below 1000 until heard from; likewise when the log shows a
+  router dropped the first probe for a peer NI it held down, ``router_dropped``);
 * ``sensitivity0``: with ``health_sensitivity`` 0 on a node, any health change on it in the
   whole run (spec §3.1: nothing moves).
 
@@ -111,6 +114,11 @@ class _Evidence:
         self.routes: dict[tuple[str, str, str], list[Item]] = {}
         self.has_recv = False
         self.seen = 0
+        #: per (node, NID) in the node's current incarnation: the index of the first receive,
+        #: and of the last event at which LNet tried to queue the peer NI for recovery (a
+        #: remote failure's ``lpni_error``, or a health change: ``_never_queued``)
+        self.first_heard: dict[tuple[str, str], int] = {}
+        self.last_try: dict[tuple[str, str], int] = {}
 
     def feed(self, events: Sequence[dict[str, Any]]) -> None:
         """Read the events not read yet (the log only grows)."""
@@ -119,13 +127,18 @@ class _Evidence:
             kind, node = ev.get("kind"), str(ev.get("node"))
             if kind in HEALTH_KINDS:
                 self.health.setdefault((node, str(ev.get("nid"))), []).append((i, ev))
+            if kind in ("lpni_health", "lpni_error"):
+                self.last_try[(node, str(ev.get("nid")))] = i
             elif kind in ("node_started", "node_restarted", "node_died"):
                 # a new process knows none of its peers: heard-from starts again (its peer
                 # NIs are new objects, lpni_last_alive 0 until a message arrives)
                 self.heard = {k: t for k, t in self.heard.items() if k[0] != node}
+                self.first_heard = {k: v for k, v in self.first_heard.items() if k[0] != node}
+                self.last_try = {k: v for k, v in self.last_try.items() if k[0] != node}
             elif kind == "recv":
                 self.has_recv = True
                 self.heard[(node, str(ev.get("peer")))] = float(ev["t"])
+                self.first_heard.setdefault((node, str(ev.get("peer"))), i)
             elif kind == "route_state":
                 key = (node, str(ev.get("net")), str(ev.get("gateway")))
                 self.routes.setdefault(key, []).append((i, ev))
@@ -133,6 +146,24 @@ class _Evidence:
 
     def last_health(self, node: str, nid: str) -> list[Item]:
         return self.health.get((node, nid), [])[-3:]
+
+    def never_queued(self, node: str, nid: str) -> bool:
+        """The peer NI's health last moved (or it last failed) before it was first heard
+        from: LNet never queued it and nothing since would (explore seed 628).
+
+        ``lnet_peer_ni_add_to_recoveryq_locked`` (peer.c) refuses a peer NI whose
+        ``lpni_last_alive`` is 0, and is only tried at a remote failure
+        (``lnet_handle_remote_failure_locked``, which logs ``lpni_error``), at a received
+        message's OK health check (which moves its health: ``lpni_health``), at a manual
+        health set (``lpni_health``) and for what is on the queue already (lib-msg.c
+        ``lnet_health_check``, lib-move.c ``lnet_recover_peer_nis``). A receive alone
+        (``lnet_parse`` sets last_alive) does not try: a GET whose REPLY then fails is health
+        checked once, on its tx side (committed for both), as a local failure. So a peer NI
+        lowered before it was first heard from, and neither failing nor moving since, stays
+        below 1000 off the queue in real LNet too."""
+        key = (node, nid)
+        tried, first = self.last_try.get(key), self.first_heard.get(key)
+        return tried is not None and first is not None and tried < first
 
 
 #: virtual (sim) or wall (Mininet) seconds between two looks at the nodes
@@ -160,10 +191,12 @@ def wait_whole(replay: Replay, bound: Bound, tunables: dict[str, dict[str, int]]
     aged = any(v.get("recovery_limit", 0) > 0 for v in tunables.values())
     for node, nid in probes:
         if replay.alive(node):
+            start = len(events_of(replay.tb))
             ok, what = replay.probe(node, nid, float(bound.settle))
-            if not ok and aged:
+            if not ok and (aged or router_dropped(events_of(replay.tb)[start:], nid)):
                 ok, what = replay.probe(node, nid, float(bound.settle))
-                what = f"twice (recovery_limit > 0): {what}"
+                why = "recovery_limit > 0" if aged else "a router dropped the first"
+                what = f"twice ({why}): {what}"
             if not ok:
                 found.append(Problem("probe", f"a new PUT from {node} to {nid} did not "
                                      f"complete: {what}"))
@@ -177,6 +210,20 @@ def wait_whole(replay: Replay, bound: Bound, tunables: dict[str, dict[str, int]]
                                      f"{len(moved)} health value change(s) happened",
                                      moved[:3]))
     return found
+
+
+def router_dropped(events: Sequence[dict[str, Any]], nid: str) -> bool:
+    """Whether a router dropped a message it forwarded to ``nid`` because it holds that peer
+    NI down (lib-move.c ``lnet_check_message_drop``: a routed message to a peer NI whose
+    ``lpni_ns_status`` is not UP is dropped with REMOTE_DROPPED, and a single-NI peer gets no
+    resend, lib-msg.c ``lnet_health_check``). The status is only refreshed by traffic from
+    that NI, a push or the LND's ``lnet_notify``: a DOWN its LND notified during the faults
+    (``recovery_limit`` 0, health still 1000, so not on the recovery queue) outlives the heal
+    until this drop sends the NI into recovery, whose ping brings it back (explore seed 758).
+    The originator only sees its ACK never come: one more probe is owed."""
+    return any(ev.get("kind") == "msg" and ev.get("forwarded") is True
+               and ev.get("dropped") == "REMOTE_DROPPED" and nid in (ev.get("lpni"), ev.get("dst"))
+               for ev in events)
 
 
 def _state_problems(replay: Replay, tunables: dict[str, dict[str, int]],
@@ -199,6 +246,8 @@ def _state_problems(replay: Replay, tunables: dict[str, dict[str, int]],
             heard = st.last_alive.get(nid) if st.last_alive else ev.heard.get((node, nid))
             why = _owed(nid in st.queued, heard or None, ev.has_recv or bool(st.last_alive),
                         limit, now, own=nid in st.local)
+            if why and nid not in st.queued and ev.never_queued(node, nid):
+                why = ""  # lowered before it was first heard from, untried since
             if why:
                 out.append(Problem("peer_health", f"{node}: peer NI {nid} health {value}, "
                                    f"not back to 1000: {why}", ev.last_health(node, nid)))

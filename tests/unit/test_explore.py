@@ -235,6 +235,53 @@ def test_liveness_owes_a_peer_ni_of_the_nodes_own_nid_nothing_off_the_queue() ->
         "still on the recovery queue"
 
 
+def test_a_probe_a_router_dropped_for_a_peer_ni_it_held_down_is_owed_a_second_try(
+        mr: topo.Topo) -> None:
+    """Explore seed 758 (discovery 0, recovery_limit 0): r1's LND notified s1's 10.20.0.3 dead
+    during the faults (``lnet_notify``), its health stayed 1000 so nothing refreshed the DOWN
+    status after the heal; the liveness probe from c1 was the first message r1 forwarded to it
+    and r1 dropped it (lib-move.c ``lnet_check_message_drop``, REMOTE_DROPPED, no resend to a
+    single-NI peer), which sent the NI into recovery and its ping brought it back. c1 only saw
+    its ACK never come: a second probe is owed, and it must complete."""
+    drop = {"kind": "msg", "event": "send", "forwarded": True, "dropped": "REMOTE_DROPPED",
+            "node": "r1", "lpni": "10.20.0.3@tcp1", "dst": "10.20.0.3@tcp1"}
+    assert liveness.router_dropped([drop], "10.20.0.3@tcp1")
+    assert not liveness.router_dropped([drop], "10.21.0.3@tcp1")
+    assert not liveness.router_dropped([{**drop, "forwarded": False}], "10.20.0.3@tcp1")
+    assert not liveness.router_dropped([{**drop, "dropped": "LOCAL_DROPPED"}], "10.20.0.3@tcp1")
+    out = runner.run(mr, swarm.expand(swarm.swarm(mr, 758), mr, 600.0))
+    assert out.ok, out.violation and out.violation.render()
+
+
+def test_a_peer_ni_lowered_before_it_was_heard_from_and_untried_since_is_owed_nothing(
+        mr: topo.Topo) -> None:
+    """Explore seed 628: r1 restarted; s1's ping reply reported 10.20.0.3 DOWN, a remote
+    failure that took its health to 0 while r1 had never heard from it (lpni_last_alive 0:
+    peer.c ``lnet_peer_ni_add_to_recoveryq_locked`` refuses it); the GETs later heard from it
+    had their REPLYs fail (one health check, tx side, a local failure), and nothing else
+    tried to queue it. Real LNet leaves it at 0 off the queue; a failure or health change
+    after the first receive still makes it owed."""
+    nid = "10.20.0.3@tcp1"
+    lowered = [{"t": 1.0, "kind": "node_restarted", "node": "r1"},
+               {"t": 2.0, "kind": "lpni_health", "node": "r1", "nid": nid, "new": 0},
+               {"t": 2.0, "kind": "lpni_error", "node": "r1", "nid": nid},
+               {"t": 3.0, "kind": "recv", "node": "r1", "peer": nid}]
+    ev = liveness._Evidence()
+    ev.feed(lowered)
+    assert ev.never_queued("r1", nid)
+    ev.feed([*lowered, {"t": 4.0, "kind": "lpni_error", "node": "r1", "nid": nid}])
+    assert not ev.never_queued("r1", nid)  # failed once heard from: queued
+    heard_first = [lowered[0], lowered[3], *lowered[1:3]]
+    ev = liveness._Evidence()
+    ev.feed(heard_first)
+    assert not ev.never_queued("r1", nid)
+    ev = liveness._Evidence()
+    ev.feed([*lowered, {"t": 5.0, "kind": "node_restarted", "node": "r1"}])
+    assert not ev.never_queued("r1", nid)  # a new incarnation knows nothing yet
+    out = runner.run(mr, swarm.expand(swarm.swarm(mr, 628), mr, 600.0))
+    assert out.ok, out.violation and out.violation.render()
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--seeds", "0"], "explore: --seeds must be at least 1, not 0"),
     (["--seed", "1", "--seeds", "2"], "explore: give --seeds N or --seed S, not both"),
