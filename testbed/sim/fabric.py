@@ -110,6 +110,8 @@ class Fabric(Scheduler, PathMixin):
         self.event_log: list[dict[str, Any]] = []
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
+        #: the same, at the accepting end: a connection carries both ways (``established``)
+        self.passive: set[tuple[str, NID, NID]] = set()
         self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
 
@@ -177,6 +179,7 @@ class Fabric(Scheduler, PathMixin):
                          key=lambda c: (c[0], str(c[1]), str(c[2])))
         self._reset_pending |= set(closing)
         self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
+        self.passive = {c for c in self.passive if c[0] != name and c[2] not in gone}
         for key in closing:  # the EOF is read a round trip after a tx meets the dead host
             self._at(self.now + 2.5 * self._latency, lambda k=key: self._eof(k))
 
@@ -217,6 +220,8 @@ class Fabric(Scheduler, PathMixin):
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
         as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
+        if not up and self.passive:  # its socklnd closes the NI's connections
+            self.passive = {c for c in self.passive if c[1] != nid}
         node = self.host.get(nid) or self.owner.get(nid, "?")
         extra: dict[str, str] = {"iface": iface} if iface is not None else {}
         if by is not None:
@@ -290,6 +295,7 @@ class Fabric(Scheduler, PathMixin):
         self.record("notify_peer_down", name, lpni=str(lpni))
         self.log.append((self.now, name, f"socklnd: LNet notified peer NI {lpni} dead"))
         self.connected = {c for c in self.connected if not (c[0] == name and c[2] == lpni)}
+        self.passive = {c for c in self.passive if not (c[0] == name and c[2] == lpni)}
 
     def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
         """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni); ``reset``: the
@@ -298,6 +304,8 @@ class Fabric(Scheduler, PathMixin):
         if alive == (key in self.connected) and alive:
             return
         (self.connected.add if alive else self.connected.discard)(key)
+        if not alive:
+            self.passive.discard(key)
         extra = {"reset": True} if reset else {}
         self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive, **extra)
         self.apply(name, self.engines[name].handle(
@@ -363,12 +371,15 @@ class Fabric(Scheduler, PathMixin):
             return  # the sender died with the message on the wire: nobody to complete
         dst = link.dst
         assert dst is not None  # rc 0: owned
+        if self._stalled:  # a write got through: the connection is not stuck
+            self._stalled.discard((name, act.ni, act.lpni))
         if (name, act.ni, act.lpni) not in self.connected:  # a connection comes up
             self._reset_pending.discard((name, act.ni, act.lpni))
             self._notify(name, act.ni, act.lpni, True,
                          self._incarnation_changed(name, act.lpni, dst))
             if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
                 self._notify(dst, act.lpni, act.ni, True, True)
+            self.passive.add((dst, act.lpni, act.ni))
         hdr = act.hdr
         src, final = hdr.src_nid, hdr.dest_nid
         self.event_log.append({"t": round(self.now, 9), "kind": "recv", "node": dst,

@@ -72,6 +72,7 @@ class PathMixin:
     host: dict[NID, str]
     _host_seg: dict[tuple[str, str], list[NID]]
     connected: set[tuple[str, NID, NID]]
+    passive: set[tuple[str, NID, NID]]
     engines: dict[str, Any]
     now: float
 
@@ -115,12 +116,18 @@ class PathMixin:
         nis = eng.ni_by_nid(ni) if eng is not None else None
         return float(nis.lnd_timeout) if nis is not None else DEFAULT_LND_TIMEOUT
 
+    def established(self, name: str, act: Transmit) -> bool:
+        """Whether ``name`` has a connection to carry ``act``: its own, or one the peer
+        opened to it (a socklnd connection carries both ways: ``ksocknal_create_conn``
+        attaches a passive connection to the same peer NI the sends use)."""
+        key = (name, act.ni, act.lpni)
+        return key in self.connected or key in self.passive
+
     def _unanswered(self, name: str, act: Transmit, rc: int, delay: float) -> None:
         """A send whose peer does not answer (``rc`` in ``UNANSWERED``), ``delay`` seconds
         from now: on an established connection the write completes OK and is lost; a
         connect fails at ``ARP_FAIL`` (-EHOSTUNREACH) or at the NI's deadline (module doc)."""
-        key = (name, act.ni, act.lpni)
-        if key in self.connected:
+        if self.established(name, act):
             self._at(self.now + delay, lambda: self._lost(name, act))
             return
         timeout = self._lnd_timeout(name, act.ni)
@@ -152,10 +159,14 @@ class PathMixin:
 
     def _stall(self, key: tuple[str, NID, NID]) -> None:
         """``ksocknal_find_timed_out_conn``: unacknowledged data for the timeout closes the
-        connection (``lnet_notify`` dead), unless the peer answers again by now."""
+        connection (``lnet_notify`` dead), unless a write got through since (``_deliver``
+        takes the key out of ``_stalled``)."""
+        if key not in self._stalled:
+            return
         self._stalled.discard(key)
         name, ni, lpni = key
-        if key in self.connected and name in self.engines and self.link(ni, lpni).rc:
+        if name in self.engines:
+            self.connected.add(key)  # (so that _notify reports it closed)
             self._notify(name, ni, lpni, False)
 
     _stalled: set[tuple[str, NID, NID]]
