@@ -30,10 +30,11 @@ route:
   socklnd closes the connection once its queue made no progress for the NI's LND timeout
   (``ksocknal_find_timed_out_conn``): ``lnet_notify`` dead.
 
-Not modelled: a neighbour entry still REACHABLE from recent traffic (then a connect hangs
-until the deadline even when ``ARP_FAIL`` is shorter; it only matters with an LND timeout
-above 3 s), and a SYN retransmission that gets through mid-window: a connect whose path
-healed before its outcome is due is delivered at that time.
+A connect whose path heals before its outcome gets through at the next ARP probe or SYN
+retransmission (``RETRIES``): on Mininet a SYN sent while the peer's link was down connected
+one second later, once the link was back. Not modelled: a neighbour entry still REACHABLE
+from recent traffic (then a connect hangs until the deadline even when ``ARP_FAIL`` is
+shorter; it only matters with an LND timeout above 3 s).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 #: Linux's neighbour resolution gives up after mcast_solicit (3) probes retrans_time (1 s)
 #: apart: an unanswered ARP fails the connect with EHOSTUNREACH this long after it started
 ARP_FAIL = 3.0
+#: seconds after a connect started when it tries again: ARP probes retrans_time (1 s) apart,
+#: SYN retransmissions from TCP_TIMEOUT_INIT (1 s), doubling; a path healed by then carries it
+RETRIES = (1.0, 2.0, 3.0, 7.0, 15.0, 31.0, 63.0)
 #: the peer is on the segment but does not answer ARP (its interface is down)
 EHOSTUNREACH = -errno.EHOSTUNREACH
 #: the peer cannot send back (no route for its SYN-ACK): only the connect deadline ends it
@@ -135,11 +139,25 @@ class PathMixin:
             at, fail = ARP_FAIL, EHOSTUNREACH
         else:
             at, fail = timeout, -errno.ETIMEDOUT
-        self._at(self.now + delay + at, lambda: self._connect_outcome(name, act, fail))
+        start, done = self.now + delay, [False]
+        for r in RETRIES:
+            if r >= at:
+                break
+            self._at(start + r, lambda: self._connect_retry(name, act, done))
+        self._at(start + at, lambda: self._connect_outcome(name, act, fail, done))
 
-    def _connect_outcome(self, name: str, act: Transmit, rc: int) -> None:
-        """The unanswered connect's time is up: delivered if the path healed meanwhile (an
-        ARP probe or SYN retransmission got through), else failed with ``rc``."""
+    def _connect_retry(self, name: str, act: Transmit, done: list[bool]) -> None:
+        """An ARP probe or a SYN goes out again: delivered if the path healed meanwhile."""
+        if not done[0] and self.link(act.ni, act.lpni).rc == 0:
+            done[0] = True
+            self._deliver(name, act)
+
+    def _connect_outcome(self, name: str, act: Transmit, rc: int, done: list[bool]) -> None:
+        """The unanswered connect's time is up: delivered if the path healed just now, else
+        failed with ``rc``."""
+        if done[0]:
+            return
+        done[0] = True
         if self.link(act.ni, act.lpni).rc == 0:
             self._deliver(name, act)
             return

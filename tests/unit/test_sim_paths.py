@@ -14,7 +14,7 @@ import pytest
 import testbed
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.lnet.nid import NID
-from testbed.sim.paths import ARP_FAIL, EHOSTUNREACH, NO_WAY_BACK
+from testbed.sim.paths import ARP_FAIL, EHOSTUNREACH, NO_WAY_BACK, RETRIES
 
 A, B = "10.30.0.1@tcp", "10.30.0.2@tcp"
 PAIR_TOPOLOGY = """\
@@ -121,18 +121,20 @@ def test_connect_to_a_downed_peer_ends_at_arp_or_the_deadline(tmp_path: Path, tt
     tb.down()
 
 
-def test_connect_delivered_if_the_peer_is_back_before_its_outcome(tmp_path: Path) -> None:
-    """The peer's link back up within the window: the connect gets through (a later ARP
-    probe or SYN answered), delivered when its outcome was due."""
+def test_connect_gets_through_at_the_next_retry_once_the_peer_is_back(
+        tmp_path: Path) -> None:
+    """The peer's link back up 1.5 s into the window: the ARP probe (or SYN) sent again at
+    2 s (RETRIES) gets through and the connect completes then, not at its deadline."""
     tb = _pair(tmp_path, tt=16)
     tb.link("b", "eth0", "down")
     mark = len(tb.events())
     t0 = _put(tb, "a", B)
-    tb.run(1.0)
+    tb.run(1.5)
     tb.link("b", "eth0", "up")
     tb.run(5)
+    assert RETRIES[:2] == (1.0, 2.0)
     got = _since(tb, mark, "recv", node="b")  # the discovery ping, then the PUT
     assert [(e["type"], round(e["t"] - t0, 6)) for e in got] == [
-        ("GET", 0.001 + ARP_FAIL), ("PUT", 0.003 + ARP_FAIL)]
-    assert _put_done(tb, mark, t0) == [(0.001 + ARP_FAIL, 0, "OK")]
+        ("GET", 0.001 + 2.0), ("PUT", 0.003 + 2.0)]
+    assert _put_done(tb, mark, t0) == [(0.001 + 2.0, 0, "OK")]
     tb.down()
