@@ -147,10 +147,19 @@ class PathMixin:
         self._at(start + at, lambda: self._connect_outcome(name, act, fail, done))
 
     def _connect_retry(self, name: str, act: Transmit, done: list[bool]) -> None:
-        """An ARP probe or a SYN goes out again: delivered if the path healed meanwhile."""
-        if not done[0] and self.link(act.ni, act.lpni).rc == 0:
-            done[0] = True
+        """An ARP probe or a SYN goes out again: delivered if the path healed meanwhile, or
+        failed now if the peer answers with a refusal (its host back, nobody on the port:
+        RST) or the sender lost its route."""
+        if done[0]:
+            return
+        rc = self.link(act.ni, act.lpni).rc
+        if rc in UNANSWERED:
+            return
+        done[0] = True
+        if rc == 0:
             self._deliver(name, act)
+        else:
+            self._fail(name, act, rc)
 
     def _connect_outcome(self, name: str, act: Transmit, rc: int, done: list[bool]) -> None:
         """The unanswered connect's time is up: delivered if the path healed just now, else

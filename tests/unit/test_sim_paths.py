@@ -138,3 +138,18 @@ def test_connect_gets_through_at_the_next_retry_once_the_peer_is_back(
         ("GET", 0.001 + 2.0), ("PUT", 0.003 + 2.0)]
     assert _put_done(tb, mark, t0) == [(0.001 + 2.0, 0, "OK")]
     tb.down()
+
+
+def test_connect_retry_meets_a_refusal_once_the_host_is_back(tmp_path: Path) -> None:
+    """b's daemon is dead and its link down: the retry after the link is back meets the
+    host's RST (-ECONNREFUSED, REMOTE_DROPPED) then, not the connect deadline."""
+    tb = _pair(tmp_path, tt=16)
+    tb.link("b", "eth0", "down")
+    tb.kill("b", "test")
+    mark = len(tb.events())
+    t0 = _put(tb, "a", B)
+    tb.run(0.5)
+    tb.link("b", "eth0", "up")
+    tb.run(5)
+    assert _put_done(tb, mark, t0) == [(0.001 + 1.0, -errno.ECONNREFUSED, "REMOTE_DROPPED")]
+    tb.down()
