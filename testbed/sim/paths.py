@@ -83,7 +83,8 @@ class PathMixin:
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
         doc): -ENETDOWN (``a``'s own link is down), -ENETUNREACH (no route on ``a``'s host,
-        or ``b`` owned by no engine), -EHOSTUNREACH (``b``'s interface down: no ARP answer),
+        ``b`` owned by no engine, or ``b`` down without a segment: engine-level fabrics that
+        model no L2), -EHOSTUNREACH (``b``'s interface down: no ARP answer),
         -ECONNREFUSED (``b``'s node killed), ``NO_WAY_BACK`` (``b``'s host has no up
         interface on ``a``'s segment). Across segments the sending host routes (weak host
         model: ``fabric.py``)."""
@@ -94,8 +95,8 @@ class PathMixin:
         cross = sa is not None and sb is not None and sa != sb
         if cross and not self._host_up_on(a, sb):  # type: ignore[arg-type]
             return -ENETUNREACH
-        if down and b in down:
-            return EHOSTUNREACH
+        if down and b in down:  # (a NID without a segment has no L2 to model: unreachable)
+            return EHOSTUNREACH if sb is not None else -ENETUNREACH
         # a socklnd connection needs both ways: the SYN-ACK, then every ACK/REPLY over it
         if cross and not self._host_up_on(b, sa):  # type: ignore[arg-type]
             return NO_WAY_BACK
