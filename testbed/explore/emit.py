@@ -92,11 +92,14 @@ def write(out_dir: Path, topo: Topo, sch: Schedule, violation: Violation, *,
     text = "\n".join([
         doc, "",
         "from pathlib import Path", "",
+        "import pytest", "",
         "from testbed.explore.replay import Replay",
         "from testbed.explore.testkit import "
         + ("assert_safe" if violation.phase == "safety" else "assert_live, assert_safe")
         + ", explore_testbed", "",
         "__all__ = [\"explore_testbed\"]  # the fixture, found by pytest through this module",
+        "# Mininet by default; on --lnet-backend=sim the simulator (no root needed)",
+        "pytestmark = [pytest.mark.mininet, pytest.mark.slow]",
         f"TOPOLOGY = Path(__file__).parent / {topo_file.name!r}",
         "SIM_SEED = 0", "", "",
         f"def {name}(explore_testbed):",

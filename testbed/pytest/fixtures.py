@@ -27,7 +27,10 @@ from testbed.pytest import observing, trace
 
 _UNSET = object()
 #: the fixtures that bring up a topology (on --lnet-backend=sim they need no root)
-TOPOLOGY_FIXTURES = frozenset({"topology", "module_topology", "session_topology"})
+#: fixtures that bring a test's topology up on ``--lnet-backend`` (``explore_testbed``: the
+#: regressions ``testbed explore --out`` writes, testbed/explore/testkit.py)
+TOPOLOGY_FIXTURES = frozenset({"topology", "module_topology", "session_topology",
+                               "explore_testbed"})
 #: the testbeds a test made, for the evidence sections of its failure report
 TESTBEDS = pytest.StashKey[list[Any]]()
 #: the backends of the testbeds ``testbed_factory`` made for a test (trace report, issue 6)

@@ -6,19 +6,22 @@ destination NID after the link latency (virtual seconds), followed by the sender
 engine deadline, so tests are exact and instant. Latency is per NID (the larger of both ends)
 plus an optional jitter drawn from the fabric's own seeded RNG.
 
-Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080/085):
+Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080/085;
+``paths.py`` has the verdicts and the Linux behaviour they were measured against):
 
 * link state is per NID (``set_link``); a send *from* a NI whose link is down fails at once
   with -ENETDOWN / REMOTE_DROPPED, as ksocklnd fails txs on an interface that lost its carrier;
 * NIDs may be given an L2 segment (``segment``) and a host (``host``, the node owning the
   interface even when no NI is configured on it). Two NIDs on one segment reach each other.
   Across segments the *host* routes: a NI on lan0 sending to a peer NID on lan1 of the same
-  LNet net goes out of the host's interface on lan1 (Linux connected route, weak host model),
-  so it is deliverable if any up interface of the sending host is on the destination's
-  segment and one of the destination's host is up on the sender's (the way back of the TCP
-  connection, which carries the replies); otherwise it fails with -ENETUNREACH /
-  REMOTE_DROPPED (no route);
-* a destination that is down or owned by no engine fails with -ENETUNREACH / REMOTE_DROPPED.
+  LNet net goes out of the host's interface on lan1 (Linux connected route, weak host model);
+  with no up interface of the sending host on the destination's segment it fails with
+  -ENETUNREACH / REMOTE_DROPPED after the latency (no route);
+* a destination whose interface is down, or whose host has no up interface on the sender's
+  segment (no way back for the SYN-ACK), does not answer: a connect fails when Linux's ARP
+  gives up (-EHOSTUNREACH, REMOTE_DROPPED) or at the NI's LND timeout (-ETIMEDOUT,
+  LOCAL_TIMEOUT), and a write on an established connection completes and is lost;
+* a killed node's NID refuses (-ECONNREFUSED); a NID owned by no engine is unreachable.
 
 The check is made at send time and again at arrival (a link that went down in flight fails
 the tx as ``ksocknal_del_peer`` fails the txs of a closed connection).
@@ -58,12 +61,13 @@ from nodes.driver import NodeDriver
 from nodes.lnd import errmap
 from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.errors import ENETDOWN, ENETUNREACH
+from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from testbed.sim.links import _Link, _Watched
+from testbed.sim.paths import UNANSWERED, PathMixin
 from testbed.sim.sched import VIRTUAL_TIME_LIMIT, Scheduler
 
 __all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
@@ -72,7 +76,7 @@ _HS_NAME = {h: h.name for h in HStatus}  # (Enum.name is a property: slow per me
 _TYPE_NAME = {t: t.name for t in MsgType}
 
 
-class Fabric(Scheduler):
+class Fabric(Scheduler, PathMixin):
     """Engines wired by NID. ``events[name]`` collects each node's MD events in order."""
 
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
@@ -91,6 +95,7 @@ class Fabric(Scheduler):
         self._seen_inc: dict[tuple[str, NID], int] = {}  # (node, peer NID) -> incarnation
         #: peers' connections to a killed node: reset (not refused) on their next use
         self._reset_pending: set[tuple[str, NID, NID]] = set()
+        self._stalled: set[tuple[str, NID, NID]] = set()  # conns whose close is pending
         #: keep every MD event per node and every Transmit (tests read them); a long-lived
         #: server turns it off and flushes ``event_log``/``log`` to files instead
         self.keep_history = True
@@ -105,6 +110,8 @@ class Fabric(Scheduler):
         self.event_log: list[dict[str, Any]] = []
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
+        #: the same, at the accepting end: a connection carries both ways (``established``)
+        self.passive: set[tuple[str, NID, NID]] = set()
         self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
 
@@ -172,6 +179,7 @@ class Fabric(Scheduler):
                          key=lambda c: (c[0], str(c[1]), str(c[2])))
         self._reset_pending |= set(closing)
         self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
+        self.passive = {c for c in self.passive if c[0] != name and c[2] not in gone}
         for key in closing:  # the EOF is read a round trip after a tx meets the dead host
             self._at(self.now + 2.5 * self._latency, lambda k=key: self._eof(k))
 
@@ -212,6 +220,8 @@ class Fabric(Scheduler):
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
         as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
+        if not up and self.passive:  # its socklnd closes the NI's connections
+            self.passive = {c for c in self.passive if c[1] != nid}
         node = self.host.get(nid) or self.owner.get(nid, "?")
         extra: dict[str, str] = {"iface": iface} if iface is not None else {}
         if by is not None:
@@ -249,35 +259,6 @@ class Fabric(Scheduler):
             text = self._nid_text[nid] = str(nid)
         return text
 
-    def path_error(self, a: NID, b: NID) -> int:
-        """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd would report:
-        -ENETDOWN (``a``'s own link is down), -ENETUNREACH (no route to ``b``, ``b`` down or
-        gone). Across segments the sending host routes (see the module docstring)."""
-        down = self.down
-        if down and a in down:  # (an empty set still hashes: NID hashing is not free)
-            return -ENETDOWN
-        if self.dead and b in self.dead:  # its host is up, nobody listens on port 988
-            return -ECONNREFUSED
-        if (down and b in down) or b not in self.owner:
-            return -ENETUNREACH
-        sa, sb = self.segment.get(a), self.segment.get(b)
-        if sa is None or sb is None or sa == sb:
-            return 0
-        # a socklnd connection needs both ways: out of a's host on b's segment, and back
-        # from b's host on a's segment (the SYN-ACK, then every ACK/REPLY over that conn)
-        if self._host_up_on(a, sb) and self._host_up_on(b, sa):
-            return 0
-        return -ENETUNREACH
-
-    def _host_up_on(self, nid: NID, segment: str) -> bool:
-        """Whether ``nid``'s host has an interface up on ``segment`` (its connected route)."""
-        host = self.host.get(nid) or self.owner.get(nid) or ""
-        return any(n not in self.down for n in self._host_seg.get((host, segment), ()))
-
-    def reachable(self, a: NID, b: NID) -> bool:
-        """``path_error(a, b) == 0``."""
-        return self.path_error(a, b) == 0
-
     # ------------------------------------------------------------------ actions
     def apply(self, name: str, actions: list[Any]) -> None:
         """Carry out node ``name``'s engine actions (its driver's ``execute``)."""
@@ -314,6 +295,7 @@ class Fabric(Scheduler):
         self.record("notify_peer_down", name, lpni=str(lpni))
         self.log.append((self.now, name, f"socklnd: LNet notified peer NI {lpni} dead"))
         self.connected = {c for c in self.connected if not (c[0] == name and c[2] == lpni)}
+        self.passive = {c for c in self.passive if not (c[0] == name and c[2] == lpni)}
 
     def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
         """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni); ``reset``: the
@@ -322,6 +304,8 @@ class Fabric(Scheduler):
         if alive == (key in self.connected) and alive:
             return
         (self.connected.add if alive else self.connected.discard)(key)
+        if not alive:
+            self.passive.discard(key)
         extra = {"reset": True} if reset else {}
         self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive, **extra)
         self.apply(name, self.engines[name].handle(
@@ -364,6 +348,9 @@ class Fabric(Scheduler):
         link = sending[1] if sending[0] is act else self.link(act.ni, act.lpni)
         delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         rc = link.rc
+        if rc in UNANSWERED:  # nobody answers: known only later (paths.py)
+            self._unanswered(name, act, rc, delay)
+            return
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
             self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
                      lambda: self._fail(name, act, rc))
@@ -374,6 +361,9 @@ class Fabric(Scheduler):
 
     def _deliver(self, name: str, act: Transmit) -> None:
         link = self.link(act.ni, act.lpni)
+        if link.rc in UNANSWERED:  # the peer stopped answering in flight (paths.py)
+            self._unanswered(name, act, link.rc, 0.0)
+            return
         if link.rc:  # a link went down in flight: the conn closed under the tx
             self._fail(name, act, link.rc)
             return
@@ -381,12 +371,15 @@ class Fabric(Scheduler):
             return  # the sender died with the message on the wire: nobody to complete
         dst = link.dst
         assert dst is not None  # rc 0: owned
+        if self._stalled:  # a write got through: the connection is not stuck
+            self._stalled.discard((name, act.ni, act.lpni))
         if (name, act.ni, act.lpni) not in self.connected:  # a connection comes up
             self._reset_pending.discard((name, act.ni, act.lpni))
             self._notify(name, act.ni, act.lpni, True,
                          self._incarnation_changed(name, act.lpni, dst))
             if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
                 self._notify(dst, act.lpni, act.ni, True, True)
+            self.passive.add((dst, act.lpni, act.ni))
         hdr = act.hdr
         src, final = hdr.src_nid, hdr.dest_nid
         self.event_log.append({"t": round(self.now, 9), "kind": "recv", "node": dst,

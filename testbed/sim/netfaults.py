@@ -18,9 +18,11 @@ What each kind does to a message the rule matches (direction ``out``: sent by th
 * ``delay``: ``delay`` ms plus ``jitter`` ms (uniform or normal), on a ``rate`` fraction.
 * ``blackhole``, ``partition`` (both ways, or ``oneway`` a -> b: a's messages to b vanish
   unless they ride a connection b opened), ``flap`` with ``style=blackhole``: the message
-  vanishes; the sender's tx is neither delivered nor completed until its NI's LND timeout,
-  then fails as the socklnd fails it: NETWORK_TIMEOUT on an established connection, else the
-  connect timeout (LOCAL_TIMEOUT, seed 003).
+  vanishes. On an established connection (either end's, ``Fabric.established``) the write
+  is taken by the socket and the tx completes OK after the latency; the connection is closed
+  once it made no progress for the NI's LND timeout (``paths.py``, measured on Linux: a
+  peer that stops answering raises nothing on a write for many seconds). Without one the
+  connect never completes: the tx fails at the LND timeout (LOCAL_TIMEOUT, seed 003).
 * ``carrier``, ``flap`` (``style=carrier``): the interface's link goes down (``tb.link``).
 * ``kill``: the node's engine stops (``SimTestbed.kill``); with a ``duration`` it is
   restarted on revert. ``restart``: a new incarnation configured as at bring-up.

@@ -119,7 +119,10 @@ class SimFabric(Fabric):
         ni = self.engines[name].ni_by_nid(act.ni)
         timeout = float(ni.lnd_timeout) if ni is not None else 50.0
         if any(rule.vanishes(act, self.connected, link.dst) for rule in self.rules):
-            rc, hstatus = vanish_failure((name, act.ni, act.lpni) in self.connected)
+            if self.established(name, act):  # the write is taken, then lost (paths.py)
+                self._at(self.now + link.latency, lambda: self._lost(name, act))
+                return
+            rc, hstatus = vanish_failure(False)
             self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
             return
         extra = sum(rule.delay(act) for rule in self.rules)

@@ -12,6 +12,7 @@ import yaml
 from enginekit import settle_sim
 
 import testbed
+from nodes.lnet.nid import NID
 from testbed import TestbedError, cli
 from testbed.plan import TopologyError
 from testbed.sim import SimTestbed
@@ -122,14 +123,24 @@ def test_cross_segment_send_is_routed_by_the_host(tb: SimTestbed) -> None:
 def test_cross_segment_send_needs_the_way_back(tb: SimTestbed) -> None:
     """A TCP connection carries the replies back: c1's lan1 NI reaches s1's lan0 NID out of
     c1's lan0 interface, but the SYN-ACK returns out of s1's lan1 interface; with that one
-    down the send fails (-ENETUNREACH) rather than delivering a message whose ACK can never
-    come back (test_parity: a push from a restored rail left PUSH_SENT for 10 s)."""
+    down the connect hangs until the socklnd's deadline (lnd_timeout 3 s: -ETIMEDOUT,
+    LOCAL_TIMEOUT, testbed/sim/paths.py) rather than delivering a message whose ACK can
+    never come back (test_parity: a push from a restored rail left PUSH_SENT for 10 s)."""
     c1 = tb.node("c1")
     assert c1.ping(S1_NIDS[0], source="10.11.0.1@tcp").rc == 0
     tb.link("s1", "eth1", "down")
+    # (a fresh connect: the established one would take the write and stall instead)
+    pair = ("c1", NID.parse("10.11.0.1@tcp"), NID.parse(S1_NIDS[0]))
+    tb.fabric.connected.discard(pair)
+    tb.fabric.passive.discard(pair)
+    mark = len(tb.events())
     assert c1.ping(S1_NIDS[0], source="10.11.0.1@tcp", timeout=2).rc != 0
-    done = [e for e in tb.events() if e["kind"] == "tx_done" and e["node"] == "c1"]
-    assert done[-1]["rc"] == -101
+    tb.run(2)
+    sent = [e for e in tb.events()[mark:] if e["kind"] == "send" and e["node"] == "c1"]
+    done = [e for e in tb.events()[mark:] if e["kind"] == "tx_done" and e["node"] == "c1"
+            and e["tx"] == sent[0]["tx"]]
+    assert [(round(e["t"] - sent[0]["t"], 6), e["rc"], e["hstatus"]) for e in done] == [
+        (3.001, -110, "LOCAL_TIMEOUT")]
 
 
 def test_events_use_the_events_jsonl_schema(tb: SimTestbed) -> None:

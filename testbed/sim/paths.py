@@ -1,0 +1,210 @@
+"""Path verdicts of the in-memory fabric: what a Linux host does with a TCP connect or a write
+to a peer NID, measured on Mininet's veths (issue 17, resend-extra on Mininet).
+
+Theory of operation: ``path_error(a, b)`` is the errno a socklnd NI ``a`` meets sending to
+NID ``b`` now, decided from link states, segments and hosts (``Fabric`` caches it per pair in
+``_Link``); ``PathMixin`` turns the two slow verdicts into timed outcomes on the virtual
+clock. Measured with a real socket bound to the NI's address in a network namespace
+(bridge + veth per segment, ``arp_ignore=1``/``arp_announce=2``, Linux 6.18, defaults
+``mcast_solicit=3``, ``retrans_time=1 s``, ``ignore_routes_with_linkdown=0``); a carrier
+fault is ``ip link set IF down`` in the node, which removes the interface's connected
+route:
+
+* the sender's own interface toward ``b``'s segment down (no route): ``connect`` fails at
+  once with ENETUNREACH -> -ENETUNREACH, REMOTE_DROPPED after the latency (our socklnd
+  connects in a task); from an NI whose own link is down the socklnd fails the tx with
+  -ENETDOWN (its link watcher closed the NI's conns), at once;
+* ``b``'s interface down (``b``'s host up): nobody answers ARP on ``b``'s segment; with no
+  usable neighbour entry the kernel gives up after ``mcast_solicit x retrans_time`` and
+  reports EHOSTUNREACH to the connect (measured 3.06-3.08 s, also from a FAILED entry), so
+  the tx fails with -EHOSTUNREACH, REMOTE_DROPPED (``ksocknal_txlist_done``) at
+  ``ARP_FAIL`` -- unless the socklnd's connect deadline (the NI's ``lnd_timeout``) comes
+  first or at the same time (3 s with retry_count 2 and transaction_timeout 10), then
+  -ETIMEDOUT, LOCAL_TIMEOUT (``errmap.connect_failure``, seed 003);
+* ``b``'s host cannot answer back (its interface on the sender's segment is down: the
+  SYN-ACK has no route): the connect hangs until the socklnd's deadline, -ETIMEDOUT,
+  LOCAL_TIMEOUT;
+* on an established connection (``connected``) neither case raises anything for a while:
+  each write lands in the socket buffer (the tx completes OK, its bytes never arrive:
+  measured 17 s of successful 64-byte writes before SO_ERROR showed EHOSTUNREACH), and the
+  socklnd closes the connection once its queue made no progress for the NI's LND timeout
+  (``ksocknal_find_timed_out_conn``): ``lnet_notify`` dead.
+
+A connect whose path heals before its outcome gets through at the next ARP probe or SYN
+retransmission (``RETRIES``): on Mininet a SYN sent while the peer's link was down connected
+one second later, once the link was back. Not modelled: a neighbour entry still REACHABLE
+from recent traffic (then a connect hangs until the deadline even when ``ARP_FAIL`` is
+shorter; it only matters with an LND timeout above 3 s).
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Any
+
+from nodes.lnet.errors import ENETDOWN, ENETUNREACH
+from nodes.lnet.hstatus import HStatus
+
+if TYPE_CHECKING:
+    from nodes.lnet.actions import Transmit
+    from nodes.lnet.nid import NID
+    from testbed.sim.links import _Link
+
+#: Linux's neighbour resolution gives up after mcast_solicit (3) probes retrans_time (1 s)
+#: apart: an unanswered ARP fails the connect with EHOSTUNREACH this long after it started
+ARP_FAIL = 3.0
+#: seconds after a connect started when it tries again: ARP probes retrans_time (1 s) apart,
+#: SYN retransmissions from TCP_TIMEOUT_INIT (1 s), doubling; a path healed by then carries it
+RETRIES = (1.0, 2.0, 3.0, 7.0, 15.0, 31.0, 63.0)
+#: the peer is on the segment but does not answer ARP (its interface is down)
+EHOSTUNREACH = -errno.EHOSTUNREACH
+#: the peer cannot send back (no route for its SYN-ACK): only the connect deadline ends it
+NO_WAY_BACK = -errno.ETIMEDOUT
+#: verdicts whose failure is not known at once: a connect or write just sees no answer
+UNANSWERED = frozenset({EHOSTUNREACH, NO_WAY_BACK})
+#: the socklnd's timeout of an NI the fabric cannot ask (its node is gone)
+DEFAULT_LND_TIMEOUT = 50.0
+
+
+class PathMixin:
+    """``Fabric``'s path verdicts and the timed outcome of an unanswered send."""
+
+    down: set[NID]
+    dead: set[NID]
+    owner: dict[NID, str]
+    segment: dict[NID, str]
+    host: dict[NID, str]
+    _host_seg: dict[tuple[str, str], list[NID]]
+    connected: set[tuple[str, NID, NID]]
+    passive: set[tuple[str, NID, NID]]
+    engines: dict[str, Any]
+    now: float
+
+    def path_error(self, a: NID, b: NID) -> int:
+        """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
+        doc): -ENETDOWN (``a``'s own link is down), -ENETUNREACH (no route on ``a``'s host,
+        ``b`` owned by no engine, or ``b`` down without a segment: engine-level fabrics that
+        model no L2), -EHOSTUNREACH (``b``'s interface down: no ARP answer),
+        -ECONNREFUSED (``b``'s node killed), ``NO_WAY_BACK`` (``b``'s host has no up
+        interface on ``a``'s segment). Across segments the sending host routes (weak host
+        model: ``fabric.py``)."""
+        down = self.down
+        if down and a in down:  # (an empty set still hashes: NID hashing is not free)
+            return -ENETDOWN
+        sa, sb = self.segment.get(a), self.segment.get(b)
+        cross = sa is not None and sb is not None and sa != sb
+        if cross and not self._host_up_on(a, sb):  # type: ignore[arg-type]
+            return -ENETUNREACH
+        if down and b in down:  # (a NID without a segment has no L2 to model: unreachable)
+            return EHOSTUNREACH if sb is not None else -ENETUNREACH
+        # a socklnd connection needs both ways: the SYN-ACK, then every ACK/REPLY over it
+        if cross and not self._host_up_on(b, sa):  # type: ignore[arg-type]
+            return NO_WAY_BACK
+        if self.dead and b in self.dead:  # its host is up, nobody listens on port 988
+            return -errno.ECONNREFUSED
+        if b not in self.owner:
+            return -ENETUNREACH
+        return 0
+
+    def _host_up_on(self, nid: NID, segment: str) -> bool:
+        """Whether ``nid``'s host has an interface up on ``segment`` (its connected route)."""
+        host = self.host.get(nid) or self.owner.get(nid) or ""
+        return any(n not in self.down for n in self._host_seg.get((host, segment), ()))
+
+    def reachable(self, a: NID, b: NID) -> bool:
+        """``path_error(a, b) == 0``."""
+        return self.path_error(a, b) == 0
+
+    # ------------------------------------------------------------------ timed outcomes
+    def _lnd_timeout(self, name: str, ni: NID) -> float:
+        eng = self.engines.get(name)
+        nis = eng.ni_by_nid(ni) if eng is not None else None
+        return float(nis.lnd_timeout) if nis is not None else DEFAULT_LND_TIMEOUT
+
+    def established(self, name: str, act: Transmit) -> bool:
+        """Whether ``name`` has a connection to carry ``act``: its own, or one the peer
+        opened to it (a socklnd connection carries both ways: ``ksocknal_create_conn``
+        attaches a passive connection to the same peer NI the sends use)."""
+        key = (name, act.ni, act.lpni)
+        return key in self.connected or key in self.passive
+
+    def _unanswered(self, name: str, act: Transmit, rc: int, delay: float) -> None:
+        """A send whose peer does not answer (``rc`` in ``UNANSWERED``), ``delay`` seconds
+        from now: on an established connection the write completes OK and is lost; a
+        connect fails at ``ARP_FAIL`` (-EHOSTUNREACH) or at the NI's deadline (module doc)."""
+        if self.established(name, act):
+            self._at(self.now + delay, lambda: self._lost(name, act))
+            return
+        timeout = self._lnd_timeout(name, act.ni)
+        if rc == EHOSTUNREACH and timeout > ARP_FAIL:
+            at, fail = ARP_FAIL, EHOSTUNREACH
+        else:
+            at, fail = timeout, -errno.ETIMEDOUT
+        start, done = self.now + delay, [False]
+        for r in RETRIES:
+            if r >= at:
+                break
+            self._at(start + r, lambda: self._connect_retry(name, act, done))
+        self._at(start + at, lambda: self._connect_outcome(name, act, fail, done))
+
+    def _connect_retry(self, name: str, act: Transmit, done: list[bool]) -> None:
+        """An ARP probe or a SYN goes out again: delivered if the path healed meanwhile, or
+        failed now if the peer answers with a refusal (its host back, nobody on the port:
+        RST) or the sender lost its route."""
+        if done[0]:
+            return
+        rc = self.link(act.ni, act.lpni).rc
+        if rc in UNANSWERED:
+            return
+        done[0] = True
+        if rc == 0:
+            self._deliver(name, act)
+        else:
+            self._fail(name, act, rc)
+
+    def _connect_outcome(self, name: str, act: Transmit, rc: int, done: list[bool]) -> None:
+        """The unanswered connect's time is up: delivered if the path healed just now, else
+        failed with ``rc``."""
+        if done[0]:
+            return
+        done[0] = True
+        if self.link(act.ni, act.lpni).rc == 0:
+            self._deliver(name, act)
+            return
+        self._fail(name, act, rc)
+
+    def _lost(self, name: str, act: Transmit) -> None:
+        """A write on an established connection whose peer no longer answers: the tx is done
+        (its bytes are in the socket buffer); the connection is closed once its queue made
+        no progress for the LND timeout."""
+        if name not in self.engines:
+            return
+        key = (name, act.ni, act.lpni)
+        self._complete(name, act.tx_id, 0, HStatus.OK)
+        if key not in self._stalled:
+            self._stalled.add(key)
+            self._at(self.now + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
+
+    def _stall(self, key: tuple[str, NID, NID]) -> None:
+        """``ksocknal_find_timed_out_conn``: unacknowledged data for the timeout closes the
+        connection (``lnet_notify`` dead), unless a write got through since (``_deliver``
+        takes the key out of ``_stalled``)."""
+        if key not in self._stalled:
+            return
+        self._stalled.discard(key)
+        name, ni, lpni = key
+        if name in self.engines:
+            self.connected.add(key)  # (so that _notify reports it closed)
+            self._notify(name, ni, lpni, False)
+
+    _stalled: set[tuple[str, NID, NID]]
+
+    if TYPE_CHECKING:  # provided by Fabric and Scheduler
+        def _at(self, t: float, fn: Any) -> None: ...
+        def link(self, ni: NID, lpni: NID) -> _Link: ...
+        def _deliver(self, name: str, act: Transmit) -> None: ...
+        def _fail(self, name: str, act: Transmit, rc: int,
+                  hstatus: HStatus | None = None) -> None: ...
+        def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None: ...
+        def _notify(self, name: str, ni: NID, lpni: NID, alive: bool,
+                    reset: bool = False) -> None: ...
