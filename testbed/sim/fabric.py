@@ -26,11 +26,9 @@ Like the socklnd, the fabric tells the sending engine about peer NI aliveness
 (``PeerNotify``, ``lnet_notify``, seed 002 rtr-mr-lnd-notify): alive on the first delivery
 over a (NI, peer NI) pair (a "connection"), dead when a tx over the pair fails (before its
 completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs to that NID
-(logged as a ``notify_peer_down`` event).
-
-Every message, MD event and link change goes to ``event_log`` in the schema of Mininet's
-events.jsonl (``send``, ``recv``, ``tx_done``, ``md``, ``link_down``/``link_up``): the same
-seed and inputs give the same log, byte for byte (the core of ``testbed/sim/``).
+(logged as a ``notify_peer_down`` event). Every message, MD event and link change goes to
+``event_log`` in the schema of Mininet's events.jsonl (``send``, ``recv``, ``tx_done``, ``md``,
+``link_down``/``link_up``): the same seed and inputs give the same log, byte for byte.
 
 Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too): the
 fabric supplies its clock, transmit, timer and sinks (``partial``s: no frame per message).
@@ -368,12 +366,14 @@ class Fabric(Scheduler):
             self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
                      lambda: self._fail(name, act, rc))
             return
-        if self.hold:
-            return
-        heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act))  # _at_deliver
+        if not self.hold:  # (held: queued for ever) the pair's decision goes with it
+            heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act, link))
 
     def _deliver(self, name: str, act: Transmit) -> None:
-        link = self.link(act.ni, act.lpni)
+        arrival = self._arrival  # (the heap entry: the pair's decision unless since stale)
+        link = arrival[4] if len(arrival) == 5 and arrival[3] is act else None
+        if link is None or link.version != self.version:
+            link = self.link(act.ni, act.lpni)
         if link.rc:  # a link went down in flight: the conn closed under the tx
             self._fail(name, act, link.rc)
             return

@@ -1,8 +1,9 @@
 """The fabric's clock: pending deliveries and engine timers on one virtual timeline.
 
 Theory of operation: two heaps. ``_q`` holds scheduled fabric work as ``(t, seq, fn)`` and
-deliveries as ``(t, seq, name, act)`` (the fabric's ``_deliver(name, act)``, looked up when it
-runs so that a test may patch it; no closure per message; ``seq`` is unique, so entries never
+deliveries as ``(t, seq, name, act[, link])`` (the fabric's ``_deliver(name, act)``, looked up
+when it runs so that a test may patch it; no closure per message; ``link``: the pair's path
+decision, handed over in ``_arrival``; ``seq`` is unique, so entries never
 compare past it); ``_timers`` holds engine timers as ``(deadline, engine order, name)``, pushed
 by each node's driver when its engine's earliest deadline moved (``_arm``); an entry is stale
 unless ``_deadline[name]`` still says that deadline, and stale entries are dropped lazily.
@@ -48,6 +49,7 @@ class Scheduler:
         self._deadline: dict[str, float | None] = {}  # engine -> deadline it has in _timers
         self._dirty: set[str] = set()  # engines whose next_deadline() must be asked again
         self._timers: list[tuple[float, int, str]] = []  # heap; entries may be stale
+        self._arrival: tuple[Any, ...] = ()  # the delivery entry ``_deliver`` is running
 
     def _at(self, t: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._q, (t, next(self._seq), fn))
@@ -130,6 +132,7 @@ class Scheduler:
         if len(entry) == 3:
             entry[2]()
         else:
+            self._arrival = entry  # (its path decision, if ``_transmit`` gave one)
             self._deliver(entry[2], entry[3])
         return True
 
