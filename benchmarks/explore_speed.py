@@ -31,7 +31,9 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -55,8 +57,9 @@ def topology_yaml(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def x_real_time(n: int, virtual: float) -> dict[str, float | int]:
-    """Figure 1 (module doc)."""
+def x_real_time(n: int, virtual: float,
+                sink: Callable[[dict[str, Any]], None] | None = None) -> dict[str, float | int]:
+    """Figure 1 (module doc); ``sink`` (``sim_hash.py``) is given every event, in order."""
     from testbed.explore.replay import Replay
     from testbed.sim import SimTestbed, gcpolicy
 
@@ -85,6 +88,8 @@ def x_real_time(n: int, virtual: float) -> dict[str, float | int]:
     finally:
         tb.down()
     msgs = sum(1 for e in events if e["kind"] == "send")
+    for e in events if sink is not None else ():
+        sink(e)
     done = sum(s.done for s in r.streams)
     failed = sum(s.failed for s in r.streams)
     return {"nodes": 2 * n + 2, "puts": done, "failed": failed, "msgs": msgs,

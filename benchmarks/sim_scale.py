@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,10 @@ def engine_reference_rates(n_puts: int = 4000, size: int = 1024) -> tuple[float,
     return msgs / (time.perf_counter() - t0), msgs / (time.process_time() - c0)
 
 
-def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
-    """One size in this process: bring up, burst, measure."""
+def run_size(n_clients: int, puts: int, size: int,
+             sink: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """One size in this process: bring up, burst, measure; ``sink`` (``sim_hash.py``) is
+    given every event of the burst's log, in order."""
     from nodes.daemon.runtime import SRPC_RDMA_PORTAL
     from nodes.lnet.actions import MDEvent
     from nodes.lnet.nid import NID
@@ -154,6 +157,8 @@ def run_size(n_clients: int, puts: int, size: int) -> dict[str, Any]:
     def drain() -> None:
         nonlocal msgs, puts_sent
         for e in fab.event_log:
+            if sink is not None:
+                sink(e)
             if e["kind"] == "send":
                 msgs += 1
                 puts_sent += e["type"] == "PUT"

@@ -10,6 +10,10 @@ asyncio node daemon (``nodes/daemon/runtime.py``) and for the simulator's nodes
 * ``transmit(Transmit)``: the socklnd, or the in-memory fabric;
 * ``arm_timer(deadline | None)``: called only when the engine's earliest deadline changed
   (a timer that fired counts as changed), never once per call;
+* ``defer_rearm()``: if given, called after a batch instead of asking the deadline then: the
+  runtime promises to call ``rearm`` before it next needs the deadline (the simulator's
+  scheduler: once no delivery is due at the current virtual instant, so a node that handles
+  many messages in one instant asks once);
 * ``notify_peer_down(nid)``: ``lnd_notify_peer_down`` (the socklnd closes its conns);
 * ``log(Log)``: console lines; ``md_sink(MDEvent)``: every MD event (the sim's event log);
 * ``notice_sink(kind, fields)``: health notices (``nodes/lnet/notify.py``, hlth-lnt-udev),
@@ -106,11 +110,13 @@ class NodeDriver:
                  trace_sink: Callable[[Any], None] | None = None,
                  set_lnd_timeout: Callable[[NID, float], None] | None = None,
                  recorder: Recorder | None = None,
-                 arm_sample: Callable[[float], None] | None = None) -> None:
+                 arm_sample: Callable[[float], None] | None = None,
+                 defer_rearm: Callable[[], None] | None = None) -> None:
         self.engine = engine
         self.now = now
         self._transmit = transmit
         self._arm_timer = arm_timer
+        self._defer_rearm = defer_rearm
         self._notify_peer_down = notify_peer_down
         self._log = log
         self.md_sink = md_sink
@@ -133,6 +139,10 @@ class NodeDriver:
         self.arm_sample = arm_sample
         self._sample_armed: float | None = None
         self._tunables: tuple[int, ...] | None = None  # HEALTH_TUNABLES last published
+        #: HEALTH_TUNABLES as both published (``flush_notices``) and followed by the LND
+        #: timeouts (``sync_lnd_timeouts``); None once either saw them move. While the
+        #: tunables equal it, ``execute``'s tail need not call either unless a notice waits
+        self._tail_key: tuple[int, ...] | None = None
         #: lnet_selftest on this node (``nodes.selftest.attach``), or None
         self.upper: UpperLayer | None = None
         self._holding = 0  # hold() depth: execute() keeps actions in _held meanwhile
@@ -197,9 +207,20 @@ class NodeDriver:
                 elif kind is MSG_TRACE and self.trace_sink is not None:
                     self.trace_sink(act)
             actions = follow
-        self.flush_notices()
-        self.sync_lnd_timeouts()
-        self.rearm()
+        # the tail: notices, LND timeouts (both only if something moved), then the timer
+        t, notices = self.engine.tunables, self.engine.notices
+        key = (t.health_sensitivity, t.retry_count, t.transaction_timeout)
+        if key != self._tail_key:
+            self.flush_notices()
+            self.sync_lnd_timeouts()
+            if self.notice_sink is not None:  # both have seen ``key`` now
+                self._tail_key = key
+        elif notices.dirty or notices.pending:  # (``Notices.drain`` would do nothing else)
+            self.flush_notices()
+        if self._defer_rearm is not None:
+            self._defer_rearm()
+        else:
+            self.rearm()
         if rec is not None:
             self.sample()
 
@@ -230,6 +251,7 @@ class NodeDriver:
         t = self.engine.tunables
         values = (t.health_sensitivity, t.retry_count, t.transaction_timeout)
         if values != self._tunables:
+            self._tail_key = None
             old = self._tunables
             self._tunables = values
             for i, name in enumerate(HEALTH_TUNABLES):
@@ -298,6 +320,7 @@ class NodeDriver:
         inputs = (t.transaction_timeout, t.retry_count)
         if inputs == self._lnd_inputs:  # (after every batch: two reads, not the derivation)
             return
+        self._tail_key = None
         self._lnd_inputs = inputs
         derived = t.lnd_timeout
         if derived == self._lnet_lnd_timeout:

@@ -2,9 +2,8 @@
 
 Theory of operation: each engine's ``Transmit`` becomes a delivery to the engine owning the
 destination NID after the link latency (virtual seconds), followed by the sender's
-``TxCompleted``; ``step``/``run_until`` jump virtual time to the earliest pending delivery or
-engine deadline, so tests are exact and instant. Latency is per NID (the larger of both ends)
-plus an optional jitter drawn from the fabric's own seeded RNG.
+``TxCompleted``; ``step``/``run_until`` jump virtual time to the next delivery or engine
+deadline (exact, instant). Latency per NID (the larger of both ends) + optional seeded jitter.
 
 Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080/085;
 ``paths.py`` has the verdicts and the Linux behaviour they were measured against):
@@ -30,28 +29,26 @@ Like the socklnd, the fabric tells the sending engine about peer NI aliveness
 (``PeerNotify``, ``lnet_notify``, seed 002 rtr-mr-lnd-notify): alive on the first delivery
 over a (NI, peer NI) pair (a "connection"), dead when a tx over the pair fails (before its
 completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs to that NID
-(logged as a ``notify_peer_down`` event).
-
-Every message, MD event and link change goes to ``event_log`` in the schema of Mininet's
-events.jsonl (``send``, ``recv``, ``tx_done``, ``md``, ``link_down``/``link_up``): the same
-seed and inputs give the same log, byte for byte (the core of ``testbed/sim/``).
+(logged as a ``notify_peer_down`` event). Every message, MD event and link change goes to
+``event_log`` in the schema of Mininet's events.jsonl (``send``, ``recv``, ``tx_done``, ``md``,
+``link_down``/``link_up``): the same seed and inputs give the same log, byte for byte.
 
 Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too): the
-fabric supplies its clock, its transmit, its timer and its sinks. Scheduling costs O(log n) per
-event, not O(n) in the number of engines: each driver arms its timer only when its engine's
-earliest deadline moved, as a ``(deadline, engine order, name)`` entry of one heap; stale
-entries are dropped lazily. Unit tests change engines directly (``eng.set_tunable(...)`` with
-no ``apply``), so each ``run_until`` and, unless the fabric is ``tracked``, each ``step``
-called from outside first re-asks every engine (``touch``); a ``tracked`` fabric
-(``SimFabric``: every engine change goes through a driver) does not. Engines due at the same
-instant run in ``add`` order, as a scan of every engine would run them.
-
+fabric supplies its clock, transmit, timer and sinks (``partial``s: no frame per message).
+Scheduling is O(log n) per event: a driver's engine is marked dirty after each batch and asked
+its deadline once no delivery is due at that instant (``Scheduler._step``); it arms a
+``(deadline, engine order, name)`` heap entry only when that moved (stale ones dropped
+lazily). Unit tests change engines directly (no ``apply``), so ``run_until`` and, unless the
+fabric is ``tracked`` (``SimFabric``), each outside ``step`` first re-asks every engine
+(``touch``). Engines due at the same instant run in ``add`` order, as a scan would run them.
 Wiring is incremental (``add``/``refresh_node``; interfaces indexed by (host, segment)):
 n nodes come up in O(n). Failures carry the socklnd's rc and hstatus (``nodes/lnd/errmap.py``).
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 import random
 from collections.abc import Callable
 from errno import ECONNREFUSED
@@ -138,11 +135,12 @@ class Fabric(Scheduler, PathMixin):
     def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
         """The node driver of ``name``: this fabric's clock, wire, timer heap and logs."""
         return NodeDriver(
-            engine, now=lambda: self.now, transmit=lambda act: self._send(name, act),
-            arm_timer=lambda d: self._arm(name, d),
-            notify_peer_down=lambda nid: self._peer_down(name, nid),
+            engine, now=lambda: self.now, transmit=functools.partial(self._send, name),
+            arm_timer=functools.partial(self._arm, name),
+            defer_rearm=functools.partial(self._dirty.add, name),  # (asked in ``_step``)
+            notify_peer_down=functools.partial(self._peer_down, name),
             log=lambda act: self.log.append((self.now, name, act.text)),
-            md_sink=lambda ev: self._md(name, ev))
+            md_sink=functools.partial(self._md, name))
 
     def refresh_node(self, name: str) -> None:
         """Re-read node ``name``'s NIs (after its net add/del): only its NIDs change owner."""
@@ -355,12 +353,14 @@ class Fabric(Scheduler, PathMixin):
             self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
                      lambda: self._fail(name, act, rc))
             return
-        if self.hold:
-            return
-        self._at_deliver(self.now + delay, name, act)
+        if not self.hold:  # (held: queued for ever) the pair's decision goes with it
+            heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act, link))
 
     def _deliver(self, name: str, act: Transmit) -> None:
-        link = self.link(act.ni, act.lpni)
+        arrival = self._arrival  # (the heap entry: the pair's decision unless since stale)
+        link = arrival[4] if len(arrival) == 5 and arrival[3] is act else None
+        if link is None or link.version != self.version:
+            link = self.link(act.ni, act.lpni)
         if link.rc in UNANSWERED:  # the peer stopped answering in flight (paths.py)
             self._unanswered(name, act, link.rc, 0.0)
             return

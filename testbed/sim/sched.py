@@ -1,15 +1,19 @@
 """The fabric's clock: pending deliveries and engine timers on one virtual timeline.
 
 Theory of operation: two heaps. ``_q`` holds scheduled fabric work as ``(t, seq, fn)`` and
-deliveries as ``(t, seq, name, act)`` (the fabric's ``_deliver(name, act)``, looked up when it
-runs so that a test may patch it; no closure per message; ``seq`` is unique, so entries never
+deliveries as ``(t, seq, name, act[, link])`` (the fabric's ``_deliver(name, act)``, looked up
+when it runs so that a test may patch it; no closure per message; ``link``: the pair's path
+decision, handed over in ``_arrival``; ``seq`` is unique, so entries never
 compare past it); ``_timers`` holds engine timers as ``(deadline, engine order, name)``, pushed
 by each node's driver when its engine's earliest deadline moved (``_arm``); an entry is stale
 unless ``_deadline[name]`` still says that deadline, and stale entries are dropped lazily.
 ``step`` jumps virtual time to the earliest of both and runs it: a delivery first, else the
 timers of every engine then due, in ``add`` order (as a scan of every engine would run them,
 so the event log does not depend on the heap). Engines changed behind a driver's back are
-re-asked (``touch``: marked dirty, their drivers re-arm if the deadline moved).
+re-asked (``touch``: marked dirty, their drivers re-arm if the deadline moved), and so is
+every engine a driver ran (its ``defer_rearm``): not after each batch but once no delivery
+is due at the current instant, since one due now runs before any timer, whatever the
+deadlines say (a server that takes 64 PUTs in one instant is asked its deadline once).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class Scheduler:
         self._deadline: dict[str, float | None] = {}  # engine -> deadline it has in _timers
         self._dirty: set[str] = set()  # engines whose next_deadline() must be asked again
         self._timers: list[tuple[float, int, str]] = []  # heap; entries may be stale
+        self._arrival: tuple[Any, ...] = ()  # the delivery entry ``_deliver`` is running
 
     def _at(self, t: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._q, (t, next(self._seq), fn))
@@ -103,29 +108,39 @@ class Scheduler:
         return self._step(t_end)
 
     def _step(self, t_end: float) -> bool:
-        # ``next_time()`` written out (one call per delivery: three frames less)
-        if self._dirty or len(self._timers) > 4 * len(self._deadline) + 64:
-            self._refresh_deadlines()
-        timers, deadline = self._timers, self._deadline
-        while timers and deadline.get(timers[0][2], _UNQUEUED) != timers[0][0]:
-            heapq.heappop(timers)
         q = self._q
-        t_next = timers[0][0] if timers else None
-        if q and (t_next is None or q[0][0] < t_next):
-            t_next = q[0][0]
-        if t_next is None or t_next > t_end:
-            return False
-        if t_next > self.now:
-            self.now = t_next
-        if q and q[0][0] <= self.now:
-            entry = heapq.heappop(q)
-            if len(entry) == 3:
-                entry[2]()
-            else:
-                self._deliver(entry[2], entry[3])
-            return True
+        if not (q and q[0][0] <= self.now <= t_end):
+            # nothing due now: ``next_time()`` written out (one frame less per step); a
+            # delivery due now runs before any timer, whatever the deadlines, so the dirty
+            # engines' deadlines are asked only here, once per instant, not per delivery
+            if self._dirty or len(self._timers) > 4 * len(self._deadline) + 64:
+                self._refresh_deadlines()
+            timers, deadline = self._timers, self._deadline
+            while timers and deadline.get(timers[0][2], _UNQUEUED) != timers[0][0]:
+                heapq.heappop(timers)
+            t_next = timers[0][0] if timers else None
+            if q and (t_next is None or q[0][0] < t_next):
+                t_next = q[0][0]
+            if t_next is None or t_next > t_end:
+                return False
+            if t_next > self.now:
+                self.now = t_next
+            if not (q and q[0][0] <= self.now):
+                self._run_timers()
+                return True
+        entry = heapq.heappop(q)
+        if len(entry) == 3:
+            entry[2]()
+        else:
+            self._arrival = entry  # (its path decision, if ``_transmit`` gave one)
+            self._deliver(entry[2], entry[3])
+        return True
+
+    def _run_timers(self) -> None:
+        """The timers of every engine due now, in ``add`` order."""
+        timers, now = self._timers, self.now
         due: set[str] = set()
-        while timers and timers[0][0] <= self.now:
+        while timers and timers[0][0] <= now:
             d, _, name = heapq.heappop(timers)
             if self._deadline.get(name, _UNQUEUED) == d:
                 due.add(name)
@@ -134,7 +149,6 @@ class Scheduler:
             if drv is not None:
                 self._deadline[name] = _UNQUEUED  # popped: pushed again once re-armed
                 drv.on_timer()
-        return True
 
     def run_until(self, t_end: float) -> None:
         self.touch()

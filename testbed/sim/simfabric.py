@@ -110,7 +110,7 @@ class SimFabric(Fabric):
         """With faults active: a message may vanish (its tx fails at the sending NI's LND
         timeout, as the socklnd's would) or be held up (TCP retransmissions, delay)."""
         if not self.rules:
-            super()._transmit(name, act)
+            Fabric._transmit(self, name, act)  # (``super()`` builds an object per message)
             return
         link = self.link(act.ni, act.lpni)
         if link.rc or self.hold or link.dst is None:

@@ -179,3 +179,34 @@ def test_forwarding_from_bring_up_is_logged_as_routing_enabled() -> None:
                      notice_sink=lambda k, f: side.notices.append((k, f)))
     drv.run(eng.configure)
     assert ("routing", {"enabled": True, "rte_disabled": False}) in side.notices
+
+
+def test_the_tail_drains_a_notice_after_quiet_batches_and_a_tunable_set_back() -> None:
+    """After a batch the driver drains and syncs only when the health tunables or the
+    engine's notices moved: a notice raised after quiet batches is still drained, and a
+    tunable published by a direct ``flush_notices`` and then set back is published again."""
+    side = Side()
+    drv = side.driver()
+    drv.execute([])
+    drv.execute([])
+    drv.execute(drv.engine.ni_set_fatal(NI, True, side.t, "carrier"))
+    assert ("ni_link", {"nid": str(NI), "link": "down", "cause": "carrier"}) in side.notices
+    drv.engine.set_tunable("health_sensitivity", 250)
+    drv.flush_notices()  # (SimFabric.flush, after a verb's direct engine call)
+    drv.engine.set_tunable("health_sensitivity", 100)
+    drv.execute([])
+    assert [f["value"] for k, f in side.notices if k == "tunable"
+            and f["name"] == "health_sensitivity"] == [100, 250, 100]
+
+
+def test_a_deferring_driver_leaves_the_deadline_to_its_runtime() -> None:
+    """``defer_rearm`` (the simulator's scheduler): after a batch the driver calls it instead
+    of asking the deadline; the runtime's ``rearm`` arms the timer once, when it asks."""
+    side, deferred = Side(), []
+    drv = side.driver(defer_rearm=lambda: deferred.append(1))
+    _, actions = drv.engine.ping(side.t, PEER, timeout=5.0)
+    drv.execute(actions)
+    drv.execute([])
+    assert side.armed == [] and len(deferred) == 2
+    drv.rearm()
+    assert len(side.armed) == 1 and side.armed[0] is not None
