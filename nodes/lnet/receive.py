@@ -67,6 +67,10 @@ class Receiver:
     def parse(self, ev: MessageReceived, now: float, *, loopback: bool = False,
               released: bool = False) -> list[Action]:
         if not (loopback or released):
+            rx_ni = self.local.ni_by_nid(ev.ni)
+            if rx_ni is not None and self.node.configured:  # net_last_alive (§6.2), first
+                self.router.alive.net_rx(rx_ni, ev.hdr.src_nid, now, ping=(
+                    ev.hdr.type == MsgType.GET and ev.hdr.ptl_index == LNET_RESERVED_PORTAL))
             verdict = self.faults.rx_check(ev, now)  # LNet drop/delay rules, spec §8
             if verdict is True:
                 return []
@@ -97,9 +101,7 @@ class Receiver:
                 lpni.non_mr_pref = True
             lpni.last_alive = now
             lpni.stats.received.bump(hdr.type)
-            why = self.router.alive.on_rx(  # aliveness, §6.5
-                ni, lpni, hdr.src_nid, now,
-                ping=hdr.type == MsgType.GET and hdr.ptl_index == LNET_RESERVED_PORTAL)
+            why = self.router.alive.on_rx(lpni, hdr.src_nid, now)  # aliveness, §6.5
             if why is not None:
                 ni.stats.received.bump(hdr.type)
                 return self._drop(ni, lpni, ev, why)

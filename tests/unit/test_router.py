@@ -401,6 +401,26 @@ def test_router_ni_comes_back_up_only_on_an_incoming_ping() -> None:
     assert dict(r.ping_info().nis)[R1[0]] == 0x15AAC0DE
 
 
+def test_a_ping_a_drop_rule_drops_still_keeps_the_router_ni_up() -> None:
+    """Explore seed 593: lib-move.c ``lnet_parse`` refreshes ``net_last_alive`` and sets the
+    NI UP for an incoming ping before ``lnet_drop_rule_match`` drops it: r1's drop rule on
+    c1's messages must not take r1's NIs DOWN while c1 keeps pinging (and the ping gets no
+    REPLY)."""
+    r = _router_alone()
+    r.handle_timer(110.0)
+    assert {st for _, st in r.ping_info().nis} == {0xDEADFACE}
+    r.faults.add("drop", FaultAttr(src=C1, dst=None, rate=1), 110.0)
+    ping = LNetHdr(dest_nid=R1[0], src_nid=C1, dest_pid=LNET_PID_LUSTRE,
+                   src_pid=LNET_PID_LUSTRE, type=MsgType.GET, payload_length=0,
+                   wmd=WireHandle(1, 9),
+                   match_bits=LNET_PROTO_PING_MATCHBITS, ptl_index=LNET_RESERVED_PORTAL,
+                   sink_length=272)
+    actions = r.handle(MessageReceived(ni=R1[0], peer_nid=C1, hdr=ping, payload=b""), 111.0)
+    assert not [a for a in actions if isinstance(a, Transmit)]  # dropped: no REPLY
+    assert dict(r.ping_info().nis)[R1[0]] == 0x15AAC0DE
+    assert r.next_deadline() == pytest.approx(111.0 + 110.0)  # alive again from 111
+
+
 def test_route_add_errors() -> None:
     """Spec §6.1: the kernel's checks and errnos."""
     c = _eng(1, [C1, NID.parse("10.40.0.1@tcp3")])
