@@ -6,8 +6,9 @@ asymmetric routes; forward it when it is for another node), then dispatch by typ
 GET match a portal entry (a GET on the reserved portal returns the ping buffer, a PUT there
 is a discovery push), ACK and REPLY complete the initiator's MD found by its wire handle.
 Anything without a match is dropped and counted. LNet drop and delay rules see the message
-first (``FaultState.rx_check``, spec §8); a message a delay rule held comes back through
-``parse(..., released=True)``.
+first (``FaultState.rx_check``, spec §8), after only a router's ``net_last_alive`` refresh
+(``RouterAliveness.net_rx``, as ``lnet_parse`` orders them); a message a delay rule held
+comes back through ``parse(..., released=True)``.
 """
 
 from __future__ import annotations
