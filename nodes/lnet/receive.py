@@ -6,8 +6,9 @@ asymmetric routes; forward it when it is for another node), then dispatch by typ
 GET match a portal entry (a GET on the reserved portal returns the ping buffer, a PUT there
 is a discovery push), ACK and REPLY complete the initiator's MD found by its wire handle.
 Anything without a match is dropped and counted. LNet drop and delay rules see the message
-first (``FaultState.rx_check``, spec §8); a message a delay rule held comes back through
-``parse(..., released=True)``.
+first (``FaultState.rx_check``, spec §8), after only a router's ``net_last_alive`` refresh
+(``RouterAliveness.net_rx``, as ``lnet_parse`` orders them); a message a delay rule held
+comes back through ``parse(..., released=True)``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class Receiver:
     def parse(self, ev: MessageReceived, now: float, *, loopback: bool = False,
               released: bool = False) -> list[Action]:
         if not (loopback or released):
+            rx_ni = self.local.ni_by_nid(ev.ni)
+            if rx_ni is not None and self.node.configured:  # net_last_alive (§6.2), first
+                self.router.alive.net_rx(rx_ni, ev.hdr.src_nid, now, ping=(
+                    ev.hdr.type == MsgType.GET and ev.hdr.ptl_index == LNET_RESERVED_PORTAL))
             verdict = self.faults.rx_check(ev, now)  # LNet drop/delay rules, spec §8
             if verdict is True:
                 return []
@@ -97,9 +102,7 @@ class Receiver:
                 lpni.non_mr_pref = True
             lpni.last_alive = now
             lpni.stats.received.bump(hdr.type)
-            why = self.router.alive.on_rx(  # aliveness, §6.5
-                ni, lpni, hdr.src_nid, now,
-                ping=hdr.type == MsgType.GET and hdr.ptl_index == LNET_RESERVED_PORTAL)
+            why = self.router.alive.on_rx(lpni, hdr.src_nid, now)  # aliveness, §6.5
             if why is not None:
                 ni.stats.received.bump(hdr.type)
                 return self._drop(ni, lpni, ev, why)

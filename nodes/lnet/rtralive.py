@@ -133,13 +133,12 @@ class RouterAliveness:
             lpni.pref_nids.clear()
 
     # ------------------------------------------------------------------ receive side
-    def on_rx(self, ni: LNetNI, lpni: PeerNI, src: NID, now: float, *,
-              ping: bool = True) -> str | None:
-        """Every received message (spec §4.2 step 4, §6.5); returns a drop reason or None.
-        ``ping``: a GET on the reserved portal (an LNet or discovery ping)."""
+    def net_rx(self, ni: LNetNI, src: NID, now: float, *, ping: bool) -> None:
+        """A message arrived on ``ni``, before LNet's drop and delay rules see it: lib-move.c
+        ``lnet_parse`` refreshes ``net_last_alive`` (and sets the NI UP) before
+        ``lnet_drop_rule_match``, so a ping a rule then drops still keeps a router's net
+        alive (explore seed 593). ``ping``: a GET on the reserved portal."""
         self.r.last_now = max(self.r.last_now, now)
-        self.r.checker.lpni_event(lpni, "rx")
-        self.query_wanted.discard(lpni.nid)
         seed = self.r.tunables.router_sensitivity < 100
         if self.r.enabled and (seed or (ping and self.r.ni_by_nid(src) is None)):
             # lib-move.c lnet_parse: "Only update net_last_alive for incoming GETs on the
@@ -160,6 +159,13 @@ class RouterAliveness:
                 # lnet_ni_set_status_locked -> lnet_push_update_to_peers(1))
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_UP)
                 self.r.discovery.local_ni_changed(force=True)
+
+    def on_rx(self, lpni: PeerNI, src: NID, now: float) -> str | None:
+        """Every received message past the drop and delay rules (spec §4.2 step 4, §6.5);
+        returns a drop reason or None."""
+        self.r.last_now = max(self.r.last_now, now)
+        self.r.checker.lpni_event(lpni, "rx")
+        self.query_wanted.discard(lpni.nid)
         if src.net == lpni.nid.net or self.r.ni_by_nid(src) is not None:
             return None
         gw = lpni.peer

@@ -23,7 +23,8 @@ then sends the probes, and lists each way LNet is not whole:
 * ``probe``: a fresh PUT over a workload pair that did not complete with its ACK (with
   ``recovery_limit`` > 0, two in a row: a router drops the first message it forwards to an
   aged-out peer NI, which stays below 1000 until heard from; likewise when the log shows a
-  router dropped the first probe for a peer NI it held down, ``router_dropped``);
+  router dropped a message of the first probe's exchange, to the target or back to the
+  sender, for a peer NI it held down, ``router_dropped``);
 * ``sensitivity0``: with ``health_sensitivity`` 0 on a node, any health change on it in the
   whole run (spec §3.1: nothing moves).
 
@@ -33,7 +34,7 @@ state changes) and is printed with the bound.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,7 +194,8 @@ def wait_whole(replay: Replay, bound: Bound, tunables: dict[str, dict[str, int]]
         if replay.alive(node):
             start = len(events_of(replay.tb))
             ok, what = replay.probe(node, nid, float(bound.settle))
-            if not ok and (aged or router_dropped(events_of(replay.tb)[start:], nid)):
+            log = events_of(replay.tb)
+            if not ok and (aged or router_dropped(log[start:], nid, own_nids(log, node))):
                 ok, what = replay.probe(node, nid, float(bound.settle))
                 why = "recovery_limit > 0" if aged else "a router dropped the first"
                 what = f"twice ({why}): {what}"
@@ -212,18 +214,31 @@ def wait_whole(replay: Replay, bound: Bound, tunables: dict[str, dict[str, int]]
     return found
 
 
-def router_dropped(events: Sequence[dict[str, Any]], nid: str) -> bool:
-    """Whether a router dropped a message it forwarded to ``nid`` because it holds that peer
-    NI down (lib-move.c ``lnet_check_message_drop``: a routed message to a peer NI whose
+def router_dropped(events: Sequence[dict[str, Any]], nid: str,
+                   back_to: Collection[str] = ()) -> bool:
+    """Whether a router dropped a message of the probe's exchange because it holds a peer NI
+    down: one it forwarded to ``nid``, or one coming back to the sender (``back_to``, its
+    own NIDs: the REPLY of the discovery ping the probe waits on, or the probe's ACK).
+    lib-move.c ``lnet_check_message_drop``: a routed message to a peer NI whose
     ``lpni_ns_status`` is not UP is dropped with REMOTE_DROPPED, and a single-NI peer gets no
-    resend, lib-msg.c ``lnet_health_check``). The status is only refreshed by traffic from
+    resend, lib-msg.c ``lnet_health_check``. The status is only refreshed by traffic from
     that NI, a push or the LND's ``lnet_notify``: a DOWN its LND notified during the faults
     (``recovery_limit`` 0, health still 1000, so not on the recovery queue) outlives the heal
-    until this drop sends the NI into recovery, whose ping brings it back (explore seed 758).
-    The originator only sees its ACK never come: one more probe is owed."""
+    until this drop sends the NI into recovery, whose ping brings it back (explore seed 758;
+    seeds 304, 625, 737, 826 for the sender's NI on the way back, with discovery 0 the
+    probe waited on a discovery ping whose REPLY r2 dropped). The originator only sees its
+    ping or ACK never come: one more probe is owed."""
+    want = {nid, *back_to}
     return any(ev.get("kind") == "msg" and ev.get("forwarded") is True
-               and ev.get("dropped") == "REMOTE_DROPPED" and nid in (ev.get("lpni"), ev.get("dst"))
+               and ev.get("dropped") == "REMOTE_DROPPED"
+               and (ev.get("lpni") in want or ev.get("dst") in want)
                for ev in events)
+
+
+def own_nids(events: Sequence[dict[str, Any]], node: str) -> set[str]:
+    """The NIDs of ``node``'s NIs, from its ``ni_add`` events."""
+    return {str(ev.get("nid")) for ev in events
+            if ev.get("kind") == "ni_add" and ev.get("node") == node}
 
 
 def _state_problems(replay: Replay, tunables: dict[str, dict[str, int]],

@@ -258,7 +258,8 @@ class RouteCheck:
         self.tracker = tracker
         # (node, peer NID) -> last failure event about that peer NI seen on node
         self.failures: dict[tuple[str, str], Item] = {}
-        self.up_at: dict[tuple[str, str, str], int] = {}  # route -> index it was last up
+        # route -> (index, t) of the event that last showed it up
+        self.up_at: dict[tuple[str, str, str], tuple[int, float | None]] = {}
         self.last_lpni: dict[tuple[str, Any], str] = {}   # (node, msg) -> lpni of last send
 
     def handle(self, item: Item) -> None:
@@ -297,20 +298,31 @@ class RouteCheck:
         node, net, gw = str(ev.get("node")), str(ev.get("net")), str(ev.get("gateway"))
         rkey = (node, net, gw)
         if ev.get("state") != "down":
-            self.up_at[rkey] = idx
+            t = ev.get("t")
+            self.up_at[rkey] = (idx, float(t) if isinstance(t, int | float) else None)
             return
         self.inv.checked += 1
         reason = str(ev.get("reason") or "")
         if any(word in reason for word in CONFIG_REASONS):
             return
-        proof = self.evidence(node, net, gw, self.up_at.get(rkey, -1))
+        proof = self.evidence(node, net, gw, *self.up_at.get(rkey, (-1, None)))
         if proof is None:
             self.inv.flag(f"route to {net} via {gw} on {node} went down (reason "
                           f"{reason or 'none'}) with no sign that the gateway's NIs are "
                           "unusable", [item])
 
-    def evidence(self, node: str, net: str, gw: str, since: int) -> Item | None:
-        """An event showing gateway ``gw`` unusable for ``node`` (None if there is none)."""
+    def evidence(self, node: str, net: str, gw: str, since: int,
+                 since_t: float | None = None) -> Item | None:
+        """An event showing gateway ``gw`` unusable for ``node`` (None if there is none): a
+        failure counts if it came after the route was last up (index ``since``) or in the
+        same instant (``since_t``). One instant of a node is one engine call on the sim,
+        whose message trace is logged before the notices drained after it, so a failed ping
+        or push of the gateway can be logged before the ``route_state`` up it followed;
+        and real LNet marks the routes down on any failed router discovery (router.c
+        ``lnet_router_discovery_complete``: ``lp_dc_error`` set by a ping that timed out,
+        peer.c ``lnet_discovery_event_unlink``, or a push that failed,
+        ``lnet_peer_push_failed``), even right after a reply or push took them up (explore
+        seeds 593, 630, 715, 766)."""
         tr = self.tracker
         gnode = tr.owner.get(gw)
         gw_nids = {gw}
@@ -335,6 +347,7 @@ class RouteCheck:
             return next(iter(ast.cut.values()))
         for nid in gw_nids:
             found = self.failures.get((node, nid))
-            if found is not None and found[0] > since:
+            if found is not None and (found[0] > since or (
+                    since_t is not None and found[1].get("t") == since_t)):
                 return found
         return None

@@ -253,6 +253,27 @@ def test_a_probe_a_router_dropped_for_a_peer_ni_it_held_down_is_owed_a_second_tr
     assert out.ok, out.violation and out.violation.render()
 
 
+def test_a_probe_whose_discovery_reply_a_router_dropped_is_owed_a_second_try(
+        mr: topo.Topo) -> None:
+    """Explore seeds 304, 625, 737, 826 (discovery 0, a node killed during the faults): the
+    liveness probe from c1 to s1 waited on a discovery ping of s1; its REPLY came back
+    through r2, which still held c1's 10.11.0.1 DOWN and dropped it (lib-move.c
+    ``lnet_check_message_drop``, REMOTE_DROPPED), sending that NI into recovery, whose ping
+    brought it back. c1 saw its ping time out and the PUT fail with -110 a transaction
+    timeout later: a drop on the way back to the sender owes a second probe too."""
+    drop = {"kind": "msg", "event": "send", "forwarded": True, "dropped": "REMOTE_DROPPED",
+            "node": "r2", "type": "REPLY", "lpni": "10.11.0.1@tcp", "dst": "10.11.0.1@tcp"}
+    c1 = liveness.own_nids([{"kind": "ni_add", "node": "c1", "nid": "10.10.0.1@tcp"},
+                            {"kind": "ni_add", "node": "c1", "nid": "10.11.0.1@tcp"},
+                            {"kind": "ni_add", "node": "s1", "nid": "10.20.0.3@tcp1"}], "c1")
+    assert c1 == {"10.10.0.1@tcp", "10.11.0.1@tcp"}
+    assert liveness.router_dropped([drop], "10.20.0.3@tcp1", c1)
+    assert not liveness.router_dropped([drop], "10.20.0.3@tcp1")
+    assert not liveness.router_dropped([drop], "10.20.0.3@tcp1", {"10.10.0.1@tcp"})
+    out = runner.run(mr, swarm.expand(swarm.swarm(mr, 304), mr, 600.0))
+    assert out.ok, out.violation and out.violation.render()
+
+
 def test_a_peer_ni_lowered_before_it_was_heard_from_and_untried_since_is_owed_nothing(
         mr: topo.Topo) -> None:
     """Explore seed 628: r1 restarted; s1's ping reply reported 10.20.0.3 DOWN, a remote

@@ -270,6 +270,25 @@ def test_old_failure_does_not_excuse_a_later_down() -> None:
     assert flagged(log, "route_down") == 1
 
 
+def test_failure_in_the_instant_of_the_last_up_excuses_the_down() -> None:
+    """Explore seeds 593, 630, 715, 766: in one engine call c1 merged a gateway's pushed
+    data (route up) and then failed its router discovery (a ping that timed out, or a push
+    dropped locally: route down, router.c lnet_router_discovery_complete); the failure's
+    events are logged before the ``route_state`` notices drained after the call. A
+    failure of an earlier instant still does not excuse it."""
+    up = ev(60.004, "route_state", net="tcp1", gateway=GW, state="up", reason="router ping")
+    down = ev(60.004, "route_state", net="tcp1", gateway=GW, state="down",
+              reason="router ping failed")
+    timeout = ev(60.004, "lpni_error", nid=GW, peer=GW, hstatus="RESPONSE_TIMEOUT",
+                 health=900)
+    assert flagged([timeout, up, down], "route_down") == 0
+    push = [send(60.004, 92, ni=C_A, fixed_ni=True, lpni=GW, dst=GW),
+            complete(60.004, 92, status=-22)]
+    assert flagged([*push, up, down], "route_down") == 0
+    earlier = {**timeout, "t": 60.003}
+    assert flagged([earlier, up, down], "route_down") == 1
+
+
 # --------------------------------------------------------------------------- routing
 def _fwd(t: float, msg: int) -> list[dict[str, Any]]:
     return [send(t, msg, node="r1", ni=GW, fixed_ni=True, forwarded=True, deadline=None),

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
-from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
+from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE, PUSH_SENT
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
+from nodes.lnet.fault import MSG_BITS, FaultAttr
 from nodes.lnet.hdr import (
     LNET_PID_LUSTRE,
     LNET_PROTO_PING_MATCHBITS,
@@ -158,20 +159,31 @@ def test_route_change_from_a_gateway_ping_reply_is_logged_as_it_lands() -> None:
     lnet_set_route_aliveness (lib-lnet.h), which logs "has gone from up to down" there and
     then. The engine logged it only when discovery completed, after the push that follows
     the reply: under loss that was seconds later, under another reason, when the gateway's
-    NI had come back and the log showed no evidence for the route going down."""
+    NI had come back and the log showed no evidence for the route going down.
+
+    r1's own push of its NI change is dropped at c1 (an LNet drop rule on PUTs to the
+    reserved portal, as ``lctl net_drop_add -m PUT`` with portal 0): since pushes are taken
+    as new data (sanity-lnet 236) a push landing would take the route down and complete that
+    discovery in the same call, and the test would not tell the reply's line from the
+    completion's. So the checker's ping reply takes the route down, and c1's push to r1 that
+    follows it (FORCE_PUSH) keeps the discovery open for one more round trip."""
     fab = _routed()
     _put(fab, 4)
-    fab.apply("r1", fab.engines["r1"].ni_set_fatal(R1[1], True, fab.now))
     c1 = fab.engines["c1"]
+    c1.faults.add("drop", FaultAttr(src=R1[0], dst=None, ptl_mask=1 << LNET_RESERVED_PORTAL,
+                                    msg_mask=MSG_BITS["put"], rate=1), fab.now)
+    fab.apply("r1", fab.engines["r1"].ni_set_fatal(R1[1], True, fab.now))
     route = next(r for r in c1.router.all_routes() if r.nid == R1[0])
     start, seen = fab.now, len(fab.log)
     while c1.router.route_alive(route):  # the checker pings r1 within its 10 s interval
         assert fab.step(start + 12)  # one event at a time: stop as the reply lands
-    # (since r1's own pushes are taken as new data, sanity-lnet 236, r1's push of its NI
-    # change may be what takes the route down here: the line must still land at that moment)
     gone = [t for t, n, text in fab.log[seen:]
             if n == "c1" and f"through {R1[0]} has gone from up to down" in text]
     assert gone == [fab.now]
+    assert c1.peers.find_peer(R1[0]).state & PUSH_SENT  # the discovery is still open
+    fab.run_until(fab.now + 1)
+    assert [t for t, n, text in fab.log[seen:] if n == "c1"
+            and f"through {R1[0]} has gone from up to down" in text] == gone
 
 
 def test_router_sensitivity_percentage() -> None:
@@ -387,6 +399,26 @@ def test_router_ni_comes_back_up_only_on_an_incoming_ping() -> None:
                    sink_length=272)
     r.handle(MessageReceived(ni=R1[0], peer_nid=C1, hdr=ping, payload=b""), 111.0)
     assert dict(r.ping_info().nis)[R1[0]] == 0x15AAC0DE
+
+
+def test_a_ping_a_drop_rule_drops_still_keeps_the_router_ni_up() -> None:
+    """Explore seed 593: lib-move.c ``lnet_parse`` refreshes ``net_last_alive`` and sets the
+    NI UP for an incoming ping before ``lnet_drop_rule_match`` drops it: r1's drop rule on
+    c1's messages must not take r1's NIs DOWN while c1 keeps pinging (and the ping gets no
+    REPLY)."""
+    r = _router_alone()
+    r.handle_timer(110.0)
+    assert {st for _, st in r.ping_info().nis} == {0xDEADFACE}
+    r.faults.add("drop", FaultAttr(src=C1, dst=None, rate=1), 110.0)
+    ping = LNetHdr(dest_nid=R1[0], src_nid=C1, dest_pid=LNET_PID_LUSTRE,
+                   src_pid=LNET_PID_LUSTRE, type=MsgType.GET, payload_length=0,
+                   wmd=WireHandle(1, 9),
+                   match_bits=LNET_PROTO_PING_MATCHBITS, ptl_index=LNET_RESERVED_PORTAL,
+                   sink_length=272)
+    actions = r.handle(MessageReceived(ni=R1[0], peer_nid=C1, hdr=ping, payload=b""), 111.0)
+    assert not [a for a in actions if isinstance(a, Transmit)]  # dropped: no REPLY
+    assert dict(r.ping_info().nis)[R1[0]] == 0x15AAC0DE
+    assert r.next_deadline() == pytest.approx(111.0 + 110.0)  # alive again from 111
 
 
 def test_route_add_errors() -> None:
