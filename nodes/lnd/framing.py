@@ -326,7 +326,7 @@ class KsockConnection:
                 if plen <= DIRECT_MIN:
                     break  # a small frame: wait for the rest of it in the stage
                 # the payload's own buffer (ksnc_rx_kiov)
-                self._pbuf = self._pool.get(plen) if self._pool else bytearray(plen)
+                self._pbuf = self._pool.get(plen) if self._pool is not None else bytearray(plen)
                 self._plen, self._pgot = plen, end - body
                 self._pbuf[:self._pgot] = mv[body:end]
                 self._phdr, self._pksm = hdr, (csum, c0, c1)

@@ -197,3 +197,23 @@ def test_bulk_payload_lands_in_a_pooled_buffer_reused_once_released() -> None:
     assert id(second) != first  # the first is still referenced by the event's view
     del ev, got, buf  # the last receive buffer was a view of it too
     assert id(pool.get(n)) == first
+
+
+def test_buffer_pool_grows_to_what_is_held_and_trims_when_idle() -> None:
+    """A consumer holding more payloads than ``keep`` (a brw read client holds one per RPC
+    in flight) gets pooled buffers, not fresh 1 MiB mappings, up to ``limit``; ``trim`` keeps
+    them while buffers are being taken and drops the free ones above ``keep`` once a whole
+    tick passed without a take; a buffer still held is never dropped."""
+    pool = BufferPool(keep=2, limit=5)
+    held = [pool.get(1 << 20) for _ in range(6)]
+    assert pool.size == 5 and len({id(b) for b in held}) == 6  # the sixth is one-off
+    assert not any(held[5] is b for b in pool._bufs)
+    del held[3:]
+    again = pool.get(1 << 20)  # a freed one is reused
+    assert any(again is b for b in pool._bufs) and pool.size == 5
+    del again
+    assert pool.trim() == 0  # buffers were taken since the last tick: keep the working set
+    assert pool.trim() == 2  # idle for a tick: the two free ones above keep go
+    assert pool.size == 3 and all(any(h is b for b in pool._bufs) for h in held)
+    del held
+    assert pool.trim() == 1 and pool.size == 2  # down to keep, never below
