@@ -19,8 +19,10 @@ Receiving is zero-copy for bulk (``ksocknal_process_receive``'s states KSM_HEADE
 ``buffer_updated(n)`` (asyncio's ``BufferedProtocol`` contract). Headers and small frames land
 in a reused staging buffer (``STAGE_SIZE``) and are parsed in place; a payload larger than
 ``DIRECT_MIN`` gets a buffer of its own as soon as its header is parsed, and the kernel writes
-the rest of it straight there (the kernel's ``ksnc_rx_kiov`` into the MD's pages); it is handed
-on as a read-only ``memoryview`` of that buffer, never copied. The buffer comes from the LND's
+the rest of it straight there (the kernel's ``ksnc_rx_kiov`` into the MD's pages; the first
+read after such a payload asks for one frame head only, so a stream of bulk frames never
+passes through the stage); it is handed on as a read-only ``memoryview`` of that buffer,
+never copied. The buffer comes from the LND's
 ``BufferPool`` and is reused only once no view of it is left. Small payloads are handed on as
 ``bytes``. ``receive_data(bytes)`` feeds the same parser (handshake, tests).
 
@@ -150,6 +152,10 @@ class KsockConnection:
         self._phdr: LNetHdr | None = None
         self._pksm = (0, 0, 0)
         self._phead = b""
+        # a bulk payload just ended: offer only one head's room for the next read, so that
+        # when another bulk follows (a bulk connection's stream) its payload goes straight
+        # to its own buffer instead of 64 KiB of it through the stage and a copy
+        self._head_only = False
 
     # --- state table --------------------------------------------------------------------
     def _fire(self, inp: Input) -> None:
@@ -186,6 +192,9 @@ class KsockConnection:
             return memoryview(self._pbuf)[self._pgot:self._plen]
         if self._start == self._end:
             self._start = self._end = 0
+            if self._head_only:
+                self._head_only = False
+                return self._mv[:_HEAD]
         elif self._end == STAGE_SIZE or (self._start and STAGE_SIZE - self._end < _HEAD):
             n = self._end - self._start  # a partial unit (< one small frame): to the front
             self._stage[:n] = self._mv[self._start:self._end]
@@ -342,6 +351,7 @@ class KsockConnection:
         pbuf, hdr, (csum, c0, c1) = self._pbuf, self._phdr, self._pksm
         assert pbuf is not None and hdr is not None
         self._pbuf, self._phdr, self._pgot = None, None, 0
+        self._head_only = True
         view = memoryview(pbuf)[:self._plen].toreadonly()
         if csum:
             wire.verify_csum(self._phead, csum, view)
