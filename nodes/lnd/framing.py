@@ -22,9 +22,9 @@ in a reused staging buffer (``STAGE_SIZE``) and are parsed in place; a payload l
 the rest of it straight there (the kernel's ``ksnc_rx_kiov`` into the MD's pages; the first
 read after such a payload asks for one frame head only, so a stream of bulk frames never
 passes through the stage); it is handed on as a read-only ``memoryview`` of that buffer,
-never copied. The buffer comes from the LND's
-``BufferPool`` and is reused only once no view of it is left. Small payloads are handed on as
-``bytes``. ``receive_data(bytes)`` feeds the same parser (handshake, tests).
+never copied. The buffer comes from the LND's ``BufferPool`` and is reused only once no view
+of it is left. Small payloads are handed on as ``bytes``. ``receive_data(bytes)`` feeds the
+same parser (handshake, tests).
 
 Buffers are bounded: the stage never grows; a payload buffer is at most ``LNET_MTU`` (the
 header is checked first); so a connection holds at most ``wire.MAX_FRAME_SIZE`` of a frame in
