@@ -114,8 +114,7 @@ class HelloReceived:
     hello: wire.KsockHello
 
 
-# (not frozen, as the engine's own events: a frozen dataclass sets each field through
-# ``object.__setattr__``, ~2x the cost of building one, once per received frame)
+# not frozen, as the engine's events (a frozen one's __init__ costs ~2x, once per frame)
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class LNetMessageReceived:
     hdr: LNetHdr
@@ -152,10 +151,7 @@ class KsockConnection:
         self._phdr: LNetHdr | None = None
         self._pksm = (0, 0, 0)
         self._phead = b""
-        # a bulk payload just ended: offer only one head's room for the next read, so that
-        # when another bulk follows (a bulk connection's stream) its payload goes straight
-        # to its own buffer instead of 64 KiB of it through the stage and a copy
-        self._head_only = False
+        self._head_only = False  # a bulk payload just ended: next read one head only
 
     # --- state table --------------------------------------------------------------------
     def _fire(self, inp: Input) -> None:
