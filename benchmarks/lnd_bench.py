@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -342,12 +343,21 @@ def pyspy_summary(path: Path, top: int = 10) -> str:
 
 
 def profiled(nodes: Sequence[Any], out: Path, tag: str, run: Callable[[], object],
-             seconds: int = 3) -> None:
-    """py-spy every node in ``nodes`` for ``seconds`` while ``run()`` works (it should last
-    a little longer), then print and save each summary."""
+             seconds: int = 3, after: float = 0.0) -> None:
+    """py-spy every node in ``nodes`` for ``seconds``, starting ``after`` seconds into
+    ``run()`` (past its set-up; the run should last a little longer), then print and save
+    each summary."""
     out.mkdir(parents=True, exist_ok=True)
-    spies = {n.name: pyspy(n.pid, seconds, out / f"{tag}-{n.name}.txt") for n in nodes}
+    spies: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start() -> None:
+        spies.update({n.name: pyspy(n.pid, seconds, out / f"{tag}-{n.name}.txt")
+                      for n in nodes})
+
+    timer = threading.Timer(after, start)
+    timer.start()
     run()
+    timer.join()
     for name, spy in spies.items():
         spy.wait(60)
         summary = pyspy_summary(out / f"{tag}-{name}.txt")

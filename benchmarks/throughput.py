@@ -45,8 +45,15 @@ def ref_mbps(c1: Any, s1: Any, op: str, count: int) -> float:
     return count * SIZE / secs / 1e6
 
 
-def profile(load: lb.Load, c1: Any, s1: Any, count: int, out: Path) -> None:
+def profile(load: lb.Load | None, c1: Any, s1: Any, count: int, out: Path) -> None:
+    """py-spy both daemons during one more LNet run of each direction: ``lst brw`` (``load``
+    None: sampled 4 s from 4.5 s in, past the lst set-up, inside the 6 s stat window) or
+    the burst ``load``."""
     for op in ("write", "read"):
+        if load is None:
+            lb.profiled((c1, s1), out, op, lambda op=op: lb.lst_mbps(
+                c1, s1, lb.server_nid(0), op, SIZE, seconds=6), seconds=4, after=4.5)
+            continue
         # a run of ~4 s sampled for 3 s, so the busy shares are the run's own
         n = max(count, int(4 * lnet_mbps(load, c1, op, count) * 1e6 / SIZE))
         lb.profiled((c1, s1), out, op, lambda op=op, n=n: lnet_mbps(load, c1, op, n))
@@ -94,7 +101,8 @@ def main() -> int:
                   f"cpu_us_per_MiB c1={lb.fmt(res[f'cpu_c1_{op}'])} "
                   f"s1={lb.fmt(res[f'cpu_s1_{op}'])}", flush=True)
         if args.profile:
-            profile(load, c1, s1, args.count, Path(args.profile))
+            profile(load if args.load == "burst" else None, c1, s1, args.count,
+                    Path(args.profile))
     return 0
 
 

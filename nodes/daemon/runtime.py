@@ -75,7 +75,7 @@ class NodeRuntime:
         # testbed event log (nodes/daemon/eventlog.py)
         self.notice_sink: Callable[[str, dict[str, Any]], None] | None = None
         self.driver = NodeDriver(
-            self.engine, now=self.now, transmit=self._transmit, arm_timer=self._arm_timer,
+            self.engine, now=self.loop.time, transmit=self._transmit, arm_timer=self._arm_timer,
             notify_peer_down=lambda nid: self.loop.call_soon(self.lnd.notify_peer_down, nid),
             log=_log_line, notice_sink=self._notice,
             set_lnd_timeout=lambda nid, s: self.lnd.set_timeout(s, nid))
@@ -196,7 +196,7 @@ class NodeRuntime:
         if type(hstatus) is not HStatus:  # (the socklnd's are already; the call is ~1 us)
             hstatus = HStatus(hstatus)
         ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus)
-        self.execute(self.engine.handle(ev, self.now()))
+        self.driver.execute(self.engine.handle(ev, self.now()))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
         """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify), logged as a

@@ -74,7 +74,7 @@ class Connector:
         self._establish, self._close_stale = establish, close_stale
         self._connect_failed = connect_failed
         self.refusals = refusals
-        self._pool = BufferPool()  # payload buffers of every connection made here
+        self.pool = BufferPool()  # payload buffers of every connection made here
 
     # --- active: ksocknal_connect -------------------------------------------------------
     async def run(self, p: Peer) -> None:
@@ -127,7 +127,7 @@ class Connector:
             return await handshake.active(sock, ni=p.ni, peer_nid=p.nid, pid=self._pid,
                                           dst_pid=LNET_PID_LUSTRE,
                                           incarnation=self._incarnation, ctype=ctype,
-                                          pool=self._pool)
+                                          pool=self.pool)
         except BaseException:
             sock.close()
             raise
@@ -152,7 +152,7 @@ class Connector:
             try:
                 async with asyncio.timeout(limit):
                     hs = await handshake.passive_hello(
-                        sock, peer_ip, lambda n: self._ni_ip(n) is not None, self._pool)
+                        sock, peer_ip, lambda n: self._ni_ip(n) is not None, self.pool)
             finally:
                 self._table.end_handshake(peer_ip)
             ni = hs.ni

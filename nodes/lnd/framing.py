@@ -19,10 +19,12 @@ Receiving is zero-copy for bulk (``ksocknal_process_receive``'s states KSM_HEADE
 ``buffer_updated(n)`` (asyncio's ``BufferedProtocol`` contract). Headers and small frames land
 in a reused staging buffer (``STAGE_SIZE``) and are parsed in place; a payload larger than
 ``DIRECT_MIN`` gets a buffer of its own as soon as its header is parsed, and the kernel writes
-the rest of it straight there (the kernel's ``ksnc_rx_kiov`` into the MD's pages); it is handed
-on as a read-only ``memoryview`` of that buffer, never copied. The buffer comes from the LND's
-``BufferPool`` and is reused only once no view of it is left. Small payloads are handed on as
-``bytes``. ``receive_data(bytes)`` feeds the same parser (handshake, tests).
+the rest of it straight there (the kernel's ``ksnc_rx_kiov`` into the MD's pages; the first
+read after such a payload asks for one frame head only, so a stream of bulk frames never
+passes through the stage); it is handed on as a read-only ``memoryview`` of that buffer,
+never copied. The buffer comes from the LND's ``BufferPool`` and is reused only once no view
+of it is left. Small payloads are handed on as ``bytes``. ``receive_data(bytes)`` feeds the
+same parser (handshake, tests).
 
 Buffers are bounded: the stage never grows; a payload buffer is at most ``LNET_MTU`` (the
 header is checked first); so a connection holds at most ``wire.MAX_FRAME_SIZE`` of a frame in
@@ -112,14 +114,15 @@ class HelloReceived:
     hello: wire.KsockHello
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# not frozen, as the engine's events (a frozen one's __init__ costs ~2x, once per frame)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class LNetMessageReceived:
     hdr: LNetHdr
     payload: Payload
     zc_cookies: tuple[int, int] = (0, 0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class NoopReceived:
     zc_cookies: tuple[int, int] = (0, 0)
 
@@ -148,6 +151,7 @@ class KsockConnection:
         self._phdr: LNetHdr | None = None
         self._pksm = (0, 0, 0)
         self._phead = b""
+        self._head_only = False  # a bulk payload just ended: next read one head only
 
     # --- state table --------------------------------------------------------------------
     def _fire(self, inp: Input) -> None:
@@ -184,6 +188,9 @@ class KsockConnection:
             return memoryview(self._pbuf)[self._pgot:self._plen]
         if self._start == self._end:
             self._start = self._end = 0
+            if self._head_only:
+                self._head_only = False
+                return self._mv[:_HEAD]
         elif self._end == STAGE_SIZE or (self._start and STAGE_SIZE - self._end < _HEAD):
             n = self._end - self._start  # a partial unit (< one small frame): to the front
             self._stage[:n] = self._mv[self._start:self._end]
@@ -326,7 +333,7 @@ class KsockConnection:
                 if plen <= DIRECT_MIN:
                     break  # a small frame: wait for the rest of it in the stage
                 # the payload's own buffer (ksnc_rx_kiov)
-                self._pbuf = self._pool.get(plen) if self._pool else bytearray(plen)
+                self._pbuf = self._pool.get(plen) if self._pool is not None else bytearray(plen)
                 self._plen, self._pgot = plen, end - body
                 self._pbuf[:self._pgot] = mv[body:end]
                 self._phdr, self._pksm = hdr, (csum, c0, c1)
@@ -340,6 +347,7 @@ class KsockConnection:
         pbuf, hdr, (csum, c0, c1) = self._pbuf, self._phdr, self._pksm
         assert pbuf is not None and hdr is not None
         self._pbuf, self._phdr, self._pgot = None, None, 0
+        self._head_only = True
         view = memoryview(pbuf)[:self._plen].toreadonly()
         if csum:
             wire.verify_csum(self._phead, csum, view)

@@ -281,6 +281,7 @@ class SockLND:
             ticks = [self._timeout, *(n.timeout for n in self._nis.values() if n.timeout)]
             await asyncio.sleep(min(1.0, min(ticks) / 4))
             now = self._now()
+            self._connector.pool.trim()  # an idle LND gives its bulk buffers back
             for p in list(self._peers.values()):
                 self._life.fail(self._table.stale_txs(p, now), FAILURES["unposted_timeout"])
                 for c in list(p.conns):

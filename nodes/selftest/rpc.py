@@ -59,13 +59,17 @@ class Ev:
 @dataclass(eq=False, slots=True)
 class Bulk:
     """``struct srpc_bulk``: ``length`` bytes at ``offset`` into the first page; a ``sink``
-    receives, a source holds ``data``. ``data`` of a sink is what arrived."""
+    receives, a source holds ``data``. ``data`` of a sink is what arrived, unless ``keep`` is
+    False: then nobody reads it (brw ``check=none``) and it is dropped on arrival, as a real
+    client's pages are simply written over by the next RPC (the LND reuses the buffer at
+    once instead of holding one per RPC in flight)."""
 
     length: int
     sink: bool
     offset: int = 0
     data: bytes | memoryview = b""
     mdh: int | None = None
+    keep: bool = True
 
 
 class State(enum.Enum):

@@ -111,7 +111,8 @@ class SrpcClient:
             except wire.SrpcWireError as exc:
                 log.warning("Bad message from %s: %s", rpc.dest, exc)
                 rpc.reply, e.status = None, -EBADMSG
-        elif e is rpc.bulk_ev and not e.unlink and rpc.bulk is not None and rpc.bulk.sink:
+        elif e is rpc.bulk_ev and not e.unlink and rpc.bulk is not None and rpc.bulk.sink \
+                and rpc.bulk.keep:
             rpc.bulk.data = ev.payload
         self._step(rpc)
 

@@ -232,7 +232,8 @@ class Tests:
         write = opc == bulk.LST_BRW_WRITE
         data = bulk.pattern(length, offset, check, bulk.BRW_MAGIC) if write else b""
         return self._rpc(unit, Service.BRW, {"rw": opc, "len": length, "flags": check},
-                         Bulk(length, sink=not write, offset=offset, data=data))
+                         Bulk(length, sink=not write, offset=offset, data=data,
+                              keep=check in (bulk.CHECK_SIMPLE, bulk.CHECK_FULL)))
 
     def _brw_done(self, unit: Unit, rpc: ClientRpc) -> None:
         """``brw_client_done_rpc``: errors counted, read data checked."""

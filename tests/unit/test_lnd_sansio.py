@@ -20,7 +20,7 @@ from nodes.lnd.conntable import (
     ConnTable,
     Verdict,
 )
-from nodes.lnd.framing import DIRECT_MIN, KsockConnection, LNetMessageReceived
+from nodes.lnd.framing import DIRECT_MIN, STAGE_SIZE, KsockConnection, LNetMessageReceived
 from nodes.lnd.sendq import SendQueue, Tx
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
@@ -197,3 +197,50 @@ def test_bulk_payload_lands_in_a_pooled_buffer_reused_once_released() -> None:
     assert id(second) != first  # the first is still referenced by the event's view
     del ev, got, buf  # the last receive buffer was a view of it too
     assert id(pool.get(n)) == first
+
+
+def test_buffer_pool_grows_to_what_is_held_and_trims_when_idle() -> None:
+    """A consumer holding more payloads than ``keep`` (a brw read client holds one per RPC
+    in flight) gets pooled buffers, not fresh 1 MiB mappings, up to ``limit``; ``trim`` keeps
+    them while buffers are being taken and drops the free ones above ``keep`` once a whole
+    tick passed without a take; a buffer still held is never dropped."""
+    pool = BufferPool(keep=2, limit=5)
+    held = [pool.get(1 << 20) for _ in range(6)]
+    assert pool.size == 5 and len({id(b) for b in held}) == 6  # the sixth is one-off
+    assert not any(held[5] is b for b in pool._bufs)
+    del held[3:]
+    again = pool.get(1 << 20)  # a freed one is reused
+    assert any(again is b for b in pool._bufs) and pool.size == 5
+    del again
+    assert pool.trim() == 0  # buffers were taken since the last tick: keep the working set
+    assert pool.trim() == 2  # idle for a tick: the two free ones above keep go
+    assert pool.size == 3 and all(any(h is b for b in pool._bufs) for h in held)
+    del held
+    assert pool.trim() == 1 and pool.size == 2  # down to keep, never below
+
+
+def test_a_stream_of_bulk_frames_bypasses_the_stage() -> None:
+    """After a bulk payload the next read is offered one frame head only, so the bulk frame
+    that follows (a bulk connection's stream) has its whole payload received into its own
+    buffer, none of it staged and copied; a small frame after it still parses, and reads
+    after that get the whole stage again."""
+    p = KsockConnection(active=False, pool=BufferPool())
+    p.receive_data(wire.pack_connreq(B) + wire.pack_hello(wire.KsockHello(A, B, 1, 1, 1, 0)))
+    p.send_hello(wire.KsockHello(B, A, 1, 1, 2, 1))
+    n = DIRECT_MIN * 4
+    payloads = [bytes([i]) * n for i in (1, 2)] + [b"small"]
+    stream = b"".join(wire.pack_lnet_head(_hdr(len(x)), x) + x for x in payloads)
+    got, sizes, pos = [], [], 0
+    while pos < len(stream):  # a socket that always has more than the buffer offered
+        buf = p.get_buffer()
+        k = min(len(buf), len(stream) - pos)
+        sizes.append(len(buf))
+        buf[:k] = stream[pos:pos + k]
+        pos += k
+        got += p.buffer_updated(k)
+    assert [bytes(e.payload) for e in got] == payloads
+    head = wire.LNET_FRAME_HEAD
+    # stage (head + start of payload 1), payload 1's rest, head 2 only, payload 2 whole,
+    # head 3 only, then the rest (small frame) into the whole stage
+    assert sizes[2] == head and sizes[3] == n and sizes[4] == head
+    assert len(p.get_buffer()) == STAGE_SIZE

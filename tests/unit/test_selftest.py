@@ -161,6 +161,28 @@ def test_check_none_does_not_look_at_the_data() -> None:
     assert bed.st["s1"].srpc.counters.bulk_get == 5 * 8192
 
 
+@pytest.mark.parametrize("check", [bulk.CHECK_NONE, bulk.CHECK_SIMPLE])
+def test_a_read_client_keeps_the_bulk_only_when_it_checks_it(check: int) -> None:
+    """brw read: with check=none nobody reads the data, so the client drops each bulk as
+    it arrives (the socklnd then reuses the buffer at once, instead of holding one per RPC
+    in flight); with check=simple it is kept until the RPC is done and checked there."""
+    bed = Bed("con", "c1", "s1")
+    bed.session(c=["c1"], s=["s1"])
+    bed.brw(bulk.LST_BRW_READ, 8192, check, loop=4, concur=2)
+    tests = bed.st["c1"].tests
+    done, held = tests._brw_done, []
+
+    def spy(unit: Any, rpc: Any) -> None:
+        held.append(len(rpc.bulk.data))
+        done(unit, rpc)
+
+    tests._brw_done = spy  # type: ignore[method-assign]
+    bed.run_batch()
+    assert len(held) == 8 and set(held) == {0 if check == bulk.CHECK_NONE else 8192}
+    assert bed.st["c1"].framework.session.brw_errors == 0
+    assert bed.st["s1"].srpc.counters.bulk_put == 8 * 8192
+
+
 def test_ping_test_sequences_and_stat_counts() -> None:
     bed = Bed("con", "c1", "s1", "s2")
     bed.session(c=["c1"], s=["s1", "s2"])
