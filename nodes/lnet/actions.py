@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, fields
 
-from nodes.lnet.hdr import LNetHdr
+from nodes.lnet.hdr import LNetHdr, Payload
 from nodes.lnet.nid import NID
 
 
@@ -27,7 +27,7 @@ class Transmit:
     ni: NID
     lpni: NID
     hdr: LNetHdr
-    payload: bytes
+    payload: Payload
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
@@ -46,7 +46,7 @@ class MDEvent:
     initiator: NID | None = None
     source: NID | None = None
     mlength: int = 0
-    payload: bytes = b""
+    payload: Payload = b""
     target: NID | None = None
 
 
