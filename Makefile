@@ -12,6 +12,10 @@ PY    := $(VENV)/bin/python
 APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python3-dev \
             libnetfilter-queue-dev build-essential tshark wireshark-common iperf3
 STAMP := $(VENV)/.installed
+NATIVE_STAMP := $(VENV)/.native
+# Run again with the engine as pure Python (LNET_TESTBED_PURE_PYTHON=1), the fallback where
+# no C compiler is: the engine's own unit tests (the whole suite runs on the compiled engine).
+PURE_TESTS := $(shell grep -l "from nodes.lnet" tests/unit/test_*.py 2>/dev/null)
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and
 # libvirt providers, QEMU, the box builder's tools: 131 packages, 240 MB, 25 s here, so only
 # the Vagrant targets pull them in; `make test` does not need them.
@@ -19,7 +23,7 @@ VAGRANT_APT_PKGS := vagrant vagrant-lxc vagrant-libvirt lxc libvirt-daemon-syste
             libvirt-clients qemu-system-x86 qemu-utils debootstrap dnsmasq-base ebtables \
             fdisk extlinux syslinux-common
 
-.PHONY: demo test deps venv lint clean-testbeds vagrant-deps boxes smoke-vagrant \
+.PHONY: demo test deps venv native lint clean-testbeds vagrant-deps boxes smoke-vagrant \
         smoke-vagrant-libvirt
 
 demo: venv
@@ -28,11 +32,12 @@ demo: venv
 # Lint and static types first (issue 12 item 5: either failing fails the run), then every
 # test on the real path (Mininet), then the LUTF suites again on the in-process simulator
 # (same tests, virtual clock: backend parity), then one traceability report over both runs.
-test: venv
+test: venv native
 	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
 	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd
 	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml \
 	  --lnet-trace=reports/trace.md
+	LNET_TESTBED_PURE_PYTHON=1 $(PY) -m pytest -n auto -p no:cacheprovider -q $(PURE_TESTS)
 	$(PY) -m pytest tests/lutf --lnet-backend=sim -n auto -p no:cacheprovider \
 	  --junitxml=reports/junit-sim.xml --lnet-trace=reports/trace-sim.md
 	$(VENV)/bin/testbed trace --data reports/trace.json:reports/trace-sim.json \
@@ -77,7 +82,18 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip 'setuptools>=77'  # PEP 639 license; wheels built without isolation (testbed/vagrant)
 	$(PY) -m pip install -q -e '.[test,report,faults]'
-	touch $(STAMP)
+	touch $(STAMP) $(NATIVE_STAMP)
+
+# The engine compiled with mypyc (setup.py: `pip install` above builds it in place, into
+# nodes/lnet/_native/, when gcc and python3-dev are there; ~1.5 CPU minutes). Rebuilt here when
+# an engine source changed since; until then the engine runs from its sources (nodes/lnet/
+# __init__.py checks the sources' hash the build recorded). Without a compiler it stays pure
+# Python.
+native: venv $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(wildcard nodes/lnet/*.py) setup.py
+	$(PY) setup.py -q build_ext --inplace
+	touch $(NATIVE_STAMP)
 
 lint: venv
 	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests

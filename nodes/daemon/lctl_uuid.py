@@ -26,20 +26,19 @@ from nodes.lnet.nid import NID
 
 if TYPE_CHECKING:
     from nodes.driver import Runtime
-    from nodes.lnet.engine import LNetEngine
 
 Result = tuple[int, str, str]
 
 #: lustre_idl.h MTI_NIDS_MAX, lustre_user.h UUID_MAX
 MTI_NIDS_MAX = 32
 UUID_MAX = 40
-#: obdclass's g_uuid_list of each node, keyed by the node's engine
-_TABLES: weakref.WeakKeyDictionary[LNetEngine, dict[str, list[NID]]] = \
-    weakref.WeakKeyDictionary()
+#: obdclass's g_uuid_list of each node, keyed by the node's runtime (which lives as long as
+#: its engine; the engine itself takes no weak reference when compiled, setup.py)
+_TABLES: weakref.WeakKeyDictionary[Runtime, dict[str, list[NID]]] = weakref.WeakKeyDictionary()
 
 
 def _table(rt: Runtime) -> dict[str, list[NID]]:
-    return _TABLES.setdefault(rt.engine, {})
+    return _TABLES.setdefault(rt, {})
 
 
 def add_uuid(rt: Runtime, args: list[str]) -> Result:

@@ -13,9 +13,9 @@ building one per message); ``unsafe_hash`` keeps a frozen one's hash and equalit
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
-from nodes.lnet.hdr import LNetHdr
+from nodes.lnet.hdr import LNetHdr, Payload
 from nodes.lnet.nid import NID
 
 
@@ -27,7 +27,7 @@ class Transmit:
     ni: NID
     lpni: NID
     hdr: LNetHdr
-    payload: bytes
+    payload: Payload
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
@@ -46,7 +46,7 @@ class MDEvent:
     initiator: NID | None = None
     source: NID | None = None
     mlength: int = 0
-    payload: bytes = b""
+    payload: Payload = b""
     target: NID | None = None
 
 
@@ -111,7 +111,7 @@ class MsgTrace:
         return out
 
 
-_TRACE_FIELDS: tuple[str, ...] = MsgTrace.__slots__
+_TRACE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MsgTrace))
 #: every field of a ``MsgTrace`` in one C call (``to_json`` runs per traced message)
 _trace_values = operator.attrgetter(*_TRACE_FIELDS)
 

@@ -46,7 +46,12 @@ from nodes.lnet.dc_state import (
     to_working,
 )
 from nodes.lnet.errors import EPERM, EPROTO, WireProtocolError
-from nodes.lnet.hdr import LNET_PING_INFO_MIN_SIZE, LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL
+from nodes.lnet.hdr import (
+    LNET_PING_INFO_MIN_SIZE,
+    LNET_PROTO_PING_MATCHBITS,
+    LNET_RESERVED_PORTAL,
+    Payload,
+)
 from nodes.lnet.msg import MDOwner, OwnerRole
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.ping import (
@@ -86,7 +91,7 @@ def features(dc: Discovery, peer: Peer, info: PingInfo, *, push: bool) -> None:
         peer.state &= ~MULTI_RAIL
 
 
-def _parse(payload: bytes) -> PingInfo | int:
+def _parse(payload: Payload) -> PingInfo | int:
     """The reply's buffer, or the size to ask for next time when it was truncated."""
     try:
         return PingInfo.unpack(payload)
@@ -95,7 +100,7 @@ def _parse(payload: bytes) -> PingInfo | int:
         return need if need > len(payload) else -EPROTO
 
 
-def _ping_reply(dc: Discovery, peer: Peer, now: float, *, payload: bytes = b"",
+def _ping_reply(dc: Discovery, peer: Peer, now: float, *, payload: Payload = b"",
                 source: NID | None = None, md: MD | None = None,
                 **kw: object) -> tuple[int, list[Action]]:
     """``lnet_discovery_event_reply`` (spec §5.2 events, §5.4)."""

@@ -82,6 +82,7 @@ from nodes.lnet.errors import EHOSTUNREACH, EPROTO, WireProtocolError
 from nodes.lnet.hdr import (
     LNET_RESERVED_PORTAL,
     MsgType,
+    Payload,
 )
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.msg import MD, Msg, MsgInput, OwnerRole
@@ -289,7 +290,7 @@ class Discovery:
         actions = self.start(peer, now, force_ping=force, force_push=force)
         return md.handle, actions
 
-    def on_md_event(self, md: MD, kind: str, status: int, payload: bytes,
+    def on_md_event(self, md: MD, kind: str, status: int, payload: Payload,
                     source: NID | None) -> list[Action]:
         """``lnet_discovery_event_handler``: REPLY/ACK/SEND error/UNLINK of a ping or push."""
         assert md.owner is not None
@@ -319,7 +320,7 @@ class Discovery:
         self.rearm()
         return actions
 
-    def on_push(self, src: NID, payload: bytes, now: float) -> tuple[bool, list[Action]]:
+    def on_push(self, src: NID, payload: Payload, now: float) -> tuple[bool, list[Action]]:
         """A PUT on portal 0 with the ping match bits: the push target
         (``lnet_peer_push_event``). Returns (accepted, actions); a non-MR node has no push
         target: the push is dropped and no ACK is sent (dyn-010)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodes.lnet.hdr import LNetHdr
+from nodes.lnet.hdr import LNetHdr, Payload
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
@@ -29,7 +29,7 @@ class MessageReceived:
     ni: NID
     peer_nid: NID
     hdr: LNetHdr
-    payload: bytes
+    payload: Payload
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)

@@ -26,6 +26,9 @@ LNET_PID_USERFLAG = 0x80000000
 #: lnet_hdr_nid4 is 72 bytes; a message body never exceeds LNET_MTU (spec §0).
 LNET_HDR_SIZE = 72
 LNET_MTU = 1 << 20
+#: a message's payload as the engine gets it: ``bytes``, or a read-only view of the LND's
+#: receive buffer (a bulk payload, never copied: nodes/lnd/framing.py ``Payload``)
+Payload = bytes | memoryview
 #: Reserved portal and match bits of the ping/push targets (spec §4.1).
 LNET_RESERVED_PORTAL = 0
 LNET_PROTO_PING_MATCHBITS = 0x8000000000000000

@@ -29,13 +29,13 @@ from typing import Any
 
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.counters import GlobalCounters
-from nodes.lnet.hdr import MsgType, WireHandle
+from nodes.lnet.hdr import MsgType, Payload, WireHandle
 from nodes.lnet.msg import MD, ME, MDOwner, OwnerRole
 from nodes.lnet.nid import NID
 from nodes.lnet.timers import MD_RESPONSE, MD_USER, Timers
 
 #: a component's handler for its MDs' events: (md, kind, status, payload, source) -> actions
-OwnerHandler = Callable[[MD, str, int, bytes, NID | None], list[Action]]
+OwnerHandler = Callable[[MD, str, int, Payload, NID | None], list[Action]]
 _MD_KINDS = frozenset({MD_RESPONSE, MD_USER})
 
 
@@ -119,7 +119,7 @@ class MDTable:
         return best.md if best is not None else None
 
     def delivered(self, md: MD, kind: str, *, source: NID | None, initiator: NID | None,
-                  target: NID | None, payload: bytes = b"", mlength: int = 0
+                  target: NID | None, payload: Payload = b"", mlength: int = 0
                   ) -> list[Action]:
         """A PUT or GET matched target MD ``md`` (``lnet_md_deliver_event``): its event, if
         posted with events; the last one its threshold allows unlinks it."""
@@ -164,7 +164,7 @@ class MDTable:
     # ------------------------------------------------------------------ events
     def event(self, md: MD, kind: str, status: int, *, unlinked: bool = False,
               source: NID | None = None, initiator: NID | None = None,
-              payload: bytes = b"", mlength: int = 0,
+              payload: Payload = b"", mlength: int = 0,
               target: NID | None = None) -> list[Action]:
         """Deliver an event on ``md``: to the upper layer, or to the owner's component."""
         if md.unlinked and not unlinked:
@@ -176,7 +176,7 @@ class MDTable:
                         mlength=mlength, target=target)]
 
     def final(self, md: MD, kind: str, status: int, *, source: NID | None = None,
-              initiator: NID | None = None, payload: bytes = b"",
+              initiator: NID | None = None, payload: Payload = b"",
               mlength: int = 0, target: NID | None = None) -> list[Action]:
         """The MD's last event (exactly once): unlink it (and its ME) and detach its
         response tracker. A target MD posted without events stays silent."""

@@ -27,7 +27,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodes.lnet.hdr import LNetHdr, MsgType
+from nodes.lnet.hdr import LNetHdr, MsgType, Payload
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
@@ -181,7 +181,7 @@ class Msg:
     mid: int
     type: MsgType
     hdr: LNetHdr
-    payload: bytes
+    payload: Payload
     md: MD | None = None
     is_response: bool = False
     recovery: bool = False

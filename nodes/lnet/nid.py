@@ -48,7 +48,7 @@ ADDR_ANY = 0xFFFF_FFFF
 _NUM_RE = re.compile(r"^[0-9]+$")
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Net:
     """An LNet network id: lnd type and number (``tcp1`` is Net(SOCKLND, 1))."""
 
@@ -67,6 +67,28 @@ class Net:
     def __eq__(self, other: object) -> bool:  # (the generated one, without two tuples)
         if other.__class__ is Net:
             return self.lnd == other.lnd and self.num == other.num
+        return NotImplemented
+
+    # the ordering ``order=True`` generated (``(lnd, num)``), written out: mypyc's compiled
+    # class has the rich comparisons already, which ``dataclass(order=True)`` refuses
+    def __lt__(self, other: object) -> bool:
+        if other.__class__ is Net:
+            return (self.lnd, self.num) < (other.lnd, other.num)
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if other.__class__ is Net:
+            return (self.lnd, self.num) <= (other.lnd, other.num)
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if other.__class__ is Net:
+            return (self.lnd, self.num) > (other.lnd, other.num)
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if other.__class__ is Net:
+            return (self.lnd, self.num) >= (other.lnd, other.num)
         return NotImplemented
 
     @property
@@ -106,7 +128,7 @@ LO_NET = Net(LOLND, 0)
 LO_KEY = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class NID:
     """A 4-byte-address NID (the nid4 form carried by socklnd V3 and ``lnet_hdr_nid4``)."""
 
@@ -138,6 +160,28 @@ class NID:
         # dict hit with an equal NID of another object calls it: several per message)
         if other.__class__ is NID:
             return self.addr == other.addr and self._net == other._net
+        return NotImplemented
+
+    # the ordering ``order=True`` generated (``(_net, addr)``), written out: mypyc's compiled
+    # class has the rich comparisons already, which ``dataclass(order=True)`` refuses
+    def __lt__(self, other: object) -> bool:
+        if other.__class__ is NID:
+            return (self._net, self.addr) < (other._net, other.addr)
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if other.__class__ is NID:
+            return (self._net, self.addr) <= (other._net, other.addr)
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if other.__class__ is NID:
+            return (self._net, self.addr) > (other._net, other.addr)
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if other.__class__ is NID:
+            return (self._net, self.addr) >= (other._net, other.addr)
         return NotImplemented
 
     @property

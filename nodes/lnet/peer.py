@@ -21,6 +21,7 @@ from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
     from nodes.lnet.msg import MD, Msg
+    from nodes.lnet.ping import PingInfo
 
 # lp_state bits (spec §1.3)
 LNET_PEER_MULTI_RAIL = 0x1
@@ -108,7 +109,7 @@ class Peer:
     disc_src_nid: NID | None = None
     disc_dst_nid: NID | None = None
     disc_net: Net | None = None
-    data: object = None
+    data: PingInfo | None = None
     data_bytes: int = 0
     peer_seqno: int = 0
     node_seqno: int = 0
@@ -269,7 +270,9 @@ class PeerTable:
         if not pnet.lpnis:
             pnet.peer.nets.remove(pnet)
 
-    _del_lpni = del_lpni  # the name older callers (unit tests) use
+    def _del_lpni(self, lpni: PeerNI) -> None:
+        """``del_lpni`` by the name older callers (unit tests) use."""
+        self.del_lpni(lpni)
 
     def delete_peer(self, peer: Peer) -> None:
         for lpni in list(peer.lpnis):

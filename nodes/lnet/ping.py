@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nodes.lnet.errors import WireProtocolError
+from nodes.lnet.hdr import Payload
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNetNI
 from nodes.lnet.nid import LO_NID, NID
 
@@ -58,7 +59,7 @@ class PingInfo:
         return b"".join(out)
 
     @classmethod
-    def unpack(cls, data: bytes) -> PingInfo:
+    def unpack(cls, data: Payload) -> PingInfo:
         """``lnet_ping_info_validate``: magic, NI_STATUS feature, 1 <= nnis, entry0 == 0@lo."""
         if len(data) < _HDR.size + _ENTRY.size:
             raise WireProtocolError(f"ping buffer too short ({len(data)} bytes)")
@@ -74,7 +75,7 @@ class PingInfo:
             raise WireProtocolError("ping buffer entry 0 is not 0@lo")
         nis = tuple((NID.from_nid4(nid4), status) for nid4, status, _ in entries[1:])
         return cls(features, pid, entries[0][1], nis,
-                   _metadata(data, _HDR.size + nnis * _ENTRY.size, features))
+                   _metadata(bytes(data), _HDR.size + nnis * _ENTRY.size, features))
 
 
 def _metadata(data: bytes, at: int, features: int) -> tuple[tuple[NID, bytes], ...]:
@@ -118,7 +119,7 @@ def node_ping_info(pid: int, seq: int, multi_rail: bool, discovery: bool, rte_di
         metadata)
 
 
-def ping_info_size(data: bytes) -> int:
+def ping_info_size(data: Payload) -> int:
     """Bytes the whole buffer takes, from its header (0 if even the header is missing):
     a reply shorter than this was truncated and the ping is retried with a bigger sink."""
     if len(data) < _HDR.size:
@@ -143,7 +144,7 @@ def feature_names(features: int) -> list[str]:
     return [n for bit, n in names.items() if features & bit]
 
 
-def metadata_report(payload: bytes) -> list[str]:
+def metadata_report(payload: Payload) -> list[str]:
     """api-ni.c ``lnet_dump_nid_metadata`` under CFS_FAIL_TEST_PING_MD: the console lines of
     a metadata reply ("Ping reply received with mapping:", then "found metadata reply NI[nid]"
     per entry); nothing when the reply carries no metadata."""

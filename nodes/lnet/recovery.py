@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.hdr import Payload
 from nodes.lnet.msg import MD, MDOwner, OwnerRole
 from nodes.lnet.nid import NID
 from nodes.lnet.timers import MONITOR, Timers
@@ -225,7 +226,7 @@ class Recovery:
         self.rearm()
         return actions
 
-    def on_ni_md_event(self, md: MD, kind: str, status: int, payload: bytes,
+    def on_ni_md_event(self, md: MD, kind: str, status: int, payload: Payload,
                        source: NID | None) -> list[Action]:
         """``lnet_mt_event_handler`` -> ``lnet_handle_recovery_reply`` for a local NI ping:
         SEND clears PENDING only when it failed; REPLY and UNLINK clear it; a failure marks
@@ -267,7 +268,7 @@ class Recovery:
             actions += acts
         return actions
 
-    def on_md_event(self, md: MD, kind: str, status: int, payload: bytes,
+    def on_md_event(self, md: MD, kind: str, status: int, payload: Payload,
                     source: NID | None) -> list[Action]:
         """``lnet_mt_event_handler``/``lnet_handle_recovery_reply`` for a peer NI ping."""
         assert md.owner is not None and self.peers is not None

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.actions import Action, Log
-from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType
+from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType, Payload
 from nodes.lnet.msg import Forwarding, Msg, MsgInput, MsgPhase
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
@@ -95,7 +95,7 @@ class RouterPools:
     def pools_idle(self) -> bool:
         return all(p.credits == p.nbuffers and not p.msgs for p in self.pools or [])
 
-    def forward(self, ni: LNetNI, lpni: PeerNI, hdr: LNetHdr, payload: bytes,
+    def forward(self, ni: LNetNI, lpni: PeerNI, hdr: LNetHdr, payload: Payload,
                 now: float) -> list[Action]:
         """A message for another node arrived on a router (seed 001, spec §1.5, §6.6):
         committed for receiving, a peer router credit taken (``peerrtrcredit``)."""

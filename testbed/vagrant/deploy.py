@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -31,10 +32,10 @@ class DeployError(Exception):
     """Building or installing the wheels failed; one line."""
 
 
-def _pip_wheel(args: list[str], out: Path) -> None:
+def _pip_wheel(args: list[str], out: Path, env: dict[str, str] | None = None) -> None:
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
                            str(out), *args], capture_output=True, text=True, timeout=600,
-                          check=False)
+                          check=False, env=env)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-4:])
         raise DeployError(f"pip wheel {' '.join(args)}: {tail}")
@@ -47,7 +48,10 @@ def build_wheels(out: Path, cache_root: Path = CACHE_ROOT) -> list[Path]:
     cache.mkdir(parents=True, exist_ok=True)
     nfq = importlib.metadata.version("netfilterqueue")
     with locked(cache / "build.lock"):  # one setuptools build/ directory per checkout
-        _pip_wheel(["--no-build-isolation", str(PROJECT_ROOT)], out)
+        # the engine as pure Python: compiling it (setup.py) would add minutes to each
+        # bring-up, and the guests' few nodes are no CPU bound
+        _pip_wheel(["--no-build-isolation", str(PROJECT_ROOT)], out,
+                   env={**os.environ, "LNET_TESTBED_PURE_PYTHON": "1"})
         if not list(cache.glob(f"netfilterqueue-{nfq}-*.whl")):
             _pip_wheel([f"netfilterqueue=={nfq}"], cache)
     wheels = sorted(out.glob("lnet_testbed-*.whl"))

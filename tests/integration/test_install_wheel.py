@@ -60,6 +60,11 @@ def test_wheel_in_a_clean_venv_runs_a_builtin_topology_as_nobody(venv: Path) -> 
         assert res.returncode == 1 and "ModuleNotFoundError" in res.stderr
     for cmd in ("testbed", "lnetctl", "lctl"):  # console scripts
         assert (venv / "venv/bin" / cmd).is_file()
+    # the engine compiled by the wheel's build (setup.py: mypyc, gcc and Python's headers are
+    # here, `make deps`), and used
+    native = _run(venv, py, "-c", "import nodes.lnet as n, nodes.lnet.engine as e; "
+                  "print(n.NATIVE, e.__file__.endswith('.so'))")
+    assert native.stdout.split() == ["True", "True"], native.stderr
     version = _run(venv, tb, "--version")
     assert version.returncode == 0 and version.stdout.startswith("testbed ")
     assert _run(venv, py, "-m", "testbed", "--version").stdout == version.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+from dataclasses import fields
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -282,7 +283,8 @@ def test_fuzz_only_wire_errors(prefix_len: int, junk: bytes, cut: int, bytewise:
 def test_buffer_is_bounded() -> None:
     conn, _ = _running_pair()
     hdr = _put(b"")
-    big = LNetHdr(**{**{f: getattr(hdr, f) for f in hdr.__slots__}, "payload_length": LNET_MTU})
+    big = LNetHdr(**{**{f.name: getattr(hdr, f.name) for f in fields(hdr)},
+                     "payload_length": LNET_MTU})
     head = wire.pack_msg(wire.KsockMsg(wire.KSOCK_MSG_NOOP))
     frame = struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + wire.pack_hdr(big)
     conn.receive_data(head + frame + b"x" * 1000)

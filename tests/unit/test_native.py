@@ -1,0 +1,115 @@
+"""The compiled engine (setup.py, ``nodes/lnet/__init__.py``): used only while it matches the
+sources; every module imports compiled; the pure-Python fallback is one variable away.
+
+The engine's modules compiled with mypyc sit in ``nodes/lnet/_native/`` with the hash of the
+sources they were built from. A copy of the package is made in a temporary directory and
+imported there in a child process: with the recorded hash it runs compiled, with one source
+edited it runs that source (and says so in one line), never the old compiled code.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nodes.lnet
+import nodes.lnet.engine
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "nodes" / "lnet"
+NATIVE = ENGINE / "_native"
+#: the modules setup.py leaves as Python
+NOT_COMPILED = {"__init__", "errors"}
+SO = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def _built() -> bool:
+    """Compiled modules for these very sources are here (``make venv``/``make native`` ran
+    with a C compiler)."""
+    stamp = NATIVE / "SOURCES"
+    return stamp.is_file() and stamp.read_text().strip() == nodes.lnet.source_digest(
+        str(ENGINE))
+
+
+def _copy(tmp: Path, with_native: bool = True) -> Path:
+    """``nodes/__init__.py`` and ``nodes/lnet`` (sources, and the compiled modules if asked)
+    under ``tmp``."""
+    (tmp / "nodes").mkdir()
+    shutil.copy(ROOT / "nodes" / "__init__.py", tmp / "nodes")
+    shutil.copytree(ENGINE, tmp / "nodes" / "lnet", ignore=shutil.ignore_patterns(
+        "__pycache__", *(() if with_native else ("_native",))))
+    return tmp / "nodes" / "lnet"
+
+
+def _import(tmp: Path, pure: bool = False) -> tuple[str, str]:
+    """A child imports ``nodes.lnet.engine`` from ``tmp``: (``NATIVE`` and the engine's file,
+    stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != nodes.lnet.PURE_ENV}
+    if pure:
+        env[nodes.lnet.PURE_ENV] = "1"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import nodes.lnet.engine as e; "
+            "import nodes.lnet as p; print(p.NATIVE, e.__file__)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp)], capture_output=True,
+                         text=True, timeout=60, check=True, env=env)
+    return out.stdout.strip(), out.stderr
+
+
+def test_in_use_exactly_when_built_for_these_sources() -> None:
+    """The compiled engine runs here when it was built for these sources and not switched off;
+    the test run says which (``NATIVE``)."""
+    off = bool(os.environ.get(nodes.lnet.PURE_ENV))
+    assert (_built() and not off) == nodes.lnet.NATIVE
+    where = nodes.lnet.engine.__file__ or ""
+    assert where.endswith(SO) if nodes.lnet.NATIVE else where == str(ENGINE / "engine.py")
+
+
+def test_an_edited_source_is_not_shadowed_by_old_compiled_code(tmp_path: Path) -> None:
+    if not _built():
+        pytest.skip("no compiled engine for these sources (no C compiler at install?)")
+    pkg = _copy(tmp_path)
+    out, err = _import(tmp_path)
+    native, where = out.split()
+    assert native == "True" and Path(where).parent == pkg / "_native" and err == ""
+    assert _import(tmp_path, pure=True) == (f"False {pkg / 'engine.py'}", "")
+    hstatus = pkg / "hstatus.py"
+    hstatus.write_text(hstatus.read_text() + "# edited\n")
+    out, err = _import(tmp_path)
+    assert out == f"False {pkg / 'engine.py'}"  # the sources, edited one included
+    assert err.count("\n") == 1 and "older than its sources" in err and "make native" in err
+
+
+def test_a_stale_or_absent_build_runs_the_sources(tmp_path: Path) -> None:
+    """Without a C compiler nothing is built: the sources run, silently. A build recorded for
+    other sources: the sources run, with one line (no compiled code needed to show it)."""
+    pkg = _copy(tmp_path, with_native=False)
+    assert _import(tmp_path) == (f"False {pkg / 'engine.py'}", "")
+    (pkg / "_native").mkdir()
+    (pkg / "_native" / "SOURCES").write_text("0" * 64 + "\n")
+    out, err = _import(tmp_path)
+    assert out == f"False {pkg / 'engine.py'}" and err.count("\n") == 1
+
+
+def test_every_module_imports_compiled() -> None:
+    """Each engine module but ``NOT_COMPILED`` is the compiled one, and importing any of them
+    first works: a compiled dataclass naming a type from a module not yet imported would crash
+    the interpreter (mypyc issue 1209; ``nodes/lnet/__init__.py`` imports the engine first)."""
+    if not _built():
+        pytest.skip("no compiled engine for these sources (no C compiler at install?)")
+    names = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in NOT_COMPILED)
+    env = {k: v for k, v in os.environ.items() if k != nodes.lnet.PURE_ENV}
+    for name in (names[0], "msg", names[-1]):  # alone, in a fresh interpreter
+        subprocess.run([sys.executable, "-c", f"import nodes.lnet.{name}"], check=True,
+                       timeout=60, env=env, cwd=ROOT)
+    code = ("import importlib, sys\nfor n in sys.argv[1:]:\n"
+            "    print(importlib.import_module('nodes.lnet.' + n).__file__)")
+    out = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True,
+                         check=True, timeout=60, env=env, cwd=ROOT).stdout.split()
+    # (a module first imported by compiled code gets a made-up ``__file__`` under _native/)
+    assert [f for f in out if not (f.startswith(str(NATIVE)) and f.endswith(SO))] == []
+    assert len(out) == len(names)
