@@ -87,3 +87,20 @@ def test_threshold_counts_down_and_an_infinite_buffer_stays() -> None:
     assert [e.unlinked for e in _events(fab, "s1", two)] == [False, True]
     assert [e.unlinked for e in _events(fab, "s1", inf)] == [False, False, False]
     assert s1.md_by_handle(inf) is not None
+
+
+def test_a_get_of_a_whole_posted_source_replies_with_its_buffer_uncopied() -> None:
+    """lnet_selftest brw write: the server GETs the client's whole 1 MiB bulk. The REPLY
+    carries the MD's buffer itself (receive.py ``_window``): compiled code copies even a
+    whole-bytes slice, which cost the client a fresh 1 MiB buffer per RPC (throughput.py)."""
+    fab = mr2_fabric()
+    s1 = fab.engines["s1"]
+    data = b"bulk" * 1024
+    s1.attach_me(FREE, 8, 0, data=data, events=True, threshold=2)
+    for length in (len(data), 16):
+        fab.call("c1", fab.engines["c1"].get, fab.now, S[0], length=length, portal=FREE,
+                 match_bits=8)
+        fab.run_until(fab.now + 1)
+    replies = [t.payload for _, node, t in fab.transmits
+               if node == "s1" and t.hdr.type.name == "REPLY"]
+    assert replies[0] is data and replies[1] == data[:16]
