@@ -37,6 +37,19 @@ def _built() -> bool:
         str(ENGINE))
 
 
+#: set by .ci/run: the machine has a C compiler, so a missing build is a failure, not a skip
+REQUIRE_ENV = "LNET_TESTBED_REQUIRE_NATIVE"
+
+
+def _need_build() -> None:
+    if _built():
+        return
+    if os.environ.get(REQUIRE_ENV):
+        pytest.fail(f"{REQUIRE_ENV} is set but the engine is not compiled for these sources "
+                    "(the build fell back to Python: see `make native`)")
+    pytest.skip("no compiled engine for these sources (no C compiler at install?)")
+
+
 def _copy(tmp: Path, with_native: bool = True) -> Path:
     """``nodes/__init__.py`` and ``nodes/lnet`` (sources, and the compiled modules if asked)
     under ``tmp``."""
@@ -64,14 +77,15 @@ def test_in_use_exactly_when_built_for_these_sources() -> None:
     """The compiled engine runs here when it was built for these sources and not switched off;
     the test run says which (``NATIVE``)."""
     off = bool(os.environ.get(nodes.lnet.PURE_ENV))
+    if not off:
+        _need_build()
     assert (_built() and not off) == nodes.lnet.NATIVE
     where = nodes.lnet.engine.__file__ or ""
     assert where.endswith(SO) if nodes.lnet.NATIVE else where == str(ENGINE / "engine.py")
 
 
 def test_an_edited_source_is_not_shadowed_by_old_compiled_code(tmp_path: Path) -> None:
-    if not _built():
-        pytest.skip("no compiled engine for these sources (no C compiler at install?)")
+    _need_build()
     pkg = _copy(tmp_path)
     out, err = _import(tmp_path)
     native, where = out.split()
@@ -99,8 +113,7 @@ def test_every_module_imports_compiled() -> None:
     """Each engine module but ``NOT_COMPILED`` is the compiled one, and importing any of them
     first works: a compiled dataclass naming a type from a module not yet imported would crash
     the interpreter (mypyc issue 1209; ``nodes/lnet/__init__.py`` imports the engine first)."""
-    if not _built():
-        pytest.skip("no compiled engine for these sources (no C compiler at install?)")
+    _need_build()
     names = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in NOT_COMPILED)
     env = {k: v for k, v in os.environ.items() if k != nodes.lnet.PURE_ENV}
     for name in (names[0], "msg", names[-1]):  # alone, in a fresh interpreter
