@@ -151,9 +151,18 @@ def _daemon_tracebacks(rdir: Path) -> list[str]:
         except OSError:
             continue
         if "Traceback (most recent call last)" in text:
-            tail = text[text.index("Traceback (most recent call last)"):][-1500:]
-            found.append(f"{rdir.name}: node {log.stem} logged a traceback:\n{tail}")
+            found.append(f"{rdir.name}: node {log.stem} logged a traceback:\n"
+                         f"{_first_traceback(text)}")
     return found
+
+
+def _first_traceback(text: str, limit: int = 3000) -> str:
+    """The first traceback of a log, up to its exception line (the log lines after it can be
+    many: showing the log's tail instead hid the traceback itself)."""
+    lines = text[text.index("Traceback (most recent call last)"):].splitlines()
+    end = next((i for i, line in enumerate(lines[1:], 1) if not line.startswith(" ")),
+               len(lines) - 1)
+    return "\n".join(lines[:end + 1])[-limit:]
 
 
 def wait_for(check: Callable[[], Any], timeout: float, interval: float = 0.2,

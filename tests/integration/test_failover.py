@@ -52,6 +52,11 @@ def stats(node: MininetNode) -> dict[str, int]:
     return node.lnetctl_yaml("stats", "show")["statistics"]
 
 
+def gets_sent(node: MininetNode) -> int:
+    """GETs c1's tcp NIs sent (``sent_stats``): pings, as no test here GETs."""
+    return sum(ni["sent_stats"]["get"] for ni in local_nis(node).values())
+
+
 def sends(node: MininetNode) -> dict[str, int]:
     return {nid: ni["statistics"]["send_count"] for nid, ni in local_nis(node).items()}
 
@@ -146,22 +151,31 @@ def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
     credits when it passes is not resent (``lnet_health_check``) and fails at SEND with
     -ETIMEDOUT. How many do depends on how fast a loaded host drains the queue (0 on an idle
     host, 20-23 of 400 seen with the host loaded 3-5 times over its cores), so the test allows
-    that error and no other, and still counts every missing ACK exactly.
+    that error, and -EIO for a message whose retry_count + 1 attempts all met a closed conn
+    (rare: a resend from eth0 to s1's eth1 leaves by c1's eth1 too, the kernel's connected
+    route), and no other; it still counts every missing ACK, the only other response timeouts
+    being pings (GETs) whose REPLY the blackhole ate.
     """
     tb = testbed_factory()
     c1 = tb.node("c1")
     assert c1.lnetctl("net", "set", "--net", "tcp", "--lnd-timeout", "1").rc == 0
     warm = c1.put(S1_ETH0, count=200, size=1024)
     assert warm["failed"] == 0, warm
-    base = stats(c1)
+    base, base_gets = stats(c1), gets_sent(c1)
     try:
         iptables_blackhole(c1, "eth1", True)
         burst = c1.put(S1_ETH0, count=400, size=1024, timeout=300)
-        st = stats(c1)
+        st, gets = stats(c1), gets_sent(c1) - base_gets
         failed = burst["failed"]
-        assert set(burst["errors"]) <= {"UNLINK:-110", "SEND:-110"}, (burst, base, st)
+        # SEND -EIO: every attempt met a conn closed under it (retries spent; eth0 -> s1's
+        # eth1 leaves by eth1 too, the kernel's connected route); seen 1 in 10 runs, loaded
+        assert set(burst["errors"]) <= {"UNLINK:-110", "SEND:-110", "SEND:-5"}, (burst, st)
         rt = st["response_timeout_count"] - base["response_timeout_count"]
-        assert burst["errors"].get("UNLINK:-110", 0) == rt, (burst, st)
+        # every missing ACK is a response timeout; the only others are pings (GETs: recovery
+        # and discovery) whose REPLY the blackhole ate (lnet_finalize_expired_responses
+        # counts those too), and the burst sends no GET
+        unlinks = burst["errors"].get("UNLINK:-110", 0)
+        assert unlinks <= rt <= unlinks + gets, (burst, gets, st)
         assert burst["completed"] + failed == 400
         assert burst["completed"] > 0
         nis = local_nis(c1)
