@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 SRPC_REQUEST_PORTAL = 50  # test RPC requests (selftest.h)
 SRPC_FRAMEWORK_REQUEST_PORTAL = 51  # framework RPC requests (a lazy portal)
@@ -182,9 +182,9 @@ class SrpcWireError(ValueError):
     """Bytes that are not an ``srpc_msg`` (the RPC is dropped, rpc.c)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SrpcMsg:
-    """A decoded ``srpc_msg``: header words and the body's fields."""
+class SrpcMsg(NamedTuple):
+    """A decoded ``srpc_msg``: header words and the body's fields (a tuple: one is decoded
+    per RPC on each side, and a frozen dataclass's ``__init__`` costs five ``setattr``)."""
 
     type: MsgType
     version: int
