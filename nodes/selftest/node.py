@@ -74,10 +74,7 @@ class Selftest:
         srpc = self.srpc
         srpc.now = now
         srpc.on_md_event(ev)
-        out = srpc.out
-        if not out:
-            return out  # (nothing to hand back: keep the list, skip a new one)
-        srpc.out = []
+        out, srpc.out = srpc.out, []
         return out
 
     def next_deadline(self) -> float | None:
