@@ -308,7 +308,8 @@ def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-AREAS = (("engine", "nodes/lnet/"), ("lnd", "nodes/lnd/"), ("daemon", "nodes/daemon/c"),
+AREAS = (("engine", "nodes/lnet/"), ("selftest", "nodes/selftest/"), ("lnd", "nodes/lnd/"),
+         ("daemon", "nodes/daemon/c"),
          ("daemon", "nodes/daemon/r"), ("zmq", "zmq/"))
 
 

@@ -12,7 +12,8 @@ prints for the server group (``lnd_bench.lst_ping_rate``) over ``--seconds``. Ea
 share of the burst's wall time on a CPU (``busy``) and runnable but waiting for one
 (``runq_wait``, /proc/PID/schedstat) tell a pipelining stall (both low: the daemons wait for
 each other) from a box too busy to measure on (``runq_wait`` high).
-``--profile DIR`` runs py-spy on both daemons during one extra LNet run. Run as root:
+``--profile DIR`` runs py-spy on both daemons during one extra LNet run and one extra ping
+batch. Run as root:
 
     .venv/bin/python benchmarks/msgrate.py [--runs 3] [--count 20000] [--profile DIR]
 """
@@ -72,6 +73,9 @@ def main() -> int:
             n = max(args.count, int(4 * max(lnet)))
             lb.profiled((c1, s1), Path(args.profile), "put8",
                         lambda: load(c1, lb.server_nid(0), "write", SIZE, n))
+            lb.profiled((c1, s1), Path(args.profile), "ping",
+                        lambda: lb.lst_ping_rate(c1, s1, lb.server_nid(0), seconds=4.0),
+                        after=2.0)
     return 0
 
 

@@ -55,6 +55,13 @@ SRPC_RDMA_PORTAL = 52
 SRPC_BULK_DATA = bytes(LNET_MTU)
 
 
+#: the shortest sleep of the loop's selector (epoll's timeout is in milliseconds)
+_SELECT_RESOLUTION = 1e-3
+
+
+def _no_op() -> None:
+    """A ready callback: the loop polls without sleeping (``NodeRuntime._arm_timer``)."""
+
 class NodeRuntime:
     """Owns the engine, the socklnd and the timer of one emulated node; the engine's actions
     are carried out by the shared ``NodeDriver`` (``nodes/driver.py``), with the loop's clock,
@@ -166,7 +173,12 @@ class NodeRuntime:
         """The loop timer at the engine's earliest deadline. A timer already armed at or
         before it stays (it fires early, nothing is due yet and the driver arms again):
         with messages in flight the earliest response deadline moves on every completion,
-        and a cancelled and recreated TimerHandle per message was measurable (issue 13)."""
+        and a cancelled and recreated TimerHandle per message was measurable (issue 13).
+        A deadline closer than the selector can sleep (epoll waits whole milliseconds,
+        rounded up) also gets a no-op callback, so the loop's next turn polls instead of
+        sleeping a millisecond: selftest's work queue runs a microsecond after it was
+        scheduled (``sfwtest.WORK_DELAY``), and each of those sleeps stalled an lst ping
+        batch (both daemons ~40 % idle at 64 RPCs in flight)."""
         timer = self._timer
         if timer is not None:
             if deadline is not None and timer.when() <= deadline:
@@ -174,7 +186,10 @@ class NodeRuntime:
             timer.cancel()
             self._timer = None
         if deadline is not None:
-            self._timer = self.loop.call_at(deadline, self._on_timer)
+            loop = self.loop
+            self._timer = loop.call_at(deadline, self._on_timer)
+            if deadline - loop.time() < _SELECT_RESOLUTION:
+                loop.call_soon(_no_op)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -71,9 +71,11 @@ class Selftest:
 
     # ------------------------------------------------------------------ upper layer
     def on_md_event(self, ev: MDEvent, now: float) -> list[Action]:
-        self.srpc.now = now
-        self.srpc.on_md_event(ev)
-        return self._take()
+        srpc = self.srpc
+        srpc.now = now
+        srpc.on_md_event(ev)
+        out, srpc.out = srpc.out, []
+        return out
 
     def next_deadline(self) -> float | None:
         return self.timers.next_deadline()
@@ -83,7 +85,7 @@ class Selftest:
         for key in self.timers.due(now):
             kind = key[0]  # type: ignore[index]
             if kind == "rpc":
-                self.client.expired(key[1])  # type: ignore[index]
+                self.client.expire()
             elif kind == "trans":
                 self.console.conrpc.timed_out(key[1])  # type: ignore[index]
             elif kind == "session":

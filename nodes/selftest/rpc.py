@@ -134,7 +134,7 @@ class Srpc:
             return
         if ev.unlinked:
             del self.handles[ev.handle]
-        if ev.status not in (0, -ECANCELED):  # srpc_lnet_ev_handler: cancellation is none
+        if ev.status and ev.status != -ECANCELED:  # srpc_lnet_ev_handler: cancellation is none
             self.counters.errors += 1
             log.debug("LNet event status %d type %s, RPC errors %d", ev.status, ev.kind,
                       self.counters.errors)

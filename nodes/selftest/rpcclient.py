@@ -8,11 +8,22 @@ came in. An error, a bad reply (type or magic: -EBADMSG) or the timer (-ETIMEDOU
 the RPC: all its MDs are unlinked and it finishes (``done`` called exactly once) when the
 last UNLINK came. A reply with an error status unlinks the bulk buffer (the server may never
 have moved it) without failing the RPC: the reply stands.
+
+Expiry timers (``stt_add_timer`` per RPC) are kept here, not as one ``TimerHeap`` key per RPC:
+RPCs posted with the same timeout expire in posting order, so each timeout has an
+insertion-ordered queue (RPC -> its deadline), and one heap key (``RPC_TIMER``) stands at the
+earliest deadline armed. Finishing an RPC is a dict pop; the key is disarmed when no RPC
+waits and otherwise left where it is: when it comes early (its RPC finished), the due ones
+expire and it moves to the queues' new earliest deadline. An RPC still expires at exactly
+its deadline, and a busy node no longer leaves a heap entry per RPC (seconds of them at
+``rpc_timeout``) behind for the collector to walk.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from errno import EBADMSG, EINTR, ETIMEDOUT
@@ -22,12 +33,14 @@ from nodes.lnet.actions import MDEvent
 from nodes.lnet.nid import NID
 from nodes.selftest import wire
 from nodes.selftest.rpc import Bulk, Ev, Srpc, State
-from nodes.selftest.wire import MsgType, Service, SrpcMsg
+from nodes.selftest.wire import Service, SrpcMsg
 
 log = logging.getLogger("lnet.selftest")
+#: the TimerHeap key of every client RPC's expiry (``SrpcClient.expire``)
+RPC_TIMER = ("rpc",)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ClientRpc:
     """``struct srpc_client_rpc``: ``done`` is called once, ``status`` then final."""
 
@@ -44,9 +57,9 @@ class ClientRpc:
     aborted: bool = False
     closed: bool = False
     reply: SrpcMsg | None = None
-    reqst_ev: Ev = field(default_factory=Ev)
-    reply_ev: Ev = field(default_factory=Ev)
-    bulk_ev: Ev = field(default_factory=Ev)
+    reqst_ev: Ev = field(default_factory=lambda: Ev(fired=False))
+    reply_ev: Ev = field(default_factory=lambda: Ev(fired=False))
+    bulk_ev: Ev = field(default_factory=Ev)  # (fired: an RPC without bulk waits for none)
     mdhs: list[int] = field(default_factory=list)
 
 
@@ -55,16 +68,17 @@ class SrpcClient:
 
     def __init__(self, srpc: Srpc) -> None:
         self.srpc = srpc
-        self._expiry: dict[int, ClientRpc] = {}  # id(rpc) -> an RPC whose timer is armed
+        #: timeout -> the RPCs armed with it, in arming (so deadline) order -> (deadline, seq)
+        self._queues: dict[float, OrderedDict[ClientRpc, tuple[float, int]]] = {}
+        self._armed: float | None = None  # where RPC_TIMER stands
+        self._seq = itertools.count()
 
     def post(self, rpc: ClientRpc) -> None:
         """``srpc_post_rpc``: arm the expiry timer, post reply and bulk, send the request."""
         s = self.srpc
         if rpc.timeout > 0:
-            s.timers.arm(("rpc", id(rpc)), s.now + rpc.timeout)
-            self._expiry[id(rpc)] = rpc
+            self._arm(rpc, s.now + rpc.timeout)
         rpyid = s.next_id()
-        rpc.reply_ev = Ev(fired=False)
         rpc.mdhs.append(s.passive(rpyid, lambda ev: self._event(rpc, rpc.reply_ev, ev)))
         bulkid = 0
         if rpc.bulk is not None:
@@ -75,17 +89,55 @@ class SrpcClient:
                                data=b"" if bk.sink else bytes(bk.data))
             rpc.mdhs.append(bk.mdh)
         rpc.state = State.REQUEST_SUBMITTED
-        rpc.reqst_ev = Ev(fired=False)
-        msg = wire.pack(wire.REQUEST_OF[rpc.service], rpc.feats,
-                        **{**rpc.reqst, "rpyid": rpyid, "bulkid": bulkid})
+        msg = wire.pack_request(rpc.service, rpc.feats, rpc.reqst, rpyid, bulkid)
         rpc.mdhs.append(s.active(wire.serv_portal(rpc.service), int(rpc.service), rpc.dest,
                                  None, lambda ev: self._event(rpc, rpc.reqst_ev, ev),
                                  payload=msg))
 
-    def expired(self, key: int) -> None:
+    # ------------------------------------------------------------------ expiry
+    def _arm(self, rpc: ClientRpc, at: float) -> None:
+        q = self._queues.get(rpc.timeout)
+        if q is None:
+            q = self._queues[rpc.timeout] = OrderedDict()
+        q[rpc] = (at, next(self._seq))
+        if self._armed is None or at < self._armed:
+            self._armed = at
+            self.srpc.timers.arm(RPC_TIMER, at)
+
+    def _disarm(self, rpc: ClientRpc) -> None:
+        """``stt_del_timer`` of a finished RPC."""
+        q = self._queues.get(rpc.timeout)
+        if q is None or q.pop(rpc, None) is None:
+            return
+        if not q:
+            del self._queues[rpc.timeout]
+            if not self._queues:
+                self._armed = None
+                self.srpc.timers.cancel(RPC_TIMER)
+
+    def expire(self) -> None:
+        """``RPC_TIMER`` came: every RPC whose deadline has come expires (in deadline
+        order, ties in arming order), and the timer moves to the next deadline."""
+        now, due = self.srpc.now, []
+        for timeout, q in list(self._queues.items()):
+            while q:
+                rpc, (at, seq) = next(iter(q.items()))
+                if at > now:
+                    break
+                del q[rpc]
+                due.append((at, seq, rpc))
+            if not q:
+                del self._queues[timeout]
+        fronts = [next(iter(q.values()))[0] for q in self._queues.values()]
+        self._armed = min(fronts) if fronts else None
+        if self._armed is not None:
+            self.srpc.timers.arm(RPC_TIMER, self._armed)
+        for _at, _seq, rpc in sorted(due, key=lambda d: d[:2]):
+            self.expired(rpc)
+
+    def expired(self, rpc: ClientRpc) -> None:
         """``srpc_client_rpc_expired``: the RPC's timer fired."""
-        rpc = self._expiry.pop(key, None)
-        if rpc is None or rpc.closed:
+        if rpc.closed:
             return
         log.warning("Client RPC expired: service %d, peer %s, timeout %g.", rpc.service,
                     rpc.dest, rpc.timeout)
@@ -145,7 +197,7 @@ class SrpcClient:
                 return 0
             if rpc.reply_ev.status:
                 return rpc.reply_ev.status
-            expect = MsgType(wire.REQUEST_OF[rpc.service] + 1)
+            expect = wire.REPLY_OF[wire.REQUEST_OF[rpc.service]]
             if rpc.reply is None or rpc.reply.type != expect:
                 log.warning("Bad message from %s: type %s (%s expected)", rpc.dest,
                             rpc.reply.type if rpc.reply else None, expect.name)
@@ -168,6 +220,6 @@ class SrpcClient:
         if rpc.status == 0:
             rpc.status = status
         rpc.state = State.DONE
-        if self.srpc.timers.cancel(("rpc", id(rpc))):
-            self._expiry.pop(id(rpc), None)
+        if rpc.timeout > 0:
+            self._disarm(rpc)
         rpc.done(rpc)

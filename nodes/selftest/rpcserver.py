@@ -24,12 +24,12 @@ from nodes.lnet.actions import MDEvent
 from nodes.lnet.nid import NID
 from nodes.selftest import wire
 from nodes.selftest.rpc import Bulk, Ev, Srpc, State
-from nodes.selftest.wire import SRPC_MSG_VERSION, SRPC_RDMA_PORTAL, MsgType, Service, SrpcMsg
+from nodes.selftest.wire import SRPC_MSG_VERSION, SRPC_RDMA_PORTAL, Service, SrpcMsg
 
 log = logging.getLogger("lnet.selftest")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ServerRpc:
     """``struct srpc_server_rpc``: the handler fills ``reply`` (``status`` first) and may set
     a ``bulk`` to move before replying."""
@@ -155,8 +155,8 @@ class SrpcServer:
                 return
         rpc.state = State.REPLY_SUBMITTED  # srpc_send_reply
         rpc.ev = Ev(fired=False)
-        msg = wire.pack(MsgType(wire.REQUEST_OF[rpc.service.id] + 1), rpc.reply_feats,
-                        **rpc.reply)
+        msg = wire.pack_fields(wire.REPLY_OF[wire.REQUEST_OF[rpc.service.id]],
+                               rpc.reply_feats, rpc.reply)
         rpc.mdh = self.srpc.active(SRPC_RDMA_PORTAL, rpc.reqst.body["rpyid"], rpc.peer,
                                    rpc.self_nid, lambda e: self._event(rpc, e), payload=msg)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 SRPC_REQUEST_PORTAL = 50  # test RPC requests (selftest.h)
 SRPC_FRAMEWORK_REQUEST_PORTAL = 51  # framework RPC requests (a lazy portal)
@@ -91,17 +91,26 @@ _SRPC_COUNTERS = "5IQQ"  # errors, sent, rcvd, dropped, expired, bulk_get, bulk_
 _LNET_COUNTERS = "7I4Q"  # struct lnet_counters_common
 
 
+_STR_FIELDS = frozenset({"name", "group", "session", "u"})
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """One member of the ``srpc_msg`` body union: its packed struct and field names."""
+    """One member of the ``srpc_msg`` body union: its packed struct and field names, and
+    what an absent field packs as (0, or empty for a name)."""
 
     packer: struct.Struct
     swapped: struct.Struct
     fields: tuple[str, ...]
+    defaults: tuple[tuple[str, Any], ...]
+    strings: tuple[int, ...]  # indices of the name fields
 
 
 def _layout(fmt: str, names: str) -> Layout:
-    return Layout(struct.Struct("<" + fmt), struct.Struct(">" + fmt), tuple(names.split()))
+    fields = tuple(names.split())
+    return Layout(struct.Struct("<" + fmt), struct.Struct(">" + fmt), fields,
+                  tuple((n, b"" if n in _STR_FIELDS else 0) for n in fields),
+                  tuple(i for i, n in enumerate(fields) if n in _STR_FIELDS))
 
 
 SFW_FIELDS = "running_ms active_batches zombie_sessions brw_errors ping_errors"
@@ -154,6 +163,12 @@ SRPC_UNION_SIZE = max(lay.packer.size for lay in LAYOUTS.values())
 SRPC_MSG_SIZE = _HDR.size + SRPC_UNION_SIZE  # sizeof(struct srpc_msg): 160
 _PAD = {t: bytes(SRPC_UNION_SIZE - lay.packer.size) for t, lay in LAYOUTS.items()}
 _SWAB_MAGIC = int.from_bytes(SRPC_MSG_MAGIC.to_bytes(4, "little"), "big")
+#: the header of each message type with the usual features (0, or ``LST_FEATS_MASK``)
+_HDRS = {(t, f): _HDR.pack(SRPC_MSG_MAGIC, SRPC_MSG_VERSION, t, 0, 0, f)
+         for t in MsgType for f in (0, LST_FEATS_MASK)}
+_TYPES = {int(t): t for t in MsgType}  # (``MsgType(n)`` is an enum call)
+#: the reply to each request (``srpc_service2reply``)
+REPLY_OF = {t: MsgType(t + 1) for t in REQUEST_OF.values()}
 
 #: union test_ping_req / test_bulk_req / test_bulk_req_v1 (``tsr_u``), padded to 12 bytes
 _PING_REQ = struct.Struct("<II")  # png_size, png_flags
@@ -167,9 +182,9 @@ class SrpcWireError(ValueError):
     """Bytes that are not an ``srpc_msg`` (the RPC is dropped, rpc.c)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SrpcMsg:
-    """A decoded ``srpc_msg``: header words and the body's fields."""
+class SrpcMsg(NamedTuple):
+    """A decoded ``srpc_msg``: header words and the body's fields (a tuple: one is decoded
+    per RPC on each side, and a frozen dataclass's ``__init__`` costs five ``setattr``)."""
 
     type: MsgType
     version: int
@@ -178,26 +193,34 @@ class SrpcMsg:
     swapped: bool = False
 
 
-_STR_FIELDS = frozenset({"name", "group", "session", "u"})
-
-
-def _fix_strings(lay: Layout, values: list[Any]) -> None:
-    for i, n in enumerate(lay.fields):
-        if n in _STR_FIELDS and isinstance(values[i], str):
-            values[i] = values[i].encode()
-
-
 def pack(mtype: MsgType, feats: int = LST_FEATS_MASK, **fields: Any) -> bytes:
     """One ``srpc_msg`` of ``SRPC_MSG_SIZE`` bytes; missing fields are 0 (names empty), str
     names are encoded (UTF-8, NUL-padded by the struct)."""
+    return pack_fields(mtype, feats, fields)
+
+
+def pack_fields(mtype: MsgType, feats: int, fields: dict[str, Any]) -> bytes:
+    """``pack`` of a dict of fields."""
     lay = LAYOUTS[mtype]
-    values = [fields.get(n, b"" if n in _STR_FIELDS else 0) for n in lay.fields]
-    _fix_strings(lay, values)
+    values = [fields.get(n, d) for n, d in lay.defaults]
+    for i in lay.strings:
+        if isinstance(values[i], str):
+            values[i] = values[i].encode()
     try:
         body = lay.packer.pack(*values)
     except struct.error as exc:
         raise SrpcWireError(f"{mtype.name}: {exc}") from None
-    return _HDR.pack(SRPC_MSG_MAGIC, SRPC_MSG_VERSION, mtype, 0, 0, feats) + body + _PAD[mtype]
+    hdr = _HDRS.get((mtype, feats))
+    if hdr is None:
+        hdr = _HDR.pack(SRPC_MSG_MAGIC, SRPC_MSG_VERSION, mtype, 0, 0, feats)
+    return hdr + body + _PAD[mtype]
+
+
+def pack_request(service: Service, feats: int, fields: dict[str, Any], rpyid: int,
+                 bulkid: int) -> bytes:
+    """The request of ``service`` (``srpc_send_request``): ``fields`` with its reply and
+    bulk ids."""
+    return pack_fields(REQUEST_OF[service], feats, {**fields, "rpyid": rpyid, "bulkid": bulkid})
 
 
 def unpack_header(buf: bytes | memoryview) -> tuple[int, int, int, int, bool]:
@@ -221,13 +244,18 @@ def unpack(buf: bytes | memoryview, expect: MsgType | None = None) -> SrpcMsg:
     """
     if len(buf) != SRPC_MSG_SIZE:
         raise SrpcWireError(f"message of {len(buf)} bytes, {SRPC_MSG_SIZE} expected")
+    magic, version, mtype, _r0, _r1, feats = _HDR.unpack_from(buf)
+    mt = _TYPES.get(mtype)
+    if magic == SRPC_MSG_MAGIC and mt is not None and (expect is None or mt == expect):
+        lay = LAYOUTS[mt]  # (the usual message: this node's byte order, the expected type)
+        return SrpcMsg(mt, version, feats, dict(zip(lay.fields, lay.packer.unpack_from(
+            buf, _HDR.size), strict=True)))
     magic, version, mtype, feats, swapped = unpack_header(buf)
     if magic != SRPC_MSG_MAGIC:
         raise SrpcWireError(f"bad magic {magic:#x}")
-    try:
-        mt = MsgType(mtype)
-    except ValueError:
-        raise SrpcWireError(f"unknown message type {mtype}") from None
+    mt = _TYPES.get(mtype)
+    if mt is None:
+        raise SrpcWireError(f"unknown message type {mtype}")
     if expect is not None and mt != expect:
         raise SrpcWireError(f"type {mt.name}, {expect.name} expected")
     lay = LAYOUTS[mt]
