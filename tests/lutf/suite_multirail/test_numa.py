@@ -90,7 +90,9 @@ def test_puts_leave_from_the_ni_nearest_the_memory(c1: Any, numa: int) -> None:
     by_ni, _ = _burst(c1, numa)
     assert by_ni == {nid: BURST if i == numa else 0 for i, nid in enumerate(C1)}
     spread, _ = _burst(c1, None)
-    assert all(spread[nid] >= 0.15 * BURST for nid in C1), spread
+    # credits come before round robin (lnet_get_best_ni), so a rail whose socket drains slower
+    # on a loaded host takes less: 39 of 300 seen in CI; pinned, the others would get 0
+    assert all(spread[nid] >= 0.05 * BURST for nid in C1), spread
 
 
 @pytest.mark.requirement("snd-025", "cfg-090")
