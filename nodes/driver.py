@@ -10,10 +10,8 @@ asyncio node daemon (``nodes/daemon/runtime.py``) and for the simulator's nodes
 * ``transmit(Transmit)``: the socklnd, or the in-memory fabric;
 * ``arm_timer(deadline | None)``: called only when the engine's earliest deadline changed
   (a timer that fired counts as changed), never once per call;
-* ``defer_rearm()``: if given, called after a batch instead of asking the deadline then: the
-  runtime promises to call ``rearm`` before it next needs the deadline (the simulator's
-  scheduler: once no delivery is due at the current virtual instant, so a node that handles
-  many messages in one instant asks once);
+* ``defer_rearm()``: if given, called after a batch instead of asking the deadline; the
+  runtime calls ``rearm`` before it needs it (the sim: once per virtual instant);
 * ``notify_peer_down(nid)``: ``lnd_notify_peer_down`` (the socklnd closes its conns);
 * ``log(Log)``: console lines; ``md_sink(MDEvent)``: every MD event (the sim's event log);
 * ``notice_sink(kind, fields)``: health notices (``nodes/lnet/notify.py``, hlth-lnt-udev),
