@@ -131,7 +131,7 @@ class NodeRuntime:
         trace = self.trace
         if trace is None:
             return
-        trace.write(self.loop.time(), act)
+        trace.write(act.at, act)  # the engine's now: the call's, not the write's
         if self._trace_flush is None and trace.pending:
             self._trace_flush = self.loop.call_later(TraceLog.FLUSH_AFTER, self._flush_trace)
 

@@ -101,6 +101,9 @@ class MsgTrace:
     status: int | None = None
     health: tuple[tuple[str, int], ...] | None = None
     dropped: str | None = None
+    #: the engine's ``now`` when it decided this (not a JSON field: each driver writes its
+    #: record's ``t``, the daemon from this, so a record is never stamped after the decision)
+    at: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""
@@ -111,7 +114,7 @@ class MsgTrace:
         return out
 
 
-_TRACE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MsgTrace))
+_TRACE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MsgTrace) if f.name != "at")
 #: every field of a ``MsgTrace`` in one C call (``to_json`` runs per traced message)
 _trace_values = operator.attrgetter(*_TRACE_FIELDS)
 

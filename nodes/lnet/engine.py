@@ -342,7 +342,7 @@ class LNetEngine(ConfigAPI):
                 actions += self.health.response_timeout(hop, now)
                 msg = md.msg
                 if self.tracer.on and msg is not None and not msg.traced:
-                    self.tracer.complete(msg, -ETIMEDOUT, "RESPONSE_TIMEOUT")
+                    self.tracer.complete(msg, -ETIMEDOUT, now, "RESPONSE_TIMEOUT")
             actions += self.mds.final(md, "UNLINK", -ETIMEDOUT)
         due = self.recovery.deadline()
         if due is not None and due <= now:

@@ -214,7 +214,7 @@ class Sender:
         ni.stats.dropped.bump(msg.type)
         lpni.stats.dropped.bump(msg.type)
         if self.tracer.on:
-            self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hstatus.name)
+            self.tracer.send(msg, ni, lpni, self.tunables.retry_count, now, dropped=hstatus.name)
         return self.finalize_tx(msg, now, rc, hstatus)
 
     def post(self, msg: Msg, now: float, *, released: bool = False) -> list[Action]:
@@ -261,7 +261,7 @@ class Sender:
         if verdict is not False:  # lnet_send_error_simulation (spec §8.2)
             hs = HStatus(verdict)
             if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
-                self.tracer.send(msg, ni, lpni, self.tunables.retry_count, dropped=hs.name)
+                self.tracer.send(msg, ni, lpni, self.tunables.retry_count, now, dropped=hs.name)
             return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs),
                     *self.after_sim_error(ni.nid, lpni.nid, now)]
         md = msg.md
@@ -276,7 +276,7 @@ class Sender:
         self.txs[tx_id] = msg
         msg.phase = NEXT[msg.phase, MsgInput.TRANSMIT]
         if self.tracer.on:
-            self.tracer.send(msg, ni, lpni, self.tunables.retry_count)
+            self.tracer.send(msg, ni, lpni, self.tunables.retry_count, now)
         return [Transmit(tx_id=tx_id, ni=ni.nid, lpni=lpni.nid, hdr=msg.hdr, payload=msg.payload)]
 
     def return_credits(self, msg: Msg, now: float) -> list[Action]:
@@ -309,7 +309,7 @@ class Sender:
                   f"{msg.txni.nid if msg.txni else '?'} to "
                   f"{msg.txpeer.nid if msg.txpeer else '?'} failed ({msg.hstatus.name})")
         if self.tracer.on:
-            self.tracer.resend(msg)
+            self.tracer.resend(msg, now)
         msg.fire(MsgInput.RESEND)
         msg.retry_count += 1
         msg.tx_committed = False
@@ -389,7 +389,7 @@ class Sender:
         msg.onactivelist = False
         msg.phase = NEXT[msg.phase, MsgInput.FINALIZE]
         if self.tracer.on:
-            self.tracer.complete(msg, rc)
+            self.tracer.complete(msg, rc, now)
         md = msg.md
         if md is None or msg.is_response:
             return []

@@ -49,7 +49,7 @@ class Tracer:
         out, self.buffer = self.buffer, []
         return out
 
-    def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int,
+    def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int, now: float,
              dropped: str | None = None) -> None:
         """An attempt of ``msg`` from ``ni`` to ``lpni`` (one per attempt): a Transmit, or
         (``dropped``: its hstatus) an attempt dropped at the hand-off to the LND."""
@@ -59,9 +59,9 @@ class Tracer:
             dst=str(msg.hdr.dest_nid), ni=str(ni.nid), lpni=str(lpni.nid),
             attempt=msg.retry_count, fixed_ni=_fixed(msg, lpni), forwarded=msg.fwd is not None,
             deadline=msg.deadline,  # each attempt's own: a resend re-commits (spec §3.4)
-            retry_count=retry_count if first else None, dropped=dropped))
+            retry_count=retry_count if first else None, dropped=dropped, at=now))
 
-    def resend(self, msg: Msg) -> None:
+    def resend(self, msg: Msg, now: float) -> None:
         """The decision to send ``msg`` again after the attempt that failed with its
         ``hstatus`` (before the retry count moves: ``attempt`` is the next one)."""
         if msg.traced:
@@ -69,9 +69,9 @@ class Tracer:
         self.buffer.append(MsgTrace(
             event="resend", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), attempt=msg.retry_count + 1,
-            forwarded=msg.fwd is not None, hstatus=msg.hstatus.name, health=_health(msg)))
+            forwarded=msg.fwd is not None, hstatus=msg.hstatus.name, health=_health(msg), at=now))
 
-    def complete(self, msg: Msg, rc: int, hstatus: str | None = None) -> None:
+    def complete(self, msg: Msg, rc: int, now: float, hstatus: str | None = None) -> None:
         """``msg``'s one final outcome on this node (``hstatus``: ``RESPONSE_TIMEOUT`` when
         its response tracker expired before it was finalized)."""
         if msg.traced:
@@ -82,4 +82,4 @@ class Tracer:
             event="complete", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), forwarded=msg.fwd is not None,
             hstatus=hstatus or msg.hstatus.name, status=rc,
-            health=_health(msg) if failed else None))
+            health=_health(msg) if failed else None, at=now))
