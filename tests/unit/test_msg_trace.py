@@ -139,3 +139,23 @@ def test_health_changes_are_notices_with_their_cause() -> None:
     # recovery handler's (lib-msg.c, lib-move.c lnet_handle_recovery_reply)
     assert causes == {"ok", "recovery"}
     assert c1.ni_by_nid(C[0]).healthv == 1000
+
+
+def test_every_record_carries_the_now_of_the_engine_call_that_made_it() -> None:
+    """``MsgTrace.at`` is the engine's ``now`` when it decided (sends, resends over a dead
+    rail, completions, response timeouts): the daemon writes a record's ``t`` from it, since
+    stamping at the write put a resend decided before its deadline after it (CI: 33 µs)."""
+    fab = mr2_fabric()
+    seen: list[tuple[float, MsgTrace]] = []
+    for name, driver in fab.drivers.items():
+        driver.trace_sink = lambda act: seen.append((fab.now, act))
+        fab.engines[name].trace_messages = True
+    _put(fab)
+    fab.run_until(fab.now + 1)
+    fab.set_link(S[1], False)
+    for _ in range(4):
+        _put(fab)
+    fab.run_until(fab.now + 60)
+    assert {t.event for _, t in seen} == {"send", "resend", "complete"}
+    assert [(now, t.event) for now, t in seen if t.at != now] == []
+    assert len({t.at for _, t in seen}) > 3  # (not one stamp for all)
