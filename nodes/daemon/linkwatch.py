@@ -1,12 +1,16 @@
-"""Link-state watcher: what ksocklnd's netdev notifier does, by polling (hlt-005/010/025).
+"""Link-state watcher: what ksocklnd's netdev notifier does (hlt-005/010/025).
 
 Theory of operation: real ksocklnd registers a netdev notifier; on NETDEV_UP/DOWN/CHANGE it
 calls ``ksocknal_handle_link_state_change`` (LU-14541), which sets the NI's fatal state with
 ``lnet_set_link_fatal_state(ni, link_down)`` where link down means operstate neither UP nor
-UNKNOWN. Here the daemon polls each NI's interface with the ``SIOCGIFFLAGS`` ioctl every
-``interval`` (0.5 s) *in its own network namespace* (``/sys/class/net`` would show the root
+UNKNOWN. Here the daemon listens to the kernel's link notifications (an rtnetlink socket
+joined to ``RTMGRP_LINK``) *in its own network namespace* and, on any, reads each NI's
+interface flags with the ``SIOCGIFFLAGS`` ioctl (``/sys/class/net`` would show the root
 namespace): the carrier is up when both ``IFF_UP`` and ``IFF_RUNNING`` are set (``IFF_RUNNING``
-is the kernel's ``netif_oper_up``: operstate UP or UNKNOWN). On a change it calls
+is the kernel's ``netif_oper_up``: operstate UP or UNKNOWN). So a link goes down for LNet when
+the kernel says so, as with the notifier, and sends of that instant no longer pick the NI. A
+poll every ``interval`` (0.5 s) backs the notifications up (a notification lost to a full
+socket buffer; no netlink socket at all). On a change it calls
 ``on_change(nid, link_up)``; the runtime then sets the engine's fatal state and, on carrier
 loss, has the socklnd close the NI's connections (seed 000 snd-080/085).
 
@@ -41,6 +45,10 @@ SIOCGIFNETMASK = 0x891B
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
 POLL_INTERVAL = 0.5
+#: linux/rtnetlink.h: the multicast group of link (RTM_NEWLINK/RTM_DELLINK) notifications
+RTMGRP_LINK = 0x1
+#: notifications read per wakeup at most (one ``ip link set`` sends a few)
+NETLINK_DRAIN = 64
 
 
 def _ifreq(ifname: str) -> bytes:
@@ -140,7 +148,39 @@ class LinkWatch:
             self._report(nid, current[nid], up, "carrier")
         return changes
 
+    def _on_netlink(self, sock: socket.socket) -> None:
+        """Drain the notifications (their content is not needed: any link message means
+        "read the flags again"; a bounded number per wakeup) and poll once."""
+        for _ in range(NETLINK_DRAIN):
+            try:
+                if not sock.recv(65536):
+                    break
+            except BlockingIOError:
+                break
+            except OSError as e:  # ENOBUFS: notifications were lost; the poll covers them
+                log.debug("rtnetlink: %s", e)
+                break
+        self.poll()
+
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            self.poll()
+        loop = asyncio.get_running_loop()
+        sock = None
+        try:
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_NONBLOCK,
+                                 socket.NETLINK_ROUTE)
+            sock.bind((0, RTMGRP_LINK))
+            loop.add_reader(sock.fileno(), self._on_netlink, sock)
+        except OSError as e:
+            log.warning("no rtnetlink link notifications (%s): polling every %.1f s", e,
+                        self.interval)
+            if sock is not None:
+                sock.close()
+            sock = None
+        try:
+            while True:
+                await asyncio.sleep(self.interval)
+                self.poll()
+        finally:
+            if sock is not None:
+                loop.remove_reader(sock.fileno())
+                sock.close()

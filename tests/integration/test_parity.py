@@ -98,7 +98,7 @@ def _run_script(backend: list[str], env: dict[str, str]) -> dict[str, Any]:
         # EALREADY) until s1 finds it dead; the fabric keeps no TCP state across a flap
         tb("link", "-n", name, "c1", "eth1", "down")
         tb("link", "-n", name, "s1", "eth1", "down")
-        time.sleep(2.0)  # the link watcher polls every 0.5 s
+        time.sleep(2.0)  # what was in flight on the rail has failed
         views("link down")
         ping = tb("lnetctl", "-n", name, "c1", "ping", "--source", C1_RAIL1, S1_RAIL1,
                   check=False)

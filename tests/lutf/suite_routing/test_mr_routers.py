@@ -42,7 +42,10 @@ def test_router_resends_forwarded_message_over_another_local_ni(topology: Any) -
     failed send is resent with full reselection): every second PUT r1 sends fails in its LND
     with LOCAL_DROPPED (``lctl net_drop_add -r 2 -e local_dropped``); r1 resends each at
     once, from its healthier tcp1 NI, so every PUT of c1 completes (c1 never sees the
-    failures), r1 counts the resends and both its tcp1 NIs carried PUTs."""
+    failures), r1 counts the resends and both its tcp1 NIs carried PUTs. The drop point is
+    random within each window of 2 (``lnet_drop_rule_match``), so a PUT whose resends wait
+    for credits behind others may be dropped on every try: r1 gives it up
+    (``failed_resends``) and c1's PUT ends at its response timeout; rare, and only that."""
     tb = topology
     c1, r1, s1 = tb.node("c1"), tb.node("r1"), tb.node("s1")
     _routes_up(tb, "c1")
@@ -53,7 +56,9 @@ def test_router_resends_forwarded_message_over_another_local_ni(topology: Any) -
     nis_before = local_nis(r1)
     res = c1.put(dst, count=40, size=1024)
     after = stats(r1)
-    assert res["completed"] == 40, res
+    exhausted = after["failed_resends"] - before["failed_resends"]
+    assert exhausted <= 2 and res["completed"] == 40 - exhausted, (res, exhausted)
+    assert (res.get("errors") or {}) == ({"UNLINK:-110": exhausted} if exhausted else {}), res
     assert after["local_dropped_count"] > before["local_dropped_count"]
     assert after["resend_count"] > before["resend_count"]
     sent = {nid: local_nis(r1)[nid]["statistics"]["send_count"]
