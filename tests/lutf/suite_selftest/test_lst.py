@@ -101,8 +101,11 @@ def test_brw_check_full_moves_the_bytes_the_nodes_count(topology: Any, rw: str, 
 
 def test_stat_rates_match_the_counters(topology: Any) -> None:
     """``lst stat`` of the servers while a write runs: [R] MiB/s and RPC/s are the bytes and
-    messages s1's ``lnetctl stats`` count over the same span (within the few RPCs at its
-    edges); [W] is the small replies only."""
+    messages s1's ``lnetctl stats`` count. lst's span (``--delay 3``, at least 3 s) lies inside
+    the test's, which also holds the command's start: so lst's figures times 3 are at most
+    what the counters saw over the whole span (exact), and, the write being steady, its rates
+    are near the counters' average (within 30 %: on a loaded host the command's start takes a
+    good part of a second); [W] is the small replies only."""
     tb = topology
     setup(tb, ["--concurrency", "4", "brw", "write", "size=1M"])
     ok(tb, "run", "b")
@@ -119,10 +122,10 @@ def test_stat_rates_match_the_counters(topology: Any) -> None:
     assert m, out
     ok(tb, "stop", "b")
     dt = t1 - t0
-    rcv_mib = (s1["recv_length"] - s0["recv_length"]) / MIB / dt
-    rcv_msgs = (s1["recv_count"] - s0["recv_count"]) / dt
-    assert float(m.group(3)) == pytest.approx(rcv_mib, rel=0.15), (out, rcv_mib)
-    assert float(m.group(1)) == pytest.approx(rcv_msgs, rel=0.15), (out, rcv_msgs)
+    mib, msgs = (s1["recv_length"] - s0["recv_length"]) / MIB, s1["recv_count"] - s0["recv_count"]
+    lst_mib, lst_rpcs = float(m.group(3)), float(m.group(1))
+    assert 3 * lst_mib <= mib + 0.03 and 3 * lst_rpcs <= msgs + 3, (out, mib, msgs, dt)
+    assert lst_mib >= 0.7 * mib / dt and lst_rpcs >= 0.7 * msgs / dt, (out, mib, msgs, dt)
     assert float(m.group(4)) < 0.01 * float(m.group(3))
 
 
