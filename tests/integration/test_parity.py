@@ -106,12 +106,14 @@ def _run_script(backend: list[str], env: dict[str, str]) -> dict[str, Any]:
         seen["pinned ping error"] = ping.stderr  # (lnetctl's error YAML: not strict YAML)
         wait({f"peer {S1_RAIL1}": 0, f"ni {C1_RAIL1}": 1000})  # its recovery pings fail too
         views("health fell")
-        tb("link", "-n", name, "c1", "eth1", "up")
+        # s1's end first: while c1's eth1 is down, c1 has no route to lan1 and its rail-1 NI
+        # is fatal, so every try fails at once (ENETUNREACH); the other order leaves a window,
+        # as long as one command takes, where c1 reaches lan1 and nobody answers (ARP gives up
+        # after 3.06 s, the LND's 3 s deadline first: LOCAL_TIMEOUT on c1's rail-0 NI, whose
+        # recovery pings to itself add a peer: CI saw it on a loaded box)
         tb("link", "-n", name, "s1", "eth1", "up")
-        # its recovery pings succeed: back to 1000; and rail 0's, if c1 reached it from its
-        # rail 1 while s1's eth1, which carries the answers, was still down (the two links
-        # come up one command apart, so that may or may not happen: a cross-subnet pair
-        # fails and recovers in real LNet too)
+        tb("link", "-n", name, "c1", "eth1", "up")
+        # its recovery pings succeed: back to 1000 (every health: none other fell)
         wait({f"peer {S1_RAIL0}": 1000, f"peer {S1_RAIL1}": 1000, f"ni {C1_RAIL1}": 1000,
               f"ni {C1_RAIL0}": 1000})
         views("recovered")
