@@ -174,9 +174,11 @@ TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
 NEXT = TRANSITIONS
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, init=False, slots=True)
 class Msg:
-    """``lnet_msg``. ``hdr`` is rebuilt at each commit (new source/destination on resend)."""
+    """``lnet_msg``. ``hdr`` is rebuilt at each commit (new source/destination on resend).
+    Its ``__init__`` is the generated one written out, so that mypyc compiles it
+    (``actions.py``): one per message."""
 
     mid: int
     type: MsgType
@@ -212,6 +214,32 @@ class Msg:
     md_cpt: int | None = None  # NUMA node of the message memory (snd-020), None = unknown
     traced: bool = False       # its MsgTrace ``complete`` was emitted (exactly once)
     fixed_ni: bool = False     # the local NI of this attempt was not the selector's choice
+
+    def __init__(self, mid: int, type: MsgType, hdr: LNetHdr, payload: Payload,
+                 md: MD | None = None, is_response: bool = False, recovery: bool = False,
+                 no_resend: bool = False, final_dst: NID | None = None,
+                 src_nid_param: NID | None = None, rtr_nid_param: NID | None = None,
+                 txni: LNetNI | None = None, txpeer: PeerNI | None = None,
+                 fwd: Forwarding | None = None, rt_dst: NID | None = None,
+                 phase: MsgPhase = MsgPhase.NEW, tx_committed: bool = False,
+                 rx_committed: bool = False, onactivelist: bool = False, sending: bool = True,
+                 txcredit: bool = False, peertxcredit: bool = False, rtrcredit: bool = False,
+                 peerrtrcredit: bool = False, tx_delayed: bool = False, deadline: float = 0.0,
+                 retry_count: int = 0, hstatus: HStatus = HStatus.OK, tx_id: int | None = None,
+                 committed_at: float = 0.0, md_cpt: int | None = None, traced: bool = False,
+                 fixed_ni: bool = False) -> None:
+        self.mid, self.type, self.hdr, self.payload, self.md = mid, type, hdr, payload, md
+        self.is_response, self.recovery, self.no_resend = is_response, recovery, no_resend
+        self.final_dst, self.src_nid_param = final_dst, src_nid_param
+        self.rtr_nid_param, self.txni, self.txpeer = rtr_nid_param, txni, txpeer
+        self.fwd, self.rt_dst, self.phase = fwd, rt_dst, phase
+        self.tx_committed, self.rx_committed = tx_committed, rx_committed
+        self.onactivelist, self.sending, self.txcredit = onactivelist, sending, txcredit
+        self.peertxcredit, self.rtrcredit = peertxcredit, rtrcredit
+        self.peerrtrcredit, self.tx_delayed, self.deadline = peerrtrcredit, tx_delayed, deadline
+        self.retry_count, self.hstatus, self.tx_id = retry_count, hstatus, tx_id
+        self.committed_at, self.md_cpt, self.traced = committed_at, md_cpt, traced
+        self.fixed_ni = fixed_ni
 
     def fire(self, inp: MsgInput) -> None:
         """Apply one lifecycle input (``TRANSITIONS``); raises ``LNetLifecycleError``."""

@@ -139,3 +139,25 @@ def test_health_changes_are_notices_with_their_cause() -> None:
     # recovery handler's (lib-msg.c, lib-move.c lnet_handle_recovery_reply)
     assert causes == {"ok", "recovery"}
     assert c1.ni_by_nid(C[0]).healthv == 1000
+
+
+def test_to_json_has_every_field_in_order() -> None:
+    """``MsgTrace.to_json`` (written out field by field) has every field but ``at``, in field
+    order, leaves out the ones that are None, and ``record`` puts ``t``/``kind``/``node``
+    first (the simulator's event-log record)."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(MsgTrace) if f.name != "at"]
+    full = MsgTrace(event="send", msg=1, type="PUT", src="a", dst="b", ni="c", lpni="d",
+                    attempt=0, fixed_ni=False, forwarded=True, deadline=1.5, retry_count=2,
+                    hstatus="OK", status=0, health=(("ni", 1000), ("lpni", 900)),
+                    dropped="x", at=3.0)
+    out = full.to_json()
+    assert list(out) == names
+    assert out["health"] == {"ni": 1000, "lpni": 900} and out["attempt"] == 0
+    bare = MsgTrace(event="complete", msg=2, type="ACK", src="a", dst="b")
+    assert bare.to_json() == {"event": "complete", "msg": 2, "type": "ACK", "src": "a",
+                              "dst": "b", "forwarded": False}
+    rec = full.record(1.25, "c1")
+    assert list(rec) == ["t", "kind", "node", *names]
+    assert rec == {"t": 1.25, "kind": "msg", "node": "c1", **out}
