@@ -269,7 +269,10 @@ class Fabric(Scheduler, PathMixin):
     def _send(self, name: str, act: Transmit) -> None:
         if self.keep_history:
             self.transmits.append((self.now, name, act))
-        link, hdr = self.link(act.ni, act.lpni), act.hdr
+        link = self._links.get((act.ni, act.lpni))  # ``link`` inlined (one frame a message)
+        if link is None or link.version != self.version:
+            link = self.link(act.ni, act.lpni)
+        hdr = act.hdr
         src, dst = hdr.src_nid, hdr.dest_nid
         self.event_log.append({  # ``record``'s fields, one dict (per message: no **kwargs)
             "t": self.stamp(), "kind": "send", "node": name, "tx": act.tx_id,
@@ -334,12 +337,13 @@ class Fabric(Scheduler, PathMixin):
         self._complete(name, act.tx_id, rc, hstatus)
 
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
-        if name not in self.engines:
+        engine = self.engines.get(name)
+        if engine is None:
             return
         self.event_log.append({"t": self.stamp(), "kind": "tx_done", "node": name,
                                "tx": tx_id, "rc": rc, "hstatus": _HS_NAME[hstatus]})
-        self.apply(name, self.engines[name].handle(
-            TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
+        self.apply(name, engine.handle(TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus),
+                                       self.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
         sending = self._sending
