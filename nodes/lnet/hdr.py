@@ -47,12 +47,17 @@ class MsgType(enum.IntEnum):
     HELLO = 4
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class WireHandle:
     """``struct lnet_handle_wire``; (~0, ~0) is LNET_WIRE_HANDLE_COOKIE_NONE (no ACK wanted)."""
 
     interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
     object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
+
+    def __init__(self, interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF,
+                 object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF) -> None:
+        """The generated one's, written out: mypyc compiles it (``actions.py``)."""
+        self.interface_cookie, self.object_cookie = interface_cookie, object_cookie
 
     @property
     def is_none(self) -> bool:

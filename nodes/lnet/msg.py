@@ -57,9 +57,10 @@ class MDOwner:
     nid: NID
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, init=False, slots=True)
 class MD:
-    """``lnet_libmd``: ``data`` is what a GET on it returns; ``sink`` MDs accept any PUT."""
+    """``lnet_libmd``: ``data`` is what a GET on it returns; ``sink`` MDs accept any PUT.
+    Its ``__init__`` is the generated one written out (compiled, ``actions.py``)."""
 
     handle: int
     threshold: int
@@ -79,6 +80,19 @@ class MD:
     sent_at: float = 0.0
     op: MsgType | None = None
     owner: MDOwner | None = None
+
+    def __init__(self, handle: int, threshold: int, data: bytes = b"", max_size: int = 1 << 20,
+                 sink: bool = False, events: bool = True, rsp_deadline: float | None = None,
+                 rsp_next_hop: PeerNI | None = None, rsp_armed: bool = False,
+                 user_deadline: float | None = None, unlinked: bool = False,
+                 msg: Msg | None = None, sent_at: float = 0.0, op: MsgType | None = None,
+                 owner: MDOwner | None = None) -> None:
+        self.handle, self.threshold, self.data, self.max_size = handle, threshold, data, max_size
+        self.sink, self.events, self.rsp_deadline = sink, events, rsp_deadline
+        self.rsp_next_hop, self.rsp_armed, self.user_deadline = (rsp_next_hop, rsp_armed,
+                                                                 user_deadline)
+        self.unlinked, self.msg, self.sent_at, self.op = unlinked, msg, sent_at, op
+        self.owner = owner
 
 
 @dataclass(eq=False, slots=True)

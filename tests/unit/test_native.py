@@ -133,9 +133,10 @@ _INIT_CHECK = """
 import dataclasses
 from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
 from nodes.lnet.events import MessageReceived, TxCompleted
-from nodes.lnet.hdr import LNetHdr
-from nodes.lnet.msg import Msg
-for cls in (Transmit, MDEvent, MsgTrace, TxCompleted, MessageReceived, LNetHdr, Msg):
+from nodes.lnet.hdr import LNetHdr, WireHandle
+from nodes.lnet.msg import MD, Msg
+for cls in (Transmit, MDEvent, MsgTrace, TxCompleted, MessageReceived, LNetHdr, WireHandle, Msg,
+            MD):
     fields = dataclasses.fields(cls)
     assert all(f.default_factory is dataclasses.MISSING for f in fields), cls
     required = {f.name: object() for f in fields if f.default is dataclasses.MISSING}
