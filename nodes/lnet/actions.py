@@ -7,19 +7,23 @@ the event log. Timers are not actions: the driver asks ``next_deadline()`` after
 
 Actions are values, never changed once built; not ``frozen`` for speed only (as ``LNetHdr``,
 hdr.py: a frozen dataclass sets each field through ``object.__setattr__``, ~3x the cost of
-building one per message); ``unsafe_hash`` keeps a frozen one's hash and equality.
+building one per message); ``unsafe_hash`` keeps a frozen one's hash and equality. The
+ones built per message (``Transmit``, ``MDEvent``, ``MsgTrace``) write their ``__init__`` out
+(``init=False``): mypyc compiles a dataclass's methods but not the ``__init__`` the
+``dataclasses`` module generates, which ran as Python (a tenth of the simulator's time in
+explore's workload with the engine compiled); it takes every field by name, with the
+dataclass's defaults, as the generated one did (``tests/unit/test_native.py`` checks).
 """
 
 from __future__ import annotations
 
-import operator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from nodes.lnet.hdr import LNetHdr, Payload
 from nodes.lnet.nid import NID
 
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class Transmit:
     """LND: send ``hdr`` + ``payload`` from local NI ``ni`` to peer NI ``lpni``."""
 
@@ -29,8 +33,12 @@ class Transmit:
     hdr: LNetHdr
     payload: Payload
 
+    def __init__(self, *, tx_id: int, ni: NID, lpni: NID, hdr: LNetHdr,
+                 payload: Payload) -> None:
+        self.tx_id, self.ni, self.lpni, self.hdr, self.payload = tx_id, ni, lpni, hdr, payload
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class MDEvent:
     """Upper layer: an ``lnet_event`` on MD ``handle`` (SEND, ACK, REPLY, PUT, GET, UNLINK).
 
@@ -49,6 +57,13 @@ class MDEvent:
     payload: Payload = b""
     target: NID | None = None
 
+    def __init__(self, *, handle: int, kind: str, status: int, unlinked: bool,
+                 initiator: NID | None = None, source: NID | None = None, mlength: int = 0,
+                 payload: Payload = b"", target: NID | None = None) -> None:
+        self.handle, self.kind, self.status, self.unlinked = handle, kind, status, unlinked
+        self.initiator, self.source, self.mlength = initiator, source, mlength
+        self.payload, self.target = payload, target
+
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class Log:
@@ -66,7 +81,7 @@ class NotifyPeerDown:
     lpni: NID
 
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class MsgTrace:
     """One record of a message's life on this node (/work/wt/TRACE-SCHEMA.md, issue 16 item 4).
 
@@ -105,17 +120,62 @@ class MsgTrace:
     #: record's ``t``, the daemon from this, so a record is never stamped after the decision)
     at: float = 0.0
 
+    def __init__(self, *, event: str, msg: int, type: str, src: str, dst: str,
+                 ni: str | None = None, lpni: str | None = None, attempt: int | None = None,
+                 fixed_ni: bool | None = None, forwarded: bool = False,
+                 deadline: float | None = None, retry_count: int | None = None,
+                 hstatus: str | None = None, status: int | None = None,
+                 health: tuple[tuple[str, int], ...] | None = None,
+                 dropped: str | None = None, at: float = 0.0) -> None:
+        self.event, self.msg, self.type, self.src, self.dst = event, msg, type, src, dst
+        self.ni, self.lpni, self.attempt, self.fixed_ni = ni, lpni, attempt, fixed_ni
+        self.forwarded, self.deadline, self.retry_count = forwarded, deadline, retry_count
+        self.hstatus, self.status, self.health = hstatus, status, health
+        self.dropped, self.at = dropped, at
+
     def to_json(self) -> dict[str, object]:
         """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""
-        out: dict[str, object] = {name: value for name, value in zip(
-            _TRACE_FIELDS, _trace_values(self), strict=True) if value is not None}
-        if self.health is not None:  # (its key keeps its place)
-            out["health"] = dict(self.health)
+        out: dict[str, object] = {}
+        self._fields_into(out)
         return out
 
+    def record(self, t: float, node: str) -> dict[str, object]:
+        """The simulator's event-log record of it: ``{"t", "kind": "msg", "node"}`` then
+        ``to_json()``'s fields, built as one dict (one per traced message)."""
+        out: dict[str, object] = {"t": t, "kind": "msg", "node": node}
+        self._fields_into(out)
+        return out
 
-_TRACE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MsgTrace) if f.name != "at")
-#: every field of a ``MsgTrace`` in one C call (``to_json`` runs per traced message)
-_trace_values = operator.attrgetter(*_TRACE_FIELDS)
+    def _fields_into(self, out: dict[str, object]) -> None:
+        """``to_json``'s fields, in field order, added to ``out``: written out field by field,
+        which mypyc compiles to attribute reads (``tests/unit/test_msg_trace.py`` checks
+        that every field but ``at`` is here)."""
+        out["event"] = self.event
+        out["msg"] = self.msg
+        out["type"] = self.type
+        out["src"] = self.src
+        out["dst"] = self.dst
+        if self.ni is not None:
+            out["ni"] = self.ni
+        if self.lpni is not None:
+            out["lpni"] = self.lpni
+        if self.attempt is not None:
+            out["attempt"] = self.attempt
+        if self.fixed_ni is not None:
+            out["fixed_ni"] = self.fixed_ni
+        out["forwarded"] = self.forwarded
+        if self.deadline is not None:
+            out["deadline"] = self.deadline
+        if self.retry_count is not None:
+            out["retry_count"] = self.retry_count
+        if self.hstatus is not None:
+            out["hstatus"] = self.hstatus
+        if self.status is not None:
+            out["status"] = self.status
+        if self.health is not None:
+            out["health"] = dict(self.health)
+        if self.dropped is not None:
+            out["dropped"] = self.dropped
+
 
 Action = Transmit | MDEvent | Log | NotifyPeerDown | MsgTrace

@@ -47,12 +47,17 @@ class MsgType(enum.IntEnum):
     HELLO = 4
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class WireHandle:
     """``struct lnet_handle_wire``; (~0, ~0) is LNET_WIRE_HANDLE_COOKIE_NONE (no ACK wanted)."""
 
     interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
     object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
+
+    def __init__(self, interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF,
+                 object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF) -> None:
+        """The generated one's, written out: mypyc compiles it (``actions.py``)."""
+        self.interface_cookie, self.object_cookie = interface_cookie, object_cookie
 
     @property
     def is_none(self) -> bool:
@@ -62,7 +67,7 @@ class WireHandle:
 WIRE_HANDLE_NONE = WireHandle()
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class LNetHdr:
     """One LNet header. ``wmd`` is ack_wmd (PUT), return_wmd (GET) or dst_wmd (ACK/REPLY)."""
 
@@ -82,6 +87,20 @@ class LNetHdr:
     incarnation: int = 0  # HELLO
     hello_type: int = 0  # HELLO
 
+    def __init__(self, dest_nid: NID, src_nid: NID, dest_pid: int, src_pid: int,
+                 type: MsgType, payload_length: int, wmd: WireHandle = WIRE_HANDLE_NONE,
+                 match_bits: int = 0, hdr_data: int = 0, ptl_index: int = 0, offset: int = 0,
+                 sink_length: int = 0, mlength: int = 0, incarnation: int = 0,
+                 hello_type: int = 0) -> None:
+        """The generated one's, written out: mypyc compiles it (``actions.py``)."""
+        self.dest_nid, self.src_nid, self.dest_pid, self.src_pid = (dest_nid, src_nid,
+                                                                    dest_pid, src_pid)
+        self.type, self.payload_length, self.wmd, self.match_bits = (type, payload_length,
+                                                                     wmd, match_bits)
+        self.hdr_data, self.ptl_index, self.offset = hdr_data, ptl_index, offset
+        self.sink_length, self.mlength = sink_length, mlength
+        self.incarnation, self.hello_type = incarnation, hello_type
+
     def readdressed(self, src_nid: NID, dest_nid: NID) -> LNetHdr:
         """A copy with new source and destination NIDs (``lnet_msg_commit`` addressing):
         ``dataclasses.replace`` re-reads the fields' metadata on every call, which was 6 % of
@@ -92,7 +111,7 @@ class LNetHdr:
                        self.incarnation, self.hello_type)
 
 
-# ``readdressed`` passes every field by position: it must be told of a new one
+# ``readdressed`` and ``__init__`` take every field by position: they must be told of a new one
 if [f.name for f in fields(LNetHdr)] != [
     "dest_nid", "src_nid", "dest_pid", "src_pid", "type", "payload_length", "wmd", "match_bits",
     "hdr_data", "ptl_index", "offset", "sink_length", "mlength", "incarnation", "hello_type"]:

@@ -194,9 +194,13 @@ class MDTable:
             self.counters.values["rst_alloc"] = max(0, self.counters.values["rst_alloc"] - 1)
         if md.user_deadline is not None:
             self.timers.cancel((MD_USER, md.handle))
-        return self.event(md, kind, status, unlinked=True, source=source,
-                          initiator=initiator, payload=payload, mlength=mlength,
-                          target=target)
+        out = self.event(md, kind, status, unlinked=True, source=source, initiator=initiator,
+                         payload=payload, mlength=mlength, target=target)
+        # an unlinked MD's message is never looked up again (its owner had it just now): the
+        # MD <-> Msg cycle broken, both go by reference counting instead of living until the
+        # collector finds them (each PUT's MD, Msg, header, wire handle)
+        md.msg = None
+        return out
 
 
 def id_source(start: int = 2) -> Iterator[int]:

@@ -57,9 +57,10 @@ class MDOwner:
     nid: NID
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, init=False, slots=True)
 class MD:
-    """``lnet_libmd``: ``data`` is what a GET on it returns; ``sink`` MDs accept any PUT."""
+    """``lnet_libmd``: ``data`` is what a GET on it returns; ``sink`` MDs accept any PUT.
+    Its ``__init__`` is the generated one written out (compiled, ``actions.py``)."""
 
     handle: int
     threshold: int
@@ -79,6 +80,19 @@ class MD:
     sent_at: float = 0.0
     op: MsgType | None = None
     owner: MDOwner | None = None
+
+    def __init__(self, handle: int, threshold: int, data: bytes = b"", max_size: int = 1 << 20,
+                 sink: bool = False, events: bool = True, rsp_deadline: float | None = None,
+                 rsp_next_hop: PeerNI | None = None, rsp_armed: bool = False,
+                 user_deadline: float | None = None, unlinked: bool = False,
+                 msg: Msg | None = None, sent_at: float = 0.0, op: MsgType | None = None,
+                 owner: MDOwner | None = None) -> None:
+        self.handle, self.threshold, self.data, self.max_size = handle, threshold, data, max_size
+        self.sink, self.events, self.rsp_deadline = sink, events, rsp_deadline
+        self.rsp_next_hop, self.rsp_armed, self.user_deadline = (rsp_next_hop, rsp_armed,
+                                                                 user_deadline)
+        self.unlinked, self.msg, self.sent_at, self.op = unlinked, msg, sent_at, op
+        self.owner = owner
 
 
 @dataclass(eq=False, slots=True)
@@ -174,9 +188,11 @@ TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
 NEXT = TRANSITIONS
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, init=False, slots=True)
 class Msg:
-    """``lnet_msg``. ``hdr`` is rebuilt at each commit (new source/destination on resend)."""
+    """``lnet_msg``. ``hdr`` is rebuilt at each commit (new source/destination on resend).
+    Its ``__init__`` is the generated one written out, so that mypyc compiles it
+    (``actions.py``): one per message."""
 
     mid: int
     type: MsgType
@@ -212,6 +228,32 @@ class Msg:
     md_cpt: int | None = None  # NUMA node of the message memory (snd-020), None = unknown
     traced: bool = False       # its MsgTrace ``complete`` was emitted (exactly once)
     fixed_ni: bool = False     # the local NI of this attempt was not the selector's choice
+
+    def __init__(self, mid: int, type: MsgType, hdr: LNetHdr, payload: Payload,
+                 md: MD | None = None, is_response: bool = False, recovery: bool = False,
+                 no_resend: bool = False, final_dst: NID | None = None,
+                 src_nid_param: NID | None = None, rtr_nid_param: NID | None = None,
+                 txni: LNetNI | None = None, txpeer: PeerNI | None = None,
+                 fwd: Forwarding | None = None, rt_dst: NID | None = None,
+                 phase: MsgPhase = MsgPhase.NEW, tx_committed: bool = False,
+                 rx_committed: bool = False, onactivelist: bool = False, sending: bool = True,
+                 txcredit: bool = False, peertxcredit: bool = False, rtrcredit: bool = False,
+                 peerrtrcredit: bool = False, tx_delayed: bool = False, deadline: float = 0.0,
+                 retry_count: int = 0, hstatus: HStatus = HStatus.OK, tx_id: int | None = None,
+                 committed_at: float = 0.0, md_cpt: int | None = None, traced: bool = False,
+                 fixed_ni: bool = False) -> None:
+        self.mid, self.type, self.hdr, self.payload, self.md = mid, type, hdr, payload, md
+        self.is_response, self.recovery, self.no_resend = is_response, recovery, no_resend
+        self.final_dst, self.src_nid_param = final_dst, src_nid_param
+        self.rtr_nid_param, self.txni, self.txpeer = rtr_nid_param, txni, txpeer
+        self.fwd, self.rt_dst, self.phase = fwd, rt_dst, phase
+        self.tx_committed, self.rx_committed = tx_committed, rx_committed
+        self.onactivelist, self.sending, self.txcredit = onactivelist, sending, txcredit
+        self.peertxcredit, self.rtrcredit = peertxcredit, rtrcredit
+        self.peerrtrcredit, self.tx_delayed, self.deadline = peerrtrcredit, tx_delayed, deadline
+        self.retry_count, self.hstatus, self.tx_id = retry_count, hstatus, tx_id
+        self.committed_at, self.md_cpt, self.traced = committed_at, md_cpt, traced
+        self.fixed_ni = fixed_ni
 
     def fire(self, inp: MsgInput) -> None:
         """Apply one lifecycle input (``TRANSITIONS``); raises ``LNetLifecycleError``."""

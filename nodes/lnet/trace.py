@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from nodes.lnet.actions import Action, MsgTrace
 from nodes.lnet.hdr import LNET_RESERVED_PORTAL, MsgType
+from nodes.lnet.hstatus import HStatus
 from nodes.lnet.msg import Msg
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.peer import PeerNI
+
+#: ``Enum.name`` is a Python property (a call per read): the names, looked up
+_TYPE_NAME: dict[MsgType, str] = {t: t.name for t in MsgType}
+_HS_NAME: dict[HStatus, str] = {h: h.name for h in HStatus}
 
 
 def _health(msg: Msg) -> tuple[tuple[str, int], ...] | None:
@@ -55,7 +60,7 @@ class Tracer:
         (``dropped``: its hstatus) an attempt dropped at the hand-off to the LND."""
         first = msg.retry_count == 0
         self.buffer.append(MsgTrace(
-            event="send", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
+            event="send", msg=msg.mid, type=_TYPE_NAME[msg.type], src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), ni=str(ni.nid), lpni=str(lpni.nid),
             attempt=msg.retry_count, fixed_ni=_fixed(msg, lpni), forwarded=msg.fwd is not None,
             deadline=msg.deadline,  # each attempt's own: a resend re-commits (spec §3.4)
@@ -67,9 +72,10 @@ class Tracer:
         if msg.traced:
             return  # its response tracker already expired: nothing more to say
         self.buffer.append(MsgTrace(
-            event="resend", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
+            event="resend", msg=msg.mid, type=_TYPE_NAME[msg.type], src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), attempt=msg.retry_count + 1,
-            forwarded=msg.fwd is not None, hstatus=msg.hstatus.name, health=_health(msg), at=now))
+            forwarded=msg.fwd is not None, hstatus=_HS_NAME[msg.hstatus], health=_health(msg),
+            at=now))
 
     def complete(self, msg: Msg, rc: int, now: float, hstatus: str | None = None) -> None:
         """``msg``'s one final outcome on this node (``hstatus``: ``RESPONSE_TIMEOUT`` when
@@ -79,7 +85,7 @@ class Tracer:
         msg.traced = True
         failed = rc != 0
         self.buffer.append(MsgTrace(
-            event="complete", msg=msg.mid, type=msg.type.name, src=str(msg.hdr.src_nid),
+            event="complete", msg=msg.mid, type=_TYPE_NAME[msg.type], src=str(msg.hdr.src_nid),
             dst=str(msg.hdr.dest_nid), forwarded=msg.fwd is not None,
-            hstatus=hstatus or msg.hstatus.name, status=rc,
+            hstatus=hstatus or _HS_NAME[msg.hstatus], status=rc,
             health=_health(msg) if failed else None, at=now))

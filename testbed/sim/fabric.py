@@ -248,7 +248,7 @@ class Fabric(Scheduler, PathMixin):
 
     def record(self, kind: str, node: str, /, **fields: Any) -> None:
         """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
-        self.event_log.append({"t": round(self.now, 9), "kind": kind, "node": node, **fields})
+        self.event_log.append({"t": self.stamp(), "kind": kind, "node": node, **fields})
 
     def _nid_str(self, nid: NID) -> str:
         """``str(nid)``, cached: formatting NIDs was a seventh of the time per message."""
@@ -269,10 +269,13 @@ class Fabric(Scheduler, PathMixin):
     def _send(self, name: str, act: Transmit) -> None:
         if self.keep_history:
             self.transmits.append((self.now, name, act))
-        link, hdr = self.link(act.ni, act.lpni), act.hdr
+        link = self._links.get((act.ni, act.lpni))  # ``link`` inlined (one frame a message)
+        if link is None or link.version != self.version:
+            link = self.link(act.ni, act.lpni)
+        hdr = act.hdr
         src, dst = hdr.src_nid, hdr.dest_nid
         self.event_log.append({  # ``record``'s fields, one dict (per message: no **kwargs)
-            "t": round(self.now, 9), "kind": "send", "node": name, "tx": act.tx_id,
+            "t": self.stamp(), "kind": "send", "node": name, "tx": act.tx_id,
             "type": _TYPE_NAME[hdr.type], "ni": link.ni_text, "lpni": link.lpni_text,
             # (unrouted, the header's NIDs are the pair's own objects: their text is cached)
             "src": link.ni_text if src is act.ni else self._nid_str(src),
@@ -284,7 +287,7 @@ class Fabric(Scheduler, PathMixin):
     def _md(self, name: str, ev: MDEvent) -> None:
         if self.keep_history:
             self.events[name].append(ev)
-        self.event_log.append({"t": round(self.now, 9), "kind": "md", "node": name,
+        self.event_log.append({"t": self.stamp(), "kind": "md", "node": name,
                                "handle": ev.handle, "type": ev.kind, "status": ev.status,
                                "unlinked": ev.unlinked})
 
@@ -334,12 +337,13 @@ class Fabric(Scheduler, PathMixin):
         self._complete(name, act.tx_id, rc, hstatus)
 
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
-        if name not in self.engines:
+        engine = self.engines.get(name)
+        if engine is None:
             return
-        self.event_log.append({"t": round(self.now, 9), "kind": "tx_done", "node": name,
+        self.event_log.append({"t": self.stamp(), "kind": "tx_done", "node": name,
                                "tx": tx_id, "rc": rc, "hstatus": _HS_NAME[hstatus]})
-        self.apply(name, self.engines[name].handle(
-            TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus), self.now))
+        self.apply(name, engine.handle(TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus),
+                                       self.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
         sending = self._sending
@@ -382,7 +386,7 @@ class Fabric(Scheduler, PathMixin):
             self.passive.add((dst, act.lpni, act.ni))
         hdr = act.hdr
         src, final = hdr.src_nid, hdr.dest_nid
-        self.event_log.append({"t": round(self.now, 9), "kind": "recv", "node": dst,
+        self.event_log.append({"t": self.stamp(), "kind": "recv", "node": dst,
                                "type": _TYPE_NAME[hdr.type], "ni": link.lpni_text,
                                "peer": link.ni_text,
                                "src": link.ni_text if src is act.ni else self._nid_str(src),

@@ -55,8 +55,8 @@ class SimFabric(Fabric):
         drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
             drv.set_trace_sink(lambda act: self.event_log.append(  # ``record``, one dict
-                {"t": round(self.now, 9), "kind": "msg", "node": name,
-                 **(act.to_json() if type(act) is MsgTrace else trace_fields(act))}))
+                act.record(self.stamp(), name) if type(act) is MsgTrace else
+                {"t": self.stamp(), "kind": "msg", "node": name, **trace_fields(act)}))
         if self.record_dir is not None:
             self._attach_recorder(name, drv, self.record_dir)
         return drv
@@ -104,7 +104,7 @@ class SimFabric(Fabric):
 
     def record_global(self, kind: str, /, **fields: Any) -> None:
         """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
-        self.event_log.append({"t": round(self.now, 9), "kind": kind, **fields})
+        self.event_log.append({"t": self.stamp(), "kind": kind, **fields})
 
     def _transmit(self, name: str, act: Transmit) -> None:
         """With faults active: a message may vanish (its tx fails at the sending NI's LND

@@ -36,6 +36,16 @@ def test_put_completes_with_send_then_ack(mr2: Fabric) -> None:
     assert [(e.kind, e.status, e.unlinked) for e in evs] == [("SEND", 0, False), ("ACK", 0, True)]
 
 
+def test_unlinked_md_lets_go_of_its_message(mr2: Fabric) -> None:
+    """The MD <-> Msg reference cycle is broken once the MD is unlinked (its final event), so
+    both are freed by reference counting, not left for the collector (issue 17 item 4)."""
+    h = _put(mr2)
+    md = mr2.engines["c1"].mds.mds[h]
+    assert md.msg is not None
+    mr2.run_until(1)
+    assert md.unlinked and md.msg is None
+
+
 def test_mr_spreads_over_both_rails(mr2: Fabric) -> None:
     """snd-005/030/035: with equal health and credits, round robin uses both NIs and peer NIs."""
     for _ in range(100):

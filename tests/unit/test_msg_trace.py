@@ -159,3 +159,25 @@ def test_every_record_carries_the_now_of_the_engine_call_that_made_it() -> None:
     assert {t.event for _, t in seen} == {"send", "resend", "complete"}
     assert [(now, t.event) for now, t in seen if t.at != now] == []
     assert len({t.at for _, t in seen}) > 3  # (not one stamp for all)
+
+
+def test_to_json_has_every_field_in_order() -> None:
+    """``MsgTrace.to_json`` (written out field by field) has every field but ``at``, in field
+    order, leaves out the ones that are None, and ``record`` puts ``t``/``kind``/``node``
+    first (the simulator's event-log record)."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(MsgTrace) if f.name != "at"]
+    full = MsgTrace(event="send", msg=1, type="PUT", src="a", dst="b", ni="c", lpni="d",
+                    attempt=0, fixed_ni=False, forwarded=True, deadline=1.5, retry_count=2,
+                    hstatus="OK", status=0, health=(("ni", 1000), ("lpni", 900)),
+                    dropped="x", at=3.0)
+    out = full.to_json()
+    assert list(out) == names
+    assert out["health"] == {"ni": 1000, "lpni": 900} and out["attempt"] == 0
+    bare = MsgTrace(event="complete", msg=2, type="ACK", src="a", dst="b")
+    assert bare.to_json() == {"event": "complete", "msg": 2, "type": "ACK", "src": "a",
+                              "dst": "b", "forwarded": False}
+    rec = full.record(1.25, "c1")
+    assert list(rec) == ["t", "kind", "node", *names]
+    assert rec == {"t": 1.25, "kind": "msg", "node": "c1", **out}
