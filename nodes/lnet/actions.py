@@ -29,6 +29,15 @@ class Transmit:
     hdr: LNetHdr
     payload: Payload
 
+    def __init__(self, *, tx_id: int, ni: NID, lpni: NID, hdr: LNetHdr,
+                 payload: Payload) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.tx_id = tx_id
+        self.ni = ni
+        self.lpni = lpni
+        self.hdr = hdr
+        self.payload = payload
+
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class MDEvent:
@@ -48,6 +57,20 @@ class MDEvent:
     mlength: int = 0
     payload: Payload = b""
     target: NID | None = None
+
+    def __init__(self, *, handle: int, kind: str, status: int, unlinked: bool,
+                 initiator: NID | None = None, source: NID | None = None, mlength: int = 0,
+                 payload: Payload = b"", target: NID | None = None) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.handle = handle
+        self.kind = kind
+        self.status = status
+        self.unlinked = unlinked
+        self.initiator = initiator
+        self.source = source
+        self.mlength = mlength
+        self.payload = payload
+        self.target = target
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)

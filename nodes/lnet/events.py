@@ -21,6 +21,12 @@ class TxCompleted:
     rc: int
     hstatus: HStatus
 
+    def __init__(self, *, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.tx_id = tx_id
+        self.rc = rc
+        self.hstatus = hstatus
+
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class MessageReceived:
@@ -30,6 +36,13 @@ class MessageReceived:
     peer_nid: NID
     hdr: LNetHdr
     payload: Payload
+
+    def __init__(self, *, ni: NID, peer_nid: NID, hdr: LNetHdr, payload: Payload) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.ni = ni
+        self.peer_nid = peer_nid
+        self.hdr = hdr
+        self.payload = payload
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)

@@ -54,6 +54,12 @@ class WireHandle:
     interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
     object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF
 
+    def __init__(self, interface_cookie: int = 0xFFFF_FFFF_FFFF_FFFF,
+                 object_cookie: int = 0xFFFF_FFFF_FFFF_FFFF) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.interface_cookie = interface_cookie
+        self.object_cookie = object_cookie
+
     @property
     def is_none(self) -> bool:
         return self.object_cookie == 0xFFFF_FFFF_FFFF_FFFF
@@ -81,6 +87,27 @@ class LNetHdr:
     mlength: int = 0  # ACK
     incarnation: int = 0  # HELLO
     hello_type: int = 0  # HELLO
+
+    def __init__(self, dest_nid: NID, src_nid: NID, dest_pid: int, src_pid: int, type: MsgType,
+                 payload_length: int, wmd: WireHandle = WIRE_HANDLE_NONE, match_bits: int = 0,
+                 hdr_data: int = 0, ptl_index: int = 0, offset: int = 0, sink_length: int = 0,
+                 mlength: int = 0, incarnation: int = 0, hello_type: int = 0) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.dest_nid = dest_nid
+        self.src_nid = src_nid
+        self.dest_pid = dest_pid
+        self.src_pid = src_pid
+        self.type = type
+        self.payload_length = payload_length
+        self.wmd = wmd
+        self.match_bits = match_bits
+        self.hdr_data = hdr_data
+        self.ptl_index = ptl_index
+        self.offset = offset
+        self.sink_length = sink_length
+        self.mlength = mlength
+        self.incarnation = incarnation
+        self.hello_type = hello_type
 
     def readdressed(self, src_nid: NID, dest_nid: NID) -> LNetHdr:
         """A copy with new source and destination NIDs (``lnet_msg_commit`` addressing):
