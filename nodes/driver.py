@@ -222,11 +222,11 @@ class NodeDriver:
         if rec is not None:
             self.sample()
 
-    def receive(self, ev: MessageReceived) -> None:
-        """A message the LND received: counted for the recorder, handed to the engine."""
+    def receive(self, ev: MessageReceived, now: float | None = None) -> None:
+        """A message the LND received at ``now`` (None: read the clock), to the engine."""
         if self.recorder is not None:
             self.recorder.rx(ev.ni, ev.peer_nid, len(ev.payload))
-        self.execute(self.engine.handle(ev, self.now()))
+        self.execute(self.engine.handle(ev, self.now() if now is None else now))
 
     def _md_event(self, ev: MDEvent) -> None:
         if self.md_sink is not None:
