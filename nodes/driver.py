@@ -36,8 +36,7 @@ it, the actions it returns are carried out after the batch that produced them (a
 recursion: a loopback RPC completes within one call), and its deadline joins the engine's.
 What LNet decides about the LND timeout (``lnd_timeout`` derived from transaction_timeout
 and retry_count, or an NI's own ``--lnd-timeout``) is kept in step here
-(``sync_lnd_timeouts``, ``set_lnd_timeout``). No asyncio: a waiter is a callable, a future is
-the caller's business.
+(``sync_lnd_timeouts``, ``set_lnd_timeout``). No asyncio: a waiter is a callable.
 """
 
 from __future__ import annotations
@@ -58,8 +57,7 @@ from nodes.recorder import Recorder
 #: the engine's message trace action (TRACE-SCHEMA.md); None until the engine emits it
 MSG_TRACE: type | None = getattr(_actions, "MsgTrace", None)
 _UNARMED = float("nan")  # the armed deadline of a driver whose timer must be (re)armed
-#: tunables published as ``tunable`` notices: what ``testbed check`` needs to judge health
-#: steps and resends (spec §3.2-3.4)
+#: tunables published as ``tunable`` notices (``testbed check`` judges health steps by them)
 HEALTH_TUNABLES = ("health_sensitivity", "retry_count", "transaction_timeout")
 
 Waiter = Callable[[MDEvent], None]
@@ -182,6 +180,7 @@ class NodeDriver:
             self._held += actions
             return
         upper, rec = self.upper, self.recorder
+        now: float | None = None  # read once, for the upper layer's MD events
         while actions:
             follow: list[Action] = []
             for act in actions:
@@ -194,7 +193,8 @@ class NodeDriver:
                     if upper is not None and act.handle in upper.handles:  # type: ignore
                         if self.md_sink is not None:
                             self.md_sink(act)  # type: ignore[arg-type]
-                        follow += upper.on_md_event(act, self.now())  # type: ignore[arg-type]
+                        now = self.now() if now is None else now
+                        follow += upper.on_md_event(act, now)  # type: ignore[arg-type]
                     else:
                         self._md_event(act)  # type: ignore[arg-type]
                 elif kind is Log:
@@ -222,11 +222,11 @@ class NodeDriver:
         if rec is not None:
             self.sample()
 
-    def receive(self, ev: MessageReceived) -> None:
-        """A message the LND received: counted for the recorder, handed to the engine."""
+    def receive(self, ev: MessageReceived, now: float | None = None) -> None:
+        """A message the LND received at ``now`` (None: read the clock), to the engine."""
         if self.recorder is not None:
             self.recorder.rx(ev.ni, ev.peer_nid, len(ev.payload))
-        self.execute(self.engine.handle(ev, self.now()))
+        self.execute(self.engine.handle(ev, self.now() if now is None else now))
 
     def _md_event(self, ev: MDEvent) -> None:
         if self.md_sink is not None:

@@ -78,6 +78,7 @@ class NodeRuntime:
                            on_conn=self._on_conn, on_notify=self._on_notify,
                            on_batch=self._on_batch, incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
+        self._batch_now: float | None = None  # the clock at the start of an LND batch
         # health notices for user space (hlth-lnt-udev): set by the control server to the
         # testbed event log (nodes/daemon/eventlog.py)
         self.notice_sink: Callable[[str, dict[str, Any]], None] | None = None
@@ -197,21 +198,25 @@ class NodeRuntime:
 
     def _on_batch(self, begin: bool) -> None:
         """The socklnd hands over the frames of one read or the txs of one write: their
-        engine actions are carried out once, at the end (``NodeDriver.hold``)."""
+        engine actions are carried out once, at the end (``NodeDriver.hold``), and they
+        happened at one instant (one system call): the clock is read once for them."""
         if begin:
             self.driver.hold()
+            self._batch_now = self.loop.time()
         else:
+            self._batch_now = None
             self.driver.release()
 
     def _on_rx(self, rx: RxMsg) -> None:
         self.driver.receive(MessageReceived(ni=rx.ni, peer_nid=rx.peer_nid, hdr=rx.hdr,
-                                            payload=rx.payload))
+                                            payload=rx.payload), self._batch_now)
 
     def _on_tx_done(self, tx_id: int, rc: int, hstatus: HStatus) -> None:
         if type(hstatus) is not HStatus:  # (the socklnd's are already; the call is ~1 us)
             hstatus = HStatus(hstatus)
+        now = self._batch_now
         ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus)
-        self.driver.execute(self.engine.handle(ev, self.now()))
+        self.driver.execute(self.engine.handle(ev, self.loop.time() if now is None else now))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
         """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify), logged as a

@@ -73,8 +73,20 @@ class TypeStats:
     hello: int = 0
 
     def bump(self, mtype: MsgType) -> None:
-        key = _TYPE_BY_MSG[mtype]
-        setattr(self, key, getattr(self, key) + 1)
+        # (the fields by name, not ``setattr`` of ``_TYPE_BY_MSG[mtype]``: the compiled
+        # class's attribute then goes through the generic lookup, several times a message)
+        if mtype == MsgType.PUT:
+            self.put += 1
+        elif mtype == MsgType.ACK:
+            self.ack += 1
+        elif mtype == MsgType.GET:
+            self.get += 1
+        elif mtype == MsgType.REPLY:
+            self.reply += 1
+        elif mtype == MsgType.HELLO:
+            self.hello += 1
+        else:
+            raise KeyError(mtype)
 
     def total(self) -> int:
         return self.put + self.get + self.reply + self.ack + self.hello

@@ -104,6 +104,13 @@ class ME:
     ignore_bits: int
     md: MD
 
+    def __init__(self, portal: int, match_bits: int, ignore_bits: int, md: MD) -> None:
+        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
+        self.portal = portal
+        self.match_bits = match_bits
+        self.ignore_bits = ignore_bits
+        self.md = md
+
     def matches(self, match_bits: int) -> bool:
         return (self.match_bits ^ match_bits) & ~self.ignore_bits == 0
 

@@ -75,9 +75,12 @@ def ni_key(ni: LNetNI, md_cpt: int | None, numa_range: int) -> tuple[int, ...]:
 def best_ni(net: LNetNet, md_cpt: int | None = None, numa_range: int = 0) -> LNetNI | None:
     """``lnet_get_best_ni`` over the NIs of one local net (spec §2.4; snd-005/020/025/030).
     (``_best`` over ``ni_key``, its loop written out: this runs for most messages)"""
+    nis = net.nis
+    if len(nis) == 1:  # one candidate: the order's first, whatever its key (no key built)
+        return nis[0]
     best: LNetNI | None = None
     best_key: tuple[int, ...] | None = None
-    for ni in net.nis:
+    for ni in nis:
         k = ni_key(ni, md_cpt, numa_range)
         if best_key is None or k < best_key:
             best, best_key = ni, k
@@ -92,21 +95,42 @@ def lpni_key(p: PeerNI, ni: LNetNI) -> tuple[int, ...]:
 def best_lpni(pnet: PeerNet, ni: LNetNI) -> PeerNI | None:
     """The best peer NI on ``pnet`` to send to from ``ni`` (spec §2.5; snd-035/040).
     (``_best`` over ``lpni_key``, written out as ``best_ni``)"""
+    lpnis = pnet.lpnis
+    if len(lpnis) == 1:  # one candidate (as ``best_ni``)
+        return lpnis[0]
     best: PeerNI | None = None
     best_key: tuple[int, ...] | None = None
-    for p in pnet.lpnis:
+    for p in lpnis:
         k = lpni_key(p, ni)
         if best_key is None or k < best_key:
             best, best_key = p, k
     return best
 
 
+def pair_key(pair: tuple[PeerNet, LNetNet]) -> tuple[int, ...]:
+    """``lnet_find_best_ni_on_local_net``'s criteria (spec §2.3): peer net health and UDSP
+    priority, local net health and priority, then round robin over both."""
+    pn, ln = pair
+    return (-pn.healthv, pn.sel_priority, -ln.healthv, ln.sel_priority, pn.seq, ln.seq)
+
+
 def best_local_pair(peer: Peer, nets: dict[Net, LNetNet]) -> tuple[PeerNet, LNetNet] | None:
-    """``lnet_find_best_ni_on_local_net`` (spec §2.3) over the peer's nets that are local."""
-    pairs = [(pn, nets[pn.net]) for pn in peer.nets
-             if pn.net in nets and nets[pn.net].nis and pn.lpnis]
-    return _best(pairs, lambda pr: (-pr[0].healthv, pr[0].sel_priority, -pr[1].healthv,
-                                    pr[1].sel_priority, pr[0].seq, pr[1].seq))
+    """``lnet_find_best_ni_on_local_net`` (spec §2.3) over the peer's nets that are local.
+    A peer with one such net (every message of a single-rail pair) has that pair, no key
+    built: the keys only order two candidates or more."""
+    first: tuple[PeerNet, LNetNet] | None = None
+    pairs: list[tuple[PeerNet, LNetNet]] | None = None
+    for pn in peer.nets:
+        ln = nets.get(pn.net)
+        if ln is None or not ln.nis or not pn.lpnis:
+            continue
+        if first is None:
+            first = (pn, ln)
+        elif pairs is None:
+            pairs = [first, (pn, ln)]
+        else:
+            pairs.append((pn, ln))
+    return first if pairs is None else _best(pairs, pair_key)
 
 
 def _existing_pref_ni(lpni: PeerNI, nets: dict[Net, LNetNet]) -> LNetNI | None:

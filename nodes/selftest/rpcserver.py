@@ -29,23 +29,28 @@ from nodes.selftest.wire import SRPC_MSG_VERSION, SRPC_RDMA_PORTAL, Service, Srp
 log = logging.getLogger("lnet.selftest")
 
 
-@dataclass(eq=False, slots=True)
 class ServerRpc:
     """``struct srpc_server_rpc``: the handler fills ``reply`` (``status`` first) and may set
-    a ``bulk`` to move before replying."""
+    a ``bulk`` to move before replying. (Slotted, its ``__init__`` written out: one is made
+    per request, and the dataclass one called two default factories.)"""
 
-    service: ServiceDef
-    peer: NID
-    self_nid: NID | None
-    reqst: SrpcMsg
-    reply: dict[str, Any] = field(default_factory=lambda: {"status": 0})
-    reply_feats: int = wire.LST_FEATS_MASK
-    bulk: Bulk | None = None
-    state: State = State.NEWBORN
-    ev: Ev = field(default_factory=Ev)
-    mdh: int | None = None
-    aborted: bool = False
-    status: int = 0
+    __slots__ = ("aborted", "bulk", "ev", "mdh", "peer", "reply", "reply_feats", "reqst",
+                 "self_nid", "service", "state", "status")
+
+    def __init__(self, service: ServiceDef, peer: NID, self_nid: NID | None,
+                 reqst: SrpcMsg) -> None:
+        self.service = service
+        self.peer = peer
+        self.self_nid = self_nid
+        self.reqst = reqst
+        self.reply: dict[str, Any] = {"status": 0}
+        self.reply_feats = wire.LST_FEATS_MASK
+        self.bulk: Bulk | None = None
+        self.state = State.NEWBORN
+        self.ev = Ev()
+        self.mdh: int | None = None
+        self.aborted = False
+        self.status = 0
 
 
 @dataclass(eq=False)

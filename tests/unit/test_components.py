@@ -132,8 +132,10 @@ def test_wrong_health_and_resend_decisions_are_injected() -> None:
 # ---------------------------------------------------------------------------- the walk
 def _entries(fn: Any) -> list[str]:
     """Modules of nodes/lnet entered (called from another module) while ``fn`` runs;
-    property reads, comprehensions and a value's ``__hash__``/``__eq__`` (a dict lookup by
-    NID) are not stops (issue 12's "walk of one PUT")."""
+    property reads, comprehensions, a value's ``__hash__``/``__eq__`` (a dict lookup by
+    NID) and constructors (a header, a message: the dataclass ``__init__`` those have
+    written out, for mypyc, was generated code before) are not stops (issue 12's "walk of
+    one PUT")."""
     root = os.path.dirname(nodes.lnet.__file__) + os.sep
 
     def stop(frame: Any) -> bool:
@@ -141,7 +143,8 @@ def _entries(fn: Any) -> list[str]:
         prop = slf is not None and isinstance(getattr(type(slf), frame.f_code.co_name, None),
                                               property)
         name = frame.f_code.co_name
-        return not prop and not name.startswith("<") and name not in ("__hash__", "__eq__")
+        return not prop and not name.startswith("<") and name not in ("__hash__", "__eq__",
+                                                                       "__init__")
 
     out: list[str] = []
 
