@@ -136,12 +136,15 @@ def first_violation(result: Result, phase: str) -> Violation | None:
 
 def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed: int = 0,
         digest: bool = False, chunk_events: int | None = None, phases: str = "all",
-        jitter: float = 0.0) -> Outcome:
+        jitter: float = 0.0, phase: float = 0.0) -> Outcome:
     """Play ``schedule`` on ``topo`` in this process (module doc); ``digest``: hash the log;
     ``chunk_events``: keep the events of that chunk (a determinism mismatch's evidence);
     ``phases``: ``all``, or ``safety`` to stop after the safety check (shrinking);
     ``jitter``: the fabric's random extra latency per message (``sim_seed`` draws it), for
-    the shrinker's timing perturbations."""
+    the shrinker's timing perturbations; ``phase``: seconds the testbed idles after bring-up
+    before the schedule's origin, which moves every engine's periodic timers (monitor tick,
+    router checker, recovery pings) against the schedule's steps, as a Mininet bring-up of
+    its own length does."""
     t0 = time.perf_counter()
     path = with_tunables(topo, schedule.tunables)
     out = Outcome(schedule.seed, None)
@@ -154,6 +157,8 @@ def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed:
             out.violation = Violation("setup", "bringup", str(exc).splitlines()[0])
             return out
         try:
+            if phase > 0:
+                Replay(tb).advance(phase)
             replay = Replay(tb)
             out.violation = _phases(topo, schedule, replay, phases == "all")
             out.skipped = replay.skipped

@@ -25,12 +25,17 @@ re-checked on the safety phase alone (``runner.run(phases="safety")``).
 
 Robustness (``robust`` > 0, what ``testbed explore --out`` uses): a schedule only "still
 fails" if it also fails in ``robust`` perturbed runs, each with every step moved by up to
-``SHIFT`` seconds either way (``perturbed``) and the fabric's per-message ``JITTER``. A written
-test runs on Mininet on wall-clock time, where a step lands up to a link-watch poll (0.5 s)
-plus an RPC under load away from its time and messages take their own time, so a failure
-that needs one exact interleaving (a 1 ms window, the Nth message a drop rule counts) would
-replay there only by chance; the perturbed runs keep the shrinker to schedules whose failure
-survives such slack.
+``SHIFT`` seconds either way (``perturbed``), the fabric's per-message ``JITTER``, and the
+schedule started at a drawn ``phase_of`` its engines' periodic timers. A written test runs
+on Mininet on wall-clock time, where a step lands up to a link-watch poll (0.5 s) plus an RPC
+under load away from its time and messages take their own time, so a failure that needs one
+exact interleaving (a 1 ms window, the Nth message a drop rule counts) would replay there
+only by chance; the perturbed runs keep the shrinker to schedules whose failure survives such
+slack. The phase matters as much: the daemons' monitor ticks, router checks and recovery
+pings run from their own start, and a Mininet bring-up lasts what it lasts, so where their
+ticks fall against the test's steps differs from run to run (the fatal-ni-by-health test of
+seed 5, shrunk without it, failed with the bug 9 times in 10 on Mininet, through whichever
+node's recovery ping met a flap; the sim's run had c1's).
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ Unit = Fault | Stream
 SHIFT = 0.6
 #: and delays each message by up to this much more than the fabric's latency (seconds)
 JITTER = 0.005
+#: and starts the schedule up to this far into the longest timer period (``phase_of``)
+MIN_PERIOD = 1.0  # the monitor thread's tick (recovery pings, deadlines)
 
 
 def ddmin(items: Sequence[T], fails: Callable[[list[T]], bool]) -> list[T]:
@@ -109,14 +116,23 @@ class Shrinker:
         for k in range(1, self.robust + 1):
             if not ok:
                 break
-            ok = self._fails_once(perturbed(sch, k), sim_seed=k, jitter=JITTER)
+            ok = self._fails_once(perturbed(sch, k), sim_seed=k, jitter=JITTER,
+                                  phase=phase_of(sch, k, self._period(sch)))
         self._cache[key] = ok
         return ok
 
-    def _fails_once(self, sch: Schedule, sim_seed: int = 0, jitter: float = 0.0) -> bool:
+    def _period(self, sch: Schedule) -> float:
+        """The longest periodic timer of the schedule's engines: the router checker's."""
+        eff = self.topo.effective(sch.tunables)
+        return max([MIN_PERIOD, *(float(v.get("alive_router_check_interval", 0))
+                                  for v in eff.values())])
+
+    def _fails_once(self, sch: Schedule, sim_seed: int = 0, jitter: float = 0.0,
+                    phase: float = 0.0) -> bool:
         self.runs += 1
         out = runner.run(self.topo, sch, planted=self.planted, sim_seed=sim_seed,
-                         jitter=jitter, phases="safety" if self.phase == "safety" else "all")
+                         jitter=jitter, phase=phase,
+                         phases="safety" if self.phase == "safety" else "all")
         ok = out.violation is not None and out.violation.invariant == self.invariant
         if ok and sim_seed == 0:
             self.last = out
@@ -169,6 +185,10 @@ class Shrinker:
                 if self.fails(cand):
                     sch = cand
                     break
+        kept = {k: v for k, v in sch.tunables.items()
+                if any(b.get(k) != v for b in base.values())}  # (what the topology sets)
+        if kept != sch.tunables and self.fails(sch.with_(tunables=kept)):
+            sch = sch.with_(tunables=kept)
         return sch
 
     def _tighten(self, sch: Schedule) -> Schedule:
@@ -238,6 +258,12 @@ def _shift(sch: Schedule, dt: float) -> Schedule:
     return sch.with_(time=round(sch.time + dt, 3),
                      faults=tuple(replace(f, at=round(f.at + dt, 3)) for f in sch.faults),
                      streams=tuple(replace(s, at=round(s.at + dt, 3)) for s in sch.streams))
+
+
+def phase_of(sch: Schedule, k: int, period: float) -> float:
+    """The k-th perturbed run's phase: seconds in [0, ``period``) the testbed idles before
+    the schedule starts, drawn from (seed, k) (module doc)."""
+    return round(random.Random(f"{sch.seed}:{k}:phase").uniform(0.0, period), 3)
 
 
 def perturbed(sch: Schedule, k: int) -> Schedule:

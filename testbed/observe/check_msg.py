@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.observe.check_state import Tracker, lnd_timeout, net_of
+from testbed.observe.check_state import Tracker, attempt_timeout, lnd_timeout, net_of
 from testbed.observe.checktypes import Inv, Item
 
 #: a message must complete within its deadline plus one monitor tick (spec §3.4: the deadline
@@ -155,13 +155,15 @@ class MsgCheck:
     # -------------------------------------------------------------------- selection
     def _selected(self, ev: dict[str, Any], fl: Flight, node: str) -> float | None:
         """When the NI of this send was chosen, if the log tells: the message's last resend
-        for a later attempt; its launch (deadline - the node's transaction_timeout) for the
-        first. A message waiting for credits keeps its NI (``lnet_post_send_locked`` never
-        selects again), so a send on an NI that went fatal after that is not a violation."""
+        for a later attempt; its commit for the first (its deadline less the per-attempt
+        timeout, ``attempt_timeout``). A message waiting for credits keeps its NI
+        (``lnet_post_send_locked`` never selects again), so a send on an NI that went fatal
+        after that is not a violation."""
         if ev.get("attempt"):
             return fl.selected
-        tt = self.tracker.node(node).transaction_timeout
-        return fl.deadline - tt if fl.deadline is not None and tt is not None else None
+        timeout = attempt_timeout(self.tracker.node(node), fl.retry_count)
+        return fl.deadline - timeout if fl.deadline is not None and timeout is not None \
+            else None
 
     def _fatal_ni(self, item: Item, changing: set[tuple[str, str]], fl: Flight) -> None:
         _idx, ev = item
@@ -176,10 +178,16 @@ class MsgCheck:
         if why is None or (node, ni) in changing:
             return
         chosen = self._selected(ev, fl, node)
-        if chosen is not None and (chosen < float(why[1]["t"]) or (
-                ev.get("attempt") and 0 <= fl.selected_at < why[0])):
+        went = float(why[1]["t"])
+        if chosen is not None and (chosen < went or (
+                ev.get("attempt") and 0 <= fl.selected_at < why[0]) or (
+                not ev.get("attempt") and chosen <= went + T_EPS)):
             # chosen before the NI went fatal (earlier, or at the same instant earlier in the
-            # log: explore seed 266), sent after when credits came back
+            # log: explore seed 266), sent after when credits came back. A first attempt
+            # committed in the very instant the NI went fatal is excused like a send in that
+            # instant (``changing``): nothing in the log orders its commit against the link
+            # change (explore seed 1616 on mr-routers: a PUT launched at 137.65 chose
+            # 10.10.0.1, whose carrier then dropped at 137.65, and went out on it at 138.154)
             self.queued_on_fatal += 1
             return
         for other in sorted(st.nets.get(net_of(ni), ())):

@@ -56,6 +56,21 @@ def lnd_timeout(st: NodeState) -> float | None:
     return tt if rc is None else float(max(int(tt - 1) // (rc + 1), 1))
 
 
+def attempt_timeout(st: NodeState, retry_count: int | None) -> float | None:
+    """How far past its commit a message's deadline is (lib-msg.c ``get_msg_deadline``: the
+    LND timeout x (retry_count + 1) + 1), if the log gave the node's transaction timeout;
+    the transaction timeout itself when the retry count is unknown. ``retry_count``: the
+    message's own (its first send record), else the node's last ``tunable`` event. Not in the
+    log: a caller's shorter timeout (003: the commit dated earlier than it was, which only
+    excuses more) and an NI's own ``--lnd-timeout`` (dated by the derived one)."""
+    rc = retry_count if retry_count is not None else st.retry_count
+    if st.transaction_timeout is None:
+        return None
+    if rc is None:
+        return st.transaction_timeout
+    return float(max(int(st.transaction_timeout - 1) // (rc + 1), 1) * (rc + 1) + 1)
+
+
 def net_of(nid: str) -> str:
     return nid.rsplit("@", 1)[-1]
 

@@ -21,7 +21,7 @@ from testbed import cli
 from testbed.explore import emit, liveness, pool, runner, swarm, topo
 from testbed.explore.bound import liveness_bound
 from testbed.explore.model import Fault, Schedule, Stream
-from testbed.explore.shrink import SHIFT, Shrinker, ddmin, perturbed
+from testbed.explore.shrink import SHIFT, Shrinker, ddmin, perturbed, phase_of
 
 ROOT = Path(__file__).resolve().parents[2]
 MR = ROOT / "topologies" / "mr-routers.yaml"
@@ -174,6 +174,22 @@ def test_a_perturbed_run_moves_each_step_a_little_and_the_fatal_ni_schedule_surv
     assert sh.fails(FATAL_NI) and sh.runs == 3
 
 
+def test_a_perturbed_run_starts_the_schedule_at_a_drawn_phase_of_the_engines_timers(
+        mr: topo.Topo) -> None:
+    """On Mininet the daemons' ticks (monitor, router checker, recovery pings) run from their
+    own start, so where they fall against a test's steps differs from run to run: each
+    perturbed run idles a drawn phase in [0, the router check interval) before the
+    schedule's origin (the same one for the same seed and k)."""
+    p1 = phase_of(FATAL_NI, 1, 5.0)
+    assert p1 == phase_of(FATAL_NI, 1, 5.0) and 0.0 <= p1 < 5.0
+    assert p1 != phase_of(FATAL_NI, 2, 5.0)
+    assert Shrinker(mr, "fatal_ni", "safety")._period(FATAL_NI) == 5.0  # the topology's
+    short = Schedule(1, 2.0)
+    base = runner.run(mr, short, phases="safety")
+    moved = runner.run(mr, short, phases="safety", phase=3.25)
+    assert base.ok and moved.ok and moved.virtual == pytest.approx(base.virtual + 3.25)
+
+
 def test_a_tunable_mix_lnet_refuses_is_a_setup_failure_not_a_crash(mr: topo.Topo) -> None:
     """The shrinker tries other values of one tunable with the rest as they are: health
     sensitivity 0 beside retry_count 3 is refused at bring-up (health-cap-stuck seed 31)."""
@@ -191,6 +207,11 @@ def test_the_emitted_pytest_fails_with_the_bug_and_passes_without(mr: topo.Topo,
                       planted="fatal-ni-by-health")
     text = path.read_text()
     assert "r.fault('flap', node='c1'" in text and "assert_safe(r)" in text
+    # the faults stay on until the last one ends (the flap: 4.2 + 40), not only until the
+    # shrunk run proved it (33.65): on Mininet the timers' phase picks the cycle (emit.py)
+    assert "r.at(44.2)  # the end of the safety phase: the last fault's end" in text
+    assert emit.safety_end(FATAL_NI, v) == 44.2
+    assert emit.safety_end(FATAL_NI, runner.Violation("liveness", "health", "")) == 33.65
     assert "--seed 5 --planted-bug fatal-ni-by-health" in text
 
     def pytest_rc(bug: str) -> tuple[int, str]:

@@ -207,6 +207,35 @@ def test_a_resend_chosen_in_the_same_instant_before_the_link_went_is_not_flagged
     assert check_events(after).invariants["fatal_ni"].count == 1
 
 
+def test_a_first_attempt_committed_in_the_instant_its_ni_went_fatal_is_not_flagged() -> None:
+    """Explore seed 1616 on mr-routers: c1 launched a PUT at 137.65 and it chose 10.10.0.1
+    (the other rail's health was 0), waited for a credit, and went out on it at 138.154; that
+    NI's carrier dropped at 137.65 too, logged after the launch (the engine never chose a
+    fatal NI: checked with a selection probe). No record orders a first attempt's commit
+    within its instant, so it is excused as a send in that instant is; one committed a
+    microsecond later is flagged."""
+    tun = [ev(0.0, "tunable", name="transaction_timeout", value=10),
+           ev(0.0, "tunable", name="retry_count", value=2)]
+    rails, down = _two_rails()[:2], _two_rails()[2]  # C_A down at 1.0
+    same = send(1.5, 2, ni=C_A, deadline=1.0 + 10.0)  # committed at 1.0 (float: 1.0000...)
+    assert check_events([*tun, *rails, down, same, complete(1.6, 2)]).ok
+    late = send(1.5, 3, ni=C_A, deadline=1.00001 + 10.0)
+    assert flagged([*tun, *rails, down, late, complete(1.6, 3)], "fatal_ni") == 1
+
+
+def test_the_commit_of_a_first_attempt_is_dated_by_lnets_per_attempt_timeout() -> None:
+    """get_msg_deadline: commit + lnd_timeout x (retry_count + 1) + 1, with lnd_timeout =
+    max((tt - 1) / (retry_count + 1), 1) -- not the transaction timeout itself: tt 10, retry
+    count 3 gives 2 x 4 + 1 = 9 s, and tt 2 gives 1 x 4 + 1 = 5 s."""
+    rails, down = _two_rails()[:2], _two_rails()[2]  # C_A down at 1.0
+    tt10 = [ev(0.0, "tunable", name="transaction_timeout", value=10)]
+    after = send(2.0, 2, ni=C_A, deadline=1.5 + 9.0, retry_count=3)  # committed at 1.5
+    assert flagged([*tt10, *rails, down, after, complete(2.1, 2)], "fatal_ni") == 1
+    tt2 = [ev(0.0, "tunable", name="transaction_timeout", value=2)]
+    before = send(2.0, 3, ni=C_A, deadline=0.9 + 5.0, retry_count=3)  # committed at 0.9
+    assert check_events([*tt2, *rails, down, before, complete(2.1, 3)]).ok
+
+
 def test_a_sibling_that_was_fatal_too_when_the_ni_was_chosen_does_not_count() -> None:
     """Both rails fatal when the message chose its NI (launch 1.9); the other came back at 2.5,
     before the held message went out on the chosen one at 3.0: no free choice was wrong
