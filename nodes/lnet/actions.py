@@ -7,7 +7,9 @@ the event log. Timers are not actions: the driver asks ``next_deadline()`` after
 
 Actions are values, never changed once built; not ``frozen`` for speed only (as ``LNetHdr``,
 hdr.py: a frozen dataclass sets each field through ``object.__setattr__``, ~3x the cost of
-building one per message); ``unsafe_hash`` keeps a frozen one's hash and equality.
+building one per message); ``unsafe_hash`` keeps a frozen one's hash and equality. The
+per-message ones (``Transmit``, ``MDEvent``) have their ``__init__`` written out, compiled with
+the class (hdr.py says why).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from nodes.lnet.hdr import LNetHdr, Payload
 from nodes.lnet.nid import NID
 
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True, init=False)
 class Transmit:
     """LND: send ``hdr`` + ``payload`` from local NI ``ni`` to peer NI ``lpni``."""
 
@@ -29,8 +31,16 @@ class Transmit:
     hdr: LNetHdr
     payload: Payload
 
+    def __init__(self, *, tx_id: int, ni: NID, lpni: NID, hdr: LNetHdr,
+                 payload: Payload) -> None:
+        self.tx_id = tx_id
+        self.ni = ni
+        self.lpni = lpni
+        self.hdr = hdr
+        self.payload = payload
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+
+@dataclass(slots=True, unsafe_hash=True, kw_only=True, init=False)
 class MDEvent:
     """Upper layer: an ``lnet_event`` on MD ``handle`` (SEND, ACK, REPLY, PUT, GET, UNLINK).
 
@@ -48,6 +58,19 @@ class MDEvent:
     mlength: int = 0
     payload: Payload = b""
     target: NID | None = None
+
+    def __init__(self, *, handle: int, kind: str, status: int, unlinked: bool,
+                 initiator: NID | None = None, source: NID | None = None, mlength: int = 0,
+                 payload: Payload = b"", target: NID | None = None) -> None:
+        self.handle = handle
+        self.kind = kind
+        self.status = status
+        self.unlinked = unlinked
+        self.initiator = initiator
+        self.source = source
+        self.mlength = mlength
+        self.payload = payload
+        self.target = target
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)

@@ -1,7 +1,8 @@
 """Inputs to the engine: facts that happened, in LNet's vocabulary (STYLE rule 3).
 
 The daemon (real sockets) and the simulator (in-memory fabric) feed the same events. They are
-values, never changed once built; not ``frozen`` for speed only (see ``actions.py``).
+values, never changed once built; not ``frozen`` for speed only (see ``actions.py``). The
+per-message ones have their ``__init__`` written out, compiled with the class (hdr.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True, kw_only=True, init=False)
 class TxCompleted:
     """The LND finished (or failed) transmitting ``tx_id`` (``lnet_finalize`` from the LND)."""
 
@@ -21,8 +22,13 @@ class TxCompleted:
     rc: int
     hstatus: HStatus
 
+    def __init__(self, *, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        self.tx_id = tx_id
+        self.rc = rc
+        self.hstatus = hstatus
 
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+
+@dataclass(slots=True, unsafe_hash=True, kw_only=True, init=False)
 class MessageReceived:
     """The LND received a whole LNet message on local NI ``ni`` from ``peer_nid``."""
 
@@ -30,6 +36,12 @@ class MessageReceived:
     peer_nid: NID
     hdr: LNetHdr
     payload: Payload
+
+    def __init__(self, *, ni: NID, peer_nid: NID, hdr: LNetHdr, payload: Payload) -> None:
+        self.ni = ni
+        self.peer_nid = peer_nid
+        self.hdr = hdr
+        self.payload = payload
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
