@@ -88,27 +88,23 @@ class Recorder:
 
     # ------------------------------------------------------------------ driver hooks
     def tx(self, ni: NID, lpni: NID, nbytes: int) -> None:
-        """A payload of ``nbytes`` handed to the LND from ``ni`` to ``lpni`` (Transmit).
-        (Once per message: the known pairs are counted here, ``_count`` adds a new one.)"""
-        counts = self._bytes
-        a, b = counts.get(ni), counts.get(lpni)
-        if a is None or b is None:
-            self._count(ni, 0, nbytes)
-            self._count(lpni, 0, nbytes)
-            return
-        a[0] += nbytes
-        b[0] += nbytes
+        """A payload of ``nbytes`` handed to the LND from ``ni`` to ``lpni`` (Transmit)."""
+        self._add(ni, lpni, 0, nbytes)
 
     def rx(self, ni: NID, peer: NID, nbytes: int) -> None:
-        """A payload of ``nbytes`` received on ``ni`` from peer NI ``peer`` (as ``tx``)."""
+        """A payload of ``nbytes`` received on ``ni`` from peer NI ``peer``."""
+        self._add(ni, peer, 1, nbytes)
+
+    def _add(self, ni: NID, peer: NID, side: int, nbytes: int) -> None:
+        """(Once per message: the known pairs are counted here, ``_count`` adds a new one.)"""
         counts = self._bytes
         a, b = counts.get(ni), counts.get(peer)
         if a is None or b is None:
-            self._count(ni, 1, nbytes)
-            self._count(peer, 1, nbytes)
+            self._count(ni, side, nbytes)
+            self._count(peer, side, nbytes)
             return
-        a[1] += nbytes
-        b[1] += nbytes
+        a[side] += nbytes
+        b[side] += nbytes
 
     def _count(self, nid: NID, side: int, nbytes: int) -> None:
         pair = self._bytes.get(nid)

@@ -28,6 +28,18 @@ def _put(fab: Fabric, **kw: Any) -> int:
                     portal=PORTAL, **kw)  # type: ignore[return-value]
 
 
+def _puts_over_a_dead_rail(fab: Fabric, settle: float) -> None:
+    """Four PUTs on both rails, then s1's second rail down and four more (resent), with
+    ``settle`` seconds after them."""
+    for _ in range(4):
+        _put(fab)
+    fab.run_until(fab.now + 1)
+    fab.set_link(S[1], False)
+    for _ in range(4):
+        _put(fab)
+    fab.run_until(fab.now + settle)
+
+
 def _by_msg(traces: list[tuple[str, MsgTrace]], node: str) -> dict[int, list[MsgTrace]]:
     out: dict[int, list[MsgTrace]] = {}
     for name, t in traces:
@@ -51,13 +63,7 @@ def test_every_send_ends_in_exactly_one_complete() -> None:
     message that was sent has exactly one ``complete``, on both nodes (ACKs too)."""
     fab = mr2_fabric()
     traces = _traced(fab)
-    for _ in range(4):
-        _put(fab)
-    fab.run_until(fab.now + 1)
-    fab.set_link(S[1], False)
-    for _ in range(4):
-        _put(fab)
-    fab.run_until(fab.now + 5)
+    _puts_over_a_dead_rail(fab, 5)
     fab.set_link(S[0], False)
     _put(fab)
     fab.run_until(fab.now + 400)
@@ -150,12 +156,7 @@ def test_every_record_carries_the_now_of_the_engine_call_that_made_it() -> None:
     for name, driver in fab.drivers.items():
         driver.trace_sink = lambda act: seen.append((fab.now, act))
         fab.engines[name].trace_messages = True
-    _put(fab)
-    fab.run_until(fab.now + 1)
-    fab.set_link(S[1], False)
-    for _ in range(4):
-        _put(fab)
-    fab.run_until(fab.now + 60)
+    _puts_over_a_dead_rail(fab, 60)
     assert {t.event for _, t in seen} == {"send", "resend", "complete"}
     assert [(now, t.event) for now, t in seen if t.at != now] == []
     assert len({t.at for _, t in seen}) > 3  # (not one stamp for all)
