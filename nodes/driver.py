@@ -41,21 +41,17 @@ and retry_count, or an NI's own ``--lnd-timeout``) is kept in step here
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Container, Coroutine
 from typing import Any, Protocol
 
 from nodes.lnd.modparams import LndParams
-from nodes.lnet import actions as _actions
 from nodes.lnet import notify
-from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
+from nodes.lnet.actions import Action, Log, MDEvent, MsgTrace, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived
 from nodes.lnet.nid import LO_NID, NID, Net
 from nodes.recorder import Recorder
 
-#: the engine's message trace action (TRACE-SCHEMA.md); None until the engine emits it
-MSG_TRACE: type | None = getattr(_actions, "MsgTrace", None)
 _UNARMED = float("nan")  # the armed deadline of a driver whose timer must be (re)armed
 #: tunables published as ``tunable`` notices (``testbed check`` judges health steps by them)
 HEALTH_TUNABLES = ("health_sensitivity", "retry_count", "transaction_timeout")
@@ -202,7 +198,7 @@ class NodeDriver:
                         self._log(act)  # type: ignore[arg-type]
                 elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
                     self._notify_peer_down(act.lpni)  # type: ignore[attr-defined]
-                elif kind is MSG_TRACE and self.trace_sink is not None:
+                elif kind is MsgTrace and self.trace_sink is not None:
                     self.trace_sink(act)
             actions = follow
         # the tail: notices, LND timeouts (both only if something moved), then the timer
@@ -385,16 +381,3 @@ class NodeDriver:
         state follows the link (hlt-005/010; ``cause``: ``carrier`` or ``simulated``)."""
         self.execute(self.engine.ni_set_fatal(nid, not up, self.now(), cause))
 
-
-def trace_fields(act: Any) -> dict[str, Any]:
-    """A message trace action as JSON-ready fields (NIDs as text, ``health`` as
-    ``{"ni": v, "lpni": v}``, fields that do not apply left out; TRACE-SCHEMA.md)."""
-    to_json = getattr(act, "to_json", None)
-    if to_json is not None:
-        return to_json()  # type: ignore[no-any-return]
-    out = {}
-    for f in dataclasses.fields(act):
-        value = getattr(act, f.name)
-        out[f.name] = value if value is None or isinstance(value, bool | int | float | str
-                                                           | dict | list) else str(value)
-    return out

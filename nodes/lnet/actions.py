@@ -12,7 +12,7 @@ ones built per message (``Transmit``, ``MDEvent``, ``MsgTrace``) write their ``_
 (``init=False``): mypyc compiles a dataclass's methods but not the ``__init__`` the
 ``dataclasses`` module generates, which ran as Python (a tenth of the simulator's time in
 explore's workload with the engine compiled); it takes every field by name, with the
-dataclass's defaults, as the generated one did (``tests/unit/test_native.py`` checks).
+dataclass's defaults, as the generated one did (``tests/unit/test_engine_inits.py`` checks).
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ class MD:
 
 @dataclass(eq=False, slots=True)
 class ME:
-    """``lnet_me``: match entry on a portal; ``ignore_bits`` are don't-care match bits."""
+    """``lnet_me``: match entry on a portal; ``ignore_bits`` are don't-care match bits.
+    Its ``__init__`` is the generated one written out (compiled, ``actions.py``)."""
 
     portal: int
     match_bits: int
@@ -105,11 +106,8 @@ class ME:
     md: MD
 
     def __init__(self, portal: int, match_bits: int, ignore_bits: int, md: MD) -> None:
-        # (written out: mypyc compiles it; the dataclass one is interpreted Python)
-        self.portal = portal
-        self.match_bits = match_bits
-        self.ignore_bits = ignore_bits
-        self.md = md
+        self.portal, self.match_bits, self.ignore_bits, self.md = (portal, match_bits,
+                                                                   ignore_bits, md)
 
     def matches(self, match_bits: int) -> bool:
         return (self.match_bits ^ match_bits) & ~self.ignore_bits == 0

@@ -159,7 +159,7 @@ def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed:
         try:
             if phase > 0:
                 Replay(tb).advance(phase)
-            replay = Replay(tb)
+            replay = Replay(tb)  # (its origin, the schedule's t=0, is after the idle)
             out.violation = _phases(topo, schedule, replay, phases == "all")
             out.skipped = replay.skipped
         finally:

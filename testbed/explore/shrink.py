@@ -27,8 +27,8 @@ Robustness (``robust`` > 0, what ``testbed explore --out`` uses): a schedule onl
 fails" if it also fails in ``robust`` perturbed runs, each with every step moved by up to
 ``SHIFT`` seconds either way (``perturbed``), the fabric's per-message ``JITTER``, and the
 schedule started at a drawn ``phase_of`` its engines' periodic timers. A written test runs
-on Mininet on wall-clock time, where a step lands up to a link-watch poll (0.5 s) plus an RPC
-under load away from its time and messages take their own time, so a failure that needs one
+on Mininet on wall-clock time, where a step lands a CLI round trip under load (a process start,
+an RPC) away from its time and messages take their own time, so a failure that needs one
 exact interleaving (a 1 ms window, the Nth message a drop rule counts) would replay there
 only by chance; the perturbed runs keep the shrinker to schedules whose failure survives such
 slack. The phase matters as much: the daemons' monitor ticks, router checks and recovery

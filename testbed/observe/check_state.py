@@ -53,7 +53,11 @@ def lnd_timeout(st: NodeState) -> float | None:
     tt, rc = st.transaction_timeout, st.retry_count
     if tt is None:
         return None
-    return tt if rc is None else float(max(int(tt - 1) // (rc + 1), 1))
+    return tt if rc is None else _derived_lnd_timeout(tt, rc)
+
+
+def _derived_lnd_timeout(tt: float, rc: int) -> float:
+    return float(max(int(tt - 1) // (rc + 1), 1))
 
 
 def attempt_timeout(st: NodeState, retry_count: int | None) -> float | None:
@@ -68,7 +72,7 @@ def attempt_timeout(st: NodeState, retry_count: int | None) -> float | None:
         return None
     if rc is None:
         return st.transaction_timeout
-    return float(max(int(st.transaction_timeout - 1) // (rc + 1), 1) * (rc + 1) + 1)
+    return _derived_lnd_timeout(st.transaction_timeout, rc) * (rc + 1) + 1
 
 
 def net_of(nid: str) -> str:

@@ -21,9 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nodes.driver import NodeDriver, trace_fields
+from nodes.driver import NodeDriver
 from nodes.lnd import errmap
-from nodes.lnet.actions import MsgTrace, Transmit
+from nodes.lnet.actions import Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
@@ -55,8 +55,7 @@ class SimFabric(Fabric):
         drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
             drv.set_trace_sink(lambda act: self.event_log.append(  # ``record``, one dict
-                act.record(self.stamp(), name) if type(act) is MsgTrace else
-                {"t": self.stamp(), "kind": "msg", "node": name, **trace_fields(act)}))
+                act.record(self.stamp(), name)))
         if self.record_dir is not None:
             self._attach_recorder(name, drv, self.record_dir)
         return drv

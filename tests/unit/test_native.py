@@ -126,4 +126,3 @@ def test_every_module_imports_compiled() -> None:
     # (a module first imported by compiled code gets a made-up ``__file__`` under _native/)
     assert [f for f in out if not (f.startswith(str(NATIVE)) and f.endswith(SO))] == []
     assert len(out) == len(names)
-
