@@ -13,6 +13,9 @@ APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python
             libnetfilter-queue-dev build-essential tshark wireshark-common iperf3
 STAMP := $(VENV)/.installed
 NATIVE_STAMP := $(VENV)/.native
+# The packages compiled with mypyc: nodes/native.py's COMPILED, as directories (a unit test
+# checks the two agree).
+NATIVE_DIRS := nodes/lnet
 # Run again with the engine as pure Python (LNET_TESTBED_PURE_PYTHON=1), the fallback where
 # no C compiler is: the engine's own unit tests (the whole suite runs on the compiled engine).
 PURE_TESTS := $(shell grep -l "from nodes.lnet" tests/unit/test_*.py 2>/dev/null)
@@ -84,14 +87,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,report,faults]'
 	touch $(STAMP) $(NATIVE_STAMP)
 
-# The engine compiled with mypyc (setup.py: `pip install` above builds it in place, into
-# nodes/lnet/_native/, when gcc and python3-dev are there; ~1.5 CPU minutes). Rebuilt here when
-# an engine source changed since; until then the engine runs from its sources (nodes/lnet/
-# __init__.py checks the sources' hash the build recorded). Without a compiler it stays pure
-# Python.
+# The engine and the packages around it compiled with mypyc (setup.py: `pip install` above
+# builds them in place, into each package's _native/, when gcc and python3-dev are there;
+# ~1.5 CPU minutes for the engine). Rebuilt here when a source of theirs changed since; until
+# then they run from their sources (nodes/native.py checks the sources' hash the build
+# recorded). Without a compiler they stay pure Python.
 native: venv $(NATIVE_STAMP)
 
-$(NATIVE_STAMP): $(wildcard nodes/lnet/*.py) setup.py
+$(NATIVE_STAMP): $(foreach d,$(NATIVE_DIRS),$(wildcard $(d)/*.py)) nodes/native.py setup.py
 	$(PY) setup.py -q build_ext --inplace
 	touch $(NATIVE_STAMP)
 

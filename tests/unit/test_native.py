@@ -1,9 +1,9 @@
-"""The compiled engine (setup.py, ``nodes/lnet/__init__.py``): used only while it matches the
+"""The compiled packages (setup.py, ``nodes/native.py``): used only while they match the
 sources; every module imports compiled; the pure-Python fallback is one variable away.
 
-The engine's modules compiled with mypyc sit in ``nodes/lnet/_native/`` with the hash of the
-sources they were built from. A copy of the package is made in a temporary directory and
-imported there in a child process: with the recorded hash it runs compiled, with one source
+The modules compiled with mypyc sit in their package's ``_native/`` with the hash of the
+sources they were built from. A copy of the compiled packages is made in a temporary directory
+and imported there in a child process: with the recorded hash it runs compiled, with one source
 edited it runs that source (and says so in one line), never the old compiled code.
 """
 
@@ -20,21 +20,20 @@ import pytest
 
 import nodes.lnet
 import nodes.lnet.engine
+import nodes.native
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "nodes" / "lnet"
 NATIVE = ENGINE / "_native"
-#: the modules setup.py leaves as Python
-NOT_COMPILED = {"__init__", "errors"}
+#: the engine's modules setup.py leaves as Python
+NOT_COMPILED = {n.removesuffix(".py") for n in nodes.native.COMPILED["nodes.lnet"]}
 SO = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def _built() -> bool:
     """Compiled modules for these very sources are here (``make venv``/``make native`` ran
     with a C compiler)."""
-    stamp = NATIVE / "SOURCES"
-    return stamp.is_file() and stamp.read_text().strip() == nodes.lnet.source_digest(
-        str(ENGINE))
+    return nodes.native.built_for_sources("nodes.lnet")
 
 
 #: set by .ci/run: the machine has a C compiler, so a missing build is a failure, not a skip
@@ -51,12 +50,15 @@ def _need_build() -> None:
 
 
 def _copy(tmp: Path, with_native: bool = True) -> Path:
-    """``nodes/__init__.py`` and ``nodes/lnet`` (sources, and the compiled modules if asked)
-    under ``tmp``."""
+    """``nodes/__init__.py``, ``nodes/native.py`` and every compiled package (sources, and the
+    compiled modules if asked) under ``tmp``; the copy of ``nodes/lnet``."""
     (tmp / "nodes").mkdir()
-    shutil.copy(ROOT / "nodes" / "__init__.py", tmp / "nodes")
-    shutil.copytree(ENGINE, tmp / "nodes" / "lnet", ignore=shutil.ignore_patterns(
-        "__pycache__", *(() if with_native else ("_native",))))
+    for name in ("__init__.py", "native.py"):
+        shutil.copy(ROOT / "nodes" / name, tmp / "nodes")
+    for package in nodes.native.COMPILED:
+        sub = Path(*package.split("."))
+        shutil.copytree(ROOT / sub, tmp / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            "__pycache__", *(() if with_native else ("_native",))))
     return tmp / "nodes" / "lnet"
 
 
@@ -95,7 +97,7 @@ def test_an_edited_source_is_not_shadowed_by_old_compiled_code(tmp_path: Path) -
     hstatus.write_text(hstatus.read_text() + "# edited\n")
     out, err = _import(tmp_path)
     assert out == f"False {pkg / 'engine.py'}"  # the sources, edited one included
-    assert err.count("\n") == 1 and "older than its sources" in err and "make native" in err
+    assert err.count("\n") == 1 and "older than their sources" in err and "make native" in err
 
 
 def test_a_stale_or_absent_build_runs_the_sources(tmp_path: Path) -> None:
@@ -126,3 +128,11 @@ def test_every_module_imports_compiled() -> None:
     # (a module first imported by compiled code gets a made-up ``__file__`` under _native/)
     assert [f for f in out if not (f.startswith(str(NATIVE)) and f.endswith(SO))] == []
     assert len(out) == len(names)
+
+
+def test_the_makefile_rebuilds_when_a_compiled_package_changes() -> None:
+    """``make native`` watches the directories of exactly the packages setup.py compiles."""
+    line = next(t for t in (ROOT / "Makefile").read_text().splitlines()
+                if t.startswith("NATIVE_DIRS :="))
+    assert sorted(line.split(":=")[1].split()) == sorted(
+        p.replace(".", "/") for p in nodes.native.COMPILED)

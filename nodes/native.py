@@ -1,0 +1,106 @@
+"""Which of our packages run compiled with mypyc, and whether the compiled code is current.
+
+``setup.py`` compiles the modules of every package in ``COMPILED`` (but the ones listed as
+left in Python) in one mypyc group, so compiled code calls compiled code directly across the
+packages: one shared library in ``nodes/lnet/_native/``, and one small module per source module
+in its own package's ``_native/``, with the SHA-256 of all those packages' sources
+(``source_digest``) in each ``_native/SOURCES``. Each package's ``__init__.py`` calls
+``use_native``, which puts its ``_native/`` first on the package's path only while that digest
+matches the sources: an edited source in any compiled package sends all of them back to
+Python together (one stderr line says so), as compiled code of one package may have been built
+against the others' old selves. ``LNET_TESTBED_PURE_PYTHON=1`` runs the sources regardless.
+
+Only the standard library here: ``setup.py`` loads this file by path, before anything is
+installed. Run as ``python -m nodes.native`` it exits 0 when the compiled modules are current.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+
+#: set to anything non-empty: run the sources even when compiled modules are up to date
+PURE_ENV = "LNET_TESTBED_PURE_PYTHON"
+NATIVE_DIR = "_native"
+
+#: compiled package -> {module file left as Python: why}
+COMPILED: dict[str, dict[str, str]] = {
+    "nodes.lnet": {
+        "__init__.py": "picks compiled or source modules at import",
+        "errors.py": "its exceptions are subclassed outside the engine (nodes/dlc, "
+                     "nodes/daemon), which mypyc's compiled classes refuse",
+    },
+}
+
+#: the directory holding ``nodes/`` (the repository, or site-packages)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_digests: dict[str, str] = {}
+_warned = False
+
+
+def package_dir(package: str, root: str = ROOT) -> str:
+    return os.path.join(root, *package.split("."))
+
+
+def compiled_sources(root: str = ROOT) -> list[str]:
+    """The modules compiled, as paths relative to ``root`` (what mypyc is given)."""
+    out = []
+    for package, python in sorted(COMPILED.items()):
+        d = package_dir(package, root)
+        out += [os.path.relpath(os.path.join(d, n), root) for n in sorted(os.listdir(d))
+                if n.endswith(".py") and n not in python]
+    return out
+
+
+def source_digest(root: str = ROOT) -> str:
+    """SHA-256 of the names and contents of every compiled package's modules but
+    ``__init__.py`` (those left as Python included: compiled code reads their types)."""
+    if root in _digests:
+        return _digests[root]
+    h = hashlib.sha256()
+    for package in sorted(COMPILED):
+        d = package_dir(package, root)
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".py") and name != "__init__.py":
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(f"{package}.{name}".encode() + b"\0" + f.read() + b"\0")
+    _digests[root] = digest = h.hexdigest()
+    return digest
+
+
+def built_for_sources(package: str, root: str = ROOT) -> bool:
+    """The package's ``_native/SOURCES`` records the digest of the sources here."""
+    try:
+        with open(os.path.join(package_dir(package, root), NATIVE_DIR, "SOURCES")) as f:
+            return f.read().strip() == source_digest(root)
+    except OSError:
+        return False
+
+
+def use_native(path: list[str], package: str) -> bool:
+    """Put the package's compiled modules first on its ``path`` when they match the sources
+    (module doc); called by each compiled package's ``__init__.py`` with its ``__path__``."""
+    global _warned
+    if os.environ.get(PURE_ENV) or not path or package not in COMPILED:
+        return False
+    native = os.path.join(path[0], NATIVE_DIR)
+    if not os.path.isfile(os.path.join(native, "SOURCES")):
+        return False  # never built (no C compiler at install): silently the sources
+    root = os.path.dirname(path[0])
+    for _ in range(package.count(".")):
+        root = os.path.dirname(root)
+    if not built_for_sources(package, root):
+        if not _warned:
+            _warned = True
+            sys.stderr.write(f"{package}: the compiled modules are older than their sources "
+                             "(edited since the build); running the sources: `make native` "
+                             "rebuilds\n")
+        return False
+    path.insert(0, native)
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(0 if all(built_for_sources(p) for p in COMPILED) else 1)
