@@ -11,7 +11,8 @@ package to the search. Namespace packages are searched too (``nodes/dlc`` has no
 
 The compiled packages (issues 10, 13, 17: the engine is the CPU bound of the simulator,
 explore and the node daemons, and the Python around it the next one). The packages
-``nodes/native.py`` lists in ``COMPILED`` (each ``mypy --strict`` clean) are compiled with mypyc
+``nodes/native.py`` lists in ``COMPILED`` and the modules it lists in ``COMPILED_ONLY`` (each
+``mypy --strict`` clean) are compiled with mypyc
 into C extensions when mypy is importable and a C compiler and Python's headers are present, in
 one group so that compiled code calls compiled code directly: one shared library
 (``native__mypyc``, in ``nodes/lnet/_native/``) and one small module per source module, in its
@@ -66,7 +67,7 @@ class BuildEngine(build_ext):
                 from mypyc.build import mypycify
 
                 native = _native_module()
-                self.packages = [p.replace(".", "/") for p in native.COMPILED]
+                self.packages = [p.replace(".", "/") for p in native.packages()]
                 self.digest = native.source_digest(str(ROOT))  # before compiling: what is
                 here = os.getcwd()
                 os.chdir(ROOT)

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from nodes.lnd.modparams import LndParams
 from nodes.lnet import notify
-from nodes.lnet.actions import Action, Log, MDEvent, MsgTrace, NotifyPeerDown, Transmit
+from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived
 from nodes.lnet.nid import LO_NID, NID, Net
@@ -179,26 +179,25 @@ class NodeDriver:
         now: float | None = None  # read once, for the upper layer's MD events
         while actions:
             follow: list[Action] = []
-            for act in actions:
-                kind = type(act)
-                if kind is Transmit:
+            for act in actions:  # (isinstance: what compiled code tests fastest)
+                if isinstance(act, Transmit):
                     if rec is not None:
-                        rec.tx(act.ni, act.lpni, len(act.payload))  # type: ignore[union-attr,arg-type]
-                    self._transmit(act)  # type: ignore[arg-type]
-                elif kind is MDEvent:
-                    if upper is not None and act.handle in upper.handles:  # type: ignore
+                        rec.tx(act.ni, act.lpni, len(act.payload))
+                    self._transmit(act)
+                elif isinstance(act, MDEvent):
+                    if upper is not None and act.handle in upper.handles:
                         if self.md_sink is not None:
-                            self.md_sink(act)  # type: ignore[arg-type]
+                            self.md_sink(act)
                         now = self.now() if now is None else now
-                        follow += upper.on_md_event(act, now)  # type: ignore[arg-type]
+                        follow += upper.on_md_event(act, now)
                     else:
-                        self._md_event(act)  # type: ignore[arg-type]
-                elif kind is Log:
+                        self._md_event(act)
+                elif isinstance(act, Log):
                     if self._log is not None:
-                        self._log(act)  # type: ignore[arg-type]
-                elif kind is NotifyPeerDown:  # lnd_notify_peer_down (seed 002)
-                    self._notify_peer_down(act.lpni)  # type: ignore[attr-defined]
-                elif kind is MsgTrace and self.trace_sink is not None:
+                        self._log(act)
+                elif isinstance(act, NotifyPeerDown):  # lnd_notify_peer_down (seed 002)
+                    self._notify_peer_down(act.lpni)
+                elif self.trace_sink is not None:  # (a MsgTrace)
                     self.trace_sink(act)
             actions = follow
         # the tail: notices, LND timeouts (both only if something moved), then the timer

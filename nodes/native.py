@@ -1,7 +1,8 @@
 """Which of our packages run compiled with mypyc, and whether the compiled code is current.
 
 ``setup.py`` compiles the modules of every package in ``COMPILED`` (but the ones listed as
-left in Python) in one mypyc group, so compiled code calls compiled code directly across the
+left in Python) and the modules ``COMPILED_ONLY`` names (the rest of their packages stays
+Python) in one mypyc group, so compiled code calls compiled code directly across the
 packages: one shared library in ``nodes/lnet/_native/``, and one small module per source module
 in its own package's ``_native/``, with the SHA-256 of all those packages' sources
 (``source_digest``) in each ``_native/SOURCES``. Each package's ``__init__.py`` calls
@@ -33,6 +34,18 @@ COMPILED: dict[str, dict[str, str]] = {
     },
 }
 
+#: compiled package -> the only modules of it compiled, for a package whose per-message code
+#: is a few modules beside many that are not (the simulator's fabric, the node driver); its
+#: other modules are to the compiled code what another package's are: called through Python's
+#: API, what they return checked at run time (so the digest need not cover them)
+COMPILED_ONLY: dict[str, tuple[str, ...]] = {
+    # the node driver (the node daemon's and the simulator's): once per batch of actions
+    "nodes": ("driver.py",),
+    # the simulator's per-message Python: the clock, the wire, path decisions, faults
+    "testbed.sim": ("fabric.py", "links.py", "netfaults.py", "paths.py", "sched.py",
+                    "simfabric.py"),
+}
+
 #: the directory holding ``nodes/`` (the repository, or site-packages)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,28 +57,46 @@ def package_dir(package: str, root: str = ROOT) -> str:
     return os.path.join(root, *package.split("."))
 
 
+def packages() -> list[str]:
+    """Every package with compiled modules (``COMPILED``'s and ``COMPILED_ONLY``'s)."""
+    return sorted({*COMPILED, *COMPILED_ONLY})
+
+
+def compiled_modules(package: str, root: str = ROOT) -> list[str]:
+    """The file names of ``package``'s compiled modules."""
+    if package in COMPILED_ONLY:
+        return sorted(COMPILED_ONLY[package])
+    python = COMPILED[package]
+    return sorted(n for n in os.listdir(package_dir(package, root))
+                  if n.endswith(".py") and n not in python)
+
+
 def compiled_sources(root: str = ROOT) -> list[str]:
     """The modules compiled, as paths relative to ``root`` (what mypyc is given)."""
-    out = []
-    for package, python in sorted(COMPILED.items()):
-        d = package_dir(package, root)
-        out += [os.path.relpath(os.path.join(d, n), root) for n in sorted(os.listdir(d))
-                if n.endswith(".py") and n not in python]
-    return out
+    return [os.path.relpath(os.path.join(package_dir(p, root), n), root)
+            for p in packages() for n in compiled_modules(p, root)]
+
+
+def _digested(package: str, root: str) -> list[str]:
+    """The modules of ``package`` the digest covers: ``COMPILED``'s all but ``__init__.py``
+    (those left as Python included: compiled code reads their types), ``COMPILED_ONLY``'s
+    the compiled ones."""
+    if package in COMPILED_ONLY:
+        return sorted(COMPILED_ONLY[package])
+    return sorted(n for n in os.listdir(package_dir(package, root))
+                  if n.endswith(".py") and n != "__init__.py")
 
 
 def source_digest(root: str = ROOT) -> str:
-    """SHA-256 of the names and contents of every compiled package's modules but
-    ``__init__.py`` (those left as Python included: compiled code reads their types)."""
+    """SHA-256 of the names and contents of the compiled packages' modules (``_digested``)."""
     if root in _digests:
         return _digests[root]
     h = hashlib.sha256()
-    for package in sorted(COMPILED):
+    for package in packages():
         d = package_dir(package, root)
-        for name in sorted(os.listdir(d)):
-            if name.endswith(".py") and name != "__init__.py":
-                with open(os.path.join(d, name), "rb") as f:
-                    h.update(f"{package}.{name}".encode() + b"\0" + f.read() + b"\0")
+        for name in _digested(package, root):
+            with open(os.path.join(d, name), "rb") as f:
+                h.update(f"{package}.{name}".encode() + b"\0" + f.read() + b"\0")
     _digests[root] = digest = h.hexdigest()
     return digest
 
@@ -83,7 +114,7 @@ def use_native(path: list[str], package: str) -> bool:
     """Put the package's compiled modules first on its ``path`` when they match the sources
     (module doc); called by each compiled package's ``__init__.py`` with its ``__path__``."""
     global _warned
-    if os.environ.get(PURE_ENV) or not path or package not in COMPILED:
+    if os.environ.get(PURE_ENV) or not path or package not in packages():
         return False
     native = os.path.join(path[0], NATIVE_DIR)
     if not os.path.isfile(os.path.join(native, "SOURCES")):
@@ -103,4 +134,4 @@ def use_native(path: list[str], package: str) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if all(built_for_sources(p) for p in COMPILED) else 1)
+    sys.exit(0 if all(built_for_sources(p) for p in packages()) else 1)

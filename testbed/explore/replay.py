@@ -104,25 +104,16 @@ class Replay:
         if not self.sim:
             self.tb.advance(seconds)
             return
-        self._run_until(float(self.tb.now) + seconds, lambda: False)
+        self._run_until(float(self.tb.now) + seconds, None)
 
-    def _run_until(self, t_end: float, done: Callable[[], bool]) -> None:
+    def _run_until(self, t_end: float, done: Callable[[], bool] | None) -> None:
         """Step the sim's fabric until ``t_end`` or ``done()``, guarding against livelock."""
         fab = self.tb.fabric
         with self.tb.lock:
-            fab.touch()
-            last, same = fab.now, 0
-            while not done() and fab.step(t_end):
-                if fab.now != last:
-                    last, same = fab.now, 0
-                    continue
-                same += 1
-                if same >= LIVELOCK_STEPS:
-                    due = [n for n, e in fab.engines.items()
-                           if (d := e.next_deadline()) is not None and d <= fab.now]
-                    raise Livelock(fab.now, due)
-            if not done():
-                fab.now = max(fab.now, t_end)
+            if not fab.run_guarded(t_end, done, LIVELOCK_STEPS):
+                due = [n for n, e in fab.engines.items()
+                       if (d := e.next_deadline()) is not None and d <= fab.now]
+                raise Livelock(fab.now, due)
 
     # ------------------------------------------------------------------ steps
     def alive(self, node: str) -> bool:

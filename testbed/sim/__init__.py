@@ -4,9 +4,17 @@
 the node daemon's drivers add: health notices in the event log, simulated LND link-down),
 ``runtime`` (one simulated node, ``SimRuntime``), ``inproc`` (``SimTestbed``: the testbed in
 this process), ``script`` (``testbed sim --script``).
+
+The per-message modules (``nodes/native.py``'s ``COMPILED_ONLY``: the fabric, its scheduler,
+paths and faults) run compiled with the engine when built for these sources; ``NATIVE`` says.
 """
 
-from testbed.sim.inproc import SimNodeHandle, SimTestbed
-from testbed.sim.runtime import SimRuntime
+from nodes.native import use_native
 
-__all__ = ["SimNodeHandle", "SimRuntime", "SimTestbed"]
+#: True when the per-message modules import compiled (picked before any is imported)
+NATIVE = use_native(__path__, __name__)
+
+from testbed.sim.inproc import SimNodeHandle, SimTestbed  # noqa: E402
+from testbed.sim.runtime import SimRuntime  # noqa: E402
+
+__all__ = ["NATIVE", "SimNodeHandle", "SimRuntime", "SimTestbed"]

@@ -63,9 +63,10 @@ from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
-from testbed.sim.links import _Link, _Watched
-from testbed.sim.paths import UNANSWERED, PathMixin
-from testbed.sim.sched import VIRTUAL_TIME_LIMIT, Scheduler
+from testbed.sim.links import _Link
+from testbed.sim.paths import UNANSWERED, Paths
+from testbed.sim.sched import VIRTUAL_TIME_LIMIT
+from testbed.sim.watched import _Watched
 
 __all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
 
@@ -73,7 +74,7 @@ _HS_NAME = {h: h.name for h in HStatus}  # (Enum.name is a property: slow per me
 _TYPE_NAME = {t: t.name for t in MsgType}
 
 
-class Fabric(Scheduler, PathMixin):
+class Fabric(Paths):
     """Engines wired by NID. ``events[name]`` collects each node's MD events in order."""
 
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
@@ -86,9 +87,9 @@ class Fabric(Scheduler, PathMixin):
         self.drivers: dict[str, NodeDriver] = {}
         self.owner: dict[NID, str] = {}
         self._owned: dict[str, set[NID]] = {}  # node -> NIDs it owns in ``owner``
-        self.down: set[NID] = _Watched(self.changed)
+        self.down = _Watched(self.changed)
         #: NIDs of killed nodes: connecting is refused, an established connection is reset
-        self.dead: set[NID] = _Watched(self.changed)
+        self.dead = _Watched(self.changed)
         self._seen_inc: dict[tuple[str, NID], int] = {}  # (node, peer NID) -> incarnation
         #: peers' connections to a killed node: reset (not refused) on their next use
         self._reset_pending: set[tuple[str, NID, NID]] = set()
@@ -111,6 +112,10 @@ class Fabric(Scheduler, PathMixin):
         self.passive: set[tuple[str, NID, NID]] = set()
         self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
+        #: a test's hand on the wire: given each message the sender's LND takes (after its
+        #: ``send`` record), returns the message to carry, changed or not, or None when it
+        #: disposed of it itself (dropped it, or failed it on the fabric's clock)
+        self.interpose: Callable[[str, Transmit], Transmit | None] | None = None
 
     @property
     def latency(self) -> float:
@@ -179,7 +184,7 @@ class Fabric(Scheduler, PathMixin):
         self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
         self.passive = {c for c in self.passive if c[0] != name and c[2] not in gone}
         for key in closing:  # the EOF is read a round trip after a tx meets the dead host
-            self._at(self.now + 2.5 * self._latency, lambda k=key: self._eof(k))
+            self._at(self.now + 2.5 * self._latency, functools.partial(self._eof, key))
 
     def _eof(self, key: tuple[str, NID, NID]) -> None:
         """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first."""
@@ -281,6 +286,11 @@ class Fabric(Scheduler, PathMixin):
             "src": link.ni_text if src is act.ni else self._nid_str(src),
             "dst": link.lpni_text if dst is act.lpni else self._nid_str(dst),
             "nob": len(act.payload)})
+        if self.interpose is not None:
+            carried = self.interpose(name, act)
+            if carried is None:
+                return
+            act = carried
         self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
         self._transmit(name, act)
 
@@ -362,7 +372,7 @@ class Fabric(Scheduler, PathMixin):
 
     def _deliver(self, name: str, act: Transmit) -> None:
         arrival = self._arrival  # (the heap entry: the pair's decision unless since stale)
-        link = arrival[4] if len(arrival) == 5 and arrival[3] is act else None
+        link: _Link | None = arrival[4] if len(arrival) == 5 and arrival[3] is act else None
         if link is None or link.version != self.version:
             link = self.link(act.ni, act.lpni)
         if link.rc in UNANSWERED:  # the peer stopped answering in flight (paths.py)

@@ -1,40 +1,13 @@
-"""Cached path decisions of the fabric, and the sets whose changes make them stale.
+"""Cached path decisions of the fabric.
 
 Theory of operation: deciding a (NI, peer NI) send (reachable? who receives it? latency? the
 NIDs as text) costs a dozen NID hashes; the answer only changes when the fabric's wiring
 does. ``_Link`` holds the answer with the fabric's ``version`` it was made at; every wiring
 change (a link up/down, an owner change, a latency, a fault) bumps the version, including a
-change to a ``_Watched`` set made directly by a caller.
+change to a ``_Watched`` set (``watched.py``) made directly by a caller.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
-
-
-class _Watched(set):  # type: ignore[type-arg]
-    """A set of NIDs whose every change tells the fabric its cached paths are stale."""
-
-    def __init__(self, changed: Callable[[], None]) -> None:
-        super().__init__()
-        self._changed = changed
-
-    def add(self, item: Any) -> None:
-        super().add(item)
-        self._changed()
-
-    def discard(self, item: Any) -> None:
-        super().discard(item)
-        self._changed()
-
-    def remove(self, item: Any) -> None:
-        super().remove(item)
-        self._changed()
-
-    def clear(self) -> None:
-        super().clear()
-        self._changed()
 
 
 class _Link:

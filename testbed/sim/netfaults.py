@@ -113,7 +113,7 @@ class Rule:
             extra = (self.rng.uniform(-j, j) if p["dist"] == "uniform"
                      else self.rng.gauss(0.0, j)) if j else 0.0
             self._count("delayed")
-            return max(0.0, p["delay"] + extra) / 1000.0
+            return max(0.0, float(p["delay"]) + extra) / 1000.0
         added, rto = 0.0, RTO_MIN
         while self.rng.random() < p["rate"]:
             added += rto

@@ -3,7 +3,7 @@ to a peer NID, measured on Mininet's veths (issue 17, resend-extra on Mininet).
 
 Theory of operation: ``path_error(a, b)`` is the errno a socklnd NI ``a`` meets sending to
 NID ``b`` now, decided from link states, segments and hosts (``Fabric`` caches it per pair in
-``_Link``); ``PathMixin`` turns the two slow verdicts into timed outcomes on the virtual
+``_Link``); ``Paths`` turns the two slow verdicts into timed outcomes on the virtual
 clock. Measured with a real socket bound to the NI's address in a network namespace
 (bridge + veth per segment, ``arp_ignore=1``/``arp_announce=2``, Linux 6.18, defaults
 ``mcast_solicit=3``, ``retrans_time=1 s``, ``ignore_routes_with_linkdown=0``); a carrier
@@ -40,15 +40,17 @@ shorter; it only matters with an LND timeout above 3 s).
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.hstatus import HStatus
+from testbed.sim.sched import Scheduler
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
     from nodes.lnet.nid import NID
     from testbed.sim.links import _Link
+    from testbed.sim.watched import _Watched
 
 #: Linux's neighbour resolution gives up after mcast_solicit (3) probes retrans_time (1 s)
 #: apart: an unanswered ARP fails the connect with EHOSTUNREACH this long after it started
@@ -66,19 +68,20 @@ UNANSWERED = frozenset({EHOSTUNREACH, NO_WAY_BACK})
 DEFAULT_LND_TIMEOUT = 50.0
 
 
-class PathMixin:
-    """``Fabric``'s path verdicts and the timed outcome of an unanswered send."""
+class Paths(Scheduler):
+    """``Fabric``'s path verdicts and the timed outcome of an unanswered send (a base of
+    ``Fabric`` between it and ``Scheduler``: a compiled class has one base that is not a
+    trait). ``Fabric`` sets the attributes and does what the methods at the end say."""
 
-    down: set[NID]
-    dead: set[NID]
+    down: _Watched
+    dead: _Watched
     owner: dict[NID, str]
     segment: dict[NID, str]
     host: dict[NID, str]
     _host_seg: dict[tuple[str, str], list[NID]]
     connected: set[tuple[str, NID, NID]]
     passive: set[tuple[str, NID, NID]]
-    engines: dict[str, Any]
-    now: float
+    _stalled: set[tuple[str, NID, NID]]
 
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
@@ -197,14 +200,15 @@ class PathMixin:
             self.connected.add(key)  # (so that _notify reports it closed)
             self._notify(name, ni, lpni, False)
 
-    _stalled: set[tuple[str, NID, NID]]
+    # ------------------------------------------------------------------ the fabric's
+    def link(self, ni: NID, lpni: NID) -> _Link:
+        raise NotImplementedError
 
-    if TYPE_CHECKING:  # provided by Fabric and Scheduler
-        def _at(self, t: float, fn: Any) -> None: ...
-        def link(self, ni: NID, lpni: NID) -> _Link: ...
-        def _deliver(self, name: str, act: Transmit) -> None: ...
-        def _fail(self, name: str, act: Transmit, rc: int,
-                  hstatus: HStatus | None = None) -> None: ...
-        def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None: ...
-        def _notify(self, name: str, ni: NID, lpni: NID, alive: bool,
-                    reset: bool = False) -> None: ...
+    def _fail(self, name: str, act: Transmit, rc: int, hstatus: HStatus | None = None) -> None:
+        raise NotImplementedError
+
+    def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        raise NotImplementedError
+
+    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
+        raise NotImplementedError

@@ -36,12 +36,12 @@ _UNQUEUED = float("nan")  # the cached deadline of an engine with none in the he
 class Scheduler:
     """Virtual time, deliveries and engine timers (the time half of ``Fabric``)."""
 
-    #: every engine change reaches a driver or ``touch``: ``step`` need not re-ask all
-    tracked = False
     engines: dict[str, LNetEngine]
     drivers: dict[str, NodeDriver]
 
     def __init__(self) -> None:
+        #: every engine change reaches a driver or ``touch``: ``step`` need not re-ask all
+        self.tracked = False
         self.now = 0.0
         self._q: list[tuple[Any, ...]] = []  # (t, seq, fn) / (t, seq, name, act) heap
         self._seq = itertools.count()
@@ -108,7 +108,8 @@ class Scheduler:
         """The earliest pending delivery or engine deadline."""
         d = self._next_deadline()
         if self._q and (d is None or self._q[0][0] < d):
-            return self._q[0][0]
+            t: float = self._q[0][0]
+            return t
         return d
 
     def step(self, t_end: float = VIRTUAL_TIME_LIMIT) -> bool:
@@ -166,3 +167,21 @@ class Scheduler:
         while self._step(t_end):
             pass
         self.now = max(self.now, t_end)
+
+    def run_guarded(self, t_end: float, done: Callable[[], bool] | None,
+                    same_limit: int) -> bool:
+        """Step until ``t_end`` or ``done()`` (explore's replay loop, here to run compiled),
+        unless ``same_limit`` steps in a row leave virtual time where it was: then False
+        (a livelock; the caller says which engines are due)."""
+        self.touch()
+        last, same = self.now, 0
+        while (done is None or not done()) and self.step(t_end):
+            if self.now != last:
+                last, same = self.now, 0
+                continue
+            same += 1
+            if same >= same_limit:
+                return False
+        if done is None or not done():
+            self.now = max(self.now, t_end)
+        return True

@@ -29,26 +29,26 @@ from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.nid import NID
 from nodes.recorder import DEFAULT_PERIOD, Recorder, rec_path
 from testbed.sim.fabric import Fabric
-from testbed.sim.links import _Watched
-from testbed.sim.netfaults import vanish_failure
+from testbed.sim.netfaults import Rule, vanish_failure
+from testbed.sim.watched import _Watched
 
 
 class SimFabric(Fabric):
     """A ``Fabric`` with the daemon's notice log and simulated LND link-down NIs."""
 
-    tracked = True  # SimRuntime/verbs change engines only through drivers, flush or refresh
-
     def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0,
                  trace_messages: bool = False, record_dir: Path | None = None,
                  record_period: float = DEFAULT_PERIOD) -> None:
         super().__init__(latency, seed=seed, jitter=jitter)
+        #: SimRuntime and the verbs change engines only through drivers, flush or refresh
+        self.tracked = True
         self.record_dir = record_dir
         self.record_period = record_period
         #: NIs whose LND reported a simulated link down
-        self.lnd_down: set[NID] = _Watched(self.changed)
+        self.lnd_down = _Watched(self.changed)
         self.trace_messages = trace_messages
         #: active fault activations (testbed/sim/netfaults.py ``Rule``), set by ``SimFaults``
-        self.rules: list[Any] = []
+        self.rules: list[Rule] = []
 
     def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
         drv = super()._driver(name, engine)
@@ -109,7 +109,7 @@ class SimFabric(Fabric):
         """With faults active: a message may vanish (its tx fails at the sending NI's LND
         timeout, as the socklnd's would) or be held up (TCP retransmissions, delay)."""
         if not self.rules:
-            Fabric._transmit(self, name, act)  # (``super()`` builds an object per message)
+            super()._transmit(name, act)
             return
         link = self.link(act.ni, act.lpni)
         if link.rc or self.hold or link.dst is None:

@@ -16,24 +16,27 @@ from nodes.lnet.nid import NID
 from testbed.sim.fabric import Fabric
 
 
-class ChaosFabric(Fabric):
+class Chaos:
     """A fabric whose transmissions randomly fail (any hstatus), vanish after a good tx
-    completion (lost on the wire), or are delivered normally."""
+    completion (lost on the wire), or are delivered normally (``fab``: this object is its
+    ``interpose`` hook; ``p_fail``/``p_lost`` may change as it runs)."""
 
     def __init__(self, seed: int, p_fail: float, p_lost: float) -> None:
-        super().__init__()
         self.chaos = random.Random(seed)
         self.p_fail, self.p_lost = p_fail, p_lost
+        self.fab = Fabric()
+        self.fab.interpose = self
 
-    def _transmit(self, name: str, act: Transmit) -> None:
-        r = self.chaos.random()
+    def __call__(self, name: str, act: Transmit) -> Transmit | None:
+        fab, r = self.fab, self.chaos.random()
         if r < self.p_fail:
             hs = self.chaos.choice([h for h in HStatus if h != HStatus.OK])
-            self._at(self.now + 0.001, lambda: self._complete(name, act.tx_id, -EIO, hs))
+            fab._at(fab.now + 0.001, lambda: fab._complete(name, act.tx_id, -EIO, hs))
         elif r < self.p_fail + self.p_lost:
-            self._at(self.now + 0.001, lambda: self._complete(name, act.tx_id, 0, HStatus.OK))
+            fab._at(fab.now + 0.001, lambda: fab._complete(name, act.tx_id, 0, HStatus.OK))
         else:
-            super()._transmit(name, act)
+            return act
+        return None
 
 
 def _mr2(fab: Fabric, *, settle: bool = True) -> Fabric:
@@ -63,7 +66,7 @@ def test_every_send_ends_in_exactly_one_final_event(ops: list[tuple[str, int, fl
     """spec §4.4 invariant: whatever fails, times out, is resent or unlinked, every MD an
     initiator binds gets exactly one final (``unlinked``) event, and none after it; with
     response_tracking 3 without any help from the upper layer; credits all come back."""
-    fab = _mr2(ChaosFabric(seed, p_fail, p_lost), settle=False)  # discovery under chaos too
+    fab = _mr2(Chaos(seed, p_fail, p_lost).fab, settle=False)  # discovery under chaos too
     c = fab.engines["c1"]
     c.set_tunable("response_tracking", rt)
     dsts = [S[0], S[1], NID.parse("10.0.0.9@tcp9"), C[0]]
@@ -122,8 +125,9 @@ def test_response_tracking_levels() -> None:
 def test_response_timeout_penalises_next_hop() -> None:
     """spec §3.4/§11.6: a lost ACK -> UNLINK -ETIMEDOUT at transaction_timeout,
     response_timeout_count++, the next-hop peer NI decremented and queued."""
-    fab = _mr2(ChaosFabric(1, 0.0, 0.0))
-    fab.p_lost = 1.0  # now every message vanishes after a good tx
+    chaos = Chaos(1, 0.0, 0.0)
+    fab = _mr2(chaos.fab)
+    chaos.p_lost = 1.0  # now every message vanishes after a good tx
     c = fab.engines["c1"]
     c.set_tunable("transaction_timeout", 20)
     h = fab.call("c1", c.put, 0.0, S[0], payload=b"x", portal=PORTAL)
@@ -145,8 +149,9 @@ def test_response_timeout_blames_the_peer_ni_the_table_has_now() -> None:
     one when a primary NID moves to another peer), the new one is blamed, not the one the
     message was sent to (explore seed 544: the replaced one's health moved, out of sight of
     ``peer show``, and its notices contradicted the new one's)."""
-    fab = _mr2(ChaosFabric(1, 0.0, 0.0))
-    fab.p_lost = 1.0
+    chaos = Chaos(1, 0.0, 0.0)
+    fab = _mr2(chaos.fab)
+    chaos.p_lost = 1.0
     c = fab.engines["c1"]
     c.set_tunable("transaction_timeout", 20)
     h = fab.call("c1", c.put, 0.0, S[0], payload=b"x", portal=PORTAL)

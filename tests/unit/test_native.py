@@ -55,7 +55,7 @@ def _copy(tmp: Path, with_native: bool = True) -> Path:
     (tmp / "nodes").mkdir()
     for name in ("__init__.py", "native.py"):
         shutil.copy(ROOT / "nodes" / name, tmp / "nodes")
-    for package in nodes.native.COMPILED:
+    for package in nodes.native.packages():
         sub = Path(*package.split("."))
         shutil.copytree(ROOT / sub, tmp / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
             "__pycache__", *(() if with_native else ("_native",))))
@@ -112,22 +112,52 @@ def test_a_stale_or_absent_build_runs_the_sources(tmp_path: Path) -> None:
 
 
 def test_every_module_imports_compiled() -> None:
-    """Each engine module but ``NOT_COMPILED`` is the compiled one, and importing any of them
-    first works: a compiled dataclass naming a type from a module not yet imported would crash
-    the interpreter (mypyc issue 1209; ``nodes/lnet/__init__.py`` imports the engine first)."""
+    """Each engine module but ``NOT_COMPILED``, and each module of another package that
+    ``nodes.native`` lists, is the compiled one, and importing any of them first works: a
+    compiled dataclass naming a type from a module not yet imported would crash the
+    interpreter (mypyc issue 1209; ``nodes/lnet/__init__.py`` imports the engine first)."""
     _need_build()
     names = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in NOT_COMPILED)
+    assert names == [n.removesuffix(".py") for n in nodes.native.compiled_modules("nodes.lnet")]
+    others = [f"{p}.{n.removesuffix('.py')}" for p in nodes.native.packages()
+              if p != "nodes.lnet" for n in nodes.native.compiled_modules(p)]
+    assert "nodes.driver" in others and "testbed.sim.fabric" in others
     env = {k: v for k, v in os.environ.items() if k != nodes.lnet.PURE_ENV}
-    for name in (names[0], "msg", names[-1]):  # alone, in a fresh interpreter
-        subprocess.run([sys.executable, "-c", f"import nodes.lnet.{name}"], check=True,
-                       timeout=60, env=env, cwd=ROOT)
+    for name in ("nodes.lnet." + names[0], "nodes.lnet.msg", "nodes.lnet." + names[-1],
+                 *others):  # alone, in a fresh interpreter
+        subprocess.run([sys.executable, "-c", f"import {name}"], check=True, timeout=60,
+                       env=env, cwd=ROOT)
     code = ("import importlib, sys\nfor n in sys.argv[1:]:\n"
-            "    print(importlib.import_module('nodes.lnet.' + n).__file__)")
-    out = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True,
-                         check=True, timeout=60, env=env, cwd=ROOT).stdout.split()
-    # (a module first imported by compiled code gets a made-up ``__file__`` under _native/)
-    assert [f for f in out if not (f.startswith(str(NATIVE)) and f.endswith(SO))] == []
-    assert len(out) == len(names)
+            "    print(importlib.import_module(n).__file__)")
+    wanted = [f"nodes.lnet.{n}" for n in names] + others
+    out = subprocess.run([sys.executable, "-c", code, *wanted], capture_output=True,
+                         text=True, check=True, timeout=60, env=env, cwd=ROOT).stdout.split()
+    # (a module first imported by compiled code gets a made-up ``__file__`` under the shared
+    # library's directory, nodes/lnet/_native/)
+    assert len(out) == len(wanted)
+    for name, where in zip(wanted, out, strict=True):
+        native = ROOT.joinpath(*name.split(".")[:-1], nodes.native.NATIVE_DIR)
+        assert where.startswith((str(native), str(NATIVE))) and where.endswith(SO), (name,
+                                                                                    where)
+
+
+def test_only_the_listed_modules_of_a_package_are_compiled_and_guarded(
+        tmp_path: Path) -> None:
+    """``COMPILED_ONLY``: a package's listed modules are compiled and in the digest, the rest
+    of it stays Python and outside it: editing one of those keeps everything compiled,
+    editing a listed one sends every compiled package back to its sources."""
+    _need_build()
+    assert sorted(nodes.native.COMPILED_ONLY["nodes"]) == nodes.native.compiled_modules("nodes")
+    assert "echo.py" not in nodes.native.compiled_sources()
+    pkg = _copy(tmp_path)
+    echo = tmp_path / "nodes" / "echo.py"
+    echo.write_text(echo.read_text() + "# edited\n")
+    out, err = _import(tmp_path)
+    assert out.split()[0] == "True" and err == ""
+    driver = tmp_path / "nodes" / "driver.py"
+    driver.write_text(driver.read_text() + "# edited\n")
+    out, err = _import(tmp_path)
+    assert out == f"False {pkg / 'engine.py'}" and "older than their sources" in err
 
 
 def test_the_makefile_rebuilds_when_a_compiled_package_changes() -> None:
@@ -135,4 +165,4 @@ def test_the_makefile_rebuilds_when_a_compiled_package_changes() -> None:
     line = next(t for t in (ROOT / "Makefile").read_text().splitlines()
                 if t.startswith("NATIVE_DIRS :="))
     assert sorted(line.split(":=")[1].split()) == sorted(
-        p.replace(".", "/") for p in nodes.native.COMPILED)
+        p.replace(".", "/") for p in nodes.native.packages())

@@ -131,17 +131,16 @@ def test_a_payload_altered_on_its_way_is_a_brw_error(opc: int, side: str) -> Non
     bed = Bed("con", "c1", "s1")
     bed.session(c=["c1"], s=["s1"])
     bed.brw(opc, 64 * 1024, bulk.CHECK_FULL, loop=50, concur=2)
-    deliver = bed.fab._deliver
 
-    def tamper(name: str, act: Transmit) -> None:
+    def tamper(name: str, act: Transmit) -> Transmit:
         if name == side and len(act.payload) == 64 * 1024:
             data = bytearray(act.payload)
             data[1234] ^= 0x04
             act = Transmit(tx_id=act.tx_id, ni=act.ni, lpni=act.lpni, hdr=act.hdr,
                            payload=bytes(data))
-        deliver(name, act)
+        return act
 
-    bed.fab._deliver = tamper  # type: ignore[method-assign]
+    bed.fab.interpose = tamper
     bed.run_batch()
     sn = bed.st["c1"].framework.session
     assert sn is not None and sn.brw_errors == 2  # one per unit, then the unit stops
@@ -152,10 +151,9 @@ def test_check_none_does_not_look_at_the_data() -> None:
     bed = Bed("con", "c1", "s1")
     bed.session(c=["c1"], s=["s1"])
     bed.brw(bulk.LST_BRW_WRITE, 8192, bulk.CHECK_NONE, loop=5)
-    deliver = bed.fab._deliver
-    bed.fab._deliver = lambda n, a: deliver(n, Transmit(  # type: ignore[method-assign]
+    bed.fab.interpose = lambda n, a: Transmit(
         tx_id=a.tx_id, ni=a.ni, lpni=a.lpni, hdr=a.hdr,
-        payload=b"\x55" * len(a.payload) if len(a.payload) == 8192 else a.payload))
+        payload=b"\x55" * len(a.payload) if len(a.payload) == 8192 else a.payload)
     bed.run_batch()
     assert bed.st["c1"].framework.session.brw_errors == 0
     assert bed.st["s1"].srpc.counters.bulk_get == 5 * 8192

@@ -133,18 +133,15 @@ def _tamper_sim(tb: Any, node: str, size: int) -> None:
     """Flip one bit of every ``size``-byte payload ``node`` sends (the fabric's wire)."""
     from nodes.lnet.actions import Transmit
 
-    fab = tb.fabric
-    deliver = fab._deliver
-
-    def tamper(name: str, act: Transmit) -> None:
+    def tamper(name: str, act: Transmit) -> Transmit:
         if name == node and len(act.payload) == size:
             data = bytearray(act.payload)
             data[size // 2] ^= 0x01
             act = Transmit(tx_id=act.tx_id, ni=act.ni, lpni=act.lpni, hdr=act.hdr,
                            payload=bytes(data))
-        deliver(name, act)
+        return act
 
-    fab._deliver = tamper
+    tb.fabric.interpose = tamper
 
 
 @pytest.mark.parametrize(("rw", "sender"), [("write", "c1"), ("read", "s1")])
