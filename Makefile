@@ -24,7 +24,8 @@ PURE_TESTS := $(shell grep -lE "from (nodes\.lnet|nodes\.driver|testbed\.sim)" \
 # What `mypy --strict` checks: the sans-I/O layers and every compiled module
 MYPY_PATHS := nodes/lnet nodes/lnd nodes/driver.py nodes/native.py testbed/sim/fabric.py \
               testbed/sim/links.py testbed/sim/netfaults.py testbed/sim/paths.py \
-              testbed/sim/sched.py testbed/sim/simfabric.py testbed/sim/watched.py
+              testbed/sim/sched.py testbed/sim/simdriver.py testbed/sim/simfabric.py \
+              testbed/sim/watched.py
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and
 # libvirt providers, QEMU, the box builder's tools: 131 packages, 240 MB, 25 s here, so only
 # the Vagrant targets pull them in; `make test` does not need them.

@@ -105,7 +105,7 @@ class NodeDriver:
                  arm_sample: Callable[[float], None] | None = None,
                  defer_rearm: Callable[[], None] | None = None) -> None:
         self.engine = engine
-        self.now = now
+        self._now = now
         self._transmit = transmit
         self._arm_timer = arm_timer
         self._defer_rearm = defer_rearm
@@ -139,6 +139,26 @@ class NodeDriver:
         self.upper: UpperLayer | None = None
         self._holding = 0  # hold() depth: execute() keeps actions in _held meanwhile
         self._held: list[Action] | None = None
+
+    # ---------------------------------------------------------------- the runtime's side
+    # The callbacks as methods: a runtime may override them in a subclass instead (compiled,
+    # a call to an override is direct, one through a callable object is not: the sim's).
+    def now(self) -> float:
+        """The runtime's clock."""
+        return self._now()
+
+    def transmit(self, act: Transmit) -> None:
+        """Hand ``act`` to the LND."""
+        self._transmit(act)
+
+    def sink_md(self, ev: MDEvent) -> None:
+        """An MD event to the runtime's sink, if any."""
+        if self.md_sink is not None:
+            self.md_sink(ev)
+
+    def batch_done(self) -> None:
+        """After a batch: re-arm now, or let the runtime ask later (``defer_rearm``)."""
+        self._defer_rearm() if self._defer_rearm is not None else self.rearm()
 
     # ---------------------------------------------------------------- engine plumbing
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -183,11 +203,10 @@ class NodeDriver:
                 if isinstance(act, Transmit):
                     if rec is not None:
                         rec.tx(act.ni, act.lpni, len(act.payload))
-                    self._transmit(act)
+                    self.transmit(act)
                 elif isinstance(act, MDEvent):
                     if upper is not None and act.handle in upper.handles:
-                        if self.md_sink is not None:
-                            self.md_sink(act)
+                        self.sink_md(act)
                         now = self.now() if now is None else now
                         follow += upper.on_md_event(act, now)
                     else:
@@ -210,10 +229,7 @@ class NodeDriver:
                 self._tail_key = key
         elif notices.dirty or notices.pending:  # (``Notices.drain`` would do nothing else)
             self.flush_notices()
-        if self._defer_rearm is not None:
-            self._defer_rearm()
-        else:
-            self.rearm()
+        self.batch_done()
         if rec is not None:
             self.sample()
 
@@ -224,8 +240,7 @@ class NodeDriver:
         self.execute(self.engine.handle(ev, self.now() if now is None else now))
 
     def _md_event(self, ev: MDEvent) -> None:
-        if self.md_sink is not None:
-            self.md_sink(ev)
+        self.sink_md(ev)
         waiter = self.waiters.get(ev.handle)
         if waiter is not None:
             if ev.unlinked:

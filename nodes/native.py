@@ -43,7 +43,7 @@ COMPILED_ONLY: dict[str, tuple[str, ...]] = {
     "nodes": ("driver.py",),
     # the simulator's per-message Python: the clock, the wire, path decisions, faults
     "testbed.sim": ("fabric.py", "links.py", "netfaults.py", "paths.py", "sched.py",
-                    "simfabric.py"),
+                    "simdriver.py", "simfabric.py"),
 }
 
 #: the directory holding ``nodes/`` (the repository, or site-packages)

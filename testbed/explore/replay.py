@@ -107,7 +107,8 @@ class Replay:
         self._run_until(float(self.tb.now) + seconds, None)
 
     def _run_until(self, t_end: float, done: Callable[[], bool] | None) -> None:
-        """Step the sim's fabric until ``t_end`` or ``done()``, guarding against livelock."""
+        """Step the sim's fabric until ``t_end`` or ``done()`` (None: never), guarding against
+        livelock (``Scheduler.run_guarded``: the loop runs compiled)."""
         fab = self.tb.fabric
         with self.tb.lock:
             if not fab.run_guarded(t_end, done, LIVELOCK_STEPS):

@@ -33,14 +33,11 @@ completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs
 ``event_log`` in the schema of Mininet's events.jsonl (``send``, ``recv``, ``tx_done``, ``md``,
 ``link_down``/``link_up``): the same seed and inputs give the same log, byte for byte.
 
-Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too): the
-fabric supplies its clock, transmit, timer and sinks (``partial``s: no frame per message).
-Scheduling is O(log n) per event: a driver's engine is marked dirty after each batch and asked
-its deadline once no delivery is due at that instant (``Scheduler._step``); it arms a
-``(deadline, engine order, name)`` heap entry only when that moved (stale ones dropped
-lazily). Unit tests change engines directly (no ``apply``), so ``run_until`` and, unless the
-fabric is ``tracked`` (``SimFabric``), each outside ``step`` first re-asks every engine
-(``touch``). Engines due at the same instant run in ``add`` order, as a scan would run them.
+Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too), a
+``FabricDriver`` (``simdriver.py``) that calls this fabric's clock, wire, timer and sinks.
+Scheduling, O(log n) per event, is ``sched.py``'s. Unit tests change engines directly (no
+``apply``), so ``run_until`` and, unless the fabric is ``tracked`` (``SimFabric``), each
+outside ``step`` first re-asks every engine (``touch``).
 Wiring is incremental (``add``/``refresh_node``; interfaces indexed by (host, segment)):
 n nodes come up in O(n). Failures carry the socklnd's rc and hstatus (``nodes/lnd/errmap.py``).
 """
@@ -66,6 +63,7 @@ from nodes.lnet.nid import NID
 from testbed.sim.links import _Link
 from testbed.sim.paths import UNANSWERED, Paths
 from testbed.sim.sched import VIRTUAL_TIME_LIMIT
+from testbed.sim.simdriver import FabricDriver
 from testbed.sim.watched import _Watched
 
 __all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
@@ -112,9 +110,8 @@ class Fabric(Paths):
         self.passive: set[tuple[str, NID, NID]] = set()
         self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
-        #: a test's hand on the wire: given each message the sender's LND takes (after its
-        #: ``send`` record), returns the message to carry, changed or not, or None when it
-        #: disposed of it itself (dropped it, or failed it on the fabric's clock)
+        #: a test's hand on the wire: given each message sent (after its ``send`` record),
+        #: returns the one to carry, or None if it disposed of it (dropped, failed on _at)
         self.interpose: Callable[[str, Transmit], Transmit | None] | None = None
 
     @property
@@ -139,13 +136,7 @@ class Fabric(Paths):
 
     def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
         """The node driver of ``name``: this fabric's clock, wire, timer heap and logs."""
-        return NodeDriver(
-            engine, now=lambda: self.now, transmit=functools.partial(self._send, name),
-            arm_timer=functools.partial(self._arm, name),
-            defer_rearm=functools.partial(self._dirty.add, name),  # (asked in ``_step``)
-            notify_peer_down=functools.partial(self._peer_down, name),
-            log=lambda act: self.log.append((self.now, name, act.text)),
-            md_sink=functools.partial(self._md, name))
+        return FabricDriver(self, name, engine)
 
     def refresh_node(self, name: str) -> None:
         """Re-read node ``name``'s NIs (after its net add/del): only its NIDs change owner."""
@@ -405,3 +396,4 @@ class Fabric(Paths):
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr,
                                                   payload=act.payload))
         self._complete(name, act.tx_id, 0, HStatus.OK)
+

@@ -1,0 +1,55 @@
+"""A node's driver on the in-memory fabric: ``nodes/driver.py``'s, calling the fabric directly.
+
+Theory of operation: ``NodeDriver`` carries out an engine's actions through the callbacks its
+runtime gives it (the daemon's loop clock and socklnd, or the fabric's). On the fabric four of
+them run per message or per batch: the clock, the wire (``Fabric._send``), the MD event log
+(``Fabric._md``) and the deferred re-arm (the scheduler's dirty set). Compiled (nodes/native.py),
+a call through a callable object (a ``functools.partial``, a lambda) goes through Python's
+calling convention and argument parsing, a call to an overriding method does not: so the
+fabric's driver overrides those four to call the fabric itself; the callbacks, the same
+fabric's, are still given (and ``defer_rearm=None`` still means "re-arm after each batch").
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from nodes.driver import NodeDriver
+from nodes.lnet.actions import MDEvent, Transmit
+from nodes.lnet.engine import LNetEngine
+
+if TYPE_CHECKING:
+    from testbed.sim.fabric import Fabric
+
+
+class FabricDriver(NodeDriver):
+    """Node ``name``'s driver on fabric ``fab``: the fabric's clock, wire, timer heap and logs.
+    The callbacks are the fabric's; the per-message ones are also overridden, to call the
+    fabric directly (compiled code to compiled code, no callable object in between)."""
+
+    def __init__(self, fab: Fabric, name: str, engine: LNetEngine) -> None:
+        super().__init__(
+            engine, now=lambda: fab.now, transmit=functools.partial(fab._send, name),
+            arm_timer=functools.partial(fab._arm, name),
+            defer_rearm=functools.partial(fab._dirty.add, name),  # (asked in ``_step``)
+            notify_peer_down=functools.partial(fab._peer_down, name),
+            log=lambda act: fab.log.append((fab.now, name, act.text)),
+            md_sink=functools.partial(fab._md, name))
+        self.fab, self.name = fab, name
+
+    def now(self) -> float:
+        return self.fab.now
+
+    def transmit(self, act: Transmit) -> None:
+        self.fab._send(self.name, act)
+
+    def sink_md(self, ev: MDEvent) -> None:
+        if self.md_sink is not None:
+            self.fab._md(self.name, ev)
+
+    def batch_done(self) -> None:
+        if self._defer_rearm is not None:
+            self.fab._dirty.add(self.name)
+        else:
+            self.rearm()
