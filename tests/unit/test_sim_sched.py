@@ -4,11 +4,16 @@ timer, so asking earlier cannot change what runs next; issue 10's message rate).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 
+import pytest
 from enginekit import PORTAL, S, mr2_fabric
 
 from nodes.lnet.actions import Action, MDEvent
+from testbed.explore.replay import Livelock, Replay
+from testbed.sim.fabric import Fabric
 
 
 class _Asked:
@@ -73,3 +78,37 @@ def test_asking_the_deadline_once_per_instant_changes_nothing_in_the_event_log()
     deferred = _run(eager=False)
     assert any(e["kind"] == "link_down" for e in deferred) and len(deferred) > 100
     assert deferred == _run(eager=True)
+
+
+def test_a_guarded_run_stops_at_its_end_its_condition_or_a_livelock() -> None:
+    """``Scheduler.run_guarded`` (explore's replay loop): time moves to ``t_end``, or stops
+    when ``done()`` says so, and a fabric whose work keeps firing at one instant is reported
+    (False) after ``same_limit`` steps there instead of hanging."""
+    fab, ticks = Fabric(), list[float]()
+
+    def tick() -> None:
+        ticks.append(fab.now)
+        fab._at(fab.now + 1.0, tick)
+
+    fab._at(0.5, tick)
+    assert fab.run_guarded(3.0, None, 50) and (fab.now, ticks) == (3.0, [0.5, 1.5, 2.5])
+    assert fab.run_guarded(10.0, lambda: len(ticks) == 5, 50) and fab.now == 4.5
+    stuck = Fabric()
+
+    def again() -> None:
+        stuck._at(stuck.now, again)
+
+    stuck._at(1.0, again)
+    assert not stuck.run_guarded(5.0, None, 50) and stuck.now == 1.0
+
+
+def test_a_replay_whose_fabric_livelocks_raises_instead_of_hanging() -> None:
+    fab = Fabric()
+
+    def again() -> None:
+        fab._at(fab.now, again)
+
+    fab._at(2.0, again)
+    tb = SimpleNamespace(fabric=fab, runtimes={}, lock=threading.Lock(), now=0.0)
+    with pytest.raises(Livelock, match=r"stuck at t=2\.000000: 50000 steps"):
+        Replay(tb).advance(5.0)
