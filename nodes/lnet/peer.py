@@ -157,6 +157,9 @@ class PeerTable:
     def __init__(self) -> None:
         self.peers: list[Peer] = []
         self.by_nid: dict[NID, PeerNI] = {}
+        #: moves whenever a NID joins or leaves a peer (``by_nid``, a peer's ``nets``): the
+        #: router checker's cached deadline depends on both (rtrcheck.py)
+        self.version = 0
         self.lock_seq = 0  # ktime_get_ns() for lp_prim_lock_ts: only the order matters
         # UDSP application on creation (spec §7.3), wired by the engine
         self.on_new_lpn: Callable[[PeerNet], None] | None = None
@@ -182,6 +185,7 @@ class PeerTable:
                       min_rtr_credits=peer_credits)
         pnet.lpnis.append(lpni)
         self.by_nid[nid] = lpni
+        self.version += 1
         if self.on_new_lpni is not None:
             self.on_new_lpni(lpni)
         return lpni
@@ -267,6 +271,7 @@ class PeerTable:
         pnet = lpni.peer_net
         pnet.lpnis.remove(lpni)
         del self.by_nid[lpni.nid]
+        self.version += 1
         if not pnet.lpnis:
             pnet.peer.nets.remove(pnet)
 
@@ -283,3 +288,4 @@ class PeerTable:
         """``unconfigure``: every peer goes."""
         self.peers.clear()
         self.by_nid.clear()
+        self.version += 1

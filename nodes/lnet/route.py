@@ -109,6 +109,7 @@ class RouteTable:
         live = {pn for p in self.r.peers.peers for pn in p.nets}
         for pn in [pn for pn in self.r.checker.next_ping if pn not in live]:
             del self.r.checker.next_ping[pn]  # peer nets of peers merged away (002 consolidation)
+        self.r.checker.gw_dirty = True  # (called after every change of the route table)
 
     def threshold(self) -> int:
         """Seed 002 behind the deprecated knob: with ``router_sensitivity`` below 100 a gateway
@@ -181,6 +182,7 @@ class RouteTable:
         self.refresh_refcounts()
         for pnet in gw.nets:  # force an immediate router check (lpn_next_ping = now)
             self.r.checker.next_ping[pnet] = now
+        self.r.checker.gw_dirty = True
         logs: list[Action] = []
         if eng.tunables.avoid_asym_router_failure and hops is None:
             logs.append(Log(level="warning", text="Use hops = 1 for a single-hop route when "
