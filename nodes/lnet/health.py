@@ -137,7 +137,7 @@ class Health:
         NI's status line, as a failure names its own (dbg-110)."""
         if ni.is_lo:
             return
-        self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
+        self.set_ni(ni, self.decisions.step(ni.healthv, self.tunables.health_sensitivity,
                                                    True), cause, "OK" if cause == "ok" else None,
                     step=True)
 
@@ -145,15 +145,15 @@ class Health:
         """``lnet_dec_ni_healthv_locked``: -sensitivity, never below 0 (hlt lnt-020)."""
         if ni.is_lo or self.tunables.health_sensitivity == 0:
             return
-        self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
+        self.set_ni(ni, self.decisions.step(ni.healthv, self.tunables.health_sensitivity,
                                                    False), "error", step=True)
 
     def inc_lpni(self, lpni: PeerNI) -> None:
-        self.set_lpni(lpni, self.decisions.health_step(
+        self.set_lpni(lpni, self.decisions.step(
             lpni.healthv, self.tunables.health_sensitivity, True), "ok")
 
     def dec_lpni(self, lpni: PeerNI) -> None:
-        self.set_lpni(lpni, self.decisions.health_step(
+        self.set_lpni(lpni, self.decisions.step(
             lpni.healthv, self.tunables.health_sensitivity, False), "error")
 
     def local_failure(self, ni: LNetNI, now: float, why: str = "") -> None:

@@ -143,6 +143,9 @@ class NID:
     #: the hash of ``(_net, addr)`` (what the generated ``__hash__`` computed, so sets of
     #: NIDs keep their order), kept once: a NID is hashed ~20 times per simulated message
     _hash: int = field(init=False, repr=False, compare=False)
+    #: ``str(self)`` once asked (the message trace formats a few NIDs per message): on the
+    #: object, so a compiled caller reads an attribute (a dict keyed by ``_key`` boxed it)
+    _text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.addr <= 0xFFFF_FFFF:
@@ -151,6 +154,7 @@ class NID:
         object.__setattr__(self, "_net", net)
         object.__setattr__(self, "_key", (self.net.net_id << 32) | self.addr)
         object.__setattr__(self, "_hash", hash((net, self.addr)))
+        object.__setattr__(self, "_text", "")
 
     def __hash__(self) -> int:
         return self._hash
@@ -211,11 +215,10 @@ class NID:
         return self.net.lnd == LOLND
 
     def __str__(self) -> str:
-        text = _TEXT.get(self._key)  # the message trace formats a few NIDs per message
-        if text is None:
-            if len(_TEXT) >= _TEXT_MAX:
-                _TEXT.clear()
-            text = _TEXT[self._key] = self._format()
+        text = self._text
+        if not text:  # (never empty once formatted)
+            text = self._format()
+            object.__setattr__(self, "_text", text)
         return text
 
     def _format(self) -> str:
@@ -228,9 +231,6 @@ class NID:
         return f"{addr}@{self.net}"
 
 
-#: ``str`` of each NID by its nid4 (bounded: a node hears from few NIDs)
-_TEXT: dict[int, str] = {}
-_TEXT_MAX = 1 << 16
 LO_NID = NID(LO_NET, 0)
 _BY_NID4: dict[int, NID] = {}  # the few NIDs a node hears from, each parsed once
 

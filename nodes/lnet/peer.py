@@ -89,7 +89,11 @@ class PeerNet:
 
     @property
     def healthv(self) -> int:
-        return max((lpni.healthv for lpni in self.lpnis), default=0)
+        best: int | None = None  # max(..., default=0) as a loop (asked per routed message)
+        for lpni in self.lpnis:
+            if best is None or lpni.healthv > best:
+                best = lpni.healthv
+        return 0 if best is None else best
 
 
 @dataclass(eq=False, slots=True)
@@ -140,7 +144,10 @@ class Peer:
         return sum(len(pnet.lpnis) for pnet in self.nets)
 
     def peer_net(self, net: Net) -> PeerNet | None:
-        return next((p for p in self.nets if p.net == net), None)
+        for p in self.nets:  # (a loop: ``next()`` over a generator built one per call)
+            if p.net is net or p.net == net:
+                return p
+        return None
 
     def clr_non_mr_pref_nids(self) -> None:
         """``lnet_peer_clr_non_mr_pref_nids``: the peer turned Multi-Rail, so the local NI
