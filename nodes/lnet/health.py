@@ -29,7 +29,7 @@ engine's ``Decisions`` (``decisions.py``), the seam a test uses to make one of t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
@@ -46,13 +46,13 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import PeerNI
     from nodes.lnet.recovery import Recovery
 
-LOCAL_RESENDABLE = frozenset({HStatus.LOCAL_INTERRUPT, HStatus.LOCAL_DROPPED,
+LOCAL_RESENDABLE: Final = frozenset({HStatus.LOCAL_INTERRUPT, HStatus.LOCAL_DROPPED,
                               HStatus.LOCAL_ABORTED, HStatus.LOCAL_NO_ROUTE,
                               HStatus.LOCAL_TIMEOUT})
-LOCAL_CLASSES = LOCAL_RESENDABLE | {HStatus.LOCAL_ERROR}
-REMOTE_CLASSES = frozenset({HStatus.REMOTE_ERROR, HStatus.REMOTE_DROPPED,
+LOCAL_CLASSES: Final = LOCAL_RESENDABLE | {HStatus.LOCAL_ERROR}
+REMOTE_CLASSES: Final = frozenset({HStatus.REMOTE_ERROR, HStatus.REMOTE_DROPPED,
                             HStatus.REMOTE_TIMEOUT, HStatus.NETWORK_TIMEOUT})
-GLOBAL_KEY = {
+GLOBAL_KEY: Final = {
     HStatus.LOCAL_INTERRUPT: "local_interrupt_count", HStatus.LOCAL_DROPPED: "local_dropped_count",
     HStatus.LOCAL_ABORTED: "local_aborted_count", HStatus.LOCAL_NO_ROUTE: "local_no_route_count",
     HStatus.LOCAL_TIMEOUT: "local_timeout_count", HStatus.LOCAL_ERROR: "local_error_count",
@@ -61,10 +61,10 @@ GLOBAL_KEY = {
     HStatus.NETWORK_TIMEOUT: "network_timeout_count",
 }
 #: ``lnet_incr_hstats``: NI counters exist for the local classes only
-NI_KEY = {HStatus.LOCAL_INTERRUPT: "interrupts", HStatus.LOCAL_DROPPED: "dropped",
+NI_KEY: Final = {HStatus.LOCAL_INTERRUPT: "interrupts", HStatus.LOCAL_DROPPED: "dropped",
           HStatus.LOCAL_ABORTED: "aborted", HStatus.LOCAL_NO_ROUTE: "no_route",
           HStatus.LOCAL_TIMEOUT: "timeouts", HStatus.LOCAL_ERROR: "error"}
-LPNI_KEY = {HStatus.REMOTE_DROPPED: "dropped", HStatus.REMOTE_ERROR: "error",
+LPNI_KEY: Final = {HStatus.REMOTE_DROPPED: "dropped", HStatus.REMOTE_ERROR: "error",
             HStatus.REMOTE_TIMEOUT: "timeout", HStatus.NETWORK_TIMEOUT: "network_timeout"}
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.hdr import LNetHdr, MsgType, Payload
 from nodes.lnet.hstatus import HStatus
@@ -170,10 +170,10 @@ class _Table(dict[tuple[MsgPhase, MsgInput], MsgPhase]):
 
 
 P, I_ = MsgPhase, MsgInput
-_WAITING = (P.NEW, P.WAIT_DISCOVERY, P.WAIT_ROUTE, P.WAIT_RTRCREDIT, P.WAIT_BUFFER)
-_POSTING = (P.COMMITTED, P.TX_DELAYED, P.FAULT_DELAYED)
+_WAITING: Final = (P.NEW, P.WAIT_DISCOVERY, P.WAIT_ROUTE, P.WAIT_RTRCREDIT, P.WAIT_BUFFER)
+_POSTING: Final = (P.COMMITTED, P.TX_DELAYED, P.FAULT_DELAYED)
 #: (phase, input) -> next phase (STYLE rule 2). Everything absent is a lifecycle error.
-TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
+TRANSITIONS: Final[dict[tuple[MsgPhase, MsgInput], MsgPhase]] = _Table({
     (P.NEW, I_.WAIT_DISCOVERY): P.WAIT_DISCOVERY,
     (P.NEW, I_.WAIT_ROUTE): P.WAIT_ROUTE,
     (P.NEW, I_.WAIT_RTRCREDIT): P.WAIT_RTRCREDIT,
@@ -190,7 +190,7 @@ TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
     **{(p, I_.RESEND): P.NEW for p in (*_POSTING, P.SENDING)},
     **{(p, I_.FINALIZE): P.DONE for p in (*_WAITING, *_POSTING, P.SENDING)},
 })
-NEXT = TRANSITIONS
+NEXT: Final = TRANSITIONS
 
 
 @dataclass(eq=False, init=False, slots=True)

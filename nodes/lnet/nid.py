@@ -12,23 +12,24 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from typing import Final
 
 from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 
 # LND type numbers are stable ids shared with the wire (spec §1.1).
-LOLND = 9
-SOCKLND = 2
-O2IBLND = 5
-GNILND = 13
-GNIIPLND = 14
-PTL4LND = 15
-KFILND = 16
-EFALND = 18
-BXI3LND = 19
+LOLND: Final = 9
+SOCKLND: Final = 2
+O2IBLND: Final = 5
+GNILND: Final = 13
+GNIIPLND: Final = 14
+PTL4LND: Final = 15
+KFILND: Final = 16
+EFALND: Final = 18
+BXI3LND: Final = 19
 
 #: name -> (lnd type, address is dotted IPv4?)
-LND_NAMES: dict[str, tuple[int, bool]] = {
+LND_NAMES: Final[dict[str, tuple[int, bool]]] = {
     "lo": (LOLND, False),
     "tcp": (SOCKLND, True),
     "o2ib": (O2IBLND, True),
@@ -39,13 +40,13 @@ LND_NAMES: dict[str, tuple[int, bool]] = {
     "efa": (EFALND, False),
     "bxi3f": (BXI3LND, False),
 }
-_LND_BY_TYPE = {t: (name, ip) for name, (t, ip) in LND_NAMES.items()}
+_LND_BY_TYPE: Final = {t: (name, ip) for name, (t, ip) in LND_NAMES.items()}
 
-LNET_NID_ANY = 0xFFFF_FFFF_FFFF_FFFF
+LNET_NID_ANY: Final = 0xFFFF_FFFF_FFFF_FFFF
 #: fault rules store ``*@net`` as this address (spec §1.1)
-ADDR_ANY = 0xFFFF_FFFF
+ADDR_ANY: Final = 0xFFFF_FFFF
 
-_NUM_RE = re.compile(r"^[0-9]+$")
+_NUM_RE: Final = re.compile(r"^[0-9]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +125,8 @@ class Net:
         return entry[0] if self.num == 0 else f"{entry[0]}{self.num}"
 
 
-LO_NET = Net(LOLND, 0)
-LO_KEY = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
+LO_NET: Final = Net(LOLND, 0)
+LO_KEY: Final = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +232,8 @@ class NID:
         return f"{addr}@{self.net}"
 
 
-LO_NID = NID(LO_NET, 0)
-_BY_NID4: dict[int, NID] = {}  # the few NIDs a node hears from, each parsed once
+LO_NID: Final = NID(LO_NET, 0)
+_BY_NID4: Final[dict[int, NID]] = {}  # the few NIDs a node hears from, each parsed once
 
 
 def nid4_cached(value: int) -> NID:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.counters import IfaceStats
 from nodes.lnet.errors import EBUSY, EEXIST, EINVAL, ENODEV, ENOENT, ENOTUNIQ, LNetConfigError
@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from nodes.lnet.ping import PingInfo
 
 # lp_state bits (spec §1.3)
-LNET_PEER_MULTI_RAIL = 0x1
-LNET_PEER_NO_DISCOVERY = 0x2
-LNET_PEER_ROUTER_ENABLED = 0x4
-LNET_PEER_CONFIGURED = 0x8
-LNET_PEER_DISCOVERED = 0x10
-LNET_PEER_NIDS_UPTODATE = 0x100
-LNET_PEER_LOCK_PRIMARY = 0x100000
+LNET_PEER_MULTI_RAIL: Final = 0x1
+LNET_PEER_NO_DISCOVERY: Final = 0x2
+LNET_PEER_ROUTER_ENABLED: Final = 0x4
+LNET_PEER_CONFIGURED: Final = 0x8
+LNET_PEER_DISCOVERED: Final = 0x10
+LNET_PEER_NIDS_UPTODATE: Final = 0x100
+LNET_PEER_LOCK_PRIMARY: Final = 0x100000
 
 
 @dataclass(slots=True)
