@@ -135,26 +135,25 @@ class MsgTrace:
 
     def to_json(self) -> dict[str, object]:
         """The JSON fields of TRACE-SCHEMA (``health`` as ``{"ni": v, "lpni": v}``)."""
-        out: dict[str, object] = {}
-        self._fields_into(out)
+        out: dict[str, object] = {"event": self.event, "msg": self.msg, "type": self.type,
+                                  "src": self.src, "dst": self.dst}
+        self._rest_into(out)
         return out
 
     def record(self, t: float, node: str) -> dict[str, object]:
         """The simulator's event-log record of it: ``{"t", "kind": "msg", "node"}`` then
-        ``to_json()``'s fields, built as one dict (one per traced message)."""
-        out: dict[str, object] = {"t": t, "kind": "msg", "node": node}
-        self._fields_into(out)
+        ``to_json()``'s fields, built as one dict (one per traced message): the fields
+        every record has in one display (one sized allocation, no growth for them)."""
+        out: dict[str, object] = {"t": t, "kind": "msg", "node": node, "event": self.event,
+                                  "msg": self.msg, "type": self.type, "src": self.src,
+                                  "dst": self.dst}
+        self._rest_into(out)
         return out
 
-    def _fields_into(self, out: dict[str, object]) -> None:
-        """``to_json``'s fields, in field order, added to ``out``: written out field by field,
-        which mypyc compiles to attribute reads (``tests/unit/test_msg_trace.py`` checks
-        that every field but ``at`` is here)."""
-        out["event"] = self.event
-        out["msg"] = self.msg
-        out["type"] = self.type
-        out["src"] = self.src
-        out["dst"] = self.dst
+    def _rest_into(self, out: dict[str, object]) -> None:
+        """``to_json``'s fields after ``dst``, in field order, added to ``out``: written out
+        field by field, which mypyc compiles to attribute reads (``tests/unit/
+        test_msg_trace.py`` checks that every field but ``at`` is there, in order)."""
         if self.ni is not None:
             out["ni"] = self.ni
         if self.lpni is not None:

@@ -28,7 +28,7 @@ Theory of operation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_state import discovery_disabled
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import Peer, PeerNet, PeerNI
     from nodes.lnet.router import Router
 
-LNET_UNDEFINED_HOPS = 0xFFFF_FFFF
+LNET_UNDEFINED_HOPS: Final = 0xFFFF_FFFF
 
 
 class RouteWait(Exception):

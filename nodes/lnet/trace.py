@@ -56,6 +56,15 @@ class Tracer:
         out, self.buffer = self.buffer, []
         return out
 
+    def drain_into(self, actions: list[Action]) -> list[Action]:
+        """``actions + take()`` for a list the caller owns: the records appended to it (no
+        new lists when there are none, the usual case on a node that only forwards)."""
+        buffer = self.buffer
+        if buffer:
+            actions += buffer
+            buffer.clear()
+        return actions
+
     def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int, now: float,
              dropped: str | None = None) -> None:
         """An attempt of ``msg`` from ``ni`` to ``lpni`` (one per attempt): a Transmit, or
