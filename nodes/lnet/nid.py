@@ -66,29 +66,29 @@ class Net:
         return self._hash
 
     def __eq__(self, other: object) -> bool:  # (the generated one, without two tuples)
-        if other.__class__ is Net:
+        if type(other) is Net:
             return self.lnd == other.lnd and self.num == other.num
         return NotImplemented
 
     # the ordering ``order=True`` generated (``(lnd, num)``), written out: mypyc's compiled
     # class has the rich comparisons already, which ``dataclass(order=True)`` refuses
     def __lt__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) < (other.lnd, other.num)
         return NotImplemented
 
     def __le__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) <= (other.lnd, other.num)
         return NotImplemented
 
     def __gt__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) > (other.lnd, other.num)
         return NotImplemented
 
     def __ge__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) >= (other.lnd, other.num)
         return NotImplemented
 
@@ -162,30 +162,31 @@ class NID:
 
     def __eq__(self, other: object) -> bool:
         # what the generated one compares, ``(_net, addr)``, without building two tuples (a
-        # dict hit with an equal NID of another object calls it: several per message)
-        if other.__class__ is NID:
+        # dict hit with an equal NID of another object calls it: several per message);
+        # ``type(other)`` compiles to a read of the type, ``other.__class__`` was a lookup
+        if type(other) is NID:
             return self.addr == other.addr and self._net == other._net
         return NotImplemented
 
     # the ordering ``order=True`` generated (``(_net, addr)``), written out: mypyc's compiled
     # class has the rich comparisons already, which ``dataclass(order=True)`` refuses
     def __lt__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) < (other._net, other.addr)
         return NotImplemented
 
     def __le__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) <= (other._net, other.addr)
         return NotImplemented
 
     def __gt__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) > (other._net, other.addr)
         return NotImplemented
 
     def __ge__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) >= (other._net, other.addr)
         return NotImplemented
 
