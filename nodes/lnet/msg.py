@@ -113,13 +113,17 @@ class ME:
         return (self.match_bits ^ match_bits) & ~self.ignore_bits == 0
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, init=False, slots=True)
 class Forwarding:
-    """What a router holds for a message it forwards (``msg_routing``, spec §1.5/§1.6)."""
+    """What a router holds for a message it forwards (``msg_routing``, spec §1.5/§1.6).
+    Its ``__init__`` is the generated one written out (one per forwarded message)."""
 
     rxni: LNetNI
     rxpeer: PeerNI
     pool: BufferPool | None = None  # the buffer pool while ``rtrcredit`` is held
+
+    def __init__(self, rxni: LNetNI, rxpeer: PeerNI, pool: BufferPool | None = None) -> None:
+        self.rxni, self.rxpeer, self.pool = rxni, rxpeer, pool
 
 
 class MsgPhase(enum.Enum):
