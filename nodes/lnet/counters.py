@@ -16,11 +16,12 @@ hlth-stt-ni-down-events / hlth-stt-ni-up-events). ``lnetctl stats reset`` clears
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Final
 
 from nodes.lnet.hdr import MsgType
 
 #: `lnetctl stats show` keys, in order (spec §4.5).
-GLOBAL_KEYS = (
+GLOBAL_KEYS: Final = (
     "msgs_alloc", "msgs_max", "rst_alloc", "errors", "send_count", "resend_count",
     "response_timeout_count", "local_interrupt_count", "local_dropped_count",
     "local_aborted_count", "local_no_route_count", "local_timeout_count", "local_error_count",
@@ -28,10 +29,10 @@ GLOBAL_KEYS = (
     "network_timeout_count", "failed_resends", "successful_resends", "recv_count",
     "route_count", "drop_count", "send_length", "recv_length", "route_length", "drop_length",
 )
-_TYPE_KEYS = ("put", "get", "reply", "ack", "hello")
-_TYPE_BY_MSG = {MsgType.PUT: "put", MsgType.GET: "get", MsgType.REPLY: "reply",
+_TYPE_KEYS: Final = ("put", "get", "reply", "ack", "hello")
+_TYPE_BY_MSG: Final = {MsgType.PUT: "put", MsgType.GET: "get", MsgType.REPLY: "reply",
                 MsgType.ACK: "ack", MsgType.HELLO: "hello"}
-LATENCY_KEYS = tuple(
+LATENCY_KEYS: Final = tuple(
     f"{op}_{k}" for op in ("put_egress", "get_rtt", "put_ack")
     for k in ("samples", "min_nsec", "max_nsec", "avg_nsec")
 )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.errors import ETIMEDOUT
@@ -30,31 +30,31 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import Peer
 
 # lp_state bits (spec §1.3; the first ones also live in peer.py)
-MULTI_RAIL = 0x1
-NO_DISCOVERY = 0x2
-ROUTER_ENABLED = 0x4
-CONFIGURED = 0x8
-DISCOVERED = 0x10
-REDISCOVER = 0x20
-DISCOVERING = 0x40
-DATA_PRESENT = 0x80
-NIDS_UPTODATE = 0x100
-PING_SENT = 0x200
-PUSH_SENT = 0x400
-PING_FAILED = 0x800
-PUSH_FAILED = 0x1000
-FORCE_PING = 0x2000
-FORCE_PUSH = 0x4000
-RTR_DISCOVERY = 0x10000
-RTR_DISCOVERED = 0x20000
-MARK_DELETION = 0x40000
-MARK_DELETED = 0x80000
-LOCK_PRIMARY = 0x100000
+MULTI_RAIL: Final = 0x1
+NO_DISCOVERY: Final = 0x2
+ROUTER_ENABLED: Final = 0x4
+CONFIGURED: Final = 0x8
+DISCOVERED: Final = 0x10
+REDISCOVER: Final = 0x20
+DISCOVERING: Final = 0x40
+DATA_PRESENT: Final = 0x80
+NIDS_UPTODATE: Final = 0x100
+PING_SENT: Final = 0x200
+PUSH_SENT: Final = 0x400
+PING_FAILED: Final = 0x800
+PUSH_FAILED: Final = 0x1000
+FORCE_PING: Final = 0x2000
+FORCE_PUSH: Final = 0x4000
+RTR_DISCOVERY: Final = 0x10000
+RTR_DISCOVERED: Final = 0x20000
+MARK_DELETION: Final = 0x40000
+MARK_DELETED: Final = 0x80000
+LOCK_PRIMARY: Final = 0x100000
 #: set on a peer whose discovered NIDs clash with configured peers (dyn-060, see differences)
-BAD_CONFIG = 0x200000
+BAD_CONFIG: Final = 0x200000
 
 #: ``LNET_REDISCOVER_PEER``: the rule's result says "process this peer again right away"
-REDISCOVER_PEER = 1
+REDISCOVER_PEER: Final = 1
 
 
 class Phase(Enum):
@@ -81,12 +81,12 @@ class Input(Enum):
 
 
 _P, _I = Phase, Input
-_EVENT_INPUTS = (_I.REPLY, _I.ACK, _I.SEND_FAIL, _I.UNLINK)
-_RULES = (_I.R_DELETE, _I.R_DATA, _I.R_PING_FAILED, _I.R_PUSH_FAILED, _I.R_PING, _I.R_PUSH,
+_EVENT_INPUTS: Final = (_I.REPLY, _I.ACK, _I.SEND_FAIL, _I.UNLINK)
+_RULES: Final = (_I.R_DELETE, _I.R_DATA, _I.R_PING_FAILED, _I.R_PUSH_FAILED, _I.R_PING, _I.R_PUSH,
           _I.R_DONE)
 
 #: (phase, input) -> (effect, next phase). Effects are the functions in ``_EFFECTS``.
-TRANSITIONS: dict[tuple[Phase, Input], tuple[str, Phase]] = {
+TRANSITIONS: Final[dict[tuple[Phase, Input], tuple[str, Phase]]] = {
     (_P.IDLE, _I.DISCOVER): ("queue", _P.QUEUED),
     (_P.QUEUED, _I.DISCOVER): ("noop", _P.QUEUED),
     (_P.PING_WAIT, _I.DISCOVER): ("noop", _P.PING_WAIT),
@@ -294,7 +294,7 @@ def _delete(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, l
     peer.state &= ~(DISCOVERING | FORCE_PING | FORCE_PUSH | MARK_DELETION)
     return 0, [Log(level="info", text=f"peer {peer.primary_nid} deleted by discovery")]
 
-STATE_EFFECTS: dict[str, Effect] = {
+STATE_EFFECTS: Final[dict[str, Effect]] = {
     "noop": _noop,
     "queue": _eff_queue,
     "stale_event": stale,

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodes.lnet.ni import LNetNI
+from nodes.lnet.ni import LNetNet, LNetNI
+from nodes.lnet.nid import Net
 from nodes.lnet.peer import PeerNI
 from nodes.lnet.select import select_pathway
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
@@ -47,3 +48,22 @@ class Decisions:
     health_step: Callable[[int, int, bool], int] = health_step
     #: (message, LNet's verdict) -> resend it?
     resend: Callable[[Msg, bool], bool] = resend
+
+    def pathway(self, lpni: PeerNI, src: LNetNI | None, nets: dict[Net, LNetNet], nmr: bool,
+                md_cpt: int | None, numa_range: int, reserved: bool,
+                is_response: bool) -> tuple[LNetNI, PeerNI]:
+        """``select_pathway`` with these arguments: the real one called natively (a field
+        holds a generic callable, called with keywords), a replaced one as given."""
+        if self.select_pathway is select_pathway:
+            return select_pathway(lpni=lpni, src=src, nets=nets, nmr=nmr, md_cpt=md_cpt,
+                                  numa_range=numa_range, reserved=reserved,
+                                  is_response=is_response)
+        return self.select_pathway(lpni=lpni, src=src, nets=nets, nmr=nmr, md_cpt=md_cpt,
+                                   numa_range=numa_range, reserved=reserved,
+                                   is_response=is_response)
+
+    def step(self, value: int, sensitivity: int, up: bool) -> int:
+        """``health_step``: the real one called natively, a replaced one as given."""
+        if self.health_step is health_step:
+            return health_step(value, sensitivity, up)
+        return self.health_step(value, sensitivity, up)

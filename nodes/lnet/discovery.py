@@ -42,7 +42,7 @@ take an engine: the entry points of the node daemon and the unit tests.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_merge import MERGE_EFFECTS
@@ -100,8 +100,8 @@ if TYPE_CHECKING:
     from nodes.lnet.router import Router
     from nodes.lnet.send import Sender
 
-_MAX_STEPS = 32  # guard: one peer is never processed more often than this per run
-_KEY = (DISCOVERY, 0)
+_MAX_STEPS: Final = 32  # guard: one peer is never processed more often than this per run
+_KEY: Final = (DISCOVERY, 0)
 #: sends a GET / PUT for discovery: the engine's ``get`` / ``put`` (wired by the engine)
 Request = Callable[..., tuple[int, list[Action]]]
 

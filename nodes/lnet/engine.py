@@ -306,7 +306,7 @@ class LNetEngine(ConfigAPI):
             actions += self.router.alive.notify(event, now)
         if nistate.pending:
             actions += nistate.status_logs()
-        return actions + self.tracer.take() if self.tracer.on else actions
+        return self.tracer.drain_into(actions) if self.tracer.on else actions
 
     def next_deadline(self) -> float | None:
         """Earliest timer of every component (``timers.py``) and, while routing is in use,

@@ -7,30 +7,31 @@
 from __future__ import annotations
 
 import errno as _errno
+from typing import Final
 
-EPERM = _errno.EPERM
-ENOENT = _errno.ENOENT
-EIO = _errno.EIO
-E2BIG = _errno.E2BIG
-ENOMEM = _errno.ENOMEM
-EFAULT = _errno.EFAULT
-EBUSY = _errno.EBUSY
-EEXIST = _errno.EEXIST
-EINVAL = _errno.EINVAL
-ERANGE = _errno.ERANGE
-ENOTUNIQ = _errno.ENOTUNIQ
-EPROTO = _errno.EPROTO
-ECANCELED = _errno.ECANCELED
-ETIMEDOUT = _errno.ETIMEDOUT
-ECONNREFUSED = _errno.ECONNREFUSED
-ECONNRESET = _errno.ECONNRESET
-EHOSTUNREACH = _errno.EHOSTUNREACH
-ENETUNREACH = _errno.ENETUNREACH
-ENETDOWN = _errno.ENETDOWN
-ESHUTDOWN = _errno.ESHUTDOWN
-EALREADY = _errno.EALREADY
-ENODEV = _errno.ENODEV
-EOPNOTSUPP = _errno.EOPNOTSUPP
+EPERM: Final = _errno.EPERM
+ENOENT: Final = _errno.ENOENT
+EIO: Final = _errno.EIO
+E2BIG: Final = _errno.E2BIG
+ENOMEM: Final = _errno.ENOMEM
+EFAULT: Final = _errno.EFAULT
+EBUSY: Final = _errno.EBUSY
+EEXIST: Final = _errno.EEXIST
+EINVAL: Final = _errno.EINVAL
+ERANGE: Final = _errno.ERANGE
+ENOTUNIQ: Final = _errno.ENOTUNIQ
+EPROTO: Final = _errno.EPROTO
+ECANCELED: Final = _errno.ECANCELED
+ETIMEDOUT: Final = _errno.ETIMEDOUT
+ECONNREFUSED: Final = _errno.ECONNREFUSED
+ECONNRESET: Final = _errno.ECONNRESET
+EHOSTUNREACH: Final = _errno.EHOSTUNREACH
+ENETUNREACH: Final = _errno.ENETUNREACH
+ENETDOWN: Final = _errno.ENETDOWN
+ESHUTDOWN: Final = _errno.ESHUTDOWN
+EALREADY: Final = _errno.EALREADY
+ENODEV: Final = _errno.ENODEV
+EOPNOTSUPP: Final = _errno.EOPNOTSUPP
 
 
 class LNetConfigError(Exception):

@@ -28,6 +28,7 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from nodes.echo import clip
 from nodes.lnet.actions import Log
@@ -40,14 +41,14 @@ from nodes.lnet.nid import ADDR_ANY, NID, parse_net, parse_nid
 from nodes.lnet.timers import FAULT_RELEASE, Timers
 
 #: LNET_ACK_BIT .. LNET_REPLY_BIT (1 << lnet_msg_type), spec §8.1
-MSG_BITS = {"ack": 1 << MsgType.ACK, "put": 1 << MsgType.PUT, "get": 1 << MsgType.GET,
+MSG_BITS: Final = {"ack": 1 << MsgType.ACK, "put": 1 << MsgType.PUT, "get": 1 << MsgType.GET,
             "reply": 1 << MsgType.REPLY}
-LNET_MSG_MASK = sum(MSG_BITS.values())
+LNET_MSG_MASK: Final = sum(MSG_BITS.values())
 #: ``-e`` names -> hstatus value (mask bit = 1 << value); ``random`` is HSTATUS_RANDOM
-HEALTH_ERRORS = {h.name.lower(): int(h) for h in HStatus if h != HStatus.OK}
-HSTATUS_RANDOM = 0xFFFF_FFFF
-HSTATUS_END = 11  # uapi lnetctl.h
-EINVAL_TX = -EINVAL  # socklnd fails a simulated tx with -EINVAL (ksocknal_process_transmit)
+HEALTH_ERRORS: Final = {h.name.lower(): int(h) for h in HStatus if h != HStatus.OK}
+HSTATUS_RANDOM: Final = 0xFFFF_FFFF
+HSTATUS_END: Final = 11  # uapi lnetctl.h
+EINVAL_TX: Final = -EINVAL  # socklnd fails a simulated tx with -EINVAL (ksocknal_process_transmit)
 
 
 def parse_fault_nid(text: str) -> NID | None:

@@ -10,17 +10,26 @@ waited past its deadline (``lnet_post_send_locked``), which finalizes it, which 
 credits, and so on down a queue of hundreds. Here that chain once ran deeper than Python's
 stack (explore on mr-routers.yaml, seeds 225, 503, 843 and 962: RecursionError in
 ``finalize_tx``). The jobs run in the order they were queued, the first one first.
+
+A job is the arguments of the sender's ``_finalize_tx``, called on the sender directly (a
+native call in the compiled engine: a bound method and ``*args`` per message were a generic
+call that boxed every argument, issue 13's lst ping profile).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action
+from nodes.lnet.hstatus import HStatus
 
-Job = tuple[Callable[..., list[Action]], tuple[Any, ...]]
+if TYPE_CHECKING:
+    from nodes.lnet.msg import Msg
+    from nodes.lnet.send import Sender
+
+#: ``_finalize_tx``'s arguments: message, now, rc, hstatus, no_resend
+Job = tuple["Msg", float, int, HStatus, bool]
 
 
 class FinalizeContainer:
@@ -31,18 +40,20 @@ class FinalizeContainer:
     def __init__(self) -> None:
         self.pending: deque[Job] | None = None
 
-    def finalize(self, fn: Callable[..., list[Action]], *args: Any) -> list[Action]:
-        """``fn(*args)`` now if no finalizer runs (and then every job queued meanwhile, in
-        order), else queued for the running one; the actions of every job it ran."""
+    def finalize(self, sender: Sender, msg: Msg, now: float, rc: int, hstatus: HStatus,
+                 no_resend: bool) -> list[Action]:
+        """``sender._finalize_tx(...)`` now if no finalizer runs (and then every job queued
+        meanwhile, in order), else queued for the running one; the actions of every job it
+        ran."""
         if self.pending is not None:
-            self.pending.append((fn, args))
+            self.pending.append((msg, now, rc, hstatus, no_resend))
             return []
         self.pending = pending = deque[Job]()
         try:
-            actions = fn(*args)
+            actions = sender._finalize_tx(msg, now, rc, hstatus, no_resend)
             while pending:
-                job, job_args = pending.popleft()
-                actions += job(*job_args)
+                m, t, r, h, n = pending.popleft()
+                actions += sender._finalize_tx(m, t, r, h, n)
         finally:
             self.pending = None
         return actions

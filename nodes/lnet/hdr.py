@@ -16,25 +16,26 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, fields
+from typing import Final
 
 from nodes.lnet.nid import NID
 
 #: LNET_PID_LUSTRE: the pid every kernel LNet endpoint uses (and routed messages are sent to).
-LNET_PID_LUSTRE = 12345
+LNET_PID_LUSTRE: Final = 12345
 #: LNET_PID_USERFLAG, set on userspace pids; not used by kernel endpoints.
-LNET_PID_USERFLAG = 0x80000000
+LNET_PID_USERFLAG: Final = 0x80000000
 #: lnet_hdr_nid4 is 72 bytes; a message body never exceeds LNET_MTU (spec §0).
-LNET_HDR_SIZE = 72
-LNET_MTU = 1 << 20
+LNET_HDR_SIZE: Final = 72
+LNET_MTU: Final = 1 << 20
 #: a message's payload as the engine gets it: ``bytes``, or a read-only view of the LND's
 #: receive buffer (a bulk payload, never copied: nodes/lnd/framing.py ``Payload``)
 Payload = bytes | memoryview
 #: Reserved portal and match bits of the ping/push targets (spec §4.1).
-LNET_RESERVED_PORTAL = 0
-LNET_PROTO_PING_MATCHBITS = 0x8000000000000000
-LNET_MAX_PORTALS = 64
+LNET_RESERVED_PORTAL: Final = 0
+LNET_PROTO_PING_MATCHBITS: Final = 0x8000000000000000
+LNET_MAX_PORTALS: Final = 64
 #: Ping target buffer minimum: 16-byte header + 16 entries x 16 bytes (spec §0).
-LNET_PING_INFO_MIN_SIZE = 272
+LNET_PING_INFO_MIN_SIZE: Final = 272
 
 
 class MsgType(enum.IntEnum):
@@ -64,7 +65,7 @@ class WireHandle:
         return self.object_cookie == 0xFFFF_FFFF_FFFF_FFFF
 
 
-WIRE_HANDLE_NONE = WireHandle()
+WIRE_HANDLE_NONE: Final = WireHandle()
 
 
 @dataclass(init=False, slots=True, unsafe_hash=True)

@@ -29,7 +29,7 @@ engine's ``Decisions`` (``decisions.py``), the seam a test uses to make one of t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
@@ -46,13 +46,13 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import PeerNI
     from nodes.lnet.recovery import Recovery
 
-LOCAL_RESENDABLE = frozenset({HStatus.LOCAL_INTERRUPT, HStatus.LOCAL_DROPPED,
+LOCAL_RESENDABLE: Final = frozenset({HStatus.LOCAL_INTERRUPT, HStatus.LOCAL_DROPPED,
                               HStatus.LOCAL_ABORTED, HStatus.LOCAL_NO_ROUTE,
                               HStatus.LOCAL_TIMEOUT})
-LOCAL_CLASSES = LOCAL_RESENDABLE | {HStatus.LOCAL_ERROR}
-REMOTE_CLASSES = frozenset({HStatus.REMOTE_ERROR, HStatus.REMOTE_DROPPED,
+LOCAL_CLASSES: Final = LOCAL_RESENDABLE | {HStatus.LOCAL_ERROR}
+REMOTE_CLASSES: Final = frozenset({HStatus.REMOTE_ERROR, HStatus.REMOTE_DROPPED,
                             HStatus.REMOTE_TIMEOUT, HStatus.NETWORK_TIMEOUT})
-GLOBAL_KEY = {
+GLOBAL_KEY: Final = {
     HStatus.LOCAL_INTERRUPT: "local_interrupt_count", HStatus.LOCAL_DROPPED: "local_dropped_count",
     HStatus.LOCAL_ABORTED: "local_aborted_count", HStatus.LOCAL_NO_ROUTE: "local_no_route_count",
     HStatus.LOCAL_TIMEOUT: "local_timeout_count", HStatus.LOCAL_ERROR: "local_error_count",
@@ -61,10 +61,10 @@ GLOBAL_KEY = {
     HStatus.NETWORK_TIMEOUT: "network_timeout_count",
 }
 #: ``lnet_incr_hstats``: NI counters exist for the local classes only
-NI_KEY = {HStatus.LOCAL_INTERRUPT: "interrupts", HStatus.LOCAL_DROPPED: "dropped",
+NI_KEY: Final = {HStatus.LOCAL_INTERRUPT: "interrupts", HStatus.LOCAL_DROPPED: "dropped",
           HStatus.LOCAL_ABORTED: "aborted", HStatus.LOCAL_NO_ROUTE: "no_route",
           HStatus.LOCAL_TIMEOUT: "timeouts", HStatus.LOCAL_ERROR: "error"}
-LPNI_KEY = {HStatus.REMOTE_DROPPED: "dropped", HStatus.REMOTE_ERROR: "error",
+LPNI_KEY: Final = {HStatus.REMOTE_DROPPED: "dropped", HStatus.REMOTE_ERROR: "error",
             HStatus.REMOTE_TIMEOUT: "timeout", HStatus.NETWORK_TIMEOUT: "network_timeout"}
 
 
@@ -137,7 +137,7 @@ class Health:
         NI's status line, as a failure names its own (dbg-110)."""
         if ni.is_lo:
             return
-        self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
+        self.set_ni(ni, self.decisions.step(ni.healthv, self.tunables.health_sensitivity,
                                                    True), cause, "OK" if cause == "ok" else None,
                     step=True)
 
@@ -145,15 +145,15 @@ class Health:
         """``lnet_dec_ni_healthv_locked``: -sensitivity, never below 0 (hlt lnt-020)."""
         if ni.is_lo or self.tunables.health_sensitivity == 0:
             return
-        self.set_ni(ni, self.decisions.health_step(ni.healthv, self.tunables.health_sensitivity,
+        self.set_ni(ni, self.decisions.step(ni.healthv, self.tunables.health_sensitivity,
                                                    False), "error", step=True)
 
     def inc_lpni(self, lpni: PeerNI) -> None:
-        self.set_lpni(lpni, self.decisions.health_step(
+        self.set_lpni(lpni, self.decisions.step(
             lpni.healthv, self.tunables.health_sensitivity, True), "ok")
 
     def dec_lpni(self, lpni: PeerNI) -> None:
-        self.set_lpni(lpni, self.decisions.health_step(
+        self.set_lpni(lpni, self.decisions.step(
             lpni.healthv, self.tunables.health_sensitivity, False), "error")
 
     def local_failure(self, ni: LNetNI, now: float, why: str = "") -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.counters import GlobalCounters
@@ -36,7 +36,7 @@ from nodes.lnet.timers import MD_RESPONSE, MD_USER, Timers
 
 #: a component's handler for its MDs' events: (md, kind, status, payload, source) -> actions
 OwnerHandler = Callable[[MD, str, int, Payload, NID | None], list[Action]]
-_MD_KINDS = frozenset({MD_RESPONSE, MD_USER})
+_MD_KINDS: Final = frozenset({MD_RESPONSE, MD_USER})
 
 
 class MDTable:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.hdr import LNetHdr, MsgType, Payload
 from nodes.lnet.hstatus import HStatus
@@ -113,13 +113,17 @@ class ME:
         return (self.match_bits ^ match_bits) & ~self.ignore_bits == 0
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, init=False, slots=True)
 class Forwarding:
-    """What a router holds for a message it forwards (``msg_routing``, spec §1.5/§1.6)."""
+    """What a router holds for a message it forwards (``msg_routing``, spec §1.5/§1.6).
+    Its ``__init__`` is the generated one written out (one per forwarded message)."""
 
     rxni: LNetNI
     rxpeer: PeerNI
     pool: BufferPool | None = None  # the buffer pool while ``rtrcredit`` is held
+
+    def __init__(self, rxni: LNetNI, rxpeer: PeerNI, pool: BufferPool | None = None) -> None:
+        self.rxni, self.rxpeer, self.pool = rxni, rxpeer, pool
 
 
 class MsgPhase(enum.Enum):
@@ -170,10 +174,10 @@ class _Table(dict[tuple[MsgPhase, MsgInput], MsgPhase]):
 
 
 P, I_ = MsgPhase, MsgInput
-_WAITING = (P.NEW, P.WAIT_DISCOVERY, P.WAIT_ROUTE, P.WAIT_RTRCREDIT, P.WAIT_BUFFER)
-_POSTING = (P.COMMITTED, P.TX_DELAYED, P.FAULT_DELAYED)
+_WAITING: Final = (P.NEW, P.WAIT_DISCOVERY, P.WAIT_ROUTE, P.WAIT_RTRCREDIT, P.WAIT_BUFFER)
+_POSTING: Final = (P.COMMITTED, P.TX_DELAYED, P.FAULT_DELAYED)
 #: (phase, input) -> next phase (STYLE rule 2). Everything absent is a lifecycle error.
-TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
+TRANSITIONS: Final[dict[tuple[MsgPhase, MsgInput], MsgPhase]] = _Table({
     (P.NEW, I_.WAIT_DISCOVERY): P.WAIT_DISCOVERY,
     (P.NEW, I_.WAIT_ROUTE): P.WAIT_ROUTE,
     (P.NEW, I_.WAIT_RTRCREDIT): P.WAIT_RTRCREDIT,
@@ -190,7 +194,7 @@ TRANSITIONS: dict[tuple[MsgPhase, MsgInput], MsgPhase] = _Table({
     **{(p, I_.RESEND): P.NEW for p in (*_POSTING, P.SENDING)},
     **{(p, I_.FINALIZE): P.DONE for p in (*_WAITING, *_POSTING, P.SENDING)},
 })
-NEXT = TRANSITIONS
+NEXT: Final = TRANSITIONS
 
 
 @dataclass(eq=False, init=False, slots=True)

@@ -36,10 +36,12 @@ class LocalNets:
         self.on_ping_changed = on_ping_changed
         self._nis: list[LNetNI] = []       # non-lo NIs in net order
         self._all: list[LNetNI] = []       # the same with 0@lo first
+        self.version = 0  # moves with every change of ``nets`` (each ends in ``_reindex``)
         #: router.c's ``peer_buffer_credits`` module parameter (the engine's tunables)
         self.module_buffer_credits: Callable[[], int] = lambda: 0
 
     def _reindex(self) -> None:
+        self.version += 1
         self._all = [ni for net in self.nets.values() for ni in net.nis]
         self._nis = [ni for ni in self._all if not ni.is_lo]
         self.by_nid = {ni.nid: ni for ni in self._all}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.counters import IfaceStats, LinkEvents
 from nodes.lnet.nid import NID, Net
@@ -20,14 +20,14 @@ from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 if TYPE_CHECKING:
     from nodes.lnet.msg import MD, Msg
 
-LNET_NI_STATUS_UP = 0x15AAC0DE
-LNET_NI_STATUS_DOWN = 0xDEADFACE
+LNET_NI_STATUS_UP: Final = 0x15AAC0DE
+LNET_NI_STATUS_DOWN: Final = 0xDEADFACE
 
 #: LND defaults (spec §0): credits, peer_credits, peer_timeout; socklnd timeout 50 s.
-DEFAULT_CREDITS = 256
-DEFAULT_PEER_CREDITS = 8
-DEFAULT_PEER_TIMEOUT = 180
-SOCKLND_TIMEOUT = 50
+DEFAULT_CREDITS: Final = 256
+DEFAULT_PEER_CREDITS: Final = 8
+DEFAULT_PEER_TIMEOUT: Final = 180
+SOCKLND_TIMEOUT: Final = 50
 
 
 @dataclass(slots=True)

@@ -12,23 +12,24 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from typing import Final
 
 from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 
 # LND type numbers are stable ids shared with the wire (spec §1.1).
-LOLND = 9
-SOCKLND = 2
-O2IBLND = 5
-GNILND = 13
-GNIIPLND = 14
-PTL4LND = 15
-KFILND = 16
-EFALND = 18
-BXI3LND = 19
+LOLND: Final = 9
+SOCKLND: Final = 2
+O2IBLND: Final = 5
+GNILND: Final = 13
+GNIIPLND: Final = 14
+PTL4LND: Final = 15
+KFILND: Final = 16
+EFALND: Final = 18
+BXI3LND: Final = 19
 
 #: name -> (lnd type, address is dotted IPv4?)
-LND_NAMES: dict[str, tuple[int, bool]] = {
+LND_NAMES: Final[dict[str, tuple[int, bool]]] = {
     "lo": (LOLND, False),
     "tcp": (SOCKLND, True),
     "o2ib": (O2IBLND, True),
@@ -39,13 +40,13 @@ LND_NAMES: dict[str, tuple[int, bool]] = {
     "efa": (EFALND, False),
     "bxi3f": (BXI3LND, False),
 }
-_LND_BY_TYPE = {t: (name, ip) for name, (t, ip) in LND_NAMES.items()}
+_LND_BY_TYPE: Final = {t: (name, ip) for name, (t, ip) in LND_NAMES.items()}
 
-LNET_NID_ANY = 0xFFFF_FFFF_FFFF_FFFF
+LNET_NID_ANY: Final = 0xFFFF_FFFF_FFFF_FFFF
 #: fault rules store ``*@net`` as this address (spec §1.1)
-ADDR_ANY = 0xFFFF_FFFF
+ADDR_ANY: Final = 0xFFFF_FFFF
 
-_NUM_RE = re.compile(r"^[0-9]+$")
+_NUM_RE: Final = re.compile(r"^[0-9]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,29 +66,29 @@ class Net:
         return self._hash
 
     def __eq__(self, other: object) -> bool:  # (the generated one, without two tuples)
-        if other.__class__ is Net:
+        if type(other) is Net:
             return self.lnd == other.lnd and self.num == other.num
         return NotImplemented
 
     # the ordering ``order=True`` generated (``(lnd, num)``), written out: mypyc's compiled
     # class has the rich comparisons already, which ``dataclass(order=True)`` refuses
     def __lt__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) < (other.lnd, other.num)
         return NotImplemented
 
     def __le__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) <= (other.lnd, other.num)
         return NotImplemented
 
     def __gt__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) > (other.lnd, other.num)
         return NotImplemented
 
     def __ge__(self, other: object) -> bool:
-        if other.__class__ is Net:
+        if type(other) is Net:
             return (self.lnd, self.num) >= (other.lnd, other.num)
         return NotImplemented
 
@@ -124,8 +125,8 @@ class Net:
         return entry[0] if self.num == 0 else f"{entry[0]}{self.num}"
 
 
-LO_NET = Net(LOLND, 0)
-LO_KEY = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
+LO_NET: Final = Net(LOLND, 0)
+LO_KEY: Final = (LOLND, 0)  #: ``NID._net`` of a NID on ``LO_NET``
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,9 @@ class NID:
     #: the hash of ``(_net, addr)`` (what the generated ``__hash__`` computed, so sets of
     #: NIDs keep their order), kept once: a NID is hashed ~20 times per simulated message
     _hash: int = field(init=False, repr=False, compare=False)
+    #: ``str(self)`` once asked (the message trace formats a few NIDs per message): on the
+    #: object, so a compiled caller reads an attribute (a dict keyed by ``_key`` boxed it)
+    _text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.addr <= 0xFFFF_FFFF:
@@ -151,36 +155,38 @@ class NID:
         object.__setattr__(self, "_net", net)
         object.__setattr__(self, "_key", (self.net.net_id << 32) | self.addr)
         object.__setattr__(self, "_hash", hash((net, self.addr)))
+        object.__setattr__(self, "_text", "")
 
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
         # what the generated one compares, ``(_net, addr)``, without building two tuples (a
-        # dict hit with an equal NID of another object calls it: several per message)
-        if other.__class__ is NID:
+        # dict hit with an equal NID of another object calls it: several per message);
+        # ``type(other)`` compiles to a read of the type, ``other.__class__`` was a lookup
+        if type(other) is NID:
             return self.addr == other.addr and self._net == other._net
         return NotImplemented
 
     # the ordering ``order=True`` generated (``(_net, addr)``), written out: mypyc's compiled
     # class has the rich comparisons already, which ``dataclass(order=True)`` refuses
     def __lt__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) < (other._net, other.addr)
         return NotImplemented
 
     def __le__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) <= (other._net, other.addr)
         return NotImplemented
 
     def __gt__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) > (other._net, other.addr)
         return NotImplemented
 
     def __ge__(self, other: object) -> bool:
-        if other.__class__ is NID:
+        if type(other) is NID:
             return (self._net, self.addr) >= (other._net, other.addr)
         return NotImplemented
 
@@ -211,11 +217,10 @@ class NID:
         return self.net.lnd == LOLND
 
     def __str__(self) -> str:
-        text = _TEXT.get(self._key)  # the message trace formats a few NIDs per message
-        if text is None:
-            if len(_TEXT) >= _TEXT_MAX:
-                _TEXT.clear()
-            text = _TEXT[self._key] = self._format()
+        text = self._text
+        if not text:  # (never empty once formatted)
+            text = self._format()
+            object.__setattr__(self, "_text", text)
         return text
 
     def _format(self) -> str:
@@ -228,11 +233,8 @@ class NID:
         return f"{addr}@{self.net}"
 
 
-#: ``str`` of each NID by its nid4 (bounded: a node hears from few NIDs)
-_TEXT: dict[int, str] = {}
-_TEXT_MAX = 1 << 16
-LO_NID = NID(LO_NET, 0)
-_BY_NID4: dict[int, NID] = {}  # the few NIDs a node hears from, each parsed once
+LO_NID: Final = NID(LO_NET, 0)
+_BY_NID4: Final[dict[int, NID]] = {}  # the few NIDs a node hears from, each parsed once
 
 
 def nid4_cached(value: int) -> NID:

@@ -17,7 +17,7 @@ Changes made by calls that return no actions (``net add/del``, ``net set --healt
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nodes.lnet.notify import Notices
     from nodes.lnet.recovery import Recovery
 
-_KEY = (NI_LOG, 0)
+_KEY: Final = (NI_LOG, 0)
 
 
 def _word(status: int) -> str:

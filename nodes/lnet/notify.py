@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.peer import PeerNI
 
-MAX_PENDING = 4096
+MAX_PENDING: Final = 4096
 Notice = tuple[str, dict[str, Any]]
 
 

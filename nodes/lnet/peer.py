@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.counters import IfaceStats
 from nodes.lnet.errors import EBUSY, EEXIST, EINVAL, ENODEV, ENOENT, ENOTUNIQ, LNetConfigError
@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from nodes.lnet.ping import PingInfo
 
 # lp_state bits (spec §1.3)
-LNET_PEER_MULTI_RAIL = 0x1
-LNET_PEER_NO_DISCOVERY = 0x2
-LNET_PEER_ROUTER_ENABLED = 0x4
-LNET_PEER_CONFIGURED = 0x8
-LNET_PEER_DISCOVERED = 0x10
-LNET_PEER_NIDS_UPTODATE = 0x100
-LNET_PEER_LOCK_PRIMARY = 0x100000
+LNET_PEER_MULTI_RAIL: Final = 0x1
+LNET_PEER_NO_DISCOVERY: Final = 0x2
+LNET_PEER_ROUTER_ENABLED: Final = 0x4
+LNET_PEER_CONFIGURED: Final = 0x8
+LNET_PEER_DISCOVERED: Final = 0x10
+LNET_PEER_NIDS_UPTODATE: Final = 0x100
+LNET_PEER_LOCK_PRIMARY: Final = 0x100000
 
 
 @dataclass(slots=True)
@@ -89,7 +89,11 @@ class PeerNet:
 
     @property
     def healthv(self) -> int:
-        return max((lpni.healthv for lpni in self.lpnis), default=0)
+        best: int | None = None  # max(..., default=0) as a loop (asked per routed message)
+        for lpni in self.lpnis:
+            if best is None or lpni.healthv > best:
+                best = lpni.healthv
+        return 0 if best is None else best
 
 
 @dataclass(eq=False, slots=True)
@@ -140,7 +144,10 @@ class Peer:
         return sum(len(pnet.lpnis) for pnet in self.nets)
 
     def peer_net(self, net: Net) -> PeerNet | None:
-        return next((p for p in self.nets if p.net == net), None)
+        for p in self.nets:  # (a loop: ``next()`` over a generator built one per call)
+            if p.net is net or p.net == net:
+                return p
+        return None
 
     def clr_non_mr_pref_nids(self) -> None:
         """``lnet_peer_clr_non_mr_pref_nids``: the peer turned Multi-Rail, so the local NI
@@ -157,6 +164,9 @@ class PeerTable:
     def __init__(self) -> None:
         self.peers: list[Peer] = []
         self.by_nid: dict[NID, PeerNI] = {}
+        #: moves whenever a NID joins or leaves a peer (``by_nid``, a peer's ``nets``): the
+        #: router checker's cached deadline depends on both (rtrcheck.py)
+        self.version = 0
         self.lock_seq = 0  # ktime_get_ns() for lp_prim_lock_ts: only the order matters
         # UDSP application on creation (spec §7.3), wired by the engine
         self.on_new_lpn: Callable[[PeerNet], None] | None = None
@@ -182,6 +192,7 @@ class PeerTable:
                       min_rtr_credits=peer_credits)
         pnet.lpnis.append(lpni)
         self.by_nid[nid] = lpni
+        self.version += 1
         if self.on_new_lpni is not None:
             self.on_new_lpni(lpni)
         return lpni
@@ -267,6 +278,7 @@ class PeerTable:
         pnet = lpni.peer_net
         pnet.lpnis.remove(lpni)
         del self.by_nid[lpni.nid]
+        self.version += 1
         if not pnet.lpnis:
             pnet.peer.nets.remove(pnet)
 
@@ -283,3 +295,4 @@ class PeerTable:
         """``unconfigure``: every peer goes."""
         self.peers.clear()
         self.by_nid.clear()
+        self.version += 1

@@ -15,29 +15,30 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import Payload
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNetNI
 from nodes.lnet.nid import LO_NID, NID
 
-LNET_PROTO_PING_MAGIC = 0x70696E67
-LNET_PING_FEAT_BASE = 0x1
-LNET_PING_FEAT_NI_STATUS = 0x2
-LNET_PING_FEAT_RTE_DISABLED = 0x4
-LNET_PING_FEAT_MULTI_RAIL = 0x8
-LNET_PING_FEAT_DISCOVERY = 0x10
-LNET_PING_FEAT_LARGE_ADDR = 0x20
-LNET_PING_FEAT_PRIMARY_LARGE = 0x40
-LNET_PING_FEAT_METADATA = 0x80
-_HDR = struct.Struct("<IIII")
-_ENTRY = struct.Struct("<QII")
+LNET_PROTO_PING_MAGIC: Final = 0x70696E67
+LNET_PING_FEAT_BASE: Final = 0x1
+LNET_PING_FEAT_NI_STATUS: Final = 0x2
+LNET_PING_FEAT_RTE_DISABLED: Final = 0x4
+LNET_PING_FEAT_MULTI_RAIL: Final = 0x8
+LNET_PING_FEAT_DISCOVERY: Final = 0x10
+LNET_PING_FEAT_LARGE_ADDR: Final = 0x20
+LNET_PING_FEAT_PRIMARY_LARGE: Final = 0x40
+LNET_PING_FEAT_METADATA: Final = 0x80
+_HDR: Final = struct.Struct("<IIII")
+_ENTRY: Final = struct.Struct("<QII")
 #: lnet-idl.h ``struct lnet_nid_md_entry``: a NID and LNET_MD_BUFFER_SZ bytes of LND metadata
-LNET_MD_BUFFER_SZ = 32
-_MD_COUNT = struct.Struct("<I")
-_MD_ENTRY = struct.Struct(f"<Q{LNET_MD_BUFFER_SZ}s")
+LNET_MD_BUFFER_SZ: Final = 32
+_MD_COUNT: Final = struct.Struct("<I")
+_MD_ENTRY: Final = struct.Struct(f"<Q{LNET_MD_BUFFER_SZ}s")
 #: api-ni.c ``lnet_poison_nid_md_buffer``: what CFS_FAIL_TEST_PING_MD fills the metadata with
-POISON_MD = b"\x5a" * LNET_MD_BUFFER_SZ
+POISON_MD: Final = b"\x5a" * LNET_MD_BUFFER_SZ
 
 
 @dataclass(frozen=True, slots=True)

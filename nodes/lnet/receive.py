@@ -113,7 +113,15 @@ class Receiver:
         owner = self.peers.find_peer(hdr.src_nid)
         initiator = owner.primary_nid if owner else hdr.src_nid
         drops = self.counters.values["drop_count"]
-        actions = _HANDLERS[hdr.type](self, ni, lpni, ev, now, initiator)
+        mtype = hdr.type  # (``_HANDLERS[hdr.type]`` written out: native calls, no dict)
+        if mtype == MsgType.PUT:
+            actions = self.on_put(ni, lpni, ev, now, initiator)
+        elif mtype == MsgType.GET:
+            actions = self.on_get(ni, lpni, ev, now, initiator)
+        elif mtype == MsgType.ACK or mtype == MsgType.REPLY:
+            actions = self.on_response(ni, lpni, ev, now, initiator)
+        else:
+            actions = _HANDLERS[mtype](self, ni, lpni, ev, now, initiator)
         if lpni is not None and self.counters.values["drop_count"] == drops \
                 and hdr.type != MsgType.GET:
             # lnet_health_check OK branch for a delivered message (spec §3.2): both ends

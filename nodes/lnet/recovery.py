@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.hdr import Payload
@@ -54,11 +54,11 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import PeerNI, PeerTable
 
 #: ``ni_recovery_state`` / ``lpni_state`` recovery bits
-RECOVERY_PENDING = 0x1
-RECOVERY_FAILED = 0x2
+RECOVERY_PENDING: Final = 0x1
+RECOVERY_FAILED: Final = 0x2
 #: the monitor thread's period (spec §0)
-MONITOR_PERIOD = 1.0
-_KEY = (MONITOR, 0)
+MONITOR_PERIOD: Final = 1.0
+_KEY: Final = (MONITOR, 0)
 
 #: sends a recovery ping: (now, dst, owner) -> (MD handle, actions) (``LNetEngine``)
 PingFn = Callable[[float, NID, MDOwner], tuple[int, list[Action]]]

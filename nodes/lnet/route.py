@@ -28,7 +28,7 @@ Theory of operation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_state import discovery_disabled
@@ -36,16 +36,23 @@ from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigEr
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
 from nodes.lnet.peer import LNET_PEER_NO_DISCOVERY, LNET_PEER_ROUTER_ENABLED
-from nodes.lnet.select import SelectError, best_ni, set_non_mr_pref
+from nodes.lnet.select import (
+    SelectError,
+    any_usable,
+    best_ni,
+    first_best_lpni,
+    lpni_before,
+    set_non_mr_pref,
+)
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
-    from nodes.lnet.peer import Peer, PeerNI
+    from nodes.lnet.peer import Peer, PeerNet, PeerNI
     from nodes.lnet.router import Router
 
-LNET_UNDEFINED_HOPS = 0xFFFF_FFFF
+LNET_UNDEFINED_HOPS: Final = 0xFFFF_FFFF
 
 
 class RouteWait(Exception):
@@ -109,6 +116,7 @@ class RouteTable:
         live = {pn for p in self.r.peers.peers for pn in p.nets}
         for pn in [pn for pn in self.r.checker.next_ping if pn not in live]:
             del self.r.checker.next_ping[pn]  # peer nets of peers merged away (002 consolidation)
+        self.r.checker.gw_dirty = True  # (called after every change of the route table)
 
     def threshold(self) -> int:
         """Seed 002 behind the deprecated knob: with ``router_sensitivity`` below 100 a gateway
@@ -136,7 +144,7 @@ class RouteTable:
         if discovery_disabled(self.r.discovery, gw):
             return route.alive  # the cached lr_alive (E13)
         llpn = gw.peer_net(route.lnet)
-        if llpn is None or not any(self.lpni_usable(p) for p in llpn.lpnis):
+        if llpn is None or not any_usable(llpn.lpnis, self.threshold()):
             return False  # rtr-gw-down: every local representation below the threshold
         if self.r.tunables.avoid_asym_router_failure and (route.hops == 1 or
                                                             route.single_hop):
@@ -181,6 +189,7 @@ class RouteTable:
         self.refresh_refcounts()
         for pnet in gw.nets:  # force an immediate router check (lpn_next_ping = now)
             self.r.checker.next_ping[pnet] = now
+        self.r.checker.gw_dirty = True
         logs: list[Action] = []
         if eng.tunables.avoid_asym_router_failure and hops is None:
             logs.append(Log(level="warning", text="Use hops = 1 for a single-hop route when "
@@ -249,7 +258,7 @@ class RouteTable:
             raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid}: Route table may be "
                                              "misconfigured")
         src_net = src.net.net if src is not None else None
-        choice = self.find_route(routes, src_net, dst)
+        choice, last_seq = self.find_route(routes, src_net, dst)
         if choice is None:
             waiting = [g for r in routes if (g := self.gateway(r)) is not None
                        and not self.is_discovered(g) and g.alive
@@ -259,8 +268,7 @@ class RouteTable:
             raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid} from "
                                              f"{src.nid if src else 'any'}")
         route, gw_lpni = choice
-        alive = [r for r in routes if self.route_alive(r)]
-        route.seq = max(r.seq for r in alive) + 1
+        route.seq = last_seq + 1  # after every live route's (the chosen one is live)
         ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt, eng.tunables.numa_range)
         assert ni is not None
         if nmr:  # the non-MR destination keeps this source (lnet_set_non_mr_pref_nid)
@@ -279,35 +287,51 @@ class RouteTable:
         return None
 
     def best_remote_lpni(self, lpni: PeerNI) -> PeerNI:
-        """SRC_ANY request to an MR peer: its net that has routes, then its best NI there."""
-        pnets = [pn for pn in lpni.peer.nets if pn.net in self.routes and pn.lpnis]
-        if not pnets:
+        """SRC_ANY request to an MR peer: its net that has routes, then its best NI there.
+        (Both ``min``s by key written out as loops: a routed message runs this.)"""
+        routes = self.routes
+        best: PeerNet | None = None
+        b_health = b_prio = b_seq = 0
+        for pn in lpni.peer.nets:  # min by (-healthv, sel_priority, seq): the first wins ties
+            if pn.net in routes and pn.lpnis:
+                health, prio, seq = pn.healthv, pn.sel_priority, pn.seq
+                if best is None or health > b_health or (health == b_health and (
+                        prio < b_prio or (prio == b_prio and seq < b_seq))):
+                    best, b_health, b_prio, b_seq = pn, health, prio, seq
+        if best is None:
             return lpni
-        pn = min(pnets, key=lambda p: (-p.healthv, p.sel_priority, p.seq))
-        return min(pn.lpnis, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
+        return first_best_lpni(best.lpnis)
 
     def gw_lpni(self, gw: Peer, net: Net) -> PeerNI | None:
         """The gateway's best usable NI on ``net`` (``lnet_find_best_lpni``, seed 002)."""
         pnet = gw.peer_net(net)
         if pnet is None:
             return None
-        cands = [p for p in pnet.lpnis if self.lpni_usable(p)]
-        if not cands:
-            return None
-        return min(cands, key=lambda p: (-p.healthv, p.sel_priority, -p.tx_credits, p.seq))
+        thr = self.threshold()
+        best: PeerNI | None = None
+        for p in pnet.lpnis:  # ``lpni_usable``, then the first of the smallest key
+            if p.ns_status == LNET_NI_STATUS_UP and p.healthv >= thr and (
+                    best is None or lpni_before(p, best)):
+                best = p
+        return best
 
     def find_route(self, routes: list[Route], src_net: Net | None,
-                    dst: PeerNI) -> tuple[Route, PeerNI] | None:
-        """``lnet_find_route_locked`` (spec §2.6 step 3, 002 "Route Selection")."""
+                   dst: PeerNI) -> tuple[tuple[Route, PeerNI] | None, int]:
+        """``lnet_find_route_locked`` (spec §2.6 step 3, 002 "Route Selection"); with the
+        choice, the highest ``seq`` of the live routes (the chosen one's next), -1 if none."""
         best: tuple[Route, PeerNI] | None = None
-        best_key: tuple[int, ...] | None = None
+        best_key: tuple[int, int, int, int, int, int, int] | None = None
+        last_seq = -1
+        nets = self.r.nets
         for route in routes:
             if not self.route_alive(route):
                 continue
+            if route.seq > last_seq:
+                last_seq = route.seq
             gw = self.gateway(route)
             assert gw is not None
             net = src_net if src_net is not None else route.lnet
-            if net not in self.r.nets:
+            if net not in nets:
                 continue
             gw_lpni = self.gw_lpni(gw, net)
             if gw_lpni is None:
@@ -318,7 +342,7 @@ class RouteTable:
                    -gw_lpni.tx_credits, route.seq)
             if best_key is None or key <= best_key:  # equal: the later route wins
                 best, best_key = (route, gw_lpni), key
-        return best
+        return best, last_seq
 
     def park(self, msg: Msg, wait: RouteWait, now: float) -> list[Action]:
         """Queue ``msg`` until a gateway's discovery completes (002: discovery on first use).
@@ -358,3 +382,4 @@ class RouteTable:
                                  "type": "single-hop" if r.single_hop else "multi-hop"})
                 out.append(item)
         return {"route": out}
+

@@ -30,7 +30,7 @@ when discovery merges peers; local NI status and link state), so the engine asks
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
@@ -60,7 +60,10 @@ __all__ = ["LNET_UNDEFINED_HOPS", "PAGE_SIZE", "POOLS", "ROUTER_PARAMS", "ROUTIN
            "ROUTING_ENABLED", "ROUTING_STARTING", "ROUTING_STOPPING", "BufferPool", "Route",
            "RouteWait", "Router", "lpni_state"]
 
-ROUTING_DISABLED, ROUTING_STARTING, ROUTING_ENABLED, ROUTING_STOPPING = range(4)
+ROUTING_DISABLED: Final = 0
+ROUTING_STARTING: Final = 1
+ROUTING_ENABLED: Final = 2
+ROUTING_STOPPING: Final = 3
 #: tunables (module parameters) this module reacts to
 ROUTER_PARAMS = ("routing", "forwarding", *POOL_PARAMS)
 #: sends a GET: the engine's ``get`` (router queries, rtr-router-query-down)

@@ -24,7 +24,7 @@ Theory of operation (machines in ``rtrstate.py``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.actions import Action, Log, NotifyPeerDown
 from nodes.lnet.dc_state import discovery_disabled
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from nodes.lnet.router import Router
 
 #: rtr-router-query-down: a peer NI marked down is queried at most this often (seconds)
-QUERY_INTERVAL = 1.0
+QUERY_INTERVAL: Final = 1.0
 
 
 class RouterAliveness:

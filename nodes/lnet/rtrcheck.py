@@ -47,6 +47,10 @@ class RouterChecker:
         self.discovered: set[NID] = set()  # LNET_PEER_RTR_DISCOVERED (by NID)
         self.next_ping: dict[PeerNet, float] = {}  # lpn_next_ping
         self.ni_last_alive: dict[LNetNI, float] = {}
+        # ``gateway_pings`` kept by ``deadline`` and what it was computed from
+        self.gw_due: float | None = None
+        self.gw_dirty = True  # set on every change of the route table and ``next_ping``
+        self.gw_peers_v = self.gw_nets_v = self.gw_interval = -1
 
     # ------------------------------------------------------------------ machines
     def gw_state(self, gw: Peer) -> str:
@@ -87,24 +91,20 @@ class RouterChecker:
     def deadline(self) -> float | None:
         """Next time the checker has work: a gateway ping, a state change, an NI timeout.
 
-        (Asked after every batch of a routed node's actions: one pass, no lists built.)"""
+        (Asked after every batch of a routed node's actions: the gateways' pings are kept
+        between changes of what they depend on, the rest is one pass with no lists built.)"""
         r = self.r
-        best: float | None = None
         interval = r.tunables.alive_router_check_interval
-        nets, next_ping = r.nets, self.next_ping
-        # (the earliest of every gateway's pings: ``table.gateways()`` without its list --
-        # a gateway met twice gives the same times again, which cannot move a minimum)
-        find_peer, quick = r.peers.find_peer, not self.in_discovery and interval > 0
-        for routes in r.table.routes.values():
-            for route in routes:
-                gw = find_peer(route.nid)
-                if gw is None or (not quick and self.skip(gw, interval)):
-                    continue
-                for pn in gw.nets:
-                    if pn.net in nets:
-                        t = next_ping.get(pn, 0.0)
-                        if best is None or t < best:
-                            best = t
+        if self.in_discovery or interval <= 0:
+            best = self.gateway_pings(interval)  # (depends on more: never kept)
+        else:
+            peers_v, nets_v = r.peers.version, r.local.version
+            if self.gw_dirty or peers_v != self.gw_peers_v or nets_v != self.gw_nets_v \
+                    or interval != self.gw_interval:
+                self.gw_due = self.gateway_pings(interval)
+                self.gw_peers_v, self.gw_nets_v, self.gw_interval = peers_v, nets_v, interval
+                self.gw_dirty = False
+            best = self.gw_due
         state_at = r.state_deadline()
         if state_at is not None and (best is None or state_at < best):
             best = state_at
@@ -127,6 +127,30 @@ class RouterChecker:
         if best is None:
             return None
         return max(best, r.last_now)
+
+    def gateway_pings(self, interval: int) -> float | None:
+        """The earliest of every gateway's pings (``table.gateways()`` without its list: a
+        gateway met twice gives the same times again, which cannot move a minimum).
+
+        With no gateway in discovery and ``interval`` > 0 it depends only on the route
+        table, the peer table's NIDs (``PeerTable.version``), the local nets
+        (``LocalNets.version``), ``interval`` and ``next_ping``: ``deadline`` keeps it
+        until one of them moves (``gw_dirty``: the route table and ``next_ping``)."""
+        r = self.r
+        best: float | None = None
+        nets, next_ping = r.nets, self.next_ping
+        find_peer, quick = r.peers.find_peer, not self.in_discovery and interval > 0
+        for routes in r.table.routes.values():
+            for route in routes:
+                gw = find_peer(route.nid)
+                if gw is None or (not quick and self.skip(gw, interval)):
+                    continue
+                for pn in gw.nets:
+                    if pn.net in nets:
+                        t = next_ping.get(pn, 0.0)
+                        if best is None or t < best:
+                            best = t
+        return best
 
     def skip(self, gw: Peer, interval: int) -> bool:
         in_disc = bool(self.in_discovery) and any(p.nid in self.in_discovery for p in gw.lpnis)
@@ -152,6 +176,7 @@ class RouterChecker:
             for pn in gw.nets:
                 if pn.net in self.r.nets and self.next_ping.get(pn, 0.0) <= now:
                     self.next_ping[pn] = now + (interval if interval > 0 else 60)
+                    self.gw_dirty = True
                     actions += self.start_discovery(gw, pn.net, now)
                     break
         return actions

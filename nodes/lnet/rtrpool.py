@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType, Payload
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import PeerNI
     from nodes.lnet.router import Router
 
-PAGE_SIZE = 4096
+PAGE_SIZE: Final = 4096
 #: (name, npages) of the three router buffer pools (spec §1.6)
-POOLS = (("tiny", 0), ("small", 1), ("large", LNET_MTU // PAGE_SIZE))
-POOL_PARAMS = {"tiny_buffers": 0, "small_buffers": 1, "large_buffers": 2}
+POOLS: Final = (("tiny", 0), ("small", 1), ("large", LNET_MTU // PAGE_SIZE))
+POOL_PARAMS: Final = {"tiny_buffers": 0, "small_buffers": 1, "large_buffers": 2}
 
 
 @dataclass(eq=False, slots=True)

@@ -28,8 +28,12 @@ from __future__ import annotations
 
 from typing import Final
 
-UP, DOWN = "up", "down"
-UNKNOWN, ALIVE, DEAD, DISABLED = "unknown", "alive", "dead", "disabled"
+UP: Final = "up"
+DOWN: Final = "down"
+UNKNOWN: Final = "unknown"
+ALIVE: Final = "alive"
+DEAD: Final = "dead"
+DISABLED: Final = "disabled"
 
 
 class RouterStateError(Exception):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from nodes.lnet.errors import EHOSTUNREACH
-from nodes.lnet.ni import LNetNet, LNetNI
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI
 from nodes.lnet.nid import Net
 from nodes.lnet.peer import Peer, PeerNet, PeerNI
 
@@ -74,17 +74,34 @@ def ni_key(ni: LNetNI, md_cpt: int | None, numa_range: int) -> tuple[int, ...]:
 
 def best_ni(net: LNetNet, md_cpt: int | None = None, numa_range: int = 0) -> LNetNI | None:
     """``lnet_get_best_ni`` over the NIs of one local net (spec §2.4; snd-005/020/025/030).
-    (``_best`` over ``ni_key``, its loop written out: this runs for most messages)"""
+    (``_best`` over ``ni_key``, its loop and comparison written out: this runs for most
+    messages, and comparing the criteria one by one builds no tuples)"""
     nis = net.nis
     if len(nis) == 1:  # one candidate: the order's first, whatever its key (no key built)
         return nis[0]
     best: LNetNI | None = None
-    best_key: tuple[int, ...] | None = None
     for ni in nis:
-        k = ni_key(ni, md_cpt, numa_range)
-        if best_key is None or k < best_key:
-            best, best_key = ni, k
+        if best is None or _ni_before(ni, best, md_cpt, numa_range):
+            best = ni
     return best
+
+
+def _ni_before(a: LNetNI, b: LNetNI, md_cpt: int | None, numa_range: int) -> bool:
+    """``ni_key(a, ...) < ni_key(b, ...)``, criterion by criterion."""
+    if a.fatal_error != b.fatal_error:
+        return b.fatal_error
+    if a.healthv != b.healthv:
+        return a.healthv > b.healthv
+    if a.sel_priority != b.sel_priority:
+        return a.sel_priority < b.sel_priority
+    if md_cpt is not None or numa_range < 0:  # (else both distances are numa_range)
+        da = max(numa_distance(md_cpt, a.dev_cpt), numa_range)
+        db = max(numa_distance(md_cpt, b.dev_cpt), numa_range)
+        if da != db:
+            return da < db
+    if a.tx_credits != b.tx_credits:
+        return a.tx_credits > b.tx_credits
+    return a.seq < b.seq
 
 
 def lpni_key(p: PeerNI, ni: LNetNI) -> tuple[int, ...]:
@@ -99,12 +116,26 @@ def best_lpni(pnet: PeerNet, ni: LNetNI) -> PeerNI | None:
     if len(lpnis) == 1:  # one candidate (as ``best_ni``)
         return lpnis[0]
     best: PeerNI | None = None
-    best_key: tuple[int, ...] | None = None
+    best_pref = False
+    nid = ni.nid
     for p in lpnis:
-        k = lpni_key(p, ni)
-        if best_key is None or k < best_key:
-            best, best_key = p, k
+        pref = nid in p.pref_nids
+        if best is None or _lpni_before(p, pref, best, best_pref):
+            best, best_pref = p, pref
     return best
+
+
+def _lpni_before(a: PeerNI, a_pref: bool, b: PeerNI, b_pref: bool) -> bool:
+    """``lpni_key(a, ni) < lpni_key(b, ni)`` given whether each prefers ``ni``."""
+    if a.healthv != b.healthv:
+        return a.healthv > b.healthv
+    if a.sel_priority != b.sel_priority:
+        return a.sel_priority < b.sel_priority
+    if a_pref != b_pref:
+        return a_pref
+    if a.tx_credits != b.tx_credits:
+        return a.tx_credits > b.tx_credits
+    return a.seq < b.seq
 
 
 def pair_key(pair: tuple[PeerNet, LNetNet]) -> tuple[int, ...]:
@@ -200,3 +231,30 @@ def select_pathway(*, lpni: PeerNI, src: LNetNI | None, nets: dict[Net, LNetNet]
     if ni is None or chosen is None:
         raise SelectError(-EHOSTUNREACH, f"no route to {lpni.nid}")
     return ni, chosen
+
+
+def any_usable(lpnis: list[PeerNI], threshold: int) -> bool:
+    """Whether a peer NI is up with health at ``threshold`` or more (a gateway NI the router
+    may use: ``RouteTable.lpni_usable``, rtr-mr-no-unhealthy)."""
+    return any(p.ns_status == LNET_NI_STATUS_UP and p.healthv >= threshold for p in lpnis)
+
+
+def lpni_before(a: PeerNI, b: PeerNI) -> bool:
+    """Whether ``a``'s key (-healthv, sel_priority, -tx_credits, seq) is below ``b``'s: the
+    order among a gateway's NIs (``lnet_find_best_lpni``) and a routed peer's."""
+    if a.healthv != b.healthv:
+        return a.healthv > b.healthv
+    if a.sel_priority != b.sel_priority:
+        return a.sel_priority < b.sel_priority
+    if a.tx_credits != b.tx_credits:
+        return a.tx_credits > b.tx_credits
+    return a.seq < b.seq
+
+
+def first_best_lpni(lpnis: list[PeerNI]) -> PeerNI:
+    """The first of ``lpnis`` (not empty) with the smallest key of ``lpni_before``."""
+    best = lpnis[0]
+    for p in lpnis:
+        if lpni_before(p, best):
+            best = p
+    return best

@@ -138,11 +138,10 @@ class Sender:
             return self.router.table.find_routed_path(msg, lpni, src)
         nmr = not lpni.peer.multi_rail or msg.recovery or msg.fwd is not None
         msg.fixed_ni = src is not None or msg.fwd is not None
-        return self.decisions.select_pathway(
-            lpni=lpni, src=src, nets=self.local.nets, nmr=nmr, md_cpt=msg.md_cpt,
-            numa_range=self.tunables.numa_range,
-            reserved=msg.hdr.ptl_index == LNET_RESERVED_PORTAL
-            and msg.type in (MsgType.GET, MsgType.PUT), is_response=msg.is_response)
+        return self.decisions.pathway(
+            lpni, src, self.local.nets, nmr, msg.md_cpt, self.tunables.numa_range,
+            msg.hdr.ptl_index == LNET_RESERVED_PORTAL and msg.type in (MsgType.GET, MsgType.PUT),
+            msg.is_response)
 
     def send(self, msg: Msg, now: float) -> list[Action]:
         """``lnet_send``: select, commit, post; selection errors finalize without resend."""
@@ -340,7 +339,7 @@ class Sender:
     def finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
                     no_resend: bool = False) -> list[Action]:
         """``lnet_finalize`` of a sent message, after the one in progress if any."""
-        return self.container.finalize(self._finalize_tx, msg, now, rc, hstatus, no_resend)
+        return self.container.finalize(self, msg, now, rc, hstatus, no_resend)
 
     def _finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus,
                      no_resend: bool) -> list[Action]:

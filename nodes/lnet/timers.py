@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable
+from typing import Final
 
 #: timer kinds (the first element of a key)
-MD_RESPONSE = "md_rsp"   # response tracker of an MD (spec §3.4)
-MD_USER = "md_user"      # caller-imposed timeout of an MD (lnetctl ping --timeout)
-FAULT_RELEASE = "fault"  # delayed messages of LNet delay rules (spec §8.3)
-MONITOR = "monitor"      # the monitor thread: recovery queues (spec §3.5)
-DISCOVERY = "discovery"  # deferred discovery work (spec §5.2)
-NI_LOG = "ni_log"        # a local NI state change waits to be logged (dbg-110)
+MD_RESPONSE: Final = "md_rsp"   # response tracker of an MD (spec §3.4)
+MD_USER: Final = "md_user"      # caller-imposed timeout of an MD (lnetctl ping --timeout)
+FAULT_RELEASE: Final = "fault"  # delayed messages of LNet delay rules (spec §8.3)
+MONITOR: Final = "monitor"      # the monitor thread: recovery queues (spec §3.5)
+DISCOVERY: Final = "discovery"  # deferred discovery work (spec §5.2)
+NI_LOG: Final = "ni_log"        # a local NI state change waits to be logged (dbg-110)
 
 Key = tuple[str, Hashable]
 _Entry = tuple[float, int, int, int, Key]

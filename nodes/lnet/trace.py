@@ -10,6 +10,8 @@ one ``complete`` (``Msg.traced`` guards the once).
 
 from __future__ import annotations
 
+from typing import Final
+
 from nodes.lnet.actions import Action, MsgTrace
 from nodes.lnet.hdr import LNET_RESERVED_PORTAL, MsgType
 from nodes.lnet.hstatus import HStatus
@@ -18,8 +20,8 @@ from nodes.lnet.ni import LNetNI
 from nodes.lnet.peer import PeerNI
 
 #: ``Enum.name`` is a Python property (a call per read): the names, looked up
-_TYPE_NAME: dict[MsgType, str] = {t: t.name for t in MsgType}
-_HS_NAME: dict[HStatus, str] = {h: h.name for h in HStatus}
+_TYPE_NAME: Final[dict[MsgType, str]] = {t: t.name for t in MsgType}
+_HS_NAME: Final[dict[HStatus, str]] = {h: h.name for h in HStatus}
 
 
 def _health(msg: Msg) -> tuple[tuple[str, int], ...] | None:
@@ -53,6 +55,15 @@ class Tracer:
     def take(self) -> list[Action]:
         out, self.buffer = self.buffer, []
         return out
+
+    def drain_into(self, actions: list[Action]) -> list[Action]:
+        """``actions + take()`` for a list the caller owns: the records appended to it (no
+        new lists when there are none, the usual case on a node that only forwards)."""
+        buffer = self.buffer
+        if buffer:
+            actions += buffer
+            buffer.clear()
+        return actions
 
     def send(self, msg: Msg, ni: LNetNI, lpni: PeerNI, retry_count: int, now: float,
              dropped: str | None = None) -> None:

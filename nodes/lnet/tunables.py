@@ -18,15 +18,16 @@ are today's LNet, and an export/import round trip (which writes the defaults bac
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Final
 
 from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, ERANGE, LNetConfigError
 
-LNET_MAX_HEALTH_VALUE = 1000
-LNET_INTERFACES_MAX_DEFAULT = 4096
-LNET_INTERFACES_MIN = 16
-U32_MAX = 2**32 - 1
-S32_MAX = 2**31 - 1
+LNET_MAX_HEALTH_VALUE: Final = 1000
+LNET_INTERFACES_MAX_DEFAULT: Final = 4096
+LNET_INTERFACES_MIN: Final = 16
+U32_MAX: Final = 2**32 - 1
+S32_MAX: Final = 2**31 - 1
 
 #: The one table of tunable ranges (issue 12 item 4): name -> the inclusive range the kernel
 #: accepts for it, whether it comes from ``lnetctl set`` or as the module parameter at load.
@@ -34,7 +35,7 @@ S32_MAX = 2**31 - 1
 #: validator (``testbed/plan/schema.py``) and ``nodes/dlc/tunables.py`` (whose ``lib_range`` is
 #: liblnetconfig's own, earlier check) read it. Sources: api-ni.c module parameters and their
 #: ``kernel_param_ops`` setters, router.c for the router ones.
-RANGES: dict[str, tuple[int, int]] = {
+RANGES: Final[dict[str, tuple[int, int]]] = {
     "numa_range": (0, U32_MAX),  # lnet_numa_range: uint; IOC_LIBCFS_SET_NUMA_RANGE __u32
     "max_interfaces": (0, U32_MAX),  # intf_max_set: uint, below the minimum -> the default
     "discovery": (0, 1),  # discovery_set (lnet_peer_discovery_disabled)
@@ -132,7 +133,7 @@ class Tunables:
 
 
 #: what the recovery_interval knob stored is not a tunable of its own
-TUNABLE_NAMES = tuple(f.name for f in fields(Tunables) if f.name != "seed_recovery_interval")
+TUNABLE_NAMES: Final = tuple(f.name for f in fields(Tunables) if f.name != "seed_recovery_interval")
 
 
 def _bad(what: str, value: int, errno: int = EINVAL) -> LNetConfigError:
@@ -199,7 +200,7 @@ def _set_buffers(name: str):  # type: ignore[no-untyped-def]
     return setter
 
 
-_SETTERS = {
+_SETTERS: Final = {
     "health_sensitivity": _set_sensitivity,
     "retry_count": _set_retry_count,
     "transaction_timeout": _set_transaction_timeout,
@@ -230,7 +231,7 @@ _SETTERS = {
 #: "set": through the ``lnetctl set`` tunable ``target`` with its checks ("inv": 1 - value);
 #: "attr": the engine tunable attribute ``target`` (range (lo, hi) checked here);
 #: "noop": deprecated or meaningless in the emulator, accepted and documented as such.
-_MODULE_PARAMS: dict[str, tuple[str, str]] = {
+_MODULE_PARAMS: Final[dict[str, tuple[str, str]]] = {
     "lnet_numa_range": ("set", "numa_range"),
     "lnet_health_sensitivity": ("set", "health_sensitivity"),
     "lnet_recovery_interval": ("set", "recovery_interval"),
@@ -261,10 +262,10 @@ _MODULE_PARAMS: dict[str, tuple[str, str]] = {
     "rnet_htable_size": ("noop", "hash size: no observable effect"),
 }
 #: ranges of the deprecated/no-op parameters (int module parameters of no tunable)
-_NOOP_RANGES: dict[str, tuple[int, int]] = {
+_NOOP_RANGES: Final[dict[str, tuple[int, int]]] = {
     "dead_router_check_interval": (-1, S32_MAX), "live_router_check_interval": (-1, S32_MAX),
     "use_tcp_bonding": (0, 1), "rnet_htable_size": (1, S32_MAX)}
-MODULE_PARAMS: dict[str, tuple[str, str, tuple[int, int]]] = {
+MODULE_PARAMS: Final[dict[str, tuple[str, str, tuple[int, int]]]] = {
     name: (how, target, _NOOP_RANGES[name] if how == "noop" else RANGES[target])
     for name, (how, target) in _MODULE_PARAMS.items()}
 
@@ -272,7 +273,7 @@ MODULE_PARAMS: dict[str, tuple[str, str, tuple[int, int]]] = {
 #: LNet's string module parameters (api-ni.c ``networks``/``ip2nets``/``routes``): kept as
 #: given at module load, parsed only when LNet is configured from module parameters
 #: (``lnet configure --all``, ``lctl net up``: nodes/dlc/modparams.py), as the kernel does.
-STRING_MODULE_PARAMS = ("networks", "ip2nets", "routes")
+STRING_MODULE_PARAMS: Final = ("networks", "ip2nets", "routes")
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ Gateways are the peers that routes use (``Peer.rtr_refcount > 0``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from nodes.lnet.errors import EALREADY, EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.nidrange import NIDRange, parse_nidrange
@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from nodes.lnet.peer import PeerNet, PeerNI, PeerTable
 
 #: LNET_MAX_SELECTION_PRIORITY: the priority of every construct no rule touched (spec §0)
-UINT_MAX = 0xFFFF_FFFF
-PRIORITY = "priority"
-PREF = "pref"
+UINT_MAX: Final = 0xFFFF_FFFF
+PRIORITY: Final = "priority"
+PREF: Final = "pref"
 
 
 @dataclass(eq=False, slots=True)

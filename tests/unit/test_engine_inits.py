@@ -13,10 +13,10 @@ import nodes.lnet
 from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
 from nodes.lnet.events import MessageReceived, TxCompleted
 from nodes.lnet.hdr import LNetHdr, WireHandle
-from nodes.lnet.msg import MD, ME, Msg
+from nodes.lnet.msg import MD, ME, Forwarding, Msg
 
 WRITTEN_OUT = [WireHandle, LNetHdr, Transmit, MDEvent, MsgTrace, TxCompleted, MessageReceived,
-               MD, ME, Msg]
+               MD, ME, Msg, Forwarding]
 
 
 @pytest.mark.skipif(nodes.lnet.NATIVE, reason="compiled classes check their field types: "

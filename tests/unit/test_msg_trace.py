@@ -186,3 +186,21 @@ def test_to_json_has_every_field_in_order() -> None:
     rec = full.record(1.25, "c1")
     assert list(rec) == ["t", "kind", "node", *names]
     assert rec == {"t": 1.25, "kind": "msg", "node": "c1", **out}
+
+
+def test_record_shapes_match_to_json() -> None:
+    """``record`` builds a ``send``'s and a ``complete``'s usual fields in one display each
+    (no dict growth): for every mix of present and absent fields it is ``{"t", "kind",
+    "node"}`` then exactly ``to_json()``, in the same order."""
+    import itertools
+
+    optional = {"ni": "c", "lpni": "d", "attempt": 0, "fixed_ni": False, "deadline": 1.5,
+                "retry_count": 2, "hstatus": "OK", "status": 0,
+                "health": (("ni", 1000), ("lpni", 900)), "dropped": "x"}
+    for mask in itertools.product((False, True), repeat=len(optional)):
+        kw = {k: v for (k, v), on in zip(optional.items(), mask, strict=True) if on}
+        trace = MsgTrace(event="send", msg=1, type="PUT", src="a", dst="b", forwarded=True,
+                         **kw)  # type: ignore[arg-type]
+        rec = trace.record(0.5, "r1")
+        assert list(rec.items()) == [("t", 0.5), ("kind", "msg"), ("node", "r1"),
+                                     *trace.to_json().items()]

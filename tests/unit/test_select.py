@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import random
+
 from enginekit import PORTAL, TCP, C, S, mr2_fabric
 from enginekit import make_node as _node
 
-from nodes.lnet.nid import NID
-from nodes.lnet.select import best_ni, numa_distance
+from nodes.lnet.ni import LNetNet, LNetNI
+from nodes.lnet.nid import NID, Net
+from nodes.lnet.peer import Peer, PeerNet, PeerNI
+from nodes.lnet.select import (
+    best_lpni,
+    best_ni,
+    first_best_lpni,
+    lpni_key,
+    ni_key,
+    numa_distance,
+)
 from testbed.sim.fabric import Fabric
 
 
@@ -150,3 +161,30 @@ def test_no_path_and_bad_source() -> None:
     assert evs[h1] == ("SEND", -113, True) and evs[h2] == ("SEND", -22, True)
     assert c.counters.values["send_count"] == 0
     assert all(ni.tx_credits == ni.max_tx_credits for ni in c.local_nis())
+
+
+def test_written_out_orders_match_the_keys() -> None:
+    """``best_ni``/``best_lpni``/``first_best_lpni`` compare criteria one by one (no tuples):
+    each picks what the first-smallest of its key (``ni_key``, ``lpni_key``, the gateway NI
+    order of ``route.py``) picks, ties and all, over random candidates."""
+    rng = random.Random(17)
+    tcpn = Net.parse("tcp")
+    net = LNetNet(tcpn)
+    pnet = PeerNet(tcpn, Peer(NID(tcpn, 99)))
+    for _ in range(400):
+        net.nis = [LNetNI(NID(tcpn, i), f"eth{i}", net, fatal_error=rng.random() < .2,
+                          healthv=rng.choice((0, 500, 1000)), sel_priority=rng.randint(0, 1),
+                          dev_cpt=rng.randint(-1, 2), tx_credits=rng.randint(-1, 1),
+                          seq=rng.randint(0, 2)) for i in range(rng.randint(2, 4))]
+        md_cpt = rng.choice((None, -1, 0, 2))
+        numa_range = rng.choice((-1, 0, 1, 3))
+        want_ni = min(net.nis, key=lambda ni: ni_key(ni, md_cpt, numa_range))
+        assert best_ni(net, md_cpt, numa_range) is want_ni
+        pnet.lpnis = [PeerNI(NID(tcpn, 100 + i), pnet, healthv=rng.choice((500, 1000)),
+                             sel_priority=rng.randint(0, 1), tx_credits=rng.randint(-1, 1),
+                             seq=rng.randint(0, 2),
+                             pref_nids=[want_ni.nid] if rng.random() < .3 else [])
+                      for i in range(rng.randint(2, 4))]
+        assert best_lpni(pnet, want_ni) is min(pnet.lpnis, key=lambda p: lpni_key(p, want_ni))
+        assert first_best_lpni(pnet.lpnis) is min(pnet.lpnis, key=lambda p: (
+            -p.healthv, p.sel_priority, -p.tx_credits, p.seq))
