@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from nodes.lnd.modparams import LndParams
 from nodes.lnet import notify
-from nodes.lnet.actions import Action, Log, MDEvent, NotifyPeerDown, Transmit
+from nodes.lnet.actions import Action, Log, MDEvent, MsgTrace, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived
 from nodes.lnet.nid import LO_NID, NID, Net
@@ -156,6 +156,10 @@ class NodeDriver:
         if self.md_sink is not None:
             self.md_sink(ev)
 
+    def sink_trace(self, rec: MsgTrace) -> None:
+        if self.trace_sink is not None:  # (a message trace record: to the sink)
+            self.trace_sink(rec)
+
     def batch_done(self) -> None:
         """After a batch: re-arm now, or let the runtime ask later (``defer_rearm``)."""
         self._defer_rearm() if self._defer_rearm is not None else self.rearm()
@@ -217,7 +221,7 @@ class NodeDriver:
                 elif isinstance(act, NotifyPeerDown):  # lnd_notify_peer_down (seed 002)
                     self._notify_peer_down(act.lpni)
                 elif self.trace_sink is not None:  # (a MsgTrace)
-                    self.trace_sink(act)
+                    self.sink_trace(act)
             actions = follow
         # the tail: notices, LND timeouts (both only if something moved), then the timer
         t, notices = self.engine.tunables, self.engine.notices

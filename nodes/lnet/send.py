@@ -368,10 +368,11 @@ class Sender:
                 self.counters.values["send_length"] += msg.nob
             egress = (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
                       and not msg.is_response)
-            for st in (x.stats for x in (ni, lpni) if x is not None):
-                st.sent.bump(msg.type)
-                if egress:
-                    st.put_egress.add(int((now - msg.committed_at) * 1e9))
+            for x in (ni, lpni):  # (a generator here compiled to a list per message)
+                if x is not None:
+                    x.stats.sent.bump(msg.type)
+                    if egress:
+                        x.stats.put_egress.add(int((now - msg.committed_at) * 1e9))
         return actions + self._decommit(msg, now, rc, ni.nid if ni else None)
 
     def fail_unsent(self, msg: Msg, now: float, rc: int, hstatus: HStatus) -> list[Action]:

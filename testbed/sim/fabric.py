@@ -95,6 +95,7 @@ class Fabric(Paths):
         #: keep every MD event per node and every Transmit (tests read them); a long-lived
         #: server turns it off and flushes ``event_log``/``log`` to files instead
         self.keep_history = True
+        self.keep_transmits = True  # and (with keep_history) ``transmits`` (unit tests')
         self._links: dict[tuple[NID, NID], _Link] = {}
         self.nid_latency: dict[NID, float] = {}
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
@@ -263,7 +264,7 @@ class Fabric(Paths):
         return self.drivers[name].run(fn, *args, **kw)
 
     def _send(self, name: str, act: Transmit) -> None:
-        if self.keep_history:
+        if self.keep_transmits and self.keep_history:
             self.transmits.append((self.now, name, act))
         link = self._links.get((act.ni, act.lpni))  # ``link`` inlined (one frame a message)
         if link is None or link.version != self.version:
@@ -355,8 +356,7 @@ class Fabric(Paths):
             self._unanswered(name, act, rc, delay)
             return
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
-            self._at(self.now + (0.0 if rc == -ENETDOWN else delay),
-                     lambda: self._fail(name, act, rc))
+            self._fail_at(self.now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
             return
         if not self.hold:  # (held: queued for ever) the pair's decision goes with it
             heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act, link))

@@ -200,6 +200,13 @@ class Paths(Scheduler):
             self.connected.add(key)  # (so that _notify reports it closed)
             self._notify(name, ni, lpni, False)
 
+    def _fail_at(self, t: float, name: str, act: Transmit, rc: int,
+                 hstatus: HStatus | None = None) -> None:
+        """``_fail(name, act, rc, hstatus)`` at ``t``. (A lambda in its own method: compiled,
+        a function holding a lambda allocates the lambda's environment on every call, here
+        once per message if the fabric's ``_transmit`` held it.)"""
+        self._at(t, lambda: self._fail(name, act, rc, hstatus))
+
     # ------------------------------------------------------------------ the fabric's
     def link(self, ni: NID, lpni: NID) -> _Link:
         raise NotImplementedError

@@ -13,10 +13,11 @@ fabric's, are still given (and ``defer_rearm=None`` still means "re-arm after ea
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from nodes.driver import NodeDriver
-from nodes.lnet.actions import MDEvent, Transmit
+from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
 from nodes.lnet.engine import LNetEngine
 
 if TYPE_CHECKING:
@@ -37,6 +38,19 @@ class FabricDriver(NodeDriver):
             log=lambda act: fab.log.append((fab.now, name, act.text)),
             md_sink=functools.partial(fab._md, name))
         self.fab, self.name = fab, name
+        #: the trace sink is the fabric's event log (``SimFabric``): records appended here
+        self.trace_to_log = False
+
+    def set_trace_sink(self, sink: Callable[[Any], None] | None) -> None:
+        self.trace_to_log = False  # (a sink of someone else's: called)
+        super().set_trace_sink(sink)
+
+    def sink_trace(self, rec: MsgTrace) -> None:
+        if self.trace_to_log:  # ``SimFabric``'s sink, without the call through a lambda
+            fab = self.fab
+            fab.event_log.append(rec.record(fab.stamp(), self.name))
+        elif self.trace_sink is not None:
+            self.trace_sink(rec)
 
     def now(self) -> float:
         return self.fab.now

@@ -30,6 +30,7 @@ from nodes.lnet.nid import NID
 from nodes.recorder import DEFAULT_PERIOD, Recorder, rec_path
 from testbed.sim.fabric import Fabric
 from testbed.sim.netfaults import Rule, vanish_failure
+from testbed.sim.simdriver import FabricDriver
 from testbed.sim.watched import _Watched
 
 
@@ -42,6 +43,7 @@ class SimFabric(Fabric):
         super().__init__(latency, seed=seed, jitter=jitter)
         #: SimRuntime and the verbs change engines only through drivers, flush or refresh
         self.tracked = True
+        self.keep_transmits = False  # (nothing reads them: ``Fabric.keep_transmits``)
         self.record_dir = record_dir
         self.record_period = record_period
         #: NIs whose LND reported a simulated link down
@@ -56,6 +58,8 @@ class SimFabric(Fabric):
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
             drv.set_trace_sink(lambda act: self.event_log.append(  # ``record``, one dict
                 act.record(self.stamp(), name)))
+            if isinstance(drv, FabricDriver):
+                drv.trace_to_log = True  # (what the sink does, done without calling it)
         if self.record_dir is not None:
             self._attach_recorder(name, drv, self.record_dir)
         return drv
@@ -110,7 +114,12 @@ class SimFabric(Fabric):
         timeout, as the socklnd's would) or be held up (TCP retransmissions, delay)."""
         if not self.rules:
             super()._transmit(name, act)
-            return
+        else:
+            self._transmit_ruled(name, act)
+
+    def _transmit_ruled(self, name: str, act: Transmit) -> None:
+        """``_transmit`` with faults active (its lambdas here: compiled, their environment is
+        allocated on every call of the function holding them, so not per message)."""
         link = self.link(act.ni, act.lpni)
         if link.rc or self.hold or link.dst is None:
             super()._transmit(name, act)
@@ -122,12 +131,12 @@ class SimFabric(Fabric):
                 self._at(self.now + link.latency, lambda: self._lost(name, act))
                 return
             rc, hstatus = vanish_failure(False)
-            self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
+            self._fail_at(self.now + timeout, name, act, rc, hstatus)
             return
         extra = sum(rule.delay(act) for rule in self.rules)
         if extra >= timeout:  # the socklnd gave up on the connection first
             rc, hstatus = errmap.FAILURES["posted_timeout"]
-            self._at(self.now + timeout, lambda: self._fail(name, act, rc, hstatus))
+            self._fail_at(self.now + timeout, name, act, rc, hstatus)
             return
         delay = link.latency + extra + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         self._at_deliver(self.now + delay, name, act)
