@@ -9,7 +9,10 @@ box is shared: only figures of one run compare):
    rails; LNet's default timeouts, discovery on), every client sending one 64 KiB PUT every
    100 ms of virtual time to a Multi-Rail peer (the next client) and one to a routed peer (its
    server), for ``--virtual`` seconds, run as ``explore`` runs a schedule (``Replay`` streams,
-   the message trace on, the event log kept). Target >= 100x. Printed with the messages it
+   the message trace on, the event log kept: as the fabric keeps it, its messages' send,
+   recv, tx_done and md records as tuples, which ``testbed check`` reads as they are, as
+   explore's check does; ``tb.events()``, which turns them into dicts, is not timed, as
+   explore calls it only to hash the log). Target >= 100x. Printed with the messages it
    moved and the messages per wall second; the reference is the bare engine's own ceiling
    (two engines exchanging PUT/ACK with nothing between them, ``sim_scale.engine_reference``):
    ``needed_msgs_per_s`` is what 100x would take, ``ref_msgs_per_s`` what one core does.

@@ -151,13 +151,12 @@ class NodeDriver:
         """Hand ``act`` to the LND."""
         self._transmit(act)
 
-    def sink_md(self, ev: MDEvent) -> None:
-        """An MD event to the runtime's sink, if any."""
+    def sink_md(self, ev: MDEvent) -> None:  # (an MD event to the runtime's sink, if any)
         if self.md_sink is not None:
             self.md_sink(ev)
 
-    def sink_trace(self, rec: MsgTrace) -> None:
-        if self.trace_sink is not None:  # (a message trace record: to the sink)
+    def sink_trace(self, rec: MsgTrace) -> None:  # (a message trace record: to the sink)
+        if self.trace_sink is not None:
             self.trace_sink(rec)
 
     def batch_done(self) -> None:

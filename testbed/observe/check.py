@@ -47,10 +47,12 @@ _HEALTH_KINDS = frozenset({"ni_health", "lpni_health", "ni_error", "lpni_error",
                            "lpni_status", "msg"})
 
 
-def _changing(block: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+def _changing(block: Sequence[Any]) -> set[tuple[str, str]]:
     """(node, nid) of NIs and (node, "routing") whose state changes within one instant."""
     out: set[tuple[str, str]] = set()
     for ev in block:
+        if type(ev) is tuple:
+            continue  # a compact record (``check_events``)
         kind = ev["kind"]
         if kind in _STATE_KINDS:
             node = str(ev.get("node"))
@@ -58,8 +60,15 @@ def _changing(block: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
     return out
 
 
-def check_events(events: Sequence[dict[str, Any]], *, skipped: int = 0) -> Result:
-    """Check every invariant over ``events`` (in log order); never raises on odd events."""
+def _t(ev: Any) -> Any:
+    return ev[1] if type(ev) is tuple else ev["t"]
+
+
+def check_events(events: Sequence[Any], *, skipped: int = 0) -> Result:
+    """Check every invariant over ``events`` (in log order); never raises on odd events.
+    An event is a dict, or a compact record of the simulator's fabric (a tuple ``kind, t,
+    node, ...``: ``testbed/sim/sched.py``'s ``compact_log``: a message's send, recv,
+    tx_done and md, which no invariant reads): it counts in the log's indices and instants."""
     invs = {name: Inv(name, title, needs) for name, (title, needs) in INVARIANTS.items()}
     tracker = Tracker()
     msgs = MsgCheck(invs, tracker)
@@ -69,13 +78,15 @@ def check_events(events: Sequence[dict[str, Any]], *, skipped: int = 0) -> Resul
     i = 0
     t_end: float | None = None
     while i < n:
-        t = events[i]["t"]
+        t = _t(events[i])
         j = i + 1
-        while j < n and events[j]["t"] == t:
+        while j < n and _t(events[j]) == t:
             j += 1
         changing = _changing(events[i:j]) if j - i > 1 else set()
         for k in range(i, j):
             ev = events[k]
+            if type(ev) is tuple:
+                continue
             item: Item = (k, ev)
             kind = ev["kind"]
             tracker.handle(item, msgs.on_restart)

@@ -104,7 +104,6 @@ class Fabric(Paths):
         self.events: dict[str, list[MDEvent]] = {}
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
-        self.event_log: list[dict[str, Any]] = []
         self.hold = False  # when true, transmissions are queued but never delivered
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
         #: the same, at the accepting end: a connection carries both ways (``established``)
@@ -245,7 +244,7 @@ class Fabric(Paths):
 
     def record(self, kind: str, node: str, /, **fields: Any) -> None:
         """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
-        self.event_log.append({"t": self.stamp(), "kind": kind, "node": node, **fields})
+        self._records.append({"t": self.stamp(), "kind": kind, "node": node, **fields})
 
     def _nid_str(self, nid: NID) -> str:
         """``str(nid)``, cached: formatting NIDs was a seventh of the time per message."""
@@ -271,13 +270,12 @@ class Fabric(Paths):
             link = self.link(act.ni, act.lpni)
         hdr = act.hdr
         src, dst = hdr.src_nid, hdr.dest_nid
-        self.event_log.append({  # ``record``'s fields, one dict (per message: no **kwargs)
-            "t": self.stamp(), "kind": "send", "node": name, "tx": act.tx_id,
-            "type": _TYPE_NAME[hdr.type], "ni": link.ni_text, "lpni": link.lpni_text,
+        self._records.append((  # ``record``'s fields, compact (sched.py ``as_event``)
+            "send", self.stamp(), name, act.tx_id, _TYPE_NAME[hdr.type], link.ni_text,
+            link.lpni_text,
             # (unrouted, the header's NIDs are the pair's own objects: their text is cached)
-            "src": link.ni_text if src is act.ni else self._nid_str(src),
-            "dst": link.lpni_text if dst is act.lpni else self._nid_str(dst),
-            "nob": len(act.payload)})
+            link.ni_text if src is act.ni else self._nid_str(src),
+            link.lpni_text if dst is act.lpni else self._nid_str(dst), len(act.payload)))
         if self.interpose is not None:
             carried = self.interpose(name, act)
             if carried is None:
@@ -289,9 +287,8 @@ class Fabric(Paths):
     def _md(self, name: str, ev: MDEvent) -> None:
         if self.keep_history:
             self.events[name].append(ev)
-        self.event_log.append({"t": self.stamp(), "kind": "md", "node": name,
-                               "handle": ev.handle, "type": ev.kind, "status": ev.status,
-                               "unlinked": ev.unlinked})
+        self._records.append(("md", self.stamp(), name, ev.handle, ev.kind, ev.status,
+                              ev.unlinked))
 
     def _peer_down(self, name: str, lpni: NID) -> None:
         """``lnd_notify_peer_down``: the sender's conns to that NID are closed."""
@@ -342,8 +339,7 @@ class Fabric(Paths):
         engine = self.engines.get(name)
         if engine is None:
             return
-        self.event_log.append({"t": self.stamp(), "kind": "tx_done", "node": name,
-                               "tx": tx_id, "rc": rc, "hstatus": _HS_NAME[hstatus]})
+        self._records.append(("tx_done", self.stamp(), name, tx_id, rc, _HS_NAME[hstatus]))
         self.apply(name, engine.handle(TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus),
                                        self.now))
 
@@ -387,12 +383,10 @@ class Fabric(Paths):
             self.passive.add((dst, act.lpni, act.ni))
         hdr = act.hdr
         src, final = hdr.src_nid, hdr.dest_nid
-        self.event_log.append({"t": self.stamp(), "kind": "recv", "node": dst,
-                               "type": _TYPE_NAME[hdr.type], "ni": link.lpni_text,
-                               "peer": link.ni_text,
-                               "src": link.ni_text if src is act.ni else self._nid_str(src),
-                               "dst": link.lpni_text if final is act.lpni
-                               else self._nid_str(final)})
+        self._records.append(("recv", self.stamp(), dst, _TYPE_NAME[hdr.type],
+                              link.lpni_text, link.ni_text,
+                              link.ni_text if src is act.ni else self._nid_str(src),
+                              link.lpni_text if final is act.lpni else self._nid_str(final)))
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr,
                                                   payload=act.payload))
         self._complete(name, act.tx_id, 0, HStatus.OK)

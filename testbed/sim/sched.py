@@ -33,6 +33,23 @@ VIRTUAL_TIME_LIMIT = 1e7
 _UNQUEUED = float("nan")  # the cached deadline of an engine with none in the heap (!= any t)
 
 
+def as_event(rec: tuple[Any, ...]) -> dict[str, Any]:
+    """The dict of a compact record (``Scheduler.compact_log``): its fields in the order the
+    fabric wrote them as dicts before (the JSON of the log is the same, byte for byte)."""
+    kind = rec[0]
+    if kind == "send":
+        return {"t": rec[1], "kind": kind, "node": rec[2], "tx": rec[3], "type": rec[4],
+                "ni": rec[5], "lpni": rec[6], "src": rec[7], "dst": rec[8], "nob": rec[9]}
+    if kind == "recv":
+        return {"t": rec[1], "kind": kind, "node": rec[2], "type": rec[3], "ni": rec[4],
+                "peer": rec[5], "src": rec[6], "dst": rec[7]}
+    if kind == "tx_done":
+        return {"t": rec[1], "kind": kind, "node": rec[2], "tx": rec[3], "rc": rec[4],
+                "hstatus": rec[5]}
+    return {"t": rec[1], "kind": kind, "node": rec[2], "handle": rec[3], "type": rec[4],
+            "status": rec[5], "unlinked": rec[6]}  # md
+
+
 class Scheduler:
     """Virtual time, deliveries and engine timers (the time half of ``Fabric``)."""
 
@@ -52,6 +69,26 @@ class Scheduler:
         self._arrival: tuple[Any, ...] = ()  # the delivery entry ``_deliver`` is running
         self._stamp_at = _UNQUEUED  # the ``now`` whose event-log stamp is ``_stamp_t``
         self._stamp_t = 0.0
+        #: the event log as appended: dicts, and the fabric's per-message records as tuples
+        #: (``compact``); ``event_log`` turns those into dicts when asked
+        self._records: list[Any] = []
+
+    @property
+    def event_log(self) -> list[dict[str, Any]]:
+        """The event log (events.jsonl schema), every record a dict: a compact one becomes
+        its dict here, in place (the list itself is returned: ``clear()`` clears the log)."""
+        log = self._records
+        for i in range(len(log)):
+            rec = log[i]
+            if type(rec) is tuple:
+                log[i] = as_event(rec)
+        return log
+
+    def compact_log(self) -> list[Any]:
+        """The event log as kept: dicts, and the send/recv/tx_done/md records of messages
+        as tuples (``kind, t, node, ...``, ``as_event``'s order), which no invariant of
+        ``testbed check`` reads (``check_events`` takes both; not copied: read only)."""
+        return self._records
 
     def stamp(self) -> float:
         """``round(now, 9)``, the ``t`` of an event-log record: cached per instant (each

@@ -65,10 +65,11 @@ class SimServer:
     def flush(self) -> None:
         """Move the new events and console lines from memory to their files."""
         fab = self.tb.fabric
-        if fab.event_log:
+        events = fab.event_log  # (each access turns new compact records into dicts)
+        if events:
             with open(self.rdir / runstate.EVENTS_FILE, "a") as f:
-                f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in fab.event_log)
-            fab.event_log.clear()
+                f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in events)
+            events.clear()
         if fab.log:
             with open(self.rdir / LNET_LOG, "a") as f:
                 f.writelines(f"{t:.6f} {name} lnet: {text}\n" for t, name, text in fab.log)

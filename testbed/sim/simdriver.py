@@ -48,7 +48,7 @@ class FabricDriver(NodeDriver):
     def sink_trace(self, rec: MsgTrace) -> None:
         if self.trace_to_log:  # ``SimFabric``'s sink, without the call through a lambda
             fab = self.fab
-            fab.event_log.append(rec.record(fab.stamp(), self.name))
+            fab._records.append(rec.record(fab.stamp(), self.name))
         elif self.trace_sink is not None:
             self.trace_sink(rec)
 

@@ -56,7 +56,7 @@ class SimFabric(Fabric):
         drv = super()._driver(name, engine)
         drv.notice_sink = lambda kind, fields: self.record(kind, name, **fields)
         if self.trace_messages:  # the engine's message trace as "msg" events (TRACE-SCHEMA)
-            drv.set_trace_sink(lambda act: self.event_log.append(  # ``record``, one dict
+            drv.set_trace_sink(lambda act: self._records.append(  # ``record``, one dict
                 act.record(self.stamp(), name)))
             if isinstance(drv, FabricDriver):
                 drv.trace_to_log = True  # (what the sink does, done without calling it)
@@ -107,7 +107,7 @@ class SimFabric(Fabric):
 
     def record_global(self, kind: str, /, **fields: Any) -> None:
         """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
-        self.event_log.append({"t": self.stamp(), "kind": kind, **fields})
+        self._records.append({"t": self.stamp(), "kind": kind, **fields})
 
     def _transmit(self, name: str, act: Transmit) -> None:
         """With faults active: a message may vanish (its tx fails at the sending NI's LND
