@@ -31,7 +31,8 @@ over a (NI, peer NI) pair (a "connection"), dead when a tx over the pair fails (
 completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs to that NID
 (logged as a ``notify_peer_down`` event). Every message, MD event and link change goes to
 ``event_log`` in the schema of Mininet's events.jsonl (``send``, ``recv``, ``tx_done``, ``md``,
-``link_down``/``link_up``): the same seed and inputs give the same log, byte for byte.
+``link_down``/``link_up``; a message's kept compact until read, ``sched.py``): the same seed
+and inputs give the same log, byte for byte.
 
 Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too), a
 ``FabricDriver`` (``simdriver.py``) that calls this fabric's clock, wire, timer and sinks.

@@ -14,6 +14,11 @@ re-asked (``touch``: marked dirty, their drivers re-arm if the deadline moved), 
 every engine a driver ran (its ``defer_rearm``): not after each batch but once no delivery
 is due at the current instant, since one due now runs before any timer, whatever the
 deadlines say (a server that takes 64 PUTs in one instant is asked its deadline once).
+
+The event log's store is here too (``stamp`` gives its ``t``): records as appended, the
+fabric's per-message ``send``/``recv``/``tx_done``/``md`` ones as tuples (a dict display per
+record was an eighth of explore's run), turned into their dicts by ``event_log`` when read;
+``compact_log`` is the store itself, which ``testbed check`` reads as it is.
 """
 
 from __future__ import annotations
