@@ -15,10 +15,10 @@ STAMP := $(VENV)/.installed
 NATIVE_STAMP := $(VENV)/.native
 # The packages compiled with mypyc: nodes/native.py's COMPILED, as directories (a unit test
 # checks the two agree).
-NATIVE_DIRS := nodes/lnet
+NATIVE_DIRS := nodes/lnet nodes/lnd nodes/selftest
 # Run again with the engine as pure Python (LNET_TESTBED_PURE_PYTHON=1), the fallback where
 # no C compiler is: the engine's own unit tests (the whole suite runs on the compiled engine).
-PURE_TESTS := $(shell grep -l "from nodes.lnet" tests/unit/test_*.py 2>/dev/null)
+PURE_TESTS := $(shell grep -lE "from nodes\.(lnet|lnd|selftest)" tests/unit/test_*.py 2>/dev/null)
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and
 # libvirt providers, QEMU, the box builder's tools: 131 packages, 240 MB, 25 s here, so only
 # the Vagrant targets pull them in; `make test` does not need them.
@@ -37,7 +37,7 @@ demo: venv
 # (same tests, virtual clock: backend parity), then one traceability report over both runs.
 test: venv native
 	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
-	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd
+	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd nodes/selftest
 	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml \
 	  --lnet-trace=reports/trace.md
 	LNET_TESTBED_PURE_PYTHON=1 $(PY) -m pytest -n auto -p no:cacheprovider -q $(PURE_TESTS)
@@ -100,7 +100,7 @@ $(NATIVE_STAMP): $(foreach d,$(NATIVE_DIRS),$(wildcard $(d)/*.py)) nodes/native.
 
 lint: venv
 	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
-	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd
+	$(VENV)/bin/mypy --strict nodes/lnet nodes/lnd nodes/selftest
 
 clean-testbeds: venv
 	$(VENV)/bin/testbed clean

@@ -111,22 +111,29 @@ def test_a_stale_or_absent_build_runs_the_sources(tmp_path: Path) -> None:
     assert out == f"False {pkg / 'engine.py'}" and err.count("\n") == 1
 
 
-def test_every_module_imports_compiled() -> None:
-    """Each engine module but ``NOT_COMPILED`` is the compiled one, and importing any of them
-    first works: a compiled dataclass naming a type from a module not yet imported would crash
-    the interpreter (mypyc issue 1209; ``nodes/lnet/__init__.py`` imports the engine first)."""
+@pytest.mark.parametrize("package", sorted(nodes.native.COMPILED))
+def test_every_module_imports_compiled(package: str) -> None:
+    """Each module of a compiled package but those it leaves as Python is the compiled one,
+    and importing any of them first works: a compiled dataclass naming a type from a module
+    not yet imported would crash the interpreter (mypyc issue 1209; each package's
+    ``__init__.py`` imports its modules in a safe order first: ``nodes/lnet/__init__.py``)."""
     _need_build()
-    names = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in NOT_COMPILED)
+    where = ROOT.joinpath(*package.split("."))
+    python = {n.removesuffix(".py") for n in nodes.native.COMPILED[package]}
+    names = sorted(p.stem for p in where.glob("*.py") if p.stem not in python)
     env = {k: v for k, v in os.environ.items() if k != nodes.lnet.PURE_ENV}
-    for name in (names[0], "msg", names[-1]):  # alone, in a fresh interpreter
-        subprocess.run([sys.executable, "-c", f"import nodes.lnet.{name}"], check=True,
+    first = [names[0], "msg", names[-1]] if package == "nodes.lnet" else [names[0], names[-1]]
+    for name in first:  # alone, in a fresh interpreter
+        subprocess.run([sys.executable, "-c", f"import {package}.{name}"], check=True,
                        timeout=60, env=env, cwd=ROOT)
-    code = ("import importlib, sys\nfor n in sys.argv[1:]:\n"
-            "    print(importlib.import_module('nodes.lnet.' + n).__file__)")
-    out = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True,
-                         check=True, timeout=60, env=env, cwd=ROOT).stdout.split()
-    # (a module first imported by compiled code gets a made-up ``__file__`` under _native/)
-    assert [f for f in out if not (f.startswith(str(NATIVE)) and f.endswith(SO))] == []
+    code = ("import importlib, sys\nfor n in sys.argv[2:]:\n"
+            "    print(importlib.import_module(sys.argv[1] + '.' + n).__file__)")
+    out = subprocess.run([sys.executable, "-c", code, package, *names], capture_output=True,
+                         text=True, check=True, timeout=60, env=env, cwd=ROOT).stdout.split()
+    # (a module first imported by compiled code gets a made-up ``__file__`` under the shared
+    # library's _native/, nodes/lnet/_native/)
+    native = (str(where / "_native"), str(NATIVE))
+    assert [f for f in out if not (f.startswith(native) and f.endswith(SO))] == []
     assert len(out) == len(names)
 
 
