@@ -12,7 +12,7 @@ Python together (one stderr line says so), as compiled code of one package may h
 against the others' old selves. ``LNET_TESTBED_PURE_PYTHON=1`` runs the sources regardless.
 
 Only the standard library here: ``setup.py`` loads this file by path, before anything is
-installed. Run as ``python -m nodes.native`` it exits 0 when the compiled modules are current.
+installed.
 """
 
 from __future__ import annotations
@@ -147,6 +147,3 @@ def use_native(path: list[str], package: str) -> bool:
     path.insert(0, native)
     return True
 
-
-if __name__ == "__main__":
-    sys.exit(0 if all(built_for_sources(p) for p in packages()) else 1)
