@@ -301,10 +301,14 @@ def with_sched(nodes: Sequence[Any], run: Callable[[], float]
 
 # --- profiling ----------------------------------------------------------------------------
 def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
-    """Start ``py-spy record`` on ``pid`` (raw collapsed stacks, idle frames included)."""
+    """Start ``py-spy record`` on ``pid`` (raw collapsed stacks, idle frames included); with
+    ``LND_BENCH_NATIVE=1`` in the environment, ``--native`` (the compiled modules' C frames:
+    without it their time goes to the Python frame that called them; the summary's areas then
+    see only the Python frames)."""
     spy = Path(sys.executable).with_name("py-spy")
+    native = ["--native"] if os.environ.get("LND_BENCH_NATIVE") else []
     return subprocess.Popen([str(spy), "record", "-p", str(pid), "-d", str(int(seconds)),
-                             "-r", "200", "--idle", "-f", "raw", "-o", str(out)],
+                             "-r", "200", "--idle", *native, "-f", "raw", "-o", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -28,13 +28,11 @@ same parser (handshake, tests).
 
 Buffers are bounded: the stage never grows; a payload buffer is at most ``LNET_MTU`` (the
 header is checked first); so a connection holds at most ``wire.MAX_FRAME_SIZE`` of a frame in
-progress. The passive side stops parsing after the peer's hello until it has replied (the kernel
-reads the hello synchronously and only then hands the socket to its scheduler); bytes that
-arrive in the meantime are held in the stage.
-
-If a chunk holds good frames followed by garbage, ``buffer_updated``/``receive_data`` return
-the good events and record the error in ``error`` (state ERROR); the next call raises it. A
-driver therefore checks ``error`` after handling the events of each chunk.
+progress. The passive side stops parsing after the peer's hello until it has replied (the
+kernel reads the hello synchronously, then hands the socket on); bytes that arrive meanwhile
+are held in the stage. A chunk of good frames then garbage: ``buffer_updated``/``receive_data``
+return the good events and record the error in ``error`` (state ERROR); the next call raises
+it, so a driver checks ``error`` after handling the events of each chunk.
 """
 
 from __future__ import annotations
@@ -89,14 +87,11 @@ S = ConnState
 Inp = Input
 #: (state, input) -> next state. Everything absent is a protocol error (STYLE rule 2).
 _TRANSITIONS: dict[tuple[ConnState, Input], ConnState] = {
-    (S.A_IDLE, Inp.TX_HANDSHAKE): S.A_AWAIT_HELLO,
-    (S.A_AWAIT_HELLO, Inp.RX_HELLO): S.RUNNING,
+    (S.A_IDLE, Inp.TX_HANDSHAKE): S.A_AWAIT_HELLO, (S.A_AWAIT_HELLO, Inp.RX_HELLO): S.RUNNING,
     (S.P_AWAIT_CONNREQ, Inp.RX_CONNREQ): S.P_AWAIT_HELLO,
     (S.P_AWAIT_HELLO, Inp.RX_HELLO): S.P_HELLO_RECEIVED,
-    (S.P_HELLO_RECEIVED, Inp.TX_HELLO): S.RUNNING,
-    (S.P_HELLO_RECEIVED, Inp.TX_REJECT): S.CLOSED,
-    (S.RUNNING, Inp.RX_MSG): S.RUNNING,
-    (S.RUNNING, Inp.TX_MSG): S.RUNNING,
+    (S.P_HELLO_RECEIVED, Inp.TX_HELLO): S.RUNNING, (S.P_HELLO_RECEIVED, Inp.TX_REJECT): S.CLOSED,
+    (S.RUNNING, Inp.RX_MSG): S.RUNNING, (S.RUNNING, Inp.TX_MSG): S.RUNNING,
     **{(s, Inp.CLOSE): S.CLOSED for s in ConnState if s is not S.ERROR},
 }
 _RX_INPUTS = frozenset({Inp.RX_CONNREQ, Inp.RX_HELLO, Inp.RX_MSG})
@@ -114,12 +109,17 @@ class HelloReceived:
     hello: wire.KsockHello
 
 
-# not frozen, as the engine's events (a frozen one's __init__ costs ~2x, once per frame)
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
+# not frozen, as the engine's events (a frozen one's __init__ costs ~2x, once per frame); its
+# __init__ written out, as theirs (actions.py: compiled, where a dataclass's is not)
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class LNetMessageReceived:
     hdr: LNetHdr
     payload: Payload
     zc_cookies: tuple[int, int] = (0, 0)
+
+    def __init__(self, *, hdr: LNetHdr, payload: Payload,
+                 zc_cookies: tuple[int, int] = (0, 0)) -> None:
+        self.hdr, self.payload, self.zc_cookies = hdr, payload, zc_cookies
 
 
 @dataclass(slots=True, unsafe_hash=True, kw_only=True)
@@ -238,8 +238,8 @@ class KsockConnection:
         Raises:
             WireProtocolError: as ``buffer_updated``.
         """
-        if self.error is not None:
-            raise self.error
+        if (err := self.error) is not None:  # (a local: mypyc would check ``self.error`` below
+            raise err                         # against mypy's narrowing of it to None)
         view = memoryview(data)
         events: list[Event] = []
         pos = 0

@@ -49,16 +49,22 @@ _CLOSED = FAILURES["conn_closed"]
 RX_TIMEOUT = "rx timeout"  # the rate-limited log's kind for "Timeout receiving"
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class RxMsg:
     """One received LNET message, as handed to the engine (not frozen: a frozen
-    dataclass sets each field through ``object.__setattr__``, ~3x the cost, per frame)."""
+    dataclass sets each field through ``object.__setattr__``, ~3x the cost, per frame; its
+    ``__init__`` written out: compiled, where the dataclass one would run as Python)."""
 
     ni: NID
     peer_nid: NID
     peer_ip: str
     hdr: LNetHdr
     payload: Payload
+
+    def __init__(self, ni: NID, peer_nid: NID, peer_ip: str, hdr: LNetHdr,
+                 payload: Payload) -> None:
+        self.ni, self.peer_nid, self.peer_ip, self.hdr = ni, peer_nid, peer_ip, hdr
+        self.payload = payload
 
 
 class Lifecycle:

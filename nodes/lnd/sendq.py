@@ -30,9 +30,10 @@ IOV_MAX_BYTES = 4 << 20
 Buffer = bytes | bytearray | memoryview
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(init=False, eq=False, slots=True)
 class Tx:
-    """One LNET message the LND was asked to send (``struct ksock_tx``)."""
+    """One LNET message the LND was asked to send (``struct ksock_tx``); its ``__init__``
+    written out (compiled, where the dataclass one would run as Python: one per message)."""
 
     tx_id: int
     hdr: LNetHdr
@@ -40,6 +41,11 @@ class Tx:
     deadline: float = 0.0  # while waiting for a connection (ksocknal_flush_stale_txs)
     head: bytes = b""  # ksock_msg_hdr + lnet_hdr, packed when queued on a connection
     done: bool = False
+
+    def __init__(self, tx_id: int, hdr: LNetHdr, payload: Buffer, deadline: float = 0.0,
+                 head: bytes = b"", done: bool = False) -> None:
+        self.tx_id, self.hdr, self.payload, self.deadline = tx_id, hdr, payload, deadline
+        self.head, self.done = head, done
 
     @property
     def nob(self) -> int:

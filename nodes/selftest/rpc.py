@@ -47,7 +47,7 @@ class Counters:
     bulk_put: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Ev:
     """``struct srpc_event``: fired once its MD's (final) event came, with its status."""
 
@@ -55,8 +55,12 @@ class Ev:
     status: int = 0
     unlink: bool = False
 
+    # (written out, as Bulk's: compiled, where the dataclass one runs as Python; three per RPC)
+    def __init__(self, fired: bool = True, status: int = 0, unlink: bool = False) -> None:
+        self.fired, self.status, self.unlink = fired, status, unlink
 
-@dataclass(eq=False, slots=True)
+
+@dataclass(init=False, eq=False, slots=True)
 class Bulk:
     """``struct srpc_bulk``: ``length`` bytes at ``offset`` into the first page; a ``sink``
     receives, a source holds ``data``. ``data`` of a sink is what arrived, unless ``keep`` is
@@ -70,6 +74,12 @@ class Bulk:
     data: bytes | memoryview = b""
     mdh: int | None = None
     keep: bool = True
+
+    def __init__(self, length: int, sink: bool, offset: int = 0,
+                 data: bytes | memoryview = b"", mdh: int | None = None,
+                 keep: bool = True) -> None:
+        self.length, self.sink, self.offset, self.data = length, sink, offset, data
+        self.mdh, self.keep = mdh, keep
 
 
 class State(enum.Enum):

@@ -87,6 +87,9 @@ class Tests:
         self.client = client
         self.rpc_timeout = rpc_timeout
         self.on_batch_idle: Callable[[Any], None] = lambda sn: None
+        #: what each test RPC calls when done (one bound method for all; an attribute a
+        #: test can wrap, as a compiled class's methods cannot be replaced)
+        self.rpc_done: Callable[[ClientRpc], None] = self._rpc_done
         self.ping_seq = 0  # lst_ping_data.pnd_counter
         self.ready: list[Unit] = []  # units whose work item is scheduled (sfw_run_test)
         self._services = [
@@ -221,7 +224,7 @@ class Tests:
 
     def _rpc(self, unit: Unit, service: Service, reqst: dict[str, Any],
              bk: Bulk | None = None) -> ClientRpc:
-        return ClientRpc(unit.dest, service, reqst, self._rpc_done, unit.inst.feats,
+        return ClientRpc(unit.dest, service, reqst, self.rpc_done, unit.inst.feats,
                          self.rpc_timeout, bk, unit)
 
     # ------------------------------------------------------------------ brw

@@ -1,6 +1,7 @@
-"""The engine classes made per message have their ``__init__`` written out (mypyc compiles it;
-a dataclass's generated one stays interpreted Python, ~1 us for ``Msg`` or ``LNetHdr``): each
-must take every field, in field order, with the field's default, as the generated one did."""
+"""The engine classes made per message, and the LND's and selftest's, have their ``__init__``
+written out (mypyc compiles it; a dataclass's generated one stays interpreted Python, ~1 us for
+``Msg`` or ``LNetHdr``): each must take every field, in field order, with the field's default,
+as the generated one did."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import inspect
 import pytest
 
 import nodes.lnet
+from nodes.lnd.framing import LNetMessageReceived
+from nodes.lnd.lifecycle import RxMsg
+from nodes.lnd.sendq import Tx
 from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
 from nodes.lnet.events import MessageReceived, TxCompleted
 from nodes.lnet.hdr import LNetHdr, WireHandle
 from nodes.lnet.msg import MD, ME, Forwarding, Msg
+from nodes.selftest.rpc import Bulk, Ev
 
 WRITTEN_OUT = [WireHandle, LNetHdr, Transmit, MDEvent, MsgTrace, TxCompleted, MessageReceived,
-               MD, ME, Msg, Forwarding]
+               MD, ME, Msg, Forwarding, LNetMessageReceived, RxMsg, Tx, Ev, Bulk]
 
 
 @pytest.mark.skipif(nodes.lnet.NATIVE, reason="compiled classes check their field types: "

@@ -168,13 +168,13 @@ def test_a_read_client_keeps_the_bulk_only_when_it_checks_it(check: int) -> None
     bed.session(c=["c1"], s=["s1"])
     bed.brw(bulk.LST_BRW_READ, 8192, check, loop=4, concur=2)
     tests = bed.st["c1"].tests
-    done, held = tests._brw_done, []
+    done, held = tests.rpc_done, []
 
-    def spy(unit: Any, rpc: Any) -> None:
+    def spy(rpc: Any) -> None:  # sees each RPC as it completes, before the brw check
         held.append(len(rpc.bulk.data))
-        done(unit, rpc)
+        done(rpc)
 
-    tests._brw_done = spy  # type: ignore[method-assign]
+    tests.rpc_done = spy
     bed.run_batch()
     assert len(held) == 8 and set(held) == {0 if check == bulk.CHECK_NONE else 8192}
     assert bed.st["c1"].framework.session.brw_errors == 0
