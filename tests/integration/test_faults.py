@@ -263,9 +263,10 @@ def test_lnet_type_targeting_and_stall(testbed_factory: Any, fast_topology: Path
 def test_process_faults_stop_kill_restart(testbed_factory: Any) -> None:
     tb = testbed_factory()
     old = tb.status()["nodes"]["s1"]["pid"]
-    tb.fault.stop(node="s1", duration=0.5)
+    # (long enough that a loaded box still reads the stopped state before the resume)
+    tb.fault.stop(node="s1", duration=3.0)
     assert "State:\tT" in Path(f"/proc/{old}/status").read_text()
-    wait_for(lambda: "State:\tT" not in Path(f"/proc/{old}/status").read_text(), timeout=5)
+    wait_for(lambda: "State:\tT" not in Path(f"/proc/{old}/status").read_text(), timeout=10)
     tb.fault.restart(node="s1")
     new = tb.status()["nodes"]["s1"]["pid"]
     assert new != old and tb.status()["nodes"]["s1"]["alive"]
