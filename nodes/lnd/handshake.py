@@ -153,14 +153,26 @@ class _Listener:
     ip: str
     lsocks: list[socket.socket]
     nis: set[NID] = field(default_factory=set)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    # fd -> the timer that re-arms it after an accept error (EMFILE...)
+    paused: dict[int, asyncio.TimerHandle] = field(default_factory=dict)
 
 
 class Acceptor:
     """``lnet_acceptor``: listening sockets per local address, shared by its NIs -- one on
     ``accept_port``, and one on ``accept_port_bulk`` when that differs
     (``lnet_acceptor_add_sockets``); each accepted socket goes to ``on_accept(ip, sock)`` (a
-    coroutine run as its own task)."""
+    coroutine run as its own task).
+
+    A listener is a reader callback on the loop, not a task awaiting ``sock_accept``:
+    cancelling such a task while its fd's readiness is already queued for this turn makes
+    asyncio's ``_sock_accept`` run on a closed socket (EBADF) and then set a result on the
+    cancelled future (InvalidStateError, logged with a traceback). ``remove_reader`` cancels
+    a callback already due, so a listener closes in one synchronous step."""
+
+    # connections taken per readiness callback: one busy listener cannot starve the loop
+    ACCEPT_BATCH = 16
+    # seconds a listener rests after an accept error other than "nothing queued"
+    ACCEPT_RETRY = 0.1
 
     def __init__(self, port: int,
                  on_accept: Callable[[str, socket.socket], Coroutine[Any, Any, None]],
@@ -201,38 +213,53 @@ class Acceptor:
                     lsocks[0].close()
                     raise
             lis = self._listeners[ip] = _Listener(ip, lsocks)
-            lis.tasks = [self._spawn(self._loop(lis, lsock)) for lsock in lsocks]
+            loop = asyncio.get_running_loop()
+            for lsock in lsocks:
+                loop.add_reader(lsock.fileno(), self._readable, lis, lsock)
         lis.nis.add(ni)
 
-    def remove(self, ni: NID, ip: str) -> list[asyncio.Task[None]]:
-        """Stop serving ``ni``; closes the listeners with its last NI (returns their
-        tasks)."""
+    def remove(self, ni: NID, ip: str) -> None:
+        """Stop serving ``ni``; closes the listeners with its last NI, at once: no accept
+        callback runs on them afterwards."""
         lis = self._listeners.get(ip)
         if lis is None:
-            return []
+            return
         lis.nis.discard(ni)
         if lis.nis:
-            return []
+            return
         del self._listeners[ip]
-        for task in lis.tasks:
-            task.cancel()
-        for lsock in lis.lsocks:
-            lsock.close()
-        return lis.tasks
-
-    async def _loop(self, lis: _Listener, lsock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        for lsock in lis.lsocks:
+            fd = lsock.fileno()
+            timer = lis.paused.pop(fd, None)
+            if timer is not None:
+                timer.cancel()
+            else:
+                loop.remove_reader(fd)
+            lsock.close()
+
+    def _readable(self, lis: _Listener, lsock: socket.socket) -> None:
+        """Take what the listener has queued (up to ``ACCEPT_BATCH``)."""
+        for _ in range(self.ACCEPT_BATCH):
             try:
-                sock, _addr = await loop.sock_accept(lsock)
+                sock, _addr = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as exc:
-                if self._listeners.get(lis.ip) is not lis:
-                    return
                 _log.warning("socklnd: accept on %s failed: %s", lis.ip, exc)
-                await asyncio.sleep(0.1)
-                continue
+                loop = asyncio.get_running_loop()
+                fd = lsock.fileno()
+                loop.remove_reader(fd)
+                lis.paused[fd] = loop.call_later(self.ACCEPT_RETRY, self._rearm, lis, lsock)
+                return
             sock.setblocking(False)
             self._spawn(self._on_accept(lis.ip, sock))
+
+    def _rearm(self, lis: _Listener, lsock: socket.socket) -> None:
+        fd = lsock.fileno()
+        lis.paused.pop(fd, None)
+        if self._listeners.get(lis.ip) is lis:
+            asyncio.get_running_loop().add_reader(fd, self._readable, lis, lsock)
 
 
 __all__ = ["Acceptor", "Handshake", "active", "open_socket", "passive_hello"]

@@ -123,7 +123,8 @@ class SockLND:
         netif = self._nis.pop(ni, None)
         if netif is None:
             return
-        waits = self._acceptor.remove(ni, netif.ip)
+        self._acceptor.remove(ni, netif.ip)
+        waits: list[asyncio.Task[None]] = []
         for key, p in list(self._peers.items()):
             if p.ni == ni:
                 if p.connector is not None:

@@ -162,6 +162,7 @@ def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
     warm = c1.put(S1_ETH0, count=200, size=1024)
     assert warm["failed"] == 0, warm
     base, base_gets = stats(c1), gets_sent(c1)
+    base_timeouts = local_nis(c1)[C1_ETH1]["health stats"]["timeouts"]
     try:
         iptables_blackhole(c1, "eth1", True)
         burst = c1.put(S1_ETH0, count=400, size=1024, timeout=300)
@@ -178,8 +179,12 @@ def test_blackhole_rail_moves_traffic_failures_are_response_timeouts(
         assert unlinks <= rt <= unlinks + gets, (burst, gets, st)
         assert burst["completed"] + failed == 400
         assert burst["completed"] > 0
+        # eth1's health fell by one LOCAL_TIMEOUT each (lnet_handle_local_failure). Its
+        # value is no witness: recovery pings go to its own NID (over lo, not the
+        # blackholed wire), so a burst that a loaded host stretches past ~9 s reads 1000
+        # again (seen in CI: fell to 0 at +11.7 s, back at +20.7 s, burst still running)
         nis = local_nis(c1)
-        assert nis[C1_ETH1]["health stats"]["health value"] < 1000, nis[C1_ETH1]
+        assert nis[C1_ETH1]["health stats"]["timeouts"] > base_timeouts, nis[C1_ETH1]
         assert st["local_timeout_count"] > base["local_timeout_count"], st
         assert st["resend_count"] > base["resend_count"], st
         # detection done: a new burst goes entirely through eth0 and loses nothing

@@ -9,6 +9,7 @@ one must leave the other's acceptor open (cfg-020, cfg-060). Loopback TCP, a fre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
@@ -109,5 +110,50 @@ def test_second_ni_on_address_in_use_by_another_process_still_fails() -> None:
             with pytest.raises(OSError) as exc:
                 await a.lnd.startup_ni(A_TCP, IP_A)
             assert exc.value.errno == errno.EADDRINUSE
+            await a.lnd.close()
+    run(main)
+
+
+def test_listener_closed_while_a_connection_is_due_logs_nothing() -> None:
+    """The last NI on an address goes in the same loop turn in which its listener has a
+    connection ready (seen in CI: sanity-lnet 404's teardown logged asyncio's
+    ``_sock_accept`` failing with EBADF on the closed listener). epoll returns fds in the
+    order they became ready, so a socketpair written before the connect puts the callback
+    that shuts the NI down ahead of the listener's own: the listener closes with its accept
+    already due. Nothing may be accepted after it closed, and the loop logs no error."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+        port = free_port()
+        a = make_node(port, inc=1)
+        await a.lnd.startup_ni(A_TCP, IP_A)
+        await asyncio.sleep(0.05)  # the listener idle, waiting for a connection
+        trigger, poke = socket.socketpair()
+        shutdowns: list[asyncio.Task[None]] = []
+
+        def shut_down() -> None:
+            loop.remove_reader(trigger.fileno())
+            trigger.recv(1)
+            a.lnd._acceptor.remove(A_TCP, IP_A)  # the synchronous step of shutdown_ni
+            shutdowns.append(loop.create_task(a.lnd.shutdown_ni(A_TCP)))
+
+        loop.add_reader(trigger.fileno(), shut_down)
+        poke.send(b"x")
+        client = socket.create_connection((IP_A, port), timeout=5)  # backlog: ready at once
+        try:
+            await asyncio.sleep(0.2)
+            await asyncio.gather(*shutdowns)
+            assert shutdowns, "the trigger never ran"
+            assert errors == []
+            assert a.conns == []
+            # the peer sees the listener gone: its queued connection is reset, not served
+            client.settimeout(5)
+            with contextlib.suppress(ConnectionResetError):
+                assert client.recv(1) == b""
+        finally:
+            client.close()
+            trigger.close()
+            poke.close()
             await a.lnd.close()
     run(main)
