@@ -137,8 +137,10 @@ class Tracker:
             elif ev.get("name") == "retry_count":
                 st.retry_count = ev["value"]
         elif kind == "node_restarted" and isinstance(node, str) and \
-                self.node(node).dead is None and ev.get("pid") == self.node(node).pid:
+                self.node(node).dead is None and ev.get("pid") is not None and \
+                ev.get("pid") == self.node(node).pid:
             pass  # the end of a restart: node_started named this process, since configured
+            # (the sim's node_restarted has no pid: always a new engine, a new incarnation)
         elif kind in ("node_started", "node_restarted", "node_died") and isinstance(node, str):
             st = self.node(node)
             st.pid = ev.get("pid") if kind != "node_died" else None

@@ -450,6 +450,21 @@ def test_a_restart_keeps_the_routing_its_configuration_enabled() -> None:
     assert flagged(other, "routing") == 1  # another process: its routing is unknown
 
 
+def test_a_restart_without_a_pid_is_a_new_engine() -> None:
+    """The sim's ``restart`` logs ``node_restarted`` with an incarnation and no pid (no
+    process; no ``node_started`` before it): always a new engine, whose message numbers
+    start again and whose predecessor's messages in flight are excused. Read as "the same
+    process", every reused number was "sent again after its completion" and every message
+    the old engine had in flight "never completed"."""
+    events = [send(1.0, 1), complete(1.1, 1), send(1.2, 2),
+              ev(2.0, "node_restarted", "c1", incarnation=2),
+              send(3.0, 1), complete(3.1, 1), send(3.2, 2), complete(3.3, 2)]
+    result = check_events(events)
+    assert result.invariants["completion"].count == 0, result.render()
+    assert any("1 message(s) of nodes that died" in n
+               for n in result.invariants["completion"].notes), result.render()
+
+
 def _router_attempt(t: float, msg: int, attempt: int, dropped: str | None) -> dict[str, Any]:
     fields: dict[str, Any] = {"forwarded": True, "fixed_ni": False, "lpni": "10.20.0.3@tcp1",
                               "dst": "10.20.0.3@tcp1", "src": C_A}

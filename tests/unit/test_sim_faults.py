@@ -11,6 +11,7 @@ from enginekit import settle_sim
 
 import testbed
 from testbed.base import TestbedError
+from testbed.observe.check import check_events
 
 C1 = ["10.10.0.1@tcp", "10.11.0.1@tcp"]
 S1 = ["10.10.0.2@tcp", "10.11.0.2@tcp"]
@@ -162,3 +163,21 @@ def test_kill_and_restart_without_duration_are_done_once_applied(tb: Any) -> Non
     gone = tb.fault.kill(node="s1")
     assert {f["id"]: f["state"] for f in tb.fault.list()} == {
         later["id"]: "done", restart["id"]: "done", kill["id"]: "done", gone["id"]: "done"}
+
+
+def test_restart_of_a_running_node_checks_clean() -> None:
+    """``restart`` without a kill first, traffic before and after: the new engine's message
+    numbers start again, and ``testbed check`` reads its ``node_restarted`` (no pid: no
+    process) as a new incarnation, not as the end of a supervisor's restart of the same
+    process (which flagged every reused number "sent again after its completion")."""
+    tb = settle_sim(testbed.up(backend="sim", seed=3, trace_messages=True))
+    try:
+        tb.node("c1").put(S1[0], count=20, size=0)
+        tb.restart("c1")
+        tb.node("c1").put(S1[0], count=20, size=0)
+        tb.run(5)
+        result = check_events(tb.fabric.compact_log())
+        assert result.invariants["completion"].checked >= 40
+        assert result.ok, result.render()
+    finally:
+        tb.down()
