@@ -38,8 +38,6 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 GROUP = "nodes.lnet.native"  # the shared library: nodes/lnet/_native/native__mypyc
-NATIVE = "_native"  # the compiled modules' directory inside each package
-PURE_ENV = "LNET_TESTBED_PURE_PYTHON"
 
 
 def _say(line: str) -> None:
@@ -55,6 +53,11 @@ def _native_module() -> Any:
     return mod
 
 
+LISTS = _native_module()  # what is compiled, and the names the runtime side reads too
+NATIVE: str = LISTS.NATIVE_DIR  # the compiled modules' directory inside each package
+PURE_ENV: str = LISTS.PURE_ENV
+
+
 class BuildEngine(build_ext):
     """``build_ext`` that compiles the listed packages with mypyc, or skips it (module doc)."""
 
@@ -66,7 +69,7 @@ class BuildEngine(build_ext):
             try:
                 from mypyc.build import mypycify
 
-                native = _native_module()
+                native = LISTS
                 self.packages = [p.replace(".", "/") for p in native.packages()]
                 self.digest = native.source_digest(str(ROOT))  # before compiling: what is
                 here = os.getcwd()
