@@ -102,6 +102,13 @@ def _digested(package: str, root: str) -> list[str]:
                   if n.endswith(".py") and n != "__init__.py")
 
 
+def digested_sources(root: str = ROOT) -> list[str]:
+    """What ``source_digest`` covers, as paths relative to ``root``: the modules whose edit
+    sends the compiled ones back to Python (and ``make native``'s prerequisites)."""
+    return [os.path.relpath(os.path.join(package_dir(p, root), n), root)
+            for p in packages() for n in _digested(p, root)]
+
+
 def source_digest(root: str = ROOT) -> str:
     """SHA-256 of the names and contents of the compiled packages' modules (``_digested``)."""
     if root in _digests:
@@ -147,3 +154,7 @@ def use_native(path: list[str], package: str) -> bool:
     path.insert(0, native)
     return True
 
+
+
+if __name__ == "__main__":  # the Makefile: `make native` rebuilds when one of these changed
+    print(" ".join(digested_sources()))
