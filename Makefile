@@ -15,14 +15,14 @@ STAMP := $(VENV)/.installed
 NATIVE_STAMP := $(VENV)/.native
 # The packages compiled with mypyc: nodes/native.py's COMPILED and COMPILED_ONLY, as
 # directories (a unit test checks the two agree).
-NATIVE_DIRS := nodes/lnet nodes/lnd nodes/selftest nodes testbed/sim
+NATIVE_DIRS := nodes/lnet nodes/lnd nodes/selftest nodes nodes/daemon testbed/sim
 # Run again with the engine as pure Python (LNET_TESTBED_PURE_PYTHON=1), the fallback where
 # no C compiler is: the unit tests of the engine and of the other compiled modules (the whole
 # suite runs on the compiled ones).
 PURE_TESTS := $(shell grep -lE "from (nodes\.(lnet|lnd|selftest|driver)|testbed\.sim)" \
                 tests/unit/test_*.py 2>/dev/null)
 # What `mypy --strict` checks: the sans-I/O layers and every compiled module
-MYPY_PATHS := nodes/lnet nodes/lnd nodes/selftest nodes/driver.py nodes/native.py testbed/sim/fabric.py \
+MYPY_PATHS := nodes/lnet nodes/lnd nodes/selftest nodes/driver.py nodes/recorder.py nodes/daemon/runtime.py nodes/native.py testbed/sim/fabric.py \
               testbed/sim/links.py testbed/sim/netfaults.py testbed/sim/paths.py \
               testbed/sim/sched.py testbed/sim/simdriver.py testbed/sim/simfabric.py \
               testbed/sim/watched.py

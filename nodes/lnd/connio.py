@@ -31,6 +31,7 @@ import contextlib
 import fcntl
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +46,16 @@ READ_BUDGET = 16
 WRITE_BUDGET = 8
 #: Frames handed to the node per batch; after each batch what it queued is written at once.
 RX_SLICE = 16
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The loop's clock, as cheap a call as it can be: asyncio's own loops read
+    ``time.monotonic()`` in ``BaseEventLoop.time``, a Python method (an interpreted call, read
+    several times per message by the driver, the runtime and the socklnd); the same clock
+    read directly is a C call. Another loop's ``time`` (or a patched one) is kept as it is."""
+    if getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
 
 
 @dataclass(eq=False, slots=True)
@@ -64,6 +75,7 @@ class ConnIO:
                  completed: Callable[[Conn, list[Tx]], None],
                  failed: Callable[[Conn, str, int | None], None]) -> None:
         self._loop: asyncio.AbstractEventLoop  # the running loop, from the first attach
+        self._clock: Callable[[], float] = time.monotonic  # its clock (loop_clock), likewise
         self._deliver = deliver
         self._completed = completed
         self._failed = failed
@@ -74,6 +86,7 @@ class ConnIO:
         """Start moving ``c``'s bytes now (synchronously: no window before the loop watches
         the socket); ``ksocknal_lib_setup_sock``'s TCP_NODELAY (``nagle`` 0)."""
         self._loop = asyncio.get_running_loop()
+        self._clock = loop_clock(self._loop)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         st = c.io = SockState(sock, sock.fileno())
@@ -148,7 +161,7 @@ class ConnIO:
             if n < size:  # the kernel took less than offered: its buffer is full
                 break
         if wrote:
-            c.last_tx = self._loop.time()
+            c.last_tx = self._clock()
         if sendq and not st.writing:
             self._loop.add_writer(st.fd, self._flush, c)
             st.writing = True
@@ -175,7 +188,7 @@ class ConnIO:
             if n == 0:
                 self._failed(c, "peer closed the connection", None)
                 return
-            c.last_rx = self._loop.time()
+            c.last_rx = self._clock()
             try:
                 events = framer.buffer_updated(n)
             except WireProtocolError as exc:
@@ -242,4 +255,4 @@ class ConnIO:
                                    int(seconds * 1000))
 
 
-__all__ = ["READ_BUDGET", "SIOCOUTQ", "WRITE_BUDGET", "ConnIO", "SockState"]
+__all__ = ["READ_BUDGET", "SIOCOUTQ", "WRITE_BUDGET", "ConnIO", "SockState", "loop_clock"]
