@@ -203,7 +203,11 @@ class NodeRuntime:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.driver.on_timer()
+        self.lnd.hold()  # what the timer's actions send is written at its end (one turn)
+        try:
+            self.driver.on_timer()
+        finally:
+            self.lnd.release()
 
     def _on_batch(self, begin: bool) -> None:
         """The socklnd hands over the frames of one read or the txs of one write: their

@@ -11,11 +11,19 @@ the old transport attached in a later task, after a racing close).
 * Receiving: ``recv_into`` straight into ``KsockConnection.get_buffer()`` — the staging
   buffer for headers and small frames, a bulk payload's own buffer for the rest of it — then
   ``buffer_updated``; frames go to ``deliver`` in order. Each wake-up reads until the socket
-  is drained or ``READ_BUDGET`` reads were made (fairness between connections).
+  is drained or ``READ_BUDGET`` reads were made (fairness between connections). While a
+  bulk payload's rest of ``LOWAT_MIN`` or more is missing, the socket's ``SO_RCVLOWAT`` is
+  that rest: TCP wakes the loop when all of it is there (or its window is nearly full),
+  not for every segment (a 1 MiB payload woke the receiver ~4 times, each a loop turn and
+  a context switch: 16 % of an lst brw write server's CPU); the receive timeout counts the
+  bytes the socket holds unread meanwhile (``ConnIO.inq``, ``ConnTable.rx_stalled``).
 * Sending: txs queued on a connection (``queue``) are written by ``sendmsg`` of the send
   queue's buffers (``sendq.py``: heads and payloads, never joined); the first write is
   deferred to the end of the current loop iteration, so everything queued meanwhile (an
-  engine's batch of actions) goes out in one system call. Completed txs go to ``completed``.
+  engine's batch of actions) goes out in one system call; or, where the batch's end is
+  known (the frames of a read, the completions of a write, a caller's ``hold``), to that
+  end, in the same turn (a deferred flush is one more loop turn per batch). Completed txs
+  go to ``completed``.
 * Pipelining: the frames of a read are handed on ``RX_SLICE`` at a time, and what each
   slice made the node queue (ACKs, replies) is written before the next slice is handled,
   so the peer works on the first answers while this side works on the rest (rather than
@@ -31,6 +39,7 @@ import contextlib
 import fcntl
 import socket
 import struct
+import termios
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +55,8 @@ READ_BUDGET = 16
 WRITE_BUDGET = 8
 #: Frames handed to the node per batch; after each batch what it queued is written at once.
 RX_SLICE = 16
+#: A bulk payload's rest at least this big is waited for whole (SO_RCVLOWAT, module doc).
+LOWAT_MIN = 64 << 10
 
 
 def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
@@ -66,6 +77,7 @@ class SockState:
     fd: int
     writing: bool = False  # add_writer is armed
     flush_pending: bool = False  # a call_soon(_flush) is scheduled
+    lowat: int = 1  # the socket's SO_RCVLOWAT (0: the socket refused it, never set again)
 
 
 class ConnIO:
@@ -81,6 +93,7 @@ class ConnIO:
         self._failed = failed
         self._dirty: list[Conn] = []  # connections with a flush pending (flush_pending)
         self._flush_armed = False  # a call_soon(flush_dirty) is scheduled
+        self._held = 0  # hold() depth: a caller writes the dirty connections when done
 
     def attach(self, c: Conn, sock: socket.socket) -> None:
         """Start moving ``c``'s bytes now (synchronously: no window before the loop watches
@@ -119,22 +132,38 @@ class ConnIO:
         if not st.writing and not st.flush_pending:
             st.flush_pending = True
             self._dirty.append(c)
-            if not self._flush_armed:
+            if not self._flush_armed and not self._held:
                 self._flush_armed = True
                 self._loop.call_soon(self._flush_soon)
+
+    def hold(self) -> None:
+        """Txs queued from now until ``release`` are written by it, in this loop turn (not
+        by a deferred flush on the next one): around a batch whose end is known (the frames
+        of a read, the completions of a write, a timer's engine call)."""
+        self._held += 1
+
+    def release(self) -> None:
+        self._held -= 1
+        if not self._held and self._dirty:
+            self.flush_dirty()
 
     def _flush_soon(self) -> None:
         self._flush_armed = False
         self.flush_dirty()
 
     def flush_dirty(self) -> None:
-        """Write now what every connection queued since its last write."""
+        """Write now what every connection queued since its last write, and what the
+        completions of those writes queued meanwhile (held: no deferred flush for them)."""
         dirty = self._dirty
-        while dirty:
-            c = dirty.pop()
-            st = c.io
-            if isinstance(st, SockState) and st.flush_pending:
-                self._flush(c)
+        self._held += 1
+        try:
+            while dirty:
+                c = dirty.pop()
+                st = c.io
+                if isinstance(st, SockState) and st.flush_pending:
+                    self._flush(c)
+        finally:
+            self._held -= 1
 
     def _flush(self, c: Conn) -> None:
         st = c.io
@@ -169,10 +198,21 @@ class ConnIO:
             self._loop.remove_writer(st.fd)
             st.writing = False
         if done:
-            self._completed(c, done)
+            self._held += 1  # (hold: what the completions queued is written here)
+            try:
+                self._completed(c, done)
+            finally:
+                self.release()
 
     # --- receive ------------------------------------------------------------------------
     def _readable(self, c: Conn) -> None:
+        self._held += 1  # (hold: what the frames made the node queue is written here)
+        try:
+            self._read(c)
+        finally:
+            self.release()
+
+    def _read(self, c: Conn) -> None:
         st = c.io
         assert isinstance(st, SockState)
         framer, sock = c.framer, st.sock
@@ -205,6 +245,18 @@ class ConnIO:
                 return
             if n < len(buf):
                 break
+        self._lowat(st, framer.rx_missing)
+
+    @staticmethod
+    def _lowat(st: SockState, missing: int) -> None:
+        """Wake for a bulk payload's rest only once all of it is there (module doc)."""
+        want = missing if missing >= LOWAT_MIN else 1
+        if want != st.lowat and st.lowat:
+            try:
+                st.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            except OSError:
+                want = 0
+            st.lowat = want
 
     def feed(self, c: Conn, events: list[Event]) -> None:
         """Frames that arrived with the handshake, then bytes held meanwhile."""
@@ -244,6 +296,17 @@ class ConnIO:
         if len(info) < 128:
             return outq, None, len(info) > 2 and info[2] > 0
         return outq, struct.unpack_from("Q", info, 120)[0], info[2] > 0
+
+    @staticmethod
+    def inq(c: Conn) -> int:
+        """SIOCINQ (FIONREAD) of ``c``'s socket: bytes received and not yet read."""
+        st = c.io
+        if not isinstance(st, SockState) or st.fd < 0:
+            return 0
+        try:
+            return int(struct.unpack("i", fcntl.ioctl(st.fd, termios.FIONREAD, b"\0" * 4))[0])
+        except OSError:
+            return 0
 
     @staticmethod
     def set_user_timeout(c: Conn, seconds: float) -> None:

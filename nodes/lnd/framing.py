@@ -146,11 +146,9 @@ class KsockConnection:
         self._need = 4  # handshake: bytes the unit being read needs (magic first)
         # bulk payload in progress: its buffer (claimed), bytes in it, header, ksm, head
         self._pbuf: memoryview | None = None
-        self._plen = 0
-        self._pgot = 0
+        self._plen = self._pgot = 0
         self._phdr: LNetHdr | None = None
-        self._pksm = (0, 0, 0)
-        self._phead = b""
+        self._pksm, self._phead = (0, 0, 0), b""
         self._head_only = False  # a bulk payload just ended: next read one head only
 
     # --- state table --------------------------------------------------------------------
@@ -173,6 +171,11 @@ class KsockConnection:
         if self._pbuf is not None:
             return _HEAD + self._pgot
         return self._end - self._start if self.state is S.RUNNING else 0
+
+    @property
+    def rx_missing(self) -> int:
+        """Bytes of the bulk payload in progress still to come (0: none in progress)."""
+        return self._plen - self._pgot if self._pbuf is not None else 0
 
     @property
     def _buf(self) -> memoryview:
@@ -233,11 +236,8 @@ class KsockConnection:
         return events
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
-        """Feed bytes from the peer (copied in); return the complete frames they finish.
-
-        Raises:
-            WireProtocolError: as ``buffer_updated``.
-        """
+        """Feed bytes from the peer (copied in); return the complete frames they finish
+        (raises ``WireProtocolError`` as ``buffer_updated``)."""
         if (err := self.error) is not None:  # (a local: mypyc would check ``self.error`` below
             raise err                         # against mypy's narrowing of it to None)
         view = memoryview(data)

@@ -89,6 +89,13 @@ class Lifecycle:
     def _loop() -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
 
+    def hold_writes(self) -> None:
+        """``ConnIO.hold``: txs queued until ``release_writes`` are written by it."""
+        self._io.hold()
+
+    def release_writes(self) -> None:
+        self._io.release()
+
     def queue(self, c: Conn, tx: Tx) -> None:
         """Queue ``tx`` on ``c`` (``ksocknal_queue_tx_locked``)."""
         self._io.queue(c, tx)
@@ -235,7 +242,8 @@ class Lifecycle:
     def timed_out(self, p: Peer, c: Conn, now: float) -> bool:
         """``ksocknal_find_timed_out_conn`` for ``c``; closes its peer's conns if so."""
         timeout = self._timeout_of(c.ni)
-        if self._table.rx_stalled(c, now, timeout):
+        if self._table.rx_stalled(c, now, timeout,
+                                  ConnIO.inq(c) if c.framer.rx_pending else 0):
             self._refusals.log(now, logging.ERROR, RX_TIMEOUT,
                               f"socklnd: Timeout receiving from {c.peer_nid} ({c.peer_ip}), "
                               f"{c.framer.rx_pending} bytes of a frame held")
