@@ -11,12 +11,7 @@ the old transport attached in a later task, after a racing close).
 * Receiving: ``recv_into`` straight into ``KsockConnection.get_buffer()`` — the staging
   buffer for headers and small frames, a bulk payload's own buffer for the rest of it — then
   ``buffer_updated``; frames go to ``deliver`` in order. Each wake-up reads until the socket
-  is drained or ``READ_BUDGET`` reads were made (fairness between connections). While a
-  bulk payload's rest of ``LOWAT_MIN`` or more is missing, the socket's ``SO_RCVLOWAT`` is
-  that rest: TCP wakes the loop when all of it is there (or its window is nearly full),
-  not for every segment (a 1 MiB payload woke the receiver ~4 times, each a loop turn and
-  a context switch: 16 % of an lst brw write server's CPU); the receive timeout counts the
-  bytes the socket holds unread meanwhile (``ConnIO.inq``, ``ConnTable.rx_stalled``).
+  is drained or ``READ_BUDGET`` reads were made (fairness between connections).
 * Sending: txs queued on a connection (``queue``) are written by ``sendmsg`` of the send
   queue's buffers (``sendq.py``: heads and payloads, never joined); the first write is
   deferred to the end of the current loop iteration, so everything queued meanwhile (an
@@ -39,7 +34,6 @@ import contextlib
 import fcntl
 import socket
 import struct
-import termios
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,8 +49,6 @@ READ_BUDGET = 16
 WRITE_BUDGET = 8
 #: Frames handed to the node per batch; after each batch what it queued is written at once.
 RX_SLICE = 16
-#: A bulk payload's rest at least this big is waited for whole (SO_RCVLOWAT, module doc).
-LOWAT_MIN = 64 << 10
 
 
 def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
@@ -77,7 +69,6 @@ class SockState:
     fd: int
     writing: bool = False  # add_writer is armed
     flush_pending: bool = False  # a call_soon(_flush) is scheduled
-    lowat: int = 1  # the socket's SO_RCVLOWAT (0: the socket refused it, never set again)
 
 
 class ConnIO:
@@ -245,18 +236,6 @@ class ConnIO:
                 return
             if n < len(buf):
                 break
-        self._lowat(st, framer.rx_missing)
-
-    @staticmethod
-    def _lowat(st: SockState, missing: int) -> None:
-        """Wake for a bulk payload's rest only once all of it is there (module doc)."""
-        want = missing if missing >= LOWAT_MIN else 1
-        if want != st.lowat and st.lowat:
-            try:
-                st.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
-            except OSError:
-                want = 0
-            st.lowat = want
 
     def feed(self, c: Conn, events: list[Event]) -> None:
         """Frames that arrived with the handshake, then bytes held meanwhile."""
@@ -296,17 +275,6 @@ class ConnIO:
         if len(info) < 128:
             return outq, None, len(info) > 2 and info[2] > 0
         return outq, struct.unpack_from("Q", info, 120)[0], info[2] > 0
-
-    @staticmethod
-    def inq(c: Conn) -> int:
-        """SIOCINQ (FIONREAD) of ``c``'s socket: bytes received and not yet read."""
-        st = c.io
-        if not isinstance(st, SockState) or st.fd < 0:
-            return 0
-        try:
-            return int(struct.unpack("i", fcntl.ioctl(st.fd, termios.FIONREAD, b"\0" * 4))[0])
-        except OSError:
-            return 0
 
     @staticmethod
     def set_user_timeout(c: Conn, seconds: float) -> None:

@@ -91,7 +91,6 @@ class Conn:
     last_rx: float = 0.0  # last byte received (ksnc_rx_deadline - timeout)
     last_outq: int = 0
     last_acked: int = 0
-    last_inq: int = 0  # bytes the socket held unread at the last rx_stalled check
     closed: bool = False
     io: Any = None  # the driver's per-connection state
 
@@ -329,13 +328,8 @@ class ConnTable:
         return out
 
     @staticmethod
-    def rx_stalled(c: Conn, now: float, timeout: float, inq: int = 0) -> bool:
-        """A frame begun and no byte of it for ``timeout`` ("Timeout receiving"). A byte
-        the socket holds unread counts as received (``inq``, SIOCINQ, grew: the driver
-        waits for a bulk payload's rest under a receive low-water mark, connio.py)."""
-        if inq > c.last_inq:
-            c.last_rx = now
-        c.last_inq = inq
+    def rx_stalled(c: Conn, now: float, timeout: float) -> bool:
+        """A frame begun and no byte of it for ``timeout`` ("Timeout receiving")."""
         return c.framer.rx_pending > 0 and now - c.last_rx >= timeout
 
     @staticmethod

@@ -173,11 +173,6 @@ class KsockConnection:
         return self._end - self._start if self.state is S.RUNNING else 0
 
     @property
-    def rx_missing(self) -> int:
-        """Bytes of the bulk payload in progress still to come (0: none in progress)."""
-        return self._plen - self._pgot if self._pbuf is not None else 0
-
-    @property
     def _buf(self) -> memoryview:
         """The bytes buffered for the frame in progress (staged, or its payload so far)."""
         if self._pbuf is not None:

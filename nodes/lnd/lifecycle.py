@@ -242,8 +242,7 @@ class Lifecycle:
     def timed_out(self, p: Peer, c: Conn, now: float) -> bool:
         """``ksocknal_find_timed_out_conn`` for ``c``; closes its peer's conns if so."""
         timeout = self._timeout_of(c.ni)
-        if self._table.rx_stalled(c, now, timeout,
-                                  ConnIO.inq(c) if c.framer.rx_pending else 0):
+        if self._table.rx_stalled(c, now, timeout):
             self._refusals.log(now, logging.ERROR, RX_TIMEOUT,
                               f"socklnd: Timeout receiving from {c.peer_nid} ({c.peer_ip}), "
                               f"{c.framer.rx_pending} bytes of a frame held")

@@ -136,10 +136,6 @@ def test_timeouts_stale_txs_receive_and_send_stalls() -> None:
     c.framer.receive_data(wire.pack_lnet_head(_hdr(100)) + bytes(10))
     assert c.framer.rx_pending == 96 + 10
     assert not t.rx_stalled(c, 0.5, 1.0) and t.rx_stalled(c, 1.0, 1.0)
-    # bytes the socket holds unread (under SO_RCVLOWAT) are progress while they grow only
-    assert not t.rx_stalled(c, 1.2, 1.0, inq=4096) and not t.rx_stalled(c, 2.1, 1.0, 8192)
-    assert not t.rx_stalled(c, 3.0, 1.0, inq=8192) and t.rx_stalled(c, 3.1, 1.0, inq=8192)
-    c.last_rx, c.last_inq = 0.0, 0
     c.sendq.push(Tx(3, _hdr(10), bytes(10), head=bytes(96)))
     assert not t.tx_stalled(c, 0.5, 1.0, outq=0, acked=None, retransmitting=False)
     assert t.tx_stalled(c, 1.0, 1.0, outq=0, acked=None, retransmitting=False)

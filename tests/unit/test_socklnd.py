@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from nodes.lnd import wire
-from nodes.lnd.framing import HelloReceived, KsockConnection, LNetMessageReceived
+from nodes.lnd.framing import HelloReceived, KsockConnection
 from nodes.lnd.socklnd import RxMsg, SockLND
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
@@ -431,52 +431,3 @@ def test_the_loop_clock_is_the_loops_own_time_read_directly() -> None:
         loop.close()
 
 
-
-def test_a_bulk_payloads_rest_is_awaited_whole_under_a_low_water_mark() -> None:
-    """connio: while a bulk payload's rest of ``LOWAT_MIN`` or more is missing, the socket's
-    SO_RCVLOWAT is that rest (one wake-up when all of it is there, not one per segment);
-    one byte short, nothing is read; once it is whole the mark is back to 1, the payload
-    arrives intact and the small frame behind it is not held back."""
-    from nodes.lnd.connio import LOWAT_MIN, ConnIO
-    from nodes.lnd.conntable import Conn
-
-    async def main() -> None:
-        got: list[object] = []
-        io = ConnIO(deliver=lambda c, evs: got.extend(evs), completed=lambda c, t: None,
-                    failed=lambda c, why, err: got.append(why))
-        with socket.socket() as srv:
-            srv.bind(("127.0.0.1", 0))
-            srv.listen(1)
-            peer = socket.create_connection(srv.getsockname())
-            mine, _ = srv.accept()
-        mine.setblocking(False)
-        framer = KsockConnection(active=False)
-        framer.receive_data(wire.pack_connreq(NID_A) +
-                            wire.pack_hello(wire.KsockHello(NID_B, NID_A, 1, 1, 1, 0)))
-        framer.send_hello(wire.KsockHello(NID_A, NID_B, 1, 1, 2, 1))
-        c = Conn(NID_A, NID_B, IP_B, wire.SOCKLND_CONN_ANY, 1, False, framer, 0.0)
-        io.attach(c, mine)
-        n = 4 * LOWAT_MIN
-        payload, small = bytes(range(256)) * (n // 256), b"small"
-        frame = wire.pack_lnet_head(put(NID_B, NID_A, payload), payload) + payload
-        tail = wire.pack_lnet_head(put(NID_B, NID_A, small), small) + small
-        try:
-            peer.sendall(frame[:1000])
-            await wait_for(lambda: framer.rx_missing > 0)
-            rest = n - (1000 - wire.LNET_FRAME_HEAD)
-            assert framer.rx_missing == rest == c.io.lowat
-            assert mine.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == rest
-            peer.sendall(frame[1000:-1])
-            await asyncio.sleep(0.3)
-            assert framer.rx_missing == rest and not got  # one byte short: not woken
-            peer.sendall(frame[-1:] + tail)
-            await wait_for(lambda: len(got) == 2)
-            big, last = got
-            assert isinstance(big, LNetMessageReceived) and big.payload == payload
-            assert isinstance(last, LNetMessageReceived) and last.payload == small
-            assert c.io.lowat == 1 == mine.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
-        finally:
-            io.detach(c)
-            peer.close()
-
-    run(main)
