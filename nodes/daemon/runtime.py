@@ -103,6 +103,9 @@ class NodeRuntime:
         #: unix time - loop time: the event log's clock (docs/events.md §1)
         self.clock_offset = time.time() - self.loop.time()
         self.hosts_path: Path | None = None  # host names lnetctl resolves (etchosts.py)
+        #: the DLC verbs' per-node state (nodes/dlc/nodestate.py: no weak reference to a
+        #: compiled object)
+        self.dlc_state: dict[str, Any] = {}
 
     def now(self) -> float:
         return self.clock()
