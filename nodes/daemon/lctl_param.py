@@ -15,19 +15,17 @@ from __future__ import annotations
 import errno as E
 import fnmatch
 import os
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nodes.daemon import lctl_failloc
 from nodes.dlc.cmdline import Stop, options
+from nodes.dlc.nodestate import node_state
 from nodes.dlc.output import Result, exit_code
 
 if TYPE_CHECKING:
     from nodes.driver import Runtime as NodeRuntime
 
-#: per-node values of the libcfs parameters set_param stores
-_STORED: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _DEFAULTS = {"debug": "ioctl neterror warning error emerg ha config console lfsck",
              "subsystem_debug": "all"}
 
@@ -112,7 +110,13 @@ def _buffers(rt: NodeRuntime) -> str:
 
 
 def _stored(name: str) -> Callable[[NodeRuntime], str]:
-    return lambda rt: _STORED.get(rt, {}).get(name, _DEFAULTS[name])
+    return lambda rt: _stored_of(rt).get(name, _DEFAULTS[name])
+
+
+def _stored_of(rt: Any) -> dict[str, str]:
+    """The node's values of the libcfs parameters set_param stores (``nodestate.py``)."""
+    stored: dict[str, str] = node_state(rt).setdefault("params", {})
+    return stored
 
 
 #: readable parameters, in the order ``get_param *`` lists them
@@ -180,8 +184,8 @@ def set_param(rt: NodeRuntime, args: list[str]) -> Result:
             except lctl_failloc.ParamError as bad:
                 why = str(bad)
         elif name in ("debug", "subsystem_debug"):
-            _STORED.setdefault(rt, {})[name] = _merge(_STORED.get(rt, {}).get(
-                name, _DEFAULTS[name]), value)
+            stored = _stored_of(rt)
+            stored[name] = _merge(stored.get(name, _DEFAULTS[name]), value)
         else:
             why = os.strerror(E.ENOENT)
         if why is not None:

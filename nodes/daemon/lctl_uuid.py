@@ -15,10 +15,10 @@ The table belongs to the node (obdclass), not to LNet: ``lnet unconfigure`` keep
 from __future__ import annotations
 
 import os
-import weakref
 from errno import EOVERFLOW
 from typing import TYPE_CHECKING
 
+from nodes.dlc.nodestate import node_state
 from nodes.dlc.output import exit_code
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.errors import EINVAL, LNetConfigError
@@ -32,13 +32,12 @@ Result = tuple[int, str, str]
 #: lustre_idl.h MTI_NIDS_MAX, lustre_user.h UUID_MAX
 MTI_NIDS_MAX = 32
 UUID_MAX = 40
-#: obdclass's g_uuid_list of each node, keyed by the node's runtime (which lives as long as
-#: its engine; the engine itself takes no weak reference when compiled, setup.py)
-_TABLES: weakref.WeakKeyDictionary[Runtime, dict[str, list[NID]]] = weakref.WeakKeyDictionary()
 
 
 def _table(rt: Runtime) -> dict[str, list[NID]]:
-    return _TABLES.setdefault(rt, {})
+    """obdclass's g_uuid_list of the node (``nodestate.py``: as long as its runtime)."""
+    table: dict[str, list[NID]] = node_state(rt).setdefault("uuids", {})
+    return table
 
 
 def add_uuid(rt: Runtime, args: list[str]) -> Result:

@@ -30,6 +30,7 @@ from nodes.daemon.eventlog import TraceLog
 from nodes.daemon.ifaddr import interface_ipv4
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.driver import NodeDriver
+from nodes.lnd.connio import loop_clock
 from nodes.lnd.socklnd import RxMsg, SockLND
 from nodes.lnet.actions import Action, Log, MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
@@ -69,6 +70,7 @@ class NodeRuntime:
 
     def __init__(self, *, seed: int, port: int = 988) -> None:
         self.loop = asyncio.get_running_loop()
+        self.clock = loop_clock(self.loop)  # the loop's clock (loop.time), read directly
         rng = random.Random(seed)
         self.incarnation = rng.getrandbits(63) | 1
         # a test may plant a wrong decision (nodes/planted.py, issue 17)
@@ -78,13 +80,14 @@ class NodeRuntime:
                            on_conn=self._on_conn, on_notify=self._on_notify,
                            on_batch=self._on_batch, incarnation=self.incarnation, port=port)
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # when ``_timer`` fires (while it is not None)
         self._batch_now: float | None = None  # the clock at the start of an LND batch
         # health notices for user space (hlth-lnt-udev): set by the control server to the
         # testbed event log (nodes/daemon/eventlog.py)
         self.notice_sink: Callable[[str, dict[str, Any]], None] | None = None
         self.driver = NodeDriver(
-            self.engine, now=self.loop.time, transmit=self._transmit, arm_timer=self._arm_timer,
-            notify_peer_down=lambda nid: self.loop.call_soon(self.lnd.notify_peer_down, nid),
+            self.engine, now=self.clock, transmit=self._transmit, arm_timer=self._arm_timer,
+            notify_peer_down=self._notify_peer_down,
             log=_log_line, notice_sink=self._notice,
             set_lnd_timeout=lambda nid, s: self.lnd.set_timeout(s, nid))
         # carrier watch (hlt-005/010/025): subnet per NI, learnt while the link is up
@@ -100,9 +103,17 @@ class NodeRuntime:
         #: unix time - loop time: the event log's clock (docs/events.md §1)
         self.clock_offset = time.time() - self.loop.time()
         self.hosts_path: Path | None = None  # host names lnetctl resolves (etchosts.py)
+        #: the DLC verbs' per-node state (nodes/dlc/nodestate.py: no weak reference to a
+        #: compiled object)
+        self.dlc_state: dict[str, Any] = {}
 
     def now(self) -> float:
-        return self.loop.time()
+        return self.clock()
+
+    def _notify_peer_down(self, nid: NID) -> None:
+        """``lnd_notify_peer_down``: the socklnd closes the peer's connections on the next
+        loop turn (not inside the engine call that decided it)."""
+        self.loop.call_soon(self.lnd.notify_peer_down, nid)
 
     # ---------------------------------------------------------------- observation
     def observe(self, rundir: Path, node: str, *, record_period: float = 0.0,
@@ -182,19 +193,24 @@ class NodeRuntime:
         batch (both daemons ~40 % idle at 64 RPCs in flight)."""
         timer = self._timer
         if timer is not None:
-            if deadline is not None and timer.when() <= deadline:
-                return
+            if deadline is not None and self._timer_at <= deadline:  # (timer.when(): a
+                return                                                # Python call)
             timer.cancel()
             self._timer = None
         if deadline is not None:
             loop = self.loop
             self._timer = loop.call_at(deadline, self._on_timer)
-            if deadline - loop.time() < _SELECT_RESOLUTION:
+            self._timer_at = deadline
+            if deadline - self.clock() < _SELECT_RESOLUTION:
                 loop.call_soon(_no_op)
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.driver.on_timer()
+        self.lnd.hold()  # what the timer's actions send is written at its end (one turn)
+        try:
+            self.driver.on_timer()
+        finally:
+            self.lnd.release()
 
     def _on_batch(self, begin: bool) -> None:
         """The socklnd hands over the frames of one read or the txs of one write: their
@@ -202,7 +218,7 @@ class NodeRuntime:
         happened at one instant (one system call): the clock is read once for them."""
         if begin:
             self.driver.hold()
-            self._batch_now = self.loop.time()
+            self._batch_now = self.clock()
         else:
             self._batch_now = None
             self.driver.release()
@@ -216,7 +232,7 @@ class NodeRuntime:
             hstatus = HStatus(hstatus)
         now = self._batch_now
         ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus)
-        self.driver.execute(self.engine.handle(ev, self.loop.time() if now is None else now))
+        self.driver.execute(self.engine.handle(ev, self.clock() if now is None else now))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
         """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify), logged as a

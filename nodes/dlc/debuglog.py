@@ -24,9 +24,10 @@ import mmap
 import os
 import struct
 import time
-import weakref
 from collections.abc import Iterator
 from typing import Any
+
+from nodes.dlc.nodestate import node_state
 
 MAX_LINES = 10000
 #: a daemon's own lines: bytes kept (~10,000 lines of ~100 characters), in chunks of CHUNK
@@ -68,9 +69,8 @@ class _Ring:
 
 
 _daemon_lines = _Ring()
-_front_lines: weakref.WeakKeyDictionary[Any, collections.deque[tuple[float, int, str]]] = \
-    weakref.WeakKeyDictionary()
-_cleared: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+#: per node (``nodestate.py``): the front end's own lines, and the time of the last dump
+_FRONT, _CLEARED = "dk_front_lines", "dk_cleared"
 
 
 class _Capture(logging.Handler):
@@ -91,7 +91,7 @@ def install() -> None:
 
 def add(rt: Any, text: str, mask: int = D_WARNING) -> None:
     """A line written by the front end (``CDEBUG(mask, ...)``)."""
-    _front_lines.setdefault(rt, collections.deque(maxlen=MAX_LINES)).append(
+    node_state(rt).setdefault(_FRONT, collections.deque(maxlen=MAX_LINES)).append(
         (_now(rt), mask, text))
 
 
@@ -109,12 +109,14 @@ def _engine_lines(rt: Any) -> list[tuple[float, int, str]]:
 
 def dump_and_clear(rt: Any) -> str:
     """``lctl dk``: every line since the last dump, oldest first, then forget them."""
-    since = _cleared.get(rt, float("-inf"))
-    lines = [x for x in _engine_lines(rt) + list(_front_lines.get(rt, ())) if x[0] > since]
+    state = node_state(rt)
+    since: float = state.get(_CLEARED, float("-inf"))
+    front = state.get(_FRONT)
+    lines = [x for x in _engine_lines(rt) + list(front or ()) if x[0] > since]
     lines.sort(key=lambda x: x[0])
-    _cleared[rt] = max([since, _now(rt)] + [x[0] for x in lines])
-    if rt in _front_lines:
-        _front_lines[rt].clear()
+    state[_CLEARED] = max([since, _now(rt)] + [x[0] for x in lines])
+    if front is not None:
+        front.clear()
     pid = os.getpid()
     return "".join(f"{S_LNET:08x}:{mask:08x}:0.0:{t:.6f}:0:{pid}:0:(lnet) {text}\n"
                    for t, mask, text in lines)

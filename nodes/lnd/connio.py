@@ -15,7 +15,10 @@ the old transport attached in a later task, after a racing close).
 * Sending: txs queued on a connection (``queue``) are written by ``sendmsg`` of the send
   queue's buffers (``sendq.py``: heads and payloads, never joined); the first write is
   deferred to the end of the current loop iteration, so everything queued meanwhile (an
-  engine's batch of actions) goes out in one system call. Completed txs go to ``completed``.
+  engine's batch of actions) goes out in one system call; or, where the batch's end is
+  known (the frames of a read, the completions of a write, a caller's ``hold``), to that
+  end, in the same turn (a deferred flush is one more loop turn per batch). Completed txs
+  go to ``completed``.
 * Pipelining: the frames of a read are handed on ``RX_SLICE`` at a time, and what each
   slice made the node queue (ACKs, replies) is written before the next slice is handled,
   so the peer works on the first answers while this side works on the rest (rather than
@@ -31,6 +34,7 @@ import contextlib
 import fcntl
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +49,16 @@ READ_BUDGET = 16
 WRITE_BUDGET = 8
 #: Frames handed to the node per batch; after each batch what it queued is written at once.
 RX_SLICE = 16
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The loop's clock, as cheap a call as it can be: asyncio's own loops read
+    ``time.monotonic()`` in ``BaseEventLoop.time``, a Python method (an interpreted call, read
+    several times per message by the driver, the runtime and the socklnd); the same clock
+    read directly is a C call. Another loop's ``time`` (or a patched one) is kept as it is."""
+    if getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
 
 
 @dataclass(eq=False, slots=True)
@@ -64,16 +78,19 @@ class ConnIO:
                  completed: Callable[[Conn, list[Tx]], None],
                  failed: Callable[[Conn, str, int | None], None]) -> None:
         self._loop: asyncio.AbstractEventLoop  # the running loop, from the first attach
+        self._clock: Callable[[], float] = time.monotonic  # its clock (loop_clock), likewise
         self._deliver = deliver
         self._completed = completed
         self._failed = failed
         self._dirty: list[Conn] = []  # connections with a flush pending (flush_pending)
         self._flush_armed = False  # a call_soon(flush_dirty) is scheduled
+        self._held = 0  # hold() depth: a caller writes the dirty connections when done
 
     def attach(self, c: Conn, sock: socket.socket) -> None:
         """Start moving ``c``'s bytes now (synchronously: no window before the loop watches
         the socket); ``ksocknal_lib_setup_sock``'s TCP_NODELAY (``nagle`` 0)."""
         self._loop = asyncio.get_running_loop()
+        self._clock = loop_clock(self._loop)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         st = c.io = SockState(sock, sock.fileno())
@@ -106,22 +123,38 @@ class ConnIO:
         if not st.writing and not st.flush_pending:
             st.flush_pending = True
             self._dirty.append(c)
-            if not self._flush_armed:
+            if not self._flush_armed and not self._held:
                 self._flush_armed = True
                 self._loop.call_soon(self._flush_soon)
+
+    def hold(self) -> None:
+        """Txs queued from now until ``release`` are written by it, in this loop turn (not
+        by a deferred flush on the next one): around a batch whose end is known (the frames
+        of a read, the completions of a write, a timer's engine call)."""
+        self._held += 1
+
+    def release(self) -> None:
+        self._held -= 1
+        if not self._held and self._dirty:
+            self.flush_dirty()
 
     def _flush_soon(self) -> None:
         self._flush_armed = False
         self.flush_dirty()
 
     def flush_dirty(self) -> None:
-        """Write now what every connection queued since its last write."""
+        """Write now what every connection queued since its last write, and what the
+        completions of those writes queued meanwhile (held: no deferred flush for them)."""
         dirty = self._dirty
-        while dirty:
-            c = dirty.pop()
-            st = c.io
-            if isinstance(st, SockState) and st.flush_pending:
-                self._flush(c)
+        self._held += 1
+        try:
+            while dirty:
+                c = dirty.pop()
+                st = c.io
+                if isinstance(st, SockState) and st.flush_pending:
+                    self._flush(c)
+        finally:
+            self._held -= 1
 
     def _flush(self, c: Conn) -> None:
         st = c.io
@@ -148,7 +181,7 @@ class ConnIO:
             if n < size:  # the kernel took less than offered: its buffer is full
                 break
         if wrote:
-            c.last_tx = self._loop.time()
+            c.last_tx = self._clock()
         if sendq and not st.writing:
             self._loop.add_writer(st.fd, self._flush, c)
             st.writing = True
@@ -156,10 +189,21 @@ class ConnIO:
             self._loop.remove_writer(st.fd)
             st.writing = False
         if done:
-            self._completed(c, done)
+            self._held += 1  # (hold: what the completions queued is written here)
+            try:
+                self._completed(c, done)
+            finally:
+                self.release()
 
     # --- receive ------------------------------------------------------------------------
     def _readable(self, c: Conn) -> None:
+        self._held += 1  # (hold: what the frames made the node queue is written here)
+        try:
+            self._read(c)
+        finally:
+            self.release()
+
+    def _read(self, c: Conn) -> None:
         st = c.io
         assert isinstance(st, SockState)
         framer, sock = c.framer, st.sock
@@ -175,7 +219,7 @@ class ConnIO:
             if n == 0:
                 self._failed(c, "peer closed the connection", None)
                 return
-            c.last_rx = self._loop.time()
+            c.last_rx = self._clock()
             try:
                 events = framer.buffer_updated(n)
             except WireProtocolError as exc:
@@ -242,4 +286,4 @@ class ConnIO:
                                    int(seconds * 1000))
 
 
-__all__ = ["READ_BUDGET", "SIOCOUTQ", "WRITE_BUDGET", "ConnIO", "SockState"]
+__all__ = ["READ_BUDGET", "SIOCOUTQ", "WRITE_BUDGET", "ConnIO", "SockState", "loop_clock"]

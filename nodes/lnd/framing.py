@@ -135,7 +135,7 @@ class KsockConnection:
 
     def __init__(self, *, active: bool, pool: BufferPool | None = None) -> None:
         self.active = active
-        self._pool = pool
+        self._pool = pool if pool is not None else BufferPool(0, 0)  # (0: each one-off)
         self.state = S.A_IDLE if active else S.P_AWAIT_CONNREQ
         self.error: WireProtocolError | None = None
         self.flip = False  # peer byte order swapped (ksnc_flip)
@@ -144,13 +144,11 @@ class KsockConnection:
         self._mv = memoryview(self._stage)
         self._start = self._end = 0  # unparsed bytes: _stage[_start:_end]
         self._need = 4  # handshake: bytes the unit being read needs (magic first)
-        # bulk payload in progress: its buffer, bytes in it, header, ksm (csum, c0, c1), head
-        self._pbuf: bytearray | None = None
-        self._plen = 0
-        self._pgot = 0
+        # bulk payload in progress: its buffer (claimed), bytes in it, header, ksm, head
+        self._pbuf: memoryview | None = None
+        self._plen = self._pgot = 0
         self._phdr: LNetHdr | None = None
-        self._pksm = (0, 0, 0)
-        self._phead = b""
+        self._pksm, self._phead = (0, 0, 0), b""
         self._head_only = False  # a bulk payload just ended: next read one head only
 
     # --- state table --------------------------------------------------------------------
@@ -178,14 +176,14 @@ class KsockConnection:
     def _buf(self) -> memoryview:
         """The bytes buffered for the frame in progress (staged, or its payload so far)."""
         if self._pbuf is not None:
-            return memoryview(self._pbuf)[:self._pgot]
+            return self._pbuf[:self._pgot]
         return self._mv[self._start:self._end]
 
     # --- receive ------------------------------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty while receiving is legal)."""
         if self._pbuf is not None:
-            return memoryview(self._pbuf)[self._pgot:self._plen]
+            return self._pbuf[self._pgot:]
         if self._start == self._end:
             self._start = self._end = 0
             if self._head_only:
@@ -233,11 +231,8 @@ class KsockConnection:
         return events
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
-        """Feed bytes from the peer (copied in); return the complete frames they finish.
-
-        Raises:
-            WireProtocolError: as ``buffer_updated``.
-        """
+        """Feed bytes from the peer (copied in); return the complete frames they finish
+        (raises ``WireProtocolError`` as ``buffer_updated``)."""
         if (err := self.error) is not None:  # (a local: mypyc would check ``self.error`` below
             raise err                         # against mypy's narrowing of it to None)
         view = memoryview(data)
@@ -332,10 +327,9 @@ class KsockConnection:
                     continue
                 if plen <= DIRECT_MIN:
                     break  # a small frame: wait for the rest of it in the stage
-                # the payload's own buffer (ksnc_rx_kiov)
-                self._pbuf = self._pool.get(plen) if self._pool is not None else bytearray(plen)
+                self._pbuf = pbuf = self._pool.get(plen)  # its own buffer (ksnc_rx_kiov)
                 self._plen, self._pgot = plen, end - body
-                self._pbuf[:self._pgot] = mv[body:end]
+                pbuf[:self._pgot] = mv[body:end]
                 self._phdr, self._pksm = hdr, (csum, c0, c1)
                 self._phead = bytes(mv[start:body]) if csum else b""
                 start = end
@@ -348,7 +342,7 @@ class KsockConnection:
         assert pbuf is not None and hdr is not None
         self._pbuf, self._phdr, self._pgot = None, None, 0
         self._head_only = True
-        view = memoryview(pbuf)[:self._plen].toreadonly()
+        view = pbuf.toreadonly()  # (the claim passes to the consumer's view, bufpool.py)
         if csum:
             wire.verify_csum(self._phead, csum, view)
         self._fire(Inp.RX_MSG)
@@ -390,7 +384,8 @@ class KsockConnection:
         return wire.pack_msg(wire.KsockMsg(wire.KSOCK_MSG_NOOP))
 
     def close(self) -> None:
-        """Local close; further input raises."""
+        """Local close; further input raises; a payload begun is dropped."""
+        self._pbuf = None
         if self.state is not S.ERROR:
             self._fire(Inp.CLOSE)
 

@@ -89,6 +89,13 @@ class Lifecycle:
     def _loop() -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
 
+    def hold_writes(self) -> None:
+        """``ConnIO.hold``: txs queued until ``release_writes`` are written by it."""
+        self._io.hold()
+
+    def release_writes(self) -> None:
+        self._io.release()
+
     def queue(self, c: Conn, tx: Tx) -> None:
         """Queue ``tx`` on ``c`` (``ksocknal_queue_tx_locked``)."""
         self._io.queue(c, tx)

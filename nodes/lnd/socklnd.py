@@ -159,6 +159,14 @@ class SockLND:
         if p.connector is None:
             p.connector = self._spawn(self._connector.run(p))
 
+    def hold(self) -> None:
+        """Txs sent from now until ``release`` are written by it, in this loop turn (the
+        caller knows where its batch ends: a timer's engine call), not a turn later."""
+        self._life.hold_writes()
+
+    def release(self) -> None:
+        self._life.release_writes()
+
     def set_timeout(self, seconds: float, ni: NID | None = None) -> None:
         """The LND timeout (connect, stale tx, send/receive progress): LND-wide, or of one NI
         (``lnetctl net set --net N --lnd-timeout S``; seed 003 hlth-lnd-tx-timeout-from-lnet)."""

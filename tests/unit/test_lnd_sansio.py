@@ -22,7 +22,7 @@ from nodes.lnd.conntable import (
 )
 from nodes.lnd.framing import DIRECT_MIN, STAGE_SIZE, KsockConnection, LNetMessageReceived
 from nodes.lnd.sendq import SendQueue, Tx
-from nodes.lnet.hdr import LNetHdr, MsgType
+from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 
@@ -192,11 +192,11 @@ def test_bulk_payload_lands_in_a_pooled_buffer_reused_once_released() -> None:
     (ev,) = got
     assert isinstance(ev, LNetMessageReceived) and isinstance(ev.payload, memoryview)
     assert ev.payload.readonly and ev.payload == payload
-    first = id(ev.payload.obj)
+    first = ev.payload.obj
     second = pool.get(n)
-    assert id(second) != first  # the first is still referenced by the event's view
+    assert second.obj is not first  # the first is still viewed by the event's payload
     del ev, got, buf  # the last receive buffer was a view of it too
-    assert id(pool.get(n)) == first
+    assert pool.get(n).obj is first
 
 
 def test_buffer_pool_grows_to_what_is_held_and_trims_when_idle() -> None:
@@ -206,17 +206,56 @@ def test_buffer_pool_grows_to_what_is_held_and_trims_when_idle() -> None:
     tick passed without a take; a buffer still held is never dropped."""
     pool = BufferPool(keep=2, limit=5)
     held = [pool.get(1 << 20) for _ in range(6)]
-    assert pool.size == 5 and len({id(b) for b in held}) == 6  # the sixth is one-off
-    assert not any(held[5] is b for b in pool._bufs)
+    assert pool.size == 5 and len({id(v.obj) for v in held}) == 6  # the sixth is one-off
+    assert not any(held[5].obj is b for b in pool._bufs)
     del held[3:]
     again = pool.get(1 << 20)  # a freed one is reused
-    assert any(again is b for b in pool._bufs) and pool.size == 5
+    assert any(again.obj is b for b in pool._bufs) and pool.size == 5
     del again
     assert pool.trim() == 0  # buffers were taken since the last tick: keep the working set
     assert pool.trim() == 2  # idle for a tick: the two free ones above keep go
-    assert pool.size == 3 and all(any(h is b for b in pool._bufs) for h in held)
+    assert pool.size == 3 and all(any(h.obj is b for b in pool._bufs) for h in held)
     del held
     assert pool.trim() == 1 and pool.size == 2  # down to keep, never below
+
+
+def test_a_buffer_still_viewed_anywhere_is_never_lent_again() -> None:
+    """The pool's ownership (bufpool.py): a buffer is lent as a view, and not again while any
+    view of it lives -- the borrower's own, a read-only one made from it, a slice of a
+    slice, a memoryview of a view -- whoever holds it and in whatever order they go; once
+    the last one is gone it is lent again with its contents intact (the probe that tells a
+    free one changes nothing). The same holds mid-receive: a payload begun on one
+    connection keeps its buffer from every other until it is finished, and a closed
+    connection gives it back."""
+    pool = BufferPool(keep=1, limit=4)
+    claim = pool.get(100)
+    buf = claim.obj
+    claim[:3] = b"abc"
+    views = [claim.toreadonly(), claim[10:][5:], memoryview(claim)[:2]]
+    del claim
+    for _ in range(len(views)):
+        others = [pool.get(100) for _ in range(3)]
+        assert all(o.obj is not buf for o in others) and pool.size == 4
+        del others
+        views.pop(0)  # the oldest first: the rest still hold it
+    lent = [pool.get(1 << 20) for _ in range(pool.size)]
+    assert any(v.obj is buf for v in lent) and bytes(buf[:3]) == b"abc"
+    assert len(buf) == LNET_MTU
+    del lent
+    # mid-receive: the connection's claim holds it before any consumer has a view
+    p = KsockConnection(active=False, pool=pool)
+    p.receive_data(wire.pack_connreq(B) + wire.pack_hello(wire.KsockHello(A, B, 1, 1, 1, 0)))
+    p.send_hello(wire.KsockHello(B, A, 1, 1, 2, 1))
+    n = DIRECT_MIN * 2
+    assert p.receive_data(wire.pack_lnet_head(_hdr(n), bytes(n)) + bytes(100)) == []
+    def pooled(views: list[memoryview]) -> set[int]:
+        return {id(v.obj) for v in views if any(v.obj is b for b in pool._bufs)}
+
+    mid = [pool.get(n) for _ in range(pool.size)]  # one is one-off: the receiver holds one
+    assert len(pooled(mid)) == pool.size - 1
+    del mid
+    p.close()  # the payload begun is dropped: its buffer is free again
+    assert len(pooled([pool.get(n) for _ in range(pool.size)])) == pool.size
 
 
 def test_a_stream_of_bulk_frames_bypasses_the_stage() -> None:

@@ -409,3 +409,25 @@ def test_linkwatch_reports_carrier_changes_once() -> None:
     ifaces[NID_B] = "lo"
     assert watch.poll() == [(NID_B, True)]
     assert seen == [(NID_B, False), (NID_B, True)]
+
+
+def test_the_loop_clock_is_the_loops_own_time_read_directly() -> None:
+    """``connio.loop_clock``: an asyncio loop's ``time`` is ``time.monotonic()`` behind a
+    Python method, so the socklnd and the runtime read ``time.monotonic`` itself (same
+    clock, a C call); a loop whose ``time`` is anything else (another loop, a patched one)
+    keeps its own."""
+    import time
+
+    from nodes.lnd.connio import loop_clock
+
+    loop = asyncio.new_event_loop()
+    try:
+        clock = loop_clock(loop)
+        assert clock is time.monotonic
+        assert abs(clock() - loop.time()) < 1.0
+        loop.time = lambda: 42.0  # type: ignore[method-assign]
+        assert loop_clock(loop)() == 42.0
+    finally:
+        loop.close()
+
+
