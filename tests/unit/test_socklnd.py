@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import random
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,8 +26,37 @@ IP_A, IP_B = "127.0.0.2", "127.0.0.3"
 NID_A, NID_B = NID.parse(f"{IP_A}@tcp"), NID.parse(f"{IP_B}@tcp")
 
 
+def _port_block() -> range:
+    """This xdist worker's own ports, below the kernel's ephemeral range: a port from
+    ``bind(0)`` is an ephemeral one, which another test's outgoing connection (from the same
+    127.0.0.x) or ``bind(0)`` could take between our check and our bind (CI: EADDRINUSE on
+    127.0.0.3). Tests of one worker run one after another, so a block per worker is enough."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    n = int(worker) if worker.isdigit() else 0
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+    size = 500
+    low = 10_000 + (n % 40) * size
+    if low + size > ephemeral_low:  # (an unusual range: the old way, a small race)
+        return range(0, 0)
+    return range(low, low + size)
+
+
+_PORTS = random.SystemRandom()
+
+
 def free_port() -> int:
-    """A port free on all loopback addresses right now (the acceptor cannot bind port 0)."""
+    """A port nothing on this host has bound or connected from right now (the acceptor
+    cannot bind port 0), from this worker's block (``_port_block``)."""
+    block = _port_block()
+    for _ in range(4 * len(block)):
+        port = _PORTS.choice(block)
+        with socket.socket() as s:
+            try:  # the wildcard address, no SO_REUSEADDR: refused while any socket has it
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
