@@ -33,6 +33,7 @@ from testbed.commands import (
     sim,
     status,
     trace,
+    ui,
 )
 from testbed.commands.common import CliError, name_arg, version
 from testbed.observe import cli as observe_cli
@@ -44,8 +45,10 @@ PROG = "testbed"
 #: how to get a module an optional feature imports, by top-level name
 MISSING_HINT = {"mininet": "apt install mininet; a venv needs --system-site-packages",
                 "netfilterqueue": "pip install 'lnet-testbed[faults]'",
-                "matplotlib": "pip install 'lnet-testbed[report]'"}
-MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, explore, completion)
+                "matplotlib": "pip install 'lnet-testbed[report]'",
+                "aiohttp": "pip install 'lnet-testbed[ui]'"}
+MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, explore, ui,
+           completion)
 
 
 class _Parser(argparse.ArgumentParser):
