@@ -271,3 +271,15 @@ async def _sse_event(resp: Any) -> tuple[str, dict[str, Any]]:
             data = line[6:]
         elif line == "\n" and kind:
             return kind, json.loads(data)
+
+
+def test_ui_command_refuses_a_short_token_and_knows_loopback(capsys: Any) -> None:
+    from testbed.cli import main
+    from testbed.commands.ui import is_loopback
+
+    assert main(["ui", "--token", "short"]) == 1
+    assert capsys.readouterr().err.strip() == \
+        "testbed: error: --token: give at least 16 characters"
+    assert [is_loopback(a) for a in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost",
+                                     "0.0.0.0", "10.0.0.1", "::", "example.com")] == \
+        [True] * 5 + [False] * 4
