@@ -7,7 +7,8 @@ routes added at bring-up, faults already applied), takes the time origin from it
 (``eventlog.origin``) and builds the model on the testbed's ``status`` reply. Each ``poll``
 then reads what the files gained (``tail.py``; a recorder file only when its size changed, so
 a poll of 1,000 idle nodes is 1,000 ``stat`` calls) and moves the model's clock to the
-testbed's ``now`` (the sim server's virtual clock; the wall clock elsewhere). Writers that
+testbed's ``now`` (the sim server's virtual clock; the wall clock elsewhere); the server takes
+the event log's changes first (``poll_events``), the files that need a flush after. Writers that
 buffer are asked to write first: the sim server holds recorder rows until a ``flush``
 request, which is one request on its one socket, sent every poll; a Mininet daemon writes its
 rows about every second by itself; a vagrant/hosts supervisor copies its hosts' files only
@@ -57,23 +58,52 @@ class Feed:
 
     def poll(self) -> dict[str, Any] | None:
         """Read what the files gained; the model's delta (None: nothing changed)."""
-        self._flush()
+        self._apply_events()
+        self._apply_records()
+        with self.lock:
+            return self.model.delta()
+
+    def poll_events(self) -> dict[str, Any] | None:
+        """Only the event log: what a link, fault or health change says at once (the
+        server sends it before asking the writers to flush, which may wait on a busy sim)."""
+        self._apply_events()
+        with self.lock:
+            return self.model.delta()
+
+    def poll_records(self) -> dict[str, Any] | None:
+        """The recorder files (flushed first), then the clock: rates, credits, a plot point."""
+        self._apply_records()
+        with self.lock:
+            return self.model.delta()
+
+    def _apply_events(self) -> None:
         events = self.log.read()
-        rows = self._rec_rows()
-        now = self._now()
         with self.lock:
             for ev in events:
                 self.model.apply_event(ev)
+
+    def _apply_records(self) -> None:
+        self._flush()
+        rows = self._rec_rows()
+        now = self._now()
+        with self.lock:
             for node, row in rows:
                 self.model.apply_row(node, row)
             self.model.tick(now)
-            return self.model.delta()
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             snap = self.model.snapshot()
         snap["virtual"] = self.virtual
         return snap
+
+    def detail(self, node: str) -> dict[str, Any]:
+        """One node's peer NIs and routes, from the model (no request to the node)."""
+        with self.lock:
+            if node not in self.model.nodes:
+                raise TestbedError(f"testbed {self.model.name} has no node {node!r}")
+            return {"node": node, "peer_nis": self.model.peers_of(node),
+                    "routes": [r for r in self.model.routes.values() if r["node"] == node]}
 
     def node_yaml(self, node: str) -> dict[str, str]:
         """``lnetctl net show -v`` and ``peer show`` of one node, as the node prints them."""

@@ -6,7 +6,8 @@ what the run directory says happened: events (docs/events.md §1) through ``appl
 recorder rows (§3) through ``apply_row``. Each change marks the object it touched; ``delta``
 returns the marked objects (and the new events, fault windows and plot points) once, which the
 server sends to every page as one server-sent event, and ``snapshot`` the whole state for a
-page that just connected. Times are seconds from ``t0`` (bring-up: ``eventlog.origin``).
+page that just connected; peer NIs are kept out of both (they grow with nodes x peers) and
+given per node by ``peers_of``. Times are seconds from ``t0`` (bring-up: ``eventlog.origin``).
 
 What sets what (the page colours an NI red when ``link`` or ``status`` is down or it is
 ``fatal``, orange below health 1000):
@@ -158,13 +159,14 @@ class LiveModel:
                 "segments": [{**s, **pos[f"seg:{s['id']}"]} for s in self.segments.values()],
                 "nis": [{**n, "colour": ni_colour(n), **pos[f"ni:{n['id']}"]}
                         for n in self.nis.values()],
-                "peer_nis": list(self.peer_nis.values()), "routes": list(self.routes.values()),
+                "routes": list(self.routes.values()),
                 "faults": list(self.faults.values()), "windows": list(self.windows.values()),
                 "events": list(self.events), "points": list(self.points)}
 
     def delta(self) -> dict[str, Any] | None:
         """What changed since the last call (None: nothing)."""
         out: dict[str, Any] = {}
+        self._dirty["peer_nis"].clear()  # (a node's own: ``peers_of``, asked per node)
         for table, ids in self._dirty.items():
             if ids:
                 objs = getattr(self, table)
@@ -184,6 +186,11 @@ class LiveModel:
         self.seq += 1
         out["now"], out["seq"] = round(self.now, 6), self.seq
         return out
+
+    def peers_of(self, node: str) -> list[Obj]:
+        """The peer NIs ``node`` knows, as its recorder and notices say (per node, not in
+        the stream: 1,000 nodes that each talk to 4 routers of 4 NIs hold 16,000)."""
+        return [p for p in self.peer_nis.values() if p["node"] == node]
 
     # ---- helpers ---------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
 """``testbed ui``'s web server: the page, its files, a snapshot, and server-sent events.
 
-Theory of operation: one aiohttp application around one ``Feed``. A background task polls the
-feed every ``period`` seconds in a worker thread and puts each delta on every connected page's
+Theory of operation: one aiohttp application around one ``Feed``. Background tasks poll the
+feed in worker threads (its event log every 50 ms, its recorder files every ``period``
+seconds) and put each delta on every connected page's
 queue; ``GET /api/stream`` sends a page the snapshot first (with the ``seq`` of the last delta
 it includes, so the page drops deltas it already has) and then the deltas as server-sent
 events (``EventSource`` reconnects by itself, and a page too slow to keep up is dropped and
 gets a fresh snapshot when it reconnects). ``GET /api/node/NODE`` is the node's ``lnetctl net
-show -v`` and ``peer show``; ``POST /api/clock`` advances a sim testbed's virtual clock.
+show -v`` and ``peer show``, ``GET /api/detail/NODE`` its peer NIs and routes as the feed has
+them (the page asks every second while the node is selected); ``POST /api/clock`` advances
+a sim testbed's virtual clock.
 
 Who may ask: bound to loopback (the default) every local user may, as with the testbed's own
 sockets' owner, but only under a loopback host name (a page of another site that renamed
@@ -22,6 +25,7 @@ import contextlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -39,6 +43,8 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 COOKIE = "testbed_ui_token"
 #: deltas a page may fall behind by before it is dropped (it reconnects to a snapshot)
 QUEUE_LIMIT = 200
+#: how often the event log is read (the recorder files: ``--period``)
+EVENT_PERIOD = 0.05
 #: a comment line this often keeps proxies and the browser from closing an idle stream
 KEEPALIVE = 15.0
 #: longest ``clock advance`` the page may ask for at once, virtual seconds
@@ -55,25 +61,48 @@ class Hub:
         self.feed = feed
         self.period = period
         self.queues: set[asyncio.Queue[dict[str, Any]]] = set()
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ui-poll")
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ui-poll")
+        #: deltas are sent in ``seq`` order: the two polls may finish in either order
+        self._next = feed.model.seq + 1
+        self._held: dict[int, dict[str, Any]] = {}
 
     async def run(self) -> None:
+        """The event log every ``EVENT_PERIOD`` (a read that finds nothing new is one
+        ``fstat``), the recorder files and the clock every ``period``, side by side: a slow
+        flush of a busy sim never holds back a link or fault event."""
+        await asyncio.gather(self._poll(self.feed.poll_events, min(EVENT_PERIOD, self.period)),
+                             self._poll(self.feed.poll_records, self.period))
+
+    async def _poll(self, step: Callable[[], dict[str, Any] | None], period: float) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                delta = await loop.run_in_executor(self.pool, self.feed.poll)
-            except (TestbedError, OSError) as exc:  # the testbed went down: say so, go on
+                delta = await loop.run_in_executor(self.pool, step)
+            except (TestbedError, OSError) as exc:  # the testbed went down: say so
                 delta = {"error": str(exc)}
             if delta:
-                for q in list(self.queues):
-                    try:
-                        q.put_nowait(delta)
-                    except asyncio.QueueFull:  # too slow: it starts again from a snapshot
-                        self.queues.discard(q)
-                        while not q.empty():
-                            q.get_nowait()
-                        q.put_nowait({"drop": True})
-            await asyncio.sleep(self.period)
+                self.push(delta)
+            await asyncio.sleep(period)
+
+    def push(self, delta: dict[str, Any]) -> None:
+        if "seq" not in delta:  # an error
+            self._send(delta)
+            return
+        self._held[delta["seq"]] = delta
+        while self._next in self._held:
+            self._send(self._held.pop(self._next))
+            self._next += 1
+
+    def _send(self, delta: dict[str, Any]) -> None:
+        delta["sent"] = time.time()  # (the page measures its lag from it)
+        for q in list(self.queues):
+            try:
+                q.put_nowait(delta)
+            except asyncio.QueueFull:  # too slow: it starts again from a snapshot
+                self.queues.discard(q)
+                while not q.empty():
+                    q.get_nowait()
+                q.put_nowait({"drop": True})
 
 
 HUB: web.AppKey[Hub] = web.AppKey("hub", Hub)
@@ -88,6 +117,7 @@ def make_app(feed: Feed, *, token: str | None = None, loopback: bool = True,
     app.router.add_get("/api/snapshot", _snapshot)
     app.router.add_get("/api/stream", _stream)
     app.router.add_get("/api/node/{node}", _node)
+    app.router.add_get("/api/detail/{node}", _detail)
     app.router.add_post("/api/clock", _clock)
     app.router.add_static("/static/", STATIC, follow_symlinks=False)
 
@@ -170,6 +200,13 @@ async def _node(request: web.Request) -> web.StreamResponse:
     except TestbedError as exc:
         return web.json_response({"error": str(exc)}, status=404)
     return web.json_response({"node": name, **out})
+
+
+async def _detail(request: web.Request) -> web.StreamResponse:
+    try:
+        return web.json_response(request.app[FEED].detail(request.match_info["node"]))
+    except TestbedError as exc:
+        return web.json_response({"error": str(exc)}, status=404)
 
 
 async def _clock(request: web.Request) -> web.StreamResponse:

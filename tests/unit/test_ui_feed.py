@@ -215,6 +215,10 @@ def test_feed_follows_a_sim_testbed_link_down(sim: Any) -> None:
     assert ("c1:eth1", "red") in {(n["id"], n["colour"]) for n in d["nis"]}
     assert any(w["label"] == "link c1:eth1 down" and w["end"] is None for w in d["windows"])
     assert feed.model.nis["c1:eth0"]["credits"] is not None  # the recorder's rows arrived
+    detail = feed.detail("c1")
+    assert {p["nid"] for p in detail["peer_nis"]} >= {"10.10.0.2@tcp", "10.10.0.3@tcp"}
+    assert {r["gw_node"] for r in detail["routes"]} == {"r1", "r2"}
+    assert "peer_nis" not in feed.snapshot()  # per node only: they grow with nodes x peers
     out = feed.node_yaml("c1")
     assert "10.11.0.1@tcp" in out["net"] and "primary nid" in out["peer"]
 
@@ -250,6 +254,8 @@ def test_server_streams_a_snapshot_then_deltas_and_guards_its_door(sim: Any) -> 
                                       headers={"Origin": "http://evil.example"})
             assert cross.status == 403
             assert (await client.get("/api/node/nosuch")).status == 404
+            assert (await client.get("/api/detail/nosuch")).status == 404
+            assert (await client.get("/api/detail/c1")).status == 200
         async with TestClient(TestServer(make_app(feed, token="s" * 24, loopback=False))) \
                 as client:
             assert (await client.get("/api/snapshot")).status == 401
@@ -283,3 +289,21 @@ def test_ui_command_refuses_a_short_token_and_knows_loopback(capsys: Any) -> Non
     assert [is_loopback(a) for a in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost",
                                      "0.0.0.0", "10.0.0.1", "::", "example.com")] == \
         [True] * 5 + [False] * 4
+
+
+def test_hub_sends_deltas_in_seq_order_whichever_poll_finished_first() -> None:
+    from testbed.ui.server import Hub
+
+    class Fake:
+        model = LiveModel(STATUS)
+
+    async def go() -> list[Any]:
+        hub = Hub(Fake(), 0.25)  # type: ignore[arg-type]
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        hub.queues.add(q)
+        for seq in (2, 1, 3):
+            hub.push({"seq": seq})
+        hub.pool.shutdown()
+        return [q.get_nowait()["seq"] for _ in range(q.qsize())]
+
+    assert asyncio.run(go()) == [1, 2, 3]

@@ -7,10 +7,12 @@ const COLOURS = { red: "#e0242b", orange: "#f39c12", green: "#2ca02c" };
 const SPAN = 120;            // seconds of timeline shown
 const MAX_EVENT_ROWS = 400;
 const ROUTE_EDGE_LIMIT = 400; // more route edges than this start hidden
+const DETAIL_MS = 1000;
 
 const ui = window.lnetUI = {
   cy: null, plot: null, selected: null, seq: -1, ready: false,
-  state: { nodes: {}, nis: {}, peer_nis: {}, routes: {}, faults: [], windows: {}, now: 0 },
+  state: { nodes: {}, nis: {}, routes: {}, faults: [], windows: {}, now: 0 },
+  detail: { peer_nis: [] }, // the selected node's peer NIs (api/detail, every DETAIL_MS)
   firstPaintMs: null, lastDeltaAt: null, deltas: 0,
 };
 
@@ -77,8 +79,11 @@ function buildGraph(snap) {
       { selector: "node.ni", style: { width: 12, height: 12, "background-color": "data(colour)",
         "border-width": 1, "border-color": "#333" } },
       { selector: "node:selected", style: { "border-width": 3, "border-color": "#ffb300" } },
-      { selector: "edge.own", style: { width: 1, "line-color": "#78909c" } },
-      { selector: "edge.wire", style: { width: 1, "line-color": "#b0bec5" } },
+      { selector: "edge.own", style: { width: 1, "line-color": "#78909c",
+        "curve-style": "haystack" } },
+      { selector: "edge.wire", style: { width: 1, "line-color": "#b0bec5",
+        "curve-style": "haystack" } },
+      { selector: "node", style: { "min-zoomed-font-size": 7 } },
       { selector: "edge.route", style: { width: 1.5, "line-style": "dashed",
         "curve-style": "bezier", "target-arrow-shape": "triangle", "arrow-scale": 0.6,
         "line-color": "data(colour)", "target-arrow-color": "data(colour)" } },
@@ -138,11 +143,9 @@ function renderSide() {
       ni.colour);
     tr.dataset.ni = ni.id;
   }
-  for (const p of Object.values(ui.state.peer_nis)) {
-    if (p.node === name) {
-      row(lpnis, [[p.nid], [p.peer], [p.state], [p.health, true], [p.credits, true],
-        [p.rate, true]], p.health < 1000 || p.state !== "up" ? "orange" : "green");
-    }
+  for (const p of ui.detail.peer_nis) {
+    row(lpnis, [[p.nid], [p.peer], [p.state], [p.health, true], [p.credits, true],
+      [p.rate, true]], p.health < 1000 || p.state !== "up" ? "orange" : "green");
   }
   for (const r of Object.values(ui.state.routes)) {
     if (r.node === name) row(routes, [[r.net], [r.gateway], [r.state]],
@@ -150,9 +153,21 @@ function renderSide() {
   }
 }
 
+function refreshDetail() {
+  const name = ui.selected;
+  if (!name) return;
+  fetch("api/detail/" + encodeURIComponent(name)).then((r) => r.json()).then((d) => {
+    if (ui.selected !== name || d.error) return;
+    ui.detail = d;
+    renderSide();
+  }).catch(() => {});
+}
+
 function select(name) {
   ui.selected = name;
+  ui.detail = { peer_nis: [] };
   renderSide();
+  refreshDetail();
   document.getElementById("netyaml").textContent = "asking " + name + " ...";
   document.getElementById("peeryaml").textContent = "";
   fetch("api/node/" + encodeURIComponent(name)).then((r) => r.json()).then((d) => {
@@ -228,24 +243,25 @@ function addEvents(list) {
 function applySnapshot(snap) {
   const t0 = performance.now();
   ui.seq = snap.seq;
-  ui.state = { nodes: byId(snap.nodes), nis: byId(snap.nis), peer_nis: byId(snap.peer_nis),
-    routes: byId(snap.routes), faults: snap.faults, windows: byId(snap.windows),
+  ui.state = { nodes: byId(snap.nodes), nis: byId(snap.nis), routes: byId(snap.routes), faults: snap.faults, windows: byId(snap.windows),
     now: snap.now, virtual: snap.virtual };
   document.getElementById("title").textContent = "testbed " + snap.testbed;
   document.getElementById("backend").textContent = "backend " + snap.backend +
     (snap.virtual ? " (virtual time)" : "");
   document.getElementById("clockctl").hidden = !snap.virtual;
+  const T = ui.timings = {};
+  const timed = (k, f) => { const t = performance.now(); f(); T[k] = performance.now() - t; };
   if (ui.cy) ui.cy.destroy();
-  buildGraph(snap);
+  timed("graph", () => buildGraph(snap));
   document.getElementById("showroutes").checked = snap.routes.length <= ROUTE_EDGE_LIMIT;
-  syncRoutes();
-  if (!ui.plot) buildPlot();
+  timed("routes", syncRoutes);
+  if (!ui.plot) timed("newplot", buildPlot);
   ui.points = snap.points.slice();
   document.getElementById("events").replaceChildren();
-  addEvents(snap.events);
+  timed("events", () => addEvents(snap.events));
   document.getElementById("now").textContent = snap.now.toFixed(3);
-  redrawPlot();
-  renderSide();
+  timed("plot", redrawPlot);
+  timed("side", renderSide);
   requestAnimationFrame(() => {
     ui.ready = true;
     if (ui.firstPaintMs === null) ui.firstPaintMs = performance.now();
@@ -257,6 +273,8 @@ function applyDelta(d) {
   if (d.error) { setConn(false, d.error); return; }
   if (d.seq <= ui.seq) return; // already in the snapshot
   ui.seq = d.seq;
+  ui.deltaSent = d.sent * 1000; // epoch ms, the server's clock (benchmarks/ui.py)
+  ui.deltaAt = performance.timeOrigin + performance.now();
   const st = ui.state;
   const cy = ui.cy;
   let routesChanged = false;
@@ -273,9 +291,6 @@ function applyDelta(d) {
       if (e.nonempty()) e.classes(nodeClasses(n));
     }
   });
-  for (const p of d.peer_nis || []) {
-    if (p.gone) delete st.peer_nis[p.id]; else st.peer_nis[p.id] = p;
-  }
   for (const r of d.routes || []) {
     routesChanged = true;
     if (r.gone) delete st.routes[r.id]; else st.routes[r.id] = r;
@@ -292,8 +307,10 @@ function applyDelta(d) {
     ui.points.push(...d.points);
     if (ui.points.length > 600) ui.points.splice(0, ui.points.length - 600);
   }
-  redrawPlot();
-  renderSide();
+  if (!ui.pending) { // the plot and tables once per frame, however many deltas came
+    ui.pending = true;
+    requestAnimationFrame(() => { ui.pending = false; redrawPlot(); renderSide(); });
+  }
   ui.deltas += 1;
   ui.lastDeltaAt = performance.now();
 }
@@ -323,4 +340,5 @@ window.addEventListener("resize", () => {
   const box = document.getElementById("plot");
   if (ui.plot) ui.plot.setSize({ width: box.clientWidth, height: box.clientHeight - 56 });
 });
+setInterval(refreshDetail, DETAIL_MS);
 connect();
