@@ -6,8 +6,8 @@ The page must load with no console error, show every node of the routed topology
 graph's view, and, once ``testbed link c1 eth1 down`` has returned, draw NI c1:eth1 red (its
 graph element and its row in the node's NI table) and shade a fault window on the timeline
 within ``LIVE_BOUND`` seconds: the update path (events.jsonl → feed → server-sent event →
-page) end to end. A screenshot of each run is kept as ``reports/ui-BACKEND.png`` (CI keeps
-reports/ as its artifact).
+page) end to end. On the sim the page's clock control advances virtual time. A screenshot of
+each run is kept as ``reports/ui-BACKEND.png`` (CI keeps reports/ as its artifact).
 """
 
 from __future__ import annotations
@@ -179,6 +179,11 @@ def test_live_view_shows_the_routed_topology_and_a_link_down_within_2s(
                  "'#nitable tr[data-ni=\"c1:eth1\"]').className === 'red' && "
                  "document.getElementById('netyaml').textContent.includes('10.11.0.1@tcp')",
                  10), "the node panel shows neither the red NI nor c1's net show -v"
+    if backend == "sim":  # the clock control: +10 s of virtual time at once
+        before = browser.execute_script("return window.lnetUI.state.now")
+        browser.execute_script("document.querySelector('[data-advance=\"10\"]').click()")
+        assert _wait(browser, f"return window.lnetUI.state.now >= {before + 10}", 5), \
+            "+10 s did not move the page's virtual clock by 10 s"
     REPORTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(REPORTS / f"ui-{backend}.png"))
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
