@@ -325,7 +325,8 @@ def _on_node(m: LiveModel, ev: dict[str, Any], t: float, node: str) -> None:
 
 def _on_fault(m: LiveModel, ev: dict[str, Any], t: float, node: str) -> None:
     fid, kind = str(ev.get("id")), ev["kind"]
-    spec = ev.get("spec") if isinstance(ev.get("spec"), dict) else {}
+    raw = ev.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if kind == "fault_added":
         m.faults[fid] = {"id": fid, "kind": spec.get("kind"), "node": spec.get("node"),
                          "iface": spec.get("iface"), "state": "added", "since": round(t, 6)}

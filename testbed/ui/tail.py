@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nodes.recorder import COLUMNS
 from testbed.observe import recfile
 
 #: most bytes one poll reads from one file
@@ -86,7 +87,7 @@ class RecTail:
         self.offset += used
         rows = []
         for line in csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))):
-            if len(line) == len(recfile.COLUMNS) and line[1] == "meta":
+            if len(line) == len(COLUMNS) and line[1] == "meta":
                 self.meta[line[2]] = line[4]
             elif (row := recfile.row_of(line)) is not None:
                 rows.append(row)
