@@ -121,7 +121,8 @@ def wait(driver: Any, script: str, timeout: float) -> Any:
     return value
 
 
-def measure(env: dict[str, str], topology: Path, links: list[str]) -> dict[str, float]:
+def measure(env: dict[str, str], topology: Path, links: list[str],
+            screenshot: str | None = None) -> dict[str, float]:
     name = f"uib{uuid.uuid4().hex[:6]}"
     t = time.monotonic()
     cli(env, "up", "--backend", "sim", "-n", name, str(topology))
@@ -161,6 +162,8 @@ def measure(env: dict[str, str], topology: Path, links: list[str]) -> dict[str, 
             server.append(sent - done * 1000)
             page.append(red - got)
         gap = driver.execute_script("return lnetUI.maxGap")
+        if screenshot:
+            driver.save_screenshot(screenshot)
         burst.terminate()  # (its figures are not what is measured)
         burst.wait(10)
         return {"nodes": paint[3], "up_s": up_s, "paint_ms": paint[0], "apply_ms": paint[1],
@@ -179,6 +182,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--links", type=int, default=5, help="links taken down (update latency)")
+    p.add_argument("--screenshot", metavar="PNG", help="the large page, after the updates")
     args = p.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LNET_TESTBED")}
     env["PYTHONPATH"] = str(ROOT)
@@ -188,7 +192,8 @@ def main() -> int:
         big.write_text(topology_yaml(args.nodes))
         ref = measure(env, ROOT / "topologies" / "mr-routers.yaml",
                       ["c1:eth1", "s1:eth1", "c1:eth0", "s1:eth0", "r1:eth3"][:args.links])
-        res = measure(env, big, [f"c{i}:eth1" for i in range(1, args.links + 1)])
+        res = measure(env, big, [f"c{i}:eth1" for i in range(1, args.links + 1)],
+                      args.screenshot)
     for label, r in (("ref", ref), ("ui", res)):
         print(label, " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
                               for k, v in r.items()))

@@ -4,9 +4,9 @@ Theory of operation: a force-directed layout in the page costs O(n²) per iterat
 every time the page loads; a testbed's shape is known, so the server places it once, the same
 way every time. Segments sit on one horizontal line, in the order of the topology. Nodes
 attached to the same set of segments form a group, drawn as a grid block centred over the
-middle of those segments; groups over the same point alternate above and below the line,
-each further out than the last. A node's NIs sit in a row on the side facing the segments,
-so each NI's edge to its segment is short.
+middle of those segments, above or below the line, on the side where the blocks already
+placed across its width reach least far out (a block never overlaps another). A node's NIs
+sit in a row on the side facing the segments, so each NI's edge to its segment is short.
 """
 
 from __future__ import annotations
@@ -35,14 +35,19 @@ def place(nodes: Mapping[str, Any], segments: Mapping[str, Any],
         segs = tuple(sorted({str(ni["segment"]) for ni in node_nis[node]
                              if ni["segment"] in seg_x}))
         groups.setdefault(segs, []).append(node)
-    depth: dict[tuple[float, float], float] = {}  # (centre x, side) -> blocks' depth so far
+    placed: list[tuple[float, float, float, float]] = []  # side, x1, x2, depth reached
     for segs, members in sorted(groups.items(), key=lambda g: _centre(g[0], seg_x)):
         cx = _centre(segs, seg_x)
-        above, below = depth.get((round(cx, 1), -1.0), 0.0), depth.get((round(cx, 1), 1.0), 0.0)
-        side = -1.0 if above <= below else 1.0
-        start = ROW + min(above, below)
         cols = max(1, math.ceil(math.sqrt(len(members))))
         rows = math.ceil(len(members) / cols)
+        x1, x2 = cx - cols * CELL / 2, cx + cols * CELL / 2
+
+        def reached(side: float, x1: float = x1, x2: float = x2) -> float:
+            return max((d for s, a, b, d in placed if s == side and a < x2 and x1 < b),
+                       default=0.0)
+
+        side = -1.0 if reached(-1.0) <= reached(1.0) else 1.0
+        start = ROW + reached(side)
         for i, node in enumerate(members):
             r, c = divmod(i, cols)
             x = cx + (c - (cols - 1) / 2) * CELL
@@ -52,7 +57,7 @@ def place(nodes: Mapping[str, Any], segments: Mapping[str, Any],
             for k, ni in enumerate(mine):
                 out[f"ni:{ni['id']}"] = {"x": x + (k - (len(mine) - 1) / 2) * NI_GAP,
                                          "y": y - side * NI_DROP}
-        depth[(round(cx, 1), side)] = start - ROW + rows * CELL + ROW / 2
+        placed.append((side, x1, x2, start - ROW + rows * CELL + ROW / 2))
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import math
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 import testbed
 from nodes.recorder import COLUMNS
 from testbed import runstate
-from testbed.ui.layout import place
+from testbed.ui.layout import CELL, place
 from testbed.ui.model import RATE_HOLD, LiveModel, ni_colour
 from testbed.ui.tail import JsonlTail, RecTail
 
@@ -177,13 +178,18 @@ def test_snapshot_places_every_node_ni_and_segment() -> None:
         "c1:eth0": "green", "c1:eth1": "green", "s1:eth0": "green"}
 
 
-def test_layout_of_a_thousand_nodes_gives_each_its_own_place() -> None:
+def test_layout_of_a_thousand_nodes_keeps_every_two_nodes_apart() -> None:
+    """benchmarks/ui.py's shape: 4 routers on 4 segments, clients on two, servers on two."""
     segs = {f"lan{i}": {} for i in range(4)}
-    nodes = {f"n{i}": {} for i in range(1000)}
-    nis = {f"n{i}:eth{k}": {"id": f"n{i}:eth{k}", "node": f"n{i}",
-                            "segment": f"lan{(i % 3) + k}"} for i in range(1000) for k in (0, 1)}
-    pos = place(nodes, segs, nis)
-    assert len({(p["x"], p["y"]) for n, p in pos.items() if n in nodes}) == 1000
+    attach = {f"r{i}": [0, 1, 2, 3] for i in range(4)} | {f"c{i}": [0, 1] for i in range(747)} \
+        | {f"s{i}": [2, 3] for i in range(249)}
+    nis = {f"{n}:eth{k}": {"id": f"{n}:eth{k}", "node": n, "segment": f"lan{seg}"}
+           for n, lans in attach.items() for k, seg in enumerate(lans)}
+    pos = place(attach, segs, nis)
+    xy = sorted((pos[n]["x"], pos[n]["y"]) for n in attach)
+    closest = min(math.dist(a, b) for i, a in enumerate(xy) for b in xy[i + 1:i + 40]
+                  if b[0] - a[0] < CELL)
+    assert closest >= CELL * 0.99  # no two blocks overlap
     assert all(f"ni:{k}" in pos for k in nis) and all(f"seg:{s}" in pos for s in segs)
 
 
