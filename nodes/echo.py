@@ -10,6 +10,7 @@ stays readable. :func:`clip` does the same for text already formatted.
 
 from __future__ import annotations
 
+import re
 import reprlib
 
 #: characters of a user's value quoted in an error (a NID, path or name is well under this)
@@ -21,6 +22,16 @@ def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def clip_words(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``text`` with each word (a run without whitespace) longer than ``limit`` cut as
+    :func:`clip` does: the last guard of a message whose parts were formatted elsewhere (an
+    argparse usage error quotes the bad argument whole). Linear in ``text``. A value
+    :func:`shown` already cut (its quotes and ``...`` past ``limit``) is left whole."""
+    if len(text) <= limit:
+        return text
+    return re.sub(rf"\S{{{limit + 6},}}", lambda m: clip(m.group(), limit), text)
 
 
 def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
+from nodes.echo import shown
 from testbed.plan.model import NAME_RE, RESERVED_NAMES
 from testbed.sh import Completed
 
@@ -40,9 +41,9 @@ def check_name(name: str) -> str:
     """``name`` if it is a valid testbed name (it reaches paths and kernel names); names of
     the run root's shared entries (``by-netns``) are refused (issue 11 item 4)."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise TestbedError(f"bad testbed name {name!r}: must match {NAME_RE.pattern}")
+        raise TestbedError(f"bad testbed name {shown(name)}: must match {NAME_RE.pattern}")
     if name in RESERVED_NAMES:
-        raise TestbedError(f"bad testbed name {name!r}: reserved (the run root's {name}/ is "
+        raise TestbedError(f"bad testbed name {shown(name)}: reserved (the run root's {name}/ is "
                            "shared by every testbed)")
     return name
 

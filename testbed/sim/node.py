@@ -23,6 +23,7 @@ from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.dlc import request as frontend
+from nodes.echo import shown
 from nodes.lnet.actions import MDEvent
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.bringup import completed
@@ -60,9 +61,9 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
         words = [words[0], *env, *words[1:]]
     if not words or os.path.basename(words[0]) not in MODULES or any(
             w in (";", "&&", "||", "|", ">", "<") for w in words):
-        shown = " ".join(words) or "(nothing)"
+        line = " ".join(words) or "(nothing)"
         raise TestbedError(f"sim backend: exec runs one lnetctl, lctl or lst command, not "
-                           f"{shown!r} "
+                           f"{shown(line)} "
                            "(the simulator has no namespaces, shells or other programs)")
     return os.path.basename(words[0]), words[1:]
 

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import zmq
 
+from nodes.echo import shown
 from testbed import runstate
 from testbed.vagrant import clean, deploy, guests, machines, placement
 from testbed.vagrant.curve import TestbedKeys
@@ -182,9 +183,9 @@ class Supervisor:
 
     def link(self, node: Any, iface: Any, updown: Any) -> dict[str, Any]:
         if node not in self.link_state:
-            return {"ok": False, "error": f"no node {node!r} in testbed {self.plan.name}"}
+            return {"ok": False, "error": f"no node {shown(node)} in testbed {self.plan.name}"}
         if iface not in self.link_state[node]:
-            return {"ok": False, "error": f"node {node} has no interface {iface!r} "
+            return {"ok": False, "error": f"node {node} has no interface {shown(iface)} "
                                           f"(has {', '.join(self.link_state[node])})"}
         if updown not in ("up", "down"):
             return {"ok": False, "error": f"link state must be up or down, not {updown!r}"}

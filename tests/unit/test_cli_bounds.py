@@ -9,6 +9,7 @@ each test runs the real ``testbed`` CLI as a user would, in a subprocess.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nodes.echo import MAX_SHOWN_CHARS
 from testbed import runstate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +73,31 @@ def test_capture_into_a_missing_directory_is_one_line(sim: tuple[str, dict[str, 
                        env=env))
     assert "no network namespaces (sim backend)" in line
     assert not list(tmp_path.iterdir())
+
+
+#: issue 27 item 7: the paths that echoed a user's value whole, each with a 5,000-character
+#: value (``{L}``); -n alone was 303 characters in the probe, 100,000 for ``name=``
+ECHOES = [
+    "fault add -n {N} loss node=c1 rate=0.1 name={L}", "fault add -n {N} {L}",
+    "fault add -n {N} loss node=c1 {L}=1", "fault add -n {N} loss node=c1 rate={L}",
+    "fault del -n {N} {L}", "status -n {L}", "lnetctl -n {N} {L} net show",
+    "link -n {N} c1 {L} down", "link -n {N} c1 eth0 {L}", "clock -n {N} advance {L}",
+    "exec -n {N} c1 {L}", "lst -n {N} c1 {L}", "lnetctl -n {N} c1 {L}",
+    "exec -n {N} c1 lctl {L}", "up --backend sim -n {N}x {L}", "check --events {L}",
+    "capture --summary {L}", "traffic -n {N} c1 --to {L}",
+]
+
+
+@pytest.mark.parametrize("probe", ECHOES)
+def test_a_long_value_is_echoed_80_characters_at_most(sim: tuple[str, dict[str, str]],
+                                                      probe: str) -> None:
+    """Issue 27 item 7 (README "Limits": a value quoted in an error, 80 characters then
+    ``... (N characters)``): no output line carries more than 80 characters of the value."""
+    name, env = sim
+    res = run(*[w.format(N=name, L=LONG) for w in probe.split()], env=env)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    out = res.stdout + res.stderr
+    assert "y" * (MAX_SHOWN_CHARS + 1) not in out, f"{probe}: {out[:300]}"
+    # the length said (argparse's message counts the quotes it adds)
+    assert re.search(rf"\(({len(LONG)}|{len(LONG) + 2}) characters\)", out), out[:300]
+    assert max(len(line) for line in out.splitlines()) < 600, out[:300]

@@ -62,3 +62,16 @@ def test_import_errors_quote_a_value_cut(doc: str, tmp_path: Path) -> None:
     assert rc != 0
     assert "xxxx" in out + err and max(len(ln) for ln in (out + err).splitlines()) < 300, \
         (out + err)[:300]
+
+
+def test_clip_words_cuts_each_long_word_and_leaves_a_shown_value_whole() -> None:
+    """Issue 27 item 7: the CLI's last guard (argparse quotes a bad argument whole)."""
+    from nodes.echo import clip_words
+
+    long = "x" * 5000
+    text = clip_words(f"argument: invalid choice: '{long}' (choose from 'down', 'up')")
+    assert "x" * (MAX_SHOWN_CHARS + 1) not in text and "(5002 characters)" in text
+    assert text.endswith("(choose from 'down', 'up')")
+    already = f"bad name {shown(long)}: must match"
+    assert clip_words(already) == already
+    assert clip_words("short words stay") == "short words stay"
