@@ -40,7 +40,10 @@ def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
     copy for an 80-character message)."""
     if isinstance(value, str) and len(value) > limit:
         return f"{value[:limit]!r}... ({len(value)} characters)"
-    text = _REPR.repr(value)
+    try:
+        text = _REPR.repr(value)
+    except ValueError:  # an int past Python's str() digits (CVE-2020-10735)
+        return f"<an integer of {value.bit_length() if isinstance(value, int) else '?'} bits>"
     return text if len(text) <= limit else f"{text[:limit]}..."
 
 

@@ -22,6 +22,7 @@ import contextlib
 import errno as E
 import os
 import stat
+import sys
 from typing import IO, Any
 
 import yaml
@@ -103,6 +104,9 @@ def parse_import_text(text: str, name: str) -> Content:
         raise _builder_error(-E.EINVAL, yaml_token_error(text, e)) from None
     except RecursionError:
         raise _builder_error(-E.EINVAL, "Failed to handle token: nesting too deep") from None
+    except ValueError:  # an integer past int()'s digits (issue 27 item 9): Python's message
+        raise _builder_error(-E.EINVAL, "Failed to handle token: a number of more than "
+                             f"{sys.get_int_max_str_digits():,} digits") from None
     return {"name": name, "doc": json_safe(doc)}
 
 

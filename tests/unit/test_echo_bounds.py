@@ -75,3 +75,9 @@ def test_clip_words_cuts_each_long_word_and_leaves_a_shown_value_whole() -> None
     already = f"bad name {shown(long)}: must match"
     assert clip_words(already) == already
     assert clip_words("short words stay") == "short words stay"
+
+
+def test_shown_of_an_integer_past_str_digits_is_not_a_valueerror() -> None:
+    """Issue 27 item 9: ``repr`` of a 0x-read integer past 4,300 digits raises ValueError."""
+    assert shown(int("f" * 5000, 16)) == "<an integer of 20000 bits>"
+    assert shown(12345) == "12345"
