@@ -370,7 +370,8 @@ def parse_words(words: list[str]) -> dict[str, Any]:
     """CLI ``key=value`` words -> a raw mapping (``match.type=PUT`` nests under match).
 
     Raises:
-        FaultError: a word without ``=``.
+        FaultError: a word without ``=``; a key given twice (issue 27 item 10: the last one
+            was kept silently, where a topology file refuses a duplicate key).
     """
     raw: dict[str, Any] = {}
     for word in words:
@@ -381,6 +382,11 @@ def parse_words(words: list[str]) -> dict[str, Any]:
         if key.startswith("match."):
             target = raw.setdefault("match", {})
             key = key[len("match."):]
+            if not isinstance(target, dict):
+                raise FaultError("match: give match.KEY=VALUE words, not match=")
+        if key in target:
+            raise FaultError(f"duplicate key {shown(word.partition('=')[0])}: given twice "
+                             "(each key once, as in a topology file)")
         v: Any = value
         if value.lower() in ("true", "false"):
             v = value.lower() == "true"

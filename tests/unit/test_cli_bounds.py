@@ -8,6 +8,7 @@ each test runs the real ``testbed`` CLI as a user would, in a subprocess.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -101,3 +102,14 @@ def test_a_long_value_is_echoed_80_characters_at_most(sim: tuple[str, dict[str, 
     # the length said (argparse's message counts the quotes it adds)
     assert re.search(rf"\(({len(LONG)}|{len(LONG) + 2}) characters\)", out), out[:300]
     assert max(len(line) for line in out.splitlines()) < 600, out[:300]
+
+
+def test_fault_add_with_a_key_twice_is_refused_and_adds_nothing(
+        sim: tuple[str, dict[str, str]]) -> None:
+    """Issue 27 item 10, through the CLI: nothing is added, the error names the key."""
+    name, env = sim
+    line = refused(run("fault", "add", "-n", name, "loss", "node=c1", "rate=0.1", "rate=0.9",
+                       env=env))
+    assert "duplicate key 'rate': given twice" in line
+    listed = run("fault", "list", "-n", name, "--json", env=env)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed
