@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.dlc import request as frontend
 from nodes.echo import shown
 from nodes.lnet.actions import MDEvent
+from testbed import shellwords
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.bringup import completed
 from testbed.plan import Step
@@ -49,9 +49,10 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
         words = [words[2]]
     if len(words) == 1:
         try:
-            words = shlex.split(words[0])
+            words = shellwords.split(words[0])
         except ValueError as exc:
-            raise TestbedError(f"sim backend: exec: cannot parse {words[0]!r}: {exc}") from None
+            raise TestbedError(f"sim backend: exec: cannot parse {shown(words[0])}: {exc}"
+                               ) from None
     env = []  # `[env] LST_SESSION=1 lst ...`: lst's environment, handed to the lst verb
     while words and (words[0] == "env" or ("=" in words[0]
                      and words[0].split("=", 1)[0].isidentifier())):
