@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import zmq
 
-from nodes.echo import shown
+from nodes.echo import listed, shown
 from testbed import runstate
 from testbed.vagrant import clean, deploy, guests, machines, placement
 from testbed.vagrant.curve import TestbedKeys
@@ -135,9 +135,9 @@ class Supervisor:
             self.state["hosts"][rt.name] = clean.shell_record(rt.shell)
         self.save()
         self.set = HostSet(self.plan, self.placement, runtimes, keys, self.event, self.observe)
-        self.progress("installing the project: " + " ".join(r.name for r in runtimes))
+        self.progress("installing the project: " + listed(r.name for r in runtimes))
         self.set.install(wheels)
-        self.progress("namespaces and daemons: " + " ".join(r.name for r in runtimes))
+        self.progress("namespaces and daemons: " + listed(r.name for r in runtimes))
         self.set.setup()
         for node, ep in self.set.endpoints.items():
             host = self.placement[node]
@@ -147,7 +147,7 @@ class Supervisor:
                 "pythonpath": self.set.hosts[host].pythonpath,
                 "hostdir": self.set.hdir(host), "nids": list(self.plan.node(node).nids)}
         self.save()
-        self.progress("waiting for daemons (CURVE): " + " ".join(self.set.endpoints))
+        self.progress("waiting for daemons (CURVE): " + listed(self.set.endpoints))
         self.set.wait_hello()
         self.warnings = self.set.configure(self.progress)
         for line in self.warnings:
