@@ -37,6 +37,18 @@ def clip_words(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return re.sub(rf"\S{{{limit + 6},}}", lambda m: clip(m.group(), limit), text)
 
 
+def one_line(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """An error line for a terminal: :func:`clip_words`, then every character that is not
+    printable (``\\r``, ``\\n``, an escape, a record separator) as its Python escape, as
+    :func:`shown`'s ``repr`` does (issue 27: ``unrecognized arguments: \\r0`` hid the start
+    of its own line)."""
+    text = clip_words(text, limit)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def listed(names: Iterable[str], limit: int = MAX_LISTED_NAMES) -> str:
     """Names for a progress or status line, space-separated: the first ``limit``, then
     ``... and N more`` (issue 27 item 12: a 10,000-node ``up`` printed a 59 KB line)."""

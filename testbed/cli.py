@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from nodes.echo import MAX_SHOWN_CHARS, clip_words, shown
+from nodes.echo import MAX_SHOWN_CHARS, one_line, shown
 from testbed import sh
 from testbed.base import TestbedError
 from testbed.commands import (
@@ -58,7 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)  # (argparse quotes the bad argument whole: cut it)
-        self.exit(2, f"{PROG}: error: {clip_words(message)}\n")
+        self.exit(2, f"{PROG}: error: {one_line(message)}\n")
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None
@@ -76,7 +76,7 @@ class _Parser(argparse.ArgumentParser):
 def _err(text: str) -> None:
     """One error line; a word a message let through whole (a value quoted where it was
     formatted is cut to 80 characters there) is cut here, past any path's length."""
-    print(f"{PROG}: error: {clip_words(text, ERR_WORD_CHARS)}", file=sys.stderr)
+    print(f"{PROG}: error: {one_line(text, ERR_WORD_CHARS)}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
