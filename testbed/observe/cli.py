@@ -11,6 +11,7 @@ with neither, the only run directory under RUNROOT. On a live testbed ``check`` 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -49,9 +50,16 @@ def cmd_events(args: argparse.Namespace) -> int:
     path = events_cmd.events_path(rdir)
     if not path.exists():
         raise TestbedError(f"testbed {rdir.name} has no event log ({path})")
+    kinds = events_cmd.parse_set(args.kind)
+    odd = events_cmd.unknown_kinds(kinds, path)
+    if odd:
+        close = difflib.get_close_matches(odd[0], eventlog.KNOWN_KINDS, n=1)
+        raise TestbedError(f"events --kind: unknown kind {odd[0]!r}"
+                           + (f" (did you mean {close[0]!r}?)" if close else "")
+                           + f"; known kinds: {', '.join(sorted(eventlog.KNOWN_KINDS))}")
     try:
         events_cmd.show(path, sys.stdout, nodes=events_cmd.parse_set(args.node),
-                        kinds=events_cmd.parse_set(args.kind), since=args.since,
+                        kinds=kinds, since=args.since,
                         raw=args.json, follow=args.follow, alive=rdir.exists)
     except FileNotFoundError:
         raise TestbedError(f"testbed {rdir.name} has no event log ({path})") from None
@@ -69,7 +77,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except eventlog.LogError as exc:
         raise TestbedError(str(exc)) from None
     sys.stdout.write(result.render(max_violations=args.max))
-    return 0 if result.ok else 1
+    return 0 if result.ok and not (args.strict and result.untraced) else 1
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -168,6 +176,9 @@ def register(sub: Any, named: Any = None) -> None:
     sp.add_argument("--events", metavar="FILE", help="a JSON-lines event log file")
     sp.add_argument("--max", type=int, default=20, metavar="N",
                     help="violations printed per invariant (default 20)")
+    sp.add_argument("--strict", action="store_true",
+                    help="exit 1 also when the message invariants could not be checked "
+                    "(no message trace: `up` without --trace-messages)")
     sp.set_defaults(func=cmd_check)
     text = ("capture packets in a node's namespace (dumpcap, pcapng), or --summary FILE: "
             "decode a capture as LNet")
