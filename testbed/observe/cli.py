@@ -136,16 +136,23 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from testbed.observe import report  # (matplotlib, the `report` extra: loaded on use)
+    from testbed.observe import report, window  # (matplotlib, the `report` extra: on use)
 
+    try:
+        span = window.parse(args.window)
+    except window.WindowError as exc:
+        raise TestbedError(str(exc)) from None
     rdir = resolve_rundir(args.name, args.rundir)
     eventlog.flush_writers(rdir)  # a live testbed: what the writers buffer, too
     try:
-        rep = report.report_rundir(rdir, args.output)
+        rep = report.report_rundir(rdir, args.output, span)
     except report.ReportError as exc:
         raise TestbedError(str(exc)) from None
     sys.stdout.write(rep.summary)
     print(f"report: {rep.out / report.INDEX} ({len(rep.pngs)} figures)")
+    if rep.skipped:
+        print(f"report: skipped {len(rep.skipped)} figures ({', '.join(rep.skipped)}): "
+              f"{rep.why_skipped}")
     return 0
 
 
@@ -201,4 +208,8 @@ def register(sub: Any, named: Any = None) -> None:
     sp = sub.add_parser("report", help=text, description=text)
     _common(sp)
     sp.add_argument("-o", "--output", metavar="DIR", help="where to write (default RUNDIR/report)")
+    sp.add_argument("--window", default="auto", metavar="START:END|all",
+                    help="the time the figures show, in seconds from the start of bring-up "
+                    "(10:25, 10:, :25); all: the whole run; default: the span where "
+                    "something happened (faults, health, links, routes, traffic)")
     sp.set_defaults(func=cmd_report)
