@@ -81,7 +81,9 @@ class Progress:
 
     def say(self, line: str) -> None:
         try:
-            self.out.write(f"lnet-testbed: [{time.monotonic() - self.start:5.0f} s] {line}\n")
+            head = "\r" if self.out is not sys.stderr else ""  # over pip's spinner
+            self.out.write(f"{head}lnet-testbed: [{time.monotonic() - self.start:5.0f} s] "
+                           f"{line}\n")
             self.out.flush()
         except OSError:
             pass
