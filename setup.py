@@ -169,7 +169,7 @@ class BuildEngine(build_ext):
         self.progress = Progress()
         self.packages: list[str] = []
         exts: list[Extension] = []
-        if self.distribution.ext_modules:  # (empty with PURE_ENV set)
+        if self.distribution.ext_modules and not _metadata_only():  # (empty: PURE_ENV)
             try:
                 from mypyc.build import mypycify
 
@@ -236,6 +236,14 @@ class BuildEngine(build_ext):
             return
         for base, sub in self._native_dirs():
             (base / sub / "SOURCES").write_text(self.digest + "\n")
+
+
+def _metadata_only() -> bool:
+    """This run of setup.py only writes metadata (pip's ``egg_info`` and ``dist_info``
+    hooks, which finalize ``build_ext`` too): no mypyc for it, only for the build."""
+    words = {a for a in sys.argv[1:] if not a.startswith("-")}
+    return bool(words & {"egg_info", "dist_info"}) and not words & {
+        "build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}
 
 
 def _ext_modules() -> list[Extension]:
