@@ -24,19 +24,27 @@ code. Without mypy or a compiler, or with ``LNET_TESTBED_PURE_PYTHON=1`` set, or
 fails, the build goes on without them (one line on stderr) and everything runs as pure Python.
 ``make native`` rebuilds in place (``python setup.py build_ext --inplace``).
 
+A read-only checkout (issue 27 item 11: ``pip install`` failed creating
+``lnet_testbed.egg-info``, then ``build/``) builds outside it: when the source directory is
+not writable, ``egg_info``, ``build`` and mypyc's C sources go to a fresh temporary directory
+(``BUILD_BASE``); a writable checkout keeps ``build/`` and the egg-info in the tree as before.
+
 The compile (issue 31 item 1): mypyc writes one C file per module (``multi_file``), gcc compiles
 them ``LNET_TESTBED_BUILD_JOBS`` at a time (default: every CPU), and an object whose source,
-headers and command line are unchanged since the last build (``build/``) is not compiled again,
-so an edit recompiles the modules whose C changed. Each step prints one progress line, on the
+headers and command line are unchanged since the last build (in ``BUILD_BASE``) is not compiled
+again, so an edit recompiles the modules whose C changed. Each step prints one progress line, on the
 terminal when there is one (pip hides a build's output unless ``-v``), else on stderr.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -46,6 +54,12 @@ from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+#: where setuptools builds: ``build`` in the tree, or a temporary directory outside a
+#: read-only one (module doc)
+OUT_OF_TREE = not os.access(ROOT, os.W_OK)
+BUILD_BASE = tempfile.mkdtemp(prefix="lnet-testbed-build-") if OUT_OF_TREE else "build"
+if OUT_OF_TREE:  # (each build hook is a process: what it built is handed over by then)
+    atexit.register(shutil.rmtree, BUILD_BASE, True)
 GROUP = "nodes.lnet.native"  # the shared library: nodes/lnet/_native/native__mypyc
 
 
@@ -182,7 +196,8 @@ class BuildEngine(build_ext):
                 self.progress.say(f"mypyc: type-checking {len(sources)} modules and writing "
                                   "their C (one C file each)")
                 try:
-                    exts = mypycify(sources, group_name=GROUP, target_dir="build/mypyc",
+                    exts = mypycify(sources, group_name=GROUP,
+                                    target_dir=os.path.join(BUILD_BASE, "mypyc"),
                                     multi_file=True)
                 finally:
                     os.chdir(here)
@@ -196,10 +211,10 @@ class BuildEngine(build_ext):
                                for s in ext.sources]
                 ext.include_dirs = [str(ROOT / d) if not os.path.isabs(d) else d
                                     for d in ext.include_dirs]
-                # multi_file's C files sit in build/mypyc/, the group's headers below it in
+                # multi_file's C files sit in BUILD_BASE/mypyc/, the group's headers below it in
                 # the group's package directory: point the compiler there
-                ext.include_dirs.append(str(ROOT / "build/mypyc" / GROUP.rpartition(".")[0]
-                                            .replace(".", "/")))
+                ext.include_dirs.append(str(ROOT / BUILD_BASE / "mypyc" / GROUP.rpartition(
+                    ".")[0].replace(".", "/")))  # (ROOT / an absolute BUILD_BASE: BUILD_BASE)
         self.distribution.ext_modules = exts
         super().finalize_options()
 
@@ -258,4 +273,6 @@ setup(packages=[*find_namespace_packages(include=["testbed", "testbed.*", "nodes
                                                   "faults", "faults.*"],
                                          exclude=["*.__pycache__", f"*.{NATIVE}"]),
                 "testbed.topologies"],
-      ext_modules=_ext_modules(), cmdclass={"build_ext": BuildEngine})
+      ext_modules=_ext_modules(), cmdclass={"build_ext": BuildEngine},
+      options={"egg_info": {"egg_base": BUILD_BASE}, "build": {"build_base": BUILD_BASE}}
+      if OUT_OF_TREE else {})

@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodes.echo import shown
 from nodes.recorder import COLUMNS, FORMAT
 
 NUMERIC = frozenset({"health", "credits", "min_credits", "sends", "recvs", "drops",
@@ -102,7 +103,7 @@ def read(path: str | Path) -> Rec:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise RecError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise RecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from None
     data, truncated = inflate(raw)
     if not data:
         raise RecError(f"{path}: not a recorder file (no whole gzip member)")
