@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -61,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)  # (argparse quotes the bad argument whole: cut it)
-        self.exit(2, f"{PROG}: error: {one_line(message)}\n")
+        self.exit(2, f"{PROG}: error: {one_line(message)}{did_you_mean(message)}\n")
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None
@@ -74,6 +76,20 @@ class _Parser(argparse.ArgumentParser):
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._mixing = False
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def did_you_mean(message: str) -> str:
+    """``; did you mean 'status'?`` for argparse's invalid-choice error of a mistyped
+    subcommand (or other choice) close to one of the choices, else nothing."""
+    m = _INVALID_CHOICE.search(message)
+    if not m:
+        return ""
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    close = difflib.get_close_matches(m.group(1), choices, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def _err(text: str) -> None:

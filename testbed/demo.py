@@ -6,19 +6,30 @@ NID, sends a burst of PUTs and shows that both rails carried them, takes one cli
 and shows that the path behind it fails while the other rail still answers, then tears down.
 Every step runs the real ``testbed`` CLI, printed before it runs, so the demo doubles as a
 tutorial. The testbed is always torn down, also on failure or Ctrl-C.
+
+One line first says which engine runs (issue 31 item 1): the compiled modules when they are
+built for these sources, else the pure-Python ones for the whole run (``LNET_TESTBED_PURE_PYTHON``
+set for every process the demo starts, so a build finishing meanwhile changes nothing). The
+closing note times the run and its parts (``LNET_DEMO_TIMES``: when ``make demo`` started and
+when apt was done, set by the Makefile).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import yaml
 
-NAME = "demo"
+from nodes import native
+
+NAME = os.environ.get("LNET_DEMO_NAME", "demo")  # another name: beside a testbed called demo
 BURST = 1000
 
 
@@ -51,10 +62,50 @@ def send_counts() -> dict[str, int]:
             for net in doc["net"] for ni in net["local NI(s)"]}
 
 
+def engine() -> str:
+    """Which engine the demo runs, as one line; the pure-Python one for every process the demo
+    starts unless the compiled modules match the sources now."""
+    if os.environ.get(native.PURE_ENV):
+        return f"engine: pure Python ({native.PURE_ENV} is set)"
+    if native.built_for_sources("nodes.lnet"):
+        return "engine: compiled with mypyc"
+    os.environ[native.PURE_ENV] = "1"
+    return ("engine: pure Python (the compiled modules are not built for these sources yet: "
+            "`make native`; the next run uses them)")
+
+
+class Clock:
+    """The parts of the run, in wall seconds (module doc)."""
+
+    def __init__(self, times: str | None) -> None:
+        self.start = time.time()
+        self.make_start = self.apt_done = self.start
+        with contextlib.suppress(ValueError):  # not run by make: no apt, no venv part
+            self.make_start, self.apt_done = (float(t) for t in (times or "").split())
+        self.first_step: float | None = None
+
+    def step(self) -> None:
+        if self.first_step is None:
+            self.first_step = time.time()
+            print(f"    (first step {self.first_step - self.apt_done:.0f} s after apt was done)",
+                  flush=True)
+
+    def note(self) -> str:
+        end = time.time()
+        first = (self.first_step or end) - self.apt_done
+        apt = self.apt_done - self.make_start
+        return (f"timing: {end - self.make_start:.0f} s in all: apt {apt:.0f} s, "
+                f"venv {self.start - self.apt_done:.0f} s, first step {first:.0f} s after apt, "
+                f"demo {end - self.start:.0f} s")
+
+
 def main() -> int:
+    clock = Clock(os.environ.get("LNET_DEMO_TIMES"))
+    print(engine(), flush=True)
     subprocess.run([_testbed(), "down", "-n", NAME], capture_output=True, check=False)
     try:
         banner("1. bring up the default topology (2 nodes x 2 rails on net tcp)")
+        clock.step()
         sh("up", "-n", NAME)
         banner("2. each node's NIs")
         sh("lnetctl", "-n", NAME, "c1", "net", "show")
@@ -84,6 +135,7 @@ def main() -> int:
         banner("6. tear down")
         sh("down", "-n", NAME, check=False)
     print("\ndemo finished: every step behaved as expected")
+    print(clock.note())
     return 0
 
 

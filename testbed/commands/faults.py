@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from testbed.commands.common import CliError, Named, json_option, pick, print_json, table
 
@@ -28,6 +29,13 @@ def _words(spec: dict[str, object]) -> str:
 def cmd_fault(args: argparse.Namespace) -> int:
     from faults.spec import FaultError, parse_words
 
+    if args.op == "kinds":  # no testbed needed
+        if args.words:
+            raise CliError("fault kinds takes no argument")
+        from faults.kinds import describe
+
+        sys.stdout.write(describe())
+        return 0
     tb = pick(args.name)
     if args.op == "add":
         if not args.words:
@@ -75,8 +83,13 @@ def cmd_fault(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
-    sp = named("fault", "add, list, delete or clear faults (faults/README.md)")
-    sp.add_argument("op", choices=("add", "list", "del", "clear"))
+    from faults.kinds import describe
+
+    sp = named("fault", "add, list, delete or clear faults; kinds: what each kind takes "
+               "(faults/README.md)")
+    sp.formatter_class = argparse.RawDescriptionHelpFormatter
+    sp.epilog = describe()  # `fault add --help` lists every kind with its keys and defaults
+    sp.add_argument("op", choices=("add", "list", "del", "clear", "kinds"))
     sp.add_argument("words", nargs="*", metavar="KIND|ID key=value",
                     help="add: KIND then key=value (match.type=PUT); del: fault id or name")
     json_option(sp)

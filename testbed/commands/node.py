@@ -1,4 +1,5 @@
-"""``testbed lnetctl``, ``exec``, ``link``, ``traffic``: acting on one node of a testbed."""
+"""``testbed lnetctl``, ``lctl``, ``exec``, ``link``, ``traffic``: acting on one node of a
+testbed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from testbed.commands.common import CliError, Named, json_option, needs_root, pi
 
 
 def cmd_lnetctl(args: argparse.Namespace) -> int:
-    result = pick(args.name).node(args.node).verb("lnetctl", args.args)
+    """``testbed lnetctl`` and ``testbed lctl``: the node daemon's verb of that name."""
+    result = pick(args.name).node(args.node).verb(args.tool, args.args)
     sys.stdout.write(result.out)
     sys.stderr.write(result.err)
     return result.rc
@@ -71,7 +73,11 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp = named("lnetctl", "run lnetctl on a node (arguments passed unchanged)")
     sp.add_argument("node")
     sp.add_argument("args", nargs=argparse.REMAINDER)
-    sp.set_defaults(func=cmd_lnetctl)
+    sp.set_defaults(func=cmd_lnetctl, tool="lnetctl")
+    sp = named("lctl", "run lctl on a node (arguments passed unchanged: list_nids, ping, ...)")
+    sp.add_argument("node")
+    sp.add_argument("args", nargs=argparse.REMAINDER)
+    sp.set_defaults(func=cmd_lnetctl, tool="lctl")
     sp = named("exec", "run a command inside a node's network namespace")
     sp.add_argument("node")
     sp.add_argument("cmd", nargs=argparse.REMAINDER, help="one shell string, or argv")

@@ -101,8 +101,13 @@ def render(st: dict[str, Any]) -> str:
         head = (f"testbed {name}: {st['phase']}, backend sim, topology {st['topology']}, "
                 f"server pid {st['supervisor_pid']}, seed {st.get('seed')}, speed "
                 f"{st.get('speed')}, virtual time {st.get('now', 0.0):.6f}s")
-    else:
-        head = (f"testbed {name}: {st['phase']}, backend mininet, topology {st['topology']}, "
+    else:  # mininet, or vagrant (provider) / hosts: guests or machines over SSH (issue 15)
+        backend = str(st.get("backend") or "mininet")
+        if backend == "vagrant" and st.get("provider"):
+            backend += f"/{st['provider']}"
+        if backend.startswith(("vagrant", "hosts")) and st.get("hosts"):
+            backend += f" on {len(st['hosts'])} host{'s' if len(st['hosts']) != 1 else ''}"
+        head = (f"testbed {name}: {st['phase']}, backend {backend}, topology {st['topology']}, "
                 f"supervisor pid {st['supervisor_pid']}, "
                 f"up {time.time() - st['started']:.0f}s")
     out = [head + "\n"]

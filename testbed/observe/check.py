@@ -76,6 +76,7 @@ def check_events(events: Sequence[Any], *, skipped: int = 0) -> Result:
     routes = RouteCheck(invs["route_down"], tracker)
     n = len(events)
     i = 0
+    traced = 0
     t_end: float | None = None
     while i < n:
         t = _t(events[i])
@@ -91,6 +92,7 @@ def check_events(events: Sequence[Any], *, skipped: int = 0) -> Result:
             kind = ev["kind"]
             tracker.handle(item, msgs.on_restart)
             if kind == "msg":
+                traced += 1
                 msgs.handle(item, changing)
             if kind in _HEALTH_KINDS:
                 health.handle(item)
@@ -100,7 +102,7 @@ def check_events(events: Sequence[Any], *, skipped: int = 0) -> Result:
         i = j
     msgs.finish(t_end)
     _notes(invs, tracker, health, msgs)
-    return Result(invs, n, skipped, t_end)
+    return Result(invs, n, skipped, t_end, traced)
 
 
 def _notes(invs: dict[str, Inv], tracker: Tracker, health: HealthCheck, msgs: MsgCheck) -> None:

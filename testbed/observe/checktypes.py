@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Item = tuple[int, dict[str, Any]]
+#: the invariants only a message trace (kind ``msg``) can check (docs/events.md §2)
+MSG_INVARIANTS = ("completion", "resend", "fatal_ni", "routing")
 #: violations kept per invariant (the count goes on; a broken engine can break millions)
 MAX_KEPT = 200
 
@@ -53,6 +55,14 @@ class Result:
     events: int
     skipped: int = 0
     t_end: float | None = None
+    #: message trace events (kind ``msg``) in the log: none means tracing was off
+    traced: int = 0
+
+    @property
+    def untraced(self) -> list[str]:
+        """The invariants left unchecked because the log has no message trace at all
+        (``testbed up`` without ``--trace-messages``): what ``render`` warns of."""
+        return [] if self.traced else [n for n in self.unchecked if n in MSG_INVARIANTS]
 
     @property
     def ok(self) -> bool:
@@ -86,5 +96,9 @@ class Result:
                 lines += [f"    #{i} {json.dumps(ev, sort_keys=True)}" for i, ev in v.proof]
             if inv.count > max_violations:
                 lines.append(f"VIOLATION {inv.name}: ... and {inv.count - max_violations} more")
+        if self.untraced:  # loud, just above the verdict (issue 31 item 5)
+            lines.append(f"WARN: {len(self.untraced)} of {len(self.invariants)} invariants NOT "
+                         f"CHECKED ({', '.join(self.untraced)}): the log has no message trace "
+                         "(tracing was off: `testbed up --trace-messages`)")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines) + "\n"

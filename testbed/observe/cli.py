@@ -11,6 +11,7 @@ with neither, the only run directory under RUNROOT. On a live testbed ``check`` 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -51,9 +52,16 @@ def cmd_events(args: argparse.Namespace) -> int:
     path = events_cmd.events_path(rdir)
     if not path.exists():
         raise TestbedError(f"testbed {rdir.name} has no event log ({path})")
+    kinds = events_cmd.parse_set(args.kind)
+    odd = events_cmd.unknown_kinds(kinds, path)
+    if odd:
+        close = difflib.get_close_matches(odd[0], eventlog.KNOWN_KINDS, n=1)
+        raise TestbedError(f"events --kind: unknown kind {odd[0]!r}"
+                           + (f" (did you mean {close[0]!r}?)" if close else "")
+                           + f"; known kinds: {', '.join(sorted(eventlog.KNOWN_KINDS))}")
     try:
         events_cmd.show(path, sys.stdout, nodes=events_cmd.parse_set(args.node),
-                        kinds=events_cmd.parse_set(args.kind), since=args.since,
+                        kinds=kinds, since=args.since,
                         raw=args.json, follow=args.follow, alive=rdir.exists)
     except FileNotFoundError:
         raise TestbedError(f"testbed {rdir.name} has no event log ({path})") from None
@@ -71,7 +79,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except eventlog.LogError as exc:
         raise TestbedError(str(exc)) from None
     sys.stdout.write(result.render(max_violations=args.max))
-    return 0 if result.ok else 1
+    return 0 if result.ok and not (args.strict and result.untraced) else 1
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -156,16 +164,23 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from testbed.observe import report  # (matplotlib, the `report` extra: loaded on use)
+    from testbed.observe import report, window  # (matplotlib, the `report` extra: on use)
 
+    try:
+        span = window.parse(args.window)
+    except window.WindowError as exc:
+        raise TestbedError(str(exc)) from None
     rdir = resolve_rundir(args.name, args.rundir)
     eventlog.flush_writers(rdir)  # a live testbed: what the writers buffer, too
     try:
-        rep = report.report_rundir(rdir, args.output)
+        rep = report.report_rundir(rdir, args.output, span)
     except report.ReportError as exc:
         raise TestbedError(str(exc)) from None
     sys.stdout.write(rep.summary)
     print(f"report: {rep.out / report.INDEX} ({len(rep.pngs)} figures)")
+    if rep.skipped:
+        print(f"report: skipped {len(rep.skipped)} figures ({', '.join(rep.skipped)}): "
+              f"{rep.why_skipped}")
     return 0
 
 
@@ -196,6 +211,9 @@ def register(sub: Any, named: Any = None) -> None:
     sp.add_argument("--events", metavar="FILE", help="a JSON-lines event log file")
     sp.add_argument("--max", type=int, default=20, metavar="N",
                     help="violations printed per invariant (default 20)")
+    sp.add_argument("--strict", action="store_true",
+                    help="exit 1 also when the message invariants could not be checked "
+                    "(no message trace: `up` without --trace-messages)")
     sp.set_defaults(func=cmd_check)
     text = ("capture packets in a node's namespace (dumpcap, pcapng), or --summary FILE: "
             "decode a capture as LNet")
@@ -218,4 +236,8 @@ def register(sub: Any, named: Any = None) -> None:
     sp = sub.add_parser("report", help=text, description=text)
     _common(sp)
     sp.add_argument("-o", "--output", metavar="DIR", help="where to write (default RUNDIR/report)")
+    sp.add_argument("--window", default="auto", metavar="START:END|all",
+                    help="the time the figures show, in seconds from the start of bring-up "
+                    "(10:25, 10:, :25); all: the whole run; default: the span where "
+                    "something happened (faults, health, links, routes, traffic)")
     sp.set_defaults(func=cmd_report)

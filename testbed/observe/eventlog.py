@@ -24,6 +24,15 @@ from testbed import runstate
 
 Event = dict[str, Any]
 TRACE_GLOB = "*.trace.jsonl"
+#: every kind an event log may hold (docs/events.md §1, tests/unit/test_help.py keeps the two
+#: equal); ``msg.send`` etc. are ``kind_name``'s names of message trace events
+KNOWN_KINDS = frozenset({
+    "node_started", "up", "down", "node_died", "node_restarted", "link_down", "link_up",
+    "route_not_up", "fault_added", "fault_applied", "fault_reverted", "fault_failed",
+    "fault_deleted", "fault_revert_problem", "ni_error", "lpni_error", "ni_link", "ni_status",
+    "lpni_status", "ni_health", "lpni_health", "route_state", "routing", "tunable", "ni_add",
+    "ni_del", "peer_notify", "send", "recv", "tx_done", "md", "notify_peer_down", "msg",
+    "msg.send", "msg.resend", "msg.complete", "traffic_start", "traffic_end"})
 #: a ``t`` below this is virtual seconds (sim: testbed/sim/fabric.py VIRTUAL_TIME_LIMIT)
 VIRTUAL_CLOCK_LIMIT = 1e8
 

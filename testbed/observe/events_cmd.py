@@ -93,5 +93,18 @@ def show(path: Path, out: TextIO, *, nodes: set[str] | None, kinds: set[str] | N
         time.sleep(FOLLOW_INTERVAL)
 
 
+def unknown_kinds(kinds: set[str] | None, path: Path) -> list[str]:
+    """The ``--kind`` values that are neither a kind events are logged with
+    (``eventlog.KNOWN_KINDS``) nor one found in this log: a typo would otherwise print
+    nothing, as if no such event had happened."""
+    odd = sorted((kinds or set()) - eventlog.KNOWN_KINDS)
+    if odd:  # (a kind this code does not know of may still be in an older or newer log)
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            seen = {eventlog.kind_name(ev) for _line, ev in _parsed(fh)}
+        seen |= {k.partition(".")[0] for k in seen}
+        odd = [k for k in odd if k not in seen]
+    return odd
+
+
 def events_path(rdir: Path) -> Path:
     return rdir / runstate.EVENTS_FILE
