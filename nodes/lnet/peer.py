@@ -179,6 +179,13 @@ class PeerTable:
         lpni = self.by_nid.get(nid)
         return lpni.peer if lpni else None
 
+    def holds(self, peer: Peer) -> bool:
+        """``peer`` is in the table: by its primary NID's index entry, the list scanned only
+        for a peer that index does not name (merged away or deleted). A scan for every
+        discovery step made a console posting 16,384 RPCs quadratic (issue 27 item 1)."""
+        lpni = self.by_nid.get(peer.primary_nid)
+        return (lpni is not None and lpni.peer is peer) or peer in self.peers
+
     def add_nid(self, peer: Peer, nid: NID, peer_credits: int) -> PeerNI:
         """Add ``nid`` to ``peer`` (a new peer net if needed; UDSP rules applied, §7.3)."""
         pnet = peer.peer_net(nid.net)
