@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.daemon.client import DaemonUnreachable, request
+from nodes.daemon.client import DaemonUnreachable, RequestTooLarge, request
 from testbed import clean, runstate
 from testbed.base import TestbedError
 
@@ -75,6 +75,8 @@ class CtlTestbed:
     def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
             return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout)
+        except RequestTooLarge as exc:
+            raise TestbedError(f"testbed {self.name}: {msg.get('cmd')}: {exc}") from exc
         except DaemonUnreachable as exc:
             raise TestbedError(f"testbed {self.name}: not answering ({exc})") from exc
 

@@ -21,6 +21,8 @@ from typing import Any
 import zmq
 import zmq.utils.monitor
 
+from nodes.dlc.limits import MAX_REQUEST_BYTES
+
 #: Where a daemon registers itself by network-namespace inode, so a bare ``lnetctl`` run
 #: inside that namespace (``ip netns exec``/``nsenter``, no env) finds its node.
 BY_NETNS_DIR = Path(os.environ.get("LNET_TESTBED_RUNROOT", "/run/lnet-testbed")) / "by-netns"
@@ -33,6 +35,12 @@ class DaemonUnreachable(Exception):
 
 class DaemonRefused(DaemonUnreachable):
     """The daemon's CURVE/ZAP handshake refused our key (or our idea of its key)."""
+
+
+class RequestTooLarge(DaemonUnreachable):
+    """The request is larger than any control socket reads (``MAX_REQUEST_BYTES``): refused
+    here, before sending, instead of dropped by the server's ZeroMQ and waited for in vain
+    (issue 27 item 2). A ``DaemonUnreachable`` so that every caller reports it in one line."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +78,17 @@ def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0,
     bring-up); by default one is made and ended for this request.
 
     Raises:
-        DaemonUnreachable: no reply in time (DaemonRefused: the CURVE handshake was refused).
+        DaemonUnreachable: no reply in time (DaemonRefused: the CURVE handshake was refused;
+            RequestTooLarge: ``msg`` is larger than ``MAX_REQUEST_BYTES``, nothing was sent).
         ValueError: a ``tcp://`` address without CURVE keys.
     """
     tcp = ctl_path.startswith("tcp://")
     if tcp and curve is None:
         raise ValueError(f"{ctl_path}: a TCP control endpoint needs CURVE keys")
+    body = json.dumps(msg).encode()
+    if len(body) > MAX_REQUEST_BYTES:
+        raise RequestTooLarge(f"request of {len(body)} bytes is larger than "
+                              f"{MAX_REQUEST_BYTES}, the most a control socket reads")
     own = ctx is None
     if ctx is None:
         ctx = zmq.Context()
@@ -93,7 +106,7 @@ def request(ctl_path: str, msg: dict[str, Any], timeout: float = 30.0,
             sock.connect(ctl_path)
         else:
             sock.connect(f"ipc://{ctl_path}")
-        sock.send(json.dumps(msg).encode())
+        sock.send(body)
         if not _wait_reply(sock, monitor, ctl_path, timeout):
             raise DaemonUnreachable(f"no answer from {ctl_path} within {timeout:g}s")
         reply = json.loads(sock.recv())

@@ -19,6 +19,7 @@ import io
 import socket
 from typing import Any
 
+from nodes.dlc.limits import argv_refusal
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.selftest import nidlist
@@ -135,6 +136,9 @@ async def ioctl(rt: Any, req: dict[str, Any]) -> dict[str, Any]:
 
 async def run(rt: Any, argv: list[str]) -> tuple[int, str, str]:
     """The ``lst`` verb: ``[NAME=VALUE...] COMMAND ARGS...``; (rc, out, err) when done."""
+    refused = argv_refusal("lst", argv)  # what execve would refuse (nodes/dlc/limits.py)
+    if refused is not None:
+        return refused
     env: dict[str, str] = {}
     while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
         name, value = argv[0].split("=", 1)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
+from nodes.dlc.limits import argv_refusal
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import needs, runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError
@@ -51,6 +52,9 @@ class MininetNode(NodeVerbs):
 
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
         """Send daemon verb ``cmd`` ("lnetctl", "lctl") with ``argv`` exactly as given."""
+        refused = argv_refusal(cmd, list(argv))  # ARG_MAX, as the daemon checks it
+        if refused is not None:
+            return Completed(*refused)
         try:
             reply = request(self.sock, {"cmd": cmd, "argv": list(argv)}, timeout=timeout)
         except DaemonUnreachable as exc:

@@ -84,7 +84,7 @@ class SimServer:
         ctx = zmq.asyncio.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_REQUEST_BYTES)  # larger: dropped unread
+        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
         ctl = runstate.ctl_sock(self.rdir)
         watch = ClientWatch(sock)  # a client that goes away cancels its request
         sock.bind(f"ipc://{ctl}")
