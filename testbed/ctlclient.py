@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.daemon.client import DaemonUnreachable, RequestTooLarge, request
+from nodes.daemon.client import DaemonDead, DaemonUnreachable, RequestTooLarge, request
 from testbed import clean, runstate
 from testbed.base import TestbedError
 
@@ -73,10 +73,20 @@ class CtlTestbed:
                              f"{self.name}`)")
 
     def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        pid = runstate.read_state(self.rundir).get("supervisor_pid")
+        what = "sim server" if self.backend == "sim" else "supervisor"
+
+        def gone() -> str | None:  # its process died while we wait: fail now (issue 27)
+            return None if runstate.pid_alive(pid) else f"its {what} (pid {pid}) died"
+
         try:
-            return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout)
+            return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout,
+                           alive=gone if isinstance(pid, int) else None)
         except RequestTooLarge as exc:
             raise TestbedError(f"testbed {self.name}: {msg.get('cmd')}: {exc}") from exc
+        except DaemonDead as exc:
+            raise TestbedError(f"testbed {self.name}: {exc} (remove what is left: `testbed "
+                               f"down -n {self.name}`)") from exc
         except DaemonUnreachable as exc:
             raise TestbedError(f"testbed {self.name}: not answering ({exc})") from exc
 
