@@ -123,7 +123,7 @@ class CtlTestbed:
         if left:
             raise TestbedError(f"testbed {self.name}: still present after down: "
                                f"{', '.join(left)}")
-        return [*before.values(), *(x for x in extra if x not in before)]
+        return [*before.values(), *(x for x in extra if clean.leftover_key(x) not in before)]
 
     def status(self) -> dict[str, Any]:
         """Nodes (NIDs, interfaces and link states), segments, phase."""
