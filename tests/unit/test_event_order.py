@@ -16,34 +16,15 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_fault_sched import _FakeSup
 
 from faults import netops
 from testbed import runstate
 from testbed.ctlclient import CtlTestbed
 from testbed.mininet import faultctl
-from testbed.plan import parse_topology
-
-
-class _Sup:
-    """The supervisor as the fault manager sees it, without a network."""
-
-    def __init__(self, rdir: Path) -> None:
-        plan = parse_topology("networks:\n  lan0: {lnet: tcp, subnet: 10.10.0.0/24}\n"
-                              "nodes:\n  c1: {interfaces: [lan0]}\n"
-                              "  s1: {interfaces: [lan0]}\n", name="order")
-        self.plan, self.name, self.rdir, self.env = plan, "order", rdir, {}
-        self.hosts = {"c1": SimpleNamespace(pid=11), "s1": SimpleNamespace(pid=22)}
-        self.state: dict[str, Any] = {"nodes": {"c1": {"interfaces": {"eth0": "p0"}},
-                                                "s1": {"interfaces": {"eth0": "p1"}}}}
-        self.link_state = {"c1": {"eth0": "up"}, "s1": {"eth0": "up"}}
-        self.daemons: dict[str, Any] = {}
-
-    def save(self) -> None:
-        pass
 
 
 def test_fault_applied_comes_before_the_events_it_causes(
@@ -54,7 +35,7 @@ def test_fault_applied_comes_before_the_events_it_causes(
 
     monkeypatch.setattr(netops, "create", create)
     monkeypatch.setattr(netops, "undo", lambda res: None)
-    fm = faultctl.FaultManager(_Sup(tmp_path))
+    fm = faultctl.FaultManager(_FakeSup(tmp_path))
     assert fm.add({"kind": "carrier", "node": "c1", "iface": "eth0"}, now=1000.0)["ok"]
     fm.tick(1000.0)
     events = runstate.read_events(tmp_path)
@@ -71,7 +52,7 @@ def test_an_activation_that_fails_closes_its_window(
 
     monkeypatch.setattr(netops, "create", create)
     monkeypatch.setattr(netops, "undo", lambda res: None)
-    fm = faultctl.FaultManager(_Sup(tmp_path))
+    fm = faultctl.FaultManager(_FakeSup(tmp_path))
     reply = fm.add({"kind": "carrier", "node": "c1", "iface": "eth0"}, now=1000.0)
     assert reply == {"ok": False, "error": "f1 (carrier): ip link set dev p0 down: no such "
                                            "device"}, reply
