@@ -119,9 +119,7 @@ class Discovery:
         self.recovery = recovery
         self.timers = timers
         self.queues = DiscoveryQueues()
-        #: the largest MD handle a peer's ping_mdh/push_mdh was ever given: no peer holds
-        #: a larger one (on_md_event's scan is skipped for those)
-        self.held_mdh = 0
+        self.held_mdh = 0  #: the largest handle a ping_mdh/push_mdh was ever given
         # wired by the engine (built after this component)
         self.sender: Sender | None = None
         self.router_ref: Router | None = None
@@ -297,15 +295,8 @@ class Discovery:
                     source: NID | None) -> list[Action]:
         """``lnet_discovery_event_handler``: REPLY/ACK/SEND error/UNLINK of a ping or push."""
         assert md.owner is not None
-        # lnet_discovery_event_handler's peer is the MD's user pointer: here the peer that
-        # holds the MD, else the one the owner NID names. The owner's peer is asked first and
-        # the scan is skipped for a handle no peer was ever given (an event raised while the
-        # GET is sent): one scan per event made 16,384 pings quadratic (issue 27 item 1)
-        peer = self.peers.find_peer(md.owner.nid)
-        if (peer is None or md.handle not in (peer.ping_mdh, peer.push_mdh)) \
-                and md.handle <= self.held_mdh:
-            peer = next((p for p in self.peers.peers if md.handle in (p.ping_mdh, p.push_mdh)),
-                        None) or peer
+        # the event's md_user_ptr in lnet_discovery_event_handler (issue 27 item 1)
+        peer = self.peers.md_holder(md.handle, md.owner.nid, self.held_mdh)
         if peer is None:
             return []
         is_ping = md.owner.role is OwnerRole.DC_PING
