@@ -30,8 +30,8 @@ from testbed.mininet.client import MininetNode
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+@pytest.fixture(name="daemon")
+def daemon_fixture(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     """A real node daemon (no network namespace: its control socket is all we use)."""
     env = dict(os.environ, LNET_TESTBED_RUNROOT=str(tmp_path / "root"),
                PYTHONPATH=str(PROJECT))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_dead_target_deadline import daemon_fixture  # noqa: F401  (a real node daemon)
 
 from nodes.selftest.nidlist import MAX_NIDS
 from testbed.base import Completed
@@ -115,3 +116,42 @@ def test_a_client_that_goes_away_cancels_its_lst_work(served: Any) -> None:
     first = _peers(served)
     time.sleep(1.5)
     assert _peers(served) == first < IN_LARGEST, f"the killed client's work went on ({first})"
+
+
+def test_a_node_daemon_serves_others_and_cancels_for_a_client_gone(
+        daemon: Any) -> None:
+    """The same on a real node daemon (``nodes/daemon/control.py``): while one client's lst
+    add_group of 16,384 NIDs runs, ``hello`` answers within 1 s; the client gone (its socket
+    closed), the daemon stops posting."""
+    from nodes.daemon.client import request
+
+    _proc, ipc = daemon
+    sock = str(ipc)
+    assert request(sock, {"cmd": "lnetctl", "argv": ["lnet", "configure"]})["rc"] == 0
+    assert request(sock, {"cmd": "lst", "argv": [ENV, "new_session", "d"]})["rc"] == 0
+
+    def peers() -> int:
+        out = request(sock, {"cmd": "lnetctl", "argv": ["peer", "show"]}, timeout=10.0)
+        return str(out["out"]).count("primary nid: 10.20.")
+
+    code = ("import sys; from nodes.daemon.client import request; print('sending', "
+            "flush=True); request(sys.argv[1], {'cmd': 'lst', 'argv': [sys.argv[2], "
+            "'add_group', 'g', sys.argv[3]]}, timeout=600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, sock, ENV, LARGEST],
+                            stdout=subprocess.PIPE, text=True)
+    waits = []
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "sending\n"
+        for _ in range(8):
+            start = time.monotonic()
+            assert request(sock, {"cmd": "hello"}, timeout=10.0)["ok"] is True
+            waits.append(time.monotonic() - start)
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert max(waits) < 1.0, waits
+    time.sleep(0.5)
+    first = peers()
+    time.sleep(1.5)
+    assert peers() == first < IN_LARGEST, f"the killed client's work went on ({first})"
