@@ -191,6 +191,15 @@ def clean_all(root: str | Path | None = None) -> list[str]:
     return removed
 
 
+def leftover_key(removed: str) -> str:
+    """The :func:`leftovers` name of one thing :func:`clean_testbed` says it removed
+    (``process 123 of testbed t`` -> ``process 123``): how ``down`` tells that a thing in its
+    inventory and one it removed are the same (issue 27 item 13: each daemon left by a killed
+    supervisor was listed twice)."""
+    head, sep, _ = removed.partition(" of testbed ")
+    return head if sep and head.startswith("process ") else removed
+
+
 def inventory(name: str, root: str | Path | None = None) -> dict[str, str]:
     """What of testbed ``name`` is present now, as :func:`leftovers` names it, with what
     each thing is (from its state file): ``{"process 123": "process 123 (supervisor)"}``.

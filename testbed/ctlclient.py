@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.daemon.client import DaemonUnreachable, request
+from nodes.daemon.client import DaemonDead, DaemonUnreachable, RequestTooLarge, request
 from nodes.echo import clip
 from testbed import clean, runstate
 from testbed.base import TestbedError
@@ -74,8 +74,20 @@ class CtlTestbed:
                              f"{self.name}`)")
 
     def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        pid = runstate.read_state(self.rundir).get("supervisor_pid")
+        what = "sim server" if self.backend == "sim" else "supervisor"
+
+        def gone() -> str | None:  # its process died while we wait: fail now (issue 27)
+            return None if runstate.pid_alive(pid) else f"its {what} (pid {pid}) died"
+
         try:
-            return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout)
+            return request(str(runstate.ctl_sock(self.rundir)), msg, timeout=timeout,
+                           alive=gone if isinstance(pid, int) else None)
+        except RequestTooLarge as exc:
+            raise TestbedError(f"testbed {self.name}: {msg.get('cmd')}: {exc}") from exc
+        except DaemonDead as exc:
+            raise TestbedError(f"testbed {self.name}: {exc} (remove what is left: `testbed "
+                               f"down -n {self.name}`)") from exc
         except DaemonUnreachable as exc:
             raise TestbedError(f"testbed {self.name}: not answering ({exc})") from exc
 
@@ -112,7 +124,7 @@ class CtlTestbed:
         if left:
             raise TestbedError(f"testbed {self.name}: still present after down: "
                                f"{', '.join(left)}")
-        return [*before.values(), *(x for x in extra if x not in before)]
+        return [*before.values(), *(x for x in extra if clean.leftover_key(x) not in before)]
 
     def status(self) -> dict[str, Any]:
         """Nodes (NIDs, interfaces and link states), segments, phase."""

@@ -6,11 +6,16 @@ list where a string belongs (``{"cmd": "link", "node": ["c1"]}``) used to kill t
 supervisor, leaving its testbed up with nobody to take it down. Here every request is parsed
 and checked against :data:`REQUESTS` (field -> accepted type, required or not) before a
 handler sees it; what does not fit is refused with one line naming the field, and the
-process goes on serving. Bounds: a request body of at most :data:`MAX_REQUEST_BYTES` (also
-set as the socket's ``ZMQ_MAXMSGSIZE``, so a larger one is dropped by ZeroMQ unread), JSON
-nested at most :data:`MAX_DEPTH` deep. Fields a request does not
-list are not read by anyone, and ignored. Commands not listed here are left to the server
-(which refuses them as unknown, or serves one a later issue added).
+process goes on serving. Bounds: a request body of at most :data:`MAX_REQUEST_BYTES`, the
+node daemons' bound (``nodes/dlc/limits.py``: every request carrying a largest argv, 2 MiB
+as execve's ``ARG_MAX``, fits), refused with an error; a frame past four times that is dropped
+by ZeroMQ unread (``ZMQ_MAXMSGSIZE``, :data:`MAX_FRAME_BYTES`), and the client
+(``nodes/daemon/client.py``) refuses to send a body past the bound, so none of ours goes
+unanswered (issue 27 item 2: a 1 MiB bound here under a README promising 2 MiB of argv
+left ``testbed lnetctl`` waiting forever). JSON nested at most :data:`MAX_DEPTH` deep.
+Fields a request does not list are not read by anyone, and ignored. Commands not listed
+here are left to the server (which refuses them as unknown, or serves one a later issue
+added).
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from nodes.dlc import limits
 from nodes.echo import shown
 
-#: Largest request body read (a fault spec or an lnetctl argv is well under 64 KiB; an
-#: lnetctl import's content crosses the node's own socket, not this one).
-MAX_REQUEST_BYTES = 1 << 20
+#: Largest request body read: one number with the node daemons' (an lnetctl argv of up to
+#: ARG_MAX, the sim server's node verbs carry it).
+MAX_REQUEST_BYTES = limits.MAX_REQUEST_BYTES
+#: Largest frame ZeroMQ reads at all (``ZMQ_MAXMSGSIZE``); larger ones are dropped unread.
+MAX_FRAME_BYTES = 4 * MAX_REQUEST_BYTES
 #: Deepest JSON nesting accepted (a fault spec's ``match`` is the deepest, at 3).
 MAX_DEPTH = 32
 

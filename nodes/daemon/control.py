@@ -29,6 +29,7 @@ import zmq
 import zmq.asyncio
 
 from nodes.daemon import lst_verb
+from nodes.daemon.clientwatch import ClientWatch, source_fd
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL, NodeRuntime
 from nodes.dlc import request as frontend
@@ -157,6 +158,7 @@ class ControlServer:
             self.socks.append(self._bind_curve(curve))
         self.stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.watches: list[ClientWatch] = []
         # health notices and workload events -> events.jsonl (hlth-lnt-udev, issue 16)
         self.events = EventLog.from_env(node)
         if self.events is not None:
@@ -181,7 +183,12 @@ class ControlServer:
         return sock
 
     async def serve(self) -> None:
-        recvs = {asyncio.ensure_future(s.recv_multipart()): s for s in self.socks}
+        # a client that goes away cancels its requests (nodes/daemon/clientwatch.py)
+        watches = {s: ClientWatch(s) for s in self.socks}
+        for w in watches.values():
+            w.start()
+        self.watches = list(watches.values())
+        recvs = {asyncio.ensure_future(s.recv_multipart(copy=False)): s for s in self.socks}
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
             while not self.stopping.is_set():
@@ -189,13 +196,17 @@ class ControlServer:
                                              return_when=asyncio.FIRST_COMPLETED)
                 for recv in [r for r in recvs if r in done]:
                     sock = recvs.pop(recv)
-                    task = asyncio.create_task(self._handle(recv.result(), sock))
+                    frames = recv.result()
+                    task = asyncio.create_task(self._handle([f.bytes for f in frames], sock))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                    recvs[asyncio.ensure_future(sock.recv_multipart())] = sock
+                    watches[sock].track(source_fd(frames), task)
+                    recvs[asyncio.ensure_future(sock.recv_multipart(copy=False))] = sock
         finally:
             for fut in (*recvs, stop):
                 fut.cancel()
+            for w in watches.values():
+                w.close()
 
     async def _handle(self, frames: list[bytes], sock: zmq.asyncio.Socket | None = None
                       ) -> None:

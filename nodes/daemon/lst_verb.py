@@ -14,12 +14,15 @@ an operation's completion event, on that runtime's clock.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import socket
 from typing import Any
 
+from nodes.dlc.limits import argv_refusal
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
+from nodes.selftest import nidlist
 from nodes.selftest.lstcli import LstTool
 from nodes.selftest.node import Selftest
 
@@ -45,7 +48,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
                  "span": _INT, "from": (str,), "to": (str,), "param": (dict,)},
     "stat": {"name": _NAME, "nids": _LIST, "timeout": _INT},
 }
-MAX_NIDS = 65536
+MAX_NIDS = nidlist.MAX_NIDS  # one number for lst's lists and the ioctls that carry them
 EPOCH = 1_000_000_000  # a wall-clock-like base for the runtimes' clocks (``time``)
 
 
@@ -92,10 +95,24 @@ class RuntimeIO:
         self.st: Selftest = rt.driver.upper
 
     async def ioctl(self, opc: str, key: int, args: dict[str, Any]) -> dict[str, Any]:
+        await self.rt.share()  # lst's own work before (a NID list expanded) was one step
         checked = check({"opc": opc, "key": key, "args": args})
         if isinstance(checked, str):
             return {"rc": -22, "error": checked}
-        events = await self.rt.wait_final(lambda: self.st.ioctl(self.rt.now(), opc, key, args))
+        started: list[int] = []
+
+        def start() -> tuple[int, list[Any]]:
+            handle, actions = self.st.ioctl(self.rt.now(), opc, key, args)
+            started.append(handle)
+            return handle, actions
+
+        try:
+            events = await self.rt.wait_final(start)
+        except asyncio.CancelledError:  # the client went away: lst was killed (issue 27)
+            if started:
+                self.rt.execute(self.st.interrupt(self.rt.now(), started[0]))
+                self.st.result(started[0])  # (an answer nobody reads)
+            raise
         return self.st.result(events[-1].handle)
 
     async def sleep(self, seconds: float) -> None:
@@ -119,6 +136,9 @@ async def ioctl(rt: Any, req: dict[str, Any]) -> dict[str, Any]:
 
 async def run(rt: Any, argv: list[str]) -> tuple[int, str, str]:
     """The ``lst`` verb: ``[NAME=VALUE...] COMMAND ARGS...``; (rc, out, err) when done."""
+    refused = argv_refusal("lst", argv)  # what execve would refuse (nodes/dlc/limits.py)
+    if refused is not None:
+        return refused
     env: dict[str, str] = {}
     while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
         name, value = argv[0].split("=", 1)

@@ -285,6 +285,10 @@ class NodeRuntime:
     def watch(self, handle: int, callback: Callable[[MDEvent], None]) -> None:
         self.driver.watch(handle, callback)
 
+    async def share(self) -> None:
+        """Between two long steps of one request: the loop serves the others first."""
+        await asyncio.sleep(0)
+
     async def wait_final(self, start: Callable[[], tuple[int, list[Action]]]) -> list[MDEvent]:
         """Start an operation and wait until its MD is unlinked; returns all its events."""
         fut: asyncio.Future[list[MDEvent]] = self.loop.create_future()

@@ -48,3 +48,13 @@ def argv_error(tool: str, argv: object) -> str | None:
             return (f"{tool}: {len(argv)} arguments exceed {ARG_MAX} bytes: "
                     f"{os.strerror(errno.E2BIG)}")
     return None
+
+
+def argv_refusal(tool: str, argv: object) -> tuple[int, str, str] | None:
+    """What a command refused by ``argv_error`` answers, (rc, stdout, stderr) as the daemon's
+    command entry returns it (exit status of -E2BIG), for a client to answer the same
+    without sending it (issue 27 item 2: the limit enforced on both ends); None: acceptable."""
+    bad = argv_error(tool, argv)
+    if bad is None:
+        return None
+    return (256 - errno.E2BIG) % 256, "", bad + "\n"

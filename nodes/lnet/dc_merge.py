@@ -345,6 +345,7 @@ def _send_ping(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int
                             owner=MDOwner(OwnerRole.DC_PING, peer.primary_nid))
     if peer.state & PING_SENT:
         peer.ping_mdh = handle
+        dc.held_mdh = max(dc.held_mdh, handle)
     return 0, acts
 
 def _send_push(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
@@ -368,6 +369,7 @@ def _send_push(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int
                             owner=MDOwner(OwnerRole.DC_PUSH, peer.primary_nid))
     if peer.state & PUSH_SENT:
         peer.push_mdh = handle
+        dc.held_mdh = max(dc.held_mdh, handle)
     return 0, acts
 
 

@@ -119,6 +119,7 @@ class Discovery:
         self.recovery = recovery
         self.timers = timers
         self.queues = DiscoveryQueues()
+        self.held_mdh = 0  #: the largest handle a ping_mdh/push_mdh was ever given
         # wired by the engine (built after this component)
         self.sender: Sender | None = None
         self.router_ref: Router | None = None
@@ -184,7 +185,7 @@ class Discovery:
                 if n > _MAX_STEPS:
                     actions += self.complete(peer, -EPROTO, now)
                     continue
-                if peer not in self.peers.peers:
+                if not self.peers.holds(peer):
                     # merged away into another peer (its messages moved there) or deleted
                     actions += self.complete(peer, 0, now)
                     continue
@@ -294,10 +295,8 @@ class Discovery:
                     source: NID | None) -> list[Action]:
         """``lnet_discovery_event_handler``: REPLY/ACK/SEND error/UNLINK of a ping or push."""
         assert md.owner is not None
-        peer = next((p for p in self.peers.peers if md.handle in (p.ping_mdh, p.push_mdh)),
-                    None)
-        if peer is None:
-            peer = self.peers.find_peer(md.owner.nid)
+        # the event's md_user_ptr in lnet_discovery_event_handler (issue 27 item 1)
+        peer = self.peers.md_holder(md.handle, md.owner.nid, self.held_mdh)
         if peer is None:
             return []
         is_ping = md.owner.role is OwnerRole.DC_PING

@@ -179,6 +179,25 @@ class PeerTable:
         lpni = self.by_nid.get(nid)
         return lpni.peer if lpni else None
 
+    def md_holder(self, handle: int, owner: NID, newest: int) -> Peer | None:
+        """The peer whose discovery ping or push MD is ``handle``, else the one ``owner``
+        names. The owner's peer is asked first and the list scanned only when another may
+        hold it: not for a handle above ``newest``, the largest one a peer was ever given
+        (an event raised while the GET is sent). A scan per event made a console pinging
+        16,384 peers quadratic (issue 27 item 1)."""
+        peer = self.find_peer(owner)
+        if (peer is None or handle not in (peer.ping_mdh, peer.push_mdh)) and handle <= newest:
+            peer = next((p for p in self.peers if handle in (p.ping_mdh, p.push_mdh)),
+                        None) or peer
+        return peer
+
+    def holds(self, peer: Peer) -> bool:
+        """``peer`` is in the table: by its primary NID's index entry, the list scanned only
+        for a peer that index does not name (merged away or deleted). A scan for every
+        discovery step made a console posting 16,384 RPCs quadratic (issue 27 item 1)."""
+        lpni = self.by_nid.get(peer.primary_nid)
+        return (lpni is not None and lpni.peer is peer) or peer in self.peers
+
     def add_nid(self, peer: Peer, nid: NID, peer_credits: int) -> PeerNI:
         """Add ``nid`` to ``peer`` (a new peer net if needed; UDSP rules applied, §7.3)."""
         pnet = peer.peer_net(nid.net)

@@ -57,6 +57,8 @@ class Selftest:
         self.handles = self.srpc.handles
         self._op_ids = itertools.count(1)
         self._results: dict[int, dict[str, Any]] = {}
+        #: operation handle -> the transaction its generator waits for now
+        self._waits: dict[int, Trans] = {}
         if burst_data is not None:  # the testbed's put/get bursts (match bits 0 only)
             engine.attach_me(SRPC_RDMA_PORTAL, 0, 0, data=burst_data, sink=True)
 
@@ -114,6 +116,19 @@ class Selftest:
         self.timers.arm(("sleep", h), now + max(0.0, seconds))
         return h, []
 
+    def interrupt(self, now: float, handle: int) -> list[Action]:
+        """The lst waiting for operation ``handle`` went away (its client closed the control
+        connection): the wait ends as a signal ends ``lstcon_rpc_trans_postwait``'s
+        ``wait_event_interruptible``: posting stops, RPCs still out are aborted with -EINTR
+        and the operation finishes from there (issue 27 item 1)."""
+        self.srpc.now = now
+        trans = self._waits.get(handle)
+        if trans is not None and trans.on_done is not None:
+            trans.interrupted = True
+            done, trans.on_done = trans.on_done, None
+            done()
+        return self._take()
+
     def result(self, handle: int) -> dict[str, Any]:
         """The answer of a completed operation (once)."""
         return self._results.pop(handle, {"rc": 0})
@@ -123,12 +138,15 @@ class Selftest:
         try:
             trans = next(gen)
         except StopIteration as stop:
+            self._waits.pop(h, None)
             self._complete(h, stop.value)
             return
         except Exception as exc:  # a bug here must not take the node down
+            self._waits.pop(h, None)
             log.exception("lst ioctl failed")
             self._complete(h, {"rc": -14, "error": f"internal error: {exc!r}"})  # -EFAULT
             return
+        self._waits[h] = trans
         trans.on_done = lambda: self._step(h, gen)
 
     def _complete(self, h: int, result: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
+from nodes.dlc.limits import argv_refusal
 from nodes.echo import shown
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import needs, runstate, sh
@@ -50,10 +51,21 @@ class MininetNode(NodeVerbs):
     def __repr__(self) -> str:
         return f"<MininetNode {self.testbed.name}/{self.name} pid={self.pid}>"
 
+    def _gone(self) -> str | None:
+        """Why this node's daemon cannot answer (its process died: ``testbed status`` shows
+        it DEAD), or None: a call fails at once then, not at its deadline (issue 27 item 5)."""
+        if runstate.pid_alive(self.pid):
+            return None
+        return f"its daemon (pid {self.pid}) is dead (testbed status: DEAD)"
+
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
         """Send daemon verb ``cmd`` ("lnetctl", "lctl") with ``argv`` exactly as given."""
+        refused = argv_refusal(cmd, list(argv))  # ARG_MAX, as the daemon checks it
+        if refused is not None:
+            return Completed(*refused)
         try:
-            reply = request(self.sock, {"cmd": cmd, "argv": list(argv)}, timeout=timeout)
+            reply = request(self.sock, {"cmd": cmd, "argv": list(argv)}, timeout=timeout,
+                            alive=self._gone)
         except DaemonUnreachable as exc:
             raise TestbedError(f"node {self.name}: {exc}") from exc
         return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
@@ -95,7 +107,7 @@ class MininetNode(NodeVerbs):
         if numa is not None:
             req["numa"] = numa
         try:
-            return request(self.sock, req, timeout=timeout)
+            return request(self.sock, req, timeout=timeout, alive=self._gone)
         except DaemonUnreachable as exc:
             raise TestbedError(f"node {self.name}: {exc}") from exc
         except (TypeError, ValueError) as exc:  # an argument JSON cannot carry

@@ -218,7 +218,7 @@ class Supervisor:
         ctx = zmq.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_REQUEST_BYTES)  # larger: dropped unread
+        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
         ctl = runstate.ctl_sock(self.rdir)
         sock.bind(f"ipc://{ctl}")
         os.chmod(ctl, 0o600)

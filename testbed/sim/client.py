@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nodes.dlc.limits import argv_refusal
 from nodes.echo import shown
 from nodes.recorder import DEFAULT_PERIOD
 from testbed.base import Completed, NodeVerbs, TestbedError
@@ -47,6 +48,9 @@ class SimClientNode(NodeVerbs):
         return reply
 
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = VERB_TIMEOUT) -> Completed:
+        refused = argv_refusal(cmd, list(argv))  # ARG_MAX, as the server checks it
+        if refused is not None:
+            return Completed(*refused)
         reply = self._request({"cmd": cmd, "argv": list(argv)}, max(timeout, VERB_TIMEOUT))
         return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
                          str(reply.get("err", "")))

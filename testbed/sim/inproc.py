@@ -25,9 +25,11 @@ such tests ``@pytest.mark.mininet_only`` and the plugin skips them on ``--lnet-b
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,9 @@ from testbed.sim.netfaults import SimFaults
 from testbed.sim.node import SimNodeHandle
 from testbed.sim.runtime import SimRuntime
 from testbed.sim.simfabric import SimFabric
+
+#: Longest wall-clock run of an unpaced verb before a served testbed serves other requests.
+SHARE_SLICE = 0.02
 
 __all__ = ["SimNodeHandle", "SimTestbed"]
 
@@ -74,10 +79,22 @@ class SimTestbed:
         #: a server's pacing task drives the clock (``wait_final`` awaits instead of stepping)
         self.paced = False
         self.kick: Callable[[], None] = lambda: None
+        #: a server serves this testbed: verbs that step the fabric themselves (unpaced)
+        #: let other requests in every ``SHARE_SLICE`` wall seconds (``share``)
+        self.served = False
+        self._share_at = 0.0
         self.is_up = True
         self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.faults = SimFaults(self)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    async def share(self) -> None:
+        """In a server, once per ``SHARE_SLICE`` of wall time: let the event loop serve the
+        other requests (issue 27 item 1: one verb stepping the fabric at ``--speed 0`` held
+        the server for as long as its work took). In-process, never suspends."""
+        if self.served and time.monotonic() >= self._share_at:
+            await asyncio.sleep(0)
+            self._share_at = time.monotonic() + SHARE_SLICE
 
     def __repr__(self) -> str:
         return f"<SimTestbed {self.name} seed={self.seed} t={self.fabric.now:g}>"

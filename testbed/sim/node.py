@@ -196,6 +196,7 @@ class SimNodeHandle(NodeVerbs):
                     raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never "
                                        "complete")
                 refill()
+                await self.testbed.share()
         except BaseException as exc:
             fab.record("traffic_end", self.name, **burst_end(op, dnid, state["started"],
                                                              state["ok"], errors),

@@ -82,6 +82,11 @@ class SimRuntime:
         evs = [e for e in self.sim.fabric.events[self.name][mark:] if e.handle == handle]
         return evs if evs and evs[-1].unlinked else None
 
+    async def share(self) -> None:
+        """Between two long steps of one request: in a server, other requests first (once
+        per ``SHARE_SLICE``, ``SimTestbed.share``); in-process, nothing."""
+        await self.sim.share()
+
     async def wait_final(self, start: Callable[[], tuple[int, list[Action]]]) -> list[MDEvent]:
         """Start an operation and wait until its MD is unlinked; returns all its events.
 
@@ -109,6 +114,7 @@ class SimRuntime:
             if not fabric.step():
                 self.driver.waiters.pop(handle, None)
                 raise TestbedError(f"sim: node {self.name}: MD {handle} can never complete")
+            await self.sim.share()
         return events
 
     async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:

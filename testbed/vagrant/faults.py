@@ -147,6 +147,9 @@ class FaultTable:
         f.activations += 1
         node = spec.node or ""
         host = sup.placement.get(node, "")
+        # before its effects, so the events it causes follow it (issue 27 item 13); one that
+        # fails is reverted by ``tick`` (``fault_reverted``)
+        sup.event("fault_applied", id=f.fid, activation=k, fault=spec.kind, node=spec.node)
         if spec.kind in ("carrier", "flap") and spec.params.get("style", "carrier") == "carrier":
             ifaces = [spec.iface] if spec.iface else list(sup.link_state[node])
             for iface in ifaces:
@@ -163,7 +166,6 @@ class FaultTable:
                 f.applied.append(("signal", (host, node)))
         elif spec.kind == "restart":
             self.restart(node)
-        sup.event("fault_applied", id=f.fid, activation=k, fault=spec.kind, node=spec.node)
 
     def _rules(self, f: _Fault, rules: list[tuple[str, list[str]]]) -> None:
         for node, rule in rules:
