@@ -165,6 +165,12 @@ class FlowTracker:
         carries bytes of (TCP ``flags``:
         SYN 0x02 starts the stream, FIN 0x01 / RST 0x04 end it)."""
         flow = self.flows.get(key)
+        if flow is not None and not flags & 0x07 and flow.nxt == seq and not flow.head \
+                and flow.end >= seq + len(payload):
+            # the common case: the next bytes of a payload whose header was read
+            flow.nxt = seq + len(payload)
+            self.flows.move_to_end(key)
+            return [flow.cur] if flow.cur is not None and payload else []
         if flow is None or flags & 0x02:
             flow = self._new(key)
             if flags & 0x02:
