@@ -141,11 +141,26 @@ class _Held:
         self.latency, self.left = latency, left
 
 
-class Reorder(Model):
+class _Holding(Model):
+    """Messages held per connection, in order (head-of-line), until released."""
+
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.held: dict[Pair, _Held] = {}
 
+    def release(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+        if self.held.get(pair) is not h:
+            return  # (released or expired already)
+        del self.held[pair]
+        for act in h.acts:
+            fab._at_deliver(fab.now + h.latency, pair[0], act)
+
+    def close(self, fab: SimFabric) -> None:
+        for pair, h in list(self.held.items()):
+            self.release(fab, pair, h)
+
+
+class Reorder(_Holding):
     def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
@@ -166,18 +181,6 @@ class Reorder(Model):
         fab._at(fab.now + float(self.p["hold"]) / 1000.0,
                 functools.partial(self.release, fab, pair, h))
         return True
-
-    def release(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
-        if self.held.get(pair) is not h:
-            return  # (released by its gap already)
-        del self.held[pair]
-        for act in h.acts:
-            fab._at_deliver(fab.now + h.latency, pair[0], act)
-
-    def close(self, fab: SimFabric) -> None:
-        for pair, h in list(self.held.items()):
-            self.release(fab, pair, h)
-
 
 class Duplicate(Model):
     def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
@@ -236,11 +239,7 @@ class Corrupt(Model):
         return True
 
 
-class Stall(Model):
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.held: dict[Pair, _Held] = {}
-
+class Stall(_Holding):
     def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
@@ -266,12 +265,6 @@ class Stall(Model):
         rc, hstatus = errmap.FAILURES["posted_timeout"]
         for act in h.acts:
             fab._fail(name, act, rc, hstatus)
-
-    def close(self, fab: SimFabric) -> None:
-        for pair, h in list(self.held.items()):
-            del self.held[pair]
-            for act in h.acts:
-                fab._at_deliver(fab.now + h.latency, pair[0], act)
 
 
 class Bandwidth(Model):
