@@ -9,12 +9,15 @@ starts (``_Flow.end``, an absolute sequence number) and walks each segment from 
 the next as the socklnd receiver's framing does (``nodes/lnd/framing.py``): the acceptor
 connreq (16 bytes), the ksock hello (56 + 4 * ``nips``), a NOOP ksock_msg (24), an LNET
 ksock_msg (24 + 72 + ``payload_length``). :meth:`FlowTracker.feed` returns the messages a
-segment carries bytes of, so a rule selects every segment of a matching message.
+segment carries bytes of, so a rule selects every segment of a matching message;
+:meth:`FlowTracker.step` is the hot path alone (a segment that only continues the current
+message's payload: the flow, whose ``note`` the caller may use to memoise its verdict).
 
 * **Bounded memory.** Per flow: the next boundary, at most :data:`HEAD_MAX` bytes of a header
   split across segments, and the last :data:`HISTORY` units (start, end, message) for
   retransmissions; never payload. At most :data:`MAX_FLOWS` flows, the least recently seen
-  evicted first (counted; an evicted flow resynchronises when seen again). A FIN or RST ends
+  evicted first (counted; an evicted flow resynchronises when seen again; a flow seen only
+  in the middle of a payload keeps its place, so that path costs no reordering). A FIN or RST ends
   the flow's state. :meth:`FlowTracker.flow_bytes` measures it.
 * **Retransmissions** (a segment below the next expected byte) are judged by the history of
   the units they overlap; older than the history, by a scan (below), counted ``rescanned``.
@@ -135,12 +138,13 @@ def parse_unit(b: bytes | memoryview, off: int, strict: bool = False
 class _Flow:
     """One direction of one connection: where its next unit starts, and a short history."""
 
-    __slots__ = ("cur", "end", "head", "hist", "hmsg", "nxt", "tail")
+    __slots__ = ("cur", "end", "head", "hist", "hmsg", "note", "nxt", "tail")
 
     def __init__(self) -> None:
         self.nxt = -1  # absolute seq of the next byte expected; -1: out of step
         self.end = 0  # absolute seq where the next unit starts (>= nxt while in step)
         self.cur: LNetMsg | None = None  # the unit ending at ``end``
+        self.note: object = None  # the caller's memo about ``cur`` (reset when it changes)
         self.head = b""  # first bytes of a header that continues in the next segment
         self.tail = b""  # out of step: the last bytes of the previous segment (at nxt - len)
         self.hist = array("q")  # start, end pairs of the last units
@@ -159,18 +163,31 @@ class FlowTracker:
 
     # -- the one entry point --------------------------------------------------------------
 
-    def feed(self, key: bytes, seq: int, flags: int,
-             payload: bytes | memoryview) -> list[LNetMsg]:
-        """The messages segment ``seq`` of flow ``key`` (its addresses and ports, as bytes)
-        carries bytes of (TCP ``flags``:
-        SYN 0x02 starts the stream, FIN 0x01 / RST 0x04 end it)."""
+    def step(self, key: bytes, seq: int, flags: int, n: int) -> _Flow | None:
+        """The fast path alone: if segment ``seq`` of ``n`` > 0 bytes only continues the
+        payload of its flow's current unit, advance and return the flow (its ``cur`` is the
+        one message carried, ``note`` the caller's memo about it); else None (``feed``)."""
         flow = self.flows.get(key)
+        if flow is None or flags & 0x07 or flow.nxt != seq or flow.head \
+                or flow.end < seq + n or n <= 0:
+            return None
+        flow.nxt = seq + n
+        return flow
+
+    def feed(self, key: bytes, seq: int, flags: int, data: bytes | memoryview,
+             off: int = 0) -> list[LNetMsg]:
+        """The messages segment ``seq`` of flow ``key`` (its addresses and ports, as bytes)
+        carries bytes of; its payload is ``data[off:]`` (TCP ``flags``: SYN 0x02 starts the
+        stream, FIN 0x01 / RST 0x04 end it)."""
+        flow = self.flows.get(key)
+        n = len(data) - off
         if flow is not None and not flags & 0x07 and flow.nxt == seq and not flow.head \
-                and flow.end >= seq + len(payload):
-            # the common case: the next bytes of a payload whose header was read
-            flow.nxt = seq + len(payload)
-            self.flows.move_to_end(key)
-            return [flow.cur] if flow.cur is not None and payload else []
+                and flow.end >= seq + n:
+            # the common case: the next bytes of a payload whose header was read (the flow
+            # keeps its place in the eviction order: refreshed on the other paths)
+            flow.nxt = seq + n
+            cur = flow.cur
+            return [cur] if cur is not None and n > 0 else []
         if flow is None or flags & 0x02:
             flow = self._new(key)
             if flags & 0x02:
@@ -178,8 +195,8 @@ class FlowTracker:
         else:
             self.flows.move_to_end(key)
         out: list[LNetMsg] = []
-        if payload:
-            out = self._segment(flow, seq, payload)
+        if n > 0:
+            out = self._segment(flow, seq, memoryview(data)[off:] if off else data)
         if flags & 0x05:
             del self.flows[key]
         return out
@@ -265,7 +282,7 @@ class FlowTracker:
                 self._intern.clear()
             self.counters["messages"] += 1
         self.counters["units"] += 1
-        flow.cur, flow.end = msg, at + length
+        flow.cur, flow.end, flow.note = msg, at + length, None
         hist = flow.hist
         hist.append(at)
         hist.append(at + length)
@@ -305,7 +322,7 @@ class FlowTracker:
             return []
         self.counters["resyncs"] += 1
         off = found[0]
-        flow.tail, flow.head, flow.cur = b"", b"", None
+        flow.tail, flow.head, flow.cur, flow.note = b"", b"", None, None
         flow.end = base + off
         self.counters["unsynced_bytes"] += max(0, off - len(tail))
         return self._walk(flow, base + off, memoryview(buf)[off:])

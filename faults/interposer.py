@@ -101,19 +101,30 @@ class Interposer:
         if tracker is None or not pkt.is_lnet:
             return self.matcher(pkt)
         off = pkt.tcp_off
+        key = data[12:20] + data[off:off + 4]
+        flow = tracker.step(key, pkt.seq, pkt.tcp_flags, len(data) - pkt.l4_off)
+        if flow is not None:  # more payload of the flow's current message: its verdict
+            self.lnet["lnet_segments"] += 1
+            if flow.note is None:
+                cur = flow.cur
+                flow.note = cur is not None and self.matcher.packet(pkt) \
+                    and self.matcher.message(cur)
+            return bool(flow.note)
         counters = tracker.counters
         before = counters["messages"]
-        msgs = tracker.feed(data[12:20] + data[off:off + 4], pkt.seq, pkt.tcp_flags,
-                            memoryview(data)[pkt.l4_off:])
+        msgs = tracker.feed(key, pkt.seq, pkt.tcp_flags, data, pkt.l4_off)
         if len(data) > pkt.l4_off:
             self.lnet["lnet_segments"] += 1
         fresh = counters["messages"] - before
+        message = self.matcher.message
         if fresh:  # messages whose header ended in this segment: counted once each
             self.lnet["messages_matched"] += sum(
-                1 for m in msgs[len(msgs) - fresh:] if self.matcher.message(m))
+                1 for m in msgs[len(msgs) - fresh:] if message(m))
         if not msgs or not self.matcher.packet(pkt):
             return False
-        return any(self.matcher.message(m) for m in msgs)
+        if len(msgs) == 1:  # (the common case: one message's payload)
+            return message(msgs[0])
+        return any(message(m) for m in msgs)
 
     def _apply(self, qpkt: Any, data: bytes, pkt: Pkt, v: decide.Verdict, now: float) -> None:
         a = v.action
