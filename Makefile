@@ -29,7 +29,7 @@ PURE_TESTS := $(shell grep -lE "from (nodes\.(lnet|lnd|selftest|driver)|testbed\
 MYPY_PATHS := nodes/lnet nodes/lnd nodes/selftest nodes/driver.py nodes/recorder.py nodes/daemon/runtime.py nodes/native.py testbed/sim/fabric.py \
               testbed/sim/links.py testbed/sim/netfaults.py testbed/sim/paths.py \
               testbed/sim/sched.py testbed/sim/simdriver.py testbed/sim/simfabric.py \
-              testbed/sim/watched.py
+              testbed/sim/watched.py testbed/sim/netmodels.py
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and
 # libvirt providers, QEMU, the box builder's tools: 131 packages, 240 MB, 25 s here, so only
 # the Vagrant targets pull them in; `make test` does not need them.

@@ -11,11 +11,12 @@ start of the TCP payload with the offsets of ``nodes/lnd/wire.py``:
   portal (``ptl_index`` in the union);
 * anything else on port 988 (a NOOP, or a segment that continues a message) -> LNet type None.
 
-What a rule cannot see (documented in faults/README.md): only the *first* message of each TCP
-segment is classified, because TCP does not keep message boundaries: a segment may carry
-several ksock_msgs (the later ones are judged with the first), and a large PUT/REPLY spans many
-segments (the continuation segments carry no header and match no ``type``/NID/portal rule).
-Full stream reassembly is what ``lnet_layers.LNetTCP.tcp_reassemble`` does for captures.
+This peek sees only the *first* message of a segment, because TCP keeps no message
+boundaries: a segment may carry several ksock_msgs and a large PUT/REPLY spans many segments.
+The interposer therefore follows each connection's stream (``faults/flowtrack.py``, fed the
+``seq`` and ``tcp_flags`` read here) whenever a rule needs LNet headers, and asks the
+:class:`Matcher` about each message a segment carries (:meth:`Matcher.packet`,
+:meth:`Matcher.message`); the peek stays for captures and rules without LNet keys.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from faults.flowtrack import LNetMsg
 from nodes.lnd.wire import (
     KSOCK_MSG_HDR_SIZE,
     KSOCK_MSG_LNET,
@@ -40,6 +42,7 @@ _LNET_FIXED = struct.Struct("<QQIIII")
 #: return_wmd, match_bits (GET), in the union that starts at byte 32
 _PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _U32 = struct.Struct("<I")
+_SEQ = struct.Struct("!I")
 
 
 @dataclass(slots=True)
@@ -58,6 +61,7 @@ class Pkt:
     dst_nid: int | None = None
     portal: int | None = None
     tcp_flags: int = 0
+    seq: int = 0
 
     @property
     def is_lnet(self) -> bool:
@@ -84,6 +88,7 @@ def classify(data: bytes) -> Pkt | None:
         pkt.tcp_off = ihl
         pkt.sport, pkt.dport = struct.unpack_from("!HH", data, ihl)
         pkt.tcp_flags = data[ihl + 13]
+        pkt.seq = _SEQ.unpack_from(data, ihl + 4)[0]
         pkt.l4_off = ihl + (data[ihl + 12] >> 4) * 4
         if pkt.is_lnet:
             _peek_lnet(data, pkt)
@@ -128,6 +133,17 @@ class Matcher:
                                  or self.forwarded)
 
     def __call__(self, pkt: Pkt) -> bool:
+        """The rule against a packet judged by its first message (``classify``'s peek)."""
+        if not self.packet(pkt):
+            return False
+        if not self.needs_header:
+            return True
+        if pkt.lnet_type is None:
+            return False
+        return self.fields(pkt.lnet_type, pkt.src_nid, pkt.dst_nid, pkt.portal)
+
+    def packet(self, pkt: Pkt) -> bool:
+        """The keys every packet has: protocol, port, peer address."""
         if self.proto == "lnet":
             if not pkt.is_lnet:
                 return False
@@ -135,17 +151,20 @@ class Matcher:
             return False
         if self.port is not None and self.port not in (pkt.sport, pkt.dport):
             return False
-        if self.peer is not None and self.peer not in (pkt.src, pkt.dst):
+        return self.peer is None or self.peer in (pkt.src, pkt.dst)
+
+    def message(self, m: LNetMsg) -> bool:
+        """The LNet keys against one message of the stream (``flowtrack``)."""
+        return self.fields(m.type, m.src_nid, m.dst_nid, m.portal)
+
+    def fields(self, mtype: str, src: int | None, dst: int | None, portal: int | None) -> bool:
+        if self.types and mtype not in self.types:
             return False
-        if not self.needs_header:
-            return True
-        if pkt.lnet_type is None or (self.types and pkt.lnet_type not in self.types):
+        if self.src_nid is not None and src != self.src_nid:
             return False
-        if self.src_nid is not None and pkt.src_nid != self.src_nid:
+        if self.dst_nid is not None and dst != self.dst_nid:
             return False
-        if self.dst_nid is not None and pkt.dst_nid != self.dst_nid:
-            return False
-        if self.portal is not None and pkt.portal != self.portal:
+        if self.portal is not None and portal != self.portal:
             return False
         # forwarded by this router: neither end of the LNet message is one of our NIDs
-        return not (self.forwarded and (pkt.src_nid in self.local or pkt.dst_nid in self.local))
+        return not (self.forwarded and (src in self.local or dst in self.local))

@@ -37,6 +37,8 @@ from faults.spec import FaultError
 TAG = "lntb:"
 #: Seconds an interposer gets to bind its queue.
 READY_TIMEOUT = 10.0
+#: Seconds a reader waits for an interposer to write its counters on request.
+FRESH_TIMEOUT = 0.5
 
 
 class FaultApplyError(Exception):
@@ -61,8 +63,35 @@ def tagged_qdiscs(dev: str, ns_pid: int | None) -> list[str]:
     return [ln for ln in res.out.splitlines() if ln.startswith("qdisc tbf")]
 
 
-def read_counters(path: str | Path) -> dict[str, Any]:
-    """An interposer's counters file ({} while it does not exist or is half written)."""
+def read_counters(path: str | Path, fresh: bool = False) -> dict[str, Any]:
+    """An interposer's counters file ({} while it does not exist or is half written).
+
+    ``fresh``: counters current when read (issue 32 item 3). A running interposer writes
+    its file every ``COUNTER_PERIOD``; here it is sent SIGUSR1, on which it takes the packets
+    already queued and writes at once, and the file is read again once its ``t`` is past the
+    request (at most :data:`FRESH_TIMEOUT`). Only a live process whose command line is an
+    interposer, and whose file has ``writes`` (it handles SIGUSR1), is signalled."""
+    data = _load_counters(path)
+    pid = data.get("pid")
+    if not fresh or data.get("exited") or "writes" not in data or not isinstance(pid, int):
+        return data
+    try:
+        if b"faults.interposer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return data
+        asked = time.time()
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        return data
+    deadline = time.monotonic() + FRESH_TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(0.002)
+        now = _load_counters(path)
+        if now.get("exited") or float(now.get("t", 0)) >= asked:
+            return now
+    return _load_counters(path) or data
+
+
+def _load_counters(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):

@@ -88,7 +88,7 @@ class FaultManager(FaultResources):
         counters = dict(f.totals)
         for res in f.resources:
             if res["type"] == "interposer":
-                live = netops.read_counters(res["counters"])
+                live = netops.read_counters(res["counters"], fresh=True)
                 for k, v in live.items():
                     if isinstance(v, int) and not isinstance(v, bool) and k != "pid":
                         counters[k] = counters.get(k, 0) + v

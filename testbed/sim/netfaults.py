@@ -27,8 +27,11 @@ What each kind does to a message the rule matches (direction ``out``: sent by th
 * ``kill``: the node's engine stops (``SimTestbed.kill``); with a ``duration`` it is
   restarted on revert. ``restart``: a new incarnation configured as at bring-up.
 
-Any other kind (reorder, duplicate, corrupt, stall, rst, bandwidth, stop) is refused with one
-line: the fabric has no packets, windows or processes to do it to.
+* ``rst``, ``reorder``, ``duplicate``, ``corrupt``, ``stall``, ``bandwidth``: modelled by
+  their effect on the socklnd's byte stream (``netmodels.py``: a reset at both ends, head-of-
+  line holds, TCP dropping copies, protocol errors or flipped payload bits, a token bucket).
+
+``stop`` is refused with one line: the sim has no process to stop.
 """
 
 from __future__ import annotations
@@ -40,20 +43,25 @@ from typing import TYPE_CHECKING, Any
 from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.echo import shown
 from nodes.lnd import errmap
+from nodes.lnd.wire import LNET_ACCEPTOR_PORT
+from nodes.lnet.hdr import MsgType
 from nodes.lnet.nid import NID
 from testbed.ctlclient import FaultHandle
 from testbed.faultbook import FaultRecord, never_raise
+from testbed.sim.netmodels import MODELS, Model
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
     from testbed.sim.inproc import SimTestbed
 
-MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill", "restart")
+MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill", "restart",
+            *MODELS)
 #: Linux TCP_RTO_MIN (200 ms) and TCP_RTO_MAX (120 s): the first retransmission timeout and
 #: the cap of its exponential backoff
 RTO_MIN, RTO_MAX = 0.2, 120.0
 #: match keys the fabric can test on a message (it has no ports, portals or TCP)
-SIM_MATCH = ("proto", "type", "src_nid", "dst_nid")
+_PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
+SIM_MATCH = ("proto", "type", "src_nid", "dst_nid", "portal")
 
 
 class Rule:
@@ -61,6 +69,7 @@ class Rule:
 
     def __init__(self, rec: FaultRecord, k: int, tb: SimTestbed) -> None:
         spec = rec.spec
+        self.model: Model | None = None
         self.rec, self.kind, self.spec = rec, spec.kind, spec
         self.rng = random.Random(rec.seed + k)  # per-activation, as the interposer does
         self.counters: dict[str, int] = {}
@@ -73,9 +82,13 @@ class Rule:
         self.nids = {NID.parse(i.nid) for i in node.interfaces
                      if spec.iface is None or i.name == spec.iface}
         m = spec.match
+        model = MODELS.get(spec.kind)
+        self.model = model(dict(spec.params), self.rng, self.counters, self.nids) \
+            if model is not None else None
         self.types = set(m.types)
         self.src = NID.parse(m.src_nid) if m.src_nid else None
         self.dst = NID.parse(m.dst_nid) if m.dst_nid else None
+        self.portal = m.portal  # of a PUT or GET, as the interposer reads ptl_index
 
     def _count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
@@ -85,9 +98,12 @@ class Rule:
         if not ((d in ("out", "both") and act.ni in self.nids)
                 or (d in ("in", "both") and act.lpni in self.nids)):
             return False
-        return not ((self.types and act.hdr.type.name not in self.types)
-                    or (self.src is not None and act.hdr.src_nid != self.src)
-                    or (self.dst is not None and act.hdr.dest_nid != self.dst))
+        hdr = act.hdr
+        return not ((self.types and hdr.type.name not in self.types)
+                    or (self.src is not None and hdr.src_nid != self.src)
+                    or (self.dst is not None and hdr.dest_nid != self.dst)
+                    or (self.portal is not None and (hdr.type not in _PORTAL_TYPES
+                                                     or hdr.ptl_index != self.portal)))
 
     def vanishes(self, act: Transmit, connected: set[tuple[str, NID, NID]], dst: str) -> bool:
         """Does this message vanish (blackhole, partition)?"""
@@ -137,10 +153,14 @@ def check_modelled(spec: FaultSpec) -> None:
     if spec.kind == "delay" and spec.params["reorder"]:
         raise FaultError("delay: reorder is not modelled by the sim backend (TCP delivers "
                          "in order)")
-    bad = [k for k in spec.match.as_dict() if k not in SIM_MATCH]
-    if bad or spec.match.proto not in ("any", "lnet"):
+    # every message of the fabric rides a socklnd connection to port 988 (the default match
+    # of stall and rst)
+    bad = [k for k in spec.match.as_dict() if k not in SIM_MATCH
+           and not (k == "port" and spec.match.port == LNET_ACCEPTOR_PORT)]
+    if bad or spec.match.proto not in ("any", "lnet", "tcp"):
         raise FaultError(f"{spec.kind}: match on {bad[0] if bad else 'proto'} is not "
-                         f"modelled by the sim backend (it can match: type, src_nid, dst_nid)")
+                         f"modelled by the sim backend (it can match: type, src_nid, "
+                         f"dst_nid, portal)")
 
 
 class SimFaults:
@@ -268,6 +288,8 @@ class SimFaults:
             tb.link(spec.node or "", spec.iface or "", "up", by="fault")
         rule = self.rules.pop(f.fid, None)
         if rule is not None:
+            if rule.model is not None:
+                rule.model.close(tb.fabric)  # held messages go on
             counters = rule.counters
             tb.fabric.rules = list(self.rules.values())
         for key, v in counters.items():

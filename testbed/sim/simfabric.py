@@ -133,6 +133,14 @@ class SimFabric(Fabric):
             rc, hstatus = vanish_failure(False)
             self._fail_at(self.now + timeout, name, act, rc, hstatus)
             return
+        for rule in self.rules:  # the packet kinds' models (netmodels.py)
+            model = rule.model
+            if model is not None:
+                matched = rule.matches(act)
+                if matched:
+                    model.count("matched")
+                if model.take(self, name, act, link, timeout, matched):
+                    return
         extra = sum(rule.delay(act) for rule in self.rules)
         if extra >= timeout:  # the socklnd gave up on the connection first
             rc, hstatus = errmap.FAILURES["posted_timeout"]

@@ -326,3 +326,22 @@ def test_kill_9_of_supervisor_leaves_nothing_after_clean(testbed_factory: Any) -
     removed = tb.down()
     assert any(f"interposer process {inter[0]}" in x for x in removed)
     assert leftovers(tb.name, tb.root) == []
+
+
+def test_every_put_of_a_burst_is_matched_and_counted_at_once(testbed_factory: Any,
+                                                             fast_topology: Path) -> None:
+    """Issue 32 items 2 and 3: a ``type: PUT`` rule follows c1's socklnd stream, so each of
+    300 PUTs of 4 KiB is classified and the segments carrying them are acted on (here: a
+    loss rule at rate 0, every matched segment decided and accepted); the counters read right
+    after the burst already hold all of them (they lagged ~1 s before)."""
+    tb = testbed_factory(fast_topology)
+    c1 = tb.node("c1")
+    assert c1.lnetctl("ping", "10.10.0.2@tcp").rc == 0  # the connection exists before the rule
+    f = tb.fault.loss(node="c1", rate=0.0, match={"type": "PUT", "portal": 52})  # both rails
+    reply = c1.put("10.10.0.2@tcp", count=300, size=4096)
+    assert reply["completed"] == 300, reply
+    c = next(x for x in tb.fault.list() if x["id"] == f["id"])["counters"]
+    assert c["messages_matched"] == 300, c
+    assert c["matched"] >= 300 * 4192 // 65536 and c["accepted"] == c["seen"], c
+    assert c["flow_bytes"] < 4096 * max(1, c["flows"]), c
+    clean_after(tb)

@@ -131,10 +131,10 @@ def test_flap_follows_its_schedule_on_virtual_time(tb: Any) -> None:
 
 
 @pytest.mark.parametrize("kind, kw, why", [
-    ("reorder", {"node": "c1"}, "reorder: not modelled by the sim backend"),
+    ("delay", {"node": "c1", "delay": 5, "reorder": True}, "reorder is not modelled"),
     ("stop", {"node": "c1"}, "stop: not modelled by the sim backend"),
     ("loss", {"node": "c1", "p": 0.1, "r": 0.5}, "models rate only"),
-    ("loss", {"node": "c1", "rate": 0.1, "match": {"portal": 4}}, "match on portal"),
+    ("loss", {"node": "c1", "rate": 0.1, "match": {"port": 80}}, "match on port"),
 ])
 def test_what_the_fabric_cannot_model_is_refused_in_one_line(tb: Any, kind: str,
                                                              kw: dict[str, Any],

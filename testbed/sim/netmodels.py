@@ -1,0 +1,297 @@
+"""Models of the packet faults the fabric has no packets for: what LNet sees of them over TCP.
+
+Theory of operation (issue 32 item 1): the sim fabric carries LNet messages, not segments,
+so each kind the Mininet interposer or tc applies to packets is modelled by its effect on the
+socklnd's byte stream, which is what LNet can observe. A model is consulted by
+``SimFabric._transmit_ruled`` for every message of an active rule (``take``; ``matched``
+says whether the rule's keys hold) and either leaves the message to the fabric (False) or
+disposes of it itself (True: scheduled, held, lost or failed).
+
+* ``rst``: the first ``count`` matching messages are written (the tx completes OK, as
+  ksocklnd finalizes a tx once its bytes are in the socket) and lost with the connection,
+  which both ends' kernels reset a latency later: each socklnd logs ``connection down: ...
+  [Errno 104] Connection reset by peer`` and tells LNet the peer NI is down
+  (``ksocknal_close_conn_and_siblings`` -> ``lnet_notify``); the next send reconnects.
+* ``reorder``: a held segment reaches the receiver later, and TCP hands the LND no byte after
+  it until it arrives (head-of-line): a selected message (``rate``) and every later message of
+  its connection wait until ``gap`` more messages were sent on it or ``hold`` ms passed, then
+  arrive in order. The LND's framing sees the same byte stream as without the fault.
+* ``duplicate``: TCP discards the copy of a segment it already has (same sequence numbers),
+  so LNet receives each message once; the copies are counted.
+* ``corrupt``: with ``csum: bad`` the receiver's kernel drops the segment and TCP retransmits
+  it (one retransmission timeout, 200 ms, added). With ``csum: fix`` the bits flipped (in the
+  frame's ``offset``/``span`` if given, else anywhere in its 24 + 72 + payload bytes) reach
+  the socklnd: in the ksock_msg type (bytes 0-3) or an lnet_hdr that ``wire.unpack_hdr``
+  refuses or whose ``payload_length`` changed, the receiver closes the connection with a
+  protocol error (the sender sees the reset); in the other ksock_msg bytes nothing; in the
+  rest of the header or the payload the message is delivered with those bits flipped.
+* ``stall``: matching messages (and, head-of-line, every later one of their connection) are
+  held until the fault is reverted, then delivered in order; a connection held for the sending
+  NI's LND timeout is closed as the socklnd closes it (posted txs: -ETIMEDOUT,
+  NETWORK_TIMEOUT).
+* ``bandwidth``: a token bucket (``bw``, ``burst``) per direction of the interface, as tc tbf
+  on it: a message leaves once the bucket holds its bytes on the wire (the frame plus 66 bytes
+  of Ethernet/IP/TCP headers per 1448-byte segment), in order.
+
+Deliberate differences (docs/differences.md): per connection, not per packet; a reset
+leaves messages already in flight on the connection to arrive; tbf's ``latency`` limit (drops
+when its queue is too long) is not modelled.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from typing import TYPE_CHECKING, Any
+
+from nodes.lnd import errmap, wire
+from nodes.lnet.actions import Transmit
+from nodes.lnet.errors import WireProtocolError
+from nodes.lnet.hstatus import HStatus
+
+if TYPE_CHECKING:
+    from testbed.sim.links import _Link
+    from testbed.sim.simfabric import SimFabric
+
+Pair = tuple[str, Any, Any]  # (sending node, NI, peer NI): one socklnd connection
+#: Ethernet + IPv4 + TCP (with timestamps) headers per segment, and the MSS, on a 1500 MTU
+SEG_OVERHEAD, MSS = 66, 1448
+#: Linux TCP_RTO_MIN: a segment the receiver's kernel dropped is sent again this much later
+RTO_MIN = 0.2
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9,
+               "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1 << 20, "mb": 1 << 20}
+RESET_TEXT = "[Errno 104] Connection reset by peer"
+
+
+def rate_bits(text: str) -> float:
+    """tc's rate syntax (``10mbit``, ``1mbps``) in bits per second."""
+    num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return float(num) * _RATE_UNITS[text[len(num):]]
+
+
+def size_bytes(text: str) -> int:
+    """tc's size syntax (``32kb``, ``1m``, ``1500``) in bytes."""
+    num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(num) * _SIZE_UNITS[text[len(num):]]
+
+
+def wire_bytes(act: Transmit) -> int:
+    """Bytes a message takes on the wire: its frame and the headers of its segments."""
+    frame = wire.LNET_FRAME_HEAD + len(act.payload)
+    return frame + math.ceil(frame / MSS) * SEG_OVERHEAD
+
+
+class Model:
+    """Base: leaves every message to the fabric."""
+
+    def __init__(self, params: dict[str, Any], rng: random.Random,
+                 counters: dict[str, int], nids: set[Any]) -> None:
+        self.p, self.rng, self.counters = params, rng, counters
+        self.nids = nids  # the faulted node's NIDs (of ``iface`` if given)
+
+    def count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        return False
+
+    def close(self, fab: SimFabric) -> None:
+        """The fault is reverted."""
+
+
+def reset(fab: SimFabric, pair: Pair, dst: str, why: str, lost: Transmit | None) -> None:
+    """Both ends of ``pair``'s connection see it reset (``why`` on the receiving end, the
+    reset on the sending end); ``lost``: its message was written, so its tx is done."""
+    name, ni, lpni = pair
+    if lost is not None:
+        fab._complete(name, lost.tx_id, 0, HStatus.OK)
+    for node, a, b, text in ((dst, lpni, ni, why), (name, ni, lpni, RESET_TEXT)):
+        if node in fab.engines:
+            fab.log.append((fab.now, node, f"socklnd: connection down: {a} -> {b} {text}"))
+            fab.connected.add((node, a, b))  # (so that _notify reports it closed)
+            fab._notify(node, a, b, False)
+
+
+class Rst(Model):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.left = int(self.p["count"])
+
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        if not matched or self.left <= 0 or link.dst is None:
+            return False
+        self.left -= 1
+        self.count("rst")
+        fab._at(fab.now + link.latency, functools.partial(
+            reset, fab, (name, act.ni, act.lpni), link.dst, RESET_TEXT, act))
+        return True
+
+
+class _Held:
+    """Messages of one connection waiting behind a held one."""
+
+    __slots__ = ("acts", "latency", "left")
+
+    def __init__(self, latency: float, left: int) -> None:
+        self.acts: list[Transmit] = []
+        self.latency, self.left = latency, left
+
+
+class _Holding(Model):
+    """Messages held per connection, in order (head-of-line), until released."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.held: dict[Pair, _Held] = {}
+
+    def release(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+        if self.held.get(pair) is not h:
+            return  # (released or expired already)
+        del self.held[pair]
+        for act in h.acts:
+            fab._at_deliver(fab.now + h.latency, pair[0], act)
+
+    def close(self, fab: SimFabric) -> None:
+        for pair, h in list(self.held.items()):
+            self.release(fab, pair, h)
+
+
+class Reorder(_Holding):
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        pair = (name, act.ni, act.lpni)
+        h = self.held.get(pair)
+        if h is not None:  # behind a held segment: TCP delivers nothing past the hole
+            if matched and self.rng.random() < self.p["rate"]:
+                self.count("reordered")  # held too: it goes with the hole's release
+            h.acts.append(act)
+            h.left -= 1
+            if h.left <= 0:
+                self.release(fab, pair, h)
+            return True
+        if not matched or self.rng.random() >= self.p["rate"]:
+            return False
+        self.count("reordered")
+        h = self.held[pair] = _Held(link.latency, int(self.p["gap"]))
+        h.acts.append(act)
+        fab._at(fab.now + float(self.p["hold"]) / 1000.0,
+                functools.partial(self.release, fab, pair, h))
+        return True
+
+class Duplicate(Model):
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        if matched and self.rng.random() < self.p["rate"]:
+            self.count("duplicated")  # the receiver's TCP drops the copy
+        return False
+
+
+class Corrupt(Model):
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        if not matched or link.dst is None or self.rng.random() >= self.p["rate"]:
+            return False
+        self.count("corrupted")
+        if self.p["csum"] == "bad":  # dropped by the receiving kernel, sent again
+            if timeout <= RTO_MIN:
+                rc, hstatus = errmap.FAILURES["posted_timeout"]
+                fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+            else:
+                fab._at_deliver(fab.now + link.latency + RTO_MIN, name, act)
+            return True
+        head = bytearray(wire.pack_hdr(act.hdr))
+        payload = bytearray(bytes(act.payload))
+        lo = int(self.p["offset"] or 0)
+        size = wire.KSOCK_MSG_HDR_SIZE + len(head) + len(payload)
+        hi = min(size, lo + int(self.p["span"] or size))
+        if hi <= lo:
+            return False
+        broken = False
+        for _ in range(int(self.p["bits"])):
+            bit = self.rng.randrange(lo * 8, hi * 8)
+            at = bit // 8 - wire.KSOCK_MSG_HDR_SIZE
+            if at < -wire.KSOCK_MSG_HDR_SIZE + 4:
+                broken = True  # the ksock_msg type
+            elif 0 <= at < len(head):
+                head[at] ^= 1 << (bit % 8)
+            elif at >= len(head):
+                payload[at - len(head)] ^= 1 << (bit % 8)
+        why = "protocol error: bad ksock message type" if broken else ""
+        hdr = act.hdr
+        if not broken:
+            try:
+                hdr = wire.unpack_hdr(bytes(head))
+            except WireProtocolError as exc:
+                why = f"protocol error: {exc}"
+            else:
+                if hdr.payload_length != act.hdr.payload_length:
+                    why = "protocol error: frame length changed"
+        if why:
+            fab._at(fab.now + link.latency, functools.partial(
+                reset, fab, (name, act.ni, act.lpni), link.dst, why, act))
+            return True
+        fab._at_deliver(fab.now + link.latency, name, Transmit(
+            tx_id=act.tx_id, ni=act.ni, lpni=act.lpni, hdr=hdr, payload=bytes(payload)))
+        return True
+
+
+class Stall(_Holding):
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        pair = (name, act.ni, act.lpni)
+        h = self.held.get(pair)
+        if h is None:
+            if not matched:
+                return False
+            h = self.held[pair] = _Held(link.latency, 0)
+            fab._at(fab.now + timeout, functools.partial(self.expire, fab, pair, h))
+        self.count("stalled")
+        h.acts.append(act)
+        return True
+
+    def expire(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+        """The socklnd's monitor: no progress for the LND timeout closes the connection."""
+        if self.held.get(pair) is not h:
+            return
+        del self.held[pair]
+        name, _ni, lpni = pair
+        if name in fab.engines:
+            fab.log.append((fab.now, name, f"socklnd: timeout sending data to {lpni}; the "
+                                           f"network or that node may be down"))
+        rc, hstatus = errmap.FAILURES["posted_timeout"]
+        for act in h.acts:
+            fab._fail(name, act, rc, hstatus)
+
+
+class Bandwidth(Model):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.rate = rate_bits(str(self.p["bw"])) / 8.0  # bytes per second
+        self.burst = float(size_bytes(str(self.p["burst"])))
+        self.buckets: dict[bool, list[float]] = {}  # outgoing? -> [tokens, at]
+
+    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+             matched: bool) -> bool:
+        if not matched or link.dst is None:
+            return False
+        size = wire_bytes(act)
+        b = self.buckets.setdefault(act.ni in self.nids, [self.burst, fab.now])
+        t = max(fab.now, b[1])
+        tokens = min(self.burst, b[0] + (t - b[1]) * self.rate)
+        if tokens >= size:
+            b[0], b[1] = tokens - size, t
+        else:
+            t += (size - tokens) / self.rate
+            b[0], b[1] = 0.0, t
+        self.count("shaped")
+        fab._at_deliver(t + link.latency, name, act)
+        return True
+
+
+MODELS: dict[str, type[Model]] = {"rst": Rst, "reorder": Reorder, "duplicate": Duplicate,
+                                  "corrupt": Corrupt, "stall": Stall, "bandwidth": Bandwidth}
+__all__ = ["MODELS", "Model", "rate_bits", "size_bytes", "wire_bytes"]
