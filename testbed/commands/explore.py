@@ -2,8 +2,10 @@
 [--check-determinism] [--out DIR]``: seeded fault swarms on the simulator (issue 17).
 
 The work is ``testbed.explore.driver.explore``; this module checks the arguments (one line per
-mistake, no traceback) and sets the exit status: 0 when every seed passed (and, with
-``--check-determinism``, every pair of runs matched), 1 otherwise.
+mistake, no traceback) and sets the exit status: 0 when every seed ran to the end and passed
+(and, with ``--check-determinism``, every pair of runs matched), 1 on any failure, error or
+mismatch (``testbed/explore/verdicts.py``). TOPOLOGY is a file or a built-in topology's name,
+as ``testbed up`` takes it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     rep = explore(args.topology, seeds, time_s=args.time, workers=args.workers,
                   check_determinism=args.check_determinism, planted=planted, out_dir=out,
                   quiet=args.quiet, say=lambda line: print(line, flush=True))
-    return 1 if rep.failures or rep.mismatches else 0
+    return rep.exit_status()
 
 
 def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
@@ -52,7 +54,7 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
                         "the in-process simulator; check LNet's invariants while the faults "
                         "are on (safety) and its recovery once they are gone (liveness); "
                         "shrink a failure to a minimal pytest file (--out).")
-    sp.add_argument("topology", help="topology YAML file")
+    sp.add_argument("topology", help="topology YAML file or built-in name (default, routed, ...)")
     sp.add_argument("--seeds", type=int, default=None, metavar="N",
                     help="run N seeds (default 100), starting at --first")
     sp.add_argument("--first", type=int, default=0, metavar="S0", help="first seed (default 0)")

@@ -14,45 +14,16 @@ virtual time per wall second (x real time, per worker) and seeds per hour on thi
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.explore import emit, pool, runner, shrink, topo
+from testbed.explore import emit, pool, runner, shrink, topo, verdicts
 from testbed.explore.model import Schedule
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class Report:
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
-    mismatches: list[dict[str, Any]] = field(default_factory=list)
-    written: list[Path] = field(default_factory=list)
-    wall: float = 0.0
-    workers: int = 1
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        return [r for _s, r in sorted(self.results.items()) if not r["ok"]]
-
-    @property
-    def virtual(self) -> float:
-        return sum(r.get("virtual", 0.0) for r in self.results.values())
-
-    @property
-    def worker_wall(self) -> float:
-        return sum(r.get("wall", 0.0) for r in self.results.values())
-
-    def speed(self) -> dict[str, float]:
-        """x real time (virtual s per wall s of one worker) and seeds per hour (this box)."""
-        n = len(self.results)
-        return {"x_real_time": self.virtual / self.worker_wall if self.worker_wall else 0.0,
-                "seeds_per_hour": n * 3600.0 / self.wall if self.wall else 0.0,
-                "virtual_per_seed": self.virtual / n if n else 0.0}
+Report = verdicts.Report
 
 
 def _task(topology: str, seed: int, time_s: float, planted: str | None, digest: bool,
@@ -70,15 +41,15 @@ def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, worke
     t0 = time.perf_counter()
     if workers <= 0 and not check_determinism:
         for s in seeds:
-            res = pool.run_task(_task(topology, s, time_s, planted, False))
+            res = pool.safe_run_task(_task(topology, s, time_s, planted, False))
             rep.results[s] = res
-            _show(res, topology, planted, quiet, say)
+            verdicts.show(res, topology, planted, quiet, say)
     else:
         _pooled(rep, topology, seeds, time_s, max(workers, 2 if check_determinism else 1),
                 check_determinism, planted, quiet, say)
     rep.wall = time.perf_counter() - t0
-    _summary(rep, check_determinism, time_s, say)
-    if out_dir is not None:
+    verdicts.summary(rep, check_determinism, time_s, say)
+    if out_dir is not None and rep.failures:
         _shrink_all(rep, topology, planted, out_dir, say)
     return rep
 
@@ -102,16 +73,32 @@ def _pooled(rep: Report, topology: str, seeds: list[int], time_s: float, size: i
             if det and s not in rep.results and s not in first:
                 first[s] = (w, res)
             elif det and s in first:
-                w0, res0 = first.pop(s)
-                rep.results[s] = res0
-                _show(res0, topology, planted, quiet, say)
-                _compare(rep, topology, time_s, planted, workers, (w0, res0), (w, res), say)
+                _pair(rep, topology, time_s, planted, workers, first.pop(s), (w, res), quiet,
+                      say)
             else:
                 rep.results[s] = res
-                _show(res, topology, planted, quiet, say)
+                verdicts.show(res, topology, planted, quiet, say)
             feed()
     finally:
         workers.close()
+
+
+def _pair(rep: Report, topology: str, time_s: float, planted: str | None, workers: pool.Pool,
+          a: tuple[int, dict[str, Any]], b: tuple[int, dict[str, Any]], quiet: bool,
+          say: Say) -> None:
+    """Both runs of a seed are in: its result is the first run's, or the run that errored
+    (no verdict); only two runs that both ran to the end are compared."""
+    a, b = sorted((a, b), key=lambda wr: int(wr[1].get("run", 0)))
+    bad = [r for _w, r in (a, b) if r.get("error")]
+    s = a[1]["seed"]
+    rep.results[s] = bad[0] if bad else a[1]
+    verdicts.show(rep.results[s], topology, planted, quiet, say)
+    if len(bad) == 1:
+        say(f"seed {s}: run {bad[0].get('run', 0)} errored, the other ran to the end: not "
+            "compared")
+    if not bad:
+        rep.compared.add(s)
+        _compare(rep, topology, time_s, planted, workers, a, b, say)
 
 
 def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
@@ -120,8 +107,6 @@ def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
     (wa, ra), (wb, rb) = a, b
     if ra.get("digest") == rb.get("digest") and ra.get("digest"):
         return
-    if ra.get("error") and ra.get("error") == rb.get("error"):
-        return  # the same crash in both processes: a failure (shown), not a mismatch
     s = ra["seed"]
     ca, cb = ra.get("chunks") or [], rb.get("chunks") or []
     k = next((i for i, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y),
@@ -138,52 +123,7 @@ def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
           "index": k * runner.CHUNK + i,
           "first": [e[i] if i < len(e) else None for e in evs]}
     rep.mismatches.append(mm)
-    say(f"seed {s}: DETERMINISM MISMATCH between PYTHONHASHSEED {mm['hashseeds'][0]} and "
-        f"{mm['hashseeds'][1]} ({mm['events'][0]} vs {mm['events'][1]} events); first "
-        f"differing event #{mm['index']}:")
-    for h, ev in zip(mm["hashseeds"], mm["first"], strict=True):
-        say(f"    [{h}] {json.dumps(ev, sort_keys=True) if ev is not None else '(none)'}")
-
-
-def _show(res: dict[str, Any], topology: str, planted: str | None, quiet: bool,
-          say: Say) -> None:
-    s = res["seed"]
-    if res.get("error"):
-        say(f"seed {s}: ERROR {res['error']}")
-        return
-    if res["ok"] and quiet:
-        return
-    for line in res["swarm"]:
-        say(line)
-    stats = (f"{res['events']} events, {res['sends']} messages, {res['virtual']:.0f} virtual s "
-             f"in {res['wall']:.2f} s")
-    if res["ok"]:
-        say(f"  ok ({stats})")
-        return
-    say(f"  FAIL ({stats})")
-    for line in res["violation"]["lines"]:
-        say(f"  {line}")
-    extra = f" --planted-bug {planted}" if planted else ""
-    say(f"  reproduce with: testbed explore {topology} --seed {s}{extra}")
-
-
-def _summary(rep: Report, det: bool, time_s: float, say: Say) -> None:
-    n, fails = len(rep.results), rep.failures
-    kinds: dict[str, int] = {}
-    for r in fails:
-        key = (r.get("violation") or {}).get("invariant", "error")
-        kinds[key] = kinds.get(key, 0) + 1
-    by = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
-    say(f"summary: {n} seeds, {n - len(fails)} ok, {len(fails)} failed"
-        + (f" ({by})" if by else ""))
-    if det:
-        say(f"determinism: {n} seeds x 2 runs (PYTHONHASHSEED differs), "
-            f"{len(rep.mismatches)} mismatches")
-    sp = rep.speed()
-    say(f"speed: {rep.virtual:.0f} virtual s in {rep.worker_wall:.1f} s of worker time = "
-        f"{sp['x_real_time']:.0f}x real time; {n} seeds ({time_s:g} s safety phase, "
-        f"{sp['virtual_per_seed'] / 60:.1f} virtual min each with liveness) in "
-        f"{rep.wall:.1f} s on {rep.workers} worker(s) = {sp['seeds_per_hour']:.0f} seeds/hour")
+    verdicts.mismatch(mm, say)
 
 
 #: perturbed sim runs a failure must also survive to be shrunk and written (shrink.py)

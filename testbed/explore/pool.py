@@ -70,18 +70,24 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}{where}"
 
 
+def safe_run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """``run_task``, with an exception as an *error* result (``error``: one line, ``ok``
+    False): the seed did not run to a verdict, which is neither a pass nor a failure of an
+    invariant (``driver.Report`` counts errors apart)."""
+    try:
+        return run_task(task)
+    except Exception as exc:  # reported, never a hung pool nor a traceback
+        return {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
+                "error": describe(exc), "hashseed": os.environ.get("PYTHONHASHSEED", "")}
+
+
 def _worker(tasks: Any, results: Any, index: int) -> None:
     gcpolicy.relax()  # a worker only runs seeds: fewer collections (testbed/sim/gcpolicy.py)
     while True:
         task = tasks.get()
         if task is None:
             return
-        try:
-            res = run_task(task)
-        except Exception as exc:  # reported, never a hung pool
-            res = {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
-                   "error": describe(exc)}
-        results.put((index, res))
+        results.put((index, safe_run_task(task)))
 
 
 class Pool:

@@ -20,6 +20,7 @@ import yaml
 
 from nodes.lnet.tunables import MODULE_PARAMS, TUNABLE_NAMES, Tunables
 from testbed.plan import Plan, load_topology
+from testbed.plan.source import resolve
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,9 @@ class Topo:
 
 
 def load(path: str | Path) -> Topo:
-    """Validate ``path`` (TopologyError on a bad file) and wrap it."""
-    return Topo(load_topology(path), Path(path))
+    """Validate ``path`` -- a file or a built-in topology's name, as ``testbed up`` takes it
+    (TopologyError on a bad one) -- and wrap it with the file it names."""
+    return Topo(load_topology(path), resolve(path))
 
 
 def with_tunables(topo: Topo, tunables: dict[str, int], out_dir: Path | None = None) -> Path:
