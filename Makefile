@@ -91,7 +91,7 @@ venv: deps $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip 'setuptools>=77'  # PEP 639 license; wheels built without isolation (testbed/vagrant)
-	$(PY) -m pip install -q -e '.[test,report,faults]'
+	$(PY) -m pip install -q -e '.[test,report,faults,explore]'
 	touch $(STAMP) $(NATIVE_STAMP)
 
 # The engine and the packages around it compiled with mypyc (setup.py: `pip install` above

@@ -1,4 +1,4 @@
-"""``testbed explore TOPOLOGY [--seeds N | --seed S] [--time T] [--workers K]
+"""``testbed explore TOPOLOGY [--seeds N | --seed S] [--time T] [--workers K | --cluster ADDR]
 [--check-determinism] [--out DIR]``: seeded fault swarms on the simulator (issue 17).
 
 The work is ``testbed.explore.driver.explore``; this module checks the arguments (one line per
@@ -19,6 +19,7 @@ from testbed.commands.common import CliError, Named
 
 def cmd_explore(args: argparse.Namespace) -> int:
     from nodes.planted import check_name
+    from testbed.explore.cluster import ClusterError
     from testbed.explore.driver import explore
     from testbed.explore.topo import load
 
@@ -28,8 +29,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
         raise CliError(f"explore: --seeds must be at least 1, not {args.seeds}")
     if not 10.0 <= args.time <= 86400.0:
         raise CliError(f"explore: --time must be 10..86400 virtual seconds, not {args.time:g}")
-    if not 0 <= args.workers <= 64:
+    if args.workers is not None and not 0 <= args.workers <= 64:
         raise CliError(f"explore: --workers must be 0..64, not {args.workers}")
+    spec = _cluster(args)
     try:
         planted = check_name(args.planted_bug)
     except ValueError as exc:
@@ -42,10 +44,37 @@ def cmd_explore(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not out.is_dir():
         raise CliError(f"explore: --out {out}: not a directory")
-    rep = explore(args.topology, seeds, time_s=args.time, workers=args.workers,
-                  check_determinism=args.check_determinism, planted=planted, out_dir=out,
-                  quiet=args.quiet, say=lambda line: print(line, flush=True))
+    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    try:
+        rep = explore(args.topology, seeds, time_s=args.time, workers=workers,
+                      check_determinism=args.check_determinism, planted=planted, out_dir=out,
+                      quiet=args.quiet, say=lambda line: print(line, flush=True),
+                      cluster=spec, progress=True)
+    except ClusterError as exc:
+        raise CliError(f"explore: {exc}") from None
     return rep.exit_status()
+
+
+def _cluster(args: argparse.Namespace) -> str | None:
+    """``--cluster`` checked: an address, ``local:N`` or ``pool:N`` (N 1..64)."""
+    from testbed.explore.cluster import LOCAL, POOL
+
+    spec: str | None = args.cluster
+    if spec is None:
+        return None
+    if args.workers is not None:
+        raise CliError("explore: give --workers K or --cluster, not both (--cluster "
+                       "local:K is --workers K on dask)")
+    for prefix in (LOCAL, POOL):
+        if spec.startswith(prefix):
+            n = spec[len(prefix):]
+            if not n.isdigit() or not 1 <= int(n) <= 64:
+                raise CliError(f"explore: --cluster {spec}: {prefix}N wants N in 1..64")
+            return spec
+    if "://" not in spec:
+        raise CliError(f"explore: --cluster {spec}: a scheduler address "
+                       "(tcp://HOST:8786), local:N or pool:N")
+    return spec
 
 
 def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ignore[type-arg]
@@ -62,8 +91,13 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("--time", type=float, default=600.0, metavar="T",
                     help="virtual seconds of the safety phase (default 600); the liveness "
                          "phase adds the bound its tunables give")
-    sp.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="K",
-                    help="worker processes (default: one per CPU; 0: in this process)")
+    sp.add_argument("--workers", type=int, default=None, metavar="K",
+                    help="worker processes on this machine (default: one per CPU; 0: in "
+                         "this process): --cluster local:K with dask installed")
+    sp.add_argument("--cluster", metavar="ADDR", default=None,
+                    help="run the seeds as tasks of a dask.distributed scheduler at ADDR "
+                         "(tcp://HOST:8786; docs/explore.md), or local:N (a LocalCluster "
+                         "of N processes here), or pool:N (N processes here, no dask)")
     sp.add_argument("--check-determinism", action="store_true",
                     help="run each seed twice, in workers with different PYTHONHASHSEED, "
                          "and compare the event logs")

@@ -19,34 +19,47 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from testbed.explore import emit, pool, runner, shrink, topo, verdicts
+from testbed.explore import cluster, emit, pool, runner, shrink, stream, topo, verdicts
 from testbed.explore.model import Schedule
 
 Say = Callable[[str], None]
 Report = verdicts.Report
 
 
-def _task(topology: str, seed: int, time_s: float, planted: str | None, digest: bool,
-          run: int = 0, chunk: int | None = None) -> dict[str, Any]:
-    return {"topology": topology, "seed": seed, "time": time_s, "planted": planted,
-            "digest": digest, "run": run, "chunk": chunk}
-
-
 def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, workers: int = 2,
             check_determinism: bool = False, planted: str | None = None,
-            out_dir: Path | None = None, quiet: bool = False, say: Say = print) -> Report:
-    """Run ``seeds`` on ``topology`` (see the module doc)."""
+            out_dir: Path | None = None, quiet: bool = False, say: Say = print,
+            cluster: str | None = None, progress: bool = False) -> Report:
+    """Run ``seeds`` on ``topology`` (see the module doc). ``cluster``: a dask scheduler's
+    address, ``local:N`` (a LocalCluster) or ``pool:N`` (local processes without dask);
+    None: ``local:WORKERS`` when dask is installed, else ``pool:WORKERS``; ``workers`` 0
+    (without ``check_determinism``) runs the seeds in this process. ``progress``: a
+    progress bar with the running summary on stderr (a terminal only).
+
+    Raises:
+        cluster.ClusterError: the cluster cannot be used (one line).
+    """
     seeds = list(seeds)
-    rep = Report(workers=max(workers, 1))
+    job = stream.Job(topology, time_s, planted, check_determinism)
+    rep = Report(workers=1)
     t0 = time.perf_counter()
-    if workers <= 0 and not check_determinism:
-        for s in seeds:
-            res = pool.safe_run_task(_task(topology, s, time_s, planted, False))
-            rep.results[s] = res
-            verdicts.show(res, topology, planted, quiet, say)
-    else:
-        _pooled(rep, topology, seeds, time_s, max(workers, 2 if check_determinism else 1),
-                check_determinism, planted, quiet, say)
+    bar = stream.Progress(len(seeds), say, enabled=progress)
+    try:
+        if workers <= 0 and not check_determinism and cluster is None:
+            for s in seeds:
+                res = pool.safe_run_task(job.task(s))
+                rep.results[s] = res
+                verdicts.show(res, topology, planted, quiet, bar.say)
+                bar.update(rep)
+        else:
+            engine = _engine(cluster, max(workers, 2 if check_determinism else 1), say)
+            rep.workers = engine.size
+            try:
+                stream.Stream(rep, job, engine, quiet, bar).run(seeds)
+            finally:
+                engine.close()
+    finally:
+        bar.close()
     rep.wall = time.perf_counter() - t0
     verdicts.summary(rep, check_determinism, time_s, say)
     if out_dir is not None and rep.failures:
@@ -54,76 +67,18 @@ def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, worke
     return rep
 
 
-def _pooled(rep: Report, topology: str, seeds: list[int], time_s: float, size: int,
-            det: bool, planted: str | None, quiet: bool, say: Say) -> None:
-    workers = pool.Pool(size)
-    rep.workers = size
-    first: dict[int, tuple[int, dict[str, Any]]] = {}
-    todo = list(reversed(seeds))
-    try:
-        def feed() -> None:
-            while todo and workers.pending < 2 * size:
-                s = todo.pop()
-                w = workers.submit(_task(topology, s, time_s, planted, det))
-                if det:
-                    workers.submit(_task(topology, s, time_s, planted, True, run=1), avoid=w)
-        feed()
-        for w, res in workers.results_iter():
-            s = res["seed"]
-            if det and s not in rep.results and s not in first:
-                first[s] = (w, res)
-            elif det and s in first:
-                _pair(rep, topology, time_s, planted, workers, first.pop(s), (w, res), quiet,
-                      say)
-            else:
-                rep.results[s] = res
-                verdicts.show(res, topology, planted, quiet, say)
-            feed()
-    finally:
-        workers.close()
-
-
-def _pair(rep: Report, topology: str, time_s: float, planted: str | None, workers: pool.Pool,
-          a: tuple[int, dict[str, Any]], b: tuple[int, dict[str, Any]], quiet: bool,
-          say: Say) -> None:
-    """Both runs of a seed are in: its result is the first run's, or the run that errored
-    (no verdict); only two runs that both ran to the end are compared."""
-    a, b = sorted((a, b), key=lambda wr: int(wr[1].get("run", 0)))
-    bad = [r for _w, r in (a, b) if r.get("error")]
-    s = a[1]["seed"]
-    rep.results[s] = bad[0] if bad else a[1]
-    verdicts.show(rep.results[s], topology, planted, quiet, say)
-    if len(bad) == 1:
-        say(f"seed {s}: run {bad[0].get('run', 0)} errored, the other ran to the end: not "
-            "compared")
-    if not bad:
-        rep.compared.add(s)
-        _compare(rep, topology, time_s, planted, workers, a, b, say)
-
-
-def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
-             workers: pool.Pool, a: tuple[int, dict[str, Any]], b: tuple[int, dict[str, Any]],
-             say: Say) -> None:
-    (wa, ra), (wb, rb) = a, b
-    if ra.get("digest") == rb.get("digest") and ra.get("digest"):
-        return
-    s = ra["seed"]
-    ca, cb = ra.get("chunks") or [], rb.get("chunks") or []
-    k = next((i for i, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y),
-             min(len(ca), len(cb)))
-    workers.submit_to(wa, _task(topology, s, time_s, planted, True, run=2, chunk=k))
-    workers.submit_to(wb, _task(topology, s, time_s, planted, True, run=3, chunk=k))
-    again = {res["run"]: res for _w, res in workers.results_iter()}
-    evs = [again.get(2, {}).get("chunk_events") or [], again.get(3, {}).get("chunk_events") or []]
-    i = next((j for j, (x, y) in enumerate(zip(*evs, strict=False)) if x != y),
-             min(len(evs[0]), len(evs[1])))
-    mm = {"seed": s, "hashseeds": [ra.get("hashseed"), rb.get("hashseed")],
-          "digests": [ra.get("digest"), rb.get("digest")], "events": [ra.get("events"),
-                                                                     rb.get("events")],
-          "index": k * runner.CHUNK + i,
-          "first": [e[i] if i < len(e) else None for e in evs]}
-    rep.mismatches.append(mm)
-    verdicts.mismatch(mm, say)
+def _engine(spec: str | None, workers: int, say: Say) -> stream.Workers:
+    """The worker engine ``spec`` names (``explore``'s ``cluster``)."""
+    if spec is None:
+        if cluster.available():
+            spec = f"{cluster.LOCAL}{workers}"
+        else:
+            say(f"(dask.distributed is not installed: {workers} local worker processes; "
+                "pip install 'lnet-testbed[explore]' for --cluster)")
+            spec = f"{cluster.POOL}{workers}"
+    if spec.startswith(cluster.POOL):
+        return pool.Pool(int(spec[len(cluster.POOL):]))
+    return cluster.DaskWorkers(spec)
 
 
 #: perturbed sim runs a failure must also survive to be shrunk and written (shrink.py)

@@ -50,7 +50,13 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             "events": out.events, "sends": out.sends, "virtual": out.virtual,
             "wall": out.wall, "digest": out.digest, "chunks": out.chunks,
             "chunk_events": out.chunk_events, "skipped": len(out.skipped),
-            "hashseed": os.environ.get("PYTHONHASHSEED", "")}
+            "hashseed": os.environ.get("PYTHONHASHSEED", ""), "hashprobe": hash_probe()}
+
+
+def hash_probe() -> int:
+    """The hash of a fixed str in this process: two processes whose probes differ order
+    str-keyed sets and dicts differently (what the determinism check must vary)."""
+    return hash("lnet-testbed explore")
 
 
 def describe(exc: BaseException) -> str:
@@ -78,7 +84,8 @@ def safe_run_task(task: dict[str, Any]) -> dict[str, Any]:
         return run_task(task)
     except Exception as exc:  # reported, never a hung pool nor a traceback
         return {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
-                "error": describe(exc), "hashseed": os.environ.get("PYTHONHASHSEED", "")}
+                "error": describe(exc), "hashseed": os.environ.get("PYTHONHASHSEED", ""),
+                "hashprobe": hash_probe()}
 
 
 def _worker(tasks: Any, results: Any, index: int) -> None:

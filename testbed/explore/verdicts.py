@@ -31,6 +31,8 @@ class Report:
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     compared: set[int] = field(default_factory=set)
+    #: compared seeds whose two runs hashed str differently (``pool.hash_probe``)
+    hash_varied: int = 0
     written: list[Path] = field(default_factory=list)
     wall: float = 0.0
     workers: int = 1
@@ -124,7 +126,10 @@ def summary(rep: Report, det: bool, time_s: float, say: Say) -> None:
             say("determinism: NOT CHECKED: no seed ran twice to the end")
         else:
             left = f"; {n - k} seed(s) not compared (a run errored)" if k < n else ""
-            say(f"determinism: {k} seeds x 2 runs (PYTHONHASHSEED differs), "
+            same = "" if rep.hash_varied else (" (WARNING: every pair ran under one str hash: "
+                                               "give the workers different PYTHONHASHSEED)")
+            say(f"determinism: {k} seeds x 2 runs on different workers, {rep.hash_varied} "
+                f"under different str hashes (PYTHONHASHSEED){same}, "
                 f"{len(rep.mismatches)} mismatches{left}")
     done = len(rep.completed)
     if not done:

@@ -100,21 +100,52 @@ def test_determinism_is_claimed_only_over_seeds_that_ran_twice_to_the_end(
     monkeypatch.setattr(pool, "Pool", InlinePool)
     _crash(monkeypatch, lambda task: task["seed"] == 1 and task["run"] == 1)
     lines: list[str] = []
-    rep = driver.explore("default", [0, 1], time_s=20.0, workers=2, check_determinism=True,
-                         say=lines.append)
+    rep = driver.explore("default", [0, 1], time_s=20.0, check_determinism=True,
+                         cluster="pool:2", say=lines.append)
     assert rep.compared == {0} and [r["seed"] for r in rep.errors] == [1]
     assert "seed 1: run 1 errored, the other ran to the end: not compared" in lines
-    assert ("determinism: 1 seeds x 2 runs (PYTHONHASHSEED differs), 0 mismatches; "
-            "1 seed(s) not compared (a run errored)") in lines
+    assert ("determinism: 1 seeds x 2 runs on different workers, 0 under different str "
+            "hashes (PYTHONHASHSEED) (WARNING: every pair ran under one str hash: give the "
+            "workers different PYTHONHASHSEED), 0 mismatches; 1 seed(s) not compared (a run "
+            "errored)") in lines
     assert rep.exit_status() == 1
 
     _crash(monkeypatch, lambda task: task["run"] == 1)
     lines.clear()
-    rep = driver.explore("default", [0, 1], time_s=20.0, workers=2, check_determinism=True,
-                         say=lines.append)
+    rep = driver.explore("default", [0, 1], time_s=20.0, check_determinism=True,
+                         cluster="pool:2", say=lines.append)
     assert rep.compared == set() and len(rep.errors) == 2
     assert "determinism: NOT CHECKED: no seed ran twice to the end" in lines
     assert not any("mismatches" in line for line in lines)
+
+
+def test_a_determinism_mismatch_names_the_first_differing_event(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second worker's log of seed 0 differs from event #5 on: the seed's two hashes
+    differ, the first differing chunk is run again on each worker and its event #5 of both
+    is printed; other seeds' results keep coming meanwhile (seed 1 is not lost)."""
+    monkeypatch.setattr(pool, "Pool", InlinePool)
+    real = pool.run_task
+
+    def run_task(task: dict[str, Any]) -> dict[str, Any]:
+        res = real(task)
+        if task["seed"] == 0 and task["run"] == 1:
+            res["digest"], res["chunks"] = "other", ["other", *res["chunks"][1:]]
+        if task["seed"] == 0 and task["run"] == 3:
+            res["chunk_events"][5] = {"t": -1.0, "kind": "elsewhere"}
+        return res
+
+    monkeypatch.setattr(pool, "run_task", run_task)
+    lines: list[str] = []
+    rep = driver.explore("default", [0, 1], time_s=20.0, check_determinism=True,
+                         cluster="pool:2", say=lines.append)
+    assert sorted(rep.results) == [0, 1] and rep.compared == {0, 1}
+    assert [m["seed"] for m in rep.mismatches] == [0] and rep.mismatches[0]["index"] == 5
+    assert any(line.startswith("seed 0: DETERMINISM MISMATCH") and
+               line.endswith("first differing event #5:") for line in lines)
+    assert any('"kind": "elsewhere"' in line for line in lines)
+    assert rep.exit_status() == 1
+    assert any(line.endswith(", 1 mismatches") for line in lines)
 
 
 def test_rates_count_completed_seeds_only() -> None:
