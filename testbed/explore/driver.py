@@ -21,6 +21,7 @@ from typing import Any
 
 from testbed.explore import cluster, emit, pool, runner, shrink, stream, topo, verdicts
 from testbed.explore.model import Schedule
+from testbed.plan.source import read_bounded, resolve
 
 Say = Callable[[str], None]
 Report = verdicts.Report
@@ -40,7 +41,9 @@ def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, worke
         cluster.ClusterError: the cluster cannot be used (one line).
     """
     seeds = list(seeds)
-    job = stream.Job(topology, time_s, planted, check_determinism)
+    file = resolve(topology)
+    job = stream.Job(topology, time_s, planted, check_determinism,
+                     shipped=(file.stem, read_bounded(file)))
     rep = Report(workers=1)
     t0 = time.perf_counter()
     bar = stream.Progress(len(seeds), say, enabled=progress)

@@ -31,7 +31,9 @@ HASH_SEED_BASE = 1000
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One seed (or one explicit schedule): draw, run, summarise (plain data)."""
-    tp = topo.load(task["topology"])
+    text = task.get("topology_text")
+    tp = topo.load(task["topology"] if text is None else
+                   topo.shipped(str(task.get("topology_name") or "topology"), text))
     if task.get("schedule") is not None:
         sch = Schedule.from_dict(task["schedule"])
         sw_lines: list[str] = []

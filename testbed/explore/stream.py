@@ -50,10 +50,15 @@ class Job:
     time_s: float
     planted: str | None
     det: bool
+    #: the topology file's stem and text, carried by every task (``topo.shipped``)
+    shipped: tuple[str, str] | None = None
 
     def task(self, seed: int, *, run: int = 0, chunk: int | None = None) -> dict[str, Any]:
-        return {"topology": self.topology, "seed": seed, "time": self.time_s,
-                "planted": self.planted, "digest": self.det, "run": run, "chunk": chunk}
+        out = {"topology": self.topology, "seed": seed, "time": self.time_s,
+               "planted": self.planted, "digest": self.det, "run": run, "chunk": chunk}
+        if self.shipped is not None:
+            out["topology_name"], out["topology_text"] = self.shipped
+        return out
 
 
 @dataclass

@@ -135,6 +135,20 @@ def with_tunables(topo: Topo, tunables: dict[str, int], out_dir: Path | None = N
     return path
 
 
+def shipped(name: str, text: str) -> Path:
+    """The topology a task carries as text (``name``: its file's stem), as a file of this
+    process (written once per content): a worker on another machine has no copy of the
+    caller's file, and a relative path means another directory there."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = _tmp_dir() / digest / f"{name}.yaml"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
 _TMP: list[tempfile.TemporaryDirectory[str]] = []
 
 

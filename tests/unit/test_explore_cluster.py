@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from testbed import cli
-from testbed.explore import cluster, driver, pool
+from testbed.explore import cluster, driver, pool, stream
 
 ROOT = Path(__file__).resolve().parents[2]
 MR = ROOT / "topologies" / "mr-routers.yaml"
@@ -96,3 +96,14 @@ def test_an_unreachable_scheduler_is_one_line_within_the_connect_timeout(
     assert err.startswith("testbed: explore: --cluster tcp://127.0.0.1:9: ") or \
         "explore: --cluster tcp://127.0.0.1:9: " in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_task_carries_its_topology_so_a_worker_needs_no_copy_of_the_file() -> None:
+    """A worker on another machine (or in another directory) cannot read the caller's
+    topology path: the task carries the file's text, and the worker runs from that."""
+    job = stream.Job("nowhere/mr-routers.yaml", 20.0, None, False,
+                     shipped=("mr-routers", MR.read_text()))
+    res = pool.run_task(job.task(3))
+    assert res["ok"] and res["events"] > 0, res.get("violation")
+    with pytest.raises(Exception, match="No such file"):
+        pool.run_task(stream.Job("nowhere/mr-routers.yaml", 20.0, None, False).task(3))
