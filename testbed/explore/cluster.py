@@ -28,7 +28,7 @@ import contextlib
 import importlib
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from testbed.explore import pool
@@ -123,7 +123,7 @@ class DaskWorkers:
         if not available():
             raise ClusterError("--cluster needs dask.distributed: pip install "
                                "'lnet-testbed[explore]'")
-        dd = _dd()
+        dd = self._dd = _dd()
         self.cluster: Any = None
         self.client: Any = None
         try:
@@ -176,6 +176,22 @@ class DaskWorkers:
                               "ok": False, "error": f"dask: {pool.describe(exc)}"}
             fut.release()
             yield w, res
+
+    def call_all(self, fn: Callable[[dict[str, Any]], dict[str, Any]],
+                 tasks: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``fn(task)`` of each task on the cluster (a worker to itself), results as they
+        finish; one that failed is ``{"lines": [its error], "files": {}, "written": []}``."""
+        done = self._dd.as_completed([
+            self.client.submit(fn, t, key=f"explore-shrink-{next(self._keys)}", pure=False,
+                               retries=RETRIES) for t in tasks])
+        for fut in done:
+            try:
+                out: dict[str, Any] = fut.result()
+            except Exception as exc:
+                out = {"lines": [f"shrinking failed on the cluster: {pool.describe(exc)}"],
+                       "files": {}, "written": [], "worker": ""}
+            fut.release()
+            yield out
 
     def close(self) -> None:
         for thing in (self.client, self.cluster):

@@ -54,19 +54,25 @@ def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, worke
                 rep.results[s] = res
                 verdicts.show(res, topology, planted, quiet, bar.say)
                 bar.update(rep)
-        else:
-            engine = _engine(cluster, max(workers, 2 if check_determinism else 1), say)
-            rep.workers = engine.size
-            try:
-                stream.Stream(rep, job, engine, quiet, bar).run(seeds)
-            finally:
-                engine.close()
+            rep.wall = time.perf_counter() - t0
+            bar.close()
+            verdicts.summary(rep, check_determinism, time_s, say)
+            if out_dir is not None and rep.failures:
+                _shrink_all(rep, job, out_dir, say)
+            return rep
+        engine = _engine(cluster, max(workers, 2 if check_determinism else 1), say)
+        rep.workers = engine.size
+        try:
+            stream.Stream(rep, job, engine, quiet, bar).run(seeds)
+            rep.wall = time.perf_counter() - t0
+            bar.close()
+            verdicts.summary(rep, check_determinism, time_s, say)
+            if out_dir is not None and rep.failures:
+                _shrink_all(rep, job, out_dir, say, engine)
+        finally:
+            engine.close()
     finally:
         bar.close()
-    rep.wall = time.perf_counter() - t0
-    verdicts.summary(rep, check_determinism, time_s, say)
-    if out_dir is not None and rep.failures:
-        _shrink_all(rep, topology, planted, out_dir, say)
     return rep
 
 
@@ -90,16 +96,49 @@ ROBUST = 2
 ROBUST_TRIES = 6
 
 
-def _shrink_all(rep: Report, topology: str, planted: str | None, out_dir: Path,
-                say: Say) -> None:
-    tp = topo.load(topology)
+def _shrink_all(rep: Report, job: stream.Job, out_dir: Path, say: Say,
+                engine: stream.Workers | None = None) -> None:
+    """Shrink the first robust failure of each invariant and write its test under
+    ``out_dir``: here, or on the cluster (one task per invariant, ``shrink_remote``), the
+    written files coming back to be written here."""
     by_inv: dict[str, list[dict[str, Any]]] = {}
     for res in rep.failures:
         v = res.get("violation")
         if v is not None:
             by_inv.setdefault(v["invariant"], []).append(res)
+    if isinstance(engine, cluster.DaskWorkers):
+        tasks = [{"job": job.task(-1), "cands": cands[:ROBUST_TRIES]}
+                 for cands in by_inv.values()]
+        for out in engine.call_all(shrink_remote, tasks):
+            for line in out["lines"]:
+                say(line)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, text in out["files"].items():
+                (out_dir / name).write_text(text)
+            for name in out["written"]:
+                rep.written.append(out_dir / name)
+                say(f"  wrote {out_dir / name} (shrunk on {out['worker']})")
+        return
+    tp = pool.task_topology(job.task(-1))
     for cands in by_inv.values():
-        _shrink_one(tp, cands, planted, out_dir, rep, say)
+        _shrink_one(tp, cands, job.planted, out_dir, rep, say)
+
+
+def shrink_remote(task: dict[str, Any]) -> dict[str, Any]:
+    """A cluster task: ``_shrink_one`` of one invariant's failures in a scratch directory;
+    the lines it said and the files it wrote come back as data."""
+    import socket
+    import tempfile
+
+    lines: list[str] = []
+    job = task["job"]
+    with tempfile.TemporaryDirectory(prefix="lnet-explore-shrink-") as d:
+        rep = Report()
+        _shrink_one(pool.task_topology(job), task["cands"], job.get("planted"), Path(d), rep,
+                    lambda line: lines.append(line) if not line.startswith("  wrote ") else None)
+        files = {p.name: p.read_text() for p in Path(d).iterdir() if p.is_file()}
+    return {"lines": lines, "files": files, "written": [p.name for p in rep.written],
+            "worker": socket.gethostname()}
 
 
 def _shrink_one(tp: topo.Topo, cands: list[dict[str, Any]], planted: str | None,

@@ -14,6 +14,7 @@ in this process (no pool), for one seed or a debugger.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import multiprocessing as mp
 import os
 import queue
@@ -31,9 +32,7 @@ HASH_SEED_BASE = 1000
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One seed (or one explicit schedule): draw, run, summarise (plain data)."""
-    text = task.get("topology_text")
-    tp = topo.load(task["topology"] if text is None else
-                   topo.shipped(str(task.get("topology_name") or "topology"), text))
+    tp = task_topology(task)
     if task.get("schedule") is not None:
         sch = Schedule.from_dict(task["schedule"])
         sw_lines: list[str] = []
@@ -53,6 +52,16 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             "wall": out.wall, "digest": out.digest, "chunks": out.chunks,
             "chunk_events": out.chunk_events, "skipped": len(out.skipped),
             "hashseed": os.environ.get("PYTHONHASHSEED", ""), "hashprobe": hash_probe()}
+
+
+def task_topology(task: dict[str, Any]) -> topo.Topo:
+    """The topology a task names, from the text it carries when it does (``topo.shipped``),
+    shown under the caller's name."""
+    text = task.get("topology_text")
+    if text is None:
+        return topo.load(task["topology"])
+    tp = topo.load(topo.shipped(str(task.get("topology_name") or "topology"), text))
+    return dataclasses.replace(tp, shown=str(task["topology"]))
 
 
 def hash_probe() -> int:

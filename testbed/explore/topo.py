@@ -29,6 +29,12 @@ class Topo:
 
     plan: Plan
     path: Path
+    #: how the user named it (a shipped copy's ``testbed explore`` argument), else the path
+    shown: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.shown or str(self.path)
 
     @property
     def nodes(self) -> list[str]:

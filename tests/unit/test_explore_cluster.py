@@ -57,6 +57,34 @@ def test_explore_submits_seeds_to_a_scheduler_by_address_and_failures_stream_bac
                "under one str hash" in line for line in lines)
 
 
+def test_a_failure_is_shrunk_on_the_cluster_and_its_test_written_here(tmp_path: Path) -> None:
+    """``--out`` with ``--cluster``: the shrinking runs as a task on a worker; the emitted
+    test and its topology come back as data and are written under DIR here. (The failure:
+    the already-small fatal-ni-by-health schedule test_explore.py keeps, so the shrink is
+    short.)"""
+    from test_explore import FATAL_NI
+
+    res = pool.run_task({"topology": str(MR), "schedule": FATAL_NI.as_dict(), "seed": 5,
+                         "planted": "fatal-ni-by-health"})
+    assert res["violation"]["invariant"] == "fatal_ni"
+    job = stream.Job(str(MR), 600.0, "fatal-ni-by-health", False,
+                     shipped=("mr-routers", MR.read_text()))
+    rep = driver.Report(results={5: res})
+    lines: list[str] = []
+    engine = cluster.DaskWorkers("local:1")
+    try:
+        driver._shrink_all(rep, job, tmp_path / "out", lines.append, engine)
+    finally:
+        engine.close()
+    test = tmp_path / "out" / "test_explore_mr_routers_seed5_fatal_ni.py"
+    assert rep.written == [test] and test.is_file(), lines
+    assert any(line.startswith(f"  wrote {test} (shrunk on ") for line in lines)
+    text = test.read_text()
+    assert f"testbed explore {MR} --seed 5 --planted-bug fatal-ni-by-health" in text
+    topo_name = text.split("TOPOLOGY = Path(__file__).parent / '")[1].split("'")[0]
+    assert (tmp_path / "out" / topo_name).is_file()
+
+
 def test_a_worker_with_several_threads_is_refused_per_seed() -> None:
     distributed: Any = pytest.importorskip("distributed")
     lc = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
