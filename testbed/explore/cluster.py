@@ -42,6 +42,10 @@ RETRIES = 1
 #: seconds to reach a scheduler and see a worker
 CONNECT_TIMEOUT = 30.0
 _RELAXED: list[bool] = []
+#: dask configuration of the local cluster's workers: no statistical profiler (it samples
+#: the running task's stack every 10 ms: a seed is one long task of pure Python); workers
+#: elsewhere: DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False (docs/explore.md)
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 
 
 class ClusterError(Exception):
@@ -98,6 +102,8 @@ def local_cluster(n: int) -> Any:
     variable in this process just before it spawns: started together, they would race)."""
     nanny = _nanny_class()
     old = os.environ.get("PYTHONHASHSEED")
+    quiet = importlib.import_module("dask").config.set(WORKER_CONFIG)
+    quiet.__enter__()  # (the Nannies copy the config they start their workers with)
     cluster = _dd().LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
                            host="127.0.0.1", dashboard_address=":0", silence_logs=40)
     try:
@@ -109,6 +115,7 @@ def local_cluster(n: int) -> Any:
         cluster.close()
         raise
     finally:
+        quiet.__exit__(None, None, None)
         if old is None:
             os.environ.pop("PYTHONHASHSEED", None)
         else:

@@ -61,7 +61,7 @@ def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, worke
                 _shrink_all(rep, job, out_dir, say)
             return rep
         engine = _engine(cluster, max(workers, 2 if check_determinism else 1), say)
-        rep.workers = engine.size
+        rep.workers, rep.start = engine.size, time.perf_counter() - t0
         try:
             stream.Stream(rep, job, engine, quiet, bar).run(seeds)
             rep.wall = time.perf_counter() - t0

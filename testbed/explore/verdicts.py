@@ -36,6 +36,8 @@ class Report:
     written: list[Path] = field(default_factory=list)
     wall: float = 0.0
     workers: int = 1
+    #: of ``wall``, the seconds the workers took to start (a LocalCluster's, a pool's)
+    start: float = 0.0
 
     @property
     def errors(self) -> list[dict[str, Any]]:
