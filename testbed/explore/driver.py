@@ -63,11 +63,14 @@ def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, worke
         engine = _engine(cluster, max(workers, 2 if check_determinism else 1), say)
         rep.workers, rep.start = engine.size, time.perf_counter() - t0
         try:
-            stream.Stream(rep, job, engine, quiet, bar).run(seeds)
+            try:
+                stream.Stream(rep, job, engine, quiet, bar).run(seeds)
+            except KeyboardInterrupt:  # Ctrl-C: the summary of what finished, no shrinking
+                rep.interrupted = len(seeds) - len(rep.results)
             rep.wall = time.perf_counter() - t0
             bar.close()
             verdicts.summary(rep, check_determinism, time_s, say)
-            if out_dir is not None and rep.failures:
+            if out_dir is not None and rep.failures and not rep.interrupted:
                 _shrink_all(rep, job, out_dir, say, engine)
         finally:
             engine.close()

@@ -38,6 +38,8 @@ class Report:
     workers: int = 1
     #: of ``wall``, the seconds the workers took to start (a LocalCluster's, a pool's)
     start: float = 0.0
+    #: seeds left without a verdict by an interrupt (Ctrl-C)
+    interrupted: int = 0
 
     @property
     def errors(self) -> list[dict[str, Any]]:
@@ -72,7 +74,7 @@ class Report:
 
     def exit_status(self) -> int:
         """0 only when every seed ran to the end and passed (and matched, when compared)."""
-        return 1 if self.errors or self.failures or self.mismatches else 0
+        return 1 if self.errors or self.failures or self.mismatches or self.interrupted else 0
 
 
 def show(res: dict[str, Any], topology: str, planted: str | None, quiet: bool,
@@ -119,6 +121,8 @@ def summary(rep: Report, det: bool, time_s: float, say: Say) -> None:
     say(f"summary: {n} seeds, {n - len(fails) - len(errs)} ok, {len(fails)} failed"
         + (f" ({by})" if by else "")
         + f", {len(errs)} errored (no verdict)")
+    if rep.interrupted:
+        say(f"INTERRUPTED: {rep.interrupted} seed(s) left without a verdict")
     if errs and len(errs) == n:
         say(f"ERROR: every seed errored before a verdict: nothing was explored (first: "
             f"{errs[0]['error']})")

@@ -148,6 +148,30 @@ def test_a_determinism_mismatch_names_the_first_differing_event(
     assert any(line.endswith(", 1 mismatches") for line in lines)
 
 
+def test_an_interrupt_still_prints_what_finished_and_fails_the_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during seed 2 of 0..3: the verdicts that came, the summary over them, the
+    seeds left without one counted, a non-zero exit."""
+    monkeypatch.setattr(pool, "Pool", InlinePool)
+    real = pool.run_task
+
+    def run_task(task: dict[str, Any]) -> dict[str, Any]:
+        if task["seed"] == 2:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(pool, "run_task", run_task)
+    lines: list[str] = []
+    rep = driver.explore("default", range(4), time_s=20.0, cluster="pool:1",
+                         say=lines.append)
+    # (InlinePool runs a task when it is queued: seed 2's, queued after seed 0's verdict,
+    # interrupts before seed 1's result is taken)
+    assert sorted(rep.results) == [0] and rep.interrupted == 3
+    assert "summary: 1 seeds, 1 ok, 0 failed, 0 errored (no verdict)" in lines
+    assert "INTERRUPTED: 3 seed(s) left without a verdict" in lines
+    assert rep.exit_status() == 1
+
+
 def test_rates_count_completed_seeds_only() -> None:
     rep = verdicts.Report(wall=3.6)
     rep.results = {
