@@ -102,7 +102,8 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
                     help="run each seed twice, in workers with different PYTHONHASHSEED, "
                          "and compare the event logs")
     sp.add_argument("--out", metavar="DIR", help="shrink the first failure of each invariant "
-                    "and write it as a pytest file under DIR")
+                    "and write it as a pytest file under DIR, with the failing seed's event "
+                    "log (on the cluster with --cluster)")
     sp.add_argument("-q", "--quiet", action="store_true", help="print failures and the "
                     "summary only")
     sp.add_argument("--planted-bug", metavar="NAME", default=None,

@@ -14,6 +14,7 @@ virtual time per wall second (x real time, per worker) and seeds per hour on thi
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -120,6 +121,7 @@ def _shrink_all(rep: Report, job: stream.Job, out_dir: Path, say: Say,
                 (out_dir / name).write_text(text)
             for name in out["written"]:
                 rep.written.append(out_dir / name)
+            for name in sorted(out["files"]):
                 say(f"  wrote {out_dir / name} (shrunk on {out['worker']})")
         return
     tp = pool.task_topology(job.task(-1))
@@ -138,7 +140,7 @@ def shrink_remote(task: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lnet-explore-shrink-") as d:
         rep = Report()
         _shrink_one(pool.task_topology(job), task["cands"], job.get("planted"), Path(d), rep,
-                    lambda line: lines.append(line) if not line.startswith("  wrote ") else None)
+                    lambda line: None if line.startswith("  wrote ") else lines.append(line))
         files = {p.name: p.read_text() for p in Path(d).iterdir() if p.is_file()}
     return {"lines": lines, "files": files, "written": [p.name for p in rep.written],
             "worker": socket.gethostname()}
@@ -179,6 +181,12 @@ def _shrink_one(tp: topo.Topo, cands: list[dict[str, Any]], planted: str | None,
                       planted=planted, robust=sh.robust)
     rep.written.append(path)
     say(f"  wrote {path}")
+    log = runner.run(tp, original, planted=planted, keep_log=True).log
+    events = path.with_name(f"{tp.path.stem}-seed{chosen['seed']}.events.jsonl")
+    with open(events, "w") as fh:
+        for ev in log:
+            fh.write(json.dumps(ev, sort_keys=True) + "\n")
+    say(f"  wrote {events} (seed {chosen['seed']}'s event log: testbed check --events it)")
 
 
 def _violation_time(v: dict[str, Any]) -> float | None:

@@ -13,6 +13,7 @@ import pytest
 
 from testbed import cli
 from testbed.explore import cluster, driver, pool, stream
+from testbed.observe.check import check_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MR = ROOT / "topologies" / "mr-routers.yaml"
@@ -59,7 +60,8 @@ def test_explore_submits_seeds_to_a_scheduler_by_address_and_failures_stream_bac
 
 def test_a_failure_is_shrunk_on_the_cluster_and_its_test_written_here(tmp_path: Path) -> None:
     """``--out`` with ``--cluster``: the shrinking runs as a task on a worker; the emitted
-    test and its topology come back as data and are written under DIR here. (The failure:
+    test, its topology and the failing seed's event log come back as data and are written
+    under DIR here. (The failure:
     the already-small fatal-ni-by-health schedule test_explore.py keeps, so the shrink is
     short.)"""
     from test_explore import FATAL_NI
@@ -83,6 +85,11 @@ def test_a_failure_is_shrunk_on_the_cluster_and_its_test_written_here(tmp_path: 
     assert f"testbed explore {MR} --seed 5 --planted-bug fatal-ni-by-health" in text
     topo_name = text.split("TOPOLOGY = Path(__file__).parent / '")[1].split("'")[0]
     assert (tmp_path / "out" / topo_name).is_file()
+    # the failing seed's event log came back too, and `testbed check` sees the failure in it
+    log = tmp_path / "out" / "mr-routers-seed5.events.jsonl"
+    assert any(line == f"  wrote {log} (shrunk on {line.rsplit('(shrunk on ', 1)[-1]}"
+               for line in lines)
+    assert check_file(log).invariants["fatal_ni"].count >= 1
 
 
 def test_a_worker_with_several_threads_is_refused_per_seed() -> None:
