@@ -83,7 +83,7 @@ class Progress:
             with contextlib.suppress(ImportError):
                 from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
 
-                self.bar = tqdm(total=total, unit="seed", dynamic_ncols=True, disable=None,
+                self.bar = tqdm(total=total, unit="seed", disable=None, mininterval=0.5,
                                 desc="explore")
 
     def say(self, line: str) -> None:
