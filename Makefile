@@ -9,8 +9,10 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 # wireshark-common: dumpcap for `testbed capture` (tshark depends on it; named for clarity)
 # iperf3: the TCP reference of benchmarks/throughput.py and multirail.py
+# chromium chromium-driver: the headless browser tests/integration/test_ui_browser.py drives
 APT_PKGS := mininet bridge-utils iproute2 iptables net-tools python3-venv python3-dev \
-            libnetfilter-queue-dev build-essential tshark wireshark-common iperf3
+            libnetfilter-queue-dev build-essential tshark wireshark-common iperf3 \
+            chromium chromium-driver
 STAMP := $(VENV)/.installed
 NATIVE_STAMP := $(VENV)/.native
 # The sources the compiled modules are built from and checked against (nodes/native.py's
@@ -91,7 +93,7 @@ venv: deps $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip 'setuptools>=77'  # PEP 639 license; wheels built without isolation (testbed/vagrant)
-	$(PY) -m pip install -q -e '.[test,report,faults,explore]'
+	$(PY) -m pip install -q -e '.[test,report,faults,ui,explore]'
 	touch $(STAMP) $(NATIVE_STAMP)
 
 # The engine and the packages around it compiled with mypyc (setup.py: `pip install` above

@@ -23,13 +23,21 @@ sources (``nodes.native.use_native``), so an edited source is never shadowed by 
 code. Without mypy or a compiler, or with ``LNET_TESTBED_PURE_PYTHON=1`` set, or if the compile
 fails, the build goes on without them (one line on stderr) and everything runs as pure Python.
 ``make native`` rebuilds in place (``python setup.py build_ext --inplace``).
+
+A read-only checkout (issue 27 item 11: ``pip install`` failed creating
+``lnet_testbed.egg-info``, then ``build/``) builds outside it: when the source directory is
+not writable, ``egg_info``, ``build`` and mypyc's C sources go to a fresh temporary directory
+(``BUILD_BASE``); a writable checkout keeps ``build/`` and the egg-info in the tree as before.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +45,12 @@ from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+#: where setuptools builds: ``build`` in the tree, or a temporary directory outside a
+#: read-only one (module doc)
+OUT_OF_TREE = not os.access(ROOT, os.W_OK)
+BUILD_BASE = tempfile.mkdtemp(prefix="lnet-testbed-build-") if OUT_OF_TREE else "build"
+if OUT_OF_TREE:  # (each build hook is a process: what it built is handed over by then)
+    atexit.register(shutil.rmtree, BUILD_BASE, True)
 GROUP = "nodes.lnet.native"  # the shared library: nodes/lnet/_native/native__mypyc
 
 
@@ -76,7 +90,7 @@ class BuildEngine(build_ext):
                 os.chdir(ROOT)
                 try:
                     exts = mypycify(native.compiled_sources(str(ROOT)), group_name=GROUP,
-                                    target_dir="build/mypyc")
+                                    target_dir=os.path.join(BUILD_BASE, "mypyc"))
                 finally:
                     os.chdir(here)
             except (Exception, SystemExit) as exc:  # mypy absent, or refused
@@ -133,4 +147,6 @@ setup(packages=[*find_namespace_packages(include=["testbed", "testbed.*", "nodes
                                                   "faults", "faults.*"],
                                          exclude=["*.__pycache__", f"*.{NATIVE}"]),
                 "testbed.topologies"],
-      ext_modules=_ext_modules(), cmdclass={"build_ext": BuildEngine})
+      ext_modules=_ext_modules(), cmdclass={"build_ext": BuildEngine},
+      options={"egg_info": {"egg_base": BUILD_BASE}, "build": {"build_base": BUILD_BASE}}
+      if OUT_OF_TREE else {})

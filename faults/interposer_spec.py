@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faults.spec import INTERPOSED, FaultError, Match, parse_match, parse_params
+from nodes.echo import shown
 
 _KEYS = ("kind", "params", "seed", "match", "queue", "counters", "local_nids")
 
@@ -52,11 +53,12 @@ class InterposerSpec:
         missing = [k for k in _KEYS if k not in raw]
         unknown = sorted(set(raw) - set(_KEYS))
         if missing or unknown:
-            what = f"missing key {missing[0]!r}" if missing else f"unknown key {unknown[0]!r}"
+            what = (f"missing key {shown(missing[0])}" if missing
+                    else f"unknown key {shown(unknown[0])}")
             raise FaultError(f"interposer spec: {what}")
         kind = raw["kind"]
         if kind not in INTERPOSED:
-            raise FaultError(f"interposer spec: kind {kind!r} is not one of "
+            raise FaultError(f"interposer spec: kind {shown(kind)} is not one of "
                              f"{', '.join(sorted(INTERPOSED))}")
         params = raw["params"]
         if not isinstance(params, dict):

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.echo import shown
 from nodes.lnet.nid import NID
 
 INTERPOSED = frozenset({"loss", "delay", "reorder", "duplicate", "corrupt", "stall", "rst"})
@@ -150,38 +151,38 @@ class FaultSpec:
 def _num(key: str, value: Any, typ: type, rng: Any) -> Any:
     if typ is bool:
         if not isinstance(value, bool):
-            raise FaultError(f"{key}: expected true or false, got {value!r}")
+            raise FaultError(f"{key}: expected true or false, got {shown(value)}")
         return value
     if typ in (int, float):
         if isinstance(value, bool):
-            raise FaultError(f"{key}: expected a number, got {value!r}")
+            raise FaultError(f"{key}: expected a number, got {shown(value)}")
         if isinstance(value, str):
             try:
                 value = float(value) if typ is float else int(value, 0)
             except ValueError:
-                raise FaultError(f"{key}: expected a number, got {value!r}") from None
+                raise FaultError(f"{key}: expected a number, got {shown(value)}") from None
         if not isinstance(value, int | float) or (typ is int and isinstance(value, float)
                                                   and not value.is_integer()):
             raise FaultError(f"{key}: expected {'an integer' if typ is int else 'a number'}, "
-                             f"got {value!r}")
+                             f"got {shown(value)}")
         value = typ(value)
         if rng is not None and not rng[0] <= value <= rng[1]:
             raise FaultError(f"{key}: {value} out of range [{rng[0]}, {rng[1]}]")
         return value
     if typ is str:
         if not isinstance(value, str):
-            raise FaultError(f"{key}: expected a string, got {value!r}")
+            raise FaultError(f"{key}: expected a string, got {shown(value)}")
         if isinstance(rng, tuple) and value not in rng:
-            raise FaultError(f"{key}: {value!r} is not one of {', '.join(rng)}")
+            raise FaultError(f"{key}: {shown(value)} is not one of {', '.join(rng)}")
         return value
     if typ is list:
         if isinstance(value, str):
             value = [v for v in value.split(",") if v]
         if not isinstance(value, list) or not value:
-            raise FaultError(f"{key}: expected a non-empty list of node names, got {value!r}")
+            raise FaultError(f"{key}: expected a non-empty list of node names, got {shown(value)}")
         for v in value:
             if not isinstance(v, str) or not _NAME_RE.match(v):
-                raise FaultError(f"{key}: bad node name {v!r}")
+                raise FaultError(f"{key}: bad node name {shown(v)}")
         return list(value)
     raise FaultError(f"{key}: unsupported type")  # pragma: no cover
 
@@ -190,7 +191,7 @@ def _nid(key: str, value: Any) -> str:
     try:
         return str(NID.parse(str(value)))
     except Exception as exc:  # the NID parser's own error names the problem
-        raise FaultError(f"match.{key}: bad NID {value!r}: {exc}") from None
+        raise FaultError(f"match.{key}: bad NID {shown(value)}: {exc}") from None
 
 
 def parse_match(raw: Any) -> Match:
@@ -202,10 +203,11 @@ def parse_match(raw: Any) -> Match:
     if raw is None:
         return Match()
     if not isinstance(raw, dict):
-        raise FaultError(f"match: expected a mapping, got {raw!r}")
+        raise FaultError(f"match: expected a mapping, got {shown(raw)}")
     unknown = sorted(set(raw) - set(MATCH_KEYS))
     if unknown:
-        raise FaultError(f"match: unknown key {unknown[0]!r} (allowed: {', '.join(MATCH_KEYS)})")
+        raise FaultError(f"match: unknown key {shown(unknown[0])} "
+                         f"(allowed: {', '.join(MATCH_KEYS)})")
     proto = _num("match.proto", raw.get("proto", "any"), str, PROTOS)
     types_raw = raw.get("type", ())
     if isinstance(types_raw, str):
@@ -214,7 +216,7 @@ def parse_match(raw: Any) -> Match:
     for t in types_raw:
         name = str(t).upper()
         if name not in LNET_TYPES:
-            raise FaultError(f"match.type: {t!r} is not one of {', '.join(LNET_TYPES)}")
+            raise FaultError(f"match.type: {shown(t)} is not one of {', '.join(LNET_TYPES)}")
         types.append(name)
     portal = raw.get("portal")
     if portal is not None:
@@ -224,7 +226,7 @@ def parse_match(raw: Any) -> Match:
         port = _num("match.port", port, int, (1, 65535))
     peer = raw.get("peer")
     if peer is not None and not re.match(r"^\d{1,3}(\.\d{1,3}){3}$", str(peer)):
-        raise FaultError(f"match.peer: expected an IPv4 address, got {peer!r}")
+        raise FaultError(f"match.peer: expected an IPv4 address, got {shown(peer)}")
     m = Match(proto=proto, types=tuple(types),
               src_nid=_nid("src_nid", raw["src_nid"]) if raw.get("src_nid") else None,
               dst_nid=_nid("dst_nid", raw["dst_nid"]) if raw.get("dst_nid") else None,
@@ -259,9 +261,9 @@ def parse_params(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
             raise FaultError("loss: give rate or p/r, not both")
     if kind == "bandwidth":
         if out["bw"] is None or not _RATE_RE.match(out["bw"]):
-            raise FaultError(f"bw: expected a rate like 10mbit or 500kbit, got {out['bw']!r}")
+            raise FaultError(f"bw: expected a rate like 10mbit or 500kbit, got {shown(out['bw'])}")
         if not _SIZE_RE.match(out["burst"]):
-            raise FaultError(f"burst: expected a size like 32kb, got {out['burst']!r}")
+            raise FaultError(f"burst: expected a size like 32kb, got {shown(out['burst'])}")
     if kind == "partition":
         for side in ("a", "b"):
             if out[side] is None:
@@ -279,14 +281,14 @@ def parse_fault(raw: Any, *, nodes: dict[str, list[str]] | None = None) -> Fault
         FaultError: the first problem found, as one line naming the key.
     """
     if not isinstance(raw, dict):
-        raise FaultError(f"a fault must be a mapping, got {raw!r}")
+        raise FaultError(f"a fault must be a mapping, got {shown(raw)}")
     kind = raw.get("kind")
     if kind not in PARAMS:
-        raise FaultError(f"kind: {kind!r} is not one of {', '.join(PARAMS)}")
+        raise FaultError(f"kind: {shown(kind)} is not one of {', '.join(PARAMS)}")
     allowed = set(COMMON) | set(PARAMS[kind])
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise FaultError(f"{kind}: unknown key {unknown[0]!r} "
+        raise FaultError(f"{kind}: unknown key {shown(unknown[0])} "
                          f"(allowed: {', '.join(sorted(allowed - {'kind'}))})")
     params = parse_params(kind, raw)
     node = raw.get("node")
@@ -294,12 +296,12 @@ def parse_fault(raw: Any, *, nodes: dict[str, list[str]] | None = None) -> Fault
         if node is None:
             raise FaultError(f"{kind}: node is required")
         if not isinstance(node, str) or not _NAME_RE.match(node):
-            raise FaultError(f"node: bad node name {node!r}")
+            raise FaultError(f"node: bad node name {shown(node)}")
     elif node is not None:
         raise FaultError("partition: use a and b, not node")
     iface = raw.get("iface")
     if iface is not None and (not isinstance(iface, str) or not _IFACE_RE.match(iface)):
-        raise FaultError(f"iface: bad interface name {iface!r} (eth0, eth1, ...)")
+        raise FaultError(f"iface: bad interface name {shown(iface)} (eth0, eth1, ...)")
     if kind in ("carrier", "flap") and params.get("style", "carrier") == "carrier" \
             and iface is None:
         raise FaultError(f"{kind}: iface is required")
@@ -325,7 +327,7 @@ def parse_fault(raw: Any, *, nodes: dict[str, list[str]] | None = None) -> Fault
         seed = _num("seed", seed, int, (0, 2**63 - 1))
     name = raw.get("name")
     if name is not None and (not isinstance(name, str) or not _NAME_RE.match(name)):
-        raise FaultError(f"name: bad fault name {name!r} (must match {_NAME_RE.pattern})")
+        raise FaultError(f"name: bad fault name {shown(name)} (must match {_NAME_RE.pattern})")
     return FaultSpec(kind=kind, node=node, iface=iface, direction=direction, match=match,
                      params=params, seed=seed, name=name, **sched)
 
@@ -358,7 +360,7 @@ def _check_targets(kind: str, node: str | None, iface: str | None, params: dict[
     targets = [node] if node else [*(params.get("a") or ()), *(params.get("b") or ())]
     for n in targets:
         if n not in nodes:
-            raise FaultError(f"{kind}: no node {n!r} (nodes: {', '.join(nodes)})")
+            raise FaultError(f"{kind}: no node {shown(n)} (nodes: {', '.join(nodes)})")
     if node and iface and iface not in nodes[node]:
         raise FaultError(f"{kind}: node {node} has no interface {iface} "
                          f"(has {', '.join(nodes[node])})")
@@ -368,17 +370,23 @@ def parse_words(words: list[str]) -> dict[str, Any]:
     """CLI ``key=value`` words -> a raw mapping (``match.type=PUT`` nests under match).
 
     Raises:
-        FaultError: a word without ``=``.
+        FaultError: a word without ``=``; a key given twice (issue 27 item 10: the last one
+            was kept silently, where a topology file refuses a duplicate key).
     """
     raw: dict[str, Any] = {}
     for word in words:
         key, sep, value = word.partition("=")
         if not sep or not key:
-            raise FaultError(f"expected key=value, got {word!r}")
+            raise FaultError(f"expected key=value, got {shown(word)}")
         target = raw
         if key.startswith("match."):
             target = raw.setdefault("match", {})
             key = key[len("match."):]
+            if not isinstance(target, dict):
+                raise FaultError("match: give match.KEY=VALUE words, not match=")
+        if key in target:
+            raise FaultError(f"duplicate key {shown(word.partition('=')[0])}: given twice "
+                             "(each key once, as in a topology file)")
         v: Any = value
         if value.lower() in ("true", "false"):
             v = value.lower() == "true"

@@ -11,12 +11,13 @@ cannot do raises ``TestbedError`` with one line naming the backend and the opera
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
+from nodes.echo import shown
+from testbed import shellwords
 from testbed.plan.model import NAME_RE, RESERVED_NAMES
 from testbed.sh import Completed
 
@@ -40,9 +41,9 @@ def check_name(name: str) -> str:
     """``name`` if it is a valid testbed name (it reaches paths and kernel names); names of
     the run root's shared entries (``by-netns``) are refused (issue 11 item 4)."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise TestbedError(f"bad testbed name {name!r}: must match {NAME_RE.pattern}")
+        raise TestbedError(f"bad testbed name {shown(name)}: must match {NAME_RE.pattern}")
     if name in RESERVED_NAMES:
-        raise TestbedError(f"bad testbed name {name!r}: reserved (the run root's {name}/ is "
+        raise TestbedError(f"bad testbed name {shown(name)}: reserved (the run root's {name}/ is "
                            "shared by every testbed)")
     return name
 
@@ -50,7 +51,7 @@ def check_name(name: str) -> str:
 def split_argv(argv: Sequence[str]) -> list[str]:
     """One argument with spaces is split as a shell would: ``lnetctl("net show -v")``."""
     if len(argv) == 1 and " " in argv[0]:
-        return shlex.split(argv[0])
+        return shellwords.split(argv[0])
     return list(argv)
 
 
@@ -160,7 +161,7 @@ class NodeVerbs:
 
     def yaml(self, command: str, timeout: float = 60.0) -> Any:
         """``node.yaml("net show -v 3")``: one lnetctl command string, its output parsed."""
-        return self.lnetctl_yaml(*shlex.split(command), timeout=timeout)
+        return self.lnetctl_yaml(*shellwords.split(command), timeout=timeout)
 
     def resolve_nid(self, dst: str) -> str:
         """A NID as given; a node name of this testbed -> that node's primary NID (its first

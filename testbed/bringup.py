@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from nodes.echo import listed
 from testbed.base import Completed, TestbedError
 from testbed.plan import Plan
 from testbed.plan.verbs import Step, awaited_routes, local_steps, remote_steps
@@ -82,7 +83,7 @@ def configure(plan: Plan, send: Send, lnet_dir: Path,
                 pass
 
     if progress is not None:
-        progress("configuring NIs: " + " ".join(n.name for n in plan.nodes))
+        progress("configuring NIs: " + listed(n.name for n in plan.nodes))
     phase(local_steps)
     if progress is not None:
         progress("configuring peers, routes, UDSPs")

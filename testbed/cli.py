@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from nodes.echo import MAX_SHOWN_CHARS, one_line, shown
 from testbed import sh
 from testbed.base import TestbedError
 from testbed.commands import (
@@ -33,6 +34,7 @@ from testbed.commands import (
     sim,
     status,
     trace,
+    ui,
 )
 from testbed.commands.common import CliError, name_arg, version
 from testbed.observe import cli as observe_cli
@@ -44,8 +46,12 @@ PROG = "testbed"
 #: how to get a module an optional feature imports, by top-level name
 MISSING_HINT = {"mininet": "apt install mininet; a venv needs --system-site-packages",
                 "netfilterqueue": "pip install 'lnet-testbed[faults]'",
-                "matplotlib": "pip install 'lnet-testbed[report]'"}
-MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, explore, completion)
+                "matplotlib": "pip install 'lnet-testbed[report]'",
+                "aiohttp": "pip install 'lnet-testbed[ui]'"}
+#: the longest word of an error line (issue 27 item 7; a path is far shorter)
+ERR_WORD_CHARS = 4 * MAX_SHOWN_CHARS
+MODULES = (lifecycle, status, sim, node, lst, faults, trace, observe_cli, explore, ui,
+           completion)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,8 +60,8 @@ class _Parser(argparse.ArgumentParser):
     _mixing = False
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{PROG}: error: {message}\n")
+        self.print_usage(sys.stderr)  # (argparse quotes the bad argument whole: cut it)
+        self.exit(2, f"{PROG}: error: {one_line(message)}\n")
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None
@@ -71,7 +77,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _err(text: str) -> None:
-    print(f"{PROG}: error: {text}", file=sys.stderr)
+    """One error line; a word a message let through whole (a value quoted where it was
+    formatted is cut to 80 characters there) is cut here, past any path's length."""
+    print(f"{PROG}: error: {one_line(text, ERR_WORD_CHARS)}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 141
     except OSError as exc:
-        _err(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        _err(f"{exc.strerror or exc}" + (f": {shown(str(exc.filename))}" if exc.filename
+                                          else ""))
     return 1
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.echo import clip
 from testbed import clean, runstate
 from testbed.base import TestbedError
 
@@ -172,7 +173,7 @@ class FaultHandle:
         """
         reply = self._ctl({"cmd": "fault_add", "spec": {"kind": kind, **spec}}, timeout=60.0)
         if not reply.get("ok"):
-            raise TestbedError(f"testbed {self.name}: fault {kind}: "
+            raise TestbedError(f"testbed {self.name}: fault {clip(str(kind))}: "
                                f"{reply.get('error', 'failed')}")
         return dict(reply["fault"])
 

@@ -28,6 +28,7 @@ from nodes.dlc.help import PARSER_COMMANDS, list_commands, usage
 from nodes.dlc.limits import argv_error
 from nodes.dlc.output import exit_code
 from nodes.dlc.tunables import c_int, parse_long
+from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.fault import nid_str
 from nodes.lnet.nid import LO_NID, NID
@@ -69,7 +70,7 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
         return await _ping(rt, args)
     if cmd in _TESTBED_CMDS:
         return _testbed(rt, cmd, args)
-    return exit_code(-1), "", (f"lctl: '{cmd}' is not a valid command. See 'lctl "
+    return exit_code(-1), "", (f"lctl: '{clip(cmd)}' is not a valid command. See 'lctl "
                                "--list-commands'.\n")
 
 
@@ -127,7 +128,7 @@ def _help(words: list[str]) -> Result:
         return 0, "", f"{name}: {_HELP[name]}\n"
     if name in COMMANDS:
         return 0, "", f"{name}: see the command's usage line\n"
-    return 0, "", f"lctl: '{name}' is not a valid command. See 'lctl --list-commands'.\n"
+    return 0, "", f"lctl: '{clip(name)}' is not a valid command. See 'lctl --list-commands'.\n"
 
 
 def _testbed(rt: NodeRuntime, cmd: str, args: list[str]) -> Result:

@@ -35,6 +35,7 @@ from nodes.dlc.limits import argv_error
 from nodes.dlc.nidlist import HOSTS
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.parse import parse
+from nodes.echo import clip
 
 if TYPE_CHECKING:
     from nodes.driver import Runtime as NodeRuntime
@@ -47,7 +48,7 @@ Verb = Callable[["NodeRuntime", list[str]], Awaitable[Result]]
 
 
 def _invalid(word: str) -> Result:
-    return 255, "", (f"{PROG}: '{word}' is not a valid command. See '{PROG} "
+    return 255, "", (f"{PROG}: '{clip(word)}' is not a valid command. See '{PROG} "
                      "--list-commands'.\n")
 
 

@@ -11,6 +11,8 @@ the help texts is ours (the project quotes no lnetctl text).
 
 from __future__ import annotations
 
+from nodes.echo import clip
+
 #: lib/libcfs/parser.c ``override_cmdlist``: commands every cfs_parser tool has
 PARSER_COMMANDS = ("quit", "exit", "help", "--help", "version", "--version", "list-commands",
                    "--list-commands", "--ignore_errors", "ignore_errors")
@@ -232,8 +234,9 @@ def help_topic(prog: str, words: list[str]) -> str:
     exact = [n for n in names if n.lower() == line.lower()]
     found = exact or [n for n in names if n.lower().startswith(line.lower())]
     if len(found) > 1:
-        return f"Ambiguous command '{line}'\nOptions: " + "".join(f"{n} " for n in found) + "\n"
+        return (f"Ambiguous command '{clip(line)}'\nOptions: " + "".join(f"{n} " for n in found)
+                + "\n")
     if not found:
-        return (f"{prog}: '{line}' is not a valid command. See '{prog} --list-commands'.\n")
+        return (f"{prog}: '{clip(line)}' is not a valid command. See '{prog} --list-commands'.\n")
     name = found[0]
     return f"{line}: {TOP.get(name, 'provide useful information about a command')}\n"

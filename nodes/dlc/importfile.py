@@ -22,6 +22,7 @@ import contextlib
 import errno as E
 import os
 import stat
+import sys
 from typing import IO, Any
 
 import yaml
@@ -80,14 +81,18 @@ def read_import_file(path: str, *, blocking: bool = False) -> Content:
     except OSError as e:
         no = e.errno or E.EIO
         raise _builder_error(-no, f"cannot open '{path}': {os.strerror(no)}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:  # the type first: io refuses to wrap a directory (IsADirectoryError, issue 27 item 6)
         mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(mode):  # fopen(dir) succeeds in C; cYAML's read then fails: EISDIR
             raise _builder_error(-E.EISDIR, f"cannot open '{path}': {os.strerror(E.EISDIR)}")
         if not blocking and not stat.S_ISREG(mode):
             raise ImportFileError((exit_code(-E.EINVAL), "", (
                 f"lnetctl import: '{path}' is not a regular file (pipe it to the lnetctl "
                 "command's stdin instead)\n")))
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         return read_import_stream(f, path)
 
 
@@ -99,6 +104,9 @@ def parse_import_text(text: str, name: str) -> Content:
         raise _builder_error(-E.EINVAL, yaml_token_error(text, e)) from None
     except RecursionError:
         raise _builder_error(-E.EINVAL, "Failed to handle token: nesting too deep") from None
+    except ValueError:  # an integer past int()'s digits (issue 27 item 9): Python's message
+        raise _builder_error(-E.EINVAL, "Failed to handle token: a number of more than "
+                             f"{sys.get_int_max_str_digits():,} digits") from None
     return {"name": name, "doc": json_safe(doc)}
 
 

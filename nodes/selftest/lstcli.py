@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from nodes.echo import clip
 from nodes.selftest.lstbase import CMD_HELP, USAGE
 from nodes.selftest.lstbatch import BatchCmds
 from nodes.selftest.lstgroup import GroupCmds
@@ -46,7 +47,7 @@ class LstTool(GroupCmds, BatchCmds, StatCmds):
             self.out("lst 2.15.90 (lnet-testbed)\n")
             return 0
         if cmd not in COMMANDS:
-            self.err(f"lst: '{cmd}' is not a valid command. See 'lst --list-commands'.\n")
+            self.err(f"lst: '{clip(cmd)}' is not a valid command. See 'lst --list-commands'.\n")
             return -1
         fn: Callable[[list[str]], Awaitable[int]] = getattr(self, _METHOD.get(cmd, cmd))
         rc = await fn(argv[1:])
@@ -67,7 +68,7 @@ class LstTool(GroupCmds, BatchCmds, StatCmds):
         found = [n for n in names if n.lower().startswith(line.lower())]
         exact = [n for n in found if n.lower() == line.lower()]
         if not found:
-            self.err(f"lst: '{line}' is not a valid command. See 'lst --list-commands'.\n")
+            self.err(f"lst: '{clip(line)}' is not a valid command. See 'lst --list-commands'.\n")
         elif exact or len(found) == 1:
             name = (exact or found)[0]
             text = USAGE.get(name) or _OVERRIDE_HELP.get(name, "")

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from nodes.echo import clip
 from testbed import sh
 from testbed.commands.common import CliError, Named, json_option, needs_root, pick, print_json
 
@@ -53,7 +54,8 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     op = args.op  # "put" or "get" (argparse choices)
     reply = getattr(node, op)(dst, count=args.count, size=args.size)
     if not reply.get("ok"):
-        raise CliError(f"traffic from {args.node} to {dst}: {reply.get('error', reply)}")
+        raise CliError(f"traffic from {args.node} to {clip(str(dst))}: "
+                       f"{reply.get('error', reply)}")
     if args.json:
         print_json({"node": args.node, "dst": dst, "op": op,
                     **{k: reply.get(k) for k in ("sent", "completed", "failed", "errors")}})

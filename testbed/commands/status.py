@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 import testbed
+from nodes.echo import shown
 from testbed import runstate
 from testbed.base import TestbedError
 from testbed.commands.common import Named, json_option, print_json, table
@@ -65,7 +66,7 @@ def describe(name: str, only: set[str], strict: bool) -> dict[str, Any]:
     st.pop("ok", None)
     unknown = only - set(st["nodes"])
     if unknown:
-        raise TestbedError(f"testbed {name} has no node {sorted(unknown)[0]!r}")
+        raise TestbedError(f"testbed {name} has no node {shown(sorted(unknown)[0])}")
     wanted = [n for n in st["nodes"] if n in only] if only else list(st["nodes"])[:MAX_LNET]
     for node in wanted:
         if st["nodes"][node].get("alive", True):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
+from nodes.echo import shown
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import needs, runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError
@@ -151,7 +152,7 @@ class MininetTestbed(CtlTestbed):
         except TestbedError:
             status = self._recorded()  # supervisor gone: its daemons may still serve
         if name not in status["nodes"]:
-            raise TestbedError(f"testbed {self.name} has no node {name!r} "
+            raise TestbedError(f"testbed {self.name} has no node {shown(name)} "
                                f"(nodes: {', '.join(status['nodes'])})")
         return MininetNode(self, name, status["nodes"][name])
 

@@ -28,6 +28,7 @@ from typing import Any
 from faults import netops
 from faults.spec import FaultError, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.echo import shown
 from testbed import modload, runstate
 from testbed.base import TestbedError
 from testbed.faultbook import FaultRecord as _Fault
@@ -113,7 +114,7 @@ class FaultManager(FaultResources):
     def delete(self, key: Any) -> dict[str, Any]:
         f = self.find(str(key))
         if f is None:
-            return {"ok": False, "error": f"no fault {key!r} (have: "
+            return {"ok": False, "error": f"no fault {shown(key)} (have: "
                                           f"{', '.join(self.faults) or 'none'})"}
         final = self.describe(f)
         if f.timeline.active:

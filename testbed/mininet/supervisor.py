@@ -43,7 +43,7 @@ import zmq
 
 from nodes.daemon import etchosts
 from nodes.daemon.client import DaemonUnreachable, request
-from nodes.echo import shown
+from nodes.echo import listed, shown
 from testbed import bringup, clean, ctlproto, names, runstate, sh
 from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.forkclient import DaemonProcess, ForkServer
@@ -136,11 +136,11 @@ class Supervisor:
         self.progress(1, f"topology {self.name}: {len(self.plan.nodes)} nodes, "
                          f"{len(self.plan.segments)} segments ({self.plan.source})")
         daemons.start_forkserver(self)  # imports the daemon's code while the network is built
-        self.progress(2, "creating network: " + " ".join(s.name for s in self.plan.segments))
+        self.progress(2, "creating network: " + listed(s.name for s in self.plan.segments))
         netbuild.build_network(self)
-        self.progress(3, "starting daemons: " + " ".join(n.name for n in self.plan.nodes))
+        self.progress(3, "starting daemons: " + listed(n.name for n in self.plan.nodes))
         daemons.start_daemons(self, list(self.plan.nodes))
-        self.progress(4, "waiting for daemons: " + " ".join(n.name for n in self.plan.nodes))
+        self.progress(4, "waiting for daemons: " + listed(n.name for n in self.plan.nodes))
         daemons.wait_hello(self)
         lnet_dir = self.rdir / "nodes"
         bringup.configure(self.plan, lambda node, step: daemons.send(self, node, step),

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from nodes.echo import shown
 from testbed import runstate
 from testbed.base import TestbedError
 from testbed.commands.common import name_arg, pick
@@ -99,16 +101,26 @@ def cmd_capture(args: argparse.Namespace) -> int:
         return _summary(args)
     if not args.node:
         raise TestbedError("capture: give NODE [IFACE] (or --summary FILE)")
+    if args.output:  # before anything runs: dumpcap's own refusal came as a traceback
+        _writable(Path(args.output))
     tb = pick(args.name)
     name = tb.name
     node = tb.node(args.node)
+    if getattr(node, "host_pid", None) is None:  # the simulator: no namespace, no packets
+        raise TestbedError(f"capture: testbed {name} has no network namespaces (sim backend); "
+                           "capture needs the mininet backend (`testbed events` shows the "
+                           "sim's messages)")
     ifaces = [*tb.status()["nodes"][args.node]["interfaces"], "any", "lo"]
     iface = args.iface or "any"
     if iface not in ifaces:
-        raise TestbedError(f"node {args.node} has no interface {iface!r} "
+        raise TestbedError(f"node {args.node} has no interface {shown(iface)} "
                            f"(choose one of: {', '.join(ifaces)})")
     out = Path(args.output or f"{name}-{args.node}-{iface}.pcapng").resolve()
-    proc = capture.start(node.host_pid, iface, out, args.seconds, args.filter)
+    _writable(out)
+    try:
+        proc = capture.start(node.host_pid, iface, out, args.seconds, args.filter)
+    except capture.CaptureFailed as exc:
+        raise TestbedError(f"capture: {exc}") from None
     try:
         capture.wait_ready(out, proc)
         until = f"for {args.seconds:g} s" if args.seconds else "until Ctrl-C"
@@ -116,12 +128,28 @@ def cmd_capture(args: argparse.Namespace) -> int:
         proc.wait()
     except KeyboardInterrupt:
         pass
+    except capture.CaptureFailed as exc:  # (stopped below, as every capture)
+        raise TestbedError(f"capture: {exc}") from None
     finally:
         err = capture.stop(proc)
     if not out.exists():
         raise TestbedError(f"capture failed: {' '.join(err.split())[:300]}")
     print(f"wrote {out}")
     return 0
+
+
+def _writable(out: Path) -> None:
+    """Refuse, in one line, an output file dumpcap could not create (issue 27 item 3: a
+    missing directory was dumpcap's failure, raised past the CLI as a traceback)."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise TestbedError(f"capture: cannot write {shown(str(out))}: no directory "
+                           f"{shown(str(parent))}")
+    if out.is_dir():
+        raise TestbedError(f"capture: cannot write {shown(str(out))}: it is a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TestbedError(f"capture: cannot write {shown(str(out))}: directory "
+                           f"{shown(str(parent))} is not writable")
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodes.echo import shown
 from testbed import runstate
 
 Event = dict[str, Any]
@@ -45,7 +46,7 @@ def _lines(path: Path) -> Iterator[Event | None]:
     try:
         fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise LogError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise LogError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from None
     with fh:
         for line in fh:
             try:

@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodes.echo import shown
 from nodes.recorder import COLUMNS, FORMAT
 
 NUMERIC = frozenset({"health", "credits", "min_credits", "sends", "recvs", "drops",
@@ -67,18 +68,37 @@ class Rec:
 
 def inflate(raw: bytes) -> tuple[bytes, bool]:
     """Every whole gzip member of ``raw`` inflated; True if a last member was cut short."""
+    data, used = inflate_prefix(raw)
+    return data, used < len(raw)
+
+
+def inflate_prefix(raw: bytes) -> tuple[bytes, int]:
+    """The whole gzip members at the start of ``raw`` inflated, and how many bytes of ``raw``
+    they took: a reader following a growing file (``testbed ui``) reads on from there once
+    the member cut short is complete."""
     out: list[bytes] = []
-    while raw:
+    used = 0
+    while used < len(raw):
         d = zlib.decompressobj(wbits=31)
         try:
-            member = d.decompress(raw)
+            member = d.decompress(raw[used:])
         except zlib.error:
-            return b"".join(out), True
+            break
         if not d.eof:  # cut short: its rows are dropped whole, never half of one
-            return b"".join(out), True
+            break
         out.append(member)
-        raw = d.unused_data
-    return b"".join(out), False
+        used = len(raw) - len(d.unused_data)
+    return b"".join(out), used
+
+
+def row_of(line: list[str]) -> dict[str, object] | None:
+    """One CSV row as column -> value; None for a header, a meta row or a malformed row."""
+    if len(line) != len(COLUMNS) or line[1] == "meta" or line[0] == "t":
+        return None
+    try:
+        return {c: _value(c, v) for c, v in zip(COLUMNS, line, strict=True)}
+    except ValueError:
+        return None
 
 
 def _value(column: str, text: str) -> object:
@@ -102,7 +122,7 @@ def read(path: str | Path) -> Rec:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise RecError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise RecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from None
     data, truncated = inflate(raw)
     if not data:
         raise RecError(f"{path}: not a recorder file (no whole gzip member)")
@@ -112,15 +132,10 @@ def read(path: str | Path) -> Rec:
         raise RecError(f"{path}: not a recorder file (header {header})")
     rec = Rec(path, truncated=truncated)
     for line in reader:
-        if len(line) != len(COLUMNS):
-            continue
-        if line[1] == "meta":
+        if len(line) == len(COLUMNS) and line[1] == "meta":
             rec.meta[line[2]] = line[4]
-            continue
-        try:
-            rec.rows.append({c: _value(c, v) for c, v in zip(COLUMNS, line, strict=True)})
-        except ValueError:
-            continue
+        elif (row := row_of(line)) is not None:
+            rec.rows.append(row)
     if rec.meta.get("format") != FORMAT:
         raise RecError(f"{path}: format {rec.meta.get('format')!r}, not {FORMAT}")
     return rec

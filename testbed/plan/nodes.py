@@ -339,11 +339,17 @@ def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[s
     if "@" in gw_text:
         gw = _nid(doc, gw_text, gline, gfld)
         gw_net = gw.split("@", 1)[1]
+        if gw in {f"{i.ip}@{i.segment.lnet}" for i in node.ifaces}:
+            doc.fail(gline, gfld, f"gateway {gw} is a NID of node {shown(node.name)} itself: "
+                     "a route's gateway is another node, a router on a net they share")
     else:
         other = by_name.get(gw_text)
         if other is None and doc.refers_to_broken(gw_text):
             doc.skip()
-        if other is None or other is node:
+        if other is node:  # (issue 27 item 8: was "unknown ... did you mean 'c1'?")
+            doc.fail(gline, gfld, f"gateway {shown(gw_text)} is node {shown(node.name)} itself: "
+                     "a route's gateway is another node, a router on a net they share")
+        if other is None:
             near = suggest(gw_text, by_name)
             doc.fail(gline, gfld, f"unknown gateway node {shown(gw_text)} (give a node name "
                      "or a NID" + (f"; did you mean {shown(near)}?)" if near else ")"))

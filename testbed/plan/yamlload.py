@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -108,7 +109,24 @@ class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
     messages differ, so a document it refuses is parsed again by ``_Loader`` for the error."""
 
 
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """SafeLoader's int, with an integer near or past what Python converts to and from text
+    (``int()``'s 4,300 digits, CVE-2020-10735; a hex one is read but cannot be printed)
+    refused at its line (issue 27 item 9: it was Python's message, with no line)."""
+    digits = sys.get_int_max_str_digits() or 4300  # (0: unlimited here; bound it anyway)
+    try:
+        value = int(yaml.SafeLoader.construct_yaml_int(loader, node))
+        if value.bit_length() <= 3 * digits:  # < 10**digits
+            return value
+    except ValueError:
+        pass
+    raise yaml.constructor.ConstructorError(
+        None, None, f"an integer of {len(node.value):,} characters: too large (Python reads "
+        f"at most {digits:,} digits; no topology value comes near)", node.start_mark)
+
+
 for _cls in (_Loader, _FastLoader):
+    _cls.add_constructor("tag:yaml.org,2002:int", _construct_int)
     _cls.add_constructor("tag:yaml.org,2002:map", _construct_map)
     _cls.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
     # Nothing in a topology is a date: keep `2020-13-45` a string the validator can name.

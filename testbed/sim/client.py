@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nodes.echo import shown
 from nodes.recorder import DEFAULT_PERIOD
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
@@ -97,7 +98,7 @@ class SimClient(CtlTestbed):
     def node(self, name: str) -> SimClientNode:
         status = self._status or self.status()
         if name not in status["nodes"]:
-            raise TestbedError(f"testbed {self.name} has no node {name!r} "
+            raise TestbedError(f"testbed {self.name} has no node {shown(name)} "
                                f"(nodes: {', '.join(status['nodes'])})")
         return SimClientNode(self, name, status["nodes"][name])
 

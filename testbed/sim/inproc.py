@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon import lnetctl_config
+from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.recorder import DEFAULT_PERIOD
@@ -260,7 +261,7 @@ class SimTestbed:
     def node(self, name: str) -> SimNodeHandle:
         rt = self.runtimes.get(name)
         if rt is None:
-            raise TestbedError(f"testbed {self.name} has no node {name!r} "
+            raise TestbedError(f"testbed {self.name} has no node {shown(name)} "
                                f"(nodes: {', '.join(self.runtimes)})")
         return SimNodeHandle(self, rt)
 
@@ -279,10 +280,10 @@ class SimTestbed:
         plan = self.node(node).rt.plan
         match = next((i for i in plan.interfaces if i.name == iface), None)
         if match is None:
-            raise TestbedError(f"node {node} has no interface {iface!r} "
+            raise TestbedError(f"node {node} has no interface {shown(iface)} "
                                f"(interfaces: {', '.join(i.name for i in plan.interfaces)})")
         if state not in ("up", "down"):
-            raise TestbedError(f"link state must be up or down, not {state!r}")
+            raise TestbedError(f"link state must be up or down, not {shown(state)}")
         nid, up = NID.parse(match.nid), state == "up"
         self.fabric.lnd_down.discard(nid)  # a real link change ends a simulated one
         self.fabric.set_link(nid, up, iface=iface, by=by)

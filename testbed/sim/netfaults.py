@@ -38,6 +38,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from faults.spec import FaultError, FaultSpec, parse_fault
+from nodes.echo import shown
 from nodes.lnd import errmap
 from nodes.lnet.nid import NID
 from testbed.ctlclient import FaultHandle
@@ -211,7 +212,7 @@ class SimFaults:
         f = self.faults.get(str(key)) or next(
             (f for f in self.faults.values() if f.spec.name == str(key)), None)
         if f is None:
-            return {"ok": False, "error": f"no fault {key!r} (have: "
+            return {"ok": False, "error": f"no fault {shown(key)} (have: "
                                           f"{', '.join(self.faults) or 'none'})"}
         if f.timeline.active:
             self._revert(f, f.timeline.index)

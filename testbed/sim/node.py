@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,9 @@ from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.dlc import request as frontend
+from nodes.echo import shown
 from nodes.lnet.actions import MDEvent
+from testbed import shellwords
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.bringup import completed
 from testbed.plan import Step
@@ -48,9 +49,10 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
         words = [words[2]]
     if len(words) == 1:
         try:
-            words = shlex.split(words[0])
+            words = shellwords.split(words[0])
         except ValueError as exc:
-            raise TestbedError(f"sim backend: exec: cannot parse {words[0]!r}: {exc}") from None
+            raise TestbedError(f"sim backend: exec: cannot parse {shown(words[0])}: {exc}"
+                               ) from None
     env = []  # `[env] LST_SESSION=1 lst ...`: lst's environment, handed to the lst verb
     while words and (words[0] == "env" or ("=" in words[0]
                      and words[0].split("=", 1)[0].isidentifier())):
@@ -60,9 +62,9 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
         words = [words[0], *env, *words[1:]]
     if not words or os.path.basename(words[0]) not in MODULES or any(
             w in (";", "&&", "||", "|", ">", "<") for w in words):
-        shown = " ".join(words) or "(nothing)"
+        line = " ".join(words) or "(nothing)"
         raise TestbedError(f"sim backend: exec runs one lnetctl, lctl or lst command, not "
-                           f"{shown!r} "
+                           f"{shown(line)} "
                            "(the simulator has no namespaces, shells or other programs)")
     return os.path.basename(words[0]), words[1:]
 

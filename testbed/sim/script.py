@@ -2,19 +2,23 @@
 
 Theory of operation: ``oneshot`` brings a topology up in this process (``SimTestbed``), runs
 the script's lines in order on the virtual clock and exits with the last failing status;
-every error is one line naming the script line.
+every error is one line naming the script line. A line is split into words in linear time
+(``testbed/shellwords.py``) and refused past ``ARG_MAX`` characters, as a shell refuses it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
-import shlex
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
+from nodes.dlc.limits import ARG_MAX
+from testbed import shellwords
 from testbed.base import TestbedError
 from testbed.sim.inproc import SimTestbed
 
@@ -34,11 +38,16 @@ def run_script(tb: SimTestbed, lines: Iterable[str], out: TextIO, err: TextIO,
     """
     status = 0
     for lineno, raw in enumerate(lines, 1):
+        if len(raw) > ARG_MAX:  # no command a shell could run is longer (issue 27 item 4)
+            err.write(f"{source}:{lineno}: line of {len(raw):,} characters, more than "
+                      f"{ARG_MAX:,} (ARG_MAX): {os.strerror(errno.E2BIG)}\n")
+            status = 1
+            continue
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         try:
-            words = shlex.split(line)
+            words = shellwords.split(line)  # (shlex.split: quadratic in a long word)
             status = _script_line(tb, words, out, err) or status
         except (ValueError, TestbedError) as exc:
             err.write(f"{source}:{lineno}: {exc}\n")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.echo import shown
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import runstate
 from testbed.base import Completed, NodeVerbs, TestbedError, check_name
@@ -185,7 +186,7 @@ class VagrantTestbed(CtlTestbed):
     def node(self, name: str) -> VagrantNode:
         nodes = runstate.read_state(self.rundir).get("nodes", {})
         if name not in nodes:
-            raise TestbedError(f"testbed {self.name} has no node {name!r} "
+            raise TestbedError(f"testbed {self.name} has no node {shown(name)} "
                                f"(nodes: {', '.join(nodes)})")
         return VagrantNode(self, name, nodes[name])
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from faults.sched import Timeline
 from faults.spec import INTERPOSED, FaultError, FaultSpec, parse_fault
+from nodes.echo import shown
 
 TAG = "lntb:"
 APPLIES = frozenset({"carrier", "flap", "blackhole", "partition", "kill", "stop", "restart"})
@@ -101,7 +102,7 @@ class FaultTable:
         f = self.faults.get(key) or next((x for x in self.faults.values()
                                           if x.spec.name == key), None)
         if f is None:
-            return {"ok": False, "error": f"no fault {key!r} (have: "
+            return {"ok": False, "error": f"no fault {shown(key)} (have: "
                                           f"{', '.join(self.faults) or 'none'})"}
         if f.timeline.active:
             self._revert(f)

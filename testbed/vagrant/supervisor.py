@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import zmq
 
+from nodes.echo import listed, shown
 from testbed import runstate
 from testbed.vagrant import clean, deploy, guests, machines, placement
 from testbed.vagrant.curve import TestbedKeys
@@ -134,9 +135,9 @@ class Supervisor:
             self.state["hosts"][rt.name] = clean.shell_record(rt.shell)
         self.save()
         self.set = HostSet(self.plan, self.placement, runtimes, keys, self.event, self.observe)
-        self.progress("installing the project: " + " ".join(r.name for r in runtimes))
+        self.progress("installing the project: " + listed(r.name for r in runtimes))
         self.set.install(wheels)
-        self.progress("namespaces and daemons: " + " ".join(r.name for r in runtimes))
+        self.progress("namespaces and daemons: " + listed(r.name for r in runtimes))
         self.set.setup()
         for node, ep in self.set.endpoints.items():
             host = self.placement[node]
@@ -146,7 +147,7 @@ class Supervisor:
                 "pythonpath": self.set.hosts[host].pythonpath,
                 "hostdir": self.set.hdir(host), "nids": list(self.plan.node(node).nids)}
         self.save()
-        self.progress("waiting for daemons (CURVE): " + " ".join(self.set.endpoints))
+        self.progress("waiting for daemons (CURVE): " + listed(self.set.endpoints))
         self.set.wait_hello()
         self.warnings = self.set.configure(self.progress)
         for line in self.warnings:
@@ -182,9 +183,9 @@ class Supervisor:
 
     def link(self, node: Any, iface: Any, updown: Any) -> dict[str, Any]:
         if node not in self.link_state:
-            return {"ok": False, "error": f"no node {node!r} in testbed {self.plan.name}"}
+            return {"ok": False, "error": f"no node {shown(node)} in testbed {self.plan.name}"}
         if iface not in self.link_state[node]:
-            return {"ok": False, "error": f"node {node} has no interface {iface!r} "
+            return {"ok": False, "error": f"node {node} has no interface {shown(iface)} "
                                           f"(has {', '.join(self.link_state[node])})"}
         if updown not in ("up", "down"):
             return {"ok": False, "error": f"link state must be up or down, not {updown!r}"}

@@ -62,3 +62,33 @@ def test_import_errors_quote_a_value_cut(doc: str, tmp_path: Path) -> None:
     assert rc != 0
     assert "xxxx" in out + err and max(len(ln) for ln in (out + err).splitlines()) < 300, \
         (out + err)[:300]
+
+
+def test_clip_words_cuts_each_long_word_and_leaves_a_shown_value_whole() -> None:
+    """Issue 27 item 7: the CLI's last guard (argparse quotes a bad argument whole)."""
+    from nodes.echo import clip_words
+
+    long = "x" * 5000
+    text = clip_words(f"argument: invalid choice: '{long}' (choose from 'down', 'up')")
+    assert "x" * (MAX_SHOWN_CHARS + 1) not in text and "(5002 characters)" in text
+    assert text.endswith("(choose from 'down', 'up')")
+    already = f"bad name {shown(long)}: must match"
+    assert clip_words(already) == already
+    assert clip_words("short words stay") == "short words stay"
+
+
+def test_shown_of_an_integer_past_str_digits_is_not_a_valueerror() -> None:
+    """Issue 27 item 9: ``repr`` of a 0x-read integer past 4,300 digits raises ValueError."""
+    assert shown(int("f" * 5000, 16)) == "<an integer of 20000 bits>"
+    assert shown(12345) == "12345"
+
+
+def test_one_line_escapes_what_a_terminal_would_act_on() -> None:
+    """Issue 27 (found by tests/hostile/test_cli_property.py): ``testbed status '\\r0'`` printed
+    ``unrecognized arguments: \\r0`` raw, a carriage return hiding the start of its line; a
+    lone surrogate (a non-UTF-8 argv byte) could not be printed at all."""
+    from nodes.echo import one_line
+
+    assert one_line("arguments: \r0 \x1e1 \udcff é") == "arguments: \\r0 \\x1e1 \\udcff é"
+    assert one_line("plain") == "plain"
+    assert "x" * (MAX_SHOWN_CHARS + 1) not in one_line("x" * 500 + "\n")

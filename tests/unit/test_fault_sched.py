@@ -57,6 +57,20 @@ def test_spec_round_trips_and_lnet_match_implies_proto() -> None:
         parse_words(["rate"])
 
 
+@pytest.mark.parametrize(("words", "message"), [
+    (["rate=0.1", "rate=0.9"], "duplicate key 'rate': given twice"),
+    (["match.type=PUT", "rate=1", "match.type=GET"], "duplicate key 'match.type': given twice"),
+    (["match=x", "match.type=PUT"], "give match.KEY=VALUE words"),
+    (["match.type=PUT", "match=x"], "duplicate key 'match'"),
+])
+def test_fault_words_refuse_a_key_given_twice(words: list[str], message: str) -> None:
+    """Issue 27 item 10: ``fault add loss rate=0.1 rate=0.9`` kept the last silently (and
+    ``match=x match.type=PUT`` was a TypeError); a topology file's faults refuse a duplicate
+    key (``yamlload._find_duplicate``), the CLI's words now too."""
+    with pytest.raises(FaultError, match=message):
+        parse_words(words)
+
+
 def test_topology_faults_are_validated_with_file_and_line() -> None:
     text = ("networks:\n  lan0: {lnet: tcp, subnet: 10.10.0.0/24}\n"
             "nodes:\n  c1: {interfaces: [lan0]}\n  s1: {interfaces: [lan0]}\n"

@@ -158,3 +158,27 @@ def test_a_huge_argv_is_refused_before_parsing_and_the_daemon_answers(daemon: st
     assert reply["ok"] is False and "larger than" in reply["error"]
     again = request(daemon, {"cmd": "lnetctl", "argv": ["global", "show"]}, timeout=10)
     assert again["rc"] == 0 and "retry_count" in again["out"]
+
+
+def test_import_of_a_directory_is_lnetctl_s_eisdir_in_one_line(tb: SimTestbed,
+                                                               tmp_path: Path) -> None:
+    """Issue 27 item 6: ``lnetctl import DIR`` was ``internal error: IsADirectoryError`` (io
+    refuses to wrap a directory's descriptor before the type check ran). Real lnetctl's
+    ``jt_import`` fopen()s the directory and cYAML's read fails: EISDIR, a builder error."""
+    res = tb.node("a").lnetctl("import", str(tmp_path))
+    assert res.rc != 0 and "Is a directory" in res.out + res.err, res
+    assert "internal error" not in res.out + res.err
+    with pytest.raises(ImportFileError, match="Is a directory"):
+        read_import_file(str(tmp_path), blocking=True)  # the lnetctl client's reader
+
+
+def test_import_of_an_integer_of_5000_digits_is_a_builder_error(tb: SimTestbed,
+                                                                 tmp_path: Path) -> None:
+    """Issue 27 item 9, import's side: Python's int-digits ValueError reached the CLI."""
+    path = tmp_path / "big.yaml"
+    path.write_text("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces:\n"
+                    "          0: eth0\n        tunables:\n          peer_timeout: "
+                    + "9" * 5000 + "\n")
+    res = tb.node("a").lnetctl("import", str(path))
+    assert res.rc != 0 and "Failed to handle token: a number of more than" in res.out + res.err
+    assert "set_int_max_str_digits" not in res.out + res.err

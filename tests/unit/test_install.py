@@ -86,3 +86,34 @@ def test_cli_missing_module_is_one_line(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.startswith("testbed: error: Python module mininet is not installed here")
     assert "apt install mininet" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_wheel_builds_from_a_read_only_checkout(tmp_path: object) -> None:
+    """Issue 27 item 11: ``pip install`` from a read-only checkout failed creating
+    ``lnet_testbed.egg-info`` (then ``build/lib``) in the tree. The checkout is copied and
+    bind-mounted read-only in a private mount namespace (``unshare -m``: nobody else sees
+    it); ``pip wheel`` must build from it and leave it as it was."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a read-only bind mount")
+    root = Path(__file__).resolve().parents[2]
+    src, ro, out = (Path(str(tmp_path)) / d for d in ("src", "ro", "wheels"))
+    shutil.copytree(root, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".*_cache", "reports",
+        "_native", "*.so"))
+    ro.mkdir()
+    before = sorted(p.name for p in src.iterdir())
+    script = (f"mount --bind {src} {ro} && mount -o remount,ro,bind {ro} && "
+              f"{{ touch {ro}/probe 2>/dev/null && exit 99; "
+              f"{sys.executable} -m pip wheel -q --no-deps --no-build-isolation -w {out} {ro}; }}")
+    env = {**os.environ, "LNET_TESTBED_PURE_PYTHON": "1", "PIP_NO_INPUT": "1"}
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-2000:]
+    assert [p.name for p in out.glob("lnet_testbed-*.whl")], list(out.iterdir())
+    assert sorted(p.name for p in src.iterdir()) == before  # nothing written in the tree

@@ -635,6 +635,12 @@ def test_routes_routing_and_buffers_reach_the_plan() -> None:
     ("gateway: 10.20.0.1@tcp1", "gateway: 10.30.0.1@tcp2", 7, "nodes.s1.routes[0].gateway",
      "not on a net of node 's1'"),
     ("priority: 2}", "prio: 2}", 5, "nodes.c1.routes[0].prio", "unknown key 'prio'"),
+    # issue 27 item 8: the node itself as gateway was "unknown gateway node 'c1' (did you
+    # mean 'c1'?)"; by NID it was taken
+    ("gateway: r1, hop: 1", "gateway: c1, hop: 1", 5, "nodes.c1.routes[0].gateway",
+     "gateway 'c1' is node 'c1' itself: a route's gateway is another node"),
+    ("gateway: 10.20.0.1@tcp1", "gateway: 10.20.0.2@tcp1", 7, "nodes.s1.routes[0].gateway",
+     "gateway 10.20.0.2@tcp1 is a NID of node 's1' itself"),
 ])
 def test_routing_keys_refused_with_line_and_field(old: str, new: str, line: int, field: str,
                                                   reason: str) -> None:

@@ -259,3 +259,18 @@ def test_reserved_testbed_names_are_refused() -> None:
         parse_topology(_nodes_yaml(1), name="by-netns")
     with pytest.raises(TopologyError, match="reserved"):
         parse_topology("name: by-netns\n" + _nodes_yaml(1))
+
+
+@pytest.mark.parametrize("number", ["9" * 5000, "0x" + "f" * 5000, "-" + "1" * 4301],
+                         ids=["decimal", "hex", "negative"])
+def test_an_integer_of_5000_digits_is_one_line_naming_file_and_line(number: str) -> None:
+    """Issue 27 item 9: Python's ``sys.set_int_max_str_digits()`` message with no line (a
+    hex one was read, then raised ValueError printing it in a range error: a traceback)."""
+    text = ("global:\n  retry_count: " + number + "\nnetworks: {lan0: {lnet: tcp, subnet: "
+            "10.0.0.0/24}}\nnodes:\n  c1: {interfaces: [lan0], routes: [{net: tcp1, gateway: "
+            "10.0.0.9@tcp, hop: " + number + "}]}\n")
+    with pytest.raises(TopologyError) as info:
+        parse_topology(text, source="big.yaml")
+    text = str(info.value)
+    assert text.startswith("big.yaml:2: YAML error: an integer of ") and "\n" not in text, text
+    assert "too large" in text and "set_int_max_str_digits" not in text
