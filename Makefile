@@ -102,7 +102,7 @@ smoke-vagrant-libvirt: boxes
 venv: deps $(STAMP)
 
 # The project and its runtime dependencies, as pure Python (fast: what the demo needs); then
-# the extras (test, report, faults, ui), by their requirements from pyproject.toml so that the
+# the extras (test, report, faults, ui, explore), by their requirements from pyproject.toml so that the
 # project itself is not reinstalled under a running demo. `make native` compiles (`make test`
 # needs it, `make demo` starts it in the background). One pip at a time (flock).
 $(BASE_STAMP): pyproject.toml
@@ -114,7 +114,7 @@ $(BASE_STAMP): pyproject.toml
 
 $(STAMP): $(BASE_STAMP)
 	$(PY) -c 'import tomllib; x = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	  print(*(r for k in ("test", "report", "faults", "ui") for r in x["optional-dependencies"][k]), sep="\n")' \
+	  print(*(r for k in ("test", "report", "faults", "ui", "explore") for r in x["optional-dependencies"][k]), sep="\n")' \
 	  > $(VENV)/extras.txt
 	$(LOCK) $(PY) -m pip install -q -r $(VENV)/extras.txt
 	touch $(STAMP)

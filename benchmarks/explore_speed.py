@@ -21,7 +21,12 @@ box is shared: only figures of one run compare):
    garbage less often (``testbed/sim/gcpolicy.py``), and so does this run.
 2. ``seeds_per_hour``: ``--seeds`` seeds of 10 virtual minutes (600 s safety phase, then the
    liveness phase) of ``explore`` on ``topologies/mr-routers.yaml`` over ``--workers`` worker
-   processes on this box. Target >= 1,000 per hour.
+   processes on this box (``pool.py``). Target >= 1,000 per hour.
+3. ``dask_seeds_per_hour``: the same seeds through dask.distributed (``--cluster local:K``,
+   a LocalCluster of as many one-thread workers, its start included), and ``of_pool``, its
+   rate over figure 2's; ``start_s`` is the workers' start and ``seeds_per_hour_started``
+   the rate once they run (what a long run converges to). Target >= 0.9 (issue 30 item 3:
+   the engine's overhead must not grow). Skipped without the ``explore`` extra.
 
 No root needed:
 
@@ -42,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_X, TARGET_SEEDS = 100.0, 1000.0
+#: seeds per hour through dask (a LocalCluster) over the local process pool's (issue 30)
+TARGET_OF_POOL = 0.9
 
 
 def topology_yaml(n: int) -> str:
@@ -103,14 +110,18 @@ def x_real_time(n: int, virtual: float,
             "needed_msgs_per_s": round(msgs / moved * TARGET_X)}
 
 
-def seeds_per_hour(seeds: int, workers: int) -> dict[str, float | int]:
-    """Figure 2 (module doc)."""
+def seeds_per_hour(seeds: int, workers: int, engine: str = "pool") -> dict[str, float | int]:
+    """Figures 2 and 3 (module doc): ``engine`` ``pool`` (local processes, pool.py) or
+    ``local`` (a dask LocalCluster, its start counted in the wall time)."""
     from testbed.explore.driver import explore
 
     rep = explore(str(ROOT / "topologies" / "mr-routers.yaml"), range(seeds), time_s=600.0,
-                  workers=workers, quiet=True, say=lambda line: None)
+                  cluster=f"{engine}:{workers}", quiet=True, say=lambda line: None)
     sp = rep.speed()
     return {"seeds": seeds, "workers": rep.workers, "failed": len(rep.failures),
+            "errored": len(rep.errors), "start_s": round(rep.start, 1),
+            "seeds_per_hour_started": round(len(rep.completed) * 3600.0
+                                            / max(rep.wall - rep.start, 1e-9)),
             "wall_s": round(rep.wall, 1),
             "virtual_min_per_seed": round(sp["virtual_per_seed"] / 60, 1),
             "x_real_time_per_worker": round(sp["x_real_time"]),
@@ -144,6 +155,18 @@ def main() -> int:
     b = seeds_per_hour(args.seeds, args.workers)
     b.update(target=TARGET_SEEDS, of_target=round(float(b["seeds_per_hour"]) / TARGET_SEEDS, 2))
     print("seeds_per_hour " + " ".join(f"{k}={v}" for k, v in b.items()), flush=True)
+    from testbed.explore import cluster
+
+    if not cluster.available():
+        print("dask_seeds_per_hour skipped: dask.distributed is not installed", flush=True)
+        return 0
+    c = seeds_per_hour(args.seeds, args.workers, engine="local")
+    c.update(of_pool=round(float(c["seeds_per_hour"]) / max(float(b["seeds_per_hour"]), 1.0),
+                           2),
+             of_pool_started=round(float(c["seeds_per_hour_started"])
+                                   / max(float(b["seeds_per_hour_started"]), 1.0), 2),
+             target_of_pool=TARGET_OF_POOL)
+    print("dask_seeds_per_hour " + " ".join(f"{k}={v}" for k, v in c.items()), flush=True)
     return 0
 
 

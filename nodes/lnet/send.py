@@ -44,7 +44,7 @@ from nodes.lnet.route import RouteWait
 from nodes.lnet.select import SelectError
 from nodes.lnet.timers import MD_RESPONSE
 from nodes.lnet.trace import Tracer
-from nodes.lnet.tunables import Tunables
+from nodes.lnet.tunables import Tunables, attempt_timeout
 
 if TYPE_CHECKING:
     from nodes.lnet.discovery import Discovery
@@ -198,7 +198,7 @@ class Sender:
         the transaction timeout when the NI's LND has none; a caller-given transaction
         timeout (003 "callers may specify a different transaction timeout") caps it."""
         if ni.lnd_timeout:
-            deadline = now + ni.lnd_timeout * (self.tunables.retry_count + 1) + 1
+            deadline = now + attempt_timeout(ni.lnd_timeout, self.tunables.retry_count)
         else:
             deadline = now + self.tunables.transaction_timeout
         if msg is not None and msg.md is not None and msg.md.user_deadline is not None:

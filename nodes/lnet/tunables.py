@@ -104,7 +104,7 @@ class Tunables:
     @property
     def lnd_timeout(self) -> int:
         """``lnet_set_lnd_timeout``: max((tt-1)/(rc+1), 1), shown as lnd_timeout (spec §0)."""
-        return max((self.transaction_timeout - 1) // (self.retry_count + 1), 1)
+        return derived_lnd_timeout(self.transaction_timeout, self.retry_count)
 
     def global_show(self) -> dict[str, int]:
         """The ``global:`` block in lnetctl's key order (spec §9.3)."""
@@ -328,3 +328,19 @@ def apply_module_param(t: Tunables, name: str, value: object) -> None:
                                        "engine yet")
     else:
         setattr(t, target, number)
+
+
+def derived_lnd_timeout(transaction_timeout: int, retry_count: int) -> int:
+    """``lnet_set_lnd_timeout``: the LND timeout LNet derives, max((tt - 1) / (rc + 1), 1)
+    (spec §0). The one formula: the engine's ``Tunables.lnd_timeout`` (what a node's LNDs
+    follow, ``NodeDriver.sync_lnd_timeouts``) and ``testbed check``'s completion and
+    fatal-NI deadlines (``testbed/observe/check_state.py``) both call it, so the checker's
+    idea of when LNet must finish a message cannot drift from the LND's (explore seed 341)."""
+    return max((transaction_timeout - 1) // (retry_count + 1), 1)
+
+
+def attempt_timeout(lnd_timeout: int, retry_count: int) -> int:
+    """lib-msg.c ``get_msg_deadline``: how far past its commit an attempt's deadline is,
+    the LND timeout x (retry_count + 1) + 1 (spec §3.4); ``Sender.msg_deadline`` and the
+    checker both use it."""
+    return lnd_timeout * (retry_count + 1) + 1

@@ -17,173 +17,81 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.explore import emit, pool, runner, shrink, topo
+from testbed.explore import cluster, emit, pool, runner, shrink, stream, topo, verdicts
 from testbed.explore.model import Schedule
+from testbed.plan.source import read_bounded, resolve
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class Report:
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
-    mismatches: list[dict[str, Any]] = field(default_factory=list)
-    written: list[Path] = field(default_factory=list)
-    wall: float = 0.0
-    workers: int = 1
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        return [r for _s, r in sorted(self.results.items()) if not r["ok"]]
-
-    @property
-    def virtual(self) -> float:
-        return sum(r.get("virtual", 0.0) for r in self.results.values())
-
-    @property
-    def worker_wall(self) -> float:
-        return sum(r.get("wall", 0.0) for r in self.results.values())
-
-    def speed(self) -> dict[str, float]:
-        """x real time (virtual s per wall s of one worker) and seeds per hour (this box)."""
-        n = len(self.results)
-        return {"x_real_time": self.virtual / self.worker_wall if self.worker_wall else 0.0,
-                "seeds_per_hour": n * 3600.0 / self.wall if self.wall else 0.0,
-                "virtual_per_seed": self.virtual / n if n else 0.0}
-
-
-def _task(topology: str, seed: int, time_s: float, planted: str | None, digest: bool,
-          run: int = 0, chunk: int | None = None) -> dict[str, Any]:
-    return {"topology": topology, "seed": seed, "time": time_s, "planted": planted,
-            "digest": digest, "run": run, "chunk": chunk}
+Report = verdicts.Report
 
 
 def explore(topology: str, seeds: Iterable[int], *, time_s: float = 600.0, workers: int = 2,
             check_determinism: bool = False, planted: str | None = None,
-            out_dir: Path | None = None, quiet: bool = False, say: Say = print) -> Report:
-    """Run ``seeds`` on ``topology`` (see the module doc)."""
+            out_dir: Path | None = None, quiet: bool = False, say: Say = print,
+            cluster: str | None = None, progress: bool = False) -> Report:
+    """Run ``seeds`` on ``topology`` (see the module doc). ``cluster``: a dask scheduler's
+    address, ``local:N`` (a LocalCluster) or ``pool:N`` (local processes without dask);
+    None: ``local:WORKERS`` when dask is installed, else ``pool:WORKERS``; ``workers`` 0
+    (without ``check_determinism``) runs the seeds in this process. ``progress``: a
+    progress bar with the running summary on stderr (a terminal only).
+
+    Raises:
+        cluster.ClusterError: the cluster cannot be used (one line).
+    """
     seeds = list(seeds)
-    rep = Report(workers=max(workers, 1))
+    file = resolve(topology)
+    job = stream.Job(topology, time_s, planted, check_determinism,
+                     shipped=(file.stem, read_bounded(file)))
+    rep = Report(workers=1)
     t0 = time.perf_counter()
-    if workers <= 0 and not check_determinism:
-        for s in seeds:
-            res = pool.run_task(_task(topology, s, time_s, planted, False))
-            rep.results[s] = res
-            _show(res, topology, planted, quiet, say)
-    else:
-        _pooled(rep, topology, seeds, time_s, max(workers, 2 if check_determinism else 1),
-                check_determinism, planted, quiet, say)
-    rep.wall = time.perf_counter() - t0
-    _summary(rep, check_determinism, time_s, say)
-    if out_dir is not None:
-        _shrink_all(rep, topology, planted, out_dir, say)
+    bar = stream.Progress(len(seeds), say, enabled=progress)
+    try:
+        if workers <= 0 and not check_determinism and cluster is None:
+            for s in seeds:
+                res = pool.safe_run_task(job.task(s))
+                rep.results[s] = res
+                verdicts.show(res, topology, planted, quiet, bar.say)
+                bar.update(rep)
+            rep.wall = time.perf_counter() - t0
+            bar.close()
+            verdicts.summary(rep, check_determinism, time_s, say)
+            if out_dir is not None and rep.failures:
+                _shrink_all(rep, job, out_dir, say)
+            return rep
+        engine = _engine(cluster, max(workers, 2 if check_determinism else 1), say)
+        rep.workers, rep.start = engine.size, time.perf_counter() - t0
+        try:
+            try:
+                stream.Stream(rep, job, engine, quiet, bar).run(seeds)
+            except KeyboardInterrupt:  # Ctrl-C: the summary of what finished, no shrinking
+                rep.interrupted = len(seeds) - len(rep.results)
+            rep.wall = time.perf_counter() - t0
+            bar.close()
+            verdicts.summary(rep, check_determinism, time_s, say)
+            if out_dir is not None and rep.failures and not rep.interrupted:
+                _shrink_all(rep, job, out_dir, say, engine)
+        finally:
+            engine.close()
+    finally:
+        bar.close()
     return rep
 
 
-def _pooled(rep: Report, topology: str, seeds: list[int], time_s: float, size: int,
-            det: bool, planted: str | None, quiet: bool, say: Say) -> None:
-    workers = pool.Pool(size)
-    rep.workers = size
-    first: dict[int, tuple[int, dict[str, Any]]] = {}
-    todo = list(reversed(seeds))
-    try:
-        def feed() -> None:
-            while todo and workers.pending < 2 * size:
-                s = todo.pop()
-                w = workers.submit(_task(topology, s, time_s, planted, det))
-                if det:
-                    workers.submit(_task(topology, s, time_s, planted, True, run=1), avoid=w)
-        feed()
-        for w, res in workers.results_iter():
-            s = res["seed"]
-            if det and s not in rep.results and s not in first:
-                first[s] = (w, res)
-            elif det and s in first:
-                w0, res0 = first.pop(s)
-                rep.results[s] = res0
-                _show(res0, topology, planted, quiet, say)
-                _compare(rep, topology, time_s, planted, workers, (w0, res0), (w, res), say)
-            else:
-                rep.results[s] = res
-                _show(res, topology, planted, quiet, say)
-            feed()
-    finally:
-        workers.close()
-
-
-def _compare(rep: Report, topology: str, time_s: float, planted: str | None,
-             workers: pool.Pool, a: tuple[int, dict[str, Any]], b: tuple[int, dict[str, Any]],
-             say: Say) -> None:
-    (wa, ra), (wb, rb) = a, b
-    if ra.get("digest") == rb.get("digest") and ra.get("digest"):
-        return
-    if ra.get("error") and ra.get("error") == rb.get("error"):
-        return  # the same crash in both processes: a failure (shown), not a mismatch
-    s = ra["seed"]
-    ca, cb = ra.get("chunks") or [], rb.get("chunks") or []
-    k = next((i for i, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y),
-             min(len(ca), len(cb)))
-    workers.submit_to(wa, _task(topology, s, time_s, planted, True, run=2, chunk=k))
-    workers.submit_to(wb, _task(topology, s, time_s, planted, True, run=3, chunk=k))
-    again = {res["run"]: res for _w, res in workers.results_iter()}
-    evs = [again.get(2, {}).get("chunk_events") or [], again.get(3, {}).get("chunk_events") or []]
-    i = next((j for j, (x, y) in enumerate(zip(*evs, strict=False)) if x != y),
-             min(len(evs[0]), len(evs[1])))
-    mm = {"seed": s, "hashseeds": [ra.get("hashseed"), rb.get("hashseed")],
-          "digests": [ra.get("digest"), rb.get("digest")], "events": [ra.get("events"),
-                                                                     rb.get("events")],
-          "index": k * runner.CHUNK + i,
-          "first": [e[i] if i < len(e) else None for e in evs]}
-    rep.mismatches.append(mm)
-    say(f"seed {s}: DETERMINISM MISMATCH between PYTHONHASHSEED {mm['hashseeds'][0]} and "
-        f"{mm['hashseeds'][1]} ({mm['events'][0]} vs {mm['events'][1]} events); first "
-        f"differing event #{mm['index']}:")
-    for h, ev in zip(mm["hashseeds"], mm["first"], strict=True):
-        say(f"    [{h}] {json.dumps(ev, sort_keys=True) if ev is not None else '(none)'}")
-
-
-def _show(res: dict[str, Any], topology: str, planted: str | None, quiet: bool,
-          say: Say) -> None:
-    s = res["seed"]
-    if res.get("error"):
-        say(f"seed {s}: ERROR {res['error']}")
-        return
-    if res["ok"] and quiet:
-        return
-    for line in res["swarm"]:
-        say(line)
-    stats = (f"{res['events']} events, {res['sends']} messages, {res['virtual']:.0f} virtual s "
-             f"in {res['wall']:.2f} s")
-    if res["ok"]:
-        say(f"  ok ({stats})")
-        return
-    say(f"  FAIL ({stats})")
-    for line in res["violation"]["lines"]:
-        say(f"  {line}")
-    extra = f" --planted-bug {planted}" if planted else ""
-    say(f"  reproduce with: testbed explore {topology} --seed {s}{extra}")
-
-
-def _summary(rep: Report, det: bool, time_s: float, say: Say) -> None:
-    n, fails = len(rep.results), rep.failures
-    kinds: dict[str, int] = {}
-    for r in fails:
-        key = (r.get("violation") or {}).get("invariant", "error")
-        kinds[key] = kinds.get(key, 0) + 1
-    by = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
-    say(f"summary: {n} seeds, {n - len(fails)} ok, {len(fails)} failed"
-        + (f" ({by})" if by else ""))
-    if det:
-        say(f"determinism: {n} seeds x 2 runs (PYTHONHASHSEED differs), "
-            f"{len(rep.mismatches)} mismatches")
-    sp = rep.speed()
-    say(f"speed: {rep.virtual:.0f} virtual s in {rep.worker_wall:.1f} s of worker time = "
-        f"{sp['x_real_time']:.0f}x real time; {n} seeds ({time_s:g} s safety phase, "
-        f"{sp['virtual_per_seed'] / 60:.1f} virtual min each with liveness) in "
-        f"{rep.wall:.1f} s on {rep.workers} worker(s) = {sp['seeds_per_hour']:.0f} seeds/hour")
+def _engine(spec: str | None, workers: int, say: Say) -> stream.Workers:
+    """The worker engine ``spec`` names (``explore``'s ``cluster``)."""
+    if spec is None:
+        if cluster.available():
+            spec = f"{cluster.LOCAL}{workers}"
+        else:
+            say(f"(dask.distributed is not installed: {workers} local worker processes; "
+                "pip install 'lnet-testbed[explore]' for --cluster)")
+            spec = f"{cluster.POOL}{workers}"
+    if spec.startswith(cluster.POOL):
+        return pool.Pool(int(spec[len(cluster.POOL):]))
+    return cluster.DaskWorkers(spec)
 
 
 #: perturbed sim runs a failure must also survive to be shrunk and written (shrink.py)
@@ -192,16 +100,50 @@ ROBUST = 2
 ROBUST_TRIES = 6
 
 
-def _shrink_all(rep: Report, topology: str, planted: str | None, out_dir: Path,
-                say: Say) -> None:
-    tp = topo.load(topology)
+def _shrink_all(rep: Report, job: stream.Job, out_dir: Path, say: Say,
+                engine: stream.Workers | None = None) -> None:
+    """Shrink the first robust failure of each invariant and write its test under
+    ``out_dir``: here, or on the cluster (one task per invariant, ``shrink_remote``), the
+    written files coming back to be written here."""
     by_inv: dict[str, list[dict[str, Any]]] = {}
     for res in rep.failures:
         v = res.get("violation")
         if v is not None:
             by_inv.setdefault(v["invariant"], []).append(res)
+    if isinstance(engine, cluster.DaskWorkers):
+        tasks = [{"job": job.task(-1), "cands": cands[:ROBUST_TRIES]}
+                 for cands in by_inv.values()]
+        for out in engine.call_all(shrink_remote, tasks):
+            for line in out["lines"]:
+                say(line)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, text in out["files"].items():
+                (out_dir / name).write_text(text)
+            for name in out["written"]:
+                rep.written.append(out_dir / name)
+            for name in sorted(out["files"]):
+                say(f"  wrote {out_dir / name} (shrunk on {out['worker']})")
+        return
+    tp = pool.task_topology(job.task(-1))
     for cands in by_inv.values():
-        _shrink_one(tp, cands, planted, out_dir, rep, say)
+        _shrink_one(tp, cands, job.planted, out_dir, rep, say)
+
+
+def shrink_remote(task: dict[str, Any]) -> dict[str, Any]:
+    """A cluster task: ``_shrink_one`` of one invariant's failures in a scratch directory;
+    the lines it said and the files it wrote come back as data."""
+    import socket
+    import tempfile
+
+    lines: list[str] = []
+    job = task["job"]
+    with tempfile.TemporaryDirectory(prefix="lnet-explore-shrink-") as d:
+        rep = Report()
+        _shrink_one(pool.task_topology(job), task["cands"], job.get("planted"), Path(d), rep,
+                    lambda line: None if line.startswith("  wrote ") else lines.append(line))
+        files = {p.name: p.read_text() for p in Path(d).iterdir() if p.is_file()}
+    return {"lines": lines, "files": files, "written": [p.name for p in rep.written],
+            "worker": socket.gethostname()}
 
 
 def _shrink_one(tp: topo.Topo, cands: list[dict[str, Any]], planted: str | None,
@@ -239,6 +181,12 @@ def _shrink_one(tp: topo.Topo, cands: list[dict[str, Any]], planted: str | None,
                       planted=planted, robust=sh.robust)
     rep.written.append(path)
     say(f"  wrote {path}")
+    log = runner.run(tp, original, planted=planted, keep_log=True).log
+    events = path.with_name(f"{tp.path.stem}-seed{chosen['seed']}.events.jsonl")
+    with open(events, "w") as fh:
+        for ev in log:
+            fh.write(json.dumps(ev, sort_keys=True) + "\n")
+    say(f"  wrote {events} (seed {chosen['seed']}'s event log: testbed check --events it)")
 
 
 def _violation_time(v: dict[str, Any]) -> float | None:

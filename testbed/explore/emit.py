@@ -80,7 +80,7 @@ def write(out_dir: Path, topo: Topo, sch: Schedule, violation: Violation, *,
     inv = re.sub(r"[^a-z0-9]+", "_", violation.invariant.lower()).strip("_")
     name = f"test_explore_{topo.path.stem.replace('-', '_')}_seed{sch.seed}_{inv}"
     path = out_dir / f"{name}.py"
-    cmd = f"testbed explore {topo.path} --seed {sch.seed}"
+    cmd = f"testbed explore {topo.name} --seed {sch.seed}"
     if planted:
         cmd += f" --planted-bug {planted}"
     end = safety_end(sch, violation)

@@ -14,6 +14,7 @@ in this process (no pool), for one seed or a debugger.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import multiprocessing as mp
 import os
 import queue
@@ -31,7 +32,7 @@ HASH_SEED_BASE = 1000
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One seed (or one explicit schedule): draw, run, summarise (plain data)."""
-    tp = topo.load(task["topology"])
+    tp = task_topology(task)
     if task.get("schedule") is not None:
         sch = Schedule.from_dict(task["schedule"])
         sw_lines: list[str] = []
@@ -50,7 +51,23 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             "events": out.events, "sends": out.sends, "virtual": out.virtual,
             "wall": out.wall, "digest": out.digest, "chunks": out.chunks,
             "chunk_events": out.chunk_events, "skipped": len(out.skipped),
-            "hashseed": os.environ.get("PYTHONHASHSEED", "")}
+            "hashseed": os.environ.get("PYTHONHASHSEED", ""), "hashprobe": hash_probe()}
+
+
+def task_topology(task: dict[str, Any]) -> topo.Topo:
+    """The topology a task names, from the text it carries when it does (``topo.shipped``),
+    shown under the caller's name."""
+    text = task.get("topology_text")
+    if text is None:
+        return topo.load(task["topology"])
+    tp = topo.load(topo.shipped(str(task.get("topology_name") or "topology"), text))
+    return dataclasses.replace(tp, shown=str(task["topology"]))
+
+
+def hash_probe() -> int:
+    """The hash of a fixed str in this process: two processes whose probes differ order
+    str-keyed sets and dicts differently (what the determinism check must vary)."""
+    return hash("lnet-testbed explore")
 
 
 def describe(exc: BaseException) -> str:
@@ -70,18 +87,25 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}{where}"
 
 
+def safe_run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """``run_task``, with an exception as an *error* result (``error``: one line, ``ok``
+    False): the seed did not run to a verdict, which is neither a pass nor a failure of an
+    invariant (``driver.Report`` counts errors apart)."""
+    try:
+        return run_task(task)
+    except Exception as exc:  # reported, never a hung pool nor a traceback
+        return {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
+                "error": describe(exc), "hashseed": os.environ.get("PYTHONHASHSEED", ""),
+                "hashprobe": hash_probe()}
+
+
 def _worker(tasks: Any, results: Any, index: int) -> None:
     gcpolicy.relax()  # a worker only runs seeds: fewer collections (testbed/sim/gcpolicy.py)
     while True:
         task = tasks.get()
         if task is None:
             return
-        try:
-            res = run_task(task)
-        except Exception as exc:  # reported, never a hung pool
-            res = {"seed": task.get("seed"), "run": task.get("run", 0), "ok": False,
-                   "error": describe(exc)}
-        results.put((index, res))
+        results.put((index, safe_run_task(task)))
 
 
 class Pool:

@@ -76,6 +76,7 @@ class Outcome:
     chunks: list[str] = field(default_factory=list)
     chunk_events: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)  # the event log, when kept
 
     @property
     def ok(self) -> bool:
@@ -136,7 +137,7 @@ def first_violation(result: Result, phase: str) -> Violation | None:
 
 def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed: int = 0,
         digest: bool = False, chunk_events: int | None = None, phases: str = "all",
-        jitter: float = 0.0, phase: float = 0.0) -> Outcome:
+        jitter: float = 0.0, phase: float = 0.0, keep_log: bool = False) -> Outcome:
     """Play ``schedule`` on ``topo`` in this process (module doc); ``digest``: hash the log;
     ``chunk_events``: keep the events of that chunk (a determinism mismatch's evidence);
     ``phases``: ``all``, or ``safety`` to stop after the safety check (shrinking);
@@ -144,7 +145,8 @@ def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed:
     the shrinker's timing perturbations; ``phase``: seconds the testbed idles after bring-up
     before the schedule's origin, which moves every engine's periodic timers (monitor tick,
     router checker, recovery pings) against the schedule's steps, as a Mininet bring-up of
-    its own length does."""
+    its own length does; ``keep_log``: the event log in ``Outcome.log`` (a failure's, written
+    beside its test)."""
     t0 = time.perf_counter()
     path = with_tunables(topo, schedule.tunables)
     out = Outcome(schedule.seed, None)
@@ -168,8 +170,10 @@ def run(topo: Topo, schedule: Schedule, *, planted: str | None = None, sim_seed:
     out.events = len(log)
     out.sends = sum(1 for e in log if (e[0] if type(e) is tuple else e["kind"]) == "send")
     out.virtual = float(tb.now)
-    if digest or chunk_events is not None:
+    if digest or chunk_events is not None or keep_log:
         events = tb.events()
+        if keep_log:
+            out.log = events
         if digest:
             out.digest, out.chunks = hash_events(events)
         if chunk_events is not None:

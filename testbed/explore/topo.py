@@ -20,6 +20,7 @@ import yaml
 
 from nodes.lnet.tunables import MODULE_PARAMS, TUNABLE_NAMES, Tunables
 from testbed.plan import Plan, load_topology
+from testbed.plan.source import resolve
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class Topo:
 
     plan: Plan
     path: Path
+    #: how the user named it (a shipped copy's ``testbed explore`` argument), else the path
+    shown: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.shown or str(self.path)
 
     @property
     def nodes(self) -> list[str]:
@@ -102,8 +109,9 @@ class Topo:
 
 
 def load(path: str | Path) -> Topo:
-    """Validate ``path`` (TopologyError on a bad file) and wrap it."""
-    return Topo(load_topology(path), Path(path))
+    """Validate ``path`` -- a file or a built-in topology's name, as ``testbed up`` takes it
+    (TopologyError on a bad one) -- and wrap it with the file it names."""
+    return Topo(load_topology(path), resolve(path))
 
 
 def with_tunables(topo: Topo, tunables: dict[str, int], out_dir: Path | None = None) -> Path:
@@ -130,6 +138,20 @@ def with_tunables(topo: Topo, tunables: dict[str, int], out_dir: Path | None = N
     if not path.exists():
         path.write_text(f"# {topo.path.name} with the tunables of an exploration schedule\n"
                         + text)
+    return path
+
+
+def shipped(name: str, text: str) -> Path:
+    """The topology a task carries as text (``name``: its file's stem), as a file of this
+    process (written once per content): a worker on another machine has no copy of the
+    caller's file, and a relative path means another directory there."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = _tmp_dir() / digest / f"{name}.yaml"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_text(text)
+        tmp.replace(path)
     return path
 
 

@@ -16,7 +16,7 @@ messages in flight: linear time, as the issue's 1M-events-in-60-s target needs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,31 +64,44 @@ def _t(ev: Any) -> Any:
     return ev[1] if type(ev) is tuple else ev["t"]
 
 
-def check_events(events: Sequence[Any], *, skipped: int = 0) -> Result:
+def _instants(events: Iterable[Any]) -> Iterator[list[Any]]:
+    """Runs of consecutive events with the same ``t``, as they come (one instant held)."""
+    block: list[Any] = []
+    t: Any = None
+    for ev in events:
+        et = ev[1] if type(ev) is tuple else ev["t"]
+        if et != t and block:
+            yield block
+            block = []
+        t = et
+        block.append(ev)
+    if block:
+        yield block
+
+
+def check_events(events: Iterable[Any], *, skipped: int | Callable[[], int] = 0) -> Result:
     """Check every invariant over ``events`` (in log order); never raises on odd events.
     An event is a dict, or a compact record of the simulator's fabric (a tuple ``kind, t,
     node, ...``: ``testbed/sim/sched.py``'s ``compact_log``: a message's send, recv,
-    tx_done and md, which no invariant reads): it counts in the log's indices and instants."""
+    tx_done and md, which no invariant reads): it counts in the log's indices and instants.
+    ``events`` may be a stream (a merged run directory, ``check_rundir``): one instant is
+    held at a time, so memory is the checkers' state, not the log; ``skipped`` may be a
+    function asked once the stream is read (the unreadable lines it met)."""
     invs = {name: Inv(name, title, needs) for name, (title, needs) in INVARIANTS.items()}
     tracker = Tracker()
     msgs = MsgCheck(invs, tracker)
     health = HealthCheck(invs["health"], tracker)
     routes = RouteCheck(invs["route_down"], tracker)
-    n = len(events)
-    i = 0
+    k = 0
     traced = 0
     t_end: float | None = None
-    while i < n:
-        t = _t(events[i])
-        j = i + 1
-        while j < n and _t(events[j]) == t:
-            j += 1
-        changing = _changing(events[i:j]) if j - i > 1 else set()
-        for k in range(i, j):
-            ev = events[k]
+    for block in _instants(events):
+        changing = _changing(block) if len(block) > 1 else set()
+        for ev in block:
+            k += 1
             if type(ev) is tuple:
                 continue
-            item: Item = (k, ev)
+            item: Item = (k - 1, ev)
             kind = ev["kind"]
             tracker.handle(item, msgs.on_restart)
             if kind == "msg":
@@ -98,11 +111,11 @@ def check_events(events: Sequence[Any], *, skipped: int = 0) -> Result:
                 health.handle(item)
             if kind in _ROUTE_KINDS:
                 routes.handle(item)
-        t_end = float(t) if t_end is None else max(t_end, float(t))
-        i = j
+        t = float(_t(block[0]))
+        t_end = t if t_end is None else max(t_end, t)
     msgs.finish(t_end)
     _notes(invs, tracker, health, msgs)
-    return Result(invs, n, skipped, t_end, traced)
+    return Result(invs, k, skipped if isinstance(skipped, int) else skipped(), t_end, traced)
 
 
 def _notes(invs: dict[str, Inv], tracker: Tracker, health: HealthCheck, msgs: MsgCheck) -> None:
@@ -137,6 +150,8 @@ def check_file(path: str | Path) -> Result:
 
 
 def check_rundir(rdir: str | Path) -> Result:
-    """Check a run directory's events.jsonl merged with its nodes' message traces."""
-    loaded = eventlog.read_rundir(rdir)
-    return check_events(loaded.events, skipped=loaded.skipped)
+    """Check a run directory's events.jsonl merged with its nodes' message traces -- a live
+    one, one kept after ``down`` or a copy: the merge is read as a stream
+    (``eventlog.stream_rundir``), never held whole."""
+    stream = eventlog.stream_rundir(rdir)
+    return check_events(stream, skipped=lambda: stream.skipped)

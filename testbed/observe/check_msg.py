@@ -10,6 +10,7 @@ died or restarted are excused, not flagged: what a dead process held is lost by 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,28 @@ COMPLETION_GRACE = 2.0
 #: (a resend at its deadline is on time: ``ktime_after(now, msg_deadline)`` is false)
 T_EPS = 1e-6
 RESPONSES = frozenset({"ACK", "REPLY"})
+
+
+#: what is kept of a finished message's completion: its index, t, type, status, hstatus (a
+#: stream of millions of messages must not hold every completion event: ``check_rundir``)
+Kept = tuple[int, Any, Any, Any, Any]
+
+
+def _kept(item: Item) -> Kept:
+    k, ev = item
+    return (k, ev.get("t"), _name(ev.get("type")), ev.get("status"), _name(ev.get("hstatus")))
+
+
+def _name(v: Any) -> Any:
+    return sys.intern(v) if type(v) is str else v
+
+
+def _proof(key: tuple[str, int, Any], kept: Kept) -> Item:
+    """The completion event as kept (the fields a second completion is judged by)."""
+    k, t, typ, status, hstatus = kept
+    ev = {"t": t, "kind": "msg", "node": key[0], "event": "complete", "msg": key[2],
+          "type": typ, "status": status, "hstatus": hstatus}
+    return k, {f: v for f, v in ev.items() if v is not None}
 
 
 @dataclass
@@ -57,13 +80,14 @@ class MsgCheck:
         self.routing = invs["routing"]
         self.tracker = tracker
         self.flight: dict[tuple[str, int, Any], Flight] = {}
-        self.done: dict[tuple[str, int, Any], Item] = {}
+        #: finished messages: what proves a second completion, kept small (``_kept``)
+        self.done: dict[tuple[str, int, Any], Kept] = {}
         self.excused = 0
         self.sends = 0
         self.queued_on_fatal = 0
 
     def key(self, ev: dict[str, Any]) -> tuple[str, int, Any]:
-        node = str(ev.get("node"))
+        node = sys.intern(str(ev.get("node")))
         return node, self.tracker.node(node).incarnation, ev.get("msg")
 
     def on_restart(self, node: str) -> None:
@@ -93,7 +117,7 @@ class MsgCheck:
         done = self.done.get(key)
         if done is not None:
             self.completion.flag(f"message {key[2]} of {node} sent again after its "
-                                 "completion", [done, item])
+                                 "completion", [_proof(key, done), item])
         fl = self.flight.get(key)
         if fl is None:
             rc, dl = ev.get("retry_count"), ev.get("deadline")
@@ -120,7 +144,7 @@ class MsgCheck:
         done = self.done.get(key)
         if done is not None:
             self.completion.flag(f"message {key[2]} of {key[0]} resent after its completion",
-                                 [done, item])
+                                 [_proof(key, done), item])
             return
         fl = self.flight.get(key)
         self.resend.checked += 1
@@ -145,12 +169,12 @@ class MsgCheck:
         done = self.done.get(key)
         if done is not None:
             self.completion.flag(f"message {key[2]} of {key[0]} completed twice",
-                                 [done, item])
+                                 [_proof(key, done), item])
             return
         fl = self.flight.pop(key, None)
         if fl is None:
             self.completion.checked += 1  # failed before any send (selection, spec §2.8)
-        self.done[key] = item
+        self.done[key] = _kept(item)
 
     # -------------------------------------------------------------------- selection
     def _selected(self, ev: dict[str, Any], fl: Flight, node: str) -> float | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.lnet.tunables import attempt_timeout as engine_attempt_timeout
+from nodes.lnet.tunables import derived_lnd_timeout
 from testbed.observe.checktypes import Inv, Item
 
 MAX_HEALTH = 1000  # LNET_MAX_HEALTH_VALUE (spec §0)
@@ -53,11 +55,7 @@ def lnd_timeout(st: NodeState) -> float | None:
     tt, rc = st.transaction_timeout, st.retry_count
     if tt is None:
         return None
-    return tt if rc is None else _derived_lnd_timeout(tt, rc)
-
-
-def _derived_lnd_timeout(tt: float, rc: int) -> float:
-    return float(max(int(tt - 1) // (rc + 1), 1))
+    return tt if rc is None else float(derived_lnd_timeout(int(tt), rc))
 
 
 def attempt_timeout(st: NodeState, retry_count: int | None) -> float | None:
@@ -72,7 +70,8 @@ def attempt_timeout(st: NodeState, retry_count: int | None) -> float | None:
         return None
     if rc is None:
         return st.transaction_timeout
-    return _derived_lnd_timeout(st.transaction_timeout, rc) * (rc + 1) + 1
+    return float(engine_attempt_timeout(derived_lnd_timeout(int(st.transaction_timeout), rc),
+                                        rc))
 
 
 def net_of(nid: str) -> str:

@@ -69,17 +69,37 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """``testbed check [RUNDIR | --events FILE | -n NAME | --rundir DIR]``: a run directory
+    (live, kept after ``down``, or copied elsewhere) is checked over its events.jsonl merged
+    with its nodes' message traces; ``--events FILE`` checks that one file as it is."""
+    if args.path and (args.events or args.rundir or args.name):
+        raise TestbedError("check: give a RUNDIR, or one of --events, --rundir, -n, not both")
+    events = args.events
+    if args.path and not Path(args.path).is_dir():
+        if not Path(args.path).exists():
+            raise TestbedError(f"check: no run directory or event log {args.path}")
+        events = args.path
     try:
-        if args.events:
-            result = check.check_file(args.events)
+        if events:
+            result = check.check_file(events)
+            _traces_beside(Path(events))
         else:
-            rdir = resolve_rundir(args.name, args.rundir)
+            rdir = Path(args.path) if args.path else resolve_rundir(args.name, args.rundir)
             eventlog.flush_writers(rdir)  # a live testbed: what the writers buffer, too
             result = check.check_rundir(rdir)
     except eventlog.LogError as exc:
         raise TestbedError(str(exc)) from None
     sys.stdout.write(result.render(max_violations=args.max))
     return 0 if result.ok and not (args.strict and result.untraced) else 1
+
+
+def _traces_beside(events: Path) -> None:
+    """One line on stderr when a run directory's events.jsonl was given alone while its
+    nodes' message traces lie beside it (the message invariants need them)."""
+    traces = sorted((events.parent / runstate.NODES_DIR).glob(eventlog.TRACE_GLOB))
+    if events.name == runstate.EVENTS_FILE and traces:
+        print(f"check: {len(traces)} node message trace(s) in {events.parent / runstate.NODES_DIR}"
+              f" not read: `testbed check {events.parent}` merges them", file=sys.stderr)
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -207,6 +227,9 @@ def register(sub: Any, named: Any = None) -> None:
     text = ("check LNet's invariants over an event log (docs/events.md §2); exit 1 on a "
             "violation")
     sp = sub.add_parser("check", help=text, description=text)
+    sp.add_argument("path", nargs="?", metavar="RUNDIR",
+                    help="a run directory (live, kept after down, or a copy): events.jsonl "
+                         "merged with nodes/*.trace.jsonl, streamed; or one event log file")
     _common(sp)
     sp.add_argument("--events", metavar="FILE", help="a JSON-lines event log file")
     sp.add_argument("--max", type=int, default=20, metavar="N",

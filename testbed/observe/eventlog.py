@@ -81,29 +81,55 @@ def read_file(path: str | Path) -> Loaded:
     return out
 
 
-def read_rundir(rdir: str | Path) -> Loaded:
-    """``events.jsonl`` of a run directory merged by time with its nodes' message traces."""
-    rdir = Path(rdir)
-    if not rdir.is_dir():
-        raise LogError(f"no run directory {rdir}")
-    files = [rdir / runstate.EVENTS_FILE, *sorted((rdir / runstate.NODES_DIR).glob(TRACE_GLOB))]
-    files = [f for f in files if f.exists()]
-    if not files:
-        raise LogError(f"{rdir} has no event log ({runstate.EVENTS_FILE})")
-    out = Loaded(sources=[str(f) for f in files])
-    skipped = [0]
+class RundirStream:
+    """The events of a run directory, ``events.jsonl`` merged by time with its nodes'
+    message traces, as an iterator: one line of each file held at a time (``heapq.merge``
+    over the files, each in time order), so a reader's memory does not grow with the log.
+    ``skipped`` counts the unreadable lines met so far; ``sources`` the files read."""
 
-    def counted(path: Path, rank: int) -> Iterator[tuple[float, int, Event]]:
+    def __init__(self, rdir: str | Path) -> None:
+        rdir = Path(rdir)
+        if not rdir.is_dir():
+            raise LogError(f"no run directory {rdir}")
+        files = [rdir / runstate.EVENTS_FILE,
+                 *sorted((rdir / runstate.NODES_DIR).glob(TRACE_GLOB))]
+        files = [f for f in files if f.exists()]
+        if not files:
+            raise LogError(f"{rdir} has no event log ({runstate.EVENTS_FILE})")
+        self.sources = [str(f) for f in files]
+        self.skipped = 0
+        streams = [self._counted(f, rank) for rank, f in enumerate(files)]
+        # equal times: events.jsonl first, then the traces in file order (merge is stable)
+        self._merged = heapq.merge(*streams, key=lambda x: (x[0], x[1]))
+
+    def _counted(self, path: Path, rank: int) -> Iterator[tuple[float, int, Event]]:
         for ev in _lines(path):
             if ev is None:
-                skipped[0] += 1
+                self.skipped += 1
             else:
                 yield float(ev["t"]), rank, ev
 
-    streams = [counted(f, rank) for rank, f in enumerate(files)]
-    # equal times: events.jsonl first, then the traces in file order (merge is stable)
-    out.events = [ev for _t, _r, ev in heapq.merge(*streams, key=lambda x: (x[0], x[1]))]
-    out.skipped = skipped[0]
+    def __iter__(self) -> Iterator[Event]:
+        for _t, _r, ev in self._merged:
+            yield ev
+
+
+def stream_rundir(rdir: str | Path) -> RundirStream:
+    """A run directory's merged events as a stream (``RundirStream``).
+
+    Raises:
+        LogError: not a directory, or no event log in it.
+    """
+    return RundirStream(rdir)
+
+
+def read_rundir(rdir: str | Path) -> Loaded:
+    """``events.jsonl`` of a run directory merged by time with its nodes' message traces,
+    every event in memory (readers that go back and forth: report, summary)."""
+    stream = stream_rundir(rdir)
+    out = Loaded(sources=stream.sources)
+    out.events = list(stream)
+    out.skipped = stream.skipped
     return out
 
 

@@ -120,16 +120,18 @@ def test_a_clean_seed_passes_and_two_runs_log_the_same_events(mr: topo.Topo) -> 
 
 
 def test_determinism_across_worker_processes_with_different_hash_seeds() -> None:
-    """`--check-determinism`: each seed on two spawned workers (PYTHONHASHSEED differs)."""
+    """`--check-determinism`: each seed on two spawned workers of the local process pool
+    (pool.py, the engine without dask: PYTHONHASHSEED differs)."""
     from testbed.explore.driver import explore
 
     lines: list[str] = []
-    rep = explore(str(MR), [2, 3], time_s=40.0, workers=2, check_determinism=True,
+    rep = explore(str(MR), [2, 3], time_s=40.0, cluster="pool:2", check_determinism=True,
                   say=lines.append)
     assert not rep.mismatches and len(rep.results) == 2
     assert {r["hashseed"] for r in rep.results.values()} <= {
         str(pool.HASH_SEED_BASE), str(pool.HASH_SEED_BASE + 1)}
-    assert "determinism: 2 seeds x 2 runs (PYTHONHASHSEED differs), 0 mismatches" in lines
+    assert ("determinism: 2 seeds x 2 runs on different workers, 2 under different str "
+            "hashes (PYTHONHASHSEED), 0 mismatches") in lines
     assert any(line.startswith("speed: ") and "seeds/hour" in line for line in lines)
 
 
