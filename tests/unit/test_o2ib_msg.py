@@ -52,7 +52,7 @@ def test_constants_are_the_kernels() -> None:
                                            0xD6, 0xD7]
     assert [(r.name, int(r)) for r in m.RejectReason][:3] == [
         ("CONN_RACE", 1), ("NO_RESOURCES", 2), ("FATAL", 3)]
-    assert m.RejectReason.INVALID_SRV_ID == 8 and m.RejectReason.EARLY == 9
+    assert (int(m.RejectReason.INVALID_SRV_ID), int(m.RejectReason.EARLY)) == (8, 9)
     assert m.KIB_REJ_SIZE == 24
 
 
