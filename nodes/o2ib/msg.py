@@ -80,6 +80,9 @@ _REJ = "IHBBQ" + _CONNPARAMS
 _CS = struct.calcsize("<" + _CONNPARAMS)
 _FRAG_SIZE = struct.calcsize("<" + _FRAG)
 KIB_REJ_SIZE: Final = struct.calcsize("<" + _REJ)
+_REJ_WHY_END: Final = 7  # offsetof(struct kib_rej, ibr_padding)
+LNET_PROTO_MAGIC: Final = 0x45726963  # also accepted in a reject (kiblnd_rejected)
+_REJ_MAGICS: Final = frozenset({IBLND_MSG_MAGIC, LNET_PROTO_MAGIC})
 _COMPLETION_TYPES = frozenset({MsgType.PUT_NAK, MsgType.PUT_DONE, MsgType.GET_DONE})
 
 
@@ -320,16 +323,27 @@ def pack_rej(r: KibRej, *, big_endian: bool = False) -> bytes:
 
 
 def unpack_rej(data: bytes | bytearray | memoryview) -> KibRej:
-    """Decode reject private data as ``kiblnd_rejected`` reads it: a short one or a foreign
-    magic is an error; the reason must be a known ``IBLND_REJECT_*``."""
-    if len(data) < KIB_REJ_SIZE:
-        raise _bad(f"short reject: {len(data)} < {KIB_REJ_SIZE} bytes")
+    """Decode reject private data as ``kiblnd_rejected`` reads it: at least up to
+    ``ibr_why``; magic ``IBLND_MSG_MAGIC`` or ``LNET_PROTO_MAGIC`` in either byte order;
+    version 1 or 2; incarnation and connparams only from a whole V2 ``kib_rej`` (else the
+    kernel's default incarnation -1 and no connparams); a known ``IBLND_REJECT_*`` reason."""
+    if len(data) < _REJ_WHY_END:
+        raise _bad(f"short reject: {len(data)} < {_REJ_WHY_END} bytes")
     magic = int.from_bytes(data[0:4], "little")
-    if magic not in (IBLND_MSG_MAGIC, wire.swab32(IBLND_MSG_MAGIC)):
-        raise _bad(f"reject with bad magic {magic:08x}")
-    o = "<" if magic == IBLND_MSG_MAGIC else ">"
-    _m, version, why, _pad, inc, qd, mf, mms = struct.unpack_from(o + _REJ, data, 0)
+    if magic in _REJ_MAGICS:
+        o = "<"
+    elif wire.swab32(magic) in _REJ_MAGICS:
+        o, magic = ">", wire.swab32(magic)
+    else:
+        raise _bad(f"reject with bad magic {magic:08x} (consumer defined fatal error)")
+    _m, version, why = struct.unpack_from(o + "IHB", data, 0)
+    if version not in (IBLND_MSG_VERSION_1, IBLND_MSG_VERSION_2):
+        raise _bad(f"reject with o2iblnd version {version:x}")
     if why not in RejectReason._value2member_map_:
         raise _bad(f"unknown reject reason {why}")
-    return KibRej(why=RejectReason(why), incarnation=inc, version=version,
+    if len(data) < KIB_REJ_SIZE or version == IBLND_MSG_VERSION_1:
+        return KibRej(why=RejectReason(why), incarnation=LNET_NID_ANY, version=version,
+                      magic=magic)
+    *_, inc, qd, mf, mms = struct.unpack_from(o + _REJ, data, 0)
+    return KibRej(why=RejectReason(why), incarnation=inc, version=version, magic=magic,
                   cp=ConnParams(queue_depth=qd, max_frags=mf, max_msg_size=mms))

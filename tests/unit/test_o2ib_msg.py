@@ -150,10 +150,27 @@ def test_reject_round_trip(why: m.RejectReason, big: bool) -> None:
     assert m.unpack_rej(m.pack_rej(r, big_endian=big)) == r
 
 
+def test_reject_short_and_v1_as_kiblnd_rejected() -> None:
+    """kiblnd_rejected: a reject up to ibr_why is enough; incarnation (default -1) and
+    connparams only from a whole V2 kib_rej; LNET_PROTO_MAGIC is accepted too."""
+    v2 = m.pack_rej(m.KibRej(why=m.RejectReason.CONN_STALE, incarnation=3,
+                             cp=m.ConnParams(queue_depth=1, max_frags=2, max_msg_size=3)))
+    short = m.unpack_rej(v2[:7])
+    assert (short.why, short.incarnation, short.cp) == (m.RejectReason.CONN_STALE,
+                                                        2**64 - 1, None)
+    v1 = m.unpack_rej(m.pack_rej(m.KibRej(why=m.RejectReason.FATAL, version=0x11)))
+    assert v1.cp is None and v1.version == 0x11
+    lp = m.unpack_rej(m.pack_rej(m.KibRej(why=m.RejectReason.CONN_RACE,
+                                          magic=m.LNET_PROTO_MAGIC), big_endian=True))
+    assert lp.magic == m.LNET_PROTO_MAGIC and lp.why is m.RejectReason.CONN_RACE
+
+
 def test_reject_bad_inputs() -> None:
     good = m.pack_rej(m.KibRej(why=m.RejectReason.FATAL))
-    with pytest.raises(WireProtocolError, match="short reject"):
-        m.unpack_rej(good[:10])
+    with pytest.raises(WireProtocolError, match="short reject: 6 < 7"):
+        m.unpack_rej(good[:6])
+    with pytest.raises(WireProtocolError, match="version 13"):
+        m.unpack_rej(good[:4] + b"\x13\x00" + good[6:])
     with pytest.raises(WireProtocolError, match="bad magic"):
         m.unpack_rej(bytes(4) + good[4:])
     with pytest.raises(WireProtocolError, match="unknown reject reason 99"):

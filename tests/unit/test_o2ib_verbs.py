@@ -303,3 +303,25 @@ def test_packet_reader_bounds() -> None:
     assert vwire.PacketReader().feed(b"\x03\x00\x00\x00\x0a") == []  # partial: held
     with pytest.raises(WireProtocolError, match="short SEND"):
         vwire.PacketReader().feed(b"\x02\x00\x00\x00\x0a\x00")
+
+
+@pytest.mark.parametrize("state", list(QpState))
+@pytest.mark.parametrize("inp", list(QpInput))
+def test_every_qp_state_input_pair(state: QpState, inp: QpInput) -> None:
+    """STYLE rule 2: each (state, local input) either follows ``_QP`` or raises VerbsError
+    (-EINVAL) and leaves the state as it was."""
+    qp = QueuePair(ProtectionDomain())
+    qp.state = state
+    call = {QpInput.TO_INIT: lambda: qp.modify(QpState.INIT),
+            QpInput.TO_RTR: lambda: qp.modify(QpState.RTR),
+            QpInput.TO_RTS: lambda: qp.modify(QpState.RTS),
+            QpInput.TO_ERROR: lambda: qp.modify(QpState.ERROR),
+            QpInput.POST_RECV: lambda: qp.post_recv(1, 8),
+            QpInput.POST_SEND: lambda: qp.post_send(SendWr(wr_id=1, opcode=Opcode.SEND), 0.0)}
+    if (state, inp) in _QP:
+        call[inp]()
+        assert qp.state is _QP[(state, inp)]
+    else:
+        with pytest.raises(VerbsError) as e:
+            call[inp]()
+        assert e.value.errno == -22 and qp.state is state
