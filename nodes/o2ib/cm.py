@@ -232,7 +232,7 @@ class CmId:
             if self._reader.error is not None:
                 raise self._reader.error
         except WireProtocolError as e:
-            self.error, self.state = e, CmState.CLOSED
+            self.error, self.state, self._deadline = e, CmState.CLOSED, None
             if self.qp.state is not QpState.RESET:
                 out += self._out(self.qp.modify(QpState.ERROR))
         return out

@@ -325,3 +325,46 @@ def test_every_qp_state_input_pair(state: QpState, inp: QpInput) -> None:
         with pytest.raises(VerbsError) as e:
             call[inp]()
         assert e.value.errno == -22 and qp.state is state
+
+
+def _packet(kind: vwire.Kind, n: int, data: bytes) -> bytes:
+    fields = {vwire.Kind.SEND: (n,), vwire.Kind.WRITE: (n, 0x101 + n % 3, n % 20),
+              vwire.Kind.READ_REQ: (n, 0x101 + n % 3, n % 20, n % 9),
+              vwire.Kind.READ_RESP: (n,), vwire.Kind.ACK: (n,),
+              vwire.Kind.NAK: (n, 1 + n % 4)}.get(kind, ())
+    return vwire.pack(vwire.Packet(kind, fields, data))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(list(vwire.Kind)), st.integers(0, 4),
+                          st.binary(max_size=70)), max_size=8),
+       st.booleans(), st.booleans())
+def test_fuzz_well_formed_packets_in_any_order(pkts: list[tuple[vwire.Kind, int, bytes]],
+                                               connected: bool, active: bool) -> None:
+    """Well-framed packets of every kind, in any order, to either side: actions or a kept
+    WireProtocolError; never a VerbsError or any other exception from peer input."""
+    pr = Pair()
+    if connected:
+        pr.establish()
+        pr.pd_a.reg_mr(16)
+        pr.pd_p.reg_mr(16)
+        pr.run(pr.a.post_send(SendWr(wr_id=1, opcode=Opcode.SEND, data=b"q"), 0.0), True)
+    side = pr.a if active else pr.p
+    for t, (kind, n, data) in enumerate(pkts):
+        try:
+            side.receive_data(_packet(kind, n, data), float(t))
+            side.handle_timer(float(t) + 10)
+        except WireProtocolError:
+            assert side.error is not None and side.state is CmState.CLOSED
+            assert side.handle_timer(1e9) == [] and side.next_deadline() is None
+            break
+
+
+def test_wire_error_while_connecting_cancels_the_cm_timer() -> None:
+    """A protocol error closes the id: its REQ timer must not fire into CLOSED later."""
+    pr = Pair()
+    pr.cut = True
+    pr.run(pr.a.resolve_addr() + pr.a.resolve_route() + pr.a.connect(CONNREQ, 0.0), True)
+    pr.a.receive_data(b"\x01\x00\x00\x00\xee", 0.1)
+    assert pr.a.error is not None and "unknown packet kind 238" in str(pr.a.error)
+    assert pr.a.next_deadline() is None and pr.a.handle_timer(10.0) == []
