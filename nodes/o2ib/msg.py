@@ -214,6 +214,13 @@ def kiblnd_pack_msg(m: KibMsg, *, checksum: bool = False, big_endian: bool = Fal
     if not isinstance(m.body, kind):
         raise ValueError(f"{m.type.name} needs a {kind.__name__} body")
     o = ">" if big_endian else "<"
+    try:
+        return _pack(m, o, checksum)
+    except struct.error as e:  # a field wider than the kernel's (credits > u8 ...)
+        raise ValueError(f"{m.type.name}: field out of range ({e})") from None
+
+
+def _pack(m: KibMsg, o: str, checksum: bool) -> bytes:
     body = _body_bytes(m, o)
     nob = KIB_MSG_HEAD + len(body)
     if nob > IBLND_MSG_SIZE:

@@ -202,3 +202,11 @@ def test_fuzz_mutated_valid_frames(i: int, pos: int, junk: bytes, cut: bool) -> 
         m.unpack_rej(bytes(f))
     except WireProtocolError:
         pass
+
+
+def test_pack_field_out_of_range_is_value_error() -> None:
+    """ibm_credits is a u8 (IBLND_CREDITS_MAX 255): 256 is refused in one line."""
+    ok = m.KibMsg(type=m.MsgType.NOOP, body=None, credits=255, srcnid=1)
+    assert m.kiblnd_unpack_msg(m.kiblnd_pack_msg(ok)).credits == 255
+    with pytest.raises(ValueError, match="NOOP: field out of range"):
+        m.kiblnd_pack_msg(m.KibMsg(type=m.MsgType.NOOP, body=None, credits=256))
