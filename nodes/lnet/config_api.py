@@ -184,8 +184,10 @@ class ConfigAPI:
         return actions
 
     def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
-        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""
-        for ni in self.local.local_nis():
+        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000).
+        api-ni.c ``lnet_ni_set_healthv`` walks every net, the loopback one included: ``--all``
+        sets ``0@lo`` too, which then recovers like any local NI."""
+        for ni in self.local.local_nis(True):
             if nid is None or ni.nid == nid:
                 self.health.manual_ni(ni, value)
                 self.recovery.ni_enqueue(ni, now, manual=True)

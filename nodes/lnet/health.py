@@ -134,9 +134,8 @@ class Health:
     def inc_ni(self, ni: LNetNI, cause: str = "ok") -> None:
         """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000. A health check's increment
         (``cause`` ok: a message sent or received on the NI) names its status ``OK`` in the
-        NI's status line, as a failure names its own (dbg-110)."""
-        if ni.is_lo:
-            return
+        NI's status line, as a failure names its own (dbg-110). ``0@lo`` too: its messages'
+        health checks raise it back after ``net set --all --health`` (lib-msg.c)."""
         self.set_ni(ni, self.decisions.step(ni.healthv, self.tunables.health_sensitivity,
                                                    True), cause, "OK" if cause == "ok" else None,
                     step=True)

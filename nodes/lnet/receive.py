@@ -127,6 +127,11 @@ class Receiver:
             # lnet_health_check OK branch for a delivered message (spec §3.2): both ends
             # alive. A GET's check is its REPLY's: one lnet_msg (lnet_parse_get, Health.check)
             self.health.rx_ok(ni, lpni, now)
+        elif loopback and hdr.type != MsgType.GET:
+            # the same branch on 0@lo (its peer NI, lnet_parse's, is not kept here): the NI
+            # rises and its recovery ping count restarts (lib-msg.c lnet_health_check)
+            self.health.inc_ni(ni)
+            ni.ping_count = 0
         return actions
 
     def _count_recv(self, nob: int) -> None:

@@ -104,8 +104,10 @@ class Recovery:
 
     # ------------------------------------------------------------------ queues
     def ni_enqueue(self, ni: LNetNI, now: float, *, manual: bool = False) -> None:
-        """``lnet_ni_add_to_recoveryq_locked`` (or the manual ``net set --health`` add)."""
-        if ni in self.ni_queue or ni.is_lo:
+        """``lnet_ni_add_to_recoveryq_locked`` (or the manual ``net set --health`` add); like
+        it, ``0@lo`` too, which only ``net set --all --health`` lowers (api-ni.c
+        ``lnet_ni_set_healthv``)."""
+        if ni in self.ni_queue:
             return
         if ni.healthv >= LNET_MAX_HEALTH_VALUE:
             return

@@ -222,12 +222,15 @@ def test_recovery_limit_ages_peer_out() -> None:
 
 
 def test_net_set_all_queues_every_ni() -> None:
-    """spec §3.6: ``net set --all --health V`` sets every NI and queues those below 1000."""
+    """spec §3.6: ``net set --all --health V`` sets every NI and queues those below 1000;
+    api-ni.c ``lnet_ni_set_healthv`` walks the loopback net too, so ``0@lo`` is queued first
+    (net order)."""
     eng = _node(1, C)
     eng.net_set_health(None, 300, 0.0)
-    assert [ni.healthv for ni in eng.local_nis()] == [300, 300]
+    assert [ni.healthv for ni in eng.local.local_nis(True)] == [300, 300, 300]
     assert dump(eng.view("recovery", local=True)) == (
-        "Local NI recovery:\n    nid-0: 10.10.0.1@tcp\n    nid-1: 10.11.0.1@tcp\n")
+        "Local NI recovery:\n    nid-0: 0@lo\n    nid-1: 10.10.0.1@tcp\n"
+        "    nid-2: 10.11.0.1@tcp\n")
 
 
 def test_a_peer_ni_back_at_full_health_leaves_the_queue_at_the_next_pass() -> None:
@@ -255,3 +258,26 @@ def test_a_peer_ni_back_at_full_health_leaves_the_queue_at_the_next_pass() -> No
     fab.run_until(fab.now + 2.5)
     pings = [t for _, n, t in fab.transmits if n == "c1" and t.lpni == S[1]]
     assert len(pings) == 1 and lpni.healthv == 1000 and lpni not in c.lpni_recoveryq
+
+
+def test_net_set_health_all_includes_loopback_lnet_ni_set_healthv() -> None:
+    """api-ni.c ``lnet_ni_set_healthv``: ``--all`` walks every net, ``0@lo`` included (its
+    health starts at 0, E17); below 1000 it joins the local recovery queue and its pings on
+    the LOLND (GET sent, REPLY sent and received, each health-checked, lib-msg.c
+    ``lnet_health_check``, plus ``lnet_handle_recovery_reply``'s +sensitivity) bring it to
+    1000 in three pings, each +400 (the last capped), 2 s apart after the first."""
+    fab = Fabric()
+    c = _node(1, C)
+    fab.add("c1", c)
+    lo = c.local.local_nis(True)[0]
+    assert lo.is_lo and lo.healthv == 0  # E17
+    c.net_set_health(None, 100, fab.now)
+    assert lo.healthv == 100 and lo in c.recovery.ni_queue
+    seen = [lo.healthv]
+    while lo.healthv < 1000 and fab.now < 30:
+        fab.run_until(fab.now + 0.5)
+        if seen[-1:] != [lo.healthv]:
+            seen.append(lo.healthv)
+    assert seen == [100, 500, 900, 1000], seen
+    fab.run_until(fab.now + 2)
+    assert lo not in c.recovery.ni_queue
