@@ -103,9 +103,19 @@ class ConfigAPI:
         return ni
 
     def net_del(self, net: Net, interface: str | None = None) -> list[NID]:
-        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110)."""
+        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110).
+        When the net's last NI goes, api-ni.c ``lnet_shutdown_lndnet`` cleans the peer table
+        for it (peer.c ``lnet_peer_tables_cleanup``): routes through a gateway with a peer
+        NI on that net first, then its peer NIs (``PeerTable.net_cleanup``, LU-20403)."""
         self.router.require_up()  # -ENODEV
-        return self.local.delete(net, interface, self.recovery)
+        removed = self.local.delete(net, interface, self.recovery)
+        if net not in self.local.nets:
+            for gw in self.router.gateways():
+                if any(lpni.nid.net == net for lpni in gw.lpnis):
+                    self.router.delete(None, gw.primary_nid)  # lnet_peer_table_del_rtrs_locked
+            self.peers.net_cleanup(net, lambda n: n in self.local.nets)
+            self.recovery.forget_deleted_peers()
+        return removed
 
     def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
                  lock_prim: bool = False) -> None:
