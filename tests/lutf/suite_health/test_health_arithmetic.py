@@ -11,8 +11,16 @@ from typing import Any
 
 import pytest
 
-from lutf.lnet_views import (C1_NIDS, S1_NIDS, advance_until, local_nis, ok, peer_nis,
-                             reset_nodes, stats)
+from lutf.lnet_views import (
+    C1_NIDS,
+    S1_NIDS,
+    advance_until,
+    local_nis,
+    ok,
+    peer_nis,
+    reset_nodes,
+    stats,
+)
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
