@@ -169,6 +169,8 @@ class ConfigAPI:
             self.discovery.set_discovery(int(old or 0), value)
         if name in ROUTER_PARAMS:  # routing state and buffer pools (router.py, spec §6.2)
             return self.router.on_tunable(name, value, now) + self.tracer.take()
+        if name == "recovery_interval":  # api-ni.c recovery_interval_set: CWARN, no effect
+            return [Log(level="warning", text="'lnet_recovery_interval' has been deprecated")]
         return []
 
     # ------------------------------------------------------------------ health controls
