@@ -129,7 +129,9 @@ class Receiver:
             self.health.rx_ok(ni, lpni, now)
         elif loopback and hdr.type != MsgType.GET:
             # the same branch on 0@lo (its peer NI, lnet_parse's, is not kept here): the NI
-            # rises and its recovery ping count restarts (lib-msg.c lnet_health_check)
+            # rises and its recovery ping count restarts (lib-msg.c lnet_health_check). A
+            # LOLND send has no txpeer, so lnet_is_health_check skips it: only what 0@lo
+            # receives counts
             self.health.inc_ni(ni)
             ni.ping_count = 0
         return actions

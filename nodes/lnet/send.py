@@ -358,8 +358,6 @@ class Sender:
                 actions += self.nistate.log_status(ni, hstatus.name)
             if resend:
                 return actions + self._resend(msg, now)
-        elif ni is not None and ni.is_lo and hstatus == HStatus.OK:
-            self.health.inc_ni(ni)  # lnet_health_check on a LOLND send: no peer, NI only
         msg.tx_committed = False
         if msg.fwd is not None:  # router buffer and credit back (spec §1.5)
             actions += self.router.fwd.return_rx_credits(msg, now)
