@@ -253,10 +253,12 @@ class Health:
             return False, []  # late failures change nothing (spec §3.2 step 1, §11.3)
         self.count(msg, ni, lpni, hstatus)
         if hstatus == HStatus.OK:
-            if msg.rx_committed and msg.fwd is None:
+            if msg.rx_committed or msg.fwd is not None:
                 # a REPLY is the received GET's own lnet_msg (lib-move.c lnet_parse_get sends
-                # it with lnet_send), committed for both: one health check, on the tx side,
-                # with the received-message branch for its peer NI (lib-msg.c)
+                # it with lnet_send), and a forwarded message was received too (its rx
+                # credits may be back already): committed for both, one health check, on the
+                # tx side, with the received-message branch for its peer NI (lib-msg.c
+                # lnet_health_check prefers msg_txni/msg_txpeer)
                 self.rx_ok(ni, lpni, now)
             else:
                 self.inc_ni(ni)

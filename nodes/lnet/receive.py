@@ -108,7 +108,8 @@ class Receiver:
                 return self._drop(ni, lpni, ev, why)
         ni.stats.received.bump(hdr.type)
         if forward and lpni is not None:
-            self.health.rx_ok(ni, lpni, now)
+            # no health check here: a forwarded message is committed for both directions and
+            # lnet_health_check runs once, on the send side (Health.check, issue 26 item 6)
             return self.router.fwd.forward(ni, lpni, hdr, ev.payload, now)  # seed 001, §6.6
         owner = self.peers.find_peer(hdr.src_nid)
         initiator = owner.primary_nid if owner else hdr.src_nid
