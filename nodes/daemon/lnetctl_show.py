@@ -59,6 +59,9 @@ async def peer_show(rt: NodeRuntime, args: list[str]) -> Result:
         doc = rt.engine.view("peer", nid=nid, verbose=level)
     except LNetConfigError as e:
         return error("show", "peer", e.errno, e.descr)
+    # api-ni.c lnet_peer_ni_show_dump skips a peer whose primary NID is 0@lo (the node's own
+    # peer that `discover 0@lo` leaves while only the loopback NI exists); `export` reads this
+    doc["peer"] = [p for p in doc["peer"] if p["primary nid"] != "0@lo"]
     return 0, dump(doc) if doc["peer"] else "", ""
 
 

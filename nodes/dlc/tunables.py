@@ -102,7 +102,9 @@ TUNABLES: dict[str, TunableSpec] = {t.name: t for t in (
 #: keeps them as tunables; ``lnetctl set`` accepts them as a testbed extension
 #: (docs/differences.md) with the engine's checks.
 ENGINE_ONLY = ("alive_router_check_interval", "router_ping_timeout",
-               "avoid_asym_router_failure", "check_routers_before_use", "forwarding")
+               "avoid_asym_router_failure", "check_routers_before_use", "forwarding",
+               # testbed-only (no LNet module or lnetctl has it): seed 004's recovery
+               "testbed_seed_recovery_interval")
 
 _LONG = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 LONG_MAX = 2**63 - 1

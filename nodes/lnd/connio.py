@@ -217,7 +217,9 @@ class ConnIO:
                 self._failed(c, f"connection lost: {exc}", exc.errno)
                 return
             if n == 0:
-                self._failed(c, "peer closed the connection", None)
+                # socklnd_cb.c ksocknal_receive: EOF in the middle of a message is -EPROTO
+                self._failed(c, "protocol error: EOF in the middle of a message"
+                             if framer.rx_pending else "peer closed the connection", None)
                 return
             c.last_rx = self._clock()
             try:

@@ -201,13 +201,18 @@ class Lifecycle:
 
     def failed(self, c: Conn, why: str, err: int | None) -> None:
         """A connection failed (``ksocknal_close_conn_and_siblings``); a clean EOF closes
-        only itself. A write failing with ETIMEDOUT is REMOTE_TIMEOUT for its posted tx."""
+        only itself. A write failing with ETIMEDOUT is REMOTE_TIMEOUT for its posted tx.
+        A clean EOF is closed with error 0 (socklnd_cb.c ``ksocknal_process_receive``), so
+        ``ksnp_error`` stays 0 and ``ksocknal_terminate_conn`` never calls
+        ``ksocknal_peer_failed``: LNet is not told the peer NI died (LU-20023); the txs it
+        takes down fail as on any close, and their health check lowers the peer NI."""
         p = self._table.peers.get((c.ni, c.peer_nid))
         protocol = why.startswith("protocol error")
         if protocol:
             _log.error("socklnd: %s from %s (%s)", why, c.peer_nid, c.peer_ip)
-        conns = p.conns if p is not None and (err is not None or protocol) else [c]
-        self.close(p, conns, why, _CLOSED, (-E.EIO, transmit_hstatus(err)))
+        error = err is not None or protocol
+        conns = p.conns if p is not None and error else [c]
+        self.close(p, conns, why, _CLOSED, (-E.EIO, transmit_hstatus(err)), peer_failed=error)
 
     def close(self, p: Peer | None, conns: list[Conn], reason: str, queued: Status,
                posted: Status | None = None, peer_failed: bool = True) -> int:

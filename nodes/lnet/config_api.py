@@ -103,9 +103,19 @@ class ConfigAPI:
         return ni
 
     def net_del(self, net: Net, interface: str | None = None) -> list[NID]:
-        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110)."""
+        """``lnetctl net del --net N [--if IF]``: returns the NIDs removed (logged, dbg-110).
+        When the net's last NI goes, api-ni.c ``lnet_shutdown_lndnet`` cleans the peer table
+        for it (peer.c ``lnet_peer_tables_cleanup``): routes through a gateway with a peer
+        NI on that net first, then its peer NIs (``PeerTable.net_cleanup``, LU-20403)."""
         self.router.require_up()  # -ENODEV
-        return self.local.delete(net, interface, self.recovery)
+        removed = self.local.delete(net, interface, self.recovery)
+        if net not in self.local.nets:
+            for gw in self.router.gateways():
+                if any(lpni.nid.net == net for lpni in gw.lpnis):
+                    self.router.delete(None, gw.primary_nid)  # lnet_peer_table_del_rtrs_locked
+            self.peers.net_cleanup(net, lambda n: n in self.local.nets)
+            self.recovery.forget_deleted_peers()
+        return removed
 
     def peer_add(self, prim: NID, nids: list[NID], *, non_mr: bool = False,
                  lock_prim: bool = False) -> None:
@@ -159,6 +169,8 @@ class ConfigAPI:
             self.discovery.set_discovery(int(old or 0), value)
         if name in ROUTER_PARAMS:  # routing state and buffer pools (router.py, spec §6.2)
             return self.router.on_tunable(name, value, now) + self.tracer.take()
+        if name == "recovery_interval":  # api-ni.c recovery_interval_set: CWARN, no effect
+            return [Log(level="warning", text="'lnet_recovery_interval' has been deprecated")]
         return []
 
     # ------------------------------------------------------------------ health controls
@@ -184,8 +196,10 @@ class ConfigAPI:
         return actions
 
     def net_set_health(self, nid: NID | None, value: int, now: float) -> None:
-        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000)."""
-        for ni in self.local.local_nis():
+        """``lnetctl net set --nid X|--all --health V`` (spec §3.6; out of range -> 1000).
+        api-ni.c ``lnet_ni_set_healthv`` walks every net, the loopback one included: ``--all``
+        sets ``0@lo`` too, which then recovers like any local NI."""
+        for ni in self.local.local_nis(True):
             if nid is None or ni.nid == nid:
                 self.health.manual_ni(ni, value)
                 self.recovery.ni_enqueue(ni, now, manual=True)

@@ -134,9 +134,8 @@ class Health:
     def inc_ni(self, ni: LNetNI, cause: str = "ok") -> None:
         """``lnet_inc_ni_healthv``: +sensitivity, capped at 1000. A health check's increment
         (``cause`` ok: a message sent or received on the NI) names its status ``OK`` in the
-        NI's status line, as a failure names its own (dbg-110)."""
-        if ni.is_lo:
-            return
+        NI's status line, as a failure names its own (dbg-110). ``0@lo`` too: its messages'
+        health checks raise it back after ``net set --all --health`` (lib-msg.c)."""
         self.set_ni(ni, self.decisions.step(ni.healthv, self.tunables.health_sensitivity,
                                                    True), cause, "OK" if cause == "ok" else None,
                     step=True)
@@ -254,10 +253,12 @@ class Health:
             return False, []  # late failures change nothing (spec §3.2 step 1, §11.3)
         self.count(msg, ni, lpni, hstatus)
         if hstatus == HStatus.OK:
-            if msg.rx_committed and msg.fwd is None:
+            if msg.rx_committed or msg.fwd is not None:
                 # a REPLY is the received GET's own lnet_msg (lib-move.c lnet_parse_get sends
-                # it with lnet_send), committed for both: one health check, on the tx side,
-                # with the received-message branch for its peer NI (lib-msg.c)
+                # it with lnet_send), and a forwarded message was received too (its rx
+                # credits may be back already): committed for both, one health check, on the
+                # tx side, with the received-message branch for its peer NI (lib-msg.c
+                # lnet_health_check prefers msg_txni/msg_txpeer)
                 self.rx_ok(ni, lpni, now)
             else:
                 self.inc_ni(ni)

@@ -310,6 +310,32 @@ class PeerTable:
             self.del_lpni(lpni)
         self.peers.remove(peer)
 
+    def net_cleanup(self, net: Net, local: Callable[[Net], bool]) -> list[Peer]:
+        """peer.c ``lnet_peer_table_cleanup_locked`` once local ``net`` is gone (``local``
+        says which nets still are): a peer NI on it whose peer keeps one on another local net
+        stays, as a remote peer NI, and a primary NID on it moves to that survivor unless the
+        primary is locked (LU-20403); otherwise a non-primary peer NI goes and a primary one
+        takes its whole peer. Returns the peers deleted."""
+        gone: list[Peer] = []
+        for peer in list(self.peers):
+            on_net = [lpni for lpni in peer.lpnis if lpni.nid.net == net]
+            if not on_net:
+                continue
+            keep = next((lpni for lpni in peer.lpnis
+                         if lpni.nid.net != net and local(lpni.nid.net)), None)
+            if keep is not None:
+                if peer.primary_nid.net == net and not peer.state & LNET_PEER_LOCK_PRIMARY:
+                    peer.primary_nid = keep.nid
+                    self.version += 1
+                continue
+            if any(lpni.nid == peer.primary_nid for lpni in on_net):
+                self.delete_peer(peer)
+                gone.append(peer)
+                continue
+            for lpni in on_net:
+                self.del_lpni(lpni)
+        return gone
+
     def clear(self) -> None:
         """``unconfigure``: every peer goes."""
         self.peers.clear()

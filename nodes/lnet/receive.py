@@ -108,7 +108,8 @@ class Receiver:
                 return self._drop(ni, lpni, ev, why)
         ni.stats.received.bump(hdr.type)
         if forward and lpni is not None:
-            self.health.rx_ok(ni, lpni, now)
+            # no health check here: a forwarded message is committed for both directions and
+            # lnet_health_check runs once, on the send side (Health.check, issue 26 item 6)
             return self.router.fwd.forward(ni, lpni, hdr, ev.payload, now)  # seed 001, §6.6
         owner = self.peers.find_peer(hdr.src_nid)
         initiator = owner.primary_nid if owner else hdr.src_nid
@@ -127,6 +128,13 @@ class Receiver:
             # lnet_health_check OK branch for a delivered message (spec §3.2): both ends
             # alive. A GET's check is its REPLY's: one lnet_msg (lnet_parse_get, Health.check)
             self.health.rx_ok(ni, lpni, now)
+        elif loopback and hdr.type != MsgType.GET:
+            # the same branch on 0@lo (its peer NI, lnet_parse's, is not kept here): the NI
+            # rises and its recovery ping count restarts (lib-msg.c lnet_health_check). A
+            # LOLND send has no txpeer, so lnet_is_health_check skips it: only what 0@lo
+            # receives counts
+            self.health.inc_ni(ni)
+            ni.ping_count = 0
         return actions
 
     def _count_recv(self, nob: int) -> None:

@@ -20,10 +20,10 @@ messages' own health checks add: the GET the NI receives and the REPLY it sends 
 message, checked once (lib-msg.c ``lnet_health_check``), so a success adds 2 x sensitivity
 when a healthy sibling NI pings it, 4 x when the NI is alone on its net and pings itself.
 That check (and the REPLY received on a NI) resets its ``ping_count``.
-Seed 004's pre-2.15 recovery (a ping every ``recovery_interval`` seconds, answered inside the
-engine, exactly +sensitivity each, so 0 -> 1000 in 10 pings at sensitivity 100) stays behind
-that deprecated knob: ``set recovery_interval N`` with N > 1 (``Tunables``,
-docs/differences.md).
+Seed 004's pre-2.15 recovery (a ping every N seconds, answered inside the engine, exactly
++sensitivity each, so 0 -> 1000 in 10 pings at sensitivity 100) stays behind the testbed-only
+knob ``testbed_seed_recovery_interval`` N > 0 (``Tunables``, docs/differences.md); today's
+``recovery_interval`` does nothing (api-ni.c ``recovery_interval_set``).
 A failing NI (or peer NI) backs off exponentially.
 Peer NIs never heard from (``last_alive == 0``) are not queued; with ``recovery_limit`` > 0 a
 peer NI silent for longer than that ages out (ping_count reset, not queued). Local NIs have no
@@ -104,8 +104,10 @@ class Recovery:
 
     # ------------------------------------------------------------------ queues
     def ni_enqueue(self, ni: LNetNI, now: float, *, manual: bool = False) -> None:
-        """``lnet_ni_add_to_recoveryq_locked`` (or the manual ``net set --health`` add)."""
-        if ni in self.ni_queue or ni.is_lo:
+        """``lnet_ni_add_to_recoveryq_locked`` (or the manual ``net set --health`` add); like
+        it, ``0@lo`` too, which only ``net set --all --health`` lowers (api-ni.c
+        ``lnet_ni_set_healthv``)."""
+        if ni in self.ni_queue:
             return
         if ni.healthv >= LNET_MAX_HEALTH_VALUE:
             return
@@ -194,7 +196,7 @@ class Recovery:
                 ni.recovery_state &= ~RECOVERY_FAILED
             if now < ni.next_ping or ni.recovery_state & RECOVERY_PENDING:
                 continue
-            if self.tunables.seed_recovery_interval:
+            if self.tunables.testbed_seed_recovery_interval:
                 actions += self._seed_ping(ni, now)
                 continue
             ni.recovery_state |= RECOVERY_PENDING
@@ -210,9 +212,9 @@ class Recovery:
         return actions
 
     def _seed_ping(self, ni: LNetNI, now: float) -> list[Action]:
-        """Seed 004 (pre-2.15, behind ``recovery_interval`` > 1): the ping is answered inside
-        the engine, succeeds unless the NI is fatal, adds exactly +sensitivity; the next one
-        comes ``recovery_interval`` seconds later (docs/differences.md)."""
+        """Seed 004 (pre-2.15, behind ``testbed_seed_recovery_interval`` > 0): the ping is
+        answered inside the engine, succeeds unless the NI is fatal, adds exactly
+        +sensitivity; the next one comes that many seconds later (docs/differences.md)."""
         ni.ping_count += 1
         ok = not ni.fatal_error
         actions: list[Action] = [Log(level="info", text=(
@@ -222,7 +224,7 @@ class Recovery:
             self.health.inc_ni(ni, "recovery")
             ni.ping_count = 0
             actions += self.nistate.log_status(ni, "recovery ping")  # dbg-110
-        ni.next_ping = now + self.tunables.seed_recovery_interval
+        ni.next_ping = now + self.tunables.testbed_seed_recovery_interval
         self.rearm()
         return actions
 

@@ -30,7 +30,6 @@ from nodes.lnet.actions import Action, Log, NotifyPeerDown
 from nodes.lnet.dc_state import discovery_disabled
 from nodes.lnet.msg import MDOwner, OwnerRole
 from nodes.lnet.ni import LNET_NI_STATUS_UP
-from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
     from nodes.lnet.events import PeerNotify
@@ -153,10 +152,10 @@ class RouterAliveness:
             for sibling in self.r.local_nis():
                 if sibling.net is ni.net:
                     alive[sibling] = now
-            if ni.status != LNET_NI_STATUS_UP and not ni.fatal_error \
-                    and ni.healthv == LNET_MAX_HEALTH_VALUE:
+            if ni.status != LNET_NI_STATUS_UP:
                 # in place in the ping buffer, then pushed (lib-move.c lnet_parse:
-                # lnet_ni_set_status_locked -> lnet_push_update_to_peers(1))
+                # lnet_ni_set_status_locked -> lnet_push_update_to_peers(1)), whatever the
+                # NI's health or fatal state: any incoming ping sets it UP (issue 26 item 6)
                 self.r.nistate.set_status(ni, LNET_NI_STATUS_UP)
                 self.r.discovery.local_ni_changed(force=True)
 

@@ -5,14 +5,16 @@ with the cross-checks of api-ni.c (``sensitivity_set``, ``retry_count_set``,
 ``transaction_to_set``). ``set()`` raises LNetConfigError with the errno lnetctl would report.
 Deprecated knobs (``recovery_interval``, ``router_sensitivity``) are accepted and shown and, as
 in today's LNet (spec §11.10), have no effect at their defaults. Where a seed and today's LNet
-disagree, the seed's behaviour stays behind that knob (issue 14 item 1, docs/differences.md):
-``router_sensitivity`` below its default 100 (``set router_sensitivity N`` or
-``router_sensitivity_percentage=N``) makes router.py honour it as seed 002 requires, and
-``recovery_interval`` above its default 1 (``set recovery_interval N`` or
-``lnet_recovery_interval=N``) brings back seed 004's pre-2.15 local NI recovery: one ping every
-N seconds, each adding exactly ``health_sensitivity`` (``seed_recovery_interval``; ``global
-show`` keeps printing 1, as api-ni.c ``recovery_interval_set`` stores nothing). The defaults
-are today's LNet, and an export/import round trip (which writes the defaults back) keeps them.
+disagree, the seed's behaviour stays behind a knob real LNet would not misread (issue 14 item
+1, issue 26 item 5, docs/differences.md): ``router_sensitivity`` below its default 100 (``set
+router_sensitivity N`` or ``router_sensitivity_percentage=N``) makes router.py honour it as
+seed 002 requires; ``recovery_interval`` does nothing at all, as api-ni.c
+``recovery_interval_set`` (it warns "deprecated" and stores nothing: ``global show`` prints 1),
+and seed 004's pre-2.15 local NI recovery (one ping every N seconds, each adding exactly
+``health_sensitivity``) is the testbed-only ``testbed_seed_recovery_interval`` (``lnetctl set
+testbed_seed_recovery_interval N`` or the topology's ``global:`` key of that name; 0 = off), a
+name no real lnetctl or module accepts. The defaults are today's LNet, and an export/import
+round trip (which writes the defaults back) keeps them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ RANGES: Final[dict[str, tuple[int, int]]] = {
     "peer_buffer_credits": (0, S32_MAX),
     "lock_prim_nid": (0, 1),
     "local_nid_dist_zero": (0, 1),
+    # testbed-only: seed 004's fixed-interval local NI recovery, seconds (0 = today's LNet)
+    "testbed_seed_recovery_interval": (0, U32_MAX),
 }
 
 
@@ -98,8 +102,8 @@ class Tunables:
     # Lustre gives first (peer.c, addpeer.py); not in `global show`, read-only after load
     lock_prim_nid: int = 1
     peer_buffer_credits: int = 0  # router.c: router buffer credits per peer (nets.py)
-    # seed 004's local NI recovery interval behind recovery_interval (module doc); 0 = off
-    seed_recovery_interval: int = 0
+    # testbed-only: seed 004's local NI recovery interval (module doc); 0 = off
+    testbed_seed_recovery_interval: int = 0
 
     @property
     def lnd_timeout(self) -> int:
@@ -132,8 +136,9 @@ class Tunables:
         setter(self, value)
 
 
-#: what the recovery_interval knob stored is not a tunable of its own
-TUNABLE_NAMES: Final = tuple(f.name for f in fields(Tunables) if f.name != "seed_recovery_interval")
+#: LNet's own tunables (the testbed-only knob is not one)
+TUNABLE_NAMES: Final = tuple(f.name for f in fields(Tunables)
+                             if f.name != "testbed_seed_recovery_interval")
 
 
 def _bad(what: str, value: int, errno: int = EINVAL) -> LNetConfigError:
@@ -181,10 +186,9 @@ def _set_range(name: str):  # type: ignore[no-untyped-def]
 
 
 def _set_recovery_interval(t: Tunables, v: int) -> None:
-    """api-ni.c ``recovery_interval_set`` accepts anything and only warns (LU-13569); a value
-    above the default 1 switches local NI recovery to seed 004's fixed interval (module doc),
-    ``global show`` still prints 1."""
-    t.seed_recovery_interval = v if v > 1 else 0
+    """api-ni.c ``recovery_interval_set`` accepts anything, warns that it is deprecated and
+    stores nothing (LU-13569): ``global show`` keeps printing 1 and recovery is unchanged
+    (the engine logs the warning, ``config_api.set_tunable``)."""
 
 
 def _set_max_interfaces(t: Tunables, v: int) -> None:
@@ -209,6 +213,7 @@ _SETTERS: Final = {
     "discovery": _set_range("discovery"),
     "drop_asym_route": _set_range("drop_asym_route"),
     "recovery_interval": _set_recovery_interval,
+    "testbed_seed_recovery_interval": _set_range("testbed_seed_recovery_interval"),
     "router_sensitivity": _set_range("router_sensitivity"),
     "response_tracking": _set_range("response_tracking"),
     "recovery_limit": _set_range("recovery_limit"),
@@ -256,6 +261,7 @@ _MODULE_PARAMS: Final[dict[str, tuple[str, str]]] = {
     "peer_buffer_credits": ("attr", "peer_buffer_credits"),
     "lock_prim_nid": ("attr", "lock_prim_nid"),
     "local_nid_dist_zero": ("attr", "local_nid_dist_zero"),
+    "testbed_seed_recovery_interval": ("set", "testbed_seed_recovery_interval"),  # not LNet's
     "dead_router_check_interval": ("noop", "deprecated (router.c)"),
     "live_router_check_interval": ("noop", "deprecated (router.c)"),
     "use_tcp_bonding": ("noop", "deprecated (api-ni.c)"),

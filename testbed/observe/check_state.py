@@ -227,7 +227,10 @@ class HealthCheck:
         key = (node, side, nid)
         prev = self.last.get(key)
         self.last[key] = item
-        if prev is not None and prev[1].get("new") != old and old != MAX_HEALTH:
+        # a NI or peer NI made afresh starts at 1000; 0@lo at 0 after each `lnet configure`
+        # (api-ni.c lnet_startup_lndni skips the LOLND's ni_healthv, E17)
+        fresh = MAX_HEALTH if nid != "0@lo" else 0
+        if prev is not None and prev[1].get("new") != old and old not in (MAX_HEALTH, fresh):
             self.inv.flag(f"{side} {nid} on {node}: health was {prev[1].get('new')}, the next "
                           f"change starts from {old}", [prev, item])
         st = self.tracker.node(node)

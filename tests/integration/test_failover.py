@@ -204,11 +204,11 @@ def test_manual_health_zero_recovers_in_ten_pings(testbed_factory: Any) -> None:
     it in recovery (status down at 0); each successful recovery ping adds 100, so 10 pings
     bring it back to 1000 and status up (spec §3.5, §3.6). Today's LNet adds +200 a ping
     (lnet_handle_recovery_reply and the NI's own GET/REPLY check); seed 004's pre-2.15
-    recovery is behind the deprecated ``recovery_interval`` (docs/differences.md), so the test
-    sets it: one ping every 2 s."""
+    recovery is behind the testbed-only ``testbed_seed_recovery_interval``
+    (docs/differences.md), so the test sets it: one ping every 2 s."""
     tb = testbed_factory()
     c1 = tb.node("c1")
-    assert c1.lnetctl("set", "recovery_interval", "2").rc == 0
+    assert c1.lnetctl("set", "testbed_seed_recovery_interval", "2").rc == 0
     res = c1.lnetctl("net", "set", "--nid", C1_ETH1, "--health", "0")
     assert res.rc == 0, res
     # the first recovery ping leaves at once (next_ping untouched) and may be back already

@@ -41,8 +41,8 @@ def test_manual_health_and_recovery_ping_status_changes() -> None:
     back to 1000 and up (spec §3.5): one error line each, naming the cause."""
     eng = make_node(1, C)
     # a bare engine has no LND to carry its pings to itself: seed 004's pings answered inside
-    # the engine, behind the recovery_interval knob (recovery.py)
-    eng.set_tunable("recovery_interval", 2)
+    # the engine, behind the testbed-only knob (recovery.py)
+    eng.set_tunable("testbed_seed_recovery_interval", 2)
     _run(eng, 0.0)
     eng.net_set_health(C[0], 0, 0.0)
     assert _run(eng, 0.0) == [f"local NI {C[0]} status down: health 0 after lnetctl net set "

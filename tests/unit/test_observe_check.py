@@ -148,6 +148,18 @@ def test_health_steps_follow_the_sensitivity() -> None:
     assert flagged(broken_chain, "health") == 1
 
 
+def test_loopback_health_chain_restarts_at_zero_after_configure() -> None:
+    """0@lo starts at health 0 after each ``lnet configure`` (api-ni.c lnet_startup_lndni
+    skips the LOLND's ni_healthv, E17), so a chain 0 -> 1000 (``net set --all``), then again
+    from 0 after a reconfigure, is fine; a tcp NI jumping back to 0 without a change is not."""
+    lo = [ev(1.0, "ni_health", nid="0@lo", old=0, new=1000, cause="manual"),
+          ev(2.0, "ni_health", nid="0@lo", old=0, new=1000, cause="manual")]
+    assert check_events(lo).ok
+    tcp = [ev(1.0, "ni_health", nid=C_A, old=0, new=1000, cause="manual"),
+           ev(2.0, "ni_health", nid=C_A, old=0, new=1000, cause="manual")]
+    assert flagged(tcp, "health") == 1
+
+
 def test_health_sensitivity_inferred_then_enforced() -> None:
     log = [ev(1.0, "ni_health", nid=C_A, old=1000, new=800, cause="error"),
            ev(2.0, "ni_health", nid=C_A, old=800, new=700, cause="error")]

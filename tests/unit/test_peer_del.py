@@ -49,3 +49,33 @@ def test_gateway_in_use_is_ebusy() -> None:
         c.peer_del(S[0], [])
     assert exc.value.errno == -errno.EBUSY
     assert c.peers.find_peer(S[0]) is not None
+
+
+def test_net_del_cleans_peer_table_lu20403() -> None:
+    """peer.c ``lnet_peer_table_cleanup_locked`` when local net tcp5 goes (``net del``):
+    a peer with a NID on a surviving local net keeps every NID (those on tcp5 stay as remote
+    peer NIs), its primary moved there if it was on tcp5 (LU-20403); a peer with none loses
+    its tcp5 NIDs, and goes whole when its primary was one of them."""
+    from nodes.lnet.engine import LNetEngine
+
+    tcp, tcp5 = Net.parse("tcp"), Net.parse("tcp5")
+    eng = LNetEngine(incarnation=1)
+    eng.configure()
+    eng.net_add(tcp, "eth0", NID.parse("10.10.0.1@tcp"))
+    eng.net_add(tcp5, "eth1", NID.parse("10.15.0.1@tcp5"))
+    only5, mixed, second5 = (NID.parse("10.15.0.7@tcp5"), NID.parse("10.15.0.8@tcp5"),
+                             NID.parse("10.15.0.9@tcp5"))
+    far = NID.parse("10.99.0.9@tcp9")  # not a local net: no rail
+    eng.peer_add(only5, [far])
+    eng.peer_add(mixed, [NID.parse("10.10.0.8@tcp")])
+    eng.peer_add(NID.parse("10.10.0.9@tcp"), [NID.parse("10.15.0.6@tcp5")])
+    eng.peer_add(NID.parse("10.98.0.9@tcp8"), [second5])
+    eng.net_del(tcp5)
+    assert eng.peers.find_peer(only5) is None and eng.peers.find_peer(far) is None
+    peer = eng.peers.find_peer(mixed)
+    assert peer is not None and str(peer.primary_nid) == "10.10.0.8@tcp"
+    assert {str(lp.nid) for lp in peer.lpnis} == {"10.15.0.8@tcp5", "10.10.0.8@tcp"}
+    assert eng.peers.find_lpni(second5) is None
+    assert eng.peers.find_peer(NID.parse("10.98.0.9@tcp8")) is not None
+    kept = eng.peers.find_lpni(NID.parse("10.15.0.6@tcp5"))
+    assert kept is not None and str(kept.peer.primary_nid) == "10.10.0.9@tcp"

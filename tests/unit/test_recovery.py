@@ -9,6 +9,7 @@ from enginekit import PORTAL, TCP, C, S, mr2_fabric  # noqa: F401
 from enginekit import make_node as _node
 
 from nodes.lnet import recovery
+from nodes.lnet.actions import Log
 from nodes.lnet.fault import FaultAttr
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, MsgType
 from nodes.lnet.hstatus import HStatus
@@ -45,7 +46,7 @@ def test_local_ni_recovery_pings_go_through_the_lnd() -> None:
     are one lnet_msg (lib-move.c ``lnet_parse_get``), checked once (lib-msg.c
     ``lnet_health_check``, +100). So 0 -> 200 -> ... -> 1000 in five pings, one every 2 s
     (that check resets the NI's ping_count). Not seed 004's +100 a ping: that stays behind
-    ``recovery_interval`` (below)."""
+    the testbed-only ``testbed_seed_recovery_interval`` (below)."""
     fab = _mr2()
     c = fab.engines["c1"]
     ni = c.local_nis()[0]
@@ -111,15 +112,14 @@ def test_local_recovery_ping_hits_drop_rules_and_backs_off() -> None:
     assert ni.healthv == 1000 and ni not in c.ni_recoveryq
 
 
-def test_seed_local_recovery_behind_recovery_interval() -> None:
-    """Seed 004 (pre-2.15) behind the deprecated knob ``recovery_interval`` > 1: pings are
-    answered inside the engine, one every ``recovery_interval`` seconds, exactly +100 each,
-    so 0 -> 1000 takes exactly 10 pings; ``global show`` still prints 1 (api-ni.c
-    ``recovery_interval_set`` stores nothing)."""
+def test_seed_local_recovery_behind_testbed_knob() -> None:
+    """Seed 004 (pre-2.15) behind the testbed-only knob ``testbed_seed_recovery_interval``
+    N > 0: pings are answered inside the engine, one every N seconds, exactly +100 each, so
+    0 -> 1000 takes exactly 10 pings; ``global show`` does not show the knob."""
     fab = _mr2()
     c = fab.engines["c1"]
-    c.set_tunable("recovery_interval", 2)
-    assert c.view("global")["global"]["recovery_interval"] == 1
+    c.set_tunable("testbed_seed_recovery_interval", 2)
+    assert "testbed_seed_recovery_interval" not in c.view("global")["global"]
     ni = c.local_nis()[0]
     c.net_set_health(ni.nid, 0, fab.now)
     times: list[float] = []
@@ -142,7 +142,7 @@ def test_seed_local_recovery_fails_while_fatal() -> None:
     it recover."""
     fab = _mr2()
     c = fab.engines["c1"]
-    c.set_tunable("recovery_interval", 2)
+    c.set_tunable("testbed_seed_recovery_interval", 2)
     ni = c.local_nis()[0]
     fab.set_link(ni.nid, False)  # the carrier is gone: nothing arrives on it either
     c.ni_set_fatal(ni.nid, True, 0.0)
@@ -222,12 +222,15 @@ def test_recovery_limit_ages_peer_out() -> None:
 
 
 def test_net_set_all_queues_every_ni() -> None:
-    """spec §3.6: ``net set --all --health V`` sets every NI and queues those below 1000."""
+    """spec §3.6: ``net set --all --health V`` sets every NI and queues those below 1000;
+    api-ni.c ``lnet_ni_set_healthv`` walks the loopback net too, so ``0@lo`` is queued first
+    (net order)."""
     eng = _node(1, C)
     eng.net_set_health(None, 300, 0.0)
-    assert [ni.healthv for ni in eng.local_nis()] == [300, 300]
+    assert [ni.healthv for ni in eng.local.local_nis(True)] == [300, 300, 300]
     assert dump(eng.view("recovery", local=True)) == (
-        "Local NI recovery:\n    nid-0: 10.10.0.1@tcp\n    nid-1: 10.11.0.1@tcp\n")
+        "Local NI recovery:\n    nid-0: 0@lo\n    nid-1: 10.10.0.1@tcp\n"
+        "    nid-2: 10.11.0.1@tcp\n")
 
 
 def test_a_peer_ni_back_at_full_health_leaves_the_queue_at_the_next_pass() -> None:
@@ -255,3 +258,43 @@ def test_a_peer_ni_back_at_full_health_leaves_the_queue_at_the_next_pass() -> No
     fab.run_until(fab.now + 2.5)
     pings = [t for _, n, t in fab.transmits if n == "c1" and t.lpni == S[1]]
     assert len(pings) == 1 and lpni.healthv == 1000 and lpni not in c.lpni_recoveryq
+
+
+def test_net_set_health_all_includes_loopback_lnet_ni_set_healthv() -> None:
+    """api-ni.c ``lnet_ni_set_healthv``: ``--all`` walks every net, ``0@lo`` included (its
+    health starts at 0, E17); below 1000 it joins the local recovery queue and its pings on
+    the LOLND bring it back: +200 each, the REPLY it receives (health-checked, lib-msg.c
+    ``lnet_health_check``; its sends have no txpeer, so ``lnet_is_health_check`` skips them)
+    and ``lnet_handle_recovery_reply``'s +sensitivity."""
+    fab = Fabric()
+    c = _node(1, C)
+    fab.add("c1", c)
+    lo = c.local.local_nis(True)[0]
+    assert lo.is_lo and lo.healthv == 0  # E17
+    c.net_set_health(None, 100, fab.now)
+    assert lo.healthv == 100 and lo in c.recovery.ni_queue
+    seen = [lo.healthv]
+    while lo.healthv < 1000 and fab.now < 30:
+        fab.run_until(fab.now + 0.5)
+        if seen[-1:] != [lo.healthv]:
+            seen.append(lo.healthv)
+    assert seen == [100, 300, 500, 700, 900, 1000], seen
+    fab.run_until(fab.now + 2)
+    assert lo not in c.recovery.ni_queue
+
+
+def test_recovery_interval_is_a_deprecated_noop_lu13569() -> None:
+    """api-ni.c ``recovery_interval_set`` (LU-13569): ``set recovery_interval N`` warns that
+    the parameter is deprecated and stores nothing, so ``global show`` prints 1 and local NI
+    recovery is today's (+200 a ping through the fabric, not seed 004's in-engine +100)."""
+    fab = _mr2()
+    c = fab.engines["c1"]
+    actions = c.set_tunable("recovery_interval", 30)
+    assert [a.text for a in actions if isinstance(a, Log)] == [
+        "'lnet_recovery_interval' has been deprecated"]
+    assert c.view("global")["global"]["recovery_interval"] == 1
+    ni = c.local_nis()[0]
+    c.net_set_health(ni.nid, 600, fab.now)
+    fab.run_until(fab.now + 5)
+    assert ni.healthv == 1000
+    assert _local_pings(fab, ni.nid)  # pinged through the fabric, as today's LNet

@@ -169,6 +169,10 @@ async def fake_peer(port: int, behaviour: str, got: list[bytes]) -> asyncio.Serv
         if behaviour == "close":
             got.append(await r.read(100_000))
             w.transport.abort()  # RST with unread data
+        elif behaviour == "eof":  # reads the first frame, then a clean close (FIN)
+            got.append(await r.read(100_000))
+            w.close()
+            await asyncio.sleep(3600)
         elif behaviour == "garbage":
             w.write(b"\xde\xad\xbe\xef" * 32)
             await w.drain()
@@ -177,6 +181,37 @@ async def fake_peer(port: int, behaviour: str, got: list[bytes]) -> asyncio.Serv
             await asyncio.sleep(3600)
 
     return await asyncio.start_server(handle, IP_B, port)
+
+
+def test_clean_eof_does_not_report_peer_ni_dead_lu20023() -> None:
+    """LU-20023, socklnd_cb.c ``ksocknal_process_receive``: a clean EOF closes the connection
+    with error 0, so ``ksnp_error`` stays 0 and ``ksocknal_terminate_conn`` does not call
+    ``ksocknal_peer_failed``: LNet hears no ``lnet_notify`` of the peer NI's death (a peer
+    that dropped that NID and pushed must lose health through failed sends, not be marked
+    down). An error (here a protocol error) on the last connection does report it."""
+    async def main() -> None:
+        port = free_port()
+        got: list[bytes] = []
+        srv = await fake_peer(port, "eof", got)
+        a = make_node(port)
+        await a.lnd.startup_ni(NID_A, IP_A)
+        a.lnd.send(1, NID_A, NID_B, put(NID_A, NID_B, b"x"), b"x")
+        await wait_for(lambda: 1 in a.done and any(c[0] == "down" for c in a.conns))
+        assert a.done[1] == [(0, HStatus.OK)]
+        assert a.conns[-1][3] == "peer closed the connection", a.conns
+        await asyncio.sleep(0.1)
+        assert not [n for n in a.notes if n[1] == NID_B and n[2] is False], a.notes
+        srv.close()
+        await a.lnd.close()
+        port = free_port()
+        srv = await fake_peer(port, "garbage", got)  # an error on the last conn reports
+        b = make_node(port)
+        await b.lnd.startup_ni(NID_A, IP_A)
+        b.lnd.send(2, NID_A, NID_B, put(NID_A, NID_B, b"y" * 4096), b"y" * 4096)
+        await wait_for(lambda: [n for n in b.notes if n[1] == NID_B and n[2] is False])
+        srv.close()
+        await b.lnd.close()
+    run(main)
 
 
 def test_peer_closes_mid_stream_fails_pending_with_eio_local_error() -> None:

@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, ok, peer_nis, reset_nodes, stats
+from lutf.lnet_views import (
+    C1_NIDS,
+    S1_NIDS,
+    advance_until,
+    local_nis,
+    ok,
+    peer_nis,
+    reset_nodes,
+    stats,
+)
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
@@ -76,3 +85,24 @@ def test_sensitivity_zero_means_no_health_change_and_no_resend(mr2: Any) -> None
     assert st["failed_resends"] == 0, st
     assert {n["health stats"]["health value"] for n in local_nis(c1).values()} == {1000}
     assert set(local_nis(c1)) == set(C1_NIDS)
+
+
+def _lo_health(node: Any) -> int:
+    view = node.yaml("net show -v 3")
+    (lo,) = [ni for net in view["net"] if net["net type"] == "lo" for ni in net["local NI(s)"]]
+    return int(lo["health stats"]["health value"])
+
+
+@pytest.mark.requirement("hlth-tst-lutf", "hlth-cfg-reset-health")
+def test_net_set_health_all_includes_loopback_lnet_ni_set_healthv(mr2: Any) -> None:
+    """api-ni.c ``lnet_ni_set_healthv``: ``lnetctl net set --all --health V`` walks every net,
+    the loopback one included, so ``0@lo`` takes V like the tcp NIs (sanity-lnet's health
+    post-checks sum over it) and, below 1000, joins the local recovery queue: its recovery
+    pings (the REPLY 0@lo receives is health-checked, plus the recovery reply's own
+    increment) bring it back to 1000 within seconds."""
+    c1 = mr2.node("c1")
+    assert _lo_health(c1) == 1000  # the fixture's `net set --all --health 1000` (from 0, E17)
+    ok(c1, "lnetctl", "net set --all --health 0")
+    assert _lo_health(c1) < 1000  # a recovery ping adds 200: read before five more
+    assert {n["health stats"]["health value"] for n in local_nis(c1).values()} != {1000}
+    advance_until(mr2, lambda: _lo_health(c1) == 1000, 20.0, "0@lo back at health 1000")

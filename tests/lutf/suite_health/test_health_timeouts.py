@@ -50,15 +50,15 @@ def test_defaults_and_health_range(hd: Any) -> None:
     assert {k: g[k] for k in DEFAULTS} == DEFAULTS, g
     assert {n["health stats"]["health value"] for n in local_nis(c1).values()} == {1000}
     assert {p["health stats"]["health value"] for p in peer_nis(c1).values()} == {1000}
-    # seed 004's recovery (+sensitivity a ping) is behind the deprecated recovery_interval
+    # seed 004's recovery (+sensitivity a ping) is behind the testbed-only knob
     # (docs/differences.md); today's LNet adds +200 a ping from a healthy sibling NI
-    ok(c1, "lnetctl", "set recovery_interval 2")
+    ok(c1, "lnetctl", "set testbed_seed_recovery_interval 2")
     try:
         ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")
         ni = local_nis(c1)[C1_NIDS[1]]
         assert ni["health stats"]["health value"] <= 100, ni  # a recovery ping may be back
     finally:
-        ok(c1, "lnetctl", "set recovery_interval 1")
+        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 0")
     ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 5000")
     assert local_nis(c1)[C1_NIDS[1]]["health stats"]["health value"] == 1000
     assert c1.put(S1_NIDS[0], count=4, size=0)["completed"] == 4  # peer known, conns up

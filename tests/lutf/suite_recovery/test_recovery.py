@@ -60,14 +60,14 @@ def test_net_set_health_takes_a_local_ni_out_of_and_back_into_service(mr2: Any) 
     own GET/REPLY health check, spec §3.5/§3.6); `--health 1000` marks it up again (seed 003 "put an
     interface back in service") and the monitor takes it off the queue at its next tick."""
     c1 = mr2.node("c1")
-    # seed 004's +sensitivity a ping is behind the deprecated recovery_interval
+    # seed 004's +sensitivity a ping is behind the testbed-only knob
     # (docs/differences.md); today's LNet adds +200 a ping from the healthy sibling NI
-    ok(c1, "lnetctl", "set recovery_interval 2")
+    ok(c1, "lnetctl", "set testbed_seed_recovery_interval 2")
     try:
         ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")
         ni = local_nis(c1)[C1_NIDS[1]]
     finally:
-        ok(c1, "lnetctl", "set recovery_interval 1")
+        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 0")
     assert ni["status"] == "down" and ni["health stats"]["health value"] <= 100, ni
     assert _queue(c1, local=True) == [C1_NIDS[1]]
     assert local_nis(c1)[C1_NIDS[0]]["status"] == "up"
@@ -157,3 +157,22 @@ def test_recovery_limit_ages_peer_nis_out(mr2: Any) -> None:
     ok(c1, "lnetctl", f"peer set --nid {S1_NIDS[1]} --health 1000")
     assert c1.put(S1_NIDS[0], count=10)["completed"] == 10
     assert _queue(c1, local=False) == [S1_NIDS[1]]
+
+
+@pytest.mark.requirement("hlth-lnt-recovery-queue", "hlth-lnt-increment")
+def test_recovery_interval_is_a_deprecated_noop_lu13569(mr2: Any) -> None:
+    """api-ni.c ``recovery_interval_set`` (LU-13569): real lnetctl's ``set recovery_interval
+    30`` prints nothing and exits 0, the kernel only warns that it is deprecated, and
+    ``global show`` keeps printing 1. Recovery is unchanged: a NI at 600 is back at 1000
+    after two of today's pings (+200 each, the first at once, the next 1-2 s later), not
+    after seed 004's four pings 30 s apart."""
+    c1 = mr2.node("c1")
+    res = c1.lnetctl("set recovery_interval 30")
+    assert (res.rc, res.out, res.err) == (0, "", "")
+    try:
+        assert c1.yaml("global show")["global"]["recovery_interval"] == 1
+        ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 600")
+        assert _until(mr2, lambda: local_nis(c1)[C1_NIDS[1]]["health stats"]["health value"]
+                      == 1000, 8.0)
+    finally:
+        ok(c1, "lnetctl", "set recovery_interval 1")

@@ -192,3 +192,17 @@ def test_sanity_525_keep_reachable_peer_on_local_net_delete(s: Any) -> None:
     run(s, "net del --net tcp")
     run(s, f"peer show --nid {nid2}")
     assert export(s)["net"][0]["net type"] == "tcp2"
+
+
+def test_discover_lo_peer_not_shown_lnet_peer_ni_show_dump(s: Any) -> None:
+    """api-ni.c ``lnet_peer_ni_show_dump`` skips a peer whose primary NID is ``0@lo``: with
+    only the loopback NI, ``discover 0@lo`` (sanity-lnet 217) leaves the node's own peer
+    with that primary (peer.c ``lnet_peer_data_present``: no other NID to take), which
+    ``peer show`` and ``export`` do not list; ``peer list`` (the ioctl's peer table) does."""
+    reinit(s)
+    run(s, "discover 0@lo")
+    assert "0@lo" in s.lnetctl("peer list").out  # the peer exists
+    assert s.lnetctl("peer show").out.strip() == ""
+    assert "0@lo" not in s.lnetctl("peer show -v 3").out
+    assert "peer" not in export(s)
+    assert "peer" not in yaml.safe_load(s.lnetctl("export").out)
