@@ -75,6 +75,17 @@ def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
 
 
+def shown_path(path: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """A file path for an error message, cut in its middle when longer than ``limit``: its
+    start says where, its end names the file (a test's temporary directory alone passes 64
+    characters; cut at the end, every error named the directory and not the file)."""
+    text = str(path)
+    if len(text) <= limit:
+        return repr(text)
+    keep = limit // 2
+    return f"{text[:keep]!r}...{text[-keep:]!r} ({len(text)} characters)"
+
+
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = MAX_SHOWN_CHARS
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 6, 6, 6, 6

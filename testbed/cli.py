@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from nodes.echo import MAX_SHOWN_CHARS, one_line, shown
+from nodes.echo import MAX_SHOWN_CHARS, one_line, shown_path
 from testbed import sh
 from testbed.base import TestbedError
 from testbed.commands import (
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 141
     except OSError as exc:
-        _err(f"{exc.strerror or exc}" + (f": {shown(str(exc.filename))}" if exc.filename
+        _err(f"{exc.strerror or exc}" + (f": {shown_path(exc.filename)}" if exc.filename
                                           else ""))
     return 1
 

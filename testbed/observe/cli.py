@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodes.echo import shown
+from nodes.echo import shown, shown_path
 from testbed import runstate
 from testbed.base import TestbedError
 from testbed.commands.common import name_arg, pick
@@ -151,13 +151,13 @@ def _writable(out: Path) -> None:
     missing directory was dumpcap's failure, raised past the CLI as a traceback)."""
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
-        raise TestbedError(f"capture: cannot write {shown(str(out))}: no directory "
-                           f"{shown(str(parent))}")
+        raise TestbedError(f"capture: cannot write {shown_path(out)}: no directory "
+                           f"{shown_path(parent)}")
     if out.is_dir():
-        raise TestbedError(f"capture: cannot write {shown(str(out))}: it is a directory")
+        raise TestbedError(f"capture: cannot write {shown_path(out)}: it is a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise TestbedError(f"capture: cannot write {shown(str(out))}: directory "
-                           f"{shown(str(parent))} is not writable")
+        raise TestbedError(f"capture: cannot write {shown_path(out)}: directory "
+                           f"{shown_path(parent)} is not writable")
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodes.echo import shown
+from nodes.echo import shown_path
 from testbed import runstate
 
 Event = dict[str, Any]
@@ -55,7 +55,7 @@ def _lines(path: Path) -> Iterator[Event | None]:
     try:
         fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise LogError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from None
+        raise LogError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     with fh:
         for line in fh:
             try:

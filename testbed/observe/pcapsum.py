@@ -36,7 +36,7 @@ from faults.lnet_layers import (
     LNetHdr,
     unit_length,
 )
-from nodes.echo import clip_words, shown
+from nodes.echo import clip_words, shown_path
 from nodes.lnd.wire import (
     KSOCK_MSG_LNET,
     KSOCK_MSG_NOOP,
@@ -283,9 +283,9 @@ def summarize(path: str | Path) -> Summary:
             for pkt in reader:
                 dec.packet(pkt, float(pkt.time))
     except FileNotFoundError:
-        raise CaptureError(f"no capture file {shown(str(path))}") from None
+        raise CaptureError(f"no capture file {shown_path(path)}") from None
     except (OSError, ValueError, EOFError) as exc:
-        raise CaptureError(f"{shown(str(path))}: not a pcap/pcapng capture "
+        raise CaptureError(f"{shown_path(path)}: not a pcap/pcapng capture "
                            f"({getattr(exc, 'strerror', None) or clip_words(str(exc))})") from None
     except Exception as exc:  # scapy reports a bad file with its own exception types
         raise CaptureError(f"{path}: cannot read the capture ({type(exc).__name__}: "

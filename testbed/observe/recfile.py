@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodes.echo import shown
+from nodes.echo import shown_path
 from nodes.recorder import COLUMNS, FORMAT
 
 NUMERIC = frozenset({"health", "credits", "min_credits", "sends", "recvs", "drops",
@@ -122,7 +122,7 @@ def read(path: str | Path) -> Rec:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise RecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from None
+        raise RecError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     data, truncated = inflate(raw)
     if not data:
         raise RecError(f"{path}: not a recorder file (no whole gzip member)")

@@ -14,7 +14,7 @@ import pytest
 from nodes.daemon import lnetctl_config
 from nodes.dlc.cmdline import Stop
 from nodes.dlc.parse import parse
-from nodes.echo import MAX_SHOWN_CHARS, clip, shown
+from nodes.echo import MAX_SHOWN_CHARS, clip, shown, shown_path
 
 BIG = "x" * 100_000
 
@@ -92,3 +92,15 @@ def test_one_line_escapes_what_a_terminal_would_act_on() -> None:
     assert one_line("arguments: \r0 \x1e1 \udcff é") == "arguments: \\r0 \\x1e1 \\udcff é"
     assert one_line("plain") == "plain"
     assert "x" * (MAX_SHOWN_CHARS + 1) not in one_line("x" * 500 + "\n")
+
+
+def test_a_long_path_keeps_its_file_name() -> None:
+    """A path past 80 characters is cut in its middle: the file it names stays in the error
+    (an xdist worker's tmp_path alone passes 64 characters, and cutting at the end named
+    only the directory: test_cli_check_exit_status failed under -n 2)."""
+    path = "/tmp/pytest-of-root/pytest-12/popen-gw1/" + "d" * 60 + "/missing.jsonl"
+    text = shown_path(path)
+    assert text.endswith(f"/missing.jsonl' ({len(path)} characters)")
+    assert text.startswith("'/tmp/pytest-of-root")
+    assert len(text) < 120
+    assert shown_path("/tmp/x.jsonl") == "'/tmp/x.jsonl'"
