@@ -34,7 +34,7 @@ VAGRANT_APT_PKGS := vagrant vagrant-lxc vagrant-libvirt lxc libvirt-daemon-syste
             fdisk extlinux syslinux-common
 
 .PHONY: demo test deps venv native lint clean-testbeds vagrant-deps boxes smoke-vagrant \
-        smoke-vagrant-libvirt
+        smoke-vagrant-libvirt mutation mutation-ci
 
 demo: venv
 	$(PY) -m testbed.demo
@@ -52,6 +52,23 @@ test: venv native
 	  --junitxml=reports/junit-sim.xml --lnet-trace=reports/trace-sim.md
 	$(VENV)/bin/testbed trace --data reports/trace.json:reports/trace-sim.json \
 	  > reports/trace-all.md
+	$(MAKE) --no-print-directory mutation-ci
+
+# Mutation testing of the engine's decision modules (issue 33, benchmarks/mutation.py): the
+# full run is a benchmark (cached in build/mutation/SUITE, stopped after MUTATION_BUDGET s, a
+# rerun goes on); mutation-ci, which `make test` runs, kills the hand mutants of the five
+# behaviours and a fixed sample of mutants chosen by seed (< 5 min), failing if one survives.
+MUTATION_BUDGET ?= 3600
+mutation: venv
+	@mkdir -p reports
+	$(PY) benchmarks/mutation.py --suite lutf --budget $(MUTATION_BUDGET) \
+	  --report reports/mutation-lutf.md
+	$(PY) benchmarks/mutation.py --suite unit+lutf --budget $(MUTATION_BUDGET) \
+	  --report reports/mutation-unit-lutf.md
+
+mutation-ci: venv
+	$(PY) benchmarks/mutation_hand.py
+	$(PY) benchmarks/mutation.py --sample benchmarks/mutation_sample.txt --budget 240
 
 # $(call apt_ensure,PACKAGES): install the ones missing (no recommends for the Vagrant set:
 # they would pull a desktop's worth of libvirt tools).
@@ -91,7 +108,7 @@ venv: deps $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip 'setuptools>=77'  # PEP 639 license; wheels built without isolation (testbed/vagrant)
-	$(PY) -m pip install -q -e '.[test,report,faults]'
+	$(PY) -m pip install -q -e '.[test,report,faults,mutation]'
 	touch $(STAMP) $(NATIVE_STAMP)
 
 # The engine and the packages around it compiled with mypyc (setup.py: `pip install` above
