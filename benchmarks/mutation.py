@@ -35,6 +35,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,10 +88,15 @@ def stage(name: str, tests: tuple[str, ...], modules: tuple[str, ...]) -> Path:
     where = ROOT / "build" / "mutation" / name
     where.mkdir(parents=True, exist_ok=True)
     copy_tree(where)
+    config = mutmut_config(tests, modules)
+    seen = where / "mutmut-config.toml"
+    if seen.is_file() and seen.read_text() != config:
+        # mutmut reuses a module it copied unmutated (its copy is newer than the source):
+        # another module list or test selection needs a fresh cache
+        shutil.rmtree(where / "mutants", ignore_errors=True)
+    seen.write_text(config)
     pyproject = where / "pyproject.toml"
-    text = pyproject.read_text() + mutmut_config(tests, modules)
-    pyproject.write_text(text)
-    os.utime(pyproject, (0, 0))  # same content every run: not a newer config
+    pyproject.write_text(pyproject.read_text() + config)
     return where
 
 

@@ -98,3 +98,19 @@ def test_peer_ni_recovery_ping_adds_the_sensitivity(mr2: Any) -> None:
     steps = _walk(mr2, _lpni_health(c1, S1_NIDS[1]), 200, 10.0)
     ok(c1, "lnetctl", "peer set --all --health 1000")
     _steps_of(steps, 100, 200)
+
+
+@pytest.mark.topology("routed")
+@pytest.mark.requirement("hlth-lnt-recovery-queue", "hlth-cfg-reset-health")
+def test_local_ni_alone_on_its_net_recovers_four_times_the_sensitivity(topology: Any) -> None:
+    """Today's LNet, a NI with no sibling on its net (topologies/routed.yaml: c1's one tcp NI):
+    the recovery GET to its own NID leaves from that NI and comes back to it, so besides
+    ``lnet_handle_recovery_reply`` the health checks of the GET sent, the GET received and
+    the REPLY sent all add ``lnet_inc_ni_healthv`` (lib-msg.c ``lnet_health_check``):
+    +4 x health_sensitivity a ping, 0 -> 400 -> 800 (docs/differences.md)."""
+    c1 = topology.node("c1")
+    nid = "10.10.0.1@tcp"
+    ok(c1, "lnetctl", "set recovery_limit 0")
+    ok(c1, "lnetctl", f"net set --nid {nid} --health 0")
+    steps = _walk(topology, _ni_health(c1, nid), 800, 10.0)
+    _steps_of(steps, 400, 800)
