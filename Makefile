@@ -38,7 +38,7 @@ VAGRANT_APT_PKGS := vagrant vagrant-lxc vagrant-libvirt lxc libvirt-daemon-syste
             fdisk extlinux syslinux-common
 
 .PHONY: demo test deps venv native native-background lint clean-testbeds vagrant-deps boxes smoke-vagrant \
-        smoke-vagrant-libvirt
+        smoke-vagrant-libvirt mutation mutation-ci
 
 # The demo starts on the pure-Python modules and the runtime dependencies alone (issue 31
 # item 1: neither the compile, ~100 CPU s, nor the extras are on its path): apt, then the base
@@ -64,6 +64,23 @@ test: venv native
 	  --junitxml=reports/junit-sim.xml --lnet-trace=reports/trace-sim.md
 	$(VENV)/bin/testbed trace --data reports/trace.json:reports/trace-sim.json \
 	  > reports/trace-all.md
+	$(MAKE) --no-print-directory mutation-ci
+
+# Mutation testing of the engine's decision modules (issue 33, benchmarks/mutation.py): the
+# full run is a benchmark (cached in build/mutation/SUITE, stopped after MUTATION_BUDGET s, a
+# rerun goes on); mutation-ci, which `make test` runs, kills the hand mutants of the five
+# behaviours and a fixed sample of mutants chosen by seed (< 5 min), failing if one survives.
+MUTATION_BUDGET ?= 3600
+mutation: venv
+	@mkdir -p reports
+	$(PY) benchmarks/mutation.py --suite lutf --budget $(MUTATION_BUDGET) \
+	  --report reports/mutation-lutf.md
+	$(PY) benchmarks/mutation.py --suite unit+lutf --budget $(MUTATION_BUDGET) \
+	  --report reports/mutation-unit-lutf.md
+
+mutation-ci: venv
+	$(PY) benchmarks/mutation_hand.py
+	$(PY) benchmarks/mutation.py --sample benchmarks/mutation_sample.txt --budget 240
 
 # $(call apt_ensure,PACKAGES): install the ones missing (no recommends for the Vagrant set:
 # they would pull a desktop's worth of libvirt tools).
@@ -102,7 +119,7 @@ smoke-vagrant-libvirt: boxes
 venv: deps $(STAMP)
 
 # The project and its runtime dependencies, as pure Python (fast: what the demo needs); then
-# the extras (test, report, faults, ui, explore), by their requirements from pyproject.toml so that the
+# the extras (test, report, faults, ui, explore, mutation), by their requirements from pyproject.toml so that the
 # project itself is not reinstalled under a running demo. `make native` compiles (`make test`
 # needs it, `make demo` starts it in the background). One pip at a time (flock).
 $(BASE_STAMP): pyproject.toml
@@ -114,7 +131,7 @@ $(BASE_STAMP): pyproject.toml
 
 $(STAMP): $(BASE_STAMP)
 	$(PY) -c 'import tomllib; x = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	  print(*(r for k in ("test", "report", "faults", "ui", "explore") for r in x["optional-dependencies"][k]), sep="\n")' \
+	  print(*(r for k in ("test", "report", "faults", "ui", "explore", "mutation") for r in x["optional-dependencies"][k]), sep="\n")' \
 	  > $(VENV)/extras.txt
 	$(LOCK) $(PY) -m pip install -q -r $(VENV)/extras.txt
 	touch $(STAMP)

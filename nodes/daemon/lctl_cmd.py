@@ -95,13 +95,14 @@ _NET_CMDS: dict[str, Callable[[NodeRuntime, list[str]], Awaitable[Result]]] = {
     "peer_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("peer_list"), rt, a),
     "add_uuid": lambda rt, a: _sync(lctl_uuid.add_uuid, rt, a),
     "del_uuid": lambda rt, a: _sync(lctl_uuid.del_uuid, rt, a),
+    "set_route": lambda rt, a: _sync(lctl_net.set_route, rt, a),
 }
 #: the commands ``lctl --list-commands`` shows (lctl.c ``cmdlist``, network subset)
 COMMANDS = ("network", "net", "list_nids", "which_nid", "peer_list", "conn_list",
             "route_list", "show_route", "ping", "net_drop_add", "net_drop_del",
             "net_drop_reset", "net_drop_list", "net_drop", "net_delay_add", "net_delay_del",
             "net_delay_reset", "net_delay_list", "net_delay", "get_param", "set_param",
-            "debug_kernel", "dk", "add_uuid", "del_uuid", *_TESTBED_CMDS)
+            "debug_kernel", "dk", "add_uuid", "del_uuid", "set_route", *_TESTBED_CMDS)
 _HELP = {
     "network": "network up|down|NET: configure LNet, or select NET for the next command",
     "list_nids": "list_nids [all]: the local NIDs",
@@ -116,6 +117,8 @@ _HELP = {
     "conn_list": "conn_list: print all the remote LNet connections (after --net NET)",
     "add_uuid": "associate a UUID with a NID\nusage: add_uuid <uuid> <nid>",
     "del_uuid": "delete a UUID association\nusage: del_uuid <uuid>",
+    "set_route": "mark a gateway NID alive or dead, as an LND notice would\n"
+                 "usage: set_route <gateway> <up/down> [<time>]",
 }
 
 

@@ -25,18 +25,25 @@ Theory of operation:
   ``<no connections>``. A simulated node has no sockets and ``peer_list``/``interface_list``
   (GET_PEER, GET_INTERFACE) are not exported: those fail saying so (EOPNOTSUPP) rather than
   print an invented table.
+* ``set_route NID up|down [TIME]`` (``jt_ptl_notify_router``, IOC_LIBCFS_NOTIFY_ROUTER):
+  userspace's ``lnet_notify(NULL, nid, alive, reset=false, when)``: the peer NI is marked
+  alive or dead as an LND notice would, the gateway's own ``lp_alive`` is left as it is (only
+  a ``reset`` notice, a ping reply or a message from it moves that). ``TIME``, an absolute
+  unix time in seconds, must not be in the future; ``lnet_parse_bool`` words.
 """
 
 from __future__ import annotations
 
 import errno as E
 import os
+import time
 from typing import TYPE_CHECKING
 
 from nodes.dlc import debuglog
 from nodes.dlc.apply import configure
 from nodes.dlc.output import Result, exit_code
 from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.events import PeerNotify
 from nodes.lnet.nid import NID, parse_net
 
 if TYPE_CHECKING:
@@ -54,6 +61,38 @@ def show_route(rt: NodeRuntime, args: list[str]) -> Result:
         lines.append(f"net {r['net']:>18} hops {r['hop']} gw {r['gateway']:>32} "
                      f"{r['state']} pri {r['priority']}\n")
     return 0, "".join(lines), ""
+
+
+#: portals.c ``lnet_parse_bool``
+_BOOL = {**dict.fromkeys(("no", "n", "off", "down", "disable"), False),
+         **dict.fromkeys(("yes", "y", "on", "up", "enable"), True)}
+
+
+def set_route(rt: NodeRuntime, args: list[str]) -> Result:
+    """``jt_ptl_notify_router``: ``set_route NID up|down [TIME]`` -> ``lnet_notify(NULL, ...)``."""
+    if len(args) < 2:
+        return 0, "", "usage: set_route targetNID <up/down> [<time>]\n"
+    try:
+        nid = NID.parse(args[0])
+    except LNetConfigError:
+        return 1, "", f"Can't parse target NID \"{args[0]}\"\n"
+    alive = _BOOL.get(args[1].lower())
+    if alive is None:
+        return 1, "", f"Can't parse boolean {args[1]}\n"
+    now = rt.now()
+    when = now
+    if len(args) > 2:
+        wall = time.time()
+        if not args[2].isdigit():
+            return 1, "", (f"Can't parse time {args[2]}\n Please specify either "
+                           "'YYYY-MM-DD-HH:MM:SS'\n or an absolute unix time in seconds\n")
+        if int(args[2]) > wall:
+            return 1, "", f"{args[2]} specifies a time in the future\n"
+        when = now - (wall - int(args[2]))  # real time -> the engine's clock, as api-ni.c
+    if not rt.engine.configured:
+        return 1, "", f"IOC_LIBCFS_NOTIFY_ROUTER ({nid}) failed: Network is down\n"
+    rt.execute(rt.engine.handle(PeerNotify(ni=None, nid=nid, alive=alive, when=when), now))
+    return 0, "", ""
 
 
 def lnet_dist(rt: NodeRuntime, nid: NID) -> tuple[int, int] | None:

@@ -52,22 +52,16 @@ def _routes(rt: NodeRuntime) -> str:
 
 
 def _routers(rt: NodeRuntime) -> str:
-    """``proc_lnet_routers``: one line per gateway peer."""
-    gws: dict[str, str] = {}
-    for r in rt.engine.router.route_show(None, None, None, None, 1)["route"]:
-        peer = rt.engine.peers.find_peer(_nid(r["gateway"]))
-        prim = str(peer.primary_nid) if peer is not None else r["gateway"]
-        up = gws.get(prim) == "up" or r["state"] == "up"
-        gws[prim] = "up" if up else "down"
+    """``proc_lnet_routers``: one line per gateway peer, ``alive`` as ``lnet_is_gateway_alive``
+    (the gateway's own ``lp_alive`` and an alive peer NI on each of its nets), not its
+    routes' state: a gateway a failed ping marked dead stays down when its NIs are said
+    alive again (``lctl set_route``)."""
     lines = [f"{'ref':<4} {'rtr_ref':>7} {'alive':>5} router"]
-    lines += [f"{1:<4} {1:>7} {alive:>5} {nid}" for nid, alive in gws.items()]
+    router = rt.engine.router
+    for gw in router.table.gateways():
+        alive = "up" if router.alive.gateway_alive(gw) else "down"
+        lines.append(f"{1:<4} {gw.rtr_refcount:>7} {alive:>5} {gw.primary_nid}")
     return "\n".join(lines)
-
-
-def _nid(text: str) -> Any:
-    from nodes.lnet.nid import NID
-
-    return NID.parse(text)
 
 
 def _peers(rt: NodeRuntime) -> str:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from nodes.lnet.msg import Msg
     from nodes.lnet.ni import LNetNI
     from nodes.lnet.nid import NID
-    from nodes.lnet.peer import PeerNI
+    from nodes.lnet.peer import Peer, PeerNI
     from nodes.lnet.router import Router
 
 #: rtr-router-query-down: a peer NI marked down is queried at most this often (seconds)
@@ -51,6 +51,12 @@ class RouterAliveness:
         self.notify_ts: dict[PeerNI, float] = {}  # lpni_timestamp (lnet_notify)
         self.query_last: dict[NID, float] = {}  # last query of a down peer NI
         self.query_wanted: set[NID] = set()
+
+    def gateway_alive(self, gw: Peer) -> bool:
+        """``lnet_is_gateway_alive`` (router.c): the gateway's own ``lp_alive`` and, on each of
+        its nets, a peer NI alive (``lnet_is_gateway_net_alive``); ``lctl get_param routers``."""
+        usable = self.r.table.lpni_usable
+        return gw.alive and all(any(usable(p) for p in pn.lpnis) for pn in gw.nets)
 
     # ------------------------------------------------------------------ lnet_notify
     def notify(self, ev: PeerNotify, now: float) -> list[Action]:
