@@ -4,7 +4,7 @@ A served simulator (``testbed.sim.server``, a real process at ``--speed 1``) get
 request of the issue, ``add_group g '10.20.[0-255].[0-255]@tcp1'`` (65,536 NIDs after
 ``new_session``): it is refused at once, naming the bound (``nodes/selftest/nidlist.py``
 ``MAX_NIDS``; real lst has none, docs/differences.md). The largest list accepted (16,384
-NIDs: one session RPC each, posted ``conrpc.POST_BATCH`` at a time) runs while a second
+NIDs: one session RPC each, posted ``contypes.POST_BATCH`` at a time) runs while a second
 client asks ``status`` over and over: every answer comes within 1 s. A client killed while
 its request runs cancels it: the console's wait ends as a signal ends
 ``lstcon_rpc_trans_postwait``'s ``wait_event_interruptible`` (-EINTR), so no more RPCs are
