@@ -1,5 +1,5 @@
 """A control socket's requests by the connection they came on: a client that goes away
-cancels its work (issue 27 item 1).
+cancels its work (issue 27 item 1; ``ClosedClients``: the same for a one-at-a-time loop).
 
 Theory of operation: a ROUTER socket (the node daemon's, the sim server's) hands each request
 to its own task. ZeroMQ does not tell a ROUTER that a REQ peer closed (``ZMQ_ROUTER_NOTIFY``
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import zmq
@@ -31,6 +32,20 @@ from zmq.utils.monitor import parse_monitor_message
 log = logging.getLogger("control")
 #: How often closes are looked for while no request arrives (seconds).
 POLL = 0.2
+
+
+def monitor_events(monitor: zmq.Socket[bytes]) -> Iterator[tuple[int, int]]:
+    """(event, descriptor) of every event a socket monitor reported so far, without waiting."""
+    while True:
+        try:
+            frames = monitor.recv_multipart(zmq.NOBLOCK)
+        except zmq.ZMQError:  # (zmq.Again: nothing more)
+            return
+        try:
+            event = parse_monitor_message(frames)
+        except (ValueError, IndexError, TypeError):
+            continue
+        yield int(event["event"]), int(event["value"])
 
 
 def source_fd(frames: list[Any]) -> int | None:
@@ -85,19 +100,9 @@ class ClientWatch:
 
     def drain(self) -> None:
         """Every close the monitor reported so far."""
-        while True:
-            try:
-                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            except zmq.ZMQError:
-                return
-            try:
-                event = parse_monitor_message(frames)
-            except (ValueError, IndexError, TypeError):
-                continue
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self.closed(int(event["value"]))
+        for event, fd in monitor_events(self.monitor):
+            if event == zmq.EVENT_DISCONNECTED:
+                self.closed(fd)
 
     async def _run(self) -> None:
         while True:
@@ -107,6 +112,45 @@ class ClientWatch:
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        with contextlib.suppress(zmq.ZMQError):
+            self.sock.disable_monitor()
+        self.monitor.close(0)
+
+
+class ClosedClients:
+    """For a loop that serves one request at a time (the Mininet supervisor): was the
+    connection a request came on closed while the request waited its turn? Such a request is
+    not served: its client went away, its work is cancelled before it starts (issue 27).
+
+    The monitor reports a connection's ``EVENT_ACCEPTED`` before any of its messages can be
+    read (the I/O thread reports the accept, then reads), and its ``EVENT_DISCONNECTED`` once
+    it closed; so, once every event reported so far is taken, a descriptor whose last event
+    is a close belongs to no open connection, and a request that came on it has no client.
+    A request under way is not interrupted (the supervisor's requests are each bounded).
+    """
+
+    def __init__(self, sock: zmq.Socket[bytes]) -> None:
+        addr = f"inproc://closedclients-{id(self):x}"
+        sock.monitor(addr, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        self.monitor: zmq.Socket[bytes] = sock.context.socket(zmq.PAIR)
+        self.monitor.connect(addr)
+        self.sock = sock
+        self.closed: set[int] = set()
+        self.skipped = 0  # requests not served because their client went away (tests read it)
+
+    def gone(self, fd: int | None) -> bool:
+        """True (and counted) when the connection ``fd`` names has closed."""
+        for event, efd in monitor_events(self.monitor):
+            if event == zmq.EVENT_DISCONNECTED:
+                self.closed.add(efd)
+            else:
+                self.closed.discard(efd)
+        if fd is None or fd not in self.closed:
+            return False
+        self.skipped += 1
+        return True
+
+    def close(self) -> None:
         with contextlib.suppress(zmq.ZMQError):
             self.sock.disable_monitor()
         self.monitor.close(0)

@@ -22,6 +22,7 @@ key=value", given as ``ksocklnd.key=value``): module parameters given to the dae
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import errno as E
 import os
@@ -116,6 +117,7 @@ async def _run_all(rt: NodeRuntime, steps: list[Any]) -> Result:
     for _ in range(2):  # a `set` refused by a cross-check is retried once after the rest
         retry = []
         for step in pending:
+            await rt.share()  # each command a step: others are served between (issue 27)
             if isinstance(step, Ip2netsBlock):
                 vrc, out, err = await _ip2nets(rt, step)
             else:
@@ -161,11 +163,21 @@ def _read(path: str) -> Content:
     return read_import_file(path)
 
 
+async def _read_off_loop(path: str) -> Content:
+    """``_read`` in a thread, so that the loop serves other requests while a large file is
+    parsed (issue 27); the in-process simulator has no loop to keep serving."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _read(path)
+    return await asyncio.to_thread(_read, path)
+
+
 async def _import(rt: NodeRuntime, args: list[str], content: Content | None) -> Result:
     try:
         mode, path = import_target(args)
         if content is None and path is not None:
-            content = _read(path)
+            content = await _read_off_loop(path)
     except Stop as stop:
         return stop.result
     except ImportFileError as e:

@@ -154,9 +154,12 @@ def _peer_set(rt: NodeRuntime, cmd: C.PeerSet) -> None:
         rt.execute([])
 
 
-def _route_add(rt: NodeRuntime, cmd: C.RouteAdd) -> None:
+async def _route_add(rt: NodeRuntime, cmd: C.RouteAdd) -> None:
+    """One ``lnet_add_route`` per gateway, each a step: other requests are served between
+    (issue 27: at most ``nidlist.MAX_ROUTE_GATEWAYS``)."""
     net = Net.parse(cmd.net)
     for gw in cmd.gateways:
+        await rt.share()
         rt.execute(rt.engine.router.add(net, NID.parse(gw), None if cmd.hop == -1 else cmd.hop,
                                         max(cmd.priority, 0), rt.now()))
 
@@ -231,7 +234,7 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
         elif isinstance(cmd, C.PeerSet):
             _peer_set(rt, cmd)
         elif isinstance(cmd, C.RouteAdd):
-            _route_add(rt, cmd)
+            await _route_add(rt, cmd)
         elif isinstance(cmd, C.RouteDel):
             _route_del(rt, cmd)
         elif isinstance(cmd, C.UdspAdd):

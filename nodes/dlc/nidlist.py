@@ -41,6 +41,9 @@ LNET_MAX_NIDS_PER_PEER = 128
 PEER_NID_LIMIT = LNET_MAX_NIDS_PER_PEER + 1
 #: bound on one route/ping expansion (real lnetctl has none; ours keeps the work bounded)
 MAX_EXPANDED_NIDS = 65536
+#: bound on ``route add|del --gateway`` (real lnetctl has none: docs/differences.md): each
+#: gateway is one ``lnet_add_route``, done one step at a time (issue 27)
+MAX_ROUTE_GATEWAYS = 1024
 
 _NUM = re.compile(r"\s*(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\s*")
 
@@ -225,8 +228,9 @@ def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS,
             if named is None:
                 raise _bad("invalid NID in nidstr")
             out.append(named)
-            if len(out) > limit:
-                raise _bad("specifies more NIDs than allowed", errno.E2BIG)
+            if len(out) > limit:  # liblnetconfig's words, and the bound (issue 27)
+                raise _bad(f"specifies more NIDs than allowed (more than {limit})",
+                           errno.E2BIG)
     if not out:
         raise _bad("did not expand to any nids", errno.ENOENT)
     return out

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from nodes.dlc import commands as C
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, check_cmd, long_or, options
 from nodes.dlc.help import SUB, print_help
-from nodes.dlc.nidlist import PEER_NID_LIMIT, NidListError, expand_nids
+from nodes.dlc.nidlist import MAX_ROUTE_GATEWAYS, PEER_NID_LIMIT, NidListError, expand_nids
 from nodes.dlc.output import Result, error, exit_code, parser_error
 from nodes.dlc.tunables import ENGINE_ONLY, TUNABLES, c_int, parse_long
 from nodes.echo import clip
@@ -294,7 +294,7 @@ def _route(sub: str, args: list[str]) -> Parsed:
     if not net or not gw:
         what = "net , gateway" if not net and not gw else "net" if not net else "gateway"
         return _einval(f"missing mandatory parameters:'{what}'\n")
-    gws = _expand(gw, sub, "route", 65536)
+    gws = _expand(gw, sub, "route", MAX_ROUTE_GATEWAYS)
     hop, prio = c_int(hop), c_int(prio)
     if hop != -1 and not 1 <= hop <= 255:
         return error(sub, "route", -E.EINVAL, "invalid hop count must be between 1 and 255")

@@ -27,6 +27,7 @@ Theory of operation.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -110,9 +111,9 @@ class RouteTable:
 
     def refresh_refcounts(self) -> None:
         """``lp_rtr_refcount``: routes using each peer as gateway (after add/del/merge)."""
-        gws = [self.gateway(r) for r in self.all_routes()]
-        for peer in self.r.peers.peers:
-            peer.rtr_refcount = sum(1 for g in gws if g is peer)
+        counts = Counter(id(g) for r in self.all_routes() if (g := self.gateway(r)) is not None)
+        for peer in self.r.peers.peers:  # (one pass each: linear in routes and peers)
+            peer.rtr_refcount = counts[id(peer)]
         live = {pn for p in self.r.peers.peers for pn in p.nets}
         for pn in [pn for pn in self.r.checker.next_ping if pn not in live]:
             del self.r.checker.next_ping[pn]  # peer nets of peers merged away (002 consolidation)

@@ -22,8 +22,8 @@ from errno import E2BIG, EEXIST, EINVAL, ENETDOWN, ENOENT
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.hdr import LNET_PID_LUSTRE
-from nodes.selftest import conrpc, wire
-from nodes.selftest.conrpc import ACTIVE, BUSY, DOWN, ConNode, Op, Trans
+from nodes.selftest import conreply, conrpc, contypes, wire
+from nodes.selftest.contypes import ACTIVE, BUSY, DOWN, ConNode, Op, Trans
 from nodes.selftest.rpc import Bulk
 from nodes.selftest.wire import LST_FEAT_BULK_LEN, LST_NAME_SIZE, Service
 
@@ -149,7 +149,7 @@ class BatchOps:
             else (lambda nd: int(nd.state == ACTIVE))
         trans = self.conrpc.ndlist(list(bat.cli), bat.translist, op,
                                    self._batch_req(bat, 0, opc), cond)
-        return (yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT))
+        return (yield from self.conrpc.run(trans, contypes.LST_TRANS_TIMEOUT))
 
     def op_batch_start(self, key: int, name: str, timeout: int = 0) -> Gen:
         """``lstcon_batch_run``."""
@@ -187,7 +187,7 @@ class BatchOps:
         op = Op.TSBCLIQRY if client else Op.TSBSRVQRY
         trans = self.conrpc.ndlist(list(nodes), translist, op,
                                    self._batch_req(bat, testidx, 3))
-        result = yield from self.conrpc.run(trans, timeout, conrpc.tsbqry_readent)
+        result = yield from self.conrpc.run(trans, timeout, conreply.tsbqry_readent)
         st = result.get("trans")
         if testidx == 0 and st and st["rpc"][2] == 0 and st["fwk"][1] == 0:
             bat.state = BATCH_IDLE  # all answered, nothing runs
@@ -231,7 +231,7 @@ class BatchOps:
 
             trans = self.conrpc.ndlist(list(grp.nodes), test.translist, op,
                                        self._test_req(test, op), cond)
-            result = yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT)
+            result = yield from self.conrpc.run(trans, contypes.LST_TRANS_TIMEOUT)
             if result["rc"]:
                 return result
             if result["trans"]["rpc_errno"] or result["trans"]["fwk_errno"]:

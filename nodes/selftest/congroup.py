@@ -17,9 +17,9 @@ from errno import E2BIG, EBUSY, EEXIST, EINTR, EINVAL, ENOENT
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.nid import NID
-from nodes.selftest import conrpc
+from nodes.selftest import conrpc, contypes
 from nodes.selftest.conbatch import Group
-from nodes.selftest.conrpc import ACTIVE, ConNode, Op, Trans
+from nodes.selftest.contypes import ACTIVE, ConNode, Op, Trans
 from nodes.selftest.wire import LST_NAME_SIZE
 
 Gen = Generator[Trans, None, dict[str, Any]]
@@ -67,7 +67,7 @@ class GroupOps:
         tmp: list[ConNode] = []
         seen = {nd.nid for nd in grp.nodes}  # (a set: a list scan made 65,536 NIDs quadratic)
         for i, text in enumerate(nids):
-            if i and i % conrpc.POST_BATCH == 0 and (yield from self.conrpc.pause()):
+            if i and i % contypes.POST_BATCH == 0 and (yield from self.conrpc.pause()):
                 for made in tmp:  # lst went away before anything was sent
                     self.node_put(made)
                 return {"rc": -EINTR}
@@ -80,7 +80,7 @@ class GroupOps:
             tmp.append(nd)
         trans = self.conrpc.ndlist(tmp, grp.translist, Op.SESNEW, self._session_req,
                                    lambda nd: int(nd.state != ACTIVE))
-        result = yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT)
+        result = yield from self.conrpc.run(trans, contypes.LST_TRANS_TIMEOUT)
         if result["rc"]:
             for nd in tmp:
                 self.node_put(nd)
@@ -99,7 +99,7 @@ class GroupOps:
         condition`` with a group)."""
         trans = self.conrpc.ndlist(nodes, grp.translist, Op.SESEND, self._session_req,
                                    lambda nd: int(nd.state == ACTIVE and nd.refs <= 1))
-        return (yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT))
+        return (yield from self.conrpc.run(trans, contypes.LST_TRANS_TIMEOUT))
 
     def op_group_del(self, key: int, name: str) -> Gen:
         """``lstcon_group_del``: its nodes leave the session, the group goes anyway."""
@@ -131,7 +131,7 @@ class GroupOps:
         elif action == "refresh":  # re-invite the inactive nodes
             trans = self.conrpc.ndlist(list(grp.nodes), grp.translist, Op.SESNEW,
                                        self._session_req, lambda nd: int(nd.state != ACTIVE))
-            return (yield from self.conrpc.run(trans, conrpc.LST_TRANS_TIMEOUT))
+            return (yield from self.conrpc.run(trans, contypes.LST_TRANS_TIMEOUT))
         else:
             return {"rc": -EINVAL}
         if not grp.nodes:  # an empty group is released

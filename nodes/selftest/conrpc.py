@@ -4,121 +4,33 @@ Theory of operation: a console operation sends one framework RPC to each node of
 transaction, ``lstcon_rpc_trans_ndlist``; a condition per operation skips nodes or refuses
 the whole list), waits for all of them or the timeout (``lstcon_rpc_trans_postwait``: at
 least ``LST_TRANS_MIN_TIMEOUT``; RPCs still out then are aborted, the node marked Down if
-it was a real timeout), then reads the replies: each reply's session id says whether the
-node is Active in this session, Busy in another or Unknown (``lstcon_rpc_get_reply``), and
-the transaction's statistics count RPC failures and framework errors per operation
-(``lstcon_rpc_trans_stat``, ``lstcon_rpc_stat_reply``); ``interpret`` renders one entry per
-RPC (``lstcon_rpc_trans_interpreter``): what ``lst`` prints. A transaction is waited for by
+it was a real timeout), then reads the replies (``conreply``). A transaction is waited for by
 ``yield``ing it from the console operation's generator (``console.py``); its RPCs' done
 callbacks resume it. RPCs left behind by a finished transaction are orphans, ignored when
 they complete.
 """
 
+
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
-from errno import EINTR, EPERM, EPROTO, ESHUTDOWN, ESRCH, ETIMEDOUT
+from errno import EINTR, EPERM, ESHUTDOWN, ETIMEDOUT
 from typing import Any
 
-from nodes.lnet.hdr import LNET_PID_LUSTRE
-from nodes.lnet.nid import NID
-from nodes.selftest import wire
+from nodes.selftest import conreply
+from nodes.selftest.contypes import (
+    DOWN,
+    LST_TRANS_MIN_TIMEOUT,
+    POST_BATCH,
+    SERVICE,
+    ConNode,
+    ConRpc,
+    Op,
+    Trans,
+)
 from nodes.selftest.rpc import Srpc
 from nodes.selftest.rpcclient import ClientRpc, SrpcClient
-from nodes.selftest.wire import LNET_NID_ANY, LST_FEATS_MASK, Service, SrpcMsg
-
-LST_TRANS_TIMEOUT = 30
-#: RPCs one step of ``postwait`` posts before it lets the node serve other work (issue 27
-#: item 1: the kernel posts a transaction's RPCs in one go, on its own thread; here that loop
-#: shares one event loop with every other request of the node, or of a whole simulator)
-POST_BATCH = 64
-LST_TRANS_MIN_TIMEOUT = 3
-LST_PING_INTERVAL = 8
-#: node states (lnetst.h)
-ACTIVE, BUSY, DOWN, UNKNOWN = 0x1, 0x2, 0x4, 0x8
-
-
-def validate_timeout(t: int) -> int:
-    """``LST_VALIDATE_TIMEOUT``."""
-    return max(LST_TRANS_MIN_TIMEOUT, min(t, LST_TRANS_TIMEOUT))
-
-
-class Op(enum.IntEnum):
-    """Transaction operations (conrpc.h ``LST_TRANS_*``; 0x1000: private)."""
-
-    SESNEW = 0x1001
-    SESEND = 0x1002
-    SESQRY = 0x03
-    SESPING = 0x04
-    TSBCLIADD = 0x1011
-    TSBSRVADD = 0x1012
-    TSBRUN = 0x1013
-    TSBSTOP = 0x1014
-    TSBCLIQRY = 0x15
-    TSBSRVQRY = 0x16
-    STATQRY = 0x21
-
-
-@dataclass(eq=False)
-class ConNode:
-    """``struct lstcon_node``: ``refs`` counts the lists holding it."""
-
-    nid: NID
-    state: int = UNKNOWN
-    stamp: float = 0.0
-    timeout: int = 0
-    refs: int = 0
-    ping: ConRpc | None = None
-
-    @property
-    def id_str(self) -> str:
-        """``libcfs_id2str``."""
-        return f"{LNET_PID_LUSTRE}-{self.nid}"
-
-
-@dataclass(eq=False)
-class ConRpc:
-    """``struct lstcon_rpc``."""
-
-    node: ConNode
-    rpc: ClientRpc
-    trans: Trans | None = None
-    posted: bool = False
-    finished: bool = False
-    status: int = 0
-    stamp: float | None = None
-
-
-@dataclass
-class TransStat:
-    """``struct lstcon_trans_stat``: RPC total/success/failure, framework counters."""
-
-    rpc: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
-    rpc_errno: int = 0
-    fwk: list[int] = field(default_factory=lambda: [0] * 8)
-    fwk_errno: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rpc": self.rpc, "rpc_errno": self.rpc_errno, "fwk": self.fwk,
-                "fwk_errno": self.fwk_errno}
-
-
-@dataclass(eq=False)
-class Trans:
-    """``struct lstcon_rpc_trans``."""
-
-    op: Op
-    features: int
-    rpcs: list[ConRpc] = field(default_factory=list)
-    remaining: int = 0
-    feats_updated: bool = False
-    owner: list[Trans] | None = None
-    on_done: Callable[[], None] | None = None
-    stat: TransStat = field(default_factory=lambda: TransStat())
-    #: the waiting lst went away (a signal in ``wait_event_interruptible``): -EINTR
-    interrupted: bool = False
+from nodes.selftest.wire import Service, SrpcMsg
 
 
 class Conrpc:
@@ -159,7 +71,7 @@ class Conrpc:
                 return rc
             made = make(nd, trans.features)
             reqst, bk = made if isinstance(made, tuple) else (made, None)
-            self.add(trans, nd, _SERVICE[op], reqst, bk)
+            self.add(trans, nd, SERVICE[op], reqst, bk)
         return trans
 
     def add(self, trans: Trans, nd: ConNode, service: Service, reqst: dict[str, Any],
@@ -223,7 +135,7 @@ class Conrpc:
             if rc == -ETIMEDOUT and timeout < LST_TRANS_MIN_TIMEOUT * 2:
                 rc = -EINTR  # a short timeout counts as cancelled
             self.abort(trans, rc)
-        trans.stat = self.trans_stat(trans)
+        trans.stat = conreply.trans_stat(self.ses, trans)
         return rc
 
     def pause(self) -> Generator[Trans, None, bool]:
@@ -246,7 +158,7 @@ class Conrpc:
         if isinstance(trans, int):
             return {"rc": trans}
         yield from self.postwait(trans, timeout)
-        result = {"rc": 0, "ents": self.interpret(trans, readent),
+        result = {"rc": 0, "ents": conreply.interpret(self.ses, trans, readent),
                   "trans": trans.stat.to_json(), "feats": trans.features}
         self.destroy(trans)
         return result
@@ -282,124 +194,3 @@ class Conrpc:
         if trans.owner is not None and trans in trans.owner:
             trans.owner.remove(trans)
         self.srpc.timers.cancel(("trans", id(trans)))
-
-    # ------------------------------------------------------------------ replies
-    def get_reply(self, crpc: ConRpc) -> tuple[int, SrpcMsg | None]:
-        """``lstcon_rpc_get_reply``: the node's state follows its newest reply."""
-        if crpc.status != 0:
-            return crpc.status, None
-        msg = crpc.rpc.reply
-        assert msg is not None and crpc.stamp is not None
-        nd = crpc.node
-        if nd.stamp > crpc.stamp:
-            return 0, msg
-        nd.stamp = crpc.stamp
-        sid = (msg.body["sid_nid"], msg.body["sid_stamp"])
-        if sid[0] == LNET_NID_ANY:
-            nd.state = UNKNOWN
-        elif sid == self.ses.sid:
-            nd.state = ACTIVE
-        else:
-            nd.state = BUSY
-        return 0, msg
-
-    def trans_stat(self, trans: Trans) -> TransStat:
-        """``lstcon_rpc_trans_stat``."""
-        st = TransStat()
-        for crpc in trans.rpcs:
-            st.rpc[0] += 1
-            error, msg = self.get_reply(crpc)
-            if error != 0 or msg is None:
-                st.rpc[2] += 1
-                st.rpc_errno = st.rpc_errno or -error
-                continue
-            st.rpc[1] += 1
-            self._stat_reply(trans, msg, crpc.node, st)
-        if trans.op is Op.SESNEW and st.fwk_errno == 0:
-            st.fwk_errno = self.ses.feats_check(trans.features)
-        return st
-
-    def _stat_reply(self, trans: Trans, msg: SrpcMsg, nd: ConNode, st: TransStat) -> None:
-        """``lstcon_rpc_stat_reply``: the framework counters of one reply."""
-        op, status = trans.op, msg.body["status"]
-        if op is Op.SESNEW:
-            status = self._sesnew_reply(trans, nd, msg)
-            st.fwk[0 if status == 0 else 1] += 1
-        elif op is Op.SESEND:
-            st.fwk[0 if status in (0, ESRCH) else 1] += 1  # ESRCH is no error here
-            status = 0 if status == ESRCH else status
-        elif op in (Op.SESQRY, Op.SESPING):
-            st.fwk[2 if status == ESRCH else 0 if (
-                msg.body["sid_nid"], msg.body["sid_stamp"]) == self.ses.sid else 1] += 1
-            return
-        elif op in (Op.TSBRUN, Op.TSBSTOP):
-            ok = status == 0 or (status == EPERM and op is Op.TSBSTOP)
-            st.fwk[0 if ok else 1] += 1
-            status = 0 if ok else status
-        elif op in (Op.TSBCLIQRY, Op.TSBSRVQRY):
-            st.fwk[1 if msg.body["active"] else 0] += 1
-            if status:
-                st.fwk[2] += 1
-        else:  # TSBCLIADD/TSBSRVADD/STATQRY
-            st.fwk[0 if status == 0 else 1] += 1
-        if status and st.fwk_errno == 0:
-            st.fwk_errno = status
-
-    def _sesnew_reply(self, trans: Trans, nd: ConNode, msg: SrpcMsg) -> int:
-        """``lstcon_sesnew_stat_reply``: features must agree; the node's session timeout."""
-        status = msg.body["status"]
-        if status == 0 and msg.feats & ~LST_FEATS_MASK:
-            status = msg.body["status"] = EPROTO
-        if status != 0:
-            return int(status)
-        if not trans.feats_updated:
-            trans.feats_updated, trans.features = True, msg.feats
-        if msg.feats != trans.features:
-            msg.body["status"] = EPROTO
-            return EPROTO
-        nd.timeout = msg.body["timeout"]
-        return 0
-
-    def interpret(self, trans: Trans,
-                  readent: Callable[[SrpcMsg], dict[str, Any]] | None = None
-                  ) -> list[dict[str, Any]]:
-        """``lstcon_rpc_trans_interpreter``: one ``lstcon_rpc_ent`` per RPC."""
-        ents = []
-        for crpc in trans.rpcs:
-            error, msg = self.get_reply(crpc)
-            nd = crpc.node
-            ent: dict[str, Any] = {"peer": nd.id_str, "nid": str(nd.nid), "state": nd.state,
-                                   "rpc_errno": error, "fwk_errno": 0,
-                                   "sid_nid": LNET_NID_ANY, "sid_stamp": -1}
-            if error == 0 and msg is not None:
-                ent.update(sid_nid=msg.body["sid_nid"], sid_stamp=msg.body["sid_stamp"],
-                           fwk_errno=msg.body["status"])
-                if readent is not None:
-                    ent.update(readent(msg))
-            ents.append(ent)
-        return ents
-
-
-_SERVICE = {Op.SESNEW: Service.MAKE_SESSION, Op.SESEND: Service.REMOVE_SESSION,
-            Op.SESQRY: Service.DEBUG, Op.SESPING: Service.DEBUG,
-            Op.TSBCLIADD: Service.TEST, Op.TSBSRVADD: Service.TEST,
-            Op.TSBRUN: Service.BATCH, Op.TSBSTOP: Service.BATCH, Op.TSBCLIQRY: Service.BATCH,
-            Op.TSBSRVQRY: Service.BATCH, Op.STATQRY: Service.QUERY_STAT}
-
-
-def sesqry_readent(msg: SrpcMsg) -> dict[str, Any]:
-    """``lstcon_sesrpc_readent``: the node's session timeout and name."""
-    return {"priv": [msg.body["timeout"]], "payload": wire.cstr(msg.body["name"])}
-
-
-def tsbqry_readent(msg: SrpcMsg) -> dict[str, Any]:
-    """``lstcon_tsbrpc_readent``: active units."""
-    return {"priv": [msg.body["active"]]}
-
-
-def stat_readent(msg: SrpcMsg) -> dict[str, Any]:
-    """``lstcon_statrpc_readent``: the three counter blocks of a good reply."""
-    if msg.body["status"] != 0:
-        return {}
-    return {"payload": {k: v for k, v in msg.body.items()
-                        if k.startswith(("fw_", "rpc_", "lnet_"))}}

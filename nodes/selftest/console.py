@@ -26,10 +26,11 @@ from errno import E2BIG, EACCES, EEXIST, EINVAL, ENOENT, EPROTO, ESHUTDOWN, ESRC
 from typing import Any
 
 from nodes.lnet.nid import NID
-from nodes.selftest import conrpc
+from nodes.selftest import conreply, contypes
 from nodes.selftest.conbatch import BatchOps, ConBatch, Group
 from nodes.selftest.congroup import GroupOps
-from nodes.selftest.conrpc import ACTIVE, LST_PING_INTERVAL, ConNode, Conrpc, Op, Trans
+from nodes.selftest.conrpc import Conrpc
+from nodes.selftest.contypes import ACTIVE, LST_PING_INTERVAL, ConNode, Op, Trans
 from nodes.selftest.rpc import Srpc
 from nodes.selftest.rpcclient import SrpcClient
 from nodes.selftest.wire import INVALID_SID, LST_FEATS_MASK, LST_NAME_SIZE
@@ -131,7 +132,7 @@ class Console(GroupOps, BatchOps):
         if op is None:
             return {"rc": -EINVAL}
         result: dict[str, Any] = yield from op(key=key, **args)
-        result.setdefault("trans", conrpc.TransStat().to_json())
+        result.setdefault("trans", contypes.TransStat().to_json())
         return result
 
     # ------------------------------------------------------------------ session
@@ -177,7 +178,7 @@ class Console(GroupOps, BatchOps):
             return {"rc": trans}
         ses.shutdown = True
         self.pinger_stop()
-        yield from self.conrpc.postwait(trans, conrpc.LST_TRANS_TIMEOUT)
+        yield from self.conrpc.postwait(trans, contypes.LST_TRANS_TIMEOUT)
         self.conrpc.destroy(trans)
         ses.reset()
         ses.laststamp = self.srpc.now
@@ -194,18 +195,18 @@ class Console(GroupOps, BatchOps):
         for nd in list(ses.nodes.values()):
             if ses.expired:  # an idle console ends the session on its nodes
                 if nd.state == ACTIVE:
-                    self.conrpc.post_one(self.conrpc.add(trans, nd, conrpc._SERVICE[Op.SESEND],
+                    self.conrpc.post_one(self.conrpc.add(trans, nd, contypes.SERVICE[Op.SESEND],
                                                          self._session_req(nd, 0)))
                 continue
             if nd.ping is not None:
                 if not nd.ping.finished:
                     continue  # in flight
-                self.conrpc.get_reply(nd.ping)
+                conreply.get_reply(self.ses, nd.ping)
                 trans.rpcs.remove(nd.ping)
                 nd.ping = None
             if nd.state != ACTIVE or now - nd.stamp < nd.timeout / 2:
                 continue
-            nd.ping = self.conrpc.add(trans, nd, conrpc._SERVICE[Op.SESPING],
+            nd.ping = self.conrpc.add(trans, nd, contypes.SERVICE[Op.SESPING],
                                       self._session_req(nd, 0))
             self.conrpc.post_one(nd.ping)
         if not ses.expired:
@@ -257,7 +258,7 @@ class Console(GroupOps, BatchOps):
         if isinstance(got, int):
             return {"rc": got}
         nodes, tmp = got
-        result = yield from self._query(nodes, Op.SESQRY, conrpc.sesqry_readent, timeout)
+        result = yield from self._query(nodes, Op.SESQRY, conreply.sesqry_readent, timeout)
         for nd in tmp:
             self.node_put(nd)
         return result
@@ -269,7 +270,7 @@ class Console(GroupOps, BatchOps):
         if isinstance(got, int):
             return {"rc": got}
         nodes, tmp = got
-        result = yield from self._query(nodes, Op.STATQRY, conrpc.stat_readent, timeout)
+        result = yield from self._query(nodes, Op.STATQRY, conreply.stat_readent, timeout)
         for nd in tmp:
             self.node_put(nd)
         return result
@@ -277,4 +278,4 @@ class Console(GroupOps, BatchOps):
     def _query(self, nodes: list[ConNode], op: Op,
                readent: Callable[[Any], dict[str, Any]], timeout: int) -> Gen:
         trans = self.conrpc.ndlist(nodes, None, op, self._session_req)
-        return (yield from self.conrpc.run(trans, conrpc.validate_timeout(timeout), readent))
+        return (yield from self.conrpc.run(trans, contypes.validate_timeout(timeout), readent))

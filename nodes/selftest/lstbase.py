@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from nodes.selftest.conrpc import ACTIVE, BUSY, DOWN, UNKNOWN
+from nodes.selftest.contypes import ACTIVE, BUSY, DOWN, UNKNOWN
 from nodes.selftest.getopt import Opt, Parsed, atoi, getopt_long
 from nodes.selftest.nidlist import parse_nids
 from nodes.selftest.wire import LST_FEATS_MASK

@@ -26,8 +26,8 @@ from typing import Any
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.nid import LO_NID, NID
-from nodes.selftest.conrpc import Trans
 from nodes.selftest.console import Console
+from nodes.selftest.contypes import Trans
 from nodes.selftest.framework import RPC_TIMEOUT, Framework
 from nodes.selftest.rpc import Srpc
 from nodes.selftest.rpcclient import SrpcClient

@@ -18,7 +18,9 @@ starts (Mininet host shells, node daemons) carries the owner tag. The supervisor
    or ``{"error": ...}``) to the ``up`` process, then detaches stdout to supervisor.log;
 6. serves JSON requests on a ZeroMQ ROUTER at ``ipc://RUNDIR/ctl.sock``: ``status``, ``link``,
    ``down``, ``fault_*``, each checked field by field first (``testbed.ctlproto``; a bad one
-   is refused in one line and serving goes on). SIGTERM means ``down``.
+   is refused in one line and serving goes on), one at a time; a request whose client went
+   away while it waited its turn is not served (``clientwatch.ClosedClients``). SIGTERM
+   means ``down``.
 
 If anything fails midway, everything created so far is removed before exiting non-zero.
 Teardown does not use ``Mininet.stop()``: that talks to each host through its pty shell with
@@ -43,6 +45,7 @@ import zmq
 
 from nodes.daemon import etchosts
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.daemon.clientwatch import ClosedClients, source_fd
 from nodes.echo import listed, shown
 from testbed import bringup, clean, ctlproto, names, runstate, sh
 from testbed.mininet import daemons, faultctl, netbuild
@@ -93,6 +96,7 @@ class Supervisor:
             n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes
         }
         self.dead_reported: set[str] = set()
+        self.clients: ClosedClients | None = None  # while serving
         self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.started = time.time()
         self.state: dict[str, Any] = {
@@ -220,6 +224,7 @@ class Supervisor:
         sock.setsockopt(zmq.LINGER, 1000)
         sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
         ctl = runstate.ctl_sock(self.rdir)
+        clients = self.clients = ClosedClients(sock)  # gone before its turn: not served
         sock.bind(f"ipc://{ctl}")
         os.chmod(ctl, 0o600)
         try:
@@ -230,8 +235,10 @@ class Supervisor:
                 wait = 500 if due is None else int(min(500, max(0.0, due - time.time()) * 1000))
                 if not sock.poll(wait):
                     continue
-                frames = sock.recv_multipart()
-                reply, done = self.handle(frames[-1])
+                frames = sock.recv_multipart(copy=False)
+                if clients.gone(source_fd(frames)):
+                    continue
+                reply, done = self.handle(frames[-1].bytes)
                 if done:
                     self.teardown()
                 sock.send_multipart([*frames[:-1], json.dumps(reply).encode()])
@@ -239,6 +246,7 @@ class Supervisor:
                     return
             self.teardown()
         finally:
+            clients.close()
             sock.close(linger=1000)
             ctx.term()
 

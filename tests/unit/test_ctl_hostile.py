@@ -199,3 +199,38 @@ def test_sim_server_fuzz_keeps_serving(sim_server: Any, msg: dict[str, Any]) -> 
     _tb, sock = sim_server
     _refused_in_one_line(_send(sock, json.dumps(msg).encode(), timeout=60.0))
     assert _send(sock, b'{"cmd": "clock"}')["ok"] is True
+
+
+def test_supervisor_does_not_serve_a_request_whose_client_went_away(
+        supervisor: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: a client that goes away cancels its work, on the supervisor too (as on the
+    node daemons and the sim server: ``nodes/daemon/clientwatch.py``). While a slow request
+    is served, a second client sends ``status`` and gives up; its request, read after it went
+    away, is not served; the next client's is."""
+    sup, sock, thread = supervisor
+    served: list[str] = []
+    real_dispatch, real_list = sup._dispatch, sup.faults.list
+
+    def counting(msg: dict[str, Any]) -> Any:
+        served.append(msg["cmd"])
+        return real_dispatch(msg)
+
+    def slow_list(residue: bool = False) -> Any:
+        threading.Event().wait(1.0)  # busy: the next request waits its turn
+        return real_list(residue=residue)
+
+    monkeypatch.setattr(sup, "_dispatch", counting)
+    monkeypatch.setattr(sup.faults, "list", slow_list)
+    skipped = sup.clients.skipped
+    busy = threading.Thread(target=_send, args=(sock, b'{"cmd": "fault_list"}'))
+    busy.start()
+    for _ in range(100):
+        if served:
+            break
+        threading.Event().wait(0.01)
+    assert served == ["fault_list"]
+    assert _send(sock, b'{"cmd": "status"}', timeout=0.2) is None  # gives up, closes
+    busy.join(10)
+    assert _send(sock, b'{"cmd": "status"}')["ok"] is True
+    assert served == ["fault_list", "status"] and sup.clients.skipped == skipped + 1
+    assert thread.is_alive()

@@ -1,5 +1,5 @@
 """The code's shape (issues 10, 12): no import cycle in ``testbed/`` and ``nodes/``; no module
-in ``testbed/``, ``nodes/lnet`` or ``nodes/lnd`` over 400 lines.
+in ``testbed/``, ``nodes/lnet``, ``nodes/lnd`` or ``nodes/selftest`` over 400 lines.
 
 The import graph is read with ``ast`` from the sources, without the imports under
 ``if TYPE_CHECKING:`` (they never run). ``from pkg import name`` is an edge to ``pkg.name`` when
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("testbed", "nodes")
 MAX_LINES = 400
 #: Where no module may exceed MAX_LINES (STYLE: small modules with one job).
-SIZED = ("testbed", "nodes/lnet", "nodes/lnd")
+SIZED = ("testbed", "nodes/lnet", "nodes/lnd", "nodes/selftest")
 
 
 def _modules() -> dict[str, Path]:

@@ -20,7 +20,7 @@ from nodes.lnet.actions import Transmit
 from nodes.lnet.hdr import MsgType as LMsg
 from nodes.lnet.nid import NID
 from nodes.selftest import bulk, wire
-from nodes.selftest.conrpc import ACTIVE, BUSY, DOWN
+from nodes.selftest.contypes import ACTIVE, BUSY, DOWN
 from testbed.sim.fabric import Fabric
 
 KEY = 4242

@@ -4,7 +4,7 @@ A served simulator (``testbed.sim.server``, a real process at ``--speed 1``) get
 request of the issue, ``add_group g '10.20.[0-255].[0-255]@tcp1'`` (65,536 NIDs after
 ``new_session``): it is refused at once, naming the bound (``nodes/selftest/nidlist.py``
 ``MAX_NIDS``; real lst has none, docs/differences.md). The largest list accepted (16,384
-NIDs: one session RPC each, posted ``conrpc.POST_BATCH`` at a time) runs while a second
+NIDs: one session RPC each, posted ``contypes.POST_BATCH`` at a time) runs while a second
 client asks ``status`` over and over: every answer comes within 1 s. A client killed while
 its request runs cancels it: the console's wait ends as a signal ends
 ``lstcon_rpc_trans_postwait``'s ``wait_event_interruptible`` (-EINTR), so no more RPCs are
@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 from test_dead_target_deadline import daemon_fixture  # noqa: F401  (a real node daemon)
+from test_lnetctl_fairness import while_status
 
 from nodes.selftest.nidlist import MAX_NIDS
 from testbed.base import Completed
@@ -73,28 +73,14 @@ def test_lst_list_past_the_bound_is_refused_at_once_naming_it(served: Any) -> No
 def test_status_answers_within_1s_while_the_largest_lst_group_is_added(served: Any) -> None:
     """Issue 27 acceptance: a concurrent ``testbed status`` answers within 1 s while the
     largest accepted ``lst add_group`` runs (16,384 RPCs posted, each failing)."""
-    done: dict[str, Any] = {}
-
-    def add() -> None:
-        start = time.monotonic()
-        done["res"] = served.node("c1").verb("lst", [ENV, "add_group", "g", LARGEST])
-        done["took"] = time.monotonic() - start
-
-    worker = threading.Thread(target=add)
-    worker.start()
-    waits = []
-    while worker.is_alive():
-        start = time.monotonic()
-        assert served.status()["ok"] is True
-        waits.append(time.monotonic() - start)
-        time.sleep(0.05)
-    worker.join()
-    res: Completed = done["res"]
+    res: Completed
+    res, waits, took = while_status(served, lambda: served.node("c1").verb(
+        "lst", [ENV, "add_group", "g", LARGEST]))
     assert "create session RPC failed on 12345-10.20.63.255@tcp1" in res.err
     assert _peers(served) == IN_LARGEST == MAX_NIDS  # the whole list was worked through
-    assert len(waits) >= 5, f"the request took {done['took']:.1f} s: too short to measure"
+    assert len(waits) >= 5, f"the request took {took:.1f} s: too short to measure"
     assert max(waits) < 1.0, (f"status waited {max(waits):.2f} s (of {len(waits)} asked "
-                              f"during {done['took']:.1f} s)")
+                              f"during {took:.1f} s)")
 
 
 def test_a_client_that_goes_away_cancels_its_lst_work(served: Any) -> None:
