@@ -144,6 +144,7 @@ class CtlTestbed:
         """``node``'s modules reloaded with these parameters, LNet left unconfigured
         (``testbed/modload.py``; sanity-lnet's ``load_lnet OPTS``)."""
         self._ok({"cmd": "reload", "node": node, "modules": modules})
+        self._status = None  # a new daemon: node() hands out its pid, not the old one's
 
     def events(self) -> list[dict[str, Any]]:
         return runstate.read_events(self.rundir)

@@ -56,6 +56,15 @@ class MininetNode(NodeVerbs):
         it DEAD), or None: a call fails at once then, not at its deadline (issue 27 item 5)."""
         if runstate.pid_alive(self.pid):
             return None
+        info = None
+        if self.testbed is not None:  # restarted since this handle was made (reload, restart)?
+            try:
+                info = self.testbed.status()["nodes"].get(self.name)
+            except TestbedError:
+                pass
+        if info and info["pid"] != self.pid and runstate.pid_alive(info["pid"]):
+            self.pid, self.host_pid, self.sock = info["pid"], info["host_pid"], info["sock"]
+            return None
         return f"its daemon (pid {self.pid}) is dead (testbed status: DEAD)"
 
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
