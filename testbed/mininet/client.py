@@ -12,6 +12,7 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sysconfig
 from collections.abc import Sequence
@@ -58,10 +59,8 @@ class MininetNode(NodeVerbs):
             return None
         info = None
         if self.testbed is not None:  # restarted since this handle was made (reload, restart)?
-            try:
+            with contextlib.suppress(TestbedError):
                 info = self.testbed.status()["nodes"].get(self.name)
-            except TestbedError:
-                pass
         if info and info["pid"] != self.pid and runstate.pid_alive(info["pid"]):
             self.pid, self.host_pid, self.sock = info["pid"], info["host_pid"], info["sock"]
             return None
