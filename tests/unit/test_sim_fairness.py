@@ -39,9 +39,12 @@ ENV = "LST_SESSION=27"
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Any]:
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from testbed.sim.client import SimClient
 
+    # The server runs its engine as Python: compiled, 16,384 session RPCs take 0.8 s, too
+    # short to ask status during or to kill a client mid-way; the stepping is the same code.
+    monkeypatch.setenv("LNET_TESTBED_PURE_PYTHON", "1")
     tb = SimClient.up(None, name=f"harden-a-{uuid.uuid4().hex[:8]}", root=tmp_path,
                       speed="1", record_period=0)
     try:

@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
 @pytest.fixture
 def mr2(module_topology: Any) -> Any:
-    tb = reset_nodes(module_topology, "set recovery_limit 0", "set recovery_interval 1")
+    tb = reset_nodes(module_topology, "set recovery_limit 0",
+                      "set testbed_seed_recovery_interval 1")
     c1 = tb.node("c1")
     for src, nid in zip(C1_NIDS, S1_NIDS, strict=True):  # lpni_last_alive != 0 (spec §3.5)
         ok(c1, "lnetctl", f"ping --source {src} {nid}")
@@ -73,16 +74,17 @@ def test_local_ni_recovery_ping_adds_twice_the_sensitivity(mr2: Any) -> None:
 
 @pytest.mark.requirement("hlth-lnt-recovery-queue", "hlth-cfg-reset-health")
 def test_seed_recovery_interval_adds_the_sensitivity_once_a_ping(mr2: Any) -> None:
-    """Seed 004 behind its knob, the deprecated ``recovery_interval`` above 1
-    (docs/differences.md): one recovery ping every ``recovery_interval`` seconds, each
-    success exactly +health_sensitivity: 0 -> 100 -> 200, each step 2 s apart."""
+    """Seed 004 behind its testbed-only knob ``testbed_seed_recovery_interval`` above 1
+    (today's ``recovery_interval`` is a deprecated no-op, api-ni.c; docs/differences.md):
+    one recovery ping every N seconds, each success exactly +health_sensitivity:
+    0 -> 100 -> 200, each step 2 s apart."""
     c1 = mr2.node("c1")
-    ok(c1, "lnetctl", "set recovery_interval 2")
+    ok(c1, "lnetctl", "set testbed_seed_recovery_interval 2")
     try:
         ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")
         steps = _walk(mr2, _ni_health(c1, C1_NIDS[1]), 200, 8.0)
     finally:
-        ok(c1, "lnetctl", "set recovery_interval 1")
+        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 1")
         ok(c1, "lnetctl", "net set --all --health 1000")
     _steps_of(steps, 100, 200)
 
