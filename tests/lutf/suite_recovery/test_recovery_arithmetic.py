@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 @pytest.fixture
 def mr2(module_topology: Any) -> Any:
     tb = reset_nodes(module_topology, "set recovery_limit 0",
-                      "set testbed_seed_recovery_interval 1")
+                      "set testbed_seed_recovery_interval 0")
     c1 = tb.node("c1")
     for src, nid in zip(C1_NIDS, S1_NIDS, strict=True):  # lpni_last_alive != 0 (spec §3.5)
         ok(c1, "lnetctl", f"ping --source {src} {nid}")
@@ -84,7 +84,7 @@ def test_seed_recovery_interval_adds_the_sensitivity_once_a_ping(mr2: Any) -> No
         ok(c1, "lnetctl", f"net set --nid {C1_NIDS[1]} --health 0")
         steps = _walk(mr2, _ni_health(c1, C1_NIDS[1]), 200, 8.0)
     finally:
-        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 1")
+        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 0")
         ok(c1, "lnetctl", "net set --all --health 1000")
     _steps_of(steps, 100, 200)
 
