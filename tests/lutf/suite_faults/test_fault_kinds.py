@@ -85,7 +85,12 @@ def delay(tb: Any) -> None:
         f = tb.fault.delay(node="c1", delay=ms, match={"type": "GET"})
         medians.append(_rtt(tb, c1, 50))
         tb.fault.delete(f["id"])
-    assert abs((medians[1] - medians[0]) * 1000 - 20.0) <= 1.0, medians
+    added = (medians[1] - medians[0]) * 1000
+    if _sim(tb):  # the virtual clock: exact
+        assert abs(added - 20.0) <= 1.0, medians
+    else:  # never less than asked; waking two daemons on a busy 2-core host in a parallel
+        # suite measured up to +1.2 ms more (make test, 2026-12-03): 3 ms of slack above
+        assert -1.0 <= added - 20.0 <= 3.0, medians
 
 
 def rst(tb: Any) -> None:
