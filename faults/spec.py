@@ -68,25 +68,6 @@ PARAMS: dict[str, dict[str, tuple[type, Any, Any]]] = {
     "stop": {},
     "restart": {},
 }
-#: kind -> what it does, one line (``testbed fault kinds``, ``fault add --help``: faults/kinds.py)
-ABOUT: dict[str, str] = {
-    "loss": "drop matching packets: rate, or Gilbert-Elliott p/r (interposer)",
-    "delay": "hold matching packets delay ms (+- jitter) before passing them (interposer)",
-    "reorder": "hold a packet back until gap later ones passed, at most hold ms (interposer)",
-    "duplicate": "send matching packets twice; egress only (interposer)",
-    "corrupt": "flip bits in matching packets; csum fix keeps TCP's checksum right "
-               "(interposer)",
-    "stall": "hold every packet of the matching connection: it hangs, open (interposer)",
-    "rst": "forge TCP RSTs that kill the matching socklnd connection (interposer)",
-    "bandwidth": "limit an interface's rate (tc tbf)",
-    "blackhole": "drop everything, carrier up (iptables DROP)",
-    "carrier": "take the link down (ip link set down)",
-    "flap": "carrier (or blackhole) down for down s, up for up s, count times",
-    "partition": "no traffic between nodes a and nodes b (iptables DROP)",
-    "kill": "SIGKILL the node daemon (restarted after duration, if given)",
-    "stop": "SIGSTOP the node daemon (SIGCONT after duration)",
-    "restart": "kill and restart the node daemon at once",
-}
 COMMON = ("kind", "node", "iface", "direction", "match", "start", "at", "duration", "repeat",
           "every", "seed", "name")
 MATCH_KEYS = ("proto", "type", "src_nid", "dst_nid", "portal", "forwarded", "port", "peer")

@@ -15,7 +15,7 @@ import pytest
 from test_sim_server import cli as sim_cli
 from test_sim_server import env  # noqa: F401 (a fixture)
 
-from faults import spec
+from faults import kinds, spec
 from faults.kinds import describe
 from testbed import cli, runstate
 from testbed.commands import status
@@ -64,8 +64,8 @@ def test_fault_add_help_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_every_kind_has_a_summary() -> None:
-    """``spec.ABOUT`` (the one-line meaning) covers exactly the kinds ``spec.PARAMS`` has."""
-    assert set(spec.ABOUT) == set(spec.PARAMS)
+    """``kinds.ABOUT`` (the one-line meaning) covers exactly the kinds ``spec.PARAMS`` has."""
+    assert set(kinds.ABOUT) == set(spec.PARAMS)
 
 
 @pytest.mark.parametrize(("argv", "suggestion"), [
