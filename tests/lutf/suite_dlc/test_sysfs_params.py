@@ -16,7 +16,17 @@ from typing import Any
 
 import pytest
 
-from lutf.lnet_views import C1_NIDS, S1_NIDS, local_nis, ok, peer_nis, reset_nodes, stats
+from lutf.lnet_views import (
+    C1_NIDS,
+    S1_NIDS,
+    advance_until,
+    local_nis,
+    ok,
+    peer_nis,
+    reset_nodes,
+    stats,
+)
+from testbed.base import TestbedError
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
 
@@ -176,3 +186,27 @@ def test_sysfs_files_read_as_the_kernel_prints_them(tb: Any) -> None:
     assert read(c1, KSOCKLND, "peer_credits") == "8\n"
     names = sh(c1, f"ls {LNET}").out.split()
     assert "lnet_health_sensitivity" in names and "lnet_no_such_parameter" not in names
+
+
+def test_sysfs_files_follow_a_module_reload_and_a_restart(topology: Any) -> None:
+    """A node's "modules reloaded" with new parameters (sanity-lnet ``load_lnet OPTS``,
+    ``reload_modules``) reads the new load's values, and ``lnet configure --all`` makes the
+    NIs its ``networks`` names; a killed node's files are gone with it (Mininet: the FUSE
+    connection is dead, ENOTCONN) and a restarted one serves them again."""
+    topology.reload_modules("c1", {"lnet": {"lnet_health_sensitivity": "5",
+                                            "networks": "tcp(eth1)"}})
+    c1 = topology.node("c1")  # the reloaded node's handle
+    assert read(c1, LNET, "lnet_health_sensitivity") == "5\n"
+    assert read(c1, LNET, "networks") == "tcp(eth1)\n"
+    ok(c1, "lnetctl", "lnet configure --all")
+    assert set(local_nis(c1)) == {C1_NIDS[1]}
+    topology.fault.add("kill", node="c1")
+    try:
+        dead = sh(c1, f"cat {LNET}/lnet_health_sensitivity")
+        assert dead.rc != 0, dead
+    except TestbedError:
+        pass  # the simulator refuses any verb of a dead node
+    topology.fault.add("restart", node="c1")
+    advance_until(topology, lambda: sh(topology.node("c1"),
+                                       f"cat {LNET}/lnet_health_sensitivity").rc == 0,
+                  20.0, "the restarted node's files")
