@@ -16,16 +16,8 @@ from typing import Any
 
 import pytest
 
-from lutf.lnet_views import (
-    C1_NIDS,
-    S1_NIDS,
-    advance_until,
-    local_nis,
-    ok,
-    peer_nis,
-    reset_nodes,
-    stats,
-)
+from lutf import lnet_views as lv
+from lutf.lnet_views import C1_NIDS, S1_NIDS, advance_until, local_nis, ok
 from testbed.base import TestbedError
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("default")]
@@ -36,7 +28,7 @@ KSOCKLND = "/sys/module/ksocklnd/parameters"
 
 @pytest.fixture
 def tb(module_topology: Any) -> Any:
-    return reset_nodes(module_topology, "set health_sensitivity 100", "set retry_count 2",
+    return lv.reset_nodes(module_topology, "set health_sensitivity 100", "set retry_count 2",
                        "set discovery 1")
 
 
@@ -62,8 +54,8 @@ def health_after_failures(c1: Any) -> tuple[int, int]:
     c1.put(S1_NIDS[0], count=12, size=0)
     before = None
     for _ in range(50):
-        k = stats(c1)["remote_timeout_count"]
-        health = peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"]
+        k = lv.stats(c1)["remote_timeout_count"]
+        health = lv.peer_nis(c1)[S1_NIDS[1]]["health stats"]["health value"]
         if health == before:
             return k, int(health)
         before = health
@@ -101,7 +93,7 @@ def test_sysfs_health_sensitivity_zero_turns_retries_off(tb: Any) -> None:
     ok(c1, "lctl", "net_drop_add -s * -d * -r 1 -m put -e local_timeout")
     reply = c1.put(S1_NIDS[0], count=5, size=0)
     assert reply["failed"] == 5, reply
-    st = stats(c1)
+    st = lv.stats(c1)
     assert (st["local_timeout_count"], st["resend_count"]) == (5, 0), st
     assert {n["health stats"]["health value"] for n in local_nis(c1).values()} == {1000}
 
@@ -115,13 +107,13 @@ def test_sysfs_retry_count_bounds_the_resends(tb: Any) -> None:
     assert write(c1, "lnet_retry_count", "1").rc == 0
     ok(c1, "lctl", "net_drop_add -s * -d * -r 1 -m put -e local_timeout")
     c1.put(S1_NIDS[0], count=4, size=0)
-    st = stats(c1)
+    st = lv.stats(c1)
     assert (st["resend_count"], st["local_timeout_count"]) == (4, 8), st
     ok(c1, "lnetctl", "set retry_count 0")
     assert read(c1, LNET, "lnet_retry_count") == "0\n"
     ok(c1, "lnetctl", "stats reset")
     c1.put(S1_NIDS[0], count=4, size=0)
-    st = stats(c1)
+    st = lv.stats(c1)
     assert (st["resend_count"], st["local_timeout_count"]) == (0, 4), st
 
 
