@@ -145,9 +145,13 @@ class ParamFS:
             return
         try:
             body = self._answer(op, ino, req[IN_HEADER.size:])
-            self._reply(unique, 0, body)
         except ParamError as e:
             self._reply(unique, -e.errno, b"")
+        except (struct.error, ValueError, LookupError) as e:  # never leave a caller hanging
+            log.error("sysfs: request %d (opcode %d) refused: %r", unique, op, e)
+            self._reply(unique, -E.EIO, b"")
+        else:
+            self._reply(unique, 0, body)
 
     def _reply(self, unique: int, error: int, body: bytes) -> None:
         try:

@@ -143,6 +143,8 @@ _NUMBER = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\n?")
 
 def kstrto(text: str, lo: int, hi: int) -> int:
     """The value the kernel's ``kstrto*`` reads from ``text``; ParamError EINVAL/ERANGE."""
+    if len(text) > 64:  # longer than any number a kstrto* reads (and int() of it is slow)
+        raise ParamError(E.EINVAL, f"'{clip(text.rstrip())}' is not a number")
     m = _NUMBER.fullmatch(text)
     if m is None or (m.group(1) == "-" and lo >= 0):
         raise ParamError(E.EINVAL, f"'{clip(text.rstrip())}' is not a number")

@@ -72,7 +72,7 @@ def test_kstrtoul_reads_as_the_kernel(text: str, value: int) -> None:
     assert kstrto(text, 0, 2**64 - 1) == value
 
 
-@pytest.mark.parametrize("text", ["-1", " 2", "2\n\n", "08", "", "1.5", "2 "])
+@pytest.mark.parametrize("text", ["-1", " 2", "2\n\n", "08", "", "1.5", "2 ", "9" * 100_000])
 def test_kstrtoul_refuses_as_the_kernel(text: str) -> None:
     with pytest.raises(ParamError) as err:
         kstrto(text, 0, 2**64 - 1)
@@ -100,6 +100,19 @@ def test_refused_write_changes_nothing(params: ModParams) -> None:
     with pytest.raises(ParamError) as err:
         params.write(parse_path("/sys/module/lnet/parameters/lnet_numa_range"), b"1\n")
     assert err.value.errno == E.EACCES
+
+
+def test_fuse_server_answers_a_malformed_request_with_eio(params: ModParams) -> None:
+    """A request the server cannot decode (a truncated body) gets -EIO, never no answer (the
+    caller would hang in the kernel); a well-formed one after it is served."""
+    from nodes.daemon import fusefs
+
+    fs = fusefs.ParamFS(params, "/nonexistent")
+    replies: list[tuple[int, int, bytes]] = []
+    fs._reply = lambda unique, error, body: replies.append((unique, error, body))  # type: ignore[method-assign]
+    fs.serve(fusefs.IN_HEADER.pack(40, fusefs.READ, 7, 3, 0, 0, 0, 0, 0) + b"\0" * 3)
+    fs.serve(fusefs.IN_HEADER.pack(40, fusefs.GETATTR, 8, 1, 0, 0, 0, 0, 0) + b"\0" * 16)
+    assert [(u, e) for u, e, _ in replies] == [(7, -E.EIO), (8, 0)]
 
 
 def test_discovery_disabled_is_inverted_and_boolean(params: ModParams) -> None:

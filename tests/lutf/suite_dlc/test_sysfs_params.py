@@ -136,6 +136,7 @@ def test_sysfs_discovery_disabled_inverts_discovery(tb: Any) -> None:
     ("lnet_transaction_timeout", "2"),  # transaction_to_set: must exceed retry_count (2)
     ("lnet_response_tracking", "4"),  # response_tracking_set: 0..3
     ("lnet_max_recovery_ping_interval", "0"),  # strictly positive
+    ("lnet_retry_count", "9" * 5000),  # longer than a page: no number the kernel reads
 ])
 def test_sysfs_bad_value_fails_the_write_with_einval(tb: Any, name: str, value: str) -> None:
     """A value the parameter's ``set`` op refuses fails the ``write(2)`` with -EINVAL: the
