@@ -12,6 +12,7 @@ the file. Runs on Mininet and with ``--lnet-backend=sim``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,6 +180,8 @@ def test_sysfs_files_read_as_the_kernel_prints_them(tb: Any) -> None:
     assert read(c1, KSOCKLND, "peer_credits") == "8\n"
     names = sh(c1, f"ls {LNET}").out.split()
     assert "lnet_health_sensitivity" in names and "lnet_no_such_parameter" not in names
+    # the node's files never show in the machine's mount namespace (this process's)
+    assert "fuse.lnet" not in Path("/proc/self/mountinfo").read_text()
 
 
 def test_sysfs_files_follow_a_module_reload_and_a_restart(topology: Any) -> None:
