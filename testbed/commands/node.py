@@ -78,8 +78,8 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("node")
     sp.add_argument("args", nargs=argparse.REMAINDER)
     sp.set_defaults(func=cmd_lnetctl, tool="lctl")
-    sp = named("exec", "run a command inside a node's network (and, on Mininet, "
-                       "mount) namespace")
+    sp = named("exec", "run a command inside a node (its network and mount "
+                       "namespaces)")
     sp.add_argument("node")
     sp.add_argument("cmd", nargs=argparse.REMAINDER, help="one shell string, or argv")
     sp.set_defaults(func=cmd_exec)
