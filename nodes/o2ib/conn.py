@@ -54,13 +54,14 @@ class Conn:
     def __init__(self, *, stream: int, ni: NID, peer: NID, cm: CmId, tun: O2ibTunables,
                  version: int, queue_depth: int, max_frags: int, incarnation: int,
                  out: list[Output], on_close: Callable[[Conn, int], None],
-                 cookies: Callable[[], int]) -> None:
+                 cookies: Callable[[], int], counts: dict[str, int] | None = None) -> None:
         self.stream, self.ni, self.peer, self.cm, self.tun = stream, ni, peer, cm, tun
         self.version, self.queue_depth, self.max_frags = version, queue_depth, max_frags
         self.incarnation = incarnation  # the peer's (ibc_incarnation)
         self.my_stamp = 0  # our net's incarnation (ibn_incarnation), set by the LND
         self.state = ConnState.INIT
         self.out, self._on_close, self.new_cookie = out, on_close, cookies
+        self.counts = counts if counts is not None else {}  # messages posted, by type
         self.credits = self.outstanding = self.reserved = 0
         self.nsends_posted = self.noops_posted = 0
         self.comms_error = 0
@@ -209,6 +210,7 @@ class Conn:
                      dststamp=self.incarnation)
         frame = M.kiblnd_pack_msg(m)
         tx.credits_sent = self.outstanding
+        self.counts[tx.type.name] = self.counts.get(tx.type.name, 0) + 1
         self.credits -= credit
         self.outstanding = 0
         self.nsends_posted += 1
@@ -308,20 +310,20 @@ class Conn:
     # --- closing ------------------------------------------------------------------------------
     def close(self, error: int) -> None:
         """``kiblnd_close_conn`` + ``kiblnd_disconnect_conn``: abort what is queued and what
-        waits, then the QP's flushed completions (the drain)."""
+        waits, then the DREQ and the QP's flushed completions (the drain), then the peer's
+        bookkeeping and ``kiblnd_peer_notify`` (``on_close``)."""
         if self.state >= ConnState.CLOSING:
             return
         if error and not self.comms_error:
             self.comms_error = error
         established = self.state == ConnState.ESTABLISHED
-        self.state = ConnState.CLOSING
-        self._on_close(self, error)
         self.state = ConnState.DISCONNECTED
         self.abort_txs()
         if established:
             with contextlib.suppress(VerbsError):
                 self.run(self.cm.disconnect(self.now))
         self.pending_gets.clear()
+        self._on_close(self, error)
 
     def abort_txs(self) -> None:
         """``kiblnd_abort_txs`` over every queue."""

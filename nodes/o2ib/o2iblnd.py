@@ -86,6 +86,7 @@ class O2ibLND:
         self.rejects_sent: dict[int, int] = {}
         self.rdma_faults = 0
         self.qp_errors = 0
+        self.msg_counts: dict[str, int] = {}  # o2iblnd messages posted, by type
         self.errors: list[str] = []
 
     # --- NIs -----------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ class O2ibLND:
         cm.cm_timeout = max(5.0, tun.timeout / 4)  # kiblnd_connreq_timeout_ms
         c = Conn(stream=stream, ni=p.ni, peer=p.nid, cm=cm, tun=tun, version=version,
                  queue_depth=depth, max_frags=frags, incarnation=p.incarnation, out=self.out,
-                 on_close=self._on_close, cookies=self._new_cookie)
+                 on_close=self._on_close, cookies=self._new_cookie, counts=self.msg_counts)
         c.my_stamp, c.now, c.last_send = self.nets[p.ni].stamp, self.now, self.now
         self.streams[stream] = c
         return c
