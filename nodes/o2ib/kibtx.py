@@ -32,6 +32,9 @@ IBLND_CREDITS_MAX: Final = 255  # (u8)-1: ibm_credits is one byte
 IBLND_TIMEOUT_DEFAULT: Final = 50
 IBLND_SERVICE: Final = 987  # ko2iblnd ``service``: the rdma_cm port
 MAX_CONN_RACES_BEFORE_ABORT: Final = 20
+#: the emulated QP's ACK timeout (IB's is 4.096 us * 2^timeout, tens of ms; sockets between
+#: Python daemons on a busy host need more): RETRY_EXC_ERR after (retry_count + 1) of them
+ACK_TIMEOUT: Final = 1.0
 
 #: module parameter -> (default, minimum, maximum) as ko2iblnd takes them (modparams.c)
 MODPARAMS: Final[dict[str, tuple[int, int, int]]] = {
@@ -41,6 +44,14 @@ MODPARAMS: Final[dict[str, tuple[int, int, int]]] = {
     "retry_count": (5, 0, 7), "rnr_retry_count": (6, 0, 7), "keepalive": (100, 0, 1 << 20),
     "conns_per_peer": (1, 1, 127), "map_on_demand": (1, 0, 256),
 }
+
+
+def ipoib_refusal(net: object, lnd: int, o2iblnd: int, interface: str) -> str | None:
+    """The line refusing an o2ib net on an interface that is not IPoIB-like (``ib*``): the
+    emulated o2iblnd binds only to ``ib*`` interfaces, as ko2iblnd to an IPoIB device."""
+    if lnd == o2iblnd and not interface.startswith("ib"):
+        return f"cannot add network: {net} needs an IPoIB interface (ib*), not {interface}"
+    return None
 
 
 class TunableError(ValueError):

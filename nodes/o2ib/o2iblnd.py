@@ -43,6 +43,7 @@ from nodes.o2ib import msg as M
 from nodes.o2ib.cm import CmId
 from nodes.o2ib.conn import ECONNABORTED, ETIMEDOUT, Conn
 from nodes.o2ib.kibtx import (
+    ACK_TIMEOUT,
     Close,
     Connect,
     ConnState,
@@ -84,8 +85,7 @@ class O2ibLND:
         self.forced_reject: M.RejectReason | None = None  # the cm-reject fault kind
         self.listening: dict[int, CmId] = {}
         self.rejects_sent: dict[int, int] = {}
-        self.rdma_faults = 0
-        self.qp_errors = 0
+        self.rdma_faults = self.qp_errors = 0
         self.msg_counts: dict[str, int] = {}  # o2iblnd messages posted, by type
         self.errors: list[str] = []
 
@@ -214,7 +214,7 @@ class O2ibLND:
             cm = CmId(qp, active=active, cm_timeout=tun.timeout)
         qp = cm.qp  # sized and timed as kiblnd_create_conn asks (retry_count, rnr_retry_count)
         qp.max_send_wr, qp.max_recv_wr = 4 * depth + 8, 2 * depth + 2 + 2
-        qp.ack_timeout = max(0.5, tun.timeout / (2 * (tun.retry_count + 1)))
+        qp.ack_timeout = ACK_TIMEOUT
         qp.retry_count, qp.rnr_retry_count = tun.retry_count, tun.rnr_retry_count
         cm.cm_timeout = max(5.0, tun.timeout / 4)  # kiblnd_connreq_timeout_ms
         c = Conn(stream=stream, ni=p.ni, peer=p.nid, cm=cm, tun=tun, version=version,

@@ -217,6 +217,8 @@ class Fabric(Paths):
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
         as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
+        if not up and nid.net.lnd == O2IBLND:
+            self.o2ib.port_down(nid)  # IB_EVENT_PORT_ERR: the port's QPs stop (o2ibsim.py)
         if not up and self.passive:  # its socklnd closes the NI's connections
             self.passive = {c for c in self.passive if c[1] != nid}
         node = self.host.get(nid) or self.owner.get(nid, "?")
@@ -285,8 +287,7 @@ class Fabric(Paths):
                 return
             act = carried
         if act.ni.net.lnd == O2IBLND:  # o2iblnd's own connections (o2ibsim.py)
-            self.o2ib.transmit(name, act)
-            return
+            return self.o2ib.transmit(name, act)
         self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
         self._transmit(name, act)
 

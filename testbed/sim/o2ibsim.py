@@ -72,6 +72,13 @@ class O2ibSim:
         self.run(name, lnd.send(act.tx_id, act.ni, act.lpni, act.hdr, bytes(act.payload),
                                 self.fab.now))
 
+    def port_down(self, nid: NID) -> None:
+        """The port of ``nid`` lost its link: the owning node's LND stops its QPs."""
+        name = self.fab.owner.get(nid)
+        lnd = self.lnds.get(name) if name is not None else None
+        if name is not None and lnd is not None:
+            self.run(name, lnd.port_down(nid))
+
     # --- outputs ---------------------------------------------------------------------------------
     def run(self, name: str, outs: list[Output]) -> None:
         fab = self.fab

@@ -1,18 +1,17 @@
 """o2iblnd on the simulator (testbed/sim/o2ibsim.py), issue 28: an ``o2ib`` net runs the
 emulated o2iblnd (nodes/o2ib/o2iblnd.py), not the socklnd model, and LNet works over it:
-ping, discovery, PUT and GET of 1 MiB (RDMA), routing to tcp through two routers, lst brw.
+ping, discovery, PUT and GET of 1 MiB (RDMA), routing to tcp through two routers (lst brw
+through them: tests/lutf/suite_o2ib, on both backends).
 """
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import testbed
-from nodes.lnet.nid import NID
 from testbed.sim import SimTestbed
 
 C1, S1_IB = "10.30.0.1@o2ib", "10.30.0.2@o2ib"
@@ -106,32 +105,3 @@ def test_o2ib_tcp_routers_routes_up_and_traffic_through_both(routed: SimTestbed)
     assert counts(tb, "c1")["PUT_REQ"] >= 20
     gw = {str(k[1]) for k in tb.fabric.o2ib.lnds["c1"].peers}
     assert gw == {"10.40.0.3@o2ib", "10.40.0.4@o2ib"}
-
-
-def lst(tb: Any, *argv: str) -> str:
-    r = tb.node("c1").exec(["env", "LST_SESSION=77", "lst", *argv], timeout=120)
-    assert (r.rc, r.err) == (0, ""), (argv, r)
-    return str(r.out)
-
-
-def test_lst_brw_client_to_server_through_the_routers(routed: SimTestbed) -> None:
-    """lst brw write of 1 MiB from c1 (o2ib) to s1 (tcp) through r1/r2: no errors, and the
-    bulk crossed the o2ib side as RDMA (PUT_REQ/PUT_DONE) and the tcp side as socklnd."""
-    tb = routed
-    lst(tb, "new_session", "o2")
-    lst(tb, "add_group", "clients", "10.40.0.1@o2ib")
-    lst(tb, "add_group", "servers", S1_TCP)
-    lst(tb, "add_batch", "b")
-    lst(tb, "add_test", "--batch", "b", "--loop", "20", "--concurrency", "2", "--from",
-        "clients", "--to", "servers", "brw", "write", "size=1M")
-    lst(tb, "run", "b")
-    end = tb.now + 120
-    while lst(tb, "query", "b") != "b [0] is stopped\n":
-        assert tb.now < end
-        tb.advance(0.5)
-    out = lst(tb, "show_error", "clients")
-    assert "0 brw errors" in out or "Total 0 error nodes" in out, out
-    puts = sum(counts(tb, r).get("PUT_DONE", 0) for r in ("c1",))
-    assert puts >= 20
-    nid = NID.parse(S1_TCP)
-    assert nid.net.lnd != NID.parse("10.40.0.1@o2ib").net.lnd
