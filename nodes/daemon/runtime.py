@@ -265,10 +265,12 @@ class NodeRuntime:
         """``ksocknal_handle_link_state_change``: the NI's fatal state follows the carrier;
         on carrier loss the socklnd closes the conns over that interface, so what they held
         is resent elsewhere (snd-080/085). ``cause`` is ``simulated`` for ``lnd_link``."""
-        if nid.net.lnd == O2IBLND:  # IB_EVENT_PORT_ERR/ACTIVE: the NI's fatal state
+        if nid.net.lnd == O2IBLND:  # IB_EVENT_PORT_ERR: the NI fatal first, then its QPs
+            self.driver.link_event(nid, up, cause)
             if not up:
                 self.o2ib.port_down(nid)
-        elif up:
+            return
+        if up:
             self.lnd.link_up(nid)
         else:
             closed = self.lnd.link_down(nid, self._subnets.get(nid))

@@ -23,6 +23,7 @@ from typing import Any
 from nodes.lnet.hdr import LNetHdr
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
+from nodes.o2ib import ibfaults
 from nodes.o2ib.kibtx import (
     IBLND_SERVICE,
     Close,
@@ -114,7 +115,7 @@ class O2ibIO:
         self.feed(self.lnd.send(tx_id, ni, peer, hdr, bytes(payload), self.now()))
 
     def port_down(self, ni: NID) -> None:
-        self.feed(self.lnd.port_down(ni))
+        self.feed(ibfaults.port_down(self.lnd, ni))
 
     # --- outputs -----------------------------------------------------------------------------
     def feed(self, outs: list[Output]) -> None:

@@ -103,7 +103,7 @@ class O2ibLND:
                 self._txlist_done(p.tx_queue, -ENETDOWN, HStatus.LOCAL_ERROR)
                 del self.peers[key]
         self.nets.pop(ni, None)
-        return self._drain()
+        return self.drain()
 
     # --- sending -------------------------------------------------------------------------------
     def _new_cookie(self) -> int:
@@ -121,7 +121,7 @@ class O2ibLND:
         p = self.peers.get((ni, peer))
         tx: Tx
         if hdr.type is MsgType.REPLY and p is not None and self._reply(p, tx_id, hdr, payload):
-            return self._drain()
+            return self.drain()
         if hdr.type is MsgType.GET and not routed and hdr.sink_length > IMMEDIATE_MAX:
             sink = self.pd.reg_mr(hdr.sink_length, remote_read=False)
             cookie = self._new_cookie()
@@ -138,7 +138,7 @@ class O2ibLND:
             tx = Tx(M.MsgType.IMMEDIATE, M.Immediate(hdr=hdr, payload=bytes(payload)),
                     lnet_tx=tx_id)
         self._launch(ni, peer, tx)
-        return self._drain()
+        return self.drain()
 
     def _reply(self, p: Peer, tx_id: int, hdr: LNetHdr, payload: bytes) -> bool:
         """``kiblnd_reply``: the REPLY to a GET_REQ is an RDMA WRITE + GET_DONE."""
@@ -175,7 +175,7 @@ class O2ibLND:
                 c.pending_gets.clear()
                 c.now = now
                 c.check_sends()
-        return self._drain()
+        return self.drain()
 
     def _launch(self, ni: NID, nid: NID, tx: Tx) -> None:
         """``kiblnd_launch_tx``."""
@@ -229,7 +229,7 @@ class O2ibLND:
         self.now = now
         c = self.streams.get(stream)
         if c is None or c.state != ConnState.INIT:
-            return self._drain()
+            return self.drain()
         c.run(c.cm.resolve_addr())
         c.run(c.cm.resolve_route())
         c.events.clear()
@@ -240,7 +240,7 @@ class O2ibLND:
             srcnid=c.ni.nid4, srcstamp=c.my_stamp, dstnid=c.peer.nid4,
             dststamp=c.incarnation)
         c.run(c.cm.connect(M.kiblnd_pack_msg(req), now))
-        return self._drain()
+        return self.drain()
 
     def connect_failed(self, stream: int, rc: int, now: float) -> list[Output]:
         """The stream did not open: no listener is a CM reject for an invalid service id
@@ -252,13 +252,13 @@ class O2ibLND:
             c.state = ConnState.DISCONNECTED
             if p is not None:
                 connd.peer_connect_failed(self, p, True, -EHOSTUNREACH)
-        return self._drain()
+        return self.drain()
 
     def accept(self, stream: int, now: float) -> list[Output]:
         """A stream accepted on port 987: a passive cm_id awaiting the REQ."""
         self.now = now
         self.listening[stream] = CmId(QueuePair(self.pd), active=False)
-        return self._drain()
+        return self.drain()
 
     def receive(self, stream: int, data: bytes, now: float) -> list[Output]:
         """Bytes from the stream: CM messages and RC packets."""
@@ -267,18 +267,18 @@ class O2ibLND:
         if c is None:
             if stream in self.listening:
                 passive.listen_receive(self, stream, data)
-            return self._drain()
+            return self.drain()
         c.now = now
         try:
             acts = c.cm.receive_data(data, now)
         except WireProtocolError as e:
             self._protocol_error(c, str(e))
-            return self._drain()
+            return self.drain()
         c.run(acts)
         if c.cm.error is not None:
             self._protocol_error(c, str(c.cm.error))
         connd.events(self, c)
-        return self._drain()
+        return self.drain()
 
     def _protocol_error(self, c: Conn, line: str) -> None:
         self.errors.append(f"o2iblnd: stream from {c.peer}: {line}")
@@ -323,34 +323,6 @@ class O2ibLND:
         self.streams.pop(c.stream, None)
         self.out.append(Close(c.stream))
 
-    def qp_error(self, ni: NID | None = None, peer: NID | None = None) -> list[Output]:
-        """The ``qp-error`` fault: the QPs of matching connections enter ERROR (everything
-        posted flushes; the connection closes); ``qp_errors`` counts them."""
-        for c in list(self.streams.values()):
-            if c.state == ConnState.ESTABLISHED and (ni is None or c.ni == ni) and (
-                    peer is None or c.peer == peer):
-                c.now = self.now
-                c.run(c.cm.qp_error())
-                self.qp_errors += 1
-        return self._drain()
-
-    def fail_next_rdma(self, n: int) -> None:
-        """The ``rdma-error`` fault: the next ``n`` RDMAs this node serves fail REM_OP_ERR."""
-        for c in self.streams.values():
-            c.cm.qp.fail_next_rdma(n)
-        self.rdma_faults = n
-
-    def port_down(self, ni: NID) -> list[Output]:
-        """IB_EVENT_PORT_ERR on ``ni``'s port: its QPs stop (sends fail, connections close
-        -ENETDOWN); the caller marks the NI fatal (``ni_fatal_error_on``)."""
-        for c in [c for c in self.streams.values() if c.ni == ni]:
-            if c.state == ConnState.ESTABLISHED:
-                c.now = self.now
-                c.run(c.cm.qp_error())
-            elif c.state < ConnState.ESTABLISHED:
-                connd.connreq_done(self, c, -ENETDOWN)
-        return self._drain()
-
     # --- clock ------------------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
         ds = [d for c in self.streams.values() if (d := c.cm.next_deadline()) is not None]
@@ -374,7 +346,7 @@ class O2ibLND:
         if self._tick is not None and now >= self._tick:
             self._tick = now + 1.0
             self._check_conns(now)
-        return self._drain()
+        return self.drain()
 
     def _check_conns(self, now: float) -> None:
         for p in list(self.peers.values()):
@@ -394,7 +366,7 @@ class O2ibLND:
                                                        or p.reconnecting):
                 del self.peers[(p.ni, p.nid)]
 
-    def _drain(self) -> list[Output]:
+    def drain(self) -> list[Output]:
         out = list(self.out)
         self.out.clear()
         return out

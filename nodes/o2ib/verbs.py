@@ -192,6 +192,7 @@ class QueuePair:
         self._sq: dict[int, _Outstanding] = {}  # seq -> WR awaiting its ACK (IBA order)
         self._seq = 0
         self._fail_rdma = 0
+        self.rnr_until = 0.0  # receiver not ready before then (the ``rnr`` fault kind)
 
     def _step(self, inp: QpInput) -> None:
         nxt = _QP.get((self.state, inp))
@@ -273,7 +274,7 @@ class QueuePair:
             return self._on_response(p, now)
         seq = p.fields[0]
         if p.kind is Kind.SEND:
-            if not self._rq:
+            if not self._rq or now < self.rnr_until:
                 return [Transmit(Packet(Kind.NAK, (seq, Syndrome.RNR)))]
             wr_id, length = self._rq.popleft()
             if len(p.data) > length:

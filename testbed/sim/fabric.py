@@ -217,8 +217,6 @@ class Fabric(Paths):
         """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
         as the Mininet supervisor logs it)."""
         (self.down.discard if up else self.down.add)(nid)
-        if not up and nid.net.lnd == O2IBLND:
-            self.o2ib.port_down(nid)  # IB_EVENT_PORT_ERR: the port's QPs stop (o2ibsim.py)
         if not up and self.passive:  # its socklnd closes the NI's connections
             self.passive = {c for c in self.passive if c[1] != nid}
         node = self.host.get(nid) or self.owner.get(nid, "?")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.events import MessageReceived
 from nodes.lnet.nid import NID, O2IBLND
+from nodes.o2ib import ibfaults
 from nodes.o2ib.kibtx import Close, Connect, Deliver, Notify, Output, TxDone, Write
 from nodes.o2ib.o2iblnd import O2ibLND
 from testbed.sim.paths import UNANSWERED
@@ -77,7 +78,7 @@ class O2ibSim:
         name = self.fab.owner.get(nid)
         lnd = self.lnds.get(name) if name is not None else None
         if name is not None and lnd is not None:
-            self.run(name, lnd.port_down(nid))
+            self.run(name, ibfaults.port_down(lnd, nid))
 
     # --- outputs ---------------------------------------------------------------------------------
     def run(self, name: str, outs: list[Output]) -> None:

@@ -11,8 +11,8 @@ from o2ibpair import Bench, get_hdr, put_hdr
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
+from nodes.o2ib import ibfaults, vwire
 from nodes.o2ib import msg as M
-from nodes.o2ib import vwire
 from nodes.o2ib.kibtx import O2ibTunables, TunableError
 from nodes.o2ib.o2iblnd import IMMEDIATE_MAX
 
@@ -251,7 +251,7 @@ def test_qp_error_flushes_posted_tx_as_remote_dropped() -> None:
     b.send("a", 1, B, put_hdr(A, B, 1), b"x")
     b.held = True
     b.send("a", 2, B, put_hdr(A, B, 1), b"y")
-    b.feed("a", b.nodes["a"].lnd.qp_error())
+    b.feed("a", ibfaults.qp_error(b.nodes["a"].lnd))
     assert b.nodes["a"].lnd.qp_errors == 1
     assert (2, -5, HStatus.REMOTE_DROPPED) in [(d.tx_id, d.rc, d.hstatus)
                                                for d in b.nodes["a"].done]
@@ -260,7 +260,7 @@ def test_qp_error_flushes_posted_tx_as_remote_dropped() -> None:
 def test_rdma_error_fails_the_put_remote_dropped_and_delivers_nothing() -> None:
     b = pair()
     b.send("a", 1, B, put_hdr(A, B, 1), b"x")
-    b.nodes["b"].lnd.fail_next_rdma(1)
+    ibfaults.fail_next_rdma(b.nodes["b"].lnd, 1)
     b.send("a", 2, B, put_hdr(A, B, len(BIG)), BIG)
     assert [(d.tx_id, d.hstatus) for d in b.nodes["a"].done][-1] == (2, HStatus.REMOTE_DROPPED)
     assert [len(d.payload) for d in b.nodes["b"].delivered] == [1]
@@ -285,7 +285,7 @@ def test_port_down_flushes_and_closes() -> None:
     b.send("a", 1, B, put_hdr(A, B, 1), b"x")
     b.held = True
     b.send("a", 2, B, put_hdr(A, B, 1), b"y")
-    b.feed("a", b.nodes["a"].lnd.port_down(NID.parse(A)))
+    b.feed("a", ibfaults.port_down(b.nodes["a"].lnd, NID.parse(A)))
     assert b.nodes["a"].done[-1].hstatus is HStatus.REMOTE_DROPPED
     assert not b.nodes["a"].lnd.peers[(NID.parse(A), NID.parse(B))].conns
 
