@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,33 +77,29 @@ def failures(tb: SimTestbed, start: int) -> set[tuple[int, str]]:
     return {(e["rc"], e["hstatus"]) for e in after(tb, start, "tx_done") if e["rc"]}
 
 
-def test_qp_error_is_remote_dropped_and_lnet_moves_to_rail1(mr: SimTestbed) -> None:
+def _qp_error(o2: Any) -> None:
+    o2.run("c1", ibfaults.qp_error(o2.lnds["c1"], NID.parse(C0)))
+
+
+def _rdma_error(o2: Any) -> None:
+    ibfaults.fail_next_rdma(o2.lnds["s1"], 1, NID.parse(S0))
+
+
+def _rnr(o2: Any) -> None:
+    ibfaults.rnr(o2.lnds["s1"], 1.0, NID.parse(S0))
+
+
+@pytest.mark.parametrize("inject", [_qp_error, _rdma_error, _rnr], ids=["qp-error",
+                                                                       "rdma-error", "rnr"])
+def test_ib_fault_is_remote_dropped_and_lnet_moves_to_rail1(
+        mr: SimTestbed, inject: Callable[[Any], None]) -> None:
+    """Mid-burst on rail 0, each ends the hit txs as kiblnd_tx_complete does (-EIO,
+    REMOTE_DROPPED): qp-error flushes c1's posted WRs (WR_FLUSH_ERR); rdma-error has s1
+    fail the RDMA WRITE of c1's PUT (REM_OP_ERR, the PUT_DONE flushed); rnr has s1's QP not
+    ready for 1 s, so c1's SEND retries every 10 ms 6 times (rnr_retry_count), then
+    RNR_RETRY_EXC_ERR. s1's rail-0 peer NI loses health and the resends go over rail 1."""
     tb = mr
-    o2 = tb.fabric.o2ib
-    start = run_fault(tb, lambda: o2.run("c1", ibfaults.qp_error(o2.lnds["c1"],
-                                                                  NID.parse(C0))))
-    assert failures(tb, start) == {(-5, "REMOTE_DROPPED")}  # kiblnd_tx_complete
-    lpni_health_dropped(tb, start, S0)
-    next_sends_on_rail1(tb, start)
-
-
-def test_rdma_error_is_remote_dropped_and_lnet_moves_to_rail1(mr: SimTestbed) -> None:
-    """The responder (s1) fails the RDMA WRITE of c1's PUT: REM_OP_ERR at c1, its PUT_DONE
-    flushed: -EIO, REMOTE_DROPPED."""
-    tb = mr
-    o2 = tb.fabric.o2ib
-    start = run_fault(tb, lambda: ibfaults.fail_next_rdma(o2.lnds["s1"], 1, NID.parse(S0)))
-    assert failures(tb, start) == {(-5, "REMOTE_DROPPED")}
-    lpni_health_dropped(tb, start, S0)
-    next_sends_on_rail1(tb, start)
-
-
-def test_rnr_past_rnr_retry_count_is_remote_dropped(mr: SimTestbed) -> None:
-    """s1's rail-0 QP not ready for 1 s: c1's SEND retries every 10 ms, 6 times
-    (rnr_retry_count), then RNR_RETRY_EXC_ERR: -EIO, REMOTE_DROPPED."""
-    tb = mr
-    o2 = tb.fabric.o2ib
-    start = run_fault(tb, lambda: ibfaults.rnr(o2.lnds["s1"], 1.0, NID.parse(S0)))
+    start = run_fault(tb, lambda: inject(tb.fabric.o2ib))
     assert failures(tb, start) == {(-5, "REMOTE_DROPPED")}
     lpni_health_dropped(tb, start, S0)
     next_sends_on_rail1(tb, start)
