@@ -76,8 +76,8 @@ class Conn:
         self.events: list[CmEvent] = []
         self._wr: dict[int, Tx | None] = {}  # wr_id -> tx (None: a receive buffer)
         self._next_wr = 1
-        #: GET_REQs handed to LNet, awaiting the engine's REPLY: (wmd) -> (cookie, rd)
-        self.pending_gets: dict[tuple[int, int], tuple[int, M.RdmaDesc]] = {}
+        #: GET_REQs handed to LNet, awaiting the engine's REPLY: wmd -> (cookie, rd, when)
+        self.pending_gets: dict[tuple[int, int], tuple[int, M.RdmaDesc, float]] = {}
 
     # --- verbs plumbing ----------------------------------------------------------------------
     def run(self, acts: list[CmAction]) -> None:

@@ -47,7 +47,7 @@ def handle_rx(c: Conn, m: M.KibMsg) -> None:
         put_ack(c, b)
     elif t is M.MsgType.GET_REQ and isinstance(b, M.GetReq):
         wmd = b.hdr.wmd
-        c.pending_gets[(wmd.interface_cookie, wmd.object_cookie)] = (b.cookie, b.rd)
+        c.pending_gets[(wmd.interface_cookie, wmd.object_cookie)] = (b.cookie, b.rd, c.now)
         c.out.append(Deliver(c.ni, c.peer, b.hdr, b""))
     elif t is M.MsgType.PUT_ACK and isinstance(b, M.PutAck):
         post = PostRx.RSRVD_CREDIT

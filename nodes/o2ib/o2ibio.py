@@ -119,14 +119,12 @@ class O2ibIO:
 
     # --- outputs -----------------------------------------------------------------------------
     def feed(self, outs: list[Output]) -> None:
-        delivered = False
         for o in outs:
             if isinstance(o, Write):
                 s = self.streams.get(o.stream)
                 if s is not None and s.transport is not None and not s.transport.is_closing():
                     s.transport.write(o.data)
             elif isinstance(o, Deliver):
-                delivered = True
                 self._on_rx(o.ni, o.peer, o.hdr, o.payload)
             elif isinstance(o, TxDone):
                 self._on_tx_done(o.tx_id, o.rc, o.hstatus)
@@ -138,8 +136,6 @@ class O2ibIO:
                     s.transport.close()
             elif isinstance(o, Connect):
                 self._spawn(self._connect(o))
-        if delivered:
-            self.feed(self.lnd.unclaimed_gets(self.now()))
         self._rearm()
 
     async def _connect(self, o: Connect) -> None:

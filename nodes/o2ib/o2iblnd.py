@@ -147,7 +147,7 @@ class O2ibLND:
             got = c.pending_gets.pop(key, None)
             if got is None:
                 continue
-            cookie, rd = got
+            cookie, rd, _ = got
             if len(payload) > sum(n for n, _ in rd.frags):
                 c.queue(Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=-71),
                            lnet_tx=tx_id, status=-5, hstatus=HStatus.LOCAL_ERROR))
@@ -164,18 +164,25 @@ class O2ibLND:
             return True
         return False
 
-    def unclaimed_gets(self, now: float) -> list[Output]:
-        """``kiblnd_recv`` with no LNet message: a GET_REQ LNet matched nothing gets GET_DONE
-        -ENODATA (called once the engine handled a batch of deliveries)."""
+    def unclaimed_gets(self, now: float, older_than: float = 0.0) -> list[Output]:
+        """``kiblnd_recv`` with no LNet message: a GET_REQ LNet did not answer within
+        ``older_than`` seconds gets GET_DONE -ENODATA (the engine sends a REPLY through its
+        credits, later than lnet_parse_get's rdma_get: docs/differences.md)."""
         self.now = now
+        self._expire_gets(now, older_than)
+        return self.drain()
+
+    def _expire_gets(self, now: float, older_than: float) -> None:
         for c in list(self.streams.values()):
-            if c.pending_gets and c.state == ConnState.ESTABLISHED:
-                for cookie, _ in c.pending_gets.values():
-                    c.queue(Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=-61)))
-                c.pending_gets.clear()
+            if c.state != ConnState.ESTABLISHED:
+                continue
+            late = [k for k, (_, _, t) in c.pending_gets.items() if t <= now - older_than]
+            for k in late:
+                cookie = c.pending_gets.pop(k)[0]
+                c.queue(Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=-61)))
+            if late:
                 c.now = now
                 c.check_sends()
-        return self.drain()
 
     def _launch(self, ni: NID, nid: NID, tx: Tx) -> None:
         """``kiblnd_launch_tx``."""
@@ -349,6 +356,8 @@ class O2ibLND:
         return self.drain()
 
     def _check_conns(self, now: float) -> None:
+        self._expire_gets(now, min(n.tun.timeout for n in self.nets.values()) / 2
+                          if self.nets else 0.0)
         for p in list(self.peers.values()):
             late = [tx for tx in p.tx_queue if tx.deadline <= now]
             if late:

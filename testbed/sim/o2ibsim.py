@@ -83,14 +83,12 @@ class O2ibSim:
     # --- outputs ---------------------------------------------------------------------------------
     def run(self, name: str, outs: list[Output]) -> None:
         fab = self.fab
-        delivered = False
         for o in outs:
             if isinstance(o, Write):
                 self._write(name, o)
             elif isinstance(o, TxDone):
                 fab._complete(name, o.tx_id, o.rc, o.hstatus)
             elif isinstance(o, Deliver):
-                delivered = True
                 self._deliver(name, o)
             elif isinstance(o, Connect):
                 self._connect(name, o)
@@ -100,9 +98,6 @@ class O2ibSim:
                 self._last.pop((name, o.stream), None)
             elif isinstance(o, Notify) and name in fab.engines:
                 fab._notify(name, o.ni, o.peer, o.alive)
-        lnd = self.lnds.get(name)
-        if lnd is not None and delivered:  # a GET_REQ LNet matched nothing: -ENODATA
-            self.run(name, lnd.unclaimed_gets(fab.now))
         self._rearm(name)
 
     def _deliver(self, name: str, o: Deliver) -> None:

@@ -184,11 +184,31 @@ def test_kiblnd_reply_get_req_rdma_and_get_done() -> None:
 
 
 def test_kiblnd_recv_unmatched_get_req_gets_enodata() -> None:
+    """A GET_REQ LNet leaves unanswered for timeout/2 (25 s): GET_DONE -ENODATA, and the
+    requester's GET fails REMOTE_ERROR (kiblnd_handle_completion)."""
     b = pair()
     b.send("a", 1, B, get_hdr(A, B, 100000), b"")
-    b.feed("b", b.nodes["b"].lnd.unclaimed_gets(b.now))
+    b.advance(20.0)
+    assert not b.nodes["a"].done
+    b.advance(7.0)
     assert [(d.rc, d.hstatus) for d in b.nodes["a"].done] == [(-61, HStatus.REMOTE_ERROR)]
     assert not b.nodes["a"].delivered
+
+
+def test_kiblnd_reply_later_than_the_get_req_still_rdma() -> None:
+    """The engine's REPLY may wait for LNet credits (no rdma_get here): one sent seconds after
+    the GET_REQ still goes as RDMA + GET_DONE (regression: lst brw at concurrency 64 lost
+    every bulk GET to an immediate -ENODATA)."""
+    b = pair()
+    gets = []
+    b.on_deliver = lambda name, d: gets.append(d) if name == "b" else None
+    b.send("a", 1, B, get_hdr(A, B, 100000), b"")
+    b.advance(3.0)
+    reply = put_hdr(B, A, 70000, kind=MsgType.REPLY)
+    reply.wmd = gets[0].hdr.wmd
+    b.send("b", 99, A, reply, BIG[:70000])
+    assert [(d.tx_id, d.rc) for d in b.nodes["a"].done] == [(1, 0)]
+    assert b.nodes["a"].delivered[0].payload == BIG[:70000]
 
 
 def test_kiblnd_send_routed_get_goes_immediate() -> None:
