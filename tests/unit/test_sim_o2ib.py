@@ -69,6 +69,7 @@ def test_o2ib_discover_and_8_byte_puts(pair: SimTestbed) -> None:
     assert cs.credits + cc.outstanding == 8
 
 
+@pytest.mark.requirement("hlth-lnd-drain-qp")
 def test_qp_error_in_sim_fails_posted_tx_remote_dropped(pair: SimTestbed) -> None:
     """A QP forced into ERROR mid-transfer flushes what was posted: each engine tx completes
     -EIO with REMOTE_DROPPED (kiblnd_tx_complete) and LNet hears the peer NI is dead
