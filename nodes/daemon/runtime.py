@@ -38,7 +38,9 @@ from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import NID, Net, nid_from_ip
+from nodes.lnet.nid import NID, O2IBLND, Net, nid_from_ip
+from nodes.o2ib.kibtx import ipoib_refusal
+from nodes.o2ib.o2ibio import O2ibIO
 from nodes.recorder import Recorder, rec_path
 
 log = logging.getLogger("lnet")
@@ -79,6 +81,9 @@ class NodeRuntime:
         self.lnd = SockLND(on_rx=self._on_rx, on_tx_done=self._on_tx_done,
                            on_conn=self._on_conn, on_notify=self._on_notify,
                            on_batch=self._on_batch, incarnation=self.incarnation, port=port)
+        #: o2iblnd (nodes/o2ib/o2ibio.py) for the NIs of ``o2ib`` nets, on ``ib*`` interfaces
+        self.o2ib = O2ibIO(incarnation=self.incarnation, on_rx=self._on_o2ib_rx,
+                           on_tx_done=self._on_tx_done, on_notify=self._on_notify)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # when ``_timer`` fires (while it is not None)
         self._batch_now: float | None = None  # the clock at the start of an LND batch
@@ -179,7 +184,13 @@ class NodeRuntime:
             self.notice_sink(kind, fields)
 
     def _transmit(self, act: Transmit) -> None:
+        if act.ni.net.lnd == O2IBLND:
+            self.o2ib.send(act.tx_id, act.ni, act.lpni, act.hdr, act.payload)
+            return
         self.lnd.send(act.tx_id, act.ni, act.lpni, act.hdr, act.payload)
+
+    def _on_o2ib_rx(self, ni: NID, peer: NID, hdr: Any, payload: bytes) -> None:
+        self.driver.receive(MessageReceived(ni=ni, peer_nid=peer, hdr=hdr, payload=payload))
 
     def _arm_timer(self, deadline: float | None) -> None:
         """The loop timer at the engine's earliest deadline. A timer already armed at or
@@ -254,6 +265,11 @@ class NodeRuntime:
         """``ksocknal_handle_link_state_change``: the NI's fatal state follows the carrier;
         on carrier loss the socklnd closes the conns over that interface, so what they held
         is resent elsewhere (snd-080/085). ``cause`` is ``simulated`` for ``lnd_link``."""
+        if nid.net.lnd == O2IBLND:  # IB_EVENT_PORT_ERR: the NI fatal first, then its QPs
+            self.driver.link_event(nid, up, cause)
+            if not up:
+                self.o2ib.port_down(nid)
+            return
         if up:
             self.lnd.link_up(nid)
         else:
@@ -306,6 +322,9 @@ class NodeRuntime:
 
     # ---------------------------------------------------------------- DLC with LND side
     async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:
+        refusal = ipoib_refusal(net, net.lnd, O2IBLND, interface)
+        if refusal is not None:
+            raise LNetConfigError(-EINVAL, refusal)
         ip = interface_ipv4(interface)
         if ip is None:
             raise LNetConfigError(-EINVAL, f"cannot add network: interface {interface} "
@@ -316,8 +335,11 @@ class NodeRuntime:
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
         self._subnets[nid] = interface_subnet(interface)
         try:
-            await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout),
-                                      conns_per_peer=ni.conns_per_peer)
+            if net.lnd == O2IBLND:
+                await self.o2ib.startup_ni(nid, ip)
+            else:
+                await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout),
+                                          conns_per_peer=ni.conns_per_peer)
         except OSError as e:
             for gone in self.engine.net_del(net, interface):
                 self.driver.ni_removed(gone)
@@ -328,12 +350,18 @@ class NodeRuntime:
     async def net_del(self, net: Net, interface: str | None) -> None:
         for nid in self.engine.net_del(net, interface):
             self.driver.ni_removed(nid)
-            await self.lnd.shutdown_ni(nid)
+            await self._shutdown_ni(nid)
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
 
     async def unconfigure(self) -> None:
         for nid in self.engine.unconfigure():
             self.driver.ni_removed(nid)
+            await self._shutdown_ni(nid)
+
+    async def _shutdown_ni(self, nid: NID) -> None:
+        if self.o2ib.has(nid):
+            await self.o2ib.shutdown_ni(nid)
+        else:
             await self.lnd.shutdown_ni(nid)
 
     async def close(self) -> None:
@@ -350,3 +378,4 @@ class NodeRuntime:
         self._linkwatch_task.cancel()
         await asyncio.gather(self._linkwatch_task, return_exceptions=True)
         await self.lnd.close()
+        await self.o2ib.close()

@@ -194,6 +194,11 @@ class CmId:
         return [*self._out(self.qp.modify(QpState.ERROR)), self._cm(Kind.CM_DREQ),
                 CmEvent(CmEventType.DISCONNECTED)]
 
+    def qp_error(self) -> list[CmAction]:
+        """The QP enters ERROR (a fatal async event, or the ``qp-error`` fault): every posted
+        request flushes; the CM state is left to the disconnect that follows."""
+        return self._out(self.qp.modify(QpState.ERROR))
+
     def post_recv(self, wr_id: int, length: int) -> list[CmAction]:
         return self._out(self.qp.post_recv(wr_id, length))
 

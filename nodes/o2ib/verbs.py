@@ -20,9 +20,9 @@ IBA) before ``RNR_RETRY_EXC_ERR``. Responder side: SEND consumes the oldest rece
 long → LOC_LEN_ERR there, REM_INV_REQ_ERR at the sender); RDMA WRITE/READ check the rkey,
 the access right and the bounds against the ``ProtectionDomain``'s regions (→
 REM_ACCESS_ERR); ``fail_next_rdma(n)`` makes the next n RDMAs fail with REM_OP_ERR (for the
-future ``rdma-error`` fault kind). Any error completion moves both ends' QPs as IBA does
-(requester to ERROR; responder to ERROR on an access/length violation). Queues are bounded
-(``max_send_wr``/``max_recv_wr``, ``-ENOMEM`` past them).
+``rdma-error`` fault kind). Any error completion moves both ends' QPs as IBA does
+(requester to ERROR; responder to ERROR on an access, length or operational error). Queues
+are bounded (``max_send_wr``/``max_recv_wr``, ``-ENOMEM`` past them).
 """
 
 from __future__ import annotations
@@ -192,6 +192,7 @@ class QueuePair:
         self._sq: dict[int, _Outstanding] = {}  # seq -> WR awaiting its ACK (IBA order)
         self._seq = 0
         self._fail_rdma = 0
+        self.rnr_until = 0.0  # receiver not ready before then (the ``rnr`` fault kind)
 
     def _step(self, inp: QpInput) -> None:
         nxt = _QP.get((self.state, inp))
@@ -273,7 +274,7 @@ class QueuePair:
             return self._on_response(p, now)
         seq = p.fields[0]
         if p.kind is Kind.SEND:
-            if not self._rq:
+            if not self._rq or now < self.rnr_until:
                 return [Transmit(Packet(Kind.NAK, (seq, Syndrome.RNR)))]
             wr_id, length = self._rq.popleft()
             if len(p.data) > length:
@@ -283,8 +284,8 @@ class QueuePair:
             return [WorkCompletion(wr_id, Opcode.RECV, WcStatus.SUCCESS, len(p.data), p.data),
                     Transmit(Packet(Kind.ACK, (seq,)))]
         if self._fail_rdma:
-            self._fail_rdma -= 1
-            return [Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_OP)))]
+            self._fail_rdma -= 1  # a responder error: its QP enters ERROR too (IBA 9.9.3)
+            return [Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_OP))), *self._to_error()]
         write = p.kind is Kind.WRITE
         length = len(p.data) if write else p.fields[3]
         mr = self.pd.check(p.fields[1], p.fields[2], length, write=write)

@@ -192,12 +192,16 @@ def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
 def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
                routes: tuple[RoutePlan, ...] = ()) -> NodePlan:
     ifaces = []
-    for i, iface in enumerate(node.ifaces):
+    count = {"eth": 0, "ib": 0}  # an o2ib net's interface is IPoIB-like: ib0, ib1, ...
+    for iface in node.ifaces:
         assert iface.ip is not None  # _assign_addresses filled every one
         seg = iface.segment
         ip6 = None if seg.subnet6 is None else \
             seg.subnet6.network_address + (int(iface.ip) - int(seg.subnet.network_address))
-        ifaces.append(IfacePlan(f"eth{i}", seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
+        kind = "ib" if seg.lnet.startswith("o2ib") else "eth"
+        name = f"{kind}{count[kind]}"
+        count[kind] += 1
+        ifaces.append(IfacePlan(name, seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
                                 iface.numa, ip6, seg.subnet6.prefixlen if seg.subnet6 else 0))
     return NodePlan(node.name, tuple(ifaces),
                     _merge_tunables(doc, top, node.tunables) + tuple(node.router),

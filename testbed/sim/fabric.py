@@ -60,8 +60,9 @@ from nodes.lnet.errors import ENETDOWN
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, O2IBLND
 from testbed.sim.links import _Link
+from testbed.sim.o2ibsim import O2ibSim
 from testbed.sim.paths import UNANSWERED, Paths
 from testbed.sim.sched import VIRTUAL_TIME_LIMIT
 from testbed.sim.simdriver import FabricDriver
@@ -114,6 +115,7 @@ class Fabric(Paths):
         #: a test's hand on the wire: given each message sent (after its ``send`` record),
         #: returns the one to carry, or None if it disposed of it (dropped, failed on _at)
         self.interpose: Callable[[str, Transmit], Transmit | None] | None = None
+        self.o2ib = O2ibSim(self)  # the o2iblnd of nodes with o2ib NIs
 
     @property
     def latency(self) -> float:
@@ -282,6 +284,8 @@ class Fabric(Paths):
             if carried is None:
                 return
             act = carried
+        if act.ni.net.lnd == O2IBLND:  # o2iblnd's own connections (o2ibsim.py)
+            return self.o2ib.transmit(name, act)
         self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
         self._transmit(name, act)
 

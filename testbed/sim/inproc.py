@@ -37,7 +37,7 @@ from typing import Any
 from nodes.daemon import lnetctl_config
 from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, O2IBLND
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import bringup, modload
 from testbed.base import TestbedError
@@ -307,6 +307,8 @@ class SimTestbed:
         rt = self.runtimes[node]
         if node not in self.dead and rt.engine.ni_by_nid(nid) is not None:
             rt.driver.link_event(nid, up)  # linkwatch -> ni_set_fatal (hlt-005/010)
+        if not up and nid.net.lnd == O2IBLND:  # IB_EVENT_PORT_ERR: the NI fatal first, then
+            self.fabric.o2ib.port_down(nid)  # its port's QPs stop (testbed/sim/o2ibsim.py)
 
     @property
     def fault(self) -> Any:

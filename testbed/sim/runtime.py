@@ -22,7 +22,8 @@ from nodes.daemon.runtime import SRPC_BULK_DATA
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
-from nodes.lnet.nid import NID, Net, nid_from_ip
+from nodes.lnet.nid import NID, O2IBLND, Net, nid_from_ip
+from nodes.o2ib.kibtx import ipoib_refusal
 from testbed.base import TestbedError
 from testbed.plan import NodePlan
 
@@ -118,6 +119,9 @@ class SimRuntime:
         return events
 
     async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:
+        refusal = ipoib_refusal(net, net.lnd, O2IBLND, interface)
+        if refusal is not None:
+            raise LNetConfigError(-EINVAL, refusal)
         iface = next((i for i in self.plan.interfaces if i.name == interface), None)
         if iface is None:
             raise LNetConfigError(-EINVAL, f"cannot add network: interface {interface} "

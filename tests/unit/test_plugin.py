@@ -254,7 +254,7 @@ def test_trace_records_each_tests_backend_and_mininet_gaps(pytester: pytest.Pyte
     assert "- hlth-lnd-dev-fail-detect (DESIRED, " in seed003  # on the sim only
     assert "- hlth-lnd-dev-fail-report " not in seed003  # passed on mininet
     assert "- hlth-cfg-retry (REQUIRED, " in seed003 and "- cfg-005 " not in seed003
-    assert "- hlth-lnd-drain-qp " not in seed003  # does not apply to an emulator
+    assert "- hlth-lnd-degrade-detect " not in seed003  # does not apply to an emulator
     xml = (pytester.path / "junit.xml").read_text()
     assert xml.count('<property name="backend" value="sim" />') == 2
     assert xml.count('<property name="backend" value="mininet" />') == 1

@@ -1,0 +1,118 @@
+"""o2iblnd against socklnd on the same kind of link in the same run (issue 28).
+
+Brings up two Mininet testbeds side by side, each c1 and s1 on one rail built the same way
+(one Linux bridge, one veth per node): one on a ``tcp`` net (``eth0``, socklnd, port 988),
+one on an ``o2ib`` net (``ib0``, the emulated o2iblnd over sockets between the ``ib*``
+addresses, port 987; docs/o2ib.md), and measures, ``--runs`` times each, alternating them:
+
+* 1 MiB PUT: c1 PUTs ``--count`` x 1 MiB to s1's NID on that net (64 in flight), MB/s;
+* brw: ``lst brw write size=1M`` at concurrency 64 for ``--loop`` iterations, the bytes
+  the server received (``lnetctl stats``) over the batch's wall time, MB/s (a finite batch:
+  a stopped one leaves the server's bulk GETs in flight, which o2iblnd answers at once with
+  GET_DONE -ENODATA, as the kernel does, so ``lst`` counts them as errors);
+* 8 B message rate: c1 PUTs ``--small`` messages of 8 bytes (64 in flight), messages/s.
+
+Targets (issue 28): each o2ib median >= 0.9 of socklnd's. (Two nets on one pair of nodes
+would share the daemons; and lst's stop then counts the server's in-flight RPCs as
+dropped.) Run as root:
+
+    .venv/bin/python benchmarks/o2ib.py [--runs 3] [--count 300] [--loop 500] [--small 5000]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lnd_bench as lb
+
+NIDS = {"socklnd": "10.62.0.2@tcp", "o2iblnd": "10.63.0.2@o2ib"}
+
+
+def topology(name: str, net: str, subnet: str) -> str:
+    return (f"name: {name}\nglobal: {{transaction_timeout: 50, retry_count: 2}}\n"
+            f"networks:\n  rail: {{lnet: {net}, subnet: {subnet}}}\n"
+            "nodes:\n  c1: {interfaces: [rail], peers: [s1]}\n"
+            "  s1: {interfaces: [rail], peers: [c1]}\n")
+
+
+def brw_mbps(c1: Any, s1: Any, nid: str, loops: int) -> float:
+    key = str(os.getpid())
+
+    def lst(*argv: str) -> str:
+        res = c1.exec(["env", f"LST_SESSION={key}", "lst", *argv], timeout=600)
+        if res.rc != 0 or res.err:
+            raise RuntimeError(f"lst {' '.join(argv)}: rc {res.rc}: {res.out}{res.err}")
+        return str(res.out)
+
+    lst("new_session", "--timeout", "600", "o2bench")
+    try:
+        lst("add_group", "clients", c1.nids[0])
+        lst("add_group", "servers", nid)
+        lst("add_batch", "b")
+        lst("add_test", "--batch", "b", "--loop", str(loops), "--concurrency", "64", "--from",
+            "clients", "--to", "servers", "brw", "write", "size=1M")
+        before = s1.yaml("stats show")["statistics"]["recv_length"]
+        t0 = time.perf_counter()
+        lst("run", "b")
+        while lst("query", "b") != "b [0] is stopped\n":
+            time.sleep(0.1)
+        wall = time.perf_counter() - t0
+        moved = s1.yaml("stats show")["statistics"]["recv_length"] - before
+        errors = lst("show_error", "clients", "servers")
+        if errors.count("Total 0 error nodes") != 2:
+            raise RuntimeError(f"lst brw over {nid}: errors: {errors}")
+        return float(moved) / wall / 1e6
+    finally:
+        lst("end_session")
+
+
+def main() -> int:
+    p = lb.parser(__doc__)
+    p.add_argument("--count", type=int, default=300, help="1 MiB PUTs per run")
+    p.add_argument("--small", type=int, default=5000, help="8-byte PUTs per run")
+    p.add_argument("--loop", type=int, default=500, help="lst brw iterations per run")
+    args = p.parse_args()
+    import testbed as tbapi
+
+    tbs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for lnd, net, subnet in (("socklnd", "tcp", "10.62.0.0/24"),
+                                 ("o2iblnd", "o2ib", "10.63.0.0/24")):
+            name = f"o2iblnd{uuid.uuid4().hex[:5]}"
+            path = Path(tmp) / f"{name}.yaml"
+            path.write_text(topology(name, net, subnet))
+            tbs[lnd] = tbapi.up(path, name=name)
+    try:
+        res: dict[str, dict[str, list[float]]] = {k: {"put": [], "brw": [], "rate": []}
+                                                  for k in NIDS}
+        for lnd, nid in NIDS.items():  # warm up: connections made, buffers allocated
+            tbs[lnd].node("c1").put(nid, count=64, size=lb.MIB)
+        for _ in range(args.runs):
+            for lnd, nid in NIDS.items():
+                c1, s1 = tbs[lnd].node("c1"), tbs[lnd].node("s1")
+                secs = lb.burst_load(c1, nid, "write", lb.MIB, args.count)
+                res[lnd]["put"].append(args.count * lb.MIB / secs / 1e6)
+                res[lnd]["brw"].append(brw_mbps(c1, s1, nid, args.loop))
+                t0 = time.perf_counter()
+                lb.burst_load(c1, nid, "write", 8, args.small)
+                res[lnd]["rate"].append(args.small / (time.perf_counter() - t0))
+        for what, unit in (("put", " MB/s"), ("brw", " MB/s"), ("rate", " msg/s")):
+            o2, so = res["o2iblnd"][what], res["socklnd"][what]
+            print(f"{what:5s} socklnd {lb.fmt(so, unit)}  o2iblnd {lb.fmt(o2, unit)}  "
+                  f"ratio {lb.ratio(o2, so):.2f} (target >= 0.90)")
+    finally:
+        for tb in tbs.values():
+            tb.down()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The IB fault kinds on one node's o2iblnd (issue 28): what each does to the emulated HCA.
+
+* ``qp_error``: the QPs of matching connections enter ERROR (an asynchronous QP error):
+  everything posted flushes (WR_FLUSH_ERR → -EIO, REMOTE_DROPPED) and the connection closes;
+* ``rnr``: this node's QPs answer SENDs Receiver Not Ready for a while; the sender retries
+  every 10 ms up to ``rnr_retry_count`` times (7: forever), then RNR_RETRY_EXC_ERR;
+* ``fail_next_rdma``: the next n RDMAs this node serves fail REM_OP_ERR (both QPs to ERROR);
+* ``port_down``: IB_EVENT_PORT_ERR on a NI's port: its QPs stop (as ``qp_error``) and its
+  connection requests fail -ENETDOWN; the runtime marks the NI fatal (``ni_fatal_error_on``);
+* ``cm-reject`` is ``O2ibLND.forced_reject``: every CONNREQ rejected with that reason.
+"""
+
+from __future__ import annotations
+
+from nodes.lnet.nid import NID
+from nodes.o2ib import connd
+from nodes.o2ib.kibtx import ConnState, Output
+from nodes.o2ib.o2iblnd import O2ibLND
+
+ENETDOWN = 100
+
+
+def qp_error(lnd: O2ibLND, ni: NID | None = None, peer: NID | None = None) -> list[Output]:
+    """The ``qp-error`` fault: the QPs of matching connections enter ERROR (everything
+    posted flushes; the connection closes); ``qp_errors`` counts them."""
+    for c in list(lnd.streams.values()):
+        if c.state == ConnState.ESTABLISHED and (ni is None or c.ni == ni) and (
+                peer is None or c.peer == peer):
+            c.now = lnd.now
+            c.run(c.cm.qp_error())
+            lnd.qp_errors += 1
+    return lnd.drain()
+
+
+def rnr(lnd: O2ibLND, seconds: float, ni: NID | None = None) -> None:
+    """The ``rnr`` fault: this node's QPs (of ``ni``) answer SENDs Receiver Not Ready for a
+    while."""
+    for c in lnd.streams.values():
+        if ni is None or c.ni == ni:
+            c.cm.qp.rnr_until = lnd.now + seconds
+
+
+def fail_next_rdma(lnd: O2ibLND, n: int, ni: NID | None = None) -> None:
+    """The ``rdma-error`` fault: the next ``n`` RDMAs each QP (of ``ni``) of this node serves
+    fail REM_OP_ERR."""
+    for c in lnd.streams.values():
+        if ni is None or c.ni == ni:
+            c.cm.qp.fail_next_rdma(n)
+    lnd.rdma_faults = n
+
+
+def port_down(lnd: O2ibLND, ni: NID) -> list[Output]:
+    """IB_EVENT_PORT_ERR on ``ni``'s port: its QPs stop (sends fail, connections close
+    -ENETDOWN); the caller marks the NI fatal (``ni_fatal_error_on``)."""
+    for c in [c for c in lnd.streams.values() if c.ni == ni]:
+        if c.state == ConnState.ESTABLISHED:
+            c.now = lnd.now
+            c.run(c.cm.qp_error())
+        elif c.state < ConnState.ESTABLISHED:
+            connd.connreq_done(lnd, c, -ENETDOWN)
+    return lnd.drain()
