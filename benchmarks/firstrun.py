@@ -166,9 +166,11 @@ class Container:
         return None
 
     def busy(self) -> bool:
-        """A pip or the compile still runs in the container (minbase has no pgrep)."""
-        return self.attach("grep -qaE 'build_ex[t]|pip instal[l]' /proc/[0-9]*/cmdline"
-                           ).wait() == 0
+        """The background ``make native`` (extras, then the compile) still runs in the
+        container (minbase has no pgrep; cmdline's words are NUL-separated, hence the ``.``;
+        the ``[y]`` keeps grep from finding itself)."""
+        return self.attach("grep -qaE 'make.--no-print-director[y].native' "
+                           "/proc/[0-9]*/cmdline").wait() == 0
 
     def destroy(self) -> list[str]:
         """Remove all of it; what is still there afterwards (empty: clean)."""
