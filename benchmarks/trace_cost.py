@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -160,6 +161,7 @@ def main() -> int:
                    help="sim lst stat window (virtual seconds)")
     p.add_argument("--sim-only", action="store_true", help="skip the Mininet part")
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("trace_cost: terminated"))  # down
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     run_backend("sim", sim_testbed, {"8B": lambda tb: sim_burst(tb, args.small),
                                      "lst": lambda tb: sim_lst(tb, args.sim_lst_seconds)},
