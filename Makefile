@@ -19,7 +19,8 @@ LOCK := flock $(VENV)/.lock
 NATIVE_STAMP := $(VENV)/.native
 # The sources the compiled modules are built from and checked against (nodes/native.py's
 # COMPILED and COMPILED_ONLY, with the digest's coverage): an edit elsewhere needs no rebuild.
-NATIVE_SRCS := $(shell python3 nodes/native.py)
+# None on a fresh box before apt brings python3 (the sub-makes after it read them).
+NATIVE_SRCS := $(shell python3 nodes/native.py 2>/dev/null)
 # Run again with the engine as pure Python (LNET_TESTBED_PURE_PYTHON=1), the fallback where
 # no C compiler is: the unit tests of the engine and of the other compiled modules (the whole
 # suite runs on the compiled ones).

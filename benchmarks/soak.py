@@ -2,7 +2,7 @@
 
 Issue 11 ("benchmarks/soak.py"): brings up ``topologies/mr-routers.yaml`` (Multi-Rail
 client and server, two Multi-Rail routers between ``tcp`` and ``tcp1``) with the message trace
-on (``testbed up --trace-messages``), keeps PUT bursts running on every path the whole time
+on (``testbed up``'s default), keeps PUT bursts running on every path the whole time
 (c1 <-> s1 through the routers to each of the peer's NIs, c1 and s1 to each router directly)
 and, at intervals drawn from ``--seed``, injects one chaos action with the testbed's fault
 verbs: a link flap (carrier), packet loss, delay, a partition between a router and an end

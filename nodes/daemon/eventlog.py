@@ -14,7 +14,7 @@ A daemon started outside a testbed (no ``LNET_TESTBED_RUNDIR``) writes nothing.
 node's own ``RUNDIR/nodes/NODE.trace.jsonl``, which ``testbed check``/``report`` merge with
 events.jsonl by time: one file per node, so its lines need no lock and can be buffered (at
 most ``MAX_LINES`` lines, or ``FLUSH_AFTER`` seconds, then one ``O_APPEND`` write): the cost
-per message is one dict and one ``json.dumps``. Times are the event log's unix seconds (the
+per message is one ``MsgTrace.json_line`` (compiled). Times are the event log's unix seconds (the
 loop clock plus the offset the daemon took at start), deadlines too.
 """
 
@@ -29,9 +29,6 @@ from typing import Any
 
 log = logging.getLogger("lnet.events")
 
-#: one encoder for every trace line: sorted keys as events.jsonl, a third cheaper than a
-#: ``json.dumps(..., sort_keys=True)`` per line (which builds an encoder each time)
-_ENCODE = json.JSONEncoder(sort_keys=True).encode
 #: testbed/runstate.py ENV_RUNDIR and EVENTS_FILE (nodes/ does not import the orchestrator)
 ENV_RUNDIR = "LNET_TESTBED_RUNDIR"
 EVENTS_FILE = "events.jsonl"
@@ -82,15 +79,9 @@ class TraceLog:
         return len(self.lines)
 
     def write(self, now: float, act: Any) -> None:
-        """One ``MsgTrace`` at loop time ``now``."""
-        fields = act.to_json()
-        deadline = fields.get("deadline")
-        if deadline is not None:
-            fields["deadline"] = round(deadline + self.offset, 6)
-        fields["t"] = round(now + self.offset, 6)
-        fields["kind"] = "msg"
-        fields["node"] = self.node
-        self.lines.append(_ENCODE(fields))
+        """One ``MsgTrace`` at loop time ``now``: its ``json_line`` (compiled; the sorted-key
+        JSON of its ``record``, as events.jsonl, with ``t`` and ``deadline`` in unix seconds)."""
+        self.lines.append(act.json_line(now, self.node, self.offset))
         if len(self.lines) >= self.MAX_LINES:
             self.flush()
 

@@ -61,7 +61,7 @@ class Result:
     @property
     def untraced(self) -> list[str]:
         """The invariants left unchecked because the log has no message trace at all
-        (``testbed up`` without ``--trace-messages``): what ``render`` warns of."""
+        (``testbed up --no-trace``): what ``render`` warns of."""
         return [] if self.traced else [n for n in self.unchecked if n in MSG_INVARIANTS]
 
     @property
@@ -99,6 +99,6 @@ class Result:
         if self.untraced:  # loud, just above the verdict (issue 31 item 5)
             lines.append(f"WARN: {len(self.untraced)} of {len(self.invariants)} invariants NOT "
                          f"CHECKED ({', '.join(self.untraced)}): the log has no message trace "
-                         "(tracing was off: `testbed up --trace-messages`)")
+                         "(tracing was off: `testbed up --no-trace`)")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines) + "\n"

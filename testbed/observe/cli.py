@@ -236,7 +236,7 @@ def register(sub: Any, named: Any = None) -> None:
                     help="violations printed per invariant (default 20)")
     sp.add_argument("--strict", action="store_true",
                     help="exit 1 also when the message invariants could not be checked "
-                    "(no message trace: `up` without --trace-messages)")
+                    "(no message trace: `up --no-trace`)")
     sp.set_defaults(func=cmd_check)
     text = ("capture packets in a node's namespace (dumpcap, pcapng), or --summary FILE: "
             "decode a capture as LNet")

@@ -168,7 +168,7 @@ def test_check_warns_above_pass_when_tracing_was_off() -> None:
     lines = text.splitlines()
     assert lines[-1] == "PASS"
     assert lines[-2].startswith("WARN: 4 of 6 invariants NOT CHECKED (completion, resend, "
-                                "fatal_ni, routing)") and "--trace-messages" in lines[-2]
+                                "fatal_ni, routing)") and "--no-trace" in lines[-2]
     traced = check.check_events(TRACED).render().splitlines()
     assert not any(ln.startswith("WARN") for ln in traced)
 

@@ -204,3 +204,34 @@ def test_record_shapes_match_to_json() -> None:
         rec = trace.record(0.5, "r1")
         assert list(rec.items()) == [("t", 0.5), ("kind", "msg"), ("node", "r1"),
                                      *trace.to_json().items()]
+
+
+def test_json_line_is_the_encoders_text_of_the_record() -> None:
+    """The daemon's trace line (``MsgTrace.json_line``, written out for speed: issue 31 item
+    5) is exactly ``json.JSONEncoder(sort_keys=True).encode`` of ``record`` with ``t`` and
+    ``deadline`` shifted to unix seconds, for every mix of present and absent fields, and for
+    strings that need escaping (quotes, backslashes, control and non-ASCII characters)."""
+    import itertools
+    import json
+
+    encode = json.JSONEncoder(sort_keys=True).encode
+    offset = 1_764_700_000.123456
+    optional = {"ni": "10.10.0.1@tcp", "lpni": "10.10.0.2@tcp", "attempt": 3,
+                "fixed_ni": False, "deadline": 61.0000004, "retry_count": 2,
+                "hstatus": "REMOTE_DROPPED", "status": -110,
+                "health": (("ni", 1000), ("lpni", 899)), "dropped": "drop rule"}
+    for mask in itertools.product((False, True), repeat=len(optional)):
+        kw = {k: v for (k, v), on in zip(optional.items(), mask, strict=True) if on}
+        for forwarded in (False, True):
+            trace = MsgTrace(event="send", msg=123456789, type="PUT", src="10.10.0.1@tcp",
+                             dst="12.0.0.2@o2ib1", forwarded=forwarded,
+                             **kw)  # type: ignore[arg-type]
+            want = trace.record(round(0.25 + offset, 6), "c1")
+            if trace.deadline is not None:
+                want["deadline"] = round(trace.deadline + offset, 6)
+            assert trace.json_line(0.25, "c1", offset) == encode(want)
+    odd = MsgTrace(event='se"nd', msg=1, type="P\\UT", src="a\nb", dst="\u00e9", ni="\x7f",
+                   fixed_ni=True, health=(("n\ti", 5),), dropped="\u2028")
+    want = odd.record(7.5, "nö\"de")
+    assert odd.json_line(7.5, "nö\"de", 0.0) == encode(want)
+    assert json.loads(odd.json_line(7.5, "nö\"de", 0.0)) == json.loads(encode(want))
