@@ -29,14 +29,15 @@ def _pton4(text: str) -> int | None:
     return (int(parts[0]) << 24) | (int(parts[1]) << 16) | (int(parts[2]) << 8) | int(parts[3])
 
 
-def _groups(text: str, room: int) -> list[int] | None:
-    """One side of ``::``: hex groups, the last of which may be a dotted IPv4 (two groups)."""
+def _groups(text: str, room: int, v4_tail: bool = True) -> list[int] | None:
+    """One side of ``::``: hex groups, the last of which may be a dotted IPv4 (two groups)
+    when this side ends the address (``v4_tail``)."""
     if text == "":
         return []
     out: list[int] = []
     parts = text.split(":")
     for i, part in enumerate(parts):
-        if i == len(parts) - 1 and "." in part:
+        if i == len(parts) - 1 and "." in part and v4_tail:
             v4 = _pton4(part)
             if v4 is None:
                 return None
@@ -56,7 +57,7 @@ def pton6(text: str) -> int | None:
     if sep:
         if "::" in tail:
             return None
-        left = _groups(head, 7)
+        left = _groups(head, 7, v4_tail=False)
         right = _groups(tail, 7)
         if left is None or right is None or len(left) + len(right) > 7:
             return None  # ``::`` must stand for at least one zero group

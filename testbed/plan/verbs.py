@@ -54,7 +54,9 @@ def local_steps(node: NodePlan) -> list[Step]:
     """Phase 1, what a node does on its own: ``lnet configure`` (``set multi_rail 0`` first on
     a downrev node), one ``net add`` per interface (its NIs and acceptors come up), the
     tunables (``set``; forwarding and router buffers included)."""
-    steps: list[Step] = [C.LnetConfigure()]
+    # a node on an IPv6-only network starts LNet with large NIDs, as sanity-lnet does on an
+    # IPv6-only host (FORCE_LARGE_NID: ``lnet configure --all --large``)
+    steps: list[Step] = [C.LnetConfigure(large=not all(i.ipv4 for i in node.interfaces))]
     if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
         steps.insert(0, C.SetTunable(name="multi_rail", value=0))
     steps += [C.NetAdd(net=i.net, interfaces=(i.name,), numa=i.numa)  # numa: testbed ext.

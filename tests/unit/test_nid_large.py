@@ -10,7 +10,7 @@ printing follows ``libcfs_nidstr_r`` -> ``libcfs_ip_addr2str_size`` -> rpc_ntop,
 import socket
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodes.dlc.nidlist import NidListError, expand_nids
@@ -113,6 +113,7 @@ _PIECES = st.sampled_from(["", ":", "::", "0", "1", "db8", "ffff", "FFFF", "1234
                            "01.2.3.4", "256.1.1.1", ".", "%", "[", "]", " "])
 
 
+@settings(max_examples=1000)
 @given(st.lists(_PIECES, max_size=12).map("".join))
 def test_pton_accepts_what_glibc_accepts(text: str) -> None:
     try:
