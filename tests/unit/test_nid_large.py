@@ -145,3 +145,12 @@ def test_malformed_ipv6_nid_range(bad: str, why: str) -> None:
     with pytest.raises(NidListError) as e:
         expand_nids(bad)
     assert why in e.value.descr and "\n" not in e.value.descr
+
+
+def test_lst_parse_nids_refuses_large_nids() -> None:
+    """lst.c ``lst_parse_nids`` -> ``libcfs_str2nid`` (nid4 only): "Invalid nid"."""
+    from nodes.selftest.nidlist import parse_nids
+
+    assert parse_nids("2001:db8::1@tcp") == (None, "Invalid nid: 2001:db8::1@tcp")
+    nids, err = parse_nids("10.0.0.[1-2]@tcp")
+    assert err is None and nids is not None and len(nids) == 2

@@ -80,3 +80,20 @@ def test_malformed_ipv6_nid_one_clear_line(tb: Any) -> None:
     assert res.rc != 0 and "[2001:db8:6::2]@tcp" in res.err, res
     assert len(res.err.strip().splitlines()) == 1
     assert ok(c1, "lctl", "list_nids").split() == list(C1)
+
+
+def test_lst_refuses_large_nids_as_real_lst(tb: Any) -> None:
+    """lst.c ``lst_parse_nids`` reads NIDs with ``libcfs_str2nid``, the nid4 parser: an IPv6
+    NID is LNET_NID_ANY there, so ``add_group`` adds the group, prints "Invalid nid" and
+    "Ignore invalid id list", then, no node added, deletes the group (jt_lst_add_group)."""
+    def lst(*argv: str) -> Any:
+        return tb.node("c1").exec(["env", "LST_SESSION=4242", "lst", *argv])
+
+    assert lst("new_session", "v6").rc == 0
+    try:
+        res = lst("add_group", "g", S1[0])
+        assert res.err == (f"Invalid nid: {S1[0]}\nIgnore invalid id list {S1[0]}\n"
+                           "No nodes added successfully, deleting group g\n"), res
+        assert res.out == "Group is deleted\n"
+    finally:
+        lst("end_session")
