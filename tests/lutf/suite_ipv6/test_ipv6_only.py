@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lutf.lnet_views import local_nis, ok, peer_nis
+from lutf.lnet_views import advance_until, local_nis, ok, peer_nis
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("ipv6"),
               pytest.mark.xdist_group("suite_ipv6")]
@@ -97,3 +97,26 @@ def test_lst_refuses_large_nids_as_real_lst(tb: Any) -> None:
         assert res.out == "Group is deleted\n"
     finally:
         lst("end_session")
+
+
+def test_partition_cuts_ipv6_traffic(tb: Any) -> None:
+    """A partition between c1 and s1 on an IPv6-only testbed: on Mininet its DROP rules are
+    ip6tables rules on s1's IPv6 addresses (iptables would let every packet through); the
+    simulator drops by NID. A ping across fails meanwhile and works once it is deleted."""
+    c1 = tb.node("c1")
+    f = tb.fault.partition(a=["c1"], b=["s1"])
+    try:
+        res = c1.lctl(f"ping {S1[0]} 2")
+        assert res.rc != 0 and "failed to ping" in res.out, res
+    finally:
+        tb.fault.delete(f["id"])
+    advance_until(tb, lambda: c1.lctl(f"ping {S1[0]}").rc == 0, 30, "ping after the partition")
+
+
+@pytest.mark.mininet_only("the NFQUEUE interposer: the simulator's loss acts on NIDs")
+def test_interposed_fault_refused_on_large_nids(tb: Any) -> None:
+    """The NFQUEUE interposer decodes IPv4 and lnet_hdr_nid4 only: a loss fault on a node
+    with large NIDs is refused in one line rather than letting IPv6 packets through."""
+    with pytest.raises(Exception, match="large \\(IPv6\\) NIDs") as info:
+        tb.fault.loss(node="c1", rate=0.5)
+    assert "\n" not in str(info.value)
