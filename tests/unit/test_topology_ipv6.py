@@ -94,3 +94,17 @@ def test_bad_ipv6_gateway_nid_named(tmp_path: Path) -> None:
               r1: {interfaces: [lan6, lan4], routing: true}
             """)
     assert info.value.line == 7 and "is not an IPv6 address" in info.value.reason
+
+
+def test_explore_draws_no_routed_pair_across_nid_sizes() -> None:
+    """testbed explore's workload and liveness probes: c1 (large NID) and s1 (nid4) never
+    reach each other through r1 in today's LNet (the V3 hop cuts c1's NID), so they are no
+    routed pair; each keeps r1 as a local peer."""
+    from testbed.explore.topo import load
+
+    topo = load("mixed-v4v6-routed")
+    assert topo.routed_peers("c1") == [] and topo.routed_peers("s1") == []
+    assert topo.mr_peers("c1") == ["r1"] and topo.mr_peers("s1") == ["r1"]
+    assert topo.probes() == [("c1", "2001:db8:16::2@tcp6"), ("s1", "10.40.0.1@tcp")]
+    routed = load("routed")
+    assert routed.routed_peers("c1") == ["s1", "s2"]  # nid4 on both sides: unchanged
