@@ -26,5 +26,5 @@ def test_inet_select_prefers_ipv4_then_ipv6_only_with_large() -> None:
     assert inet_select("eth0", None, v6, True) == "2001:db8:6::1"  # link-local skipped
     with pytest.raises(LNetConfigError, match="needs `lnetctl lnet configure --large`"):
         inet_select("eth0", None, v6, False)
-    with pytest.raises(LNetConfigError, match="eth0 has no IPv4 address$"):
+    with pytest.raises(LNetConfigError, match=r"eth0 has no IPv4 address$"):
         inet_select("eth0", None, ["fe80::1"], True)
