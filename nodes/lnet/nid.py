@@ -164,18 +164,19 @@ class NID:
     size: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        if self.size not in (0, NID_SIZE_IPV6):
-            raise LNetConfigError(-EINVAL, f"NID address size {self.size} is not 0 or 12")
-        if not 0 <= self.addr < (1 << (32 + 8 * self.size)):
-            raise LNetConfigError(-EINVAL, f"NID address out of range: {self.addr}")
-        net = (self.net.lnd, self.net.num)
+        addr, net = self.addr, (self.net.lnd, self.net.num)
+        if self.size == 0:  # (the nid4 path first: every NID but a large one)
+            if not 0 <= addr <= 0xFFFF_FFFF:
+                raise LNetConfigError(-EINVAL, f"NID address out of range: {addr}")
+            key, hashed = (self.net.net_id << 32) | addr, hash((net, addr))
+        else:  # a key no nid4 has (beyond 64 bits), the hash apart from any nid4's
+            if self.size != NID_SIZE_IPV6 or not 0 <= addr < (1 << 128):
+                raise LNetConfigError(-EINVAL, f"NID address {addr} of size {self.size} "
+                                               "(0 or 12) out of range")
+            key, hashed = (1 << 192) | (self.net.net_id << 128) | addr, hash((net, addr, 12))
         object.__setattr__(self, "_net", net)
-        if self.size:  # a key no nid4 has (beyond 64 bits), the hash apart from any nid4's
-            object.__setattr__(self, "_key", (1 << 192) | (self.net.net_id << 128) | self.addr)
-            object.__setattr__(self, "_hash", hash((net, self.addr, self.size)))
-        else:
-            object.__setattr__(self, "_key", (self.net.net_id << 32) | self.addr)
-            object.__setattr__(self, "_hash", hash((net, self.addr)))
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hashed)
         object.__setattr__(self, "_text", "")
 
     def __hash__(self) -> int:
