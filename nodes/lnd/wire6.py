@@ -26,22 +26,25 @@ Layouts (all ``__packed``):
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 from nodes.lnd import wire
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNetHdr
 from nodes.lnet.nid import NID, NID_SIZE_IPV6, Net
 
-LNET_PROTO_ACCEPTOR_VERSION_16 = 2
-NID_STRUCT_SIZE = 20  # sizeof(struct lnet_nid)
-LNET_HDR16_SIZE = LNET_HDR_SIZE + 2 * (NID_STRUCT_SIZE - 8)  # 96
-CONNREQ2_SIZE = 8 + NID_STRUCT_SIZE  # 28
-HELLO4_SIZE = 8 + 2 * NID_STRUCT_SIZE + 32  # 80
+LNET_PROTO_ACCEPTOR_VERSION_16: Final = 2
+NID_STRUCT_SIZE: Final = 20  # sizeof(struct lnet_nid)
+LNET_HDR16_SIZE: Final = LNET_HDR_SIZE + 2 * (NID_STRUCT_SIZE - 8)  # 96
+CONNREQ2_SIZE: Final = 8 + NID_STRUCT_SIZE  # 28
+HELLO4_SIZE: Final = 8 + 2 * NID_STRUCT_SIZE + 32  # 80
+_CONNREQ1_SIZE: Final = 16  # wire.CONNREQ_SIZE, sizeof(struct lnet_acceptor_connreq)
+_KSM_SIZE: Final = 24  # wire.KSOCK_MSG_HDR_SIZE, sizeof(struct ksock_msg_hdr)
 #: ksock_msg_hdr + lnet_hdr_nid16: what precedes the payload of a V4 KSOCK_MSG_LNET frame
-LNET_FRAME_HEAD16 = wire.KSOCK_MSG_HDR_SIZE + LNET_HDR16_SIZE
+LNET_FRAME_HEAD16: Final = _KSM_SIZE + LNET_HDR16_SIZE
 _NID_HEAD = struct.Struct(">BBH")
 _HELLO_TAIL_LE = struct.Struct("<IIQQiI")
 _HELLO_TAIL_BE = struct.Struct(">IIQQiI")
-_NID4_HEAD = 16  # lnet_hdr_nid4's two u64 NIDs: what a nid16 header has 40 bytes in place of
+_NID4_HEAD: Final = 16  # lnet_hdr_nid4's two u64 NIDs: what a nid16 header has 40 bytes in place of
 
 
 def pack_nid(nid: NID) -> bytes:
@@ -78,7 +81,7 @@ def connreq_size(version: int) -> int:
         WireProtocolError: any other version (the acceptor answers with its own and closes).
     """
     if version == wire.LNET_PROTO_ACCEPTOR_VERSION:
-        return wire.CONNREQ_SIZE
+        return _CONNREQ1_SIZE
     if version == LNET_PROTO_ACCEPTOR_VERSION_16:
         return CONNREQ2_SIZE
     raise wire._bad(f"acceptor: unsupported connreq version {version}")
@@ -153,4 +156,4 @@ def pack_lnet_head(hdr: LNetHdr, payload: bytes | bytearray | memoryview = b"", 
     if not checksum:
         return head
     csum = wire.ksock_csum_parts(head, payload)
-    return struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, csum, 0, 0) + head[wire.KSOCK_MSG_HDR_SIZE:]
+    return struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, csum, 0, 0) + head[_KSM_SIZE:]

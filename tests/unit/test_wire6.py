@@ -125,3 +125,9 @@ def test_bad_v4_hello_refused() -> None:
     bad[8] = 8  # src nid_size 8
     with pytest.raises(WireProtocolError, match="nid_size 8"):
         pas.receive_data(bytes(bad))
+
+
+def test_sizes_agree_with_wire() -> None:
+    """wire6's own constants (typed Final for mypyc) are wire.py's."""
+    assert wire6.LNET_FRAME_HEAD16 - wire6.LNET_HDR16_SIZE == wire.KSOCK_MSG_HDR_SIZE
+    assert wire6.connreq_size(1) == wire.CONNREQ_SIZE
