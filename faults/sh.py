@@ -13,6 +13,7 @@ overruns is killed and reported like any failure.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,15 +51,20 @@ class CommandError(Exception):
         )
 
 
-def ns_argv(argv: Sequence[str], ns_pid: int | None) -> list[str]:
+def ns_argv(argv: Sequence[str], ns_pid: int | None, mount: bool = False) -> list[str]:
     """The argv that runs ``argv`` in the network namespace of process ``ns_pid``.
 
-    Only the network namespace is entered: the command sees the host's filesystem.
+    Only the network namespace is entered: the command sees the host's filesystem; with
+    ``mount`` the process's mount namespace too (a Mininet node's: its /sys, its /sys/module
+    parameter files), in the same working directory.
     """
     argv = [str(a) for a in argv]
     if ns_pid is None:
         return argv
-    return ["nsenter", f"--net=/proc/{int(ns_pid)}/ns/net", "--", *argv]
+    ns = [f"--net=/proc/{int(ns_pid)}/ns/net"]
+    if mount:
+        ns += [f"--mount=/proc/{int(ns_pid)}/ns/mnt", f"--wd={os.getcwd()}"]
+    return ["nsenter", *ns, "--", *argv]
 
 
 def run(
@@ -68,6 +74,7 @@ def run(
     input: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
+    mount: bool = False,
 ) -> Completed:
     """Run one command and return its status and output; never raises for a failed command.
 
@@ -77,11 +84,12 @@ def run(
         input: text fed to stdin (stdin is /dev/null otherwise).
         timeout: seconds before the command is killed (rc -9, err says so).
         env: full environment for the command (default: inherit).
+        mount: enter ``ns_pid``'s mount namespace too (``ns_argv``).
 
     Returns:
         Completed(rc, out, err). A command that cannot start gives rc 127 and the OS error.
     """
-    full = ns_argv(argv, ns_pid)
+    full = ns_argv(argv, ns_pid, mount)
     try:
         proc = subprocess.run(
             full,

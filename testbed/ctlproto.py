@@ -50,6 +50,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "clock": {"op": (_STR, False), "seconds": (_NUM, False)},
     "lnetctl": {"node": (_STR, True), "argv": ((list,), True)},
     "lctl": {"node": (_STR, True), "argv": ((list,), True)},
+    "sysfs": {"node": (_STR, True), "argv": ((list,), True)},  # testbed/sim/sysfs_exec.py
     "put": {"node": (_STR, True), "dst": (_STR, True), "count": ((int,), False),
             "size": ((int,), False), "src": (_STR, False), "numa": ((int,), False)},
     "get": {"node": (_STR, True), "dst": (_STR, True), "count": ((int,), False),

@@ -17,9 +17,10 @@ import signal
 import sys
 from pathlib import Path
 
-from nodes.daemon import etchosts, lnetctl_config, memprobe
+from nodes.daemon import etchosts, fusefs, lnetctl_config, memprobe
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
 from nodes.daemon.control import ControlServer, CurveServer
+from nodes.daemon.modparam_files import ModParams
 from nodes.daemon.runtime import NodeRuntime
 from nodes.lnet.errors import LNetConfigError
 
@@ -47,6 +48,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--trace-messages", action="store_true",
                    help="write every send, resend and completion to "
                         "RUNDIR/nodes/NODE.trace.jsonl (docs/events.md §1.5)")
+    p.add_argument("--sysfs", type=int, metavar="MNTNS",
+                   help="serve /sys/module/{lnet,ksocklnd}/parameters in this node's own "
+                        "mount namespace (FUSE; nodes/daemon/fusefs.py), never in MNTNS "
+                        "(the machine's: the starter's /proc/self/ns/mnt inode)")
     return p.parse_args(argv)
 
 
@@ -97,9 +102,10 @@ async def _amain(ns: argparse.Namespace) -> int:
     seed = ns.seed if ns.seed is not None else int.from_bytes(os.urandom(8), "little")
     curve = _curve(ns)  # before anything starts: a bad key file stops us here
     rt = NodeRuntime(seed=seed, port=ns.port)
+    params = [(a.split("=", 1)[0], a.split("=", 1)[1]) if "=" in a else (a, "")
+              for a in ns.lnet_param]
     try:  # "modprobe lnet NAME=VALUE": before anything is configured
-        lnetctl_config.apply_module_params(rt, [tuple(a.split("=", 1)) if "=" in a
-                                                else (a, "") for a in ns.lnet_param])
+        lnetctl_config.apply_module_params(rt, params)
     except LNetConfigError as e:
         logging.getLogger("daemon").error("bad --lnet-param: %s", e.descr)
         await rt.close()
@@ -114,12 +120,16 @@ async def _amain(ns: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.stopping.set)
     logging.getLogger("daemon").info("node %s up (pid %d, seed %d)", ns.node, os.getpid(), seed)
+    sysfs = None if ns.sysfs is None else fusefs.mount_params(ModParams(rt, params, ns.port),
+                                                              loop, ns.sysfs)
     probe = memprobe.start(ns.node)  # a diagnostic, off unless LNET_MEMPROBE is set
     trimmer = loop.create_task(_trim_heap(), name="malloc_trim")
     try:
         await server.serve()
     finally:
         trimmer.cancel()
+        if sysfs is not None:
+            sysfs.close(loop)
         if probe is not None:
             probe.cancel()
         await server.close()

@@ -34,7 +34,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         return result.rc
     else:
         needs_root("exec on the mininet backend", "it enters the node's network namespace")
-        full, env = sh.ns_argv(argv, node.host_pid), node.exec_env()
+        full, env = sh.ns_argv(argv, node.host_pid, mount=True), node.exec_env()
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -78,7 +78,8 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     sp.add_argument("node")
     sp.add_argument("args", nargs=argparse.REMAINDER)
     sp.set_defaults(func=cmd_lnetctl, tool="lctl")
-    sp = named("exec", "run a command inside a node's network namespace")
+    sp = named("exec", "run a command inside a node (its network and mount "
+                       "namespaces)")
     sp.add_argument("node")
     sp.add_argument("cmd", nargs=argparse.REMAINDER, help="one shell string, or argv")
     sp.set_defaults(func=cmd_exec)

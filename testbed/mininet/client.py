@@ -105,9 +105,11 @@ class MininetNode(NodeVerbs):
 
     def exec(self, argv: Sequence[str], *, input: str | None = None,
              timeout: float = 60.0) -> Completed:
-        """Run ``argv`` in this node's network namespace (host filesystem); capture output."""
+        """Run ``argv`` in this node's network and mount namespaces (the host's files, the
+        node's /sys: its /sys/module parameter files, nodes/daemon/fusefs.py); capture
+        output."""
         return sh.run(argv, ns_pid=self.host_pid, input=input, timeout=timeout,
-                      env=self.exec_env())
+                      env=self.exec_env(), mount=True)
 
     def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
                numa: int | None) -> dict[str, Any]:

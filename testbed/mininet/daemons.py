@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodes.daemon.client import DaemonUnreachable, request
+from nodes.daemon.fusefs import mount_namespace
 from testbed import runstate
 from testbed.base import Completed, TestbedError
 from testbed.bringup import completed, run_step
@@ -47,8 +48,11 @@ def log_tail(path: Path, lines: int = 8) -> str:
 
 def daemon_argv(sup: Supervisor, node: NodePlan) -> list[str]:
     """The daemon's options (``python -m nodes.daemon`` takes the same): module parameters
-    (spec §0), then the recorder and message trace options (issue 16)."""
-    return ["--testbed", sup.name, "--node", node.name, "--rundir", str(sup.rdir)] + [
+    (spec §0), then the recorder and message trace options (issue 16); ``--sysfs``: the
+    node's /sys/module parameter files, in its own mount namespace, never in this one (the
+    machine's; nodes/daemon/fusefs.py)."""
+    return ["--testbed", sup.name, "--node", node.name, "--rundir", str(sup.rdir),
+            f"--sysfs={mount_namespace()}"] + [
         f"--lnet-param={k}={v}" for k, v in node.module_params] + sup.observe
 
 

@@ -11,11 +11,12 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
+from nodes.dlc.modparams import MAX_NOB, parse_networks, parse_routes
 from nodes.echo import shown
 from nodes.lnd.modparams import LND_PARAMS, lnd_param_value
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
-from nodes.lnet.tunables import MODULE_PARAMS, RANGES, module_param_value
+from nodes.lnet.tunables import MODULE_PARAMS, RANGES, STRING_MODULE_PARAMS, module_param_value
 from testbed.plan.model import SegmentPlan
 from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
 
@@ -71,14 +72,37 @@ def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tu
     """``lnetctl set`` tunables and module parameters: LNet's (spec §0,
     tunables.MODULE_PARAMS) and the socket side's (``ksocklnd.sock_timeout``,
     ``accept_port_bulk``: nodes/lnd/modparams.py LND_PARAMS)."""
-    m = doc.mapping(value, line, field,
-                    dict.fromkeys([*TUNABLES, *MODULE_PARAMS, *LND_PARAMS], False))
+    m = doc.mapping(value, line, field, dict.fromkeys(
+        [*TUNABLES, *MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS], False))
     out: dict[str, _Tunable] = {}
     for key, val in m.items():
-        if key in TUNABLES or key in MODULE_PARAMS or key in LND_PARAMS:
+        if key in STRING_MODULE_PARAMS:
+            with doc.each():
+                out[key] = _string_param(doc, m, key, val, field)
+        elif key in TUNABLES or key in MODULE_PARAMS or key in LND_PARAMS:
             with doc.each():
                 out[key] = _tunable(doc, m, key, val, field)
     return out
+
+
+def _string_param(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tunable:
+    """``networks``/``ip2nets``/``routes`` (``options lnet networks=...``): a string the
+    kernel's parser takes (nodes/dlc/modparams.py; ``ip2nets`` is matched against the
+    node's addresses only when ``lnet configure --all`` runs, as ``lnet_parse_ip2nets``)."""
+    vline, vfield = m.vline(key), _join(field, key)
+    if not isinstance(val, str):
+        doc.fail(vline, vfield, f"expected a string (as 'options lnet {key}=...'), got "
+                                f"{_kind(val)}")
+    if len(val) > MAX_NOB:
+        doc.fail(vline, vfield, f"longer than the kernel's {MAX_NOB} characters")
+    try:
+        if key == "networks":
+            parse_networks(val)
+        elif key == "routes":
+            parse_routes(val)
+    except LNetConfigError as e:
+        doc.fail(vline, vfield, e.descr)
+    return _Tunable(val, vline, vfield)  # type: ignore[arg-type]
 
 
 def _tunable(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tunable:
@@ -119,7 +143,8 @@ def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
 def _module_params(top: dict[str, _Tunable],
                    own: dict[str, _Tunable]) -> tuple[tuple[str, str], ...]:
     merged = {**top, **own}
-    return tuple((k, str(merged[k].value)) for k in [*MODULE_PARAMS, *LND_PARAMS] if k in merged)
+    return tuple((k, str(merged[k].value)) for k in
+                 [*MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS] if k in merged)
 
 
 def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from nodes.dlc import commands as C
+from nodes.lnet.tunables import STRING_MODULE_PARAMS
 from testbed.plan.model import NodePlan, Plan
 
 
@@ -53,14 +54,20 @@ def request(step: Step) -> dict[str, Any]:
 def local_steps(node: NodePlan) -> list[Step]:
     """Phase 1, what a node does on its own: ``lnet configure`` (``set multi_rail 0`` first on
     a downrev node), one ``net add`` per interface (its NIs and acceptors come up), the
-    tunables (``set``; forwarding and router buffers included)."""
-    # a node on an IPv6-only network starts LNet with large NIDs, as sanity-lnet does on an
-    # IPv6-only host (FORCE_LARGE_NID: ``lnet configure --all --large``)
-    steps: list[Step] = [C.LnetConfigure(large=not all(i.ipv4 for i in node.interfaces))]
+    tunables (``set``; forwarding and router buffers included). A node given ``networks=``,
+    ``ip2nets=`` or ``routes=`` (``options lnet ...``) is configured from its module
+    parameters, as at a real module load with them: ``lnet configure --all`` makes the NIs
+    and routes they name (``LNetNIInit``; nodes/dlc/modparams.py), and no ``net add``. A node
+    on an IPv6-only network starts LNet with large NIDs, as sanity-lnet does on an IPv6-only
+    host (FORCE_LARGE_NID: ``lnet configure --all --large``)."""
+    from_params = any(name in STRING_MODULE_PARAMS for name, _ in node.module_params)
+    steps: list[Step] = [C.LnetConfigure(all=from_params,
+                                         large=not all(i.ipv4 for i in node.interfaces))]
     if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
         steps.insert(0, C.SetTunable(name="multi_rail", value=0))
-    steps += [C.NetAdd(net=i.net, interfaces=(i.name,), numa=i.numa)  # numa: testbed ext.
-              for i in node.interfaces]
+    if not from_params:
+        steps += [C.NetAdd(net=i.net, interfaces=(i.name,), numa=i.numa)  # numa: testbed
+                  for i in node.interfaces]
     steps += [C.SetTunable(name=key, value=value) for key, value in node.tunables]
     return steps
 

@@ -7,8 +7,9 @@ suspend: a blocking verb advances virtual time itself until its MDs complete, an
 API (``verb``, ``put``, ``get``) drives them with ``run_sync`` under the testbed's lock (a
 ``Traffic`` thread and the test's own verbs interleave between verbs, never inside the
 fabric). Paced (a server at ``--speed`` > 0) the server awaits them while its pacing task
-moves the clock. ``exec`` runs an lnetctl/lctl command line and refuses anything else: there
-is no namespace, no shell, no other program in the simulator.
+moves the clock. ``exec`` runs an lnetctl/lctl command line, or reads and writes the node's
+/sys/module parameter files (``sysfs_exec.py``), and refuses anything else: there is no
+namespace, no shell, no other program in the simulator.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
+from nodes.daemon.modparam_files import ModParams
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.dlc import request as frontend
 from nodes.echo import shown
@@ -29,6 +31,7 @@ from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.bringup import completed
 from testbed.plan import Step
 from testbed.plan import request as step_request
+from testbed.sim import sysfs_exec
 from testbed.sim.runtime import SimRuntime, run_sync
 
 if TYPE_CHECKING:
@@ -39,7 +42,8 @@ MODULES = {"lnetctl": lnetctl_cmd, "lctl": lctl_cmd, "lst": lst_verb}
 
 def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
     """``testbed exec`` on the sim: ``(verb, argv)`` of one lnetctl/lctl/lst command line (argv,
-    one string, or ``sh -c STRING``).
+    one string, or ``sh -c STRING``), or of a ``cat``/``echo``/``ls`` on /sys/module
+    (``sysfs_exec``).
 
     Raises:
         TestbedError: anything else, with the one-line reason.
@@ -60,10 +64,13 @@ def exec_words(argv: Sequence[str]) -> tuple[str, list[str]]:
         words = words[1:]
     if env and words and os.path.basename(words[0]) == "lst":
         words = [words[0], *env, *words[1:]]
+    if not env and sysfs_exec.is_sysfs(words):  # a node's /sys/module parameter files
+        return sysfs_exec.VERB, words
     if not words or os.path.basename(words[0]) not in MODULES or any(
             w in (";", "&&", "||", "|", ">", "<") for w in words):
         line = " ".join(words) or "(nothing)"
-        raise TestbedError(f"sim backend: exec runs one lnetctl, lctl or lst command, not "
+        raise TestbedError(f"sim backend: exec runs one lnetctl, lctl or lst command (or cat, "
+                           f"echo, ls on /sys/module/*/parameters), not "
                            f"{shown(line)} "
                            "(the simulator has no namespaces, shells or other programs)")
     return os.path.basename(words[0]), words[1:]
@@ -79,6 +86,7 @@ class SimNodeHandle(NodeVerbs):
         self.pid = self.host_pid = os.getpid()
         self.sock = ""
         self.nids = list(rt.plan.nids)
+        self._modparams: ModParams | None = None
 
     def __repr__(self) -> str:
         return f"<SimNodeHandle {self.testbed.name}/{self.name}>"
@@ -86,6 +94,11 @@ class SimNodeHandle(NodeVerbs):
     # -- verbs ----------------------------------------------------------------------------------
     async def averb(self, cmd: str, argv: Sequence[str]) -> Completed:
         """Daemon verb ``cmd`` with ``argv`` exactly as given (the daemon's dispatch)."""
+        if cmd == sysfs_exec.VERB:  # cat/echo/ls on /sys/module (sysfs_exec.py)
+            self.testbed.check_alive(self.name)
+            done = sysfs_exec.run(self.modparams(), argv)
+            self.testbed.fabric.flush(self.name)
+            return done
         module = MODULES.get(cmd)
         if module is None:
             raise TestbedError(f"node {self.name}: unknown verb {cmd!r}")
@@ -94,6 +107,13 @@ class SimNodeHandle(NodeVerbs):
         self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
         self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
         return Completed(rc, out, err)
+
+    def modparams(self) -> ModParams:
+        """This node's /sys/module parameter files, over its current runtime (a restarted or
+        reloaded node's files start again from its module parameters)."""
+        if self._modparams is None or self._modparams.rt is not self.rt:
+            self._modparams = ModParams(self.rt, self.rt.plan.module_params)
+        return self._modparams
 
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
         with self.testbed.lock:

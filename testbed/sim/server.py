@@ -48,7 +48,7 @@ from testbed.sim.pacer import Pacer, parse_speed
 
 SERVER_LOG = "server.log"
 LNET_LOG = "lnet.log"
-NODE_VERBS = ("lnetctl", "lctl", "lst", "lstio", "put", "get", "log")
+NODE_VERBS = ("lnetctl", "lctl", "lst", "lstio", "put", "get", "log", "sysfs")
 #: Most wall seconds ``status`` spends bringing the fabric up to the paced time first.
 STATUS_CATCH_UP = 0.05
 

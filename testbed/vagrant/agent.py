@@ -91,7 +91,9 @@ def start_daemon(st: HostState, node: dict[str, Any]) -> dict[str, Any]:
     argv = ["ip", "netns", "exec", node["netns"], spec["python"], "-m", "nodes.daemon",
             "--testbed", spec["testbed"], "--node", node["name"], "--rundir", str(st.dir),
             "--ctl-tcp", endpoint, "--ctl-fd", str(lsock.fileno()), "--curve-dir", str(cdir),
-            *node.get("args", [])]
+            # `ip netns exec` gives the daemon a mount namespace of its own (and the netns's
+            # /sys): it serves /sys/module there, never in the agent's (nodes/daemon/fusefs.py)
+            f"--sysfs={os.stat('/proc/self/ns/mnt').st_ino}", *node.get("args", [])]
     (st.dir / "nodes").mkdir(exist_ok=True, mode=0o700)
     with open(st.dir / "nodes" / f"{node['name']}.log", "ab") as log:
         proc = subprocess.Popen(argv, pass_fds=(lsock.fileno(),), env=env, cwd="/",

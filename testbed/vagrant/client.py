@@ -95,7 +95,7 @@ class VagrantNode(NodeVerbs):
             path = f"{os.path.dirname(sys.executable)}:{path}"
         inner = ["env", f"PATH={path}", f"PYTHONPATH={site}",
                  f"{runstate.ENV_NAME}={self.testbed.name}",
-                 "ip", "netns", "exec", info["netns"], *argv]
+                 "sh", "-c", _ENTER, "sh", info["netns"], str(info.get("pid") or 0), *argv]
         return self._shell().argv(inner, tty=tty)
 
     def exec(self, argv: Sequence[str], *, input: str | None = None,
@@ -109,6 +109,19 @@ class VagrantNode(NodeVerbs):
         if not res.ok:
             raise TestbedError(f"node {self.name}: cannot read its log: {res.err.strip()}")
         return res.out
+
+
+#: Into the node: its daemon's network and mount namespaces (``ip netns exec`` gave the daemon
+#: one of its own, with the netns's /sys and the /sys/module parameter files it serves) when
+#: that daemon is alive in this node's netns; else a plain ``ip netns exec`` (a dead node).
+#: A constant script: the namespace name, the daemon's pid and the command are arguments.
+_ENTER = ('ns=$1; pid=$2; shift 2; m=/proc/$pid/ns/mnt; '
+          'if [ "$pid" -gt 0 ] && [ -e "$m" ] && '
+          '[ "$(stat -L -c %i /proc/$pid/ns/net 2>/dev/null)" = '
+          '"$(stat -L -c %i /run/netns/$ns)" ]; then '
+          'exec nsenter --net="/run/netns/$ns" --mount="$m" --wd="$PWD" -- '
+          '"$@"; fi; '
+          'exec ip netns exec "$ns" "$@"')
 
 
 class VagrantTestbed(CtlTestbed):

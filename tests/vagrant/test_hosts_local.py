@@ -98,3 +98,24 @@ def test_recorder_and_message_trace_gathered_from_the_hosts() -> None:
     finally:
         tb.down()
     assert leftovers(name) == []
+
+
+def test_hosts_node_sysfs_params_written_inside_the_node() -> None:
+    """Issue 26 item 9 on the hosts backend: the daemon ``ip netns exec`` started serves
+    /sys/module in its own mount namespace and ``exec`` enters it; ``echo 3 >``
+    ``lnet_health_sensitivity`` is ``lnetctl set health_sensitivity 3`` (``global show``),
+    an out-of-range value fails the write in one line and changes nothing."""
+    name = f"hs{uuid.uuid4().hex[:8]}"
+    tb = testbed.up(DEFAULT, backend="hosts", name=name)
+    path = "/sys/module/lnet/parameters/lnet_health_sensitivity"
+    try:
+        c1 = tb.node("c1")
+        assert c1.exec(["sh", "-c", f"echo 3 > {path}"]).rc == 0
+        assert c1.yaml("global show")["global"]["health_sensitivity"] == 3
+        bad = c1.exec(["sh", "-c", f"echo 5000 > {path}"])
+        assert bad.rc == 1 and bad.err == "sh: 1: echo: echo: I/O error\n", bad
+        assert c1.exec(["cat", path]).out == "3\n"
+        assert c1.ping(tb.node("s1").nids[0]).rc == 0
+    finally:
+        tb.down()
+    assert leftovers(name) == []

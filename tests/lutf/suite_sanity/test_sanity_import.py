@@ -113,11 +113,20 @@ def test_sanity_27_import_bad_config_fails_gracefully(s: Any) -> None:
     assert "invalid value" in import_text(s, bad).err
 
 
+def _modparam(node: Any, module: str, name: str) -> int:
+    """``cat /sys/module/MODULE/parameters/NAME`` inside the node (issue 26 item 9)."""
+    res = node.exec(["sh", "-c", f"cat /sys/module/{module}/parameters/{name}"])
+    assert res.rc == 0, res
+    return int(res.out)
+
+
 def test_sanity_51_set_numa_range_via_yaml_import(s: Any) -> None:
-    """The numa range read from ``lnet_numa_range`` is the value ``global show`` shows."""
+    """``lnet_numa_range`` read from its /sys/module file, plus one, imported as ``numa:
+    range:``: the file then reads the new value (and ``global show`` shows it)."""
     reinit(s)
-    rng = yaml.safe_load(s.lnetctl("global show").out)["global"]["numa_range"] + 1
+    rng = _modparam(s, "lnet", "lnet_numa_range") + 1
     _ok(import_text(s, f"numa:\n    range: {rng}\n"))
+    assert _modparam(s, "lnet", "lnet_numa_range") == rng
     assert yaml.safe_load(s.lnetctl("global show").out)["global"]["numa_range"] == rng
     _ok(import_text(s, "numa:\n    range: 0\n"))
 
@@ -215,12 +224,14 @@ def test_sanity_170_cpts_and_tunables_parsing_when_importing(module_topology: An
 
 
 def test_sanity_231_dlc_handling_of_peer_timeout(s: Any) -> None:
-    """-1 means the LND default (DEFAULT_PEER_TIMEOUT 180) through import and net add."""
+    """-1 means the LND default (ksocklnd's ``peer_timeout`` file, DEFAULT_PEER_TIMEOUT 180)
+    through import and net add."""
     reinit(s)
+    lnd_pto = _modparam(s, "ksocklnd", "peer_timeout")
     opts = "--net tcp231 --if eth0"
     run(s, f"net add {opts}")
     expected = export(s)
-    assert expected["net"][0]["local NI(s)"][0]["tunables"]["peer_timeout"] == 180
+    assert expected["net"][0]["local NI(s)"][0]["tunables"]["peer_timeout"] == lnd_pto == 180
     for pto in (-1, 0, 60, 180):
         reinit(s)
         doc = yaml.safe_load(yaml.safe_dump(expected))
