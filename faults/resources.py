@@ -47,15 +47,25 @@ class FaultApplyError(Exception):
 
 # -- the host commands ------------------------------------------------------------------------
 
-def iptables(op: str, rule: tuple[str, ...] | list[str], ns_pid: int) -> sh.Completed:
-    return sh.run(["iptables", "-w", "5", op, *rule], ns_pid=ns_pid, timeout=15.0)
+def iptables(op: str, rule: tuple[str, ...] | list[str], ns_pid: int,
+             tool: str = "iptables") -> sh.Completed:
+    """``tool`` is ``iptables`` or, for IPv6 addresses, ``ip6tables``."""
+    return sh.run([tool, "-w", "5", op, *rule], ns_pid=ns_pid, timeout=15.0)
 
 
 def tagged_rules(ns_pid: int, fid: str | None = None) -> list[str]:
-    """``iptables -S`` lines carrying our tag (for one fault, or any) in a namespace."""
-    res = sh.run(["iptables", "-w", "5", "-S"], ns_pid=ns_pid, timeout=15.0)
+    """``iptables -S`` and ``ip6tables -S`` lines carrying our tag (for one fault, or any) in a
+    namespace (a host without ip6tables has none of those)."""
     want = f"{TAG}{fid}" if fid else TAG
-    return [ln for ln in res.out.splitlines() if want in ln]
+    out: list[str] = []
+    for tool in ("iptables", "ip6tables"):
+        try:
+            res = sh.run([tool, "-w", "5", "-S"], ns_pid=ns_pid, timeout=15.0)
+        except FileNotFoundError:
+            continue
+        out += [ln if tool == "iptables" else f"(ip6) {ln}"
+                for ln in res.out.splitlines() if want in ln]
+    return out
 
 
 def tagged_qdiscs(dev: str, ns_pid: int | None) -> list[str]:
@@ -161,21 +171,22 @@ class IptablesRule(Resource):
     type: ClassVar[str] = "iptables"
     ns_pid: int
     rule: tuple[str, ...]
+    tool: str = "iptables"  # ip6tables: the rule matches IPv6 traffic (large NIDs)
 
     def create(self, env: dict[str, str]) -> Resource:
-        _checked(["iptables", "-w", "5", "-I", *self.rule], self.ns_pid)
+        _checked([self.tool, "-w", "5", "-I", *self.rule], self.ns_pid)
         return self
 
     def undo(self) -> str | None:
-        r = iptables("-D", self.rule, self.ns_pid)
+        r = iptables("-D", self.rule, self.ns_pid, self.tool)
         if r.rc != 0 and "does a matching rule exist" not in r.err and \
                 "No such file" not in r.err and _ns_alive(self.ns_pid):
-            return f"iptables -D {' '.join(self.rule)}: {r.err.strip()}"
+            return f"{self.tool} -D {' '.join(self.rule)}: {r.err.strip()}"
         return None
 
     def present(self) -> str | None:
         if _ns_alive(self.ns_pid) and tagged_rules(self.ns_pid):
-            return f"iptables rule {' '.join(self.rule)} in netns of {self.ns_pid}"
+            return f"{self.tool} rule {' '.join(self.rule)} in netns of {self.ns_pid}"
         return None
 
 

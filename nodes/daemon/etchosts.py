@@ -28,8 +28,10 @@ def hosts_text(entries: Iterable[tuple[str, str]]) -> str:
 
 def plan_hosts(nodes: Iterable[Any]) -> str:
     """The hosts file of a topology's nodes (``testbed.plan`` ``NodePlan``s): each node's name
-    and its first interface's IPv4 address."""
-    return hosts_text((n.name, str(n.interfaces[0].ip)) for n in nodes if n.interfaces)
+    and its first interface's IPv4 address (a node with IPv4 on none has no line: host-name
+    NIDs resolve ``AF_INET`` here)."""
+    firsts = ((n.name, next((i for i in n.interfaces if i.ipv4), None)) for n in nodes)
+    return hosts_text((name, str(i.ip)) for name, i in firsts if i is not None)
 
 
 def lookup_text(text: str, name: str) -> str | None:

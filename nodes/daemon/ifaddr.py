@@ -10,6 +10,8 @@ import ipaddress
 import socket
 import struct
 
+from nodes.lnet.errors import EINVAL, LNetConfigError
+
 SIOCGIFADDR = 0x8915
 SIOCGIFFLAGS = 0x8913
 IFF_UP = 0x1
@@ -54,3 +56,22 @@ def interface_up(ifname: str) -> bool:
         except OSError:
             return False
     return bool(struct.unpack_from("H", res, 16)[0] & IFF_UP)
+
+
+def inet_select(ifname: str, ipv4: str | None, ipv6: list[str], large: bool) -> str:
+    """``lnet_inet_select`` over ``lnet_inet_enumerate``'s list for one interface: its IPv4
+    address, else (LNet configured ``--large`` only) its first IPv6 address that is not
+    link-local; the NI's NID is made of it (socklnd.c ``ksocknal_startup``).
+
+    Raises:
+        LNetConfigError: -EINVAL, naming the interface (and ``--large`` when only IPv6 is
+            there).
+    """
+    if ipv4 is not None:
+        return ipv4
+    usable = [ip for ip in ipv6 if not ipaddress.IPv6Address(ip).is_link_local]
+    if usable and large:
+        return usable[0]
+    hint = " (its IPv6 address needs `lnetctl lnet configure --large`)" if usable else ""
+    raise LNetConfigError(-EINVAL, f"cannot add network: interface {ifname} has no IPv4 "
+                                   f"address{hint}")

@@ -164,10 +164,12 @@ async def _ping(rt: NodeRuntime, args: list[str]) -> Result:
         return exit_code(-EINVAL), "", "usage: ping id [timeout (secs)]\n"
     word = args[0]
     pid_part, dash, rest = word.partition("-")
+    with_pid = bool(dash and pid_part.lstrip("uU").isdigit())
     try:
-        nid = NID.parse(rest if dash and pid_part.lstrip("uU").isdigit() else word)
-    except LNetConfigError:
-        return exit_code(-EINVAL), "", ""
+        nid = NID.parse(rest if with_pid else word)
+    except LNetConfigError:  # portals.c lnet_parse_nid / jt_ptl_ping's own check
+        what = "PID" if with_pid else "NID"
+        return exit_code(-EINVAL), "", f'Invalid {what} argument "{clip(word)}"\n'
     timeout = float(PING_DEFAULT_TIMEOUT)
     if len(args) > 1:
         m = re.match(r"\s*([+-]?\d+)", args[1])

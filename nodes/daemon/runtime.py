@@ -27,7 +27,7 @@ from typing import Any
 
 from nodes import planted, selftest
 from nodes.daemon.eventlog import TraceLog
-from nodes.daemon.ifaddr import interface_ipv4
+from nodes.daemon.ifaddr import inet_select, interface_ipv4, interface_ipv6
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.driver import NodeDriver
 from nodes.lnd.connio import loop_clock
@@ -321,14 +321,13 @@ class NodeRuntime:
         return await fut
 
     # ---------------------------------------------------------------- DLC with LND side
-    async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:
+    async def net_add(self, net: Net, interface: str, *, address: str | None = None,
+                      **kw: Any) -> NID:
         refusal = ipoib_refusal(net, net.lnd, O2IBLND, interface)
         if refusal is not None:
             raise LNetConfigError(-EINVAL, refusal)
-        ip = interface_ipv4(interface)
-        if ip is None:
-            raise LNetConfigError(-EINVAL, f"cannot add network: interface {interface} "
-                                           "has no IPv4 address")
+        ip = address or inet_select(interface, interface_ipv4(interface),
+                                    interface_ipv6(interface), self.engine.node.large_nids)
         nid = nid_from_ip(ip, net)
         ni = self.engine.net_add(net, interface, nid, **kw)
         self.driver.ni_added(nid)  # sock_timeout 0: LNet's lnd_timeout

@@ -57,8 +57,11 @@ def _cpts(text: str | None) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(values)) or None
 
 
-async def _add_nis(rt: NodeRuntime, net: Net, ifaces: list[str], cmd: C.NetAdd) -> None:
-    kw: dict[str, Any] = {}
+async def _add_nis(rt: NodeRuntime, net: Net, ifaces: list[str], cmd: C.NetAdd,
+                   address: str | None = None) -> None:
+    """``address``: the NI's IP when a NID named it (``lnet_inet_select`` with the address
+    set: a large NID picks the interface's IPv6 address even where it has an IPv4 one)."""
+    kw: dict[str, Any] = {} if address is None else {"address": address}
     if cmd.peer_credits > 0:
         kw["peer_credits"] = cmd.peer_credits
     if cmd.credits > 0:
@@ -100,7 +103,8 @@ async def _net_add(rt: NodeRuntime, cmd: C.NetAdd) -> None:
     if cmd.nids:
         for text in cmd.nids:
             nid = NID.parse(text)
-            await _add_nis(rt, nid.net, [glue.interface_of(rt, nid)], cmd)
+            await _add_nis(rt, nid.net, [glue.interface_of(rt, nid)], cmd,
+                           nid.ip if nid.is_large else None)
         return
     assert cmd.net is not None  # NetAdd validates: net, nids or ip2net
     await _add_nis(rt, Net.parse(cmd.net), list(cmd.interfaces), cmd)
@@ -176,15 +180,16 @@ def _udsp_add(rt: NodeRuntime, cmd: C.UdspAdd) -> None:
     udsp.add(rt.engine, rule, None if cmd.idx == -1 else cmd.idx)
 
 
-async def configure(rt: NodeRuntime, *, from_params: bool) -> None:
+async def configure(rt: NodeRuntime, *, from_params: bool, large: bool = False) -> None:
     """``lnet_configure``: LNet up; ``from_params`` (``lnet configure --all``, ``lctl net
     up``: no ``NLM_F_EXCL``) also the NIs and routes of the module parameters
-    (``LNetNIInit``, nodes/dlc/modparams.py). An LNet already up is left as it is; a failure
+    (``LNetNIInit``, nodes/dlc/modparams.py); ``large`` (``--large``) lets the LNDs take
+    IPv6 interface addresses as large NIDs. An LNet already up is left as it is; a failure
     leaves LNet unconfigured, as ``LNetNIInit``'s error path does.
     """
     if rt.engine.configured:
         return
-    rt.engine.configure()
+    rt.engine.configure(large)
     if not from_params:
         return
     try:
@@ -216,7 +221,7 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
     eng = rt.engine
     try:
         if isinstance(cmd, C.LnetConfigure):
-            await configure(rt, from_params=cmd.all)
+            await configure(rt, from_params=cmd.all, large=cmd.large)
         elif isinstance(cmd, C.LnetUnconfigure):
             await rt.unconfigure()
         elif isinstance(cmd, C.NetAdd):

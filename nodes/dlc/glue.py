@@ -35,7 +35,7 @@ def local_interfaces(rt: Any) -> list[tuple[str, str]]:
     """(interface, IPv4 address) of the node, in interface order; ``lo`` left out."""
     plan = getattr(rt, "plan", None)
     if plan is not None:  # a simulated node (testbed/sim): its topology interfaces
-        return [(i.name, str(i.ip)) for i in plan.interfaces]
+        return [(i.name, str(i.ip)) for i in plan.interfaces if i.ipv4]
     out = []
     for _index, name in socket.if_nameindex():
         ip = interface_ipv4(name)
@@ -50,7 +50,7 @@ def local_addresses(rt: Any) -> list[tuple[str, str]]:
     kernel's address dump goes family by family); ``lo`` left out."""
     plan = getattr(rt, "plan", None)
     if plan is not None:
-        return [(i.name, str(i.ip)) for i in plan.interfaces] + \
+        return [(i.name, str(i.ip)) for i in plan.interfaces if i.ipv4] + \
             [(i.name, str(i.ip6)) for i in plan.interfaces if i.ip6 is not None]
     names = [name for _index, name in socket.if_nameindex() if name != "lo"]
     return [(n, ip) for n, ip in ((n, interface_ipv4(n)) for n in names) if ip] + \
@@ -74,7 +74,8 @@ def up_interfaces(rt: Any) -> list[tuple[str, str]]:
     plan = getattr(rt, "plan", None)
     if plan is not None:
         down = {str(n) for n in rt.sim.fabric.down}
-        return [(i.name, str(i.ip)) for i in plan.interfaces if str(i.nid) not in down]
+        return [(i.name, str(i.ip)) for i in plan.interfaces
+                if i.ipv4 and str(i.nid) not in down]
     return [(name, ip) for name, ip in local_interfaces(rt) if interface_up(name)]
 
 
@@ -85,8 +86,8 @@ def interface_of(rt: Any, nid: NID) -> str:
         LNetConfigError: -ENOENT, no interface has that address.
     """
     addr = str(nid).split("@", 1)[0]
-    for name, ip in local_interfaces(rt):
-        if ip == addr:
+    for name, ip in local_interfaces(rt) if not nid.is_large else local_addresses(rt):
+        if ip == addr or (nid.is_large and ":" in ip and NID.parse(f"{ip}@{nid.net}") == nid):
             return name
     raise LNetConfigError(-ENOENT, f"cannot add network: no interface has address {addr}")
 

@@ -144,10 +144,40 @@ def _bad(what: str, code: int = errno.EINVAL) -> NidListError:
     return NidListError(-code, f"Unable to parse nidlist: {what}")
 
 
-def _group(body: str) -> list[str]:
+_HEX_ITEM = re.compile(r"([0-9a-fA-F]+)(?:-([0-9a-fA-F]+)(?:/([0-9]+))?)?")
+
+
+def _hex_range(tok: str) -> RangeExpr | None:
+    """An IPv6 NID's bracket item (``unroll_nid_range_scan`` with a ':' in the NID): its
+    numbers are read base 16, ':' inside skipped, the stride decimal; the values are printed
+    back in decimal (``%u``), as real lnetctl does: ``2001:db8::[a-b]@tcp`` is
+    ``2001:db8::10@tcp`` and ``2001:db8::11@tcp``."""
+    m = _HEX_ITEM.fullmatch(tok.replace(":", "").strip())
+    if m is None:
+        return None
+    lo = int(m.group(1), 16)
+    hi = int(m.group(2), 16) if m.group(2) else lo
+    stride = int(m.group(3)) if m.group(3) else 1
+    if max(lo, hi) > 2**32 - 1 or stride == 0:
+        return None
+    return RangeExpr(lo, hi, stride) if lo <= hi else None
+
+
+def _group(body: str, ipv6: bool = False) -> list[str]:
     """The values of one bracket group, in order (bounded before it is materialised)."""
     items = []
     for tok in body.split(","):
+        if ipv6:
+            rexpr = _hex_range(tok) if tok else None
+            if rexpr is None:
+                lo_s, _, hi_s = tok.replace(":", "").partition("-")
+                hi_s = hi_s.split("/")[0]
+                if _HEX_ITEM.fullmatch(lo_s) and _HEX_ITEM.fullmatch(hi_s) \
+                        and int(lo_s, 16) > int(hi_s, 16):
+                    raise _bad("range is wrong order", errno.ERANGE)
+                raise _bad("invalid character in range")
+            items.append(rexpr)
+            continue
         rexpr = _range_expr(tok, 0, 2**32 - 1, True) if tok else None
         if rexpr is None:
             a, _, rest = tok.partition("-")
@@ -168,8 +198,9 @@ def _expand_one(expr: str) -> Iterator[str]:
         raise _bad("invalid NID in nidstr")
     pieces: list[list[str]] = []
     pos = 0
+    ipv6 = ":" in addr
     for m in re.finditer(r"\[([^\[\]]*)\]", addr):
-        pieces += [[addr[pos:m.start()]], _group(m.group(1))]
+        pieces += [[addr[pos:m.start()]], _group(m.group(1), ipv6)]
         pos = m.end()
     pieces.append([addr[pos:]])
     if any("[" in p[0] or "]" in p[0] for p in pieces[::2]):

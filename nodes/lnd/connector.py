@@ -165,7 +165,7 @@ class Connector:
             reply = wire.KsockHello(ni, hs.hello.src_nid, self._pid, hs.hello.src_pid,
                                     self._incarnation, hs.hello.src_incarnation,
                                     ctype if verdict is Verdict.ACCEPT
-                                    else wire.SOCKLND_CONN_NONE)
+                                    else wire.SOCKLND_CONN_NONE, (), hs.hello.version)
             await loop.sock_sendall(sock, hs.framer.send_hello(reply))
         except PermissionError as exc:  # lnet_accept's LCONSOLE_ERROR
             self._refuse("no matching NI", f"{exc.strerror}")

@@ -1,4 +1,4 @@
-"""Sans-I/O ksocklnd V3 connection: bytes in, frames out; frames in, bytes out (h11-style).
+"""Sans-I/O ksocklnd V3/V4 connection: bytes in, frames out; frames in, bytes out (h11-style).
 
 Theory of operation (STYLE rules 1, 2, 4): one ``KsockConnection`` per TCP connection. It owns
 no socket and no clock. The handshake order is the kernel's:
@@ -9,8 +9,9 @@ no socket and no clock. The handshake order is the kernel's:
   expect the connreq, then the peer's hello, then reply with our hello — or with a hello of
   ctype SOCKLND_CONN_NONE to refuse it (lost connection race / duplicate), which closes.
 
-After the handshake both sides exchange V3 ``ksock_msg`` frames. Every state change goes through
-``_TRANSITIONS``; an input with no entry is a protocol error: peer input raises
+After the handshake both sides exchange ``ksock_msg`` frames of the hellos' protocol: V3
+(``lnet_hdr_nid4``) or V4 (``lnet_hdr_nid16``, large NIDs: ``wire6.py``). Every state change
+goes through ``_TRANSITIONS``; an input with no entry is a protocol error: peer input raises
 ``WireProtocolError`` (hstatus REMOTE_ERROR), local misuse raises ``LocalProtocolError``, and
 either moves the machine to ERROR, where every further input raises again.
 
@@ -38,10 +39,17 @@ it, so a driver checks ``error`` after handling the events of each chunk.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
-from nodes.lnd import framehead, wire
+from nodes.lnd import framehead, wire, wire6
 from nodes.lnd.bufpool import BufferPool
+from nodes.lnd.frames import (
+    ConnreqReceived,
+    Event,
+    HelloReceived,
+    LNetMessageReceived,
+    NoopReceived,
+    Payload,
+)
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.nid import NID
@@ -52,10 +60,6 @@ STAGE_SIZE = 64 << 10
 DIRECT_MIN = 16 << 10
 _KSM = wire.KSOCK_MSG_HDR_SIZE
 _HEAD = wire.LNET_FRAME_HEAD
-
-#: A received payload: ``bytes`` (small) or a read-only view of its own buffer (bulk).
-Payload = bytes | memoryview
-
 
 class LocalProtocolError(Exception):
     """The driver asked for something illegal in the current state (a bug, not the peer's)."""
@@ -98,36 +102,6 @@ _RX_INPUTS = frozenset({Inp.RX_CONNREQ, Inp.RX_HELLO, Inp.RX_MSG})
 _HANDSHAKE_RX = frozenset({S.P_AWAIT_CONNREQ, S.A_AWAIT_HELLO, S.P_AWAIT_HELLO})
 
 
-# --- events (facts that happened on the wire) --------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConnreqReceived:
-    nid: NID  # acr_nid: the NI the peer wants
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HelloReceived:
-    hello: wire.KsockHello
-
-
-# not frozen, as the engine's events (a frozen one's __init__ costs ~2x, once per frame); its
-# __init__ written out, as theirs (actions.py: compiled, where a dataclass's is not)
-@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
-class LNetMessageReceived:
-    hdr: LNetHdr
-    payload: Payload
-    zc_cookies: tuple[int, int] = (0, 0)
-
-    def __init__(self, *, hdr: LNetHdr, payload: Payload,
-                 zc_cookies: tuple[int, int] = (0, 0)) -> None:
-        self.hdr, self.payload, self.zc_cookies = hdr, payload, zc_cookies
-
-
-@dataclass(slots=True, unsafe_hash=True, kw_only=True)
-class NoopReceived:
-    zc_cookies: tuple[int, int] = (0, 0)
-
-
-Event = ConnreqReceived | HelloReceived | LNetMessageReceived | NoopReceived
 
 
 class KsockConnection:
@@ -140,6 +114,10 @@ class KsockConnection:
         self.error: WireProtocolError | None = None
         self.flip = False  # peer byte order swapped (ksnc_flip)
         self.peer_hello: wire.KsockHello | None = None
+        #: the protocol of the hellos: V3 (nid4 headers) or V4 (large NIDs, lnet_hdr_nid16),
+        #: the active side's choice by address family, the passive side's from its hello
+        self.version = wire.KSOCK_PROTO_V3
+        self._head = _HEAD  # ksock_msg_hdr + the LNet header of this protocol
         self._stage = bytearray(STAGE_SIZE)
         self._mv = memoryview(self._stage)
         self._start = self._end = 0  # unparsed bytes: _stage[_start:_end]
@@ -273,9 +251,13 @@ class KsockConnection:
     def _step_connreq(self, b: memoryview) -> Event | None:
         if len(b) == 4:
             self.flip = wire.connreq_flip(int.from_bytes(b, "little"))
-            self._need = wire.CONNREQ_SIZE
+            self._need = 8
             return None
-        nid = wire.unpack_connreq(b)
+        if len(b) == 8:  # lnet_accept reads the version, then the rest by it
+            self._need = wire6.connreq_size(
+                int.from_bytes(b[4:8], "big" if self.flip else "little"))
+            return None
+        nid = wire6.unpack_connreq(b, self.flip)
         self._fire(Inp.RX_CONNREQ)
         return ConnreqReceived(nid=nid)
 
@@ -285,23 +267,38 @@ class KsockConnection:
             self._need = 8
             return None
         if len(b) == 8:
-            wire.check_hello_version(int.from_bytes(b[4:8], "big" if self.flip else "little"))
-            self._need = wire.HELLO_SIZE
+            version = int.from_bytes(b[4:8], "big" if self.flip else "little")
+            if version != wire.KSOCK_PROTO_V4:
+                wire.check_hello_version(version)
+            self.version = version
+            self._need = wire6.HELLO4_SIZE if version == wire.KSOCK_PROTO_V4 \
+                else wire.HELLO_SIZE
             return None
+        if self.version == wire.KSOCK_PROTO_V4:
+            return self._hello_received(wire6.unpack_hello(b, self.flip))
         if len(b) == wire.HELLO_SIZE:
             nips = wire.hello_nips(b, self.flip)
             if nips:
                 self._need = wire.HELLO_SIZE + 4 * nips
                 return None
-        hello = wire.unpack_hello(b)
+        return self._hello_received(wire.unpack_hello(b))
+
+    def _hello_received(self, hello: wire.KsockHello) -> Event:
         self.peer_hello = hello
+        self._use(hello.version)
         self._fire(Inp.RX_HELLO)
         return HelloReceived(hello=hello)
+
+    def _use(self, version: int) -> None:
+        self.version = version
+        self._head = wire6.LNET_FRAME_HEAD16 if version == wire.KSOCK_PROTO_V4 else _HEAD
 
     def _parse_running(self, events: list[Event]) -> None:
         """``ksocknal_process_receive``: every whole frame in the stage, in place; a bulk
         payload begun here continues in its own buffer."""
         mv, start, end, flip = self._mv, self._start, self._end, self.flip
+        head = self._head
+        unpack = wire6.unpack_hdr if head != _HEAD else wire.unpack_hdr
         try:
             while end - start >= _KSM:
                 t, csum, c0, c1 = wire.unpack_ksm_hdr(mv, flip, start)
@@ -311,11 +308,11 @@ class KsockConnection:
                     self._fire(Inp.RX_MSG)
                     events.append(NoopReceived(zc_cookies=(c0, c1)))
                     continue
-                if end - start < _HEAD:
+                if end - start < head:
                     break
-                hdr = wire.unpack_hdr(mv[start + _KSM:start + _HEAD])
+                hdr = unpack(mv[start + _KSM:start + head])
                 plen = hdr.payload_length
-                body = start + _HEAD
+                body = start + head
                 if end - body >= plen:
                     if csum:
                         wire.verify_csum(mv[start:body], csum, mv[body:body + plen])
@@ -353,13 +350,14 @@ class KsockConnection:
         """Active side: the acceptor connreq (``lnet_connect``) followed by our hello."""
         self._fire(Inp.TX_HANDSHAKE)
         self._need = 4
-        return wire.pack_connreq(connreq_nid) + wire.pack_hello(hello)
+        self._use(hello.version)
+        return wire6.pack_connreq(connreq_nid) + wire6.pack_any_hello(hello)
 
     def send_hello(self, hello: wire.KsockHello) -> bytes:
         """Passive side: reply with our hello; ctype SOCKLND_CONN_NONE refuses and closes."""
         refuse = hello.ctype == wire.SOCKLND_CONN_NONE
         self._fire(Inp.TX_REJECT if refuse else Inp.TX_HELLO)
-        return wire.pack_hello(hello)
+        return wire6.pack_any_hello(hello)
 
     def send_lnet_head(self, hdr: LNetHdr, payload: bytes | bytearray | memoryview, *,
                        checksum: bool = False) -> bytes:
@@ -370,6 +368,8 @@ class KsockConnection:
                 hdr.type in (MsgType.ACK, MsgType.GET) and len(payload)):
             raise LocalProtocolError("payload does not match the header")
         self._fire(Inp.TX_MSG)
+        if self._head != _HEAD:  # V4: lnet_hdr_nid16
+            return wire6.pack_lnet_head(hdr, payload, checksum=checksum)
         if checksum:
             return wire.pack_lnet_head(hdr, payload, checksum=True)
         return framehead.pack_head(hdr)

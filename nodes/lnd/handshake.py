@@ -54,14 +54,26 @@ class Handshake:
     early: list[Event] = field(default_factory=list)  # frames that came with the hello
 
 
+def family(ip: str) -> socket.AddressFamily:
+    """AF_INET6 for an IPv6 address (a large NID's), else AF_INET."""
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
+def protocol(peer_ip: str) -> int:
+    """``ksocknal_create_conn`` (active): KSOCK_PROTO_V4 to an AF_INET6 peer address, V3 to
+    an AF_INET one -- whether LNet runs ``--large`` or not."""
+    return wire.KSOCK_PROTO_V4 if family(peer_ip) == socket.AF_INET6 else wire.KSOCK_PROTO_V3
+
+
 async def open_socket(local_ip: str, peer_ip: str, port: int) -> socket.socket:
-    """``lnet_connect``: source ports 1023..512, then an ephemeral one."""
+    """``lnet_connect``: source ports 1023..512, then an ephemeral one; AF_INET6 between
+    IPv6 addresses (``lnet_sock_connect`` on the NI's ``sockaddr_storage``)."""
     loop = asyncio.get_running_loop()
     ports = deque([*range(wire.LNET_ACCEPTOR_MAX_RESERVED_PORT,
                           wire.LNET_ACCEPTOR_MIN_RESERVED_PORT - 1, -1), 0])
     while True:
         sport = ports.popleft()
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s = socket.socket(family(peer_ip), socket.SOCK_STREAM)
         try:
             s.setblocking(False)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -91,7 +103,8 @@ async def active(sock: socket.socket, *, ni: NID, peer_nid: NID, pid: int, dst_p
     """
     loop = asyncio.get_running_loop()
     framer = KsockConnection(active=True, pool=pool)
-    ours = wire.KsockHello(ni, peer_nid, pid, dst_pid, incarnation, 0, ctype)
+    ours = wire.KsockHello(ni, peer_nid, pid, dst_pid, incarnation, 0, ctype, (),
+                           protocol(peer_nid.ip))
     await loop.sock_sendall(sock, framer.send_handshake(peer_nid, ours))
     events: list[Event] = []
     while not events:
@@ -106,6 +119,9 @@ async def active(sock: socket.socket, *, ni: NID, peer_nid: NID, pid: int, dst_p
     if hello.ctype == wire.SOCKLND_CONN_NONE:
         sock.close()
         return None
+    if hello.version != ours.version:  # ksocknal_recv_hello: the peer's protocol differs
+        raise WireProtocolError(f"{peer_nid} replied with protocol V{hello.version}, "
+                                f"V{ours.version} sent")
     if hello.src_nid != peer_nid or hello.dst_nid != ni:
         raise WireProtocolError(f"connected to {peer_nid} but it claimed to be "
                                 f"{hello.src_nid} (for {hello.dst_nid})")
@@ -189,7 +205,7 @@ class Acceptor:
 
     @staticmethod
     def _listen(ip: str, port: int) -> socket.socket:
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock = socket.socket(family(ip), socket.SOCK_STREAM)
         try:
             lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             lsock.bind((ip, port))

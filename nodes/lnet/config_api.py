@@ -56,12 +56,15 @@ class ConfigAPI:
         raise NotImplementedError  # the engine's
 
     # ------------------------------------------------------------------ DLC: configuration
-    def configure(self) -> None:
-        """``lnetctl lnet configure``: LNet up with its loopback NI ``0@lo``."""
+    def configure(self, large: bool = False) -> None:
+        """``lnetctl lnet configure [--large]``: LNet up with its loopback NI ``0@lo``;
+        ``large`` is ``NLM_F_APPEND``: ``ln_nis_use_large_nids`` (api-ni.c
+        ``lnet_net_conf_cmd``)."""
         if self.node.configured:
             return
         self.local.configure()
         self.node.configured = True
+        self.node.large_nids = large
         if self.tunables.forwarding:  # module param forwarding=enabled: a router at once
             self.router.on_tunable("forwarding", 1, None)
 
@@ -74,6 +77,7 @@ class ConfigAPI:
         self.router.clear()
         self.discovery.clear()
         self.node.configured = False
+        self.node.large_nids = False
         return [ni.nid for ni in nis]
 
     def net_add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None = None,

@@ -20,3 +20,6 @@ class NodeState:
     multi_rail: bool = True
     ping_seq: int = 1
     net_seq: int = 0
+    #: ``the_lnet.ln_nis_use_large_nids``: LNet configured with ``--large`` (an LND's
+    #: interface enumeration then lists IPv6 addresses too, ``lnet_inet_enumerate``)
+    large_nids: bool = False

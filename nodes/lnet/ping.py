@@ -8,6 +8,14 @@ buffer there (the push target, ``discovery.on_push``; dyn-005/015). Feature bits
 NI_STATUS always; MULTI_RAIL and DISCOVERY on a Multi-Rail node (DISCOVERY only while
 discovery is enabled), RTE_DISABLED while routing is off (spec §5.1). The engine rebuilds the
 buffer with ``seq + 1`` when a local NI is added or removed (``LNetEngine._ping_changed``).
+
+Large (IPv6) NIDs (api-ni.c ``lnet_ping_target_install_locked``): the fixed entries hold the
+nid4 NIs only; each large NI follows as a ``struct lnet_ni_large_status`` (status, then the
+``struct lnet_nid``: size, type, big-endian net number, 4 + size address bytes), with
+LARGE_ADDR set and entry 0's ``msg_size`` the buffer's total size; PRIMARY_LARGE when the
+first NI is large (``lnet_ping_info`` readers then take the first large NID as primary,
+peer.c). A reader skips a large entry whose NID is longer than ``struct lnet_nid``
+(``ping_iter_next``).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from typing import Final
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import Payload
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNetNI
-from nodes.lnet.nid import LO_NID, NID
+from nodes.lnet.nid import LO_NID, NID, NID_SIZE_IPV6, Net
 
 LNET_PROTO_PING_MAGIC: Final = 0x70696E67
 LNET_PING_FEAT_BASE: Final = 0x1
@@ -39,6 +47,30 @@ _MD_COUNT: Final = struct.Struct("<I")
 _MD_ENTRY: Final = struct.Struct(f"<Q{LNET_MD_BUFFER_SZ}s")
 #: api-ni.c ``lnet_poison_nid_md_buffer``: what CFS_FAIL_TEST_PING_MD fills the metadata with
 POISON_MD: Final = b"\x5a" * LNET_MD_BUFFER_SZ
+_STATUS: Final = struct.Struct("<I")  # ``struct lnet_ni_large_status``'s ns_status
+_NID_NUM: Final = struct.Struct(">H")
+
+
+def pack_nid(nid: NID) -> bytes:
+    """``struct lnet_nid`` as sent: size, type, big-endian number, the address bytes."""
+    return (bytes((nid.size, nid.net.lnd)) + _NID_NUM.pack(nid.net.num)
+            + nid.addr.to_bytes(4 + nid.size, "big"))
+
+
+def unpack_nid(data: bytes, at: int) -> NID | None:
+    """A ``struct lnet_nid`` at ``at``; None when it is not a 4- or 16-byte address or the
+    buffer ends inside it."""
+    size = data[at]
+    end = at + 8 + size
+    if size not in (0, NID_SIZE_IPV6) or end > len(data):
+        return None
+    num = _NID_NUM.unpack_from(data, at + 2)[0]
+    return NID(Net(data[at + 1], num), int.from_bytes(data[at + 4:end], "big"), size)
+
+
+def _large_entries(nis: tuple[tuple[NID, int], ...]) -> bytes:
+    return b"".join(_STATUS.pack(status) + pack_nid(nid)
+                    for nid, status in nis if nid.is_large)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +83,19 @@ class PingInfo:
     metadata: tuple[tuple[NID, bytes], ...] = ()
 
     def pack(self) -> bytes:
-        out = [_HDR.pack(LNET_PROTO_PING_MAGIC, self.features, self.pid, len(self.nis) + 1),
-               _ENTRY.pack(LO_NID.nid4, self.seq, 0)]
-        out += [_ENTRY.pack(nid.nid4, status, 0) for nid, status in self.nis]
+        small = [(nid, status) for nid, status in self.nis if not nid.is_large]
+        large = _large_entries(self.nis)
+        features = self.features & ~(LNET_PING_FEAT_LARGE_ADDR | LNET_PING_FEAT_PRIMARY_LARGE)
+        total = 0
+        if large:
+            features |= LNET_PING_FEAT_LARGE_ADDR
+            if self.nis[0][0].is_large:
+                features |= LNET_PING_FEAT_PRIMARY_LARGE
+            total = _HDR.size + (len(small) + 1) * _ENTRY.size + len(large)
+        out = [_HDR.pack(LNET_PROTO_PING_MAGIC, features, self.pid, len(small) + 1),
+               _ENTRY.pack(LO_NID.nid4, self.seq, total)]
+        out += [_ENTRY.pack(nid.nid4, status, 0) for nid, status in small]
+        out.append(large)
         if self.features & LNET_PING_FEAT_METADATA:
             out.append(_MD_COUNT.pack(len(self.metadata)))
             out += [_MD_ENTRY.pack(nid.nid4, md) for nid, md in self.metadata]
@@ -75,8 +117,33 @@ class PingInfo:
         if entries[0][0] != LO_NID.nid4:
             raise WireProtocolError("ping buffer entry 0 is not 0@lo")
         nis = tuple((NID.from_nid4(nid4), status) for nid4, status, _ in entries[1:])
-        return cls(features, pid, entries[0][1], nis,
-                   _metadata(bytes(data), _HDR.size + nnis * _ENTRY.size, features))
+        at = _HDR.size + nnis * _ENTRY.size
+        if features & LNET_PING_FEAT_LARGE_ADDR:
+            if len(data) < entries[0][2]:  # lnet_ping_info_size: ask again, bigger
+                raise WireProtocolError(f"ping buffer truncated ({len(data)} of "
+                                        f"{entries[0][2]} bytes)")
+            large, at = _unpack_large(bytes(data), at, entries[0][2])
+            if features & LNET_PING_FEAT_PRIMARY_LARGE and large:
+                nis = large[:1] + nis + large[1:]  # peer.c: the first large NID is primary
+            else:
+                nis += large
+        return cls(features, pid, entries[0][1], nis, _metadata(bytes(data), at, features))
+
+
+def _unpack_large(data: bytes, at: int, end: int) -> tuple[tuple[tuple[NID, int], ...], int]:
+    """``ping_iter_next``'s large entries from ``at`` to ``end`` (entry 0's ``msg_size``);
+    an entry with an address size no NID has is skipped, a truncated one ends the list."""
+    out = []
+    while at + 8 <= end:
+        status = _STATUS.unpack_from(data, at)[0]
+        nxt = at + 4 + 8 + data[at + 4]
+        if nxt > end:
+            break
+        nid = unpack_nid(data, at + 4)
+        if nid is not None:
+            out.append((nid, status))
+        at = nxt
+    return tuple(out), at
 
 
 def _metadata(data: bytes, at: int, features: int) -> tuple[tuple[NID, bytes], ...]:
@@ -125,8 +192,12 @@ def ping_info_size(data: Payload) -> int:
     a reply shorter than this was truncated and the ping is retried with a bigger sink."""
     if len(data) < _HDR.size:
         return 0
-    nnis: int = _HDR.unpack_from(data)[3]
-    return _HDR.size + min(nnis, 1 << 16) * _ENTRY.size
+    features, nnis = _HDR.unpack_from(data)[1], _HDR.unpack_from(data)[3]
+    fixed: int = _HDR.size + min(nnis, 1 << 16) * _ENTRY.size
+    if features & LNET_PING_FEAT_LARGE_ADDR and len(data) >= _HDR.size + _ENTRY.size:
+        total: int = _ENTRY.unpack_from(data, _HDR.size)[2]  # lnet_ping_info_size
+        return max(fixed, min(total, 1 << 20))
+    return fixed
 
 
 def metadata_bytes(max_interfaces: int) -> int:

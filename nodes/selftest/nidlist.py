@@ -99,7 +99,9 @@ def parse_nids(text: str) -> tuple[list[NID] | None, str | None]:
     nids = []
     for w in words:
         nid = parse_nid(w)
-        if nid is None:
+        # lst.c reads each one with libcfs_str2nid, the nid4 parser: an IPv6 (large) NID is
+        # LNET_NID_ANY there, so lst refuses it as any other bad NID
+        if nid is None or nid.is_large:
             return None, f"Invalid nid: {w}"
         nids.append(nid)
     return nids, None

@@ -13,6 +13,9 @@ from typing import Any
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./@<>?*+-][A-Za-z0-9_./@<>?*+ ()-]*$")
 _QUOTE_KEYS = frozenset({"descr", "CPT"})
+#: an IPv6 NID: libyaml's emitter (lnetctl's netlink output, YAML_PLAIN_SCALAR_STYLE) keeps
+#: a scalar plain when each ':' is followed by a non-space, so ``2001:db8::1@tcp`` unquoted
+_NID6 = re.compile(r"^[0-9a-f:.]*:[0-9a-f:.]*@[a-z]+[0-9]*$")
 
 
 def _scalar(key: object, value: Any) -> str:
@@ -23,8 +26,8 @@ def _scalar(key: object, value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     text = str(value)
-    if key in _QUOTE_KEYS or not _PLAIN.match(text) or text.lower() in ("true", "false",
-                                                                         "null", "yes", "no"):
+    plain = _PLAIN.match(text) or _NID6.match(text)
+    if key in _QUOTE_KEYS or not plain or text.lower() in ("true", "false", "null", "yes", "no"):
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'
     return text

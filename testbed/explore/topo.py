@@ -67,10 +67,16 @@ class Topo:
         return [n for n in self.nodes if n != node and self.nets(n) & mine]
 
     def routed_peers(self, node: str) -> list[str]:
-        """Nodes sharing no net with ``node`` whose nets ``node`` has a route to."""
+        """Nodes sharing no net with ``node`` whose nets ``node`` has a route to, with NIDs of
+        the same size: a large (IPv6) NID does not survive an IPv4 hop (socklnd V3 keeps
+        ``lnet_nid_to_nid4`` of it, nodes/lnd/wire6.py ``v3_view``), so a large endpoint
+        and a nid4 one never reach each other through a router in today's LNet."""
         mine, routed = self.nets(node), self.routed_nets(node)
         return [n for n in self.nodes if n != node and not self.nets(n) & mine
-                and self.nets(n) & routed]
+                and self.nets(n) & routed and self._large(n) == self._large(node)]
+
+    def _large(self, node: str) -> bool:
+        return any(":" in nid.partition("@")[0] for nid in self.nids(node))
 
     def nids_on(self, node: str, nets: set[str]) -> list[str]:
         return [i.nid for i in self.plan.node(node).interfaces if i.net in nets]

@@ -40,7 +40,9 @@ class FaultResources:
             nodes[n.name] = NodeSite(
                 name=n.name, ns_pid=self._ns(n.name),
                 interfaces=tuple(i.name for i in n.interfaces),
-                ips=tuple(str(i.ip) for i in n.interfaces), nids=tuple(n.nids),
+                ips=tuple(a for i in n.interfaces for a in
+                          ([str(i.ip)] if i.ipv4 else []) + ([str(i.ip6)] if i.ip6 else [])),
+                nids=tuple(n.nids),
                 ports=dict(self.sup.state["nodes"][n.name]["interfaces"]),
                 daemon_pid=None if daemon is None else daemon.pid)
         return Site(nodes=nodes, fault_dir=str(self.fdir))
@@ -53,8 +55,8 @@ class FaultResources:
                 bindings), in one line (issue 18).
         """
         out = resources_for(f.spec, self.site(), Activation(f.fid, k, f.seed, self.next_queue))
-        if any(isinstance(r, resources.IptablesRule) for r in out):
-            problem = needs.program("iptables", f"the {f.spec.kind} fault")
+        for tool in sorted({r.tool for r in out if isinstance(r, resources.IptablesRule)}):
+            problem = needs.program(tool, f"the {f.spec.kind} fault")
             if problem is not None:
                 raise FaultError(problem)
         if any(isinstance(r, resources.Interposer) for r in out):

@@ -104,7 +104,8 @@ def configure_node(sup: Supervisor, node: NodePlan) -> None:
     lines = ["link set dev lo up"]
     sysctls = list(NODE_SYSCTLS)
     for i in node.interfaces:
-        lines.append(f"addr add {i.ip}/{i.prefixlen} brd + dev {i.name}")
+        if i.ipv4:  # an IPv6-only network's interface has no IPv4 address (large NIDs)
+            lines.append(f"addr add {i.ip}/{i.prefixlen} brd + dev {i.name}")
         if i.ip6 is not None:  # IPv6 only where the plan has it: no link-local, no DAD wait
             sysctls += [f"net.ipv6.conf.{i.name}.{k}" for k in IPV6_IF_SYSCTLS]
             lines.append(f"addr add {i.ip6}/{i.prefixlen6} dev {i.name} nodad")
@@ -143,7 +144,7 @@ def check_addresses(node: NodePlan, out: str) -> None:
         fields = line.split()
         if len(fields) >= 4 and fields[1] != "lo" and fields[2] in ("inet", "inet6"):
             have.add((fields[1], fields[3]))
-    want = {(i.name, f"{i.ip}/{i.prefixlen}") for i in node.interfaces}
+    want = {(i.name, f"{i.ip}/{i.prefixlen}") for i in node.interfaces if i.ipv4}
     want |= {(i.name, f"{i.ip6}/{i.prefixlen6}") for i in node.interfaces if i.ip6 is not None}
     if have != want:
         raise BringUpError(f"node {node.name}: addresses {sorted(have)} != {sorted(want)}")

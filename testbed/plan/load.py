@@ -29,6 +29,9 @@ Schema (every mapping is closed: an unknown key is an error with a did-you-mean)
                                # subnet6 (optional): interfaces get an IPv6 address too, the
                                # IPv4 host offset in it (10.12.0.5 -> 2001:db8:12::5); NIs stay
                                # IPv4 (lnetctl net add picks the IPv4 address without --large)
+      lan6: {lnet: tcp6, subnet6: "2001:db8:16::/64"}
+                               # subnet6 alone: IPv6-only, large NIDs (2001:db8:16::1@tcp6),
+                               # its nodes run `lnet configure --large`
     nodes:                     # required, non-empty
       c1: {interfaces: [lan0, lan1]}             # eth0, eth1... one NI each, in list order
       s1:
@@ -196,13 +199,12 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
     for iface in node.ifaces:
         assert iface.ip is not None  # _assign_addresses filled every one
         seg = iface.segment
-        ip6 = None if seg.subnet6 is None else \
-            seg.subnet6.network_address + (int(iface.ip) - int(seg.subnet.network_address))
         kind = "ib" if seg.lnet.startswith("o2ib") else "eth"
         name = f"{kind}{count[kind]}"
         count[kind] += 1
         ifaces.append(IfacePlan(name, seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
-                                iface.numa, ip6, seg.subnet6.prefixlen if seg.subnet6 else 0))
+                                iface.numa, seg.ip6_of(iface.ip),
+                                seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4))
     return NodePlan(node.name, tuple(ifaces),
                     _merge_tunables(doc, top, node.tunables) + tuple(node.router),
                     tuple(p for p, _, _ in node.peers),

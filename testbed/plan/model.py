@@ -15,6 +15,7 @@ from typing import Any
 
 from nodes.dlc.commands import PeerAdd, RouteAdd, UdspAdd
 from nodes.echo import shown
+from nodes.lnet.nid import NID
 
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
@@ -86,6 +87,24 @@ class SegmentPlan:
     lnet: str
     subnet: ipaddress.IPv4Network
     subnet6: ipaddress.IPv6Network | None = None
+    #: False: an IPv6-only network (``subnet6`` without ``subnet``): interfaces get only their
+    #: IPv6 address and the NI is a large NID (``lnet configure --large``); ``subnet`` is then
+    #: an internal 0.N.0.0 block numbering the hosts, never configured on an interface
+    ipv4: bool = True
+
+    def ip6_of(self, ip: ipaddress.IPv4Address) -> ipaddress.IPv6Address | None:
+        """The IPv6 address of the interface numbered ``ip``: its host offset in subnet6."""
+        if self.subnet6 is None:
+            return None
+        return self.subnet6.network_address + (int(ip) - int(self.subnet.network_address))
+
+    def nid_of(self, ip: ipaddress.IPv4Address) -> str:
+        """The NID ``lnetctl net add`` gives that interface: IPv4, or IPv6 on an IPv6-only
+        network (printed as lnetctl prints it)."""
+        ip6 = self.ip6_of(ip)
+        if self.ipv4 or ip6 is None:
+            return f"{ip}@{self.lnet}"
+        return str(NID.parse(f"{ip6}@{self.lnet}"))
 
 
 @dataclass(frozen=True)
@@ -100,10 +119,18 @@ class IfacePlan:
     numa: int | None = None  # emulated NUMA node of the device (lnetctl net add --numa)
     ip6: ipaddress.IPv6Address | None = None  # the segment's subnet6 + the IPv4 host offset
     prefixlen6: int = 0
+    ipv4: bool = True  # False: IPv6-only (``ip`` only numbers the host, SegmentPlan.ipv4)
 
     @property
     def nid(self) -> str:
-        return f"{self.ip}@{self.net}"
+        if self.ipv4 or self.ip6 is None:
+            return f"{self.ip}@{self.net}"
+        return str(NID.parse(f"{self.ip6}@{self.net}"))
+
+    @property
+    def address(self) -> str:
+        """The address the NI binds: IPv4, or IPv6 on an IPv6-only network."""
+        return str(self.ip) if self.ipv4 or self.ip6 is None else str(self.ip6)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 from nodes.dlc.commands import CommandError, UdspAdd
 from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import parse_net, parse_nid
+from nodes.lnet.nid import ipv6_problem, parse_net, parse_nid
 from testbed.plan.model import PeerPlan, RoutePlan, SegmentPlan
 from testbed.plan.schema import (
     BUFFER_KEYS,
@@ -134,7 +134,9 @@ def _nid(doc: _Doc, value: Any, line: int, fld: str) -> str:
     text = doc.string(value, line, fld)
     nid = parse_nid(text)
     if nid is None or "@" not in text:
-        doc.fail(line, fld, f"bad NID {shown(text)} (expected address@net, e.g. 10.10.0.2@tcp)")
+        why = ipv6_problem(text)
+        doc.fail(line, fld, f"bad NID {shown(text)} " + (f"({why})" if why else
+                 "(expected address@net, e.g. 10.10.0.2@tcp or 2001:db8::2@tcp)"))
     return str(nid)
 
 
@@ -242,6 +244,9 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
         return _IfaceIn(seg, None, line, fld, numa)
     ip_field = _join(fld, seg_name)
     ip_text = doc.string(ip_text, ip_line, ip_field)
+    if not seg.ipv4:
+        doc.fail(ip_line, ip_field, f"network {shown(seg.name)} is IPv6-only: its addresses "
+                 "are handed out in order from its subnet6 and cannot be pinned")
     try:
         ip = ipaddress.IPv4Address(ip_text.strip())
     except ValueError:
@@ -339,7 +344,7 @@ def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[s
     if "@" in gw_text:
         gw = _nid(doc, gw_text, gline, gfld)
         gw_net = gw.split("@", 1)[1]
-        if gw in {f"{i.ip}@{i.segment.lnet}" for i in node.ifaces}:
+        if gw in {i.segment.nid_of(i.ip) for i in node.ifaces if i.ip is not None}:
             doc.fail(gline, gfld, f"gateway {gw} is a NID of node {shown(node.name)} itself: "
                      "a route's gateway is another node, a router on a net they share")
     else:
@@ -356,7 +361,8 @@ def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[s
         shared = [i for i in other.ifaces if i.segment.lnet in own]
         if not shared:
             doc.fail(gline, gfld, f"gateway {shown(gw_text)} shares no net with {shown(node.name)}")
-        gw, gw_net = f"{shared[0].ip}@{shared[0].segment.lnet}", shared[0].segment.lnet
+        assert shared[0].ip is not None  # addresses are assigned before routes are read
+        gw, gw_net = shared[0].segment.nid_of(shared[0].ip), shared[0].segment.lnet
     if gw_net not in own:
         doc.fail(gline, gfld, f"gateway {gw} is not on a net of node {shown(node.name)} "
                  f"({', '.join(sorted(own))})")

@@ -41,7 +41,7 @@ TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "
                              "faults": False, "hosts": False}
 #: one host of ``hosts:`` (testbed/plan/hosts.py): SSH target, port, identity, underlay address
 HOST_KEYS: dict[str, bool] = {"ssh": False, "port": False, "key": False, "address": False}
-NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": True, "subnet6": False}
+NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": False, "subnet6": False}
 NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False,
                               "udsp": False, "lnet": False, "routing": False,
                               "buffers": False, "routes": False, "multi_rail": False,
@@ -169,6 +169,11 @@ def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
     if net is None or not net.ip_addressed:
         doc.fail(spec.vline("lnet"), f"{fld}.lnet", f"bad LNet net {shown(lnet)} (expected an "
                  "IP-addressed net such as tcp, tcp1, o2ib2)")
+    if "subnet" not in spec:
+        if "subnet6" not in spec:
+            doc.fail(m.vline(seg_name), f"{fld}.subnet", "missing key 'subnet' (an IPv4 "
+                     "network; or 'subnet6' alone for an IPv6-only network)")
+        return _ipv6_only(doc, spec, fld, seg_name, str(net), out)
     subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
     for other in out.values():
         if subnet.overlaps(other.subnet):
@@ -177,6 +182,26 @@ def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
     subnet6 = _parse_subnet6(doc, spec, f"{fld}.subnet6", subnet, out) if "subnet6" in spec \
         else None
     return SegmentPlan(seg_name, str(net), subnet, subnet6)
+
+
+def _ipv6_only(doc: _Doc, spec: _LocDict, fld: str, seg_name: str, lnet: str,
+                out: dict[str, SegmentPlan]) -> SegmentPlan:
+    """An IPv6-only network: ``subnet6`` alone. Its hosts are numbered in an internal
+    ``0.N.0.0`` block (the "this network" range, refused as a ``subnet``), as many as
+    subnet6 holds up to 65,534; the interfaces get only their IPv6 address (large NIDs)."""
+    line = spec.vline("subnet6")
+    text = doc.string(spec["subnet6"], line, f"{fld}.subnet6")
+    try:
+        host_bits = 128 - ipaddress.IPv6Network(text.strip(), strict=True).prefixlen
+    except ValueError:
+        host_bits = 16  # _parse_subnet6 names the error
+    index = sum(1 for s in out.values() if not s.ipv4) + 1
+    if index > 255 or host_bits < 2:
+        doc.fail(line, f"{fld}.subnet6", "too many IPv6-only networks (255 at most)"
+                 if index > 255 else f"subnet6 {shown(text)} is too small (/126 at most)")
+    numbering = ipaddress.IPv4Network(f"0.{index}.0.0/{32 - min(host_bits, 16)}")
+    subnet6 = _parse_subnet6(doc, spec, f"{fld}.subnet6", numbering, out)
+    return SegmentPlan(seg_name, lnet, numbering, subnet6, ipv4=False)
 
 
 def _parse_subnet6(doc: _Doc, spec: _LocDict, fld: str, subnet: ipaddress.IPv4Network,
@@ -212,6 +237,9 @@ def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:
     if subnet.prefixlen > MAX_PREFIXLEN:
         doc.fail(line, fld, f"subnet {shown(text)} is too small: prefix must be /{MAX_PREFIXLEN} "
                  "or shorter")
+    if subnet.subnet_of(ipaddress.IPv4Network("0.0.0.0/8")):
+        doc.fail(line, fld, f"subnet {shown(text)} is in 0.0.0.0/8 (\"this network\": not an "
+                 "interface address)")
     if str(subnet.network_address) != text.split("/")[0].strip():
         doc.fail(line, fld, f"bad subnet {shown(text)}: host bits set (did you mean {subnet}?)")
     return subnet

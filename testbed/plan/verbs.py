@@ -57,9 +57,12 @@ def local_steps(node: NodePlan) -> list[Step]:
     tunables (``set``; forwarding and router buffers included). A node given ``networks=``,
     ``ip2nets=`` or ``routes=`` (``options lnet ...``) is configured from its module
     parameters, as at a real module load with them: ``lnet configure --all`` makes the NIs
-    and routes they name (``LNetNIInit``; nodes/dlc/modparams.py), and no ``net add``."""
+    and routes they name (``LNetNIInit``; nodes/dlc/modparams.py), and no ``net add``. A node
+    on an IPv6-only network starts LNet with large NIDs, as sanity-lnet does on an IPv6-only
+    host (FORCE_LARGE_NID: ``lnet configure --all --large``)."""
     from_params = any(name in STRING_MODULE_PARAMS for name, _ in node.module_params)
-    steps: list[Step] = [C.LnetConfigure(all=from_params)]
+    steps: list[Step] = [C.LnetConfigure(all=from_params,
+                                         large=not all(i.ipv4 for i in node.interfaces))]
     if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
         steps.insert(0, C.SetTunable(name="multi_rail", value=0))
     if not from_params:

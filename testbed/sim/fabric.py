@@ -54,6 +54,7 @@ from typing import Any
 
 from nodes.driver import NodeDriver
 from nodes.lnd import errmap
+from nodes.lnd.wire6 import v3_view
 from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN
@@ -387,12 +388,14 @@ class Fabric(Paths):
                 self._notify(dst, act.lpni, act.ni, True, True)
             self.passive.add((dst, act.lpni, act.ni))
         hdr = act.hdr
+        if (hdr.src_nid.size or hdr.dest_nid.size) and not act.ni.size:
+            hdr = v3_view(hdr)  # an IPv4 hop speaks socklnd V3 (nid4 headers)
         src, final = hdr.src_nid, hdr.dest_nid
         self._records.append(("recv", self.stamp(), dst, _TYPE_NAME[hdr.type],
                               link.lpni_text, link.ni_text,
                               link.ni_text if src is act.ni else self._nid_str(src),
                               link.lpni_text if final is act.lpni else self._nid_str(final)))
-        self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=act.hdr,
+        self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=hdr,
                                                   payload=act.payload))
         self._complete(name, act.tx_id, 0, HStatus.OK)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from nodes import planted, selftest
+from nodes.daemon.ifaddr import inet_select
 from nodes.daemon.runtime import SRPC_BULK_DATA
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
@@ -118,7 +119,8 @@ class SimRuntime:
             await self.sim.share()
         return events
 
-    async def net_add(self, net: Net, interface: str, **kw: Any) -> NID:
+    async def net_add(self, net: Net, interface: str, *, address: str | None = None,
+                      **kw: Any) -> NID:
         refusal = ipoib_refusal(net, net.lnd, O2IBLND, interface)
         if refusal is not None:
             raise LNetConfigError(-EINVAL, refusal)
@@ -126,7 +128,10 @@ class SimRuntime:
         if iface is None:
             raise LNetConfigError(-EINVAL, f"cannot add network: interface {interface} "
                                            "has no IPv4 address")
-        nid = nid_from_ip(str(iface.ip), net)
+        ip6 = [str(iface.ip6)] if iface.ip6 is not None else []
+        ip = address or inet_select(interface, str(iface.ip) if iface.ipv4 else None, ip6,
+                                    self.engine.node.large_nids)
+        nid = nid_from_ip(ip, net)
         self.engine.net_add(net, interface, nid, **kw)
         self.driver.ni_added(nid)
         self.sim.fabric.refresh_node(self.name)

@@ -152,3 +152,19 @@ def test_tshark_flags_selftest_payloads_only_for_want_of_a_portal_dissector(
         [("52", "offset:96")]
     mapped = tshark_check(path)
     assert mapped.lnet_frames == 3 and mapped.malformed == []
+
+
+def test_ipv6_socklnd_traffic_is_named_not_decoded(tmp_path: Path) -> None:
+    """socklnd V4 over IPv6 (large NIDs, issue 26 item 8) is not decoded yet: the summary
+    says how many segments it left out instead of ignoring them silently."""
+    from scapy.layers.inet6 import IPv6
+
+    pkts = [Ether() / IPv6(src="2001:db8:6::1", dst="2001:db8:6::2")
+            / TCP(sport=1023, dport=988, flags="PA", seq=1) / Raw(b"\x00" * 28)
+            for _ in range(3)]
+    path = tmp_path / "v6.pcap"
+    wrpcap(str(path), pkts)
+    s = summarize(path)
+    assert s.packets == 3 and s.lnet_segments == 0
+    assert s.undecoded == ["3 TCP segments on port 988 over IPv6 (socklnd V4, large NIDs): "
+                           "not decoded yet"]
