@@ -109,6 +109,7 @@ class Fabric(Paths):
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
         #: the same, at the accepting end: a connection carries both ways (``established``)
         self.passive: set[tuple[str, NID, NID]] = set()
+        self.conn_cbs: dict[tuple[str, NID, NID], int] = {}  # pairs made by their node: when
         self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
         #: a test's hand on the wire: given each message sent (after its ``send`` record),
@@ -198,6 +199,7 @@ class Fabric(Paths):
             if self.owner.get(nid) == name:
                 del self.owner[nid]
         self.engines.pop(name, None)
+        self.conn_cbs = {k: v for k, v in self.conn_cbs.items() if k[0] != name}
         self.drivers.pop(name, None)
         self._deadline.pop(name, None)
         self._dirty.discard(name)
@@ -381,7 +383,7 @@ class Fabric(Paths):
                          self._incarnation_changed(name, act.lpni, dst))
             if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
                 self._notify(dst, act.lpni, act.ni, True, True)
-            self.passive.add((dst, act.lpni, act.ni))
+            self._conn_up(name, act.ni, act.lpni, dst)
         hdr = act.hdr
         src, final = hdr.src_nid, hdr.dest_nid
         self._records.append(("recv", self.stamp(), dst, _TYPE_NAME[hdr.type],

@@ -42,9 +42,11 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING
 
+from nodes.lnd.conntable import TYPE_NAMES
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.hstatus import HStatus
 from testbed.sim.sched import Scheduler
+from testbed.sim.socktables import INVERT, conn_types
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
@@ -82,6 +84,8 @@ class Paths(Scheduler):
     connected: set[tuple[str, NID, NID]]
     passive: set[tuple[str, NID, NID]]
     _stalled: set[tuple[str, NID, NID]]
+    conn_cbs: dict[tuple[str, NID, NID], int]
+    log: list[tuple[float, str, str]]
 
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
@@ -117,6 +121,29 @@ class Paths(Scheduler):
     def reachable(self, a: NID, b: NID) -> bool:
         """``path_error(a, b) == 0``."""
         return self.path_error(a, b) == 0
+
+    def _conn_up(self, name: str, ni: NID, lpni: NID, dst: str) -> None:
+        """``name``'s first delivery over (ni, lpni): unless it rides a connection ``dst``
+        made, ``name`` connected (its ``conn_cb``, when: ``socktables.py``); ``dst`` holds
+        the accepting end. Each socket's "connection up" line, as the daemon logs them
+        (``ksocknal_connect``'s types in turn, the accepting side's inverted)."""
+        key = (name, ni, lpni)
+        if key not in self.passive:
+            self.conn_cbs[key] = next(self._seq)
+            cpp = self.conns_per_peer(name, ni)
+            now = self.now
+            for ctype in conn_types(cpp, ni == lpni):
+                self.log.append((now, name, f"connection up: {ni} -> {lpni} active "
+                                            f"{TYPE_NAMES[ctype]}"))
+                self.log.append((now, dst, f"connection up: {lpni} -> {ni} passive "
+                                           f"{TYPE_NAMES[INVERT[ctype]]}"))
+        self.passive.add((dst, lpni, ni))
+
+    def conns_per_peer(self, name: str, ni: NID) -> int:
+        """``conns_per_peer`` of node ``name``'s NI ``ni`` (1 once it is gone)."""
+        eng = self.engines.get(name)
+        local = eng.ni_by_nid(ni) if eng is not None else None
+        return max(1, local.conns_per_peer) if local is not None else 1
 
     # ------------------------------------------------------------------ timed outcomes
     def _lnd_timeout(self, name: str, ni: NID) -> float:

@@ -25,6 +25,7 @@ from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.nid import NID, Net, nid_from_ip
 from testbed.base import TestbedError
 from testbed.plan import NodePlan
+from testbed.sim.socktables import SimSockTables
 
 if TYPE_CHECKING:
     from testbed.sim.inproc import SimTestbed
@@ -63,6 +64,11 @@ class SimRuntime:
 
     def now(self) -> float:
         return self.sim.fabric.now
+
+    @property
+    def lnd_tables(self) -> SimSockTables:
+        """What ``lctl conn_list|peer_list|interface_list`` read (``socktables.py``)."""
+        return SimSockTables(self)
 
     def execute(self, actions: list[Action]) -> None:
         self.driver.execute(actions)
