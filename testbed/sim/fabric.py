@@ -45,7 +45,6 @@ n nodes come up in O(n). Failures carry the socklnd's rc and hstatus (``nodes/ln
 
 from __future__ import annotations
 
-import functools
 import heapq
 import random
 from collections.abc import Callable
@@ -165,27 +164,11 @@ class Fabric(Paths):
 
     def kill(self, name: str, nids: list[NID]) -> None:
         """Node ``name`` dies (SIGKILL): its NIDs refuse connections and its kernel closes its
-        sockets at once; a peer's tx before it reads the FIN is reset (LOCAL_ERROR), then its
-        LND reads EOF and closes (``lnet_notify`` dead), so later sends are refused
-        (REMOTE_DROPPED), as on Mininet."""
+        sockets at once (``hang_up``), so later sends are refused (REMOTE_DROPPED), as on
+        Mininet."""
         self.remove(name)
         self.dead.update(nids)
-        gone = set(nids)
-        closing = sorted((c for c in self.connected if c[2] in gone and c[0] != name),
-                         key=lambda c: (c[0], str(c[1]), str(c[2])))
-        self._reset_pending |= set(closing)
-        self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
-        self.passive = {c for c in self.passive if c[0] != name and c[2] not in gone}
-        for key in closing:  # the EOF is read a round trip after a tx meets the dead host
-            self._at(self.now + 2.5 * self._latency, functools.partial(self._eof, key))
-
-    def _eof(self, key: tuple[str, NID, NID]) -> None:
-        """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first."""
-        if key in self._reset_pending:
-            self._reset_pending.discard(key)
-            if key[0] in self.engines:
-                self.connected.add(key)  # (so that _notify reports it closed)
-                self._notify(key[0], key[1], key[2], False)
+        self.hang_up(name, set(nids), True, 2.5)
 
     def revive(self, name: str, nids: list[NID]) -> None:
         """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""

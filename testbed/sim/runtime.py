@@ -130,6 +130,7 @@ class SimRuntime:
                                            "has no IPv4 address")
         nid = nid_from_ip(str(iface.ip), net)
         self.engine.net_add(net, interface, nid, **kw)
+        self.sim.fabric.dead.discard(nid)  # its acceptor listens again
         self.driver.ni_added(nid)
         self.sim.fabric.refresh_node(self.name)
         self.execute([])  # re-arm: MR peers are pushed the new buffer (dyn-045)
@@ -138,9 +139,18 @@ class SimRuntime:
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
-        for nid in self.engine.net_del(net, interface):
+        gone = set(self.engine.net_del(net, interface))
+        for nid in gone:
             self.driver.ni_removed(nid)
-        self.sim.fabric.refresh_node(self.name)
+        self._closed(gone)
+
+    def _closed(self, gone: set[NID]) -> None:
+        """The NIs ``gone`` were shut down: their socklnd closes their connections (each peer
+        reads the FIN: ``Fabric.hang_up``) and their acceptor, so a connect is refused."""
+        fabric = self.sim.fabric
+        fabric.refresh_node(self.name)
+        fabric.hang_up(self.name, gone, False)
+        fabric.dead.update(gone)
         self.execute([])
 
     def sync_lnd_timeouts(self) -> None:
@@ -165,7 +175,7 @@ class SimRuntime:
         return True
 
     async def unconfigure(self) -> None:
-        for nid in self.engine.unconfigure():
+        gone = set(self.engine.unconfigure())
+        for nid in gone:
             self.driver.ni_removed(nid)
-        self.sim.fabric.refresh_node(self.name)
-        self.execute([])
+        self._closed(gone)
