@@ -1,10 +1,11 @@
 """Local side: ``lnet_net`` and ``lnet_ni`` with credits, health and statistics (spec §1.2).
 
 Theory of operation: a node has nets (``tcp``, ``tcp1``...), each with one or more NIs
-(cfg-020: several NIs on one net is Multi-Rail). Every NI owns a tx credit pool that the engine
-takes on send and returns on completion; when the pool goes negative the message waits in the
-NI's FIFO queue (spec §1.5, seed 001). The loopback NI ``0@lo`` always exists and bypasses
-credits. Health counters are kept here; the rules that move them live in the engine.
+(cfg-020: several NIs on one net is Multi-Rail). Every NI owns a tx credit pool per CPT that the
+engine takes on send and returns on completion; when one goes negative the message waits in
+that CPT's FIFO queue (spec §1.5, seed 001; ``cpt.py``). The loopback NI ``0@lo`` always
+exists and bypasses credits. Health counters are kept here; the rules that move them live in
+the engine.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ class NetTunables:
     credits: int = DEFAULT_CREDITS
 
 
+@dataclass(eq=False, slots=True)
+class TxQueue:
+    """``lnet_tx_queue``: one CPT's share of an NI's TX credits and the messages waiting for
+    one (``nodes/lnet/cpt.py``)."""
+
+    credits: int
+    max_credits: int
+    min_credits: int
+    delayed: deque[Msg] = field(default_factory=deque)
+
+
 @dataclass(slots=True)
 class NIHealthStats:
     """``health stats:`` of a local NI (spec §4.6)."""
@@ -73,7 +85,8 @@ class LNetNI:
     tx_credits: int = DEFAULT_CREDITS
     max_tx_credits: int = DEFAULT_CREDITS
     min_tx_credits: int = DEFAULT_CREDITS
-    txq: deque[Msg] = field(default_factory=deque)
+    #: per CPT (``ni_tx_queues``); ``tx_credits`` is their sum (``ni_tx_credits``)
+    tx_queues: dict[int, TxQueue] = field(default_factory=dict)
     stats: IfaceStats = field(default_factory=IfaceStats)
     hstats: NIHealthStats = field(default_factory=NIHealthStats)
     ping_count: int = 0

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
+from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
 from nodes.lnet.events import TxCompleted
@@ -237,14 +238,17 @@ class Sender:
                 msg.fire(MsgInput.QUEUE)
                 lpni.txq.append(msg)
                 return []
-        if not msg.txcredit:
+        if not msg.txcredit:  # from the queue of the peer NI's CPT (msg_tx_cpt)
             msg.txcredit = True
+            tq = ni.tx_queues[cpt_of_nid(lpni.nid, ni.cpts)]
+            tq.credits -= 1
             ni.tx_credits -= 1
             ni.min_tx_credits = min(ni.min_tx_credits, ni.tx_credits)
-            if ni.tx_credits < 0:
+            tq.min_credits = min(tq.min_credits, tq.credits)
+            if tq.credits < 0:
                 msg.tx_delayed = True
                 msg.fire(MsgInput.QUEUE)
-                ni.txq.append(msg)
+                tq.delayed.append(msg)
                 return []
         if msg.fwd is not None and self.router.alive.next_hop_dead(msg, lpni):
             # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
@@ -282,13 +286,15 @@ class Sender:
         """``lnet_return_tx_credits_locked``: give back credits, post the next waiter."""
         actions: list[Action] = []
         ni, lpni = msg.txni, msg.txpeer
-        if msg.txcredit and ni is not None:
+        if msg.txcredit and ni is not None and lpni is not None:
             msg.txcredit = False
-            if msg in ni.txq:
-                ni.txq.remove(msg)
+            tq = ni.tx_queues[cpt_of_nid(lpni.nid, ni.cpts)]
+            if msg in tq.delayed:
+                tq.delayed.remove(msg)
+            tq.credits += 1
             ni.tx_credits += 1
-            if ni.tx_credits <= 0 and ni.txq:
-                actions += self.post(ni.txq.popleft(), now)
+            if tq.credits <= 0 and tq.delayed:
+                actions += self.post(tq.delayed.popleft(), now)
         if msg.peertxcredit and lpni is not None:
             msg.peertxcredit = False
             if msg in lpni.txq:
