@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from nodes.dlc import debuglog
 from nodes.dlc.apply import configure
 from nodes.dlc.output import Result, exit_code
+from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.events import PeerNotify
 from nodes.lnet.nid import NID, parse_net
@@ -208,9 +209,10 @@ def lnd_list(rt: NodeRuntime, cmd: str, net_text: str | None) -> Result:
     tables = socklnd_tables(rt)
     if first is None or tables is None:  # no NI on the net: -EINVAL
         return 0, "", f"Error getting {noun}: {os.strerror(E.EINVAL)}: check dmesg.\n"
-    if cmd == "conn_list":
+    if cmd == "conn_list":  # the scheduler's CPT: ksocknal_create_conn's lnet_cpt_of_nid
         lines = [f"{_id_str(c.peer_pid, c.peer_nid):<20} {_CONN_LETTERS.get(c.ctype, '?')}"
-                 f"[{c.cpt}]{c.local_ip}->{c.peer_ip}:{c.peer_port} {c.txmem}/{c.rxmem} "
+                 f"[{cpt_of_nid(c.peer_nid, first.cpts)}]{c.local_ip}->{c.peer_ip}:"
+                 f"{c.peer_port} {c.txmem}/{c.rxmem} "
                  f"{'nagle' if c.nagle else 'nonagle'}\n" for c in tables.connections(first.nid)]
     elif cmd == "peer_list":
         lines = [f"{_id_str(p.peer_pid, p.peer_nid):<20} [{p.share_count}]{p.my_ip}->"

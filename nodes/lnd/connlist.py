@@ -87,8 +87,9 @@ def _describe(sock: socket.socket, peer_nid: NID, ctype: int) -> ConnInfo | None
         nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     except OSError:
         return None
-    # one CPT per node (docs/differences.md "CPTs"); ksnp_id.pid is LNET_PID_LUSTRE for
-    # every peer this socklnd talks to (the emulated nodes run no user-space LNet)
+    # cpt 0: lctl's front end computes the scheduler's (lnet_cpt_of_nid, the NI's CPTs);
+    # ksnp_id.pid is LNET_PID_LUSTRE for every peer this socklnd talks to (the emulated
+    # nodes run no user-space LNet)
     return ConnInfo(peer_nid, LNET_PID_LUSTRE, ctype, 0, local_ip, peer_ip, peer_port, txmem,
                     rxmem, not nodelay)
 

@@ -49,6 +49,10 @@ def test_cpts_per_node_credits_per_cpt_and_cpt_of_nid(topology: Any) -> None:
     assert c0 == (128, 128, 128) and c1q[:2] == (128, 128) and c1q[2] < 128, _nis(c1)
     (s0, s1q) = _nis(s1)[S1]  # s1's ACKs to c1 (CPT 0 of its own two)
     assert s0[2] < 128 and s1q == (128, 128, 128), _nis(s1)
+    # ksocknal_create_conn: the connection's scheduler is on the peer NID's CPT
+    conns = ok(c1, "lctl", "--net tcp conn_list").splitlines()
+    assert len(conns) == 3 and all(f" {t}[1]10.81.0.1->" in line
+                                   for t, line in zip("OIC", conns, strict=True)), conns
 
 
 def test_net_add_cpt_restricts_an_ni(topology: Any) -> None:
