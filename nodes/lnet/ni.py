@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.counters import IfaceStats, LinkEvents
+from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -101,6 +102,27 @@ class LNetNI:
     @property
     def is_lo(self) -> bool:
         return self.nid.is_lo
+
+    def take_tx_credit(self, peer_nid: NID) -> TxQueue:
+        """``lnet_post_send_locked``'s NI credit: one of ``ni_tx_credits`` and of the queue
+        of the peer NI's CPT (``ni_tx_queues[lnet_cpt_of_nid]``), returned (below 0: the
+        message waits in it)."""
+        tq = self.tx_queues[cpt_of_nid(peer_nid, self.cpts)]
+        tq.credits -= 1
+        tq.min_credits = min(tq.min_credits, tq.credits)
+        self.tx_credits -= 1
+        self.min_tx_credits = min(self.min_tx_credits, self.tx_credits)
+        return tq
+
+    def give_tx_credit(self, peer_nid: NID, msg: Msg) -> TxQueue:
+        """``lnet_return_tx_credits_locked``: the credit back to its CPT queue (``msg`` out
+        of its waiters if there); returns the queue, whose next waiter may go."""
+        tq = self.tx_queues[cpt_of_nid(peer_nid, self.cpts)]
+        if msg in tq.delayed:
+            tq.delayed.remove(msg)
+        tq.credits += 1
+        self.tx_credits += 1
+        return tq
 
     @property
     def status_str(self) -> str:

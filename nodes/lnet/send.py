@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log, Transmit
 from nodes.lnet.counters import GlobalCounters
-from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
 from nodes.lnet.events import TxCompleted
@@ -240,11 +239,7 @@ class Sender:
                 return []
         if not msg.txcredit:  # from the queue of the peer NI's CPT (msg_tx_cpt)
             msg.txcredit = True
-            tq = ni.tx_queues[cpt_of_nid(lpni.nid, ni.cpts)]
-            tq.credits -= 1
-            ni.tx_credits -= 1
-            ni.min_tx_credits = min(ni.min_tx_credits, ni.tx_credits)
-            tq.min_credits = min(tq.min_credits, tq.credits)
+            tq = ni.take_tx_credit(lpni.nid)
             if tq.credits < 0:
                 msg.tx_delayed = True
                 msg.fire(MsgInput.QUEUE)
@@ -288,11 +283,7 @@ class Sender:
         ni, lpni = msg.txni, msg.txpeer
         if msg.txcredit and ni is not None and lpni is not None:
             msg.txcredit = False
-            tq = ni.tx_queues[cpt_of_nid(lpni.nid, ni.cpts)]
-            if msg in tq.delayed:
-                tq.delayed.remove(msg)
-            tq.credits += 1
-            ni.tx_credits += 1
+            tq = ni.give_tx_credit(lpni.nid, msg)
             if tq.credits <= 0 and tq.delayed:
                 actions += self.post(tq.delayed.popleft(), now)
         if msg.peertxcredit and lpni is not None:
