@@ -50,10 +50,8 @@ async def run(rt: NodeRuntime, argv: list[str]) -> Result:
     if argv[0] in ("--list-commands", "list-commands"):
         return 0, list_commands(PARSER_COMMANDS + COMMANDS), ""
     if argv[0] == "--net" and len(argv) >= 3:  # jt_opt_net: select a net, run the command
-        if argv[2] == "conn_list":
-            return lctl_net.conn_list(rt, argv[1])
-        if argv[2] in ("peer_list", "interface_list"):
-            return lctl_net.socklnd_tables(argv[2])
+        if argv[2] in ("conn_list", "peer_list", "interface_list"):
+            return lctl_net.lnd_list(rt, argv[2], argv[1])
         argv = argv[2:]
     cmd, args = argv[0], argv[1:]
     if cmd in _NET_CMDS:
@@ -91,14 +89,15 @@ _NET_CMDS: dict[str, Callable[[NodeRuntime, list[str]], Awaitable[Result]]] = {
     "debug_kernel": lambda rt, a: _sync(lctl_net.debug_kernel, rt, a),
     "get_param": lambda rt, a: _sync(lctl_param.get_param, rt, a),
     "set_param": lambda rt, a: _sync(lctl_param.set_param, rt, a),
-    "conn_list": lambda rt, a: _sync(lambda r, x: lctl_net.conn_list(r, None), rt, a),
-    "peer_list": lambda rt, a: _sync(lambda r, x: lctl_net.socklnd_tables("peer_list"), rt, a),
+    **{cmd: (lambda rt, a, c=cmd: _sync(lambda r, x: lctl_net.lnd_list(r, c, None), rt, a))
+       for cmd in ("conn_list", "peer_list", "interface_list")},
     "add_uuid": lambda rt, a: _sync(lctl_uuid.add_uuid, rt, a),
     "del_uuid": lambda rt, a: _sync(lctl_uuid.del_uuid, rt, a),
     "set_route": lambda rt, a: _sync(lctl_net.set_route, rt, a),
 }
 #: the commands ``lctl --list-commands`` shows (lctl.c ``cmdlist``, network subset)
 COMMANDS = ("network", "net", "list_nids", "which_nid", "peer_list", "conn_list",
+            "interface_list",
             "route_list", "show_route", "ping", "net_drop_add", "net_drop_del",
             "net_drop_reset", "net_drop_list", "net_drop", "net_delay_add", "net_delay_del",
             "net_delay_reset", "net_delay_list", "net_delay", "get_param", "set_param",
@@ -115,6 +114,8 @@ _HELP = {
     "set_param": "set_param [-n] NAME=VALUE...: set LNet parameters",
     "dk": "dk [FILE]: dump and clear the debug log",
     "conn_list": "conn_list: print all the remote LNet connections (after --net NET)",
+    "peer_list": "peer_list: print the LND's peers, one a line (after --net NET)",
+    "interface_list": "interface_list: print the socklnd's interface (after --net NET)",
     "add_uuid": "associate a UUID with a NID\nusage: add_uuid <uuid> <nid>",
     "del_uuid": "delete a UUID association\nusage: del_uuid <uuid>",
     "set_route": "mark a gateway NID alive or dead, as an LND notice would\n"

@@ -16,15 +16,18 @@ Theory of operation:
   (``nodes/dlc/debuglog.py``), then its summary line; ``lctl dk FILE`` is written by the
   ``lctl`` client;
 * ``--net NET CMD``: ``jt_opt_net`` selects a net (``Can't parse net``). ``conn_list``
-  (``jt_ptl_print_connections``) asks the socklnd of the net's first NI for its connections
-  one index at a time (IOC_LIBCFS_GET_CONN, ``nodes/lnd/connlist.py``) and prints
-  ``%-20s %s[%d]%s->%s:%d %d/%d %s``: the peer's ``pid-NID``, the type (A, C, I, O), the
-  scheduler's CPT, local and remote address (``ptl_ipaddr_2_str`` looks a name up with
-  ``getnameinfo``; the emulated nodes have none, so the numeric form it falls back to), the
-  peer's port, the socket's send/receive buffer sizes and ``nagle``/``nonagle``; none is
-  ``<no connections>``. A simulated node has no sockets and ``peer_list``/``interface_list``
-  (GET_PEER, GET_INTERFACE) are not exported: those fail saying so (EOPNOTSUPP) rather than
-  print an invented table.
+  (``jt_ptl_print_connections``), ``peer_list`` (``jt_ptl_print_peers``) and
+  ``interface_list`` (``jt_ptl_print_interfaces``) ask the socklnd of the net's first NI for
+  its connections, peers or interface one index at a time (IOC_LIBCFS_GET_CONN, GET_PEER,
+  GET_INTERFACE; ``nodes/lnd/connlist.py``; a simulated node's from the fabric's connections,
+  ``testbed/sim/socktables.py``) and print portals.c's lines: ``%-20s %s[%d]%s->%s:%d %d/%d
+  %s`` (the peer's ``pid-NID``, type A/C/I/O, the scheduler's CPT, local and remote address,
+  the peer's port, send/receive buffer sizes, ``nagle``/``nonagle``), ``%-20s [%d]%s->%s:%d
+  #%d`` (share count, our address, the peer's, its port, connection count) and ``%s: (%s/%s)
+  npeer %d nroute %d``. Addresses are numeric: ``ptl_ipaddr_2_str`` asks ``getnameinfo``, and
+  the emulated nodes' addresses have no name, so it falls back to that form. None is
+  ``<no connections>``, ``<no peers>``, ``<no interfaces>``; an LND the command does not
+  know is ``Command CMD not compatible with LND NAL``.
 * ``set_route NID up|down [TIME]`` (``jt_ptl_notify_router``, IOC_LIBCFS_NOTIFY_ROUTER):
   userspace's ``lnet_notify(NULL, nid, alive, reset=false, when)``: the peer NI is marked
   alive or dead as an LND notice would, the gateway's own ``lp_alive`` is left as it is (only
@@ -37,11 +40,12 @@ from __future__ import annotations
 import errno as E
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodes.dlc import debuglog
 from nodes.dlc.apply import configure
 from nodes.dlc.output import Result, exit_code
+from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.events import PeerNotify
 from nodes.lnet.nid import NID, parse_net
@@ -166,34 +170,56 @@ def debug_kernel(rt: NodeRuntime, args: list[str]) -> Result:
 #: socklnd.h connection types as ``jt_ptl_print_connections`` letters them
 _CONN_LETTERS = {0: "A", 1: "C", 2: "I", 3: "O"}
 _LNET_PID_USERFLAG = 0x80000000
+#: portals.c: the LNDs each command accepts (``g_net_is_compatible``), its error noun and
+#: what it prints when the LND has none (ENOENT at index 0)
+_LISTS = {
+    "conn_list": (("tcp", "o2ib", "gni"), "connection list", "<no connections>"),
+    "peer_list": (("tcp", "o2ib", "gni", "ptl4"), "peer list", "<no peers>"),
+    "interface_list": (("tcp",), "interfaces", "<no interfaces>"),
+}
 
 
-def conn_list(rt: NodeRuntime, net_text: str | None) -> Result:
-    """``lctl --net NET conn_list``."""
+def _id_str(pid: int, nid: NID) -> str:
+    """``libcfs_id2str``: ``PID-NID``, a user-space pid as ``U<pid>``."""
+    return (f"U{pid & ~_LNET_PID_USERFLAG}" if pid & _LNET_PID_USERFLAG else str(pid)) + \
+        f"-{nid}"
+
+
+def socklnd_tables(rt: NodeRuntime) -> Any:
+    """The socklnd's tables: the daemon's socklnd, or the simulator's account of its
+    connections (``testbed/sim/socktables.py``)."""
+    return getattr(rt, "lnd", None) or getattr(rt, "lnd_tables", None)
+
+
+def lnd_list(rt: NodeRuntime, cmd: str, net_text: str | None) -> Result:
+    """``lctl --net NET conn_list|peer_list|interface_list`` (``jt_ptl_print_connections``,
+    ``jt_ptl_print_peers``, ``jt_ptl_print_interfaces``): the ioctl asked index by index of
+    the first NI of the net (``LNetCtl`` -> ``lnet_net2ni_addref``), one line each."""
     if net_text is None:  # g_net_is_set's message, words in portals.c's order
-        return exit_code(-1), "", "You must run 'conn_list <network>' command before '--net'\n"
+        return exit_code(-1), "", f"You must run '{cmd} <network>' command before '--net'\n"
     net = parse_net(net_text)
     if net is None:
         return exit_code(-1), "", f"Can't parse net {net_text}\n"
-    lnd = getattr(rt, "lnd", None)
-    if lnd is None:
-        return socklnd_tables("conn_list")
+    lnds, noun, none = _LISTS[cmd]
+    if net.lnd_name not in lnds:
+        return exit_code(-1), "", f"Command {cmd} not compatible with {net.lnd_name} NAL\n"
     if not rt.engine.configured:
-        return 0, "", f"Error getting connection list: {os.strerror(E.ENETDOWN)}: check dmesg.\n"
+        return 0, "", f"Error getting {noun}: {os.strerror(E.ENETDOWN)}: check dmesg.\n"
     first = next((ni for ni in rt.engine.local_nis() if ni.nid.net == net), None)
-    if first is None:  # LNetCtl: lnet_net2ni_addref finds no NI -> -EINVAL
-        return 0, "", f"Error getting connection list: {os.strerror(E.EINVAL)}: check dmesg.\n"
-    lines = []
-    for c in lnd.connections(first.nid):
-        pid = (f"U{c.peer_pid & ~_LNET_PID_USERFLAG}" if c.peer_pid & _LNET_PID_USERFLAG
-               else str(c.peer_pid))
-        lines.append(f"{pid + '-' + str(c.peer_nid):<20} {_CONN_LETTERS.get(c.ctype, '?')}"
-                     f"[{c.cpt}]{c.local_ip}->{c.peer_ip}:{c.peer_port} {c.txmem}/{c.rxmem} "
-                     f"{'nagle' if c.nagle else 'nonagle'}\n")
-    return 0, "".join(lines) or "<no connections>\n", ""
-
-
-def socklnd_tables(cmd: str) -> Result:
-    return exit_code(-E.EOPNOTSUPP), "", (
-        f"{cmd}: the socklnd's {cmd.split('_')[0]} table is not exported by this emulator: "
-        f"{os.strerror(E.EOPNOTSUPP)}\n")
+    tables = socklnd_tables(rt)
+    if first is None or tables is None:  # no NI on the net: -EINVAL
+        return 0, "", f"Error getting {noun}: {os.strerror(E.EINVAL)}: check dmesg.\n"
+    if cmd == "conn_list":  # the scheduler's CPT: ksocknal_create_conn's lnet_cpt_of_nid
+        lines = [f"{_id_str(c.peer_pid, c.peer_nid):<20} {_CONN_LETTERS.get(c.ctype, '?')}"
+                 f"[{cpt_of_nid(c.peer_nid, first.cpts)}]{c.local_ip}->{c.peer_ip}:"
+                 f"{c.peer_port} {c.txmem}/{c.rxmem} "
+                 f"{'nagle' if c.nagle else 'nonagle'}\n" for c in tables.connections(first.nid)]
+    elif cmd == "peer_list":
+        lines = [f"{_id_str(p.peer_pid, p.peer_nid):<20} [{p.share_count}]{p.my_ip}->"
+                 f"{p.peer_ip}:{p.port} #{p.conn_count}\n" for p in tables.peers(first.nid)]
+    else:  # the numeric form of the address first: the nodes' addresses have no name
+        iface = tables.interface(first.nid)
+        lines = [] if iface is None else [
+            f"{iface.ip}: ({iface.ip}/{iface.netmask}) npeer {iface.npeers} "
+            f"nroute {iface.nroutes}\n"]
+    return 0, "".join(lines) or none + "\n", ""

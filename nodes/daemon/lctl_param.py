@@ -78,16 +78,21 @@ def _peers(rt: NodeRuntime) -> str:
 
 
 def _nis(rt: NodeRuntime) -> str:
-    """``proc_lnet_nis``: one line per NI and CPT (one CPT here), ``0@lo`` first."""
+    """``proc_lnet_nis``: one line per NI and CPT of its TX queues (``cpt.py``), ``0@lo``
+    first (its queues have no credits)."""
     lines = [f"{'nid':<24} {'status':>6} {'alive':>5} {'refs':>4} {'peer':>4} {'rtr':>4} "
              f"{'max':>5} {'tx':>5} {'min':>5}"]
     routing = bool(rt.engine.router.routing_show())
     for ni in rt.engine.local_nis(include_lo=True):
         t = ni.net.tunables
         alive = 0 if ni.is_lo else (0 if routing else -1)
-        lines.append(f"{ni.nid!s:<24} {ni.status_str:>6} {alive:>5} {0:>4} "
-                     f"{t.peer_credits:>4} {t.peer_buffer_credits:>4} "
-                     f"{ni.max_tx_credits:>5} {ni.tx_credits:>5} {ni.min_tx_credits:>5}")
+        cpts = range(rt.engine.local.cpt_table.ncpts) if ni.is_lo else ni.cpts
+        for cpt in cpts:
+            tq = ni.tx_queues.get(cpt)
+            credits = (0, 0, 0) if tq is None else (tq.max_credits, tq.credits, tq.min_credits)
+            lines.append(f"{ni.nid!s:<24} {ni.status_str:>6} {alive:>5} {0:>4} "
+                         f"{t.peer_credits:>4} {t.peer_buffer_credits:>4} "
+                         f"{credits[0]:>5} {credits[1]:>5} {credits[2]:>5}")
     return "\n".join(lines)
 
 
@@ -116,8 +121,9 @@ def _stored_of(rt: Any) -> dict[str, str]:
 #: readable parameters, in the order ``get_param *`` lists them
 PARAMS: dict[str, Callable[[NodeRuntime], str]] = {
     "buffers": _buffers,
-    # one CPU partition holding CPU 0 (libcfs cfs_cpt_table_print: "CPT\t: CPU ...")
-    "cpu_partition_table": lambda rt: "0\t: 0",
+    # libcfs cfs_cpt_table_print / cfs_cpt_distance_print (nodes/lnet/cpt.py)
+    "cpu_partition_distance": lambda rt: rt.engine.local.cpt_table.distance_text().rstrip("\n"),
+    "cpu_partition_table": lambda rt: rt.engine.local.cpt_table.table_text().rstrip("\n"),
     "debug": _stored("debug"),
     "fail_loc": lambda rt: lctl_failloc.read(rt, "fail_loc"),
     "fail_val": lambda rt: lctl_failloc.read(rt, "fail_val"),

@@ -48,6 +48,7 @@ from nodes.dlc.yamltoken import yaml_token_error
 from nodes.echo import clip
 from nodes.lnd.modparams import LND_PARAMS, set_lnd_param
 from nodes.lnet import udsp
+from nodes.lnet.cpt import CPT_PARAMS
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.tunables import MODULE_PARAMS, STRING_MODULE_PARAMS, apply_module_param
 from nodes.tools.yamlfmt import dump
@@ -216,11 +217,14 @@ def apply_module_params(rt: NodeRuntime, params: list[tuple[str, str]]) -> None:
         if name in LND_PARAMS:
             _apply_lnd_param(rt, name, value)
             continue
+        if name in CPT_PARAMS:  # libcfs's, read when LNet starts (nodes/lnet/cpt.py)
+            rt.engine.set_cpu_param(name, str(value))
+            continue
         if name in STRING_MODULE_PARAMS:  # parsed when LNet is configured from them
             setattr(strings, name, str(value))
             continue
         if name not in MODULE_PARAMS:
-            known = ", ".join([*MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS])
+            known = ", ".join([*MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS, *CPT_PARAMS])
             raise LNetConfigError(-E.EINVAL, f"unknown LNet module parameter '{clip(str(name))}' "
                                              f"(known: {known})")
         apply_module_param(rt.engine.tunables, name, value)

@@ -16,6 +16,7 @@ from nodes.dlc import debuglog
 from nodes.dlc.cmdline import OPT, REQ, LongOpt, Stop, check_cmd, is_level, options, verbose_level
 from nodes.dlc.nidlist import NidListError, expand_nids
 from nodes.dlc.output import Result, error, exit_code
+from nodes.lnet import cpt as cpts_
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.tools.yamlfmt import dump
@@ -155,13 +156,21 @@ async def debug_nidlist(rt: NodeRuntime, args: list[str]) -> Result:
 
 async def cpt_of_nid(rt: NodeRuntime, args: list[str]) -> Result:
     """``lnetctl cpt-of-nid NID...`` (``jt_calc_cpt_of_nid``, kernel ``lnet_cpt_of_nid``):
-    each NID's CPT on this node. The node has one CPU partition (``CPT: "[0]"``), so every
-    NID hashes to CPT 0 (``lnet_cpt_of_nid_locked`` with LNET_CPT_NUMBER 1)."""
+    each NID's CPT on this node, ``lnet_cpt_of_nid_locked(nid, NULL)``: hashed over the CPTs
+    of the NID's net when its NIs are restricted to some (``net_cpts``), else over all; the
+    send path takes NI credits from the same CPT (``nodes/lnet/cpt.py``)."""
     check_cmd("", "cpt-of-nid", args, 2)
     out = []
+    local = rt.engine.local
     for text in args:
         try:
-            out.append({"nid": str(NID.parse(text)), "cpt": 0})
+            nid = NID.parse(text)
+            net = local.nets.get(nid.net)
+            spans = [ni.cpts for ni in net.nis] if net is not None else []
+            every = tuple(range(local.cpt_table.ncpts))
+            cpts = every if not spans or every in spans else \
+                tuple(sorted({c for s in spans for c in s}))
+            out.append({"nid": str(nid), "cpt": cpts_.cpt_of_nid(nid, cpts)})
         except LNetConfigError:
             return error("show", "cpt-of-nid", -E.EINVAL, f"cannot parse NID '{text}'")
     return 0, dump({"cpt-of-nid": out}), ""

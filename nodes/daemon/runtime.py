@@ -332,13 +332,15 @@ class NodeRuntime:
         ni = self.engine.net_add(net, interface, nid, **kw)
         self.driver.ni_added(nid)  # sock_timeout 0: LNet's lnd_timeout
         self.execute([])  # re-arm the timer: MR peers are pushed the new buffer (dyn-045)
-        self._subnets[nid] = interface_subnet(interface)
+        subnet = self._subnets[nid] = interface_subnet(interface)
         try:
             if net.lnd == O2IBLND:
                 await self.o2ib.startup_ni(nid, ip)
             else:
                 await self.lnd.startup_ni(nid, ip, timeout=float(ni.lnd_timeout),
-                                          conns_per_peer=ni.conns_per_peer)
+                                          conns_per_peer=ni.conns_per_peer,
+                                          netmask=None if subnet is None
+                                          else str(subnet.netmask))
         except OSError as e:
             for gone in self.engine.net_del(net, interface):
                 self.driver.ni_removed(gone)

@@ -71,6 +71,9 @@ class _Ring:
 _daemon_lines = _Ring()
 #: per node (``nodestate.py``): the front end's own lines, and the time of the last dump
 _FRONT, _CLEARED = "dk_front_lines", "dk_cleared"
+#: a simulated node's engine lines the sim server moved out of the fabric's log to its file,
+#: at most SIM_KEPT_LINES per node (a 1,000-node server keeps ~150 MB at worst)
+_KEPT, SIM_KEPT_LINES = "dk_kept_lines", 1000
 
 
 class _Capture(logging.Handler):
@@ -95,6 +98,13 @@ def add(rt: Any, text: str, mask: int = D_WARNING) -> None:
         (_now(rt), mask, text))
 
 
+def keep(rt: Any, t: float, text: str) -> None:
+    """A simulated node's engine line at virtual time ``t``, leaving the fabric's log (the
+    long-lived sim server writes that to a file): kept, bounded, for the next ``lctl dk``."""
+    node_state(rt).setdefault(_KEPT, collections.deque(maxlen=SIM_KEPT_LINES)).append(
+        (t, D_NET, text))
+
+
 def _now(rt: Any) -> float:
     sim = getattr(rt, "sim", None)
     return float(sim.fabric.now) if sim is not None else time.time()
@@ -111,12 +121,13 @@ def dump_and_clear(rt: Any) -> str:
     """``lctl dk``: every line since the last dump, oldest first, then forget them."""
     state = node_state(rt)
     since: float = state.get(_CLEARED, float("-inf"))
-    front = state.get(_FRONT)
-    lines = [x for x in _engine_lines(rt) + list(front or ()) if x[0] > since]
+    front, kept = state.get(_FRONT), state.get(_KEPT)
+    lines = [x for x in list(kept or ()) + _engine_lines(rt) + list(front or ()) if x[0] > since]
     lines.sort(key=lambda x: x[0])
     state[_CLEARED] = max([since, _now(rt)] + [x[0] for x in lines])
-    if front is not None:
-        front.clear()
+    for done in (front, kept):
+        if done is not None:
+            done.clear()
     pid = os.getpid()
     return "".join(f"{S_LNET:08x}:{mask:08x}:0.0:{t:.6f}:0:{pid}:0:(lnet) {text}\n"
                    for t, mask, text in lines)

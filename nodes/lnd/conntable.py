@@ -118,6 +118,10 @@ class Peer:
     connector: Any = None  # the driver's running connector (ksnr_scheduled)
     retry_at: float = 0.0  # no new connector before (ksnr_timeout)
     ealready: int = 0  # races lost in a row (ksnr_retry_count)
+    #: ``ksnp_conn_cb``: this side connects to the peer. Made when a send finds no peer
+    #: (``ksocknal_launch_packet`` -> ``ksocknal_add_peer``); a peer made by an accept has
+    #: none, sends on the peer's connections and never connects (unlinked with its last one)
+    conn_cb: bool = False
 
     @property
     def connecting(self) -> bool:
@@ -182,11 +186,12 @@ class ConnTable:
         return BULK_IN if bi < cpp else None
 
     def wants_connector(self, p: Peer, now: Callable[[], float]) -> bool:
-        """``ksocknal_find_connectable_conn_cb_locked``: launch a connector now? Always when
+        """``ksocknal_find_connectable_conn_cb_locked``: launch a connector now? Never for a
+        peer without a ``conn_cb`` (only accepted connections); always when
         nothing is connected (each send tries again, as ksocklnd's first attempt does);
         otherwise for missing types once the retry interval has passed."""
         cpp = self.max_conns(p.ni)
-        if p.connecting or len(p.conns) >= (1 + 2 * cpp if self.typed else cpp):
+        if not p.conn_cb or p.connecting or len(p.conns) >= (1 + 2 * cpp if self.typed else cpp):
             return False  # (the common case, checked first: every type connected)
         if self.wanted_type(p) is None:
             return False

@@ -136,5 +136,18 @@ def transmit_hstatus(err: int | None) -> HStatus:
     return HStatus.REMOTE_TIMEOUT if err == E.ETIMEDOUT else HStatus.LOCAL_ERROR
 
 
-__all__ = ["FAILURES", "TXLIST_HSTATUS", "UNPOSTED_TIMEOUT", "connect_failure",
+def close_error(err: int | None, protocol: bool = False) -> int:
+    """The error a failed connection is closed with (``ksocknal_close_conn_and_siblings(conn,
+    error)``): the socket's ``-err``, -EPROTO for a protocol error, and 0 for a clean EOF
+    (socklnd_cb.c ``ksocknal_process_receive``, LU-20023). Only a non-zero one is kept as
+    ``ksnp_error``, which makes ``ksocknal_terminate_conn`` call ``ksocknal_peer_failed``
+    (LNet hears the peer NI died) and takes the peer's other connections down with it. The
+    daemon's socklnd and the simulator's fabric (a killed peer's, or a deleted NI's, FIN)
+    both ask here."""
+    if err is not None:
+        return -abs(err) or -E.EIO
+    return -E.EPROTO if protocol else 0
+
+
+__all__ = ["FAILURES", "TXLIST_HSTATUS", "UNPOSTED_TIMEOUT", "close_error", "connect_failure",
            "transmit_hstatus", "txlist_hstatus"]

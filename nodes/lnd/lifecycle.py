@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from nodes.lnd import handshake, wire
 from nodes.lnd.connio import ConnIO
 from nodes.lnd.conntable import Conn, ConnTable, Peer, Status, Verdict
-from nodes.lnd.errmap import FAILURES, connect_failure, transmit_hstatus
+from nodes.lnd.errmap import FAILURES, close_error, connect_failure, transmit_hstatus
 from nodes.lnd.framing import Event, LNetMessageReceived, Payload
 from nodes.lnd.ratelimit import RateLimitedLog
 from nodes.lnd.sendq import Tx
@@ -210,7 +210,7 @@ class Lifecycle:
         protocol = why.startswith("protocol error")
         if protocol:
             _log.error("socklnd: %s from %s (%s)", why, c.peer_nid, c.peer_ip)
-        error = err is not None or protocol
+        error = close_error(err, protocol) != 0
         conns = p.conns if p is not None and error else [c]
         self.close(p, conns, why, _CLOSED, (-E.EIO, transmit_hstatus(err)), peer_failed=error)
 

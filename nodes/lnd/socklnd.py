@@ -70,6 +70,7 @@ class _NetIf:
     ip: str
     timeout: float | None = None  # None: the LND-wide default
     link_down: bool = False
+    netmask: str = "0.0.0.0"  # the interface's (ksni_netmask), as the runtime learnt it
 
 
 class SockLND:
@@ -83,6 +84,7 @@ class SockLND:
                  incarnation: int, pid: int = LNET_PID_LUSTRE, timeout: float = 50.0,
                  port: int = wire.LNET_ACCEPTOR_PORT, typed_conns: bool | None = None) -> None:
         self._timeout = timeout
+        self.port = port
         self._nis: dict[NID, _NetIf] = {}
         if typed_conns is None:  # the ksocklnd module parameter (default 1)
             typed_conns = os.environ.get(TYPED_CONNS_ENV, "1") != "0"
@@ -105,14 +107,14 @@ class SockLND:
 
     # --- public API ---------------------------------------------------------------------
     async def startup_ni(self, ni: NID, ip: str, timeout: float | None = None,
-                         conns_per_peer: int | None = None) -> None:
+                         conns_per_peer: int | None = None, netmask: str | None = None) -> None:
         """Start ``ni`` on ``ip`` (its acceptor shared with the address's other NIs); its
-        LND timeout (None: the LND-wide one) and ``conns_per_peer`` (None: 1). Raises
-        OSError if it cannot bind."""
+        LND timeout (None: the LND-wide one), ``conns_per_peer`` (None: 1) and the
+        interface's ``netmask`` (``lctl interface_list``). Raises OSError if it cannot bind."""
         if ni in self._nis:
             raise OSError(E.EEXIST, f"NI {ni} already started")
         self._acceptor.add(ni, ip)
-        self._nis[ni] = _NetIf(ni, ip, timeout=timeout)
+        self._nis[ni] = _NetIf(ni, ip, timeout=timeout, netmask=netmask or "0.0.0.0")
         self._table.conns_per_peer[ni] = max(1, conns_per_peer or 1)
         if self._monitor is None:
             self._monitor = self._spawn(self._monitor_loop())
@@ -146,6 +148,8 @@ class SockLND:
             asyncio.get_running_loop().call_soon(self._life.call_tx_done, tx_id, *FAILURES[bad])
             return
         p = self._peers.get((ni, peer)) or self._table.peer(ni, peer)
+        if not p.conn_cb and not p.conns:  # (an accepted peer's last conn unlinked it)
+            p.conn_cb = True  # ksocknal_launch_packet: ksocknal_add_peer, a conn_cb
         tx = Tx(tx_id, hdr, payload)
         if p.conns:
             c = self._table.choose(p, len(payload))
@@ -191,6 +195,17 @@ class SockLND:
     def connections(self, ni: NID) -> list[ConnInfo]:
         """``IOC_LIBCFS_GET_CONN``: ``ni``'s connections (``lctl conn_list``)."""
         return connlist.connections(self._table, ni)
+
+    def peers(self, ni: NID) -> list[connlist.PeerInfo]:
+        """``IOC_LIBCFS_GET_PEER``: ``ni``'s peers (``lctl peer_list``)."""
+        netif = self._nis.get(ni)
+        return [] if netif is None else connlist.peers(self._table, ni, netif.ip, self.port)
+
+    def interface(self, ni: NID) -> connlist.IfaceInfo | None:
+        """``IOC_LIBCFS_GET_INTERFACE``: ``ni``'s interface (``lctl interface_list``)."""
+        netif = self._nis.get(ni)
+        return None if netif is None else connlist.interface(self._table, ni, netif.ip,
+                                                              netif.netmask)
 
     def timeout_of(self, ni: NID) -> float:
         netif = self._nis.get(ni)

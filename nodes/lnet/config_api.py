@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nodes.lnet import cpt
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.addpeer import add_peer
-from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
+from nodes.lnet.errors import EBUSY, EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.router import ROUTER_PARAMS
@@ -82,7 +83,7 @@ class ConfigAPI:
 
     def net_add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None = None,
                 credits: int | None = None, peer_timeout: int | None = None,
-                cpts: tuple[int, ...] = (0,), numa: int | None = None,
+                cpts: tuple[int, ...] | None = None, numa: int | None = None,
                 conns_per_peer: int | None = None, tos: int | None = None) -> LNetNI:
         """``lnetctl net add``: one NI per interface (cfg-020, cfg-040); ``numa`` is the
         emulated NUMA node of its device (snd-010), None unbound (``nets.py``).
@@ -152,6 +153,25 @@ class ConfigAPI:
         if lpni is None:
             raise LNetConfigError(-ENOENT, "invalid peer state param")
         lpni.peer.state = state % 2**32
+
+    def set_cpu_param(self, name: str, value: str) -> None:
+        """libcfs's ``cpu_npartitions``/``cpu_pattern`` (``cpt.py``): module parameters,
+        read when LNet starts, so refused while an NI is configured (the module is in use).
+
+        Raises:
+            LNetConfigError: -EBUSY, or -EINVAL naming a bad value.
+        """
+        if self.local.local_nis():
+            raise LNetConfigError(-EBUSY, f"{name}: CPU partitions are fixed while LNet has NIs")
+        npart, pattern = self.local.cpt_params
+        if name == "libcfs.cpu_npartitions":
+            if not value.strip().isdigit():
+                raise LNetConfigError(-EINVAL, f"{name}: expected a number, got '{value[:40]}'")
+            npart = int(value)
+        else:
+            pattern = value
+        self.local.cpt_table = cpt.table(npart, pattern)
+        self.local.cpt_params = (npart, pattern)
 
     def set_fail_loc(self, loc: int, val: int | None = None) -> None:
         """``lctl set_param fail_loc=LOC [fail_val=VAL]`` (E11, ``failloc.py``)."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from nodes.lnet.cpt import CptTable, tq_credits
 from nodes.lnet.errors import EEXIST, EINVAL, ENOENT, LNetConfigError
-from nodes.lnet.ni import LNetNet, LNetNI, NetTunables
+from nodes.lnet.ni import LNetNet, LNetNI, NetTunables, TxQueue
 from nodes.lnet.nid import LO_NET, LO_NID, NID, Net
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ class LocalNets:
         self.version = 0  # moves with every change of ``nets`` (each ends in ``_reindex``)
         #: router.c's ``peer_buffer_credits`` module parameter (the engine's tunables)
         self.module_buffer_credits: Callable[[], int] = lambda: 0
+        #: libcfs's CPU partitions (``cpt.py``), set from its module parameters before NIs
+        self.cpt_table = CptTable()
+        self.cpt_params: tuple[int, str] = (0, "")  # cpu_npartitions, cpu_pattern as given
 
     def _reindex(self) -> None:
         self.version += 1
@@ -93,7 +97,7 @@ class LocalNets:
         return nis
 
     def add(self, net: Net, interface: str, nid: NID, *, peer_credits: int | None,
-            credits: int | None, peer_timeout: int | None, cpts: tuple[int, ...],
+            credits: int | None, peer_timeout: int | None, cpts: tuple[int, ...] | None,
             numa: int | None, multi_rail: bool, udsp: UDSPTable,
             peers: PeerTable) -> LNetNI:
         """``lnetctl net add`` (cfg-020, cfg-040); see ``LNetEngine.net_add``."""
@@ -126,9 +130,15 @@ class LocalNets:
             # lnet_add_net_common: "currently the tunables can not be updated once added"
             # (the net keeps its own), with a console warning (E18)
             self.nistate.warn("All tunables of NIs of a net should be the same")
-        max_cr = lnet.tunables.credits
-        ni = LNetNI(nid, interface, lnet, cpts=cpts, tx_credits=max_cr, max_tx_credits=max_cr,
-                    min_tx_credits=max_cr, dev_cpt=-1 if numa is None else numa)
+        ncpts = self.cpt_table.ncpts
+        if cpts is not None and (not cpts or any(not 0 <= c < ncpts for c in cpts)):
+            raise LNetConfigError(-EINVAL, "cannot add network: Invalid argument")  # ni_alloc
+        mine = tuple(range(ncpts)) if cpts is None else tuple(sorted(set(cpts)))
+        tq = tq_credits(lnet.tunables.credits, lnet.tunables.peer_credits, len(mine))
+        max_cr = tq * len(mine)
+        ni = LNetNI(nid, interface, lnet, cpts=mine, tx_credits=max_cr, max_tx_credits=max_cr,
+                    min_tx_credits=max_cr, dev_cpt=-1 if numa is None else numa,
+                    tx_queues={c: TxQueue(tq, tq, tq) for c in mine})
         lnet.nis.append(ni)
         self._reindex()
         self.nistate.added(ni)

@@ -1,10 +1,11 @@
 """Local side: ``lnet_net`` and ``lnet_ni`` with credits, health and statistics (spec §1.2).
 
 Theory of operation: a node has nets (``tcp``, ``tcp1``...), each with one or more NIs
-(cfg-020: several NIs on one net is Multi-Rail). Every NI owns a tx credit pool that the engine
-takes on send and returns on completion; when the pool goes negative the message waits in the
-NI's FIFO queue (spec §1.5, seed 001). The loopback NI ``0@lo`` always exists and bypasses
-credits. Health counters are kept here; the rules that move them live in the engine.
+(cfg-020: several NIs on one net is Multi-Rail). Every NI owns a tx credit pool per CPT that the
+engine takes on send and returns on completion; when one goes negative the message waits in
+that CPT's FIFO queue (spec §1.5, seed 001; ``cpt.py``). The loopback NI ``0@lo`` always
+exists and bypasses credits. Health counters are kept here; the rules that move them live in
+the engine.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.counters import IfaceStats, LinkEvents
+from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
@@ -38,6 +40,17 @@ class NetTunables:
     peer_credits: int = DEFAULT_PEER_CREDITS
     peer_buffer_credits: int = 0
     credits: int = DEFAULT_CREDITS
+
+
+@dataclass(eq=False, slots=True)
+class TxQueue:
+    """``lnet_tx_queue``: one CPT's share of an NI's TX credits and the messages waiting for
+    one (``nodes/lnet/cpt.py``)."""
+
+    credits: int
+    max_credits: int
+    min_credits: int
+    delayed: deque[Msg] = field(default_factory=deque)
 
 
 @dataclass(slots=True)
@@ -73,7 +86,8 @@ class LNetNI:
     tx_credits: int = DEFAULT_CREDITS
     max_tx_credits: int = DEFAULT_CREDITS
     min_tx_credits: int = DEFAULT_CREDITS
-    txq: deque[Msg] = field(default_factory=deque)
+    #: per CPT (``ni_tx_queues``); ``tx_credits`` is their sum (``ni_tx_credits``)
+    tx_queues: dict[int, TxQueue] = field(default_factory=dict)
     stats: IfaceStats = field(default_factory=IfaceStats)
     hstats: NIHealthStats = field(default_factory=NIHealthStats)
     ping_count: int = 0
@@ -88,6 +102,27 @@ class LNetNI:
     @property
     def is_lo(self) -> bool:
         return self.nid.is_lo
+
+    def take_tx_credit(self, peer_nid: NID) -> TxQueue:
+        """``lnet_post_send_locked``'s NI credit: one of ``ni_tx_credits`` and of the queue
+        of the peer NI's CPT (``ni_tx_queues[lnet_cpt_of_nid]``), returned (below 0: the
+        message waits in it)."""
+        tq = self.tx_queues[cpt_of_nid(peer_nid, self.cpts)]
+        tq.credits -= 1
+        tq.min_credits = min(tq.min_credits, tq.credits)
+        self.tx_credits -= 1
+        self.min_tx_credits = min(self.min_tx_credits, self.tx_credits)
+        return tq
+
+    def give_tx_credit(self, peer_nid: NID, msg: Msg) -> TxQueue:
+        """``lnet_return_tx_credits_locked``: the credit back to its CPT queue (``msg`` out
+        of its waiters if there); returns the queue, whose next waiter may go."""
+        tq = self.tx_queues[cpt_of_nid(peer_nid, self.cpts)]
+        if msg in tq.delayed:
+            tq.delayed.remove(msg)
+        tq.credits += 1
+        self.tx_credits += 1
+        return tq
 
     @property
     def status_str(self) -> str:

@@ -237,14 +237,13 @@ class Sender:
                 msg.fire(MsgInput.QUEUE)
                 lpni.txq.append(msg)
                 return []
-        if not msg.txcredit:
+        if not msg.txcredit:  # from the queue of the peer NI's CPT (msg_tx_cpt)
             msg.txcredit = True
-            ni.tx_credits -= 1
-            ni.min_tx_credits = min(ni.min_tx_credits, ni.tx_credits)
-            if ni.tx_credits < 0:
+            tq = ni.take_tx_credit(lpni.nid)
+            if tq.credits < 0:
                 msg.tx_delayed = True
                 msg.fire(MsgInput.QUEUE)
-                ni.txq.append(msg)
+                tq.delayed.append(msg)
                 return []
         if msg.fwd is not None and self.router.alive.next_hop_dead(msg, lpni):
             # a router does not send to a peer NI marked down (spec §1.5 step 1, seed 002)
@@ -282,13 +281,11 @@ class Sender:
         """``lnet_return_tx_credits_locked``: give back credits, post the next waiter."""
         actions: list[Action] = []
         ni, lpni = msg.txni, msg.txpeer
-        if msg.txcredit and ni is not None:
+        if msg.txcredit and ni is not None and lpni is not None:
             msg.txcredit = False
-            if msg in ni.txq:
-                ni.txq.remove(msg)
-            ni.tx_credits += 1
-            if ni.tx_credits <= 0 and ni.txq:
-                actions += self.post(ni.txq.popleft(), now)
+            tq = ni.give_tx_credit(lpni.nid, msg)
+            if tq.credits <= 0 and tq.delayed:
+                actions += self.post(tq.delayed.popleft(), now)
         if msg.peertxcredit and lpni is not None:
             msg.peertxcredit = False
             if msg in lpni.txq:

@@ -208,7 +208,7 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
     return NodePlan(node.name, tuple(ifaces),
                     _merge_tunables(doc, top, node.tunables) + tuple(node.router),
                     tuple(p for p, _, _ in node.peers),
-                    _module_params(top, node.tunables), tuple(node.static_peers),
+                    _module_params(doc, top, node.tunables), tuple(node.static_peers),
                     tuple(node.udsp), node.lnet, routes, node.multi_rail)
 
 

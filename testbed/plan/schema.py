@@ -14,6 +14,8 @@ from typing import Any
 from nodes.dlc.modparams import MAX_NOB, parse_networks, parse_routes
 from nodes.echo import shown
 from nodes.lnd.modparams import LND_PARAMS, lnd_param_value
+from nodes.lnet import cpt
+from nodes.lnet.cpt import CPT_PARAMS
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
 from nodes.lnet.tunables import MODULE_PARAMS, RANGES, STRING_MODULE_PARAMS, module_param_value
@@ -73,12 +75,15 @@ def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tu
     tunables.MODULE_PARAMS) and the socket side's (``ksocklnd.sock_timeout``,
     ``accept_port_bulk``: nodes/lnd/modparams.py LND_PARAMS)."""
     m = doc.mapping(value, line, field, dict.fromkeys(
-        [*TUNABLES, *MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS], False))
+        [*TUNABLES, *MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS, *CPT_PARAMS], False))
     out: dict[str, _Tunable] = {}
     for key, val in m.items():
         if key in STRING_MODULE_PARAMS:
             with doc.each():
                 out[key] = _string_param(doc, m, key, val, field)
+        elif key in CPT_PARAMS:  # libcfs's CPU partitions (nodes/lnet/cpt.py), checked whole
+            with doc.each():
+                out[key] = _Tunable(val, m.vline(key), _join(field, key))
         elif key in TUNABLES or key in MODULE_PARAMS or key in LND_PARAMS:
             with doc.each():
                 out[key] = _tunable(doc, m, key, val, field)
@@ -140,11 +145,24 @@ def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
     return tuple((k, merged[k].value) for k in TUNABLES if k in merged)  # type: ignore[misc]
 
 
-def _module_params(top: dict[str, _Tunable],
+def _module_params(doc: _Doc, top: dict[str, _Tunable],
                    own: dict[str, _Tunable]) -> tuple[tuple[str, str], ...]:
     merged = {**top, **own}
-    return tuple((k, str(merged[k].value)) for k in
-                 [*MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS] if k in merged)
+    for key in CPT_PARAMS:  # libcfs's CPU partitions: what the daemon would refuse
+        given = merged.get(key)
+        if given is None:
+            continue
+        value = given.value
+        if key == CPT_PARAMS[0] and (isinstance(value, bool) or not isinstance(value, int)):
+            doc.fail(given.line, given.field, f"expected an integer in 0..{cpt.MAX_CPTS}, got "
+                                              f"{_kind(value)}")
+        try:
+            cpt.table(value if key == CPT_PARAMS[0] else 0,
+                      str(value) if key == CPT_PARAMS[1] else "")
+        except LNetConfigError as e:
+            doc.fail(given.line, given.field, e.descr)
+    keys = [*MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS, *CPT_PARAMS]
+    return tuple((k, str(merged[k].value)) for k in keys if k in merged)
 
 
 def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:

@@ -45,7 +45,6 @@ n nodes come up in O(n). Failures carry the socklnd's rc and hstatus (``nodes/ln
 
 from __future__ import annotations
 
-import functools
 import heapq
 import random
 from collections.abc import Callable
@@ -111,6 +110,7 @@ class Fabric(Paths):
         self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
         #: the same, at the accepting end: a connection carries both ways (``established``)
         self.passive: set[tuple[str, NID, NID]] = set()
+        self.conn_cbs: dict[tuple[str, NID, NID], int] = {}  # pairs made by their node: when
         self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
         #: a test's hand on the wire: given each message sent (after its ``send`` record),
@@ -167,27 +167,11 @@ class Fabric(Paths):
 
     def kill(self, name: str, nids: list[NID]) -> None:
         """Node ``name`` dies (SIGKILL): its NIDs refuse connections and its kernel closes its
-        sockets at once; a peer's tx before it reads the FIN is reset (LOCAL_ERROR), then its
-        LND reads EOF and closes (``lnet_notify`` dead), so later sends are refused
-        (REMOTE_DROPPED), as on Mininet."""
+        sockets at once (``hang_up``), so later sends are refused (REMOTE_DROPPED), as on
+        Mininet."""
         self.remove(name)
         self.dead.update(nids)
-        gone = set(nids)
-        closing = sorted((c for c in self.connected if c[2] in gone and c[0] != name),
-                         key=lambda c: (c[0], str(c[1]), str(c[2])))
-        self._reset_pending |= set(closing)
-        self.connected = {c for c in self.connected if c[0] != name and c[2] not in gone}
-        self.passive = {c for c in self.passive if c[0] != name and c[2] not in gone}
-        for key in closing:  # the EOF is read a round trip after a tx meets the dead host
-            self._at(self.now + 2.5 * self._latency, functools.partial(self._eof, key))
-
-    def _eof(self, key: tuple[str, NID, NID]) -> None:
-        """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first."""
-        if key in self._reset_pending:
-            self._reset_pending.discard(key)
-            if key[0] in self.engines:
-                self.connected.add(key)  # (so that _notify reports it closed)
-                self._notify(key[0], key[1], key[2], False)
+        self.hang_up(name, set(nids), True, 2.5)
 
     def revive(self, name: str, nids: list[NID]) -> None:
         """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""
@@ -201,6 +185,7 @@ class Fabric(Paths):
             if self.owner.get(nid) == name:
                 del self.owner[nid]
         self.engines.pop(name, None)
+        self.conn_cbs = {k: v for k, v in self.conn_cbs.items() if k[0] != name}
         self.drivers.pop(name, None)
         self._deadline.pop(name, None)
         self._dirty.discard(name)
@@ -386,7 +371,7 @@ class Fabric(Paths):
                          self._incarnation_changed(name, act.lpni, dst))
             if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
                 self._notify(dst, act.lpni, act.ni, True, True)
-            self.passive.add((dst, act.lpni, act.ni))
+            self._conn_up(name, act.ni, act.lpni, dst)
         hdr = act.hdr
         if (hdr.src_nid.size or hdr.dest_nid.size) and not act.ni.size:
             hdr = v3_view(hdr)  # an IPv4 hop speaks socklnd V3 (nid4 headers)

@@ -40,11 +40,15 @@ shorter; it only matters with an LND timeout above 3 s).
 from __future__ import annotations
 
 import errno
+import functools
 from typing import TYPE_CHECKING
 
+from nodes.lnd import errmap
+from nodes.lnd.conntable import TYPE_NAMES
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.hstatus import HStatus
 from testbed.sim.sched import Scheduler
+from testbed.sim.socktables import INVERT, conn_types
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
@@ -82,6 +86,10 @@ class Paths(Scheduler):
     connected: set[tuple[str, NID, NID]]
     passive: set[tuple[str, NID, NID]]
     _stalled: set[tuple[str, NID, NID]]
+    conn_cbs: dict[tuple[str, NID, NID], int]
+    log: list[tuple[float, str, str]]
+    _reset_pending: set[tuple[str, NID, NID]]
+    _latency: float
 
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
@@ -117,6 +125,59 @@ class Paths(Scheduler):
     def reachable(self, a: NID, b: NID) -> bool:
         """``path_error(a, b) == 0``."""
         return self.path_error(a, b) == 0
+
+    def _conn_up(self, name: str, ni: NID, lpni: NID, dst: str) -> None:
+        """``name``'s first delivery over (ni, lpni): unless it rides a connection ``dst``
+        made, ``name`` connected (its ``conn_cb``, when: ``socktables.py``); ``dst`` holds
+        the accepting end. Each socket's "connection up" line, as the daemon logs them
+        (``ksocknal_connect``'s types in turn, the accepting side's inverted)."""
+        key = (name, ni, lpni)
+        if key not in self.passive:
+            self.conn_cbs[key] = next(self._seq)
+            cpp = self.conns_per_peer(name, ni)
+            now = self.now
+            for ctype in conn_types(cpp, ni == lpni):
+                self.log.append((now, name, f"connection up: {ni} -> {lpni} active "
+                                            f"{TYPE_NAMES[ctype]}"))
+                self.log.append((now, dst, f"connection up: {lpni} -> {ni} passive "
+                                           f"{TYPE_NAMES[INVERT[ctype]]}"))
+        self.passive.add((dst, lpni, ni))
+
+    def hang_up(self, name: str, gone: set[NID], whole: bool, after: float = 1.0) -> None:
+        """Node ``name``'s kernel closed its sockets of NIDs ``gone`` (``whole``: every one;
+        its process was killed) or its socklnd those of deleted NIs: each peer gets a FIN. A
+        peer's tx before it reads it is reset (LOCAL_ERROR, ``_fail``), else it reads EOF
+        ``after`` latencies later (``_eof``): the FIN's flight when the socklnd closed them
+        (``ksocknal_shutdown`` before LNet pushes the NI's removal, which arrives after it),
+        2.5 after a kill (the round trip of a tx that meets the dead host, as on Mininet)."""
+        closing = sorted((c for c in self.connected if c[2] in gone and c[0] != name),
+                         key=lambda c: (c[0], str(c[1]), str(c[2])))
+        self._reset_pending |= set(closing)
+        self.connected = {c for c in self.connected if c[2] not in gone and
+                          not (c[0] == name and (whole or c[1] in gone))}
+        self.passive = {c for c in self.passive if c[2] not in gone and
+                        not (c[0] == name and (whole or c[1] in gone))}
+        for key in closing:
+            self._at(self.now + after * self._latency, functools.partial(self._eof, key))
+
+    def _eof(self, key: tuple[str, NID, NID]) -> None:
+        """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first:
+        ksocklnd closes it with a clean EOF's error (``errmap.close_error``: 0, LU-20023), so
+        LNet is not told the peer NI died; its next send connects and is refused."""
+        if key in self._reset_pending:
+            self._reset_pending.discard(key)
+            if key[0] in self.engines:
+                self.log.append((self.now, key[0], f"socklnd: connection {key[1]} -> {key[2]} "
+                                                   "down: peer closed the connection"))
+                if errmap.close_error(None) != 0:
+                    self.connected.add(key)  # (so that _notify reports it closed)
+                    self._notify(key[0], key[1], key[2], False)
+
+    def conns_per_peer(self, name: str, ni: NID) -> int:
+        """``conns_per_peer`` of node ``name``'s NI ``ni`` (1 once it is gone)."""
+        eng = self.engines.get(name)
+        local = eng.ni_by_nid(ni) if eng is not None else None
+        return max(1, local.conns_per_peer) if local is not None else 1
 
     # ------------------------------------------------------------------ timed outcomes
     def _lnd_timeout(self, name: str, ni: NID) -> float:

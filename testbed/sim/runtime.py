@@ -27,6 +27,7 @@ from nodes.lnet.nid import NID, O2IBLND, Net, nid_from_ip
 from nodes.o2ib.kibtx import ipoib_refusal
 from testbed.base import TestbedError
 from testbed.plan import NodePlan
+from testbed.sim.socktables import SimSockTables
 
 if TYPE_CHECKING:
     from testbed.sim.inproc import SimTestbed
@@ -65,6 +66,11 @@ class SimRuntime:
 
     def now(self) -> float:
         return self.sim.fabric.now
+
+    @property
+    def lnd_tables(self) -> SimSockTables:
+        """What ``lctl conn_list|peer_list|interface_list`` read (``socktables.py``)."""
+        return SimSockTables(self)
 
     def execute(self, actions: list[Action]) -> None:
         self.driver.execute(actions)
@@ -133,6 +139,7 @@ class SimRuntime:
                                     self.engine.node.large_nids)
         nid = nid_from_ip(ip, net)
         self.engine.net_add(net, interface, nid, **kw)
+        self.sim.fabric.dead.discard(nid)  # its acceptor listens again
         self.driver.ni_added(nid)
         self.sim.fabric.refresh_node(self.name)
         self.execute([])  # re-arm: MR peers are pushed the new buffer (dyn-045)
@@ -141,9 +148,18 @@ class SimRuntime:
         return nid
 
     async def net_del(self, net: Net, interface: str | None) -> None:
-        for nid in self.engine.net_del(net, interface):
+        gone = set(self.engine.net_del(net, interface))
+        for nid in gone:
             self.driver.ni_removed(nid)
-        self.sim.fabric.refresh_node(self.name)
+        self._closed(gone)
+
+    def _closed(self, gone: set[NID]) -> None:
+        """The NIs ``gone`` were shut down: their socklnd closes their connections (each peer
+        reads the FIN: ``Fabric.hang_up``) and their acceptor, so a connect is refused."""
+        fabric = self.sim.fabric
+        fabric.refresh_node(self.name)
+        fabric.hang_up(self.name, gone, False)
+        fabric.dead.update(gone)
         self.execute([])
 
     def sync_lnd_timeouts(self) -> None:
@@ -168,7 +184,7 @@ class SimRuntime:
         return True
 
     async def unconfigure(self) -> None:
-        for nid in self.engine.unconfigure():
+        gone = set(self.engine.unconfigure())
+        for nid in gone:
             self.driver.ni_removed(nid)
-        self.sim.fabric.refresh_node(self.name)
-        self.execute([])
+        self._closed(gone)

@@ -38,6 +38,7 @@ import zmq.asyncio
 
 from nodes.daemon import lst_verb
 from nodes.daemon.clientwatch import ClientWatch, source_fd
+from nodes.dlc import debuglog
 from nodes.echo import shown
 from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
@@ -81,6 +82,10 @@ class SimServer:
         if fab.log:
             with open(self.rdir / LNET_LOG, "a") as f:
                 f.writelines(f"{t:.6f} {name} lnet: {text}\n" for t, name, text in fab.log)
+            for t, name, text in fab.log:  # and for the node's next ``lctl dk``
+                rt = self.tb.runtimes.get(name)
+                if rt is not None:
+                    debuglog.keep(rt, t, text)
             fab.log.clear()
 
     async def serve(self) -> None:

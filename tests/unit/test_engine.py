@@ -97,8 +97,9 @@ def test_ni_credits_queue_fifo() -> None:
     """spec §1.5 step 4: the NI credit pool also queues in order once exhausted."""
     fab = Fabric()
     c, s = _node(11, C[:1]), _node(22, S[:1])
-    c.nets[TCP].nis[0].tx_credits = 2  # a tiny NI pool
+    c.nets[TCP].nis[0].tx_credits = 2  # a tiny NI pool (its one CPT's queue)
     c.nets[TCP].nis[0].max_tx_credits = 2
+    c.nets[TCP].nis[0].tx_queues[0].credits = 2
     fab.add("c1", c)
     fab.add("s1", s)
     settle_discovery(fab, {"c1": [S[0]]})
@@ -106,7 +107,7 @@ def test_ni_credits_queue_fifo() -> None:
     for i in range(4):
         _put(fab, hdr_data=i)
     ni = c.nets[TCP].nis[0]
-    assert ni.tx_credits == -2 and [m.hdr.hdr_data for m in ni.txq] == [2, 3]
+    assert ni.tx_credits == -2 and [m.hdr.hdr_data for m in ni.tx_queues[0].delayed] == [2, 3]
 
 
 def test_no_path_fails_without_credits(mr2: Fabric) -> None:

@@ -108,14 +108,22 @@ def test_sock_timeout_module_param_is_every_nis_lnd_timeout(tmp_path: Path) -> N
         tb.down()
 
 
-def test_conn_list_on_the_sim_says_it_has_no_sockets(tmp_path: Path) -> None:
+def test_sim_server_keeps_the_debug_log_it_writes_to_its_file(tmp_path: Path) -> None:
+    """The long-lived sim server moves the fabric's log to ``lnet.log`` (``flush``): the
+    lines stay for the node's next ``lctl dk`` (issue 26 item 11: dk was empty there), once."""
     from testbed.sim import SimTestbed
+    from testbed.sim.server import LNET_LOG, SimServer
 
     topo = tmp_path / "n.yaml"
     topo.write_text(NET)
-    tb = SimTestbed.up(str(topo), name="lndconnl")
+    tb = SimTestbed.up(str(topo), name="lnddkflush")
     try:
-        res = tb.node("s").lctl("--net", "tcp", "conn_list")
-        assert res.rc != 0 and "not exported by this emulator" in res.err
+        s = tb.node("s")
+        assert s.lctl("ping", "10.10.0.1@tcp").rc == 0  # to itself: through the "socklnd"
+        SimServer(tb, tmp_path, 0).flush()
+        assert not tb.fabric.log and "connection up" in (tmp_path / LNET_LOG).read_text()
+        dk = s.lctl("dk").out
+        assert "(lnet) connection up: 10.10.0.1@tcp -> 10.10.0.1@tcp passive control\n" in dk
+        assert "connection up" not in s.lctl("dk").out  # dumped and cleared
     finally:
         tb.down()

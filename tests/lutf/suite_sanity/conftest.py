@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def s(module_topology: Any) -> Any:
-    """The node ``s`` of the topology the test module names (``pytest.mark.topology``)."""
+    """The node ``s`` of the topology the test module names (``pytest.mark.topology``),
+    asked each test: a test may reload its modules (a new daemon, a new handle)."""
     return module_topology.node("s")

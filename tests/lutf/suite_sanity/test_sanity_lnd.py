@@ -42,8 +42,6 @@ def _add_net(node: Any, *opts: str) -> Any:
 
 
 @pytest.mark.topology("single.yaml")
-@pytest.mark.mininet_only("counts the socklnd's connections (lctl conn_list: the sim has no "
-                          "sockets)")
 def test_sanity_230_setting_conns_per_peer(topology: Any) -> None:
     s = topology.node("s")
     for i in range(4, 16):  # "Check valid values; Should succeed"
@@ -84,8 +82,6 @@ def test_sanity_230_setting_conns_per_peer(topology: Any) -> None:
 
 
 @pytest.mark.topology("lnd-bulkport.yaml")
-@pytest.mark.mininet_only("reads the ports of the socklnd's connections (lctl conn_list: the "
-                          "sim has no sockets)")
 def test_sanity_291_custom_accept_port_for_bulk_tcp_connections(topology: Any) -> None:
     """``accept_port_bulk=989``: of the connections of a ping to oneself, exactly one (our
     BULK_IN, made to the bulk port) shows the remote port 989."""
