@@ -116,3 +116,54 @@ def test_local_ni_alone_on_its_net_recovers_four_times_the_sensitivity(topology:
     ok(c1, "lnetctl", f"net set --nid {nid} --health 0")
     steps = _walk(topology, _ni_health(c1, nid), 800, 10.0)
     _steps_of(steps, 400, 800)
+
+
+def _seed_view(node: Any, nid: str) -> tuple[int, int, int]:
+    """(ping_count, next_ping, health value) of a local NI, ``net show -v 3``."""
+    hs = local_nis(node)[nid]["health stats"]
+    return int(hs["ping_count"]), int(hs["next_ping"]), int(hs["health value"])
+
+
+@pytest.mark.requirement("hlth-lnt-recovery-queue", "dbg-110")
+def test_seed_recovery_pings_of_a_down_ni_fail_and_count_until_it_is_up(mr2: Any) -> None:
+    """Seed 004's recovery ping (``testbed_seed_recovery_interval`` 2) of c1's eth1 NI while
+    its link is down (the NI fatal): each ping fails, so the health stays 0 and
+    ``net show -v 3`` counts them (``ping_count`` 1, 2, 3: one more a ping) with
+    ``next_ping`` 2 s on each time; ``lctl dk`` logs each "recovery ping of local NI <nid>
+    #N: failed (-ENETDOWN)". With the link up the next ping succeeds: the health climbs,
+    ``ping_count`` is back to 0, and the last ping logged is "ok"."""
+    tb, nid = mr2, C1_NIDS[1]
+    c1 = tb.node("c1")
+    c1.lctl("dk")  # empty the debug buffer: only this test's lines are read below
+    ok(c1, "lnetctl", "set testbed_seed_recovery_interval 2")
+    down = []
+    try:
+        ok(c1, "lnetctl", f"net set --nid {nid} --health 0")
+        tb.link("c1", "eth1", "down")
+        waited = 0.0
+        while len({v[0] for v in down if v[0]}) < 3 and waited < 12.0:
+            tb.advance(0.25)
+            waited += 0.25
+            if (view := _seed_view(c1, nid)) not in down:
+                down.append(view)
+        tb.link("c1", "eth1", "up")
+        up = _walk(tb, _ni_health(c1, nid), 100, 6.0)
+        tb.advance(2.5)  # one more seed interval: its ping is logged
+        after = _seed_view(c1, nid)
+        log = c1.lctl("dk").out
+    finally:
+        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 0")
+        tb.link("c1", "eth1", "up")
+        ok(c1, "lnetctl", "net set --all --health 1000")
+    failed = [v for v in down if v[0]]
+    assert all(h == 0 for _, _, h in down), down
+    counts = [c for c, _, _ in failed]
+    assert len(counts) >= 3 and all(b - a == 1 for a, b in itertools.pairwise(counts)), down
+    assert all(b[1] - a[1] == 2 for a, b in itertools.pairwise(failed)), down
+    assert up[-1] >= 100 and after[0] == 0 and after[2] >= 100, (up, after)
+    lines = [ln.split(") ", 1)[1] for ln in log.splitlines() if "recovery ping of" in ln]
+    mine = [ln for ln in lines if nid in ln]
+    for n in counts[1:]:  # the first can fall in the same instant as the link going down
+        assert f"recovery ping of local NI {nid} #{n}: failed (-ENETDOWN)" in mine, mine
+    assert mine[-1].startswith(f"recovery ping of local NI {nid} #") and mine[-1].endswith(
+        ": ok"), mine
