@@ -67,6 +67,10 @@ CI_TESTS = ("tests/lutf/suite_multirail/test_mr_round_robin.py",
 #: (every function wrapped: more lines, more frames): left out of ``unit+lutf``
 INTROSPECTIVE = ("tests/unit/test_layout.py::test_no_module_over_400_lines",
                  "tests/unit/test_components.py::test_one_puts_walk_enters_no_module_twice")
+#: unit tests of a daemon's responsiveness on the wall clock ("status answers within 1 s"):
+#: no engine decision in them, and under trampolines on a loaded box they miss their bound
+#: (mutmut's own clean run stopped there: "status waited 1.15 s"), which would count as a kill
+WALL_CLOCK = ("tests/unit/test_lnetctl_fairness.py", "tests/unit/test_sim_fairness.py")
 
 
 def engine_unit_tests() -> tuple[str, ...]:
@@ -74,7 +78,7 @@ def engine_unit_tests() -> tuple[str, ...]:
     the others cannot kill a mutant of nodes/lnet."""
     pat = re.compile(r"from (nodes\.(lnet|lnd|selftest|driver)|testbed\.sim)")
     return tuple(str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests" / "unit").glob(
-        "test_*.py")) if pat.search(p.read_text()))
+        "test_*.py")) if pat.search(p.read_text()) and str(p.relative_to(ROOT)) not in WALL_CLOCK)
 
 
 SUITES = {"lutf": ("tests/lutf",),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from lutf.lnet_views import stats
 
@@ -124,3 +125,32 @@ def test_routing_show_on_a_router(tb: Any) -> None:
     assert doc["routing"][1] == {"enable": 1}
     assert doc["buffers"] == {"tiny": 512, "small": 4096, "large": 256}
     assert tb.node("c1").lnetctl("routing", "show").out == ""
+
+
+def _del_error(node: Any, net: str, gateway: str) -> tuple[int, str]:
+    res = node.lnetctl("route", "del", "--net", net, "--gateway", gateway)
+    assert res.rc == 254, res
+    (entry,) = yaml.safe_load(res.err)["del"]
+    return entry["route"]["errno"], entry["route"]["descr"]
+
+
+@pytest.mark.requirement("rtr-multi-gw")
+def test_route_del_names_what_is_missing_and_keeps_the_gateways_other_routes(tb: Any) -> None:
+    """Real LNet ``lnet_del_route(net, gw)``: a route is deleted from its own remote net's
+    list only, so a gateway's routes to other nets stay; nothing to delete is -ENOENT. c1
+    gets a second route through r1 (tcp7): ``route del`` with an unknown gateway names it,
+    a net without routes says so, neither changes ``route show``; deleting tcp7 via r1
+    leaves tcp1 via r1 (and r2) in place."""
+    c1 = tb.node("c1")
+    before = set(_routes(c1))
+    assert c1.lnetctl("route", "add", "--net", "tcp7", "--gateway", R1).rc == 0
+    try:
+        assert _del_error(c1, "tcp1", "10.10.0.99@tcp") == (
+            -2, "no route through 10.10.0.99@tcp")
+        assert _del_error(c1, "tcp8", R1) == (
+            -2, "cannot delete route: No such file or directory")
+        assert set(_routes(c1)) == before | {f"tcp7 {R1}"}
+        assert c1.lnetctl("route", "del", "--net", "tcp7", "--gateway", R1).rc == 0
+        assert set(_routes(c1)) == before == {f"tcp1 {R1}", f"tcp1 {R2}"}
+    finally:
+        c1.lnetctl("route", "del", "--net", "tcp7", "--gateway", R1)
