@@ -68,7 +68,7 @@ BAD = (
     ("lo1", "the lo net takes no number"),
     ("foo3", "unknown net type in 'foo3'"),
     ("10.1.1.256@tcp", "256 is larger than 255"),
-    ("10.1.1.255@tcp70000", "70000 is larger than 65535"),
+    ("10.1.1.255@tcp65536", "65536 is larger than 65535"),
     ("10.1.1.[5-3]@tcp", "bad range '5-3' (need lo <= hi <= 255, stride >= 1)"),
     ("10.1.1.[1-256]@tcp", "bad range '1-256' (need lo <= hi <= 255, stride >= 1)"),
     ("10.1.1.[1-3/0]@tcp", "bad range '1-3/0' (need lo <= hi <= 255, stride >= 1)"),
@@ -125,6 +125,20 @@ def test_udsp_add_refuses_bad_combinations_and_priorities(topology: Any) -> None
         rules = yaml.safe_load(ok(c1, "lnetctl", "udsp show"))["udsp"]
         # cfg-155: a lone dst without a priority gets 0, the highest
         assert [r["action"] for r in rules] == [{"priority": 4294967295}, {"priority": 0}]
+    finally:
+        ok(c1, "lnetctl", "udsp del --all")
+
+
+@pytest.mark.requirement("cfg-115", "cfg-050")
+def test_net_show_prints_a_nid_priority_as_a_signed_int(topology: Any) -> None:
+    """Real lnetctl prints ``udsp info`` priorities through ``(int)`` (liblnetconfig
+    ``create_local_udsp_info``): a u32 from 2^31 on shows negative, as the untouched
+    UINT_MAX shows -1. Priorities 2147483647 and 2147483648 on c1's two NIDs."""
+    c1 = topology.node("c1")
+    try:
+        ok(c1, "lnetctl", f"udsp add --src {C1_NIDS[0]} --priority 2147483647")
+        ok(c1, "lnetctl", f"udsp add --src {C1_NIDS[1]} --priority 2147483648")
+        assert _nid_prio(c1) == {C1_NIDS[0]: 2147483647, C1_NIDS[1]: -2147483648}
     finally:
         ok(c1, "lnetctl", "udsp del --all")
 
