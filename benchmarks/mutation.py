@@ -357,7 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_sample(args.sample, args.budget, args.max_children)
     if args.pick is not None:
         return pick(args.suite, args.pick, args.seed, modules)
-    where = stage(args.suite, SUITES[args.suite], modules)
+    # a module subset has its own cache: another list would reset the whole suite's
+    name = args.suite if set(modules) == set(DECISION_MODULES) else args.suite + "-" + "-".join(
+        sorted(m.removesuffix(".py") for m in modules))[:80]
+    where = stage(name, SUITES[args.suite], modules)
     t0 = time.monotonic()
     rc, line = parallel_pass(where, SUITES[args.suite], args.workers, args.budget)
     print(f"suite={args.suite} {line}")

@@ -75,6 +75,9 @@ BAD = (
     ("10.1.1.[]@tcp", "cannot parse '[]'"),
     ("10.1.1.[3@tcp", "cannot parse '[3'"),
     ("10.1.1.3]@tcp", "cannot parse '3]'"),
+    ("10.1.1.[3,4@tcp", "cannot parse '[3,4'"),
+    ("10.1.1.1@tcp@tcp", "unknown net type in 'tcp@tcp'"),
+    ("1.2@gni", "cannot parse '1.2'"),
     ("10.1.1.[1,a]@tcp", "cannot parse range 'a'"),
     ("10.1.1.[1-2-3]@tcp", "cannot parse range '1-2-3'"),
     ("10.1.1@tcp", "an IPv4 address range needs four parts"),
@@ -186,6 +189,7 @@ PEERS = (
      ("10.7.1.[1-9/3]@tcp2", "10.7.1.9@tcp[3-5]", "*@tcp")),
     ("23@gni", ("[20-26/3]@gni", "[1,23]@gni", "*@gni"),
      ("[22-25/2]@gni", "[24-30]@gni", "23@gni1")),
+    ("0@gni2", ("*@gni2", "[0-1]@gni2"), ("[1-9]@gni2", "*@gni")),
 )
 
 
