@@ -76,7 +76,7 @@ BAD = (
     ("10.1.1.[3@tcp", "cannot parse '[3'"),
     ("10.1.1.3]@tcp", "cannot parse '3]'"),
     ("10.1.1.[3,4@tcp", "cannot parse '[3,4'"),
-    ("10.1.1.1@tcp@tcp", "unknown net type in 'tcp@tcp'"),
+    ("10.1.1.1@tcp@tcp", "cannot parse '@tcp'"),
     ("1.2@gni", "cannot parse '1.2'"),
     ("10.1.1.[1,a]@tcp", "cannot parse range 'a'"),
     ("10.1.1.[1-2-3]@tcp", "cannot parse range '1-2-3'"),
