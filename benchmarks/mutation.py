@@ -94,7 +94,8 @@ SAMPLE = ROOT / "benchmarks" / "mutation_sample.txt"
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.txt"
 
 
-def mutmut_config(tests: tuple[str, ...], modules: tuple[str, ...]) -> str:
+def mutmut_config(tests: tuple[str, ...], modules: tuple[str, ...],
+                  timeout_multiplier: float = 15.0) -> str:
     only = ", ".join(f'"nodes/lnet/{m}"' for m in modules)
     sel = ", ".join(f'"{t}"' for t in tests)
     return ("\n[tool.mutmut]\nsource_paths = [\"nodes\"]\n"
@@ -102,16 +103,19 @@ def mutmut_config(tests: tuple[str, ...], modules: tuple[str, ...]) -> str:
             'also_copy = ["docs", "testbed", "faults", "topologies", "tools", "setup.py"]\n'
             'pytest_add_cli_args = ["--lnet-backend=sim", "-p", "no:cacheprovider"]\n'
             f"pytest_add_cli_args_test_selection = [{sel}]\n"
-            "use_git_change_detection = false\n")
+            "use_git_change_detection = false\n"
+            + (f"timeout_multiplier = {timeout_multiplier}\n"
+               if timeout_multiplier != 15.0 else ""))
 
 
-def stage(name: str, tests: tuple[str, ...], modules: tuple[str, ...]) -> Path:
+def stage(name: str, tests: tuple[str, ...], modules: tuple[str, ...],
+          timeout_multiplier: float = 15.0) -> Path:
     """``build/mutation/NAME``: the working tree (mtimes kept, so unchanged modules keep their
     mutants) and a pyproject with the mutmut section."""
     where = ROOT / "build" / "mutation" / name
     where.mkdir(parents=True, exist_ok=True)
     copy_tree(where)
-    config = mutmut_config(tests, modules)
+    config = mutmut_config(tests, modules, timeout_multiplier)
     seen = where / "mutmut-config.toml"
     if seen.is_file() and seen.read_text() != config:
         # mutmut reuses a module it copied unmutated (its copy is newer than the source):
@@ -306,7 +310,9 @@ def run_sample(path: Path, budget: float, children: int) -> int:
     names = [ln.strip() for ln in path.read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
     modules = tuple(sorted({n.split(".")[2] + ".py" for n in names}))
-    where = stage("ci-sample", CI_TESTS, modules)
+    # a CPU limit of 2 x 4 x the tests' time, not mutmut's 2 x 15: a sampled mutant that
+    # loops (route.delete's) is still a kill, 4x sooner
+    where = stage("ci-sample", CI_TESTS, modules, timeout_multiplier=4.0)
     t0 = time.monotonic()
     rc, line = parallel_pass(where, CI_TESTS, children, budget)
     print(line)
