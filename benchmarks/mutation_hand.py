@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ignore", nargs="*", default=(), metavar="PATH",
                     help="test files left out (pytest --ignore), e.g. the five tests' own")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per pytest run")
+    ap.add_argument("--jobs", type=int, default=2, help="pytest runs at once, each in its "
+                    "own copy of the tree (make mutation-ci: two, the box's cores)")
     args = ap.parse_args(argv)
     chosen = [m for m in HAND if args.only is None or m.name in args.only]
     if args.only and len(chosen) != len(args.only):
@@ -137,26 +141,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation_hand: unknown mutant(s) {', '.join(unknown)}; known: "
               f"{', '.join(m.name for m in HAND)}", file=sys.stderr)
         return 2
-    failed = False
+    tests_of = {m.name: tuple(args.tests or m.tests) for m in chosen}
+    every = tuple(dict.fromkeys(t for m in chosen for t in tests_of[m.name]))
+    ignore = tuple(args.ignore)
     with tempfile.TemporaryDirectory(prefix="mutation-hand-") as tmp:
-        tree = Path(tmp)
-        copy_tree(tree)
-        every = tuple(dict.fromkeys(t for m in chosen for t in (args.tests or m.tests)))
-        ignore = tuple(args.ignore)
-        rc, secs = run_tests(tree, every, args.timeout, ignore)
-        print(f"scenario=unmutated tests={len(every)} rc={rc} passed={rc == 0} s={secs:.1f}")
-        failed |= rc != 0
-        for m in chosen:
-            original = apply(tree, m)
+        trees: queue.Queue[Path] = queue.Queue()
+        for i in range(max(1, args.jobs)):  # one copy of the tree per job: a mutant each
+            copy_tree(Path(tmp, str(i)))
+            trees.put(Path(tmp, str(i)))
+
+        def one(m: HandMutant | None) -> tuple[int, float]:
+            tree = trees.get()
             try:
-                rc, secs = run_tests(tree, tuple(args.tests or m.tests), args.timeout, ignore)
+                if m is None:
+                    return run_tests(tree, every, args.timeout, ignore)
+                original = apply(tree, m)
+                try:
+                    return run_tests(tree, tests_of[m.name], args.timeout, ignore)
+                finally:
+                    (tree / m.path).write_text(original)
             finally:
-                (tree / m.path).write_text(original)
-            killed = rc not in (0, -1)
-            status = "killed" if killed else ("timeout" if rc == -1 else "survived")
-            print(f"mutant={m.name} module={m.path} status={status} rc={rc} s={secs:.1f} "
-                  f"what=\"{m.what}\"")
-            failed |= not killed
+                trees.put(tree)
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            results = list(pool.map(one, [None, *chosen]))
+    (rc, secs), rest = results[0], results[1:]
+    print(f"scenario=unmutated tests={len(every)} rc={rc} passed={rc == 0} s={secs:.1f}")
+    failed = rc != 0
+    for m, (rc, secs) in zip(chosen, rest, strict=True):
+        killed = rc not in (0, -1)
+        status = "killed" if killed else ("timeout" if rc == -1 else "survived")
+        print(f"mutant={m.name} module={m.path} status={status} rc={rc} s={secs:.1f} "
+              f"what=\"{m.what}\"")
+        failed |= not killed
     return 1 if failed else 0
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_./@<>?*+-][A-Za-z0-9_./@<>?*+ ()-]*$")
+#: a plain scalar; not one starting with a YAML indicator (``*`` alias, ``@`` reserved, ``>``
+#: folded, ``?`` key): ``udsp show`` prints ``dst: "*@tcp"``, which safe_load reads back
+_PLAIN = re.compile(r"^[A-Za-z0-9_./<+-][A-Za-z0-9_./@<>?*+ ()-]*$")
 _QUOTE_KEYS = frozenset({"descr", "CPT"})
 #: an IPv6 NID: libyaml's emitter (lnetctl's netlink output, YAML_PLAIN_SCALAR_STYLE) keeps
 #: a scalar plain when each ':' is followed by a non-space, so ``2001:db8::1@tcp`` unquoted

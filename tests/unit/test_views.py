@@ -160,3 +160,12 @@ def test_lnetctl_set_range_checks(param: str, value: str, shown: int | None) -> 
         assert yaml.safe_load(err) is not None
     else:
         assert rt.engine.view("global")["global"][param] == shown
+
+
+@pytest.mark.parametrize("text", ["*@tcp", "*.*.2.*@tcp", "@tcp", ">x", "?x", "tcp[1,3]",
+                                  "10.11.[0-3/2].[1,5-9]@tcp", "-1x"])
+def test_yaml_indicator_scalars_read_back(text: str) -> None:
+    """lnetctl's output is valid YAML: ``udsp show`` printed ``dst: *@tcp``, a YAML alias that
+    ``yaml.safe_load`` refused; a scalar starting with an indicator is quoted."""
+    doc = {"udsp": [{"idx": 0, "dst": text, "action": {"priority": 1}}]}
+    assert yaml.safe_load(dump(doc)) == doc

@@ -116,3 +116,45 @@ def test_local_ni_alone_on_its_net_recovers_four_times_the_sensitivity(topology:
     ok(c1, "lnetctl", f"net set --nid {nid} --health 0")
     steps = _walk(topology, _ni_health(c1, nid), 800, 10.0)
     _steps_of(steps, 400, 800)
+
+
+def _seed_view(node: Any, nid: str) -> tuple[int, int, int]:
+    """(ping_count, next_ping, health value) of a local NI, ``net show -v 3``."""
+    hs = local_nis(node)[nid]["health stats"]
+    return int(hs["ping_count"]), int(hs["next_ping"]), int(hs["health value"])
+
+
+@pytest.mark.requirement("hlth-lnt-recovery-queue")
+def test_seed_recovery_pings_of_a_down_ni_fail_and_count_until_it_is_up(mr2: Any) -> None:
+    """Seed 004's recovery ping (``testbed_seed_recovery_interval`` 2) of c1's eth1 NI while
+    its link is down (the NI fatal): each ping fails, so the health stays 0 and
+    ``net show -v 3`` counts them (``ping_count`` 1, 2, 3: one more a ping) with
+    ``next_ping`` 2 s on each time. With the link up the next ping succeeds: the health
+    climbs and ``ping_count`` is back to 0."""
+    tb, nid = mr2, C1_NIDS[1]
+    c1 = tb.node("c1")
+    ok(c1, "lnetctl", "set testbed_seed_recovery_interval 2")
+    down = []
+    try:
+        tb.link("c1", "eth1", "down")
+        tb.advance(0.5)  # the link watcher marks the NI down (fatal) first
+        ok(c1, "lnetctl", f"net set --nid {nid} --health 0")
+        waited = 0.0
+        while len({v[0] for v in down if v[0]}) < 3 and waited < 12.0:
+            tb.advance(0.25)
+            waited += 0.25
+            if (view := _seed_view(c1, nid)) not in down:
+                down.append(view)
+        tb.link("c1", "eth1", "up")
+        up = _walk(tb, _ni_health(c1, nid), 100, 6.0)
+        after = _seed_view(c1, nid)
+    finally:
+        ok(c1, "lnetctl", "set testbed_seed_recovery_interval 0")
+        tb.link("c1", "eth1", "up")
+        ok(c1, "lnetctl", "net set --all --health 1000")
+    failed = [v for v in down if v[0]]
+    assert all(h == 0 for _, _, h in down), down
+    counts = [c for c, _, _ in failed]
+    assert len(counts) >= 3 and all(b - a == 1 for a, b in itertools.pairwise(counts)), down
+    assert all(b[1] - a[1] == 2 for a, b in itertools.pairwise(failed)), down
+    assert up[-1] >= 100 and after[0] == 0 and after[2] >= 100, (up, after)

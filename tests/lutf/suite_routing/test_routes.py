@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
-from lutf.lnet_views import stats
+from lutf.lnet_views import peer_nis, stats
 
 pytestmark = [pytest.mark.mininet, pytest.mark.topology("routed")]
 
@@ -124,3 +125,64 @@ def test_routing_show_on_a_router(tb: Any) -> None:
     assert doc["routing"][1] == {"enable": 1}
     assert doc["buffers"] == {"tiny": 512, "small": 4096, "large": 256}
     assert tb.node("c1").lnetctl("routing", "show").out == ""
+
+
+C2 = "10.10.0.2@tcp"
+
+
+def _puts_from(router: Any, nid: str) -> int:
+    return int(peer_nis(router, nid)[nid]["received_stats"]["put"])
+
+
+def _del_error(node: Any, net: str, gateway: str) -> tuple[int, str]:
+    res = node.lnetctl("route", "del", "--net", net, "--gateway", gateway)
+    assert res.rc == 254, res
+    (entry,) = yaml.safe_load(res.err)["del"]
+    return entry["route"]["errno"], entry["route"]["descr"]
+
+
+@pytest.mark.requirement("rtr-multi-gw")
+def test_route_del_names_what_is_missing_and_keeps_the_gateways_other_routes(tb: Any) -> None:
+    """Real LNet ``lnet_del_route(net, gw)``: a route is deleted from its own remote net's
+    list only, so a gateway's routes to other nets stay; nothing to delete is -ENOENT. c1
+    gets a second route through r1 (tcp7): ``route del`` with an unknown gateway names it,
+    a net without routes says so, neither changes ``route show``; deleting tcp7 via r1
+    leaves tcp1 via r1 (and r2) in place."""
+    c1 = tb.node("c1")
+    before = set(_routes(c1))
+    assert c1.lnetctl("route", "add", "--net", "tcp7", "--gateway", R1).rc == 0
+    try:
+        assert _del_error(c1, "tcp1", "10.10.0.99@tcp") == (
+            -2, "no route through 10.10.0.99@tcp")
+        assert _del_error(c1, "tcp8", R1) == (
+            -2, "cannot delete route: No such file or directory")
+        assert set(_routes(c1)) == before | {f"tcp7 {R1}"}
+        assert c1.lnetctl("route", "del", "--net", "tcp7", "--gateway", R1).rc == 0
+        assert set(_routes(c1)) == before == {f"tcp1 {R1}", f"tcp1 {R2}"}
+    finally:
+        c1.lnetctl("route", "del", "--net", "tcp7", "--gateway", R1)
+
+
+@pytest.mark.requirement("cfg-095", "rtr-select-hops-priority")
+def test_udsp_router_rule_sends_a_peer_s_requests_through_its_gateway(tb: Any) -> None:
+    """Real LNet: a ``--dst NID --rte GW`` rule gives the peer NI a preferred-gateway list
+    (udsp.c ``lnet_udsp_apply_rte_list_on_lpni``; ``udsp info`` "Preferred gateway NIDs" in
+    ``peer show -v 4``), and ``lnet_find_route_locked`` takes a route through a preferred
+    gateway over the others. On c2: ``--dst <s1> --rte <r2's tcp NIDs>``, 100 PUTs to s1:
+    r2 received all 100 from c2 (``peer show -v 3`` on r2: c2's ``received_stats``), r1
+    none (s1's ACKs may come back through either). Deleting the rule clears the list."""
+    c2, r1, r2 = tb.node("c2"), tb.node("r1"), tb.node("r2")
+    assert c2.put(S1, count=1, size=1024)["completed"] == 1  # s1 is a peer of c2
+    try:
+        assert c2.lnetctl("udsp", "add", "--dst", S1, "--rte", "10.10.0.[4]@tcp").rc == 0
+        info = c2.yaml(f"peer show -v 4 --nid {S1}")["peer"][0]["peer ni"][0]["udsp info"]
+        assert info["Preferred gateway NIDs"] == {"NID-0": R2}
+        before = [_puts_from(r, C2) for r in (r1, r2)]
+        res = c2.put(S1, count=100, size=1024)
+        assert res["completed"] == 100, res
+        assert [_puts_from(r, C2) - b for r, b in zip((r1, r2), before, strict=True)] == [
+            0, 100]
+    finally:
+        assert c2.lnetctl("udsp", "del", "--all").rc == 0
+    info = c2.yaml(f"peer show -v 4 --nid {S1}")["peer"][0]["peer ni"][0]["udsp info"]
+    assert "Preferred gateway NIDs" not in info
