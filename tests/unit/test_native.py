@@ -165,7 +165,7 @@ def test_the_makefile_rebuilds_when_a_compiled_source_changes() -> None:
     script lists it): a compiled module or a Python one whose types compiled code reads, in
     every compiled package; nothing else triggers a rebuild."""
     text = (ROOT / "Makefile").read_text()
-    assert "NATIVE_SRCS := $(shell python3 nodes/native.py)" in text
+    assert "NATIVE_SRCS := $(shell python3 nodes/native.py 2>/dev/null)" in text
     assert "$(NATIVE_STAMP): $(NATIVE_SRCS)" in text
     listed = subprocess.run([sys.executable, "nodes/native.py"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.split()
