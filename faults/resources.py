@@ -345,11 +345,21 @@ def stop_interposer(pid: int | None, grace: float = 2.0) -> None:
         while time.monotonic() < deadline:
             try:
                 done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # not our child (after a supervisor restart)
-                done = pid if not Path(f"/proc/{pid}").exists() else 0
+            except ChildProcessError:  # not our child (after a supervisor restart, or
+                # started by a host agent that has exited): gone, or a zombie to its reaper
+                done = pid if not pid_running(pid) else 0
             if done:
                 return
             time.sleep(0.02)
+
+
+def pid_running(pid: int) -> bool:
+    """``pid`` exists and is no zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _pid_is_interposer(pid: Any) -> bool:
