@@ -158,11 +158,14 @@ def stall(tb: Any) -> None:
     assert done - t0 >= 0.4 and abs(done - end) <= 0.3, (t0, end, done)
 
 
-def bandwidth(tb: Any) -> None:
+def bandwidth(tb: Any, node: str = "c1", direction: str = "out") -> None:
+    """The cap on c1's egress; or on ``node``'s ``direction`` (s1's ingress: the
+    bridge-side end of its link, on guests the NIC's device on the machine running them)."""
     c1 = tb.node("c1")
     assert c1.put(S1, count=4, size=1 << 16)["completed"] == 4  # connections up
     # a queue of 1 s at the cap: TCP fills it rather than losing to tbf's drops
-    tb.fault.bandwidth(node="c1", iface="eth0", bw="20mbit", burst="32kb", latency=1000.0)
+    tb.fault.bandwidth(node=node, iface="eth0", bw="20mbit", burst="32kb", latency=1000.0,
+                       direction=direction)
     count, size = 40, 1 << 16
     t0 = tb.now
     reply = c1.put(S1, count=count, size=size)
@@ -226,3 +229,28 @@ def test_fault_kind_on_lxc_guests(lxc_guests: Any, kind: str) -> None:
     c1 = lxc_guests.node("c1")
     assert "lntb:" not in c1.exec(["iptables", "-S"]).out
     assert "tbf" not in c1.exec(["tc", "qdisc", "show"]).out
+
+
+@pytest.mark.lxc_guests
+def test_ingress_bandwidth_on_lxc_guests(lxc_guests: Any) -> None:
+    """A cap on s1's ingress: tbf on its guest NIC's host-side veth (on this machine, where
+    the packets to the guest are), the same goodput; the qdisc gone after ``fault clear``."""
+    import subprocess
+
+    from testbed import names
+
+    port = names.port_name(lxc_guests.name, 0, 1)  # s1's NIC on segment 0, host side
+
+    def tbf() -> bool:
+        return "tbf" in subprocess.run(["tc", "qdisc", "show", "dev", port], check=True,
+                                       capture_output=True, text=True).stdout
+
+    lxc_guests.fault.bandwidth(node="s1", iface="eth0", bw="20mbit", direction="in")
+    assert tbf()
+    lxc_guests.fault.clear()
+    assert not tbf()
+    try:
+        bandwidth(lxc_guests, node="s1", direction="in")
+    finally:
+        lxc_guests.fault.clear()
+    assert not tbf()
