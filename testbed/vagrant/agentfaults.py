@@ -26,7 +26,12 @@ from typing import Any
 
 from faults import netops
 from faults.realise import Activation, NodeSite, Site, resources_for
+from faults.resources import READY_ENV
 from faults.spec import FaultError, parse_fault
+
+#: Seconds an interposer gets to bind its queue here: a QEMU TCG guest under a load average
+#: of 20 took 1,123 s to come up and more than the 10 s of Mininet to start one (issue 32)
+READY_TIMEOUT = 120.0
 
 #: integer counters of an interposer that are no counts (``read_counters``)
 _NOT_COUNTS = ("pid",)
@@ -66,7 +71,7 @@ def site(st: Any, nodes: dict[str, Any]) -> Site:
 def _env(st: Any) -> dict[str, str]:
     spec = st.data.get("spec", {})
     return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(spec.get("pythonpath")),
-            "LNET_TESTBED": str(spec.get("testbed", ""))}
+            "LNET_TESTBED": str(spec.get("testbed", "")), READY_ENV: str(READY_TIMEOUT)}
 
 
 def apply(st: Any, body: dict[str, Any]) -> dict[str, Any]:
