@@ -58,10 +58,10 @@ demo:
 test: venv native
 	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
 	$(VENV)/bin/mypy --strict $(MYPY_PATHS)
-	$(PY) -m pytest -n auto -p no:cacheprovider --junitxml=reports/junit.xml \
-	  --lnet-trace=reports/trace.md
+	$(PY) -m pytest -n auto -p no:cacheprovider -m "not lxc_guests" \
+	  --junitxml=reports/junit.xml --lnet-trace=reports/trace.md
 	LNET_TESTBED_PURE_PYTHON=1 $(PY) -m pytest -n auto -p no:cacheprovider -q $(PURE_TESTS)
-	$(PY) -m pytest tests/lutf --lnet-backend=sim -n auto -p no:cacheprovider \
+	$(PY) -m pytest tests/lutf --lnet-backend=sim -n auto -p no:cacheprovider -m "not lxc_guests" \
 	  --junitxml=reports/junit-sim.xml --lnet-trace=reports/trace-sim.md
 	$(VENV)/bin/testbed trace --data reports/trace.json:reports/trace-sim.json \
 	  > reports/trace-all.md
@@ -105,10 +105,12 @@ boxes: venv vagrant-deps
 	vagrant/build-box
 
 # The Vagrant smoke suite: LXC guests (client and server, two rails each; the crash path; two
-# hosts over VXLAN). Serial, after `make test`: guest boots want both cores.
+# hosts over VXLAN), then every packet fault kind on LXC guests (test_fault_kinds.py). Serial, after `make test`: guest boots want both cores.
 smoke-vagrant: boxes
 	$(PY) -m pytest vagrant/tests -m "not libvirt" -p no:cacheprovider --timeout 1800 \
 	  --junitxml=reports/junit-vagrant.xml
+	$(PY) -m pytest tests/lutf/suite_faults/test_fault_kinds.py -m lxc_guests -p no:cacheprovider \
+	  --timeout 1800 --junitxml=reports/junit-vagrant-faults.xml
 
 # The same smoke on libvirt VMs (QEMU TCG here, KVM where it works): minutes, ~1.5 GiB per VM.
 smoke-vagrant-libvirt: boxes

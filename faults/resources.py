@@ -35,8 +35,10 @@ from faults.spec import FaultError
 
 #: Comment prefix of every iptables rule we insert (``lntb:<fault id>``).
 TAG = "lntb:"
-#: Seconds an interposer gets to bind its queue.
+#: Seconds an interposer gets to bind its queue (``READY_ENV`` in its environment: more, for
+#: a host agent on an emulated guest, where Python starts ten times slower under load).
 READY_TIMEOUT = 10.0
+READY_ENV = "LNET_TESTBED_INTERPOSER_READY"
 #: Seconds a reader waits for an interposer to write its counters on request.
 FRESH_TIMEOUT = 0.5
 
@@ -331,18 +333,26 @@ def _start_interposer(res: Interposer, env: dict[str, str]) -> int:
                                 start_new_session=True)
     finally:
         log.close()
-    deadline = time.monotonic() + READY_TIMEOUT
+    ready = float(env.get(READY_ENV, READY_TIMEOUT))
+    deadline = time.monotonic() + ready
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = Path(res.log).read_text(errors="replace").strip().splitlines()[-3:]
             raise FaultApplyError(f"interposer exited with rc {proc.returncode}: "
-                                  f"{' | '.join(tail) or '(no output)'}")
+                                  f"{_tail(res.log)}")
         if read_counters(counters).get("ready"):
             return proc.pid
         time.sleep(0.02)
     stop_interposer(proc.pid)
     raise FaultApplyError(f"interposer did not bind queue {res.interposer.queue} "
-                          f"within {READY_TIMEOUT:g}s")
+                          f"within {ready:g}s: {_tail(res.log)}")
+
+
+def _tail(log: str) -> str:
+    try:
+        lines = Path(log).read_text(errors="replace").strip().splitlines()[-3:]
+    except OSError:
+        lines = []
+    return " | ".join(lines) or "(no output)"
 
 
 def stop_interposer(pid: int | None, grace: float = 2.0) -> None:
@@ -356,11 +366,21 @@ def stop_interposer(pid: int | None, grace: float = 2.0) -> None:
         while time.monotonic() < deadline:
             try:
                 done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # not our child (after a supervisor restart)
-                done = pid if not Path(f"/proc/{pid}").exists() else 0
+            except ChildProcessError:  # not our child (after a supervisor restart, or
+                # started by a host agent that has exited): gone, or a zombie to its reaper
+                done = pid if not pid_running(pid) else 0
             if done:
                 return
             time.sleep(0.02)
+
+
+def pid_running(pid: int) -> bool:
+    """``pid`` exists and is no zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _pid_is_interposer(pid: Any) -> bool:

@@ -13,6 +13,8 @@ is made, STYLE rule 9), ``curve/<node>/`` (the daemon's keys, 0600), ``nodes/<no
   daemon (``--ctl-fd``, ZeroMQ's ``ZMQ_USE_FD``), so the port exists on that address only;
 * ``poll``: new event lines since a byte offset and this host's clock, for the merged log;
 * ``link``, ``signal``, ``restart``, ``status``: faults and checks on this host's nodes;
+* ``fault-apply``, ``fault-revert``, ``fault-counters``: a fault's resources on this host's
+  nodes, made and undone as on Mininet (``agentfaults``);
 * ``teardown``: daemons (TERM, then KILL), namespaces, interfaces, files; prints what went.
 
 ``clock_skew`` (setup) is a test-only offset added to every time this host reports, standing
@@ -34,7 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.vagrant import agentnet
+from faults.resources import pid_running as _alive
+from testbed.vagrant import agentfaults, agentnet
 
 ROOT = Path(os.environ.get("LNET_TESTBED_HOSTS_ROOT", "/run/lnet-testbed-hosts"))
 SITE_ROOT = Path("/var/lib/lnet-testbed-hosts")  # hostset.SITE_ROOT (no import: stdlib only)
@@ -128,14 +131,6 @@ def now(st: HostState) -> float:
     return time.time() + float(st.data.get("spec", {}).get("clock_skew", 0.0))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def _ours(pid: int, testbed: str) -> bool:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -166,7 +161,8 @@ def teardown(testbed: str, host: str) -> dict[str, Any]:
     if not hdir.exists() and not (SITE_ROOT / testbed / host).exists():
         return {"ok": True, "removed": []}
     st = HostState(hdir)
-    removed = stop_daemons(st)
+    removed = agentfaults.undo_all(st)  # interposers and rules first, while nodes run
+    removed += stop_daemons(st)
     removed += agentnet.remove(st.data.get("created", []))
     shutil.rmtree(hdir, ignore_errors=True)
     removed.append(f"directory {hdir}")
@@ -229,15 +225,6 @@ def send_signal(st: HostState, node: str, sig: str) -> dict[str, Any]:
     return {"ok": True, "pid": d["pid"]}
 
 
-def iptables(st: HostState, node: str, op: str, rule: list[str]) -> dict[str, Any]:
-    """One tagged rule in a node's own filter table (faults: blackhole, partition)."""
-    if op not in ("-I", "-D"):
-        return {"ok": False, "error": f"iptables op must be -I or -D, not {op!r}"}
-    ns = st.data["nodes"][node]["netns"]
-    agentnet.sh("ip", "netns", "exec", ns, "iptables", "-w", "5", op, *rule)
-    return {"ok": True}
-
-
 def restart(st: HostState, node: str) -> dict[str, Any]:
     stop_daemons(st, [node])
     return {"ok": True, **start_daemon(st, st.data["nodes"][node])}
@@ -246,7 +233,8 @@ def restart(st: HostState, node: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="testbed.vagrant.agent")
     p.add_argument("verb", choices=("setup", "teardown", "poll", "status", "link", "signal",
-                                    "restart", "clock", "iptables"))
+                                    "restart", "clock", "fault-apply", "fault-revert",
+                                    "fault-counters"))
     p.add_argument("--testbed")
     p.add_argument("--host")
     p.add_argument("--node")
@@ -254,12 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state", choices=("up", "down"))
     p.add_argument("--signal", choices=("STOP", "CONT", "KILL", "TERM"))
     p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--op")
-    p.add_argument("--rule", help="iptables rule as a JSON list of words")
+    p.add_argument("--fault", help="fault id (fault-revert)")
     a = p.parse_args(argv)
     try:
         if a.verb == "setup":
             reply = setup(json.load(sys.stdin))
+        elif a.verb.startswith("fault-"):
+            body = json.load(sys.stdin) if a.verb == "fault-apply" else None
+            reply = agentfaults.main_verb(HostState(host_dir(a.testbed, a.host)), a.verb,
+                                          a.fault, body)
         elif a.verb == "teardown":
             reply = teardown(a.testbed, a.host)
         else:
@@ -268,7 +259,6 @@ def main(argv: list[str] | None = None) -> int:
                      "link": lambda: link(st, a.node, a.iface, a.state),
                      "signal": lambda: send_signal(st, a.node, a.signal),
                      "restart": lambda: restart(st, a.node),
-                     "iptables": lambda: iptables(st, a.node, a.op, json.loads(a.rule)),
                      "clock": lambda: {"ok": True, "time": now(st)}}[a.verb]()
     except (agentnet.AgentError, OSError, KeyError, ValueError) as exc:
         reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

@@ -1,53 +1,43 @@
-"""Faults on the ``vagrant`` and ``hosts`` backends: the kinds that apply where nodes live.
+"""Faults on the ``vagrant`` and ``hosts`` backends: every kind, where the node lives.
 
-Theory of operation: the same fault specs (``faults.spec``) and the same schedule
-(``faults.sched.Timeline``) as on Mininet, with the same ``fault_*`` requests and events, but
-each activation is carried out where the node is:
+Theory of operation: the same fault specs (``faults.spec``), the same schedule
+(``faults.sched.Timeline``) and the same ``fault_*`` requests and event records
+(``fault_added``, ``fault_applied``, ``fault_reverted`` with the interposer's counters,
+``fault_deleted``) as on Mininet (``testbed/mininet/faultctl.py``), but each activation is
+carried out where the node is:
 
 * ``carrier``, ``flap``: the link, from *outside* the node (the guest's host-side veth or
   ``virsh domif-setlink``; the bridge-side veth on a machine), so the node sees carrier loss;
-* ``blackhole``, ``partition``, ``flap`` with ``style: blackhole``: tagged DROP rules in the
-  node's own namespace on its host, through the host agent;
+* the packet kinds (loss, delay, reorder, duplicate, corrupt, stall, rst: the NFQUEUE
+  interposer), ``bandwidth`` (tbf), ``blackhole``, ``partition`` and ``flap`` with
+  ``style: blackhole``: the Mininet path (``faults.realise`` -> ``faults.netops``) run by the
+  host agent on the node's guest or host (``agentfaults``), which records each resource in its
+  ``state.json`` before making it and undoes them on revert, ``fault del``, ``down`` and
+  ``clean`` (agent ``teardown``);
+* ``bandwidth`` on a guest's ingress: a tbf on the guest NIC's device on this machine (its
+  egress is the node's ingress), recorded in the testbed's ``state.json``;
 * ``kill``, ``stop``, ``restart``: signals to the daemon on its host (restart: a new daemon,
   configured again as at bring-up).
-
-The packet-level kinds (loss, delay, reorder, duplicate, corrupt, stall, rst) and bandwidth
-need the NFQUEUE interposer (or a qdisc) running beside the node; this backend refuses them
-with a one-line reason rather than pretending. LNet's own rules (``lctl net_drop_add``,
-``net_delay_add``) run in the engine and work on every backend.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import traceback
 from typing import Any
 
-from faults.sched import Timeline
-from faults.spec import INTERPOSED, FaultError, FaultSpec, parse_fault
+from faults import netops
+from faults.realise import Activation, NodeSite, Site, resources_for
+from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.echo import shown
-
-TAG = "lntb:"
-APPLIES = frozenset({"carrier", "flap", "blackhole", "partition", "kill", "stop", "restart"})
+from testbed.faultbook import FaultRecord
 
 
-class _Fault:
-    def __init__(self, fid: str, spec: FaultSpec, seed: int, added: float) -> None:
-        self.fid, self.spec, self.seed = fid, spec, seed
-        self.timeline = Timeline(spec, added, seed)
-        self.applied: list[tuple[str, Any]] = []
-        self.activations = 0
-        self.error: str | None = None
-
-    def describe(self) -> dict[str, Any]:
-        state = "failed" if self.error else "active" if self.timeline.active else \
-            "done" if self.timeline.done else "pending"
-        return {"id": self.fid, "kind": self.spec.kind, "name": self.spec.name,
-                "seed": self.seed, "state": state, "activations": self.activations,
-                "spec": self.spec.as_dict(), "next": self.timeline.next_deadline(),
-                "counters": {}, "error": self.error}
+def _counts(totals: dict[str, int], more: dict[str, Any]) -> None:
+    for k, v in more.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            totals[k] = totals.get(k, 0) + v
 
 
 class FaultTable:
@@ -55,16 +45,19 @@ class FaultTable:
 
     def __init__(self, sup: Any) -> None:
         self.sup = sup
-        self.faults: dict[str, _Fault] = {}
+        self.faults: dict[str, FaultRecord] = {}
+        self.applied: dict[str, list[tuple[str, Any]]] = {}
         self.next_id = 1
+        self.next_queue = 1
 
     def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
         try:
             if cmd == "fault_add":
                 return self.add(msg.get("spec"))
             if cmd == "fault_list":
-                return {"ok": True, "faults": [f.describe() for f in self.faults.values()],
-                        "residue": []}
+                live = self._live()
+                return {"ok": True, "faults": [self.describe(f, live)
+                                               for f in self.faults.values()], "residue": []}
             if cmd == "fault_del":
                 return self.delete(str(msg.get("id")))
             if cmd == "fault_clear":
@@ -75,20 +68,32 @@ class FaultTable:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         return {"ok": False, "error": f"unknown request {cmd!r}"}
 
+    def describe(self, f: FaultRecord, live: dict[str, Any] | None = None) -> dict[str, Any]:
+        counters = dict(f.totals)
+        _counts(counters, (live or {}).get(f.fid, {}))
+        return {"id": f.fid, "kind": f.spec.kind, "name": f.spec.name, "seed": f.seed,
+                "state": f.state, "activations": f.activations, "spec": f.spec.as_dict(),
+                "next": f.timeline.next_deadline(), "counters": counters, "error": f.error}
+
+    def _live(self, only: FaultRecord | None = None) -> dict[str, dict[str, int]]:
+        """Interposer counters of the applied faults, current when read, summed over hosts."""
+        hosts = {h for f in self.faults.values() if only in (None, f)
+                 for what, h in self.applied.get(f.fid, []) if what == "agent"}
+        out: dict[str, dict[str, int]] = {}
+        for host in sorted(hosts):
+            for fid, c in self.sup.set.agent(host, "fault-counters")["counters"].items():
+                _counts(out.setdefault(fid, {}), c)
+        return out
+
     def add(self, raw: Any) -> dict[str, Any]:
-        nodes = {n.name: [i.name for i in n.interfaces] for n in self.sup.plan.nodes}
         try:
-            spec = parse_fault(raw, nodes=nodes)
+            spec = parse_fault(raw, nodes=self._nodes())
         except FaultError as exc:
             return {"ok": False, "error": str(exc)}
-        if spec.kind not in APPLIES:
-            why = "the NFQUEUE interposer" if spec.kind in INTERPOSED else "a qdisc"
-            return {"ok": False, "error": f"fault {spec.kind} needs {why} beside the node, "
-                    f"which the {self.sup.backend} backend does not run (applies here: "
-                    f"{', '.join(sorted(APPLIES))}; LNet's own lctl net_drop_add/"
-                    "net_delay_add work everywhere)"}
+        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
+            return {"ok": False, "error": f"a fault named {spec.name} exists"}
         seed = spec.seed if spec.seed is not None else random.SystemRandom().randrange(2**31)
-        f = _Fault(f"f{self.next_id}", spec, seed, time.time())
+        f = FaultRecord(f"f{self.next_id}", spec, seed, time.time())
         self.next_id += 1
         self.faults[f.fid] = f
         self.sup.event("fault_added", id=f.fid, spec=spec.as_dict(), seed=seed)
@@ -96,7 +101,10 @@ class FaultTable:
         if f.error:
             self.faults.pop(f.fid, None)
             return {"ok": False, "error": f"{f.fid} ({spec.kind}): {f.error}"}
-        return {"ok": True, "fault": f.describe()}
+        return {"ok": True, "fault": self.describe(f)}
+
+    def _nodes(self) -> dict[str, list[str]]:
+        return {n.name: [i.name for i in n.interfaces] for n in self.sup.plan.nodes}
 
     def delete(self, key: str) -> dict[str, Any]:
         f = self.faults.get(key) or next((x for x in self.faults.values()
@@ -107,8 +115,8 @@ class FaultTable:
         if f.timeline.active:
             self._revert(f)
         self.faults.pop(f.fid, None)
-        self.sup.event("fault_deleted", id=f.fid, counters={})
-        return {"ok": True, "fault": f.describe()}
+        self.sup.event("fault_deleted", id=f.fid, counters=dict(f.totals))
+        return {"ok": True, "fault": self.describe(f)}
 
     def tick(self) -> None:
         now = time.time()
@@ -124,7 +132,8 @@ class FaultTable:
             except Exception as exc:
                 traceback.print_exc()
                 f.error = f"{type(exc).__name__}: {exc}"
-                self._revert(f)
+                self._revert(f, error=f.error)
+                self.sup.event("fault_failed", id=f.fid, error=f.error)
 
     def expects_dead(self, node: str) -> bool:
         """A daemon a kill/stop fault took down is not reported as crashed."""
@@ -138,79 +147,101 @@ class FaultTable:
 
     def shutdown(self) -> None:
         for f in list(self.faults.values()):
-            if f.timeline.active:
+            if f.timeline.active or self.applied.get(f.fid):
                 self._revert(f)
 
     # -- carrying out ------------------------------------------------------------------------
-    def _apply(self, f: _Fault, k: int) -> None:
+    def _apply(self, f: FaultRecord, k: int) -> None:
         spec, sup = f.spec, self.sup
         f.activations += 1
         node = spec.node or ""
         host = sup.placement.get(node, "")
+        applied = self.applied.setdefault(f.fid, [])
         # before its effects, so the events it causes follow it (issue 27 item 13); one that
-        # fails is reverted by ``tick`` (``fault_reverted``)
-        sup.event("fault_applied", id=f.fid, activation=k, fault=spec.kind, node=spec.node)
-        if spec.kind in ("carrier", "flap") and spec.params.get("style", "carrier") == "carrier":
+        # fails is reverted by ``tick`` (``fault_reverted`` with the error)
+        sup.event("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
+                  spec=spec.as_dict(), seed=f.seed)
+        style = spec.params.get("style", "carrier")
+        if spec.kind == "carrier" or (spec.kind == "flap" and style == "carrier"):
             ifaces = [spec.iface] if spec.iface else list(sup.link_state[node])
             for iface in ifaces:
-                f.applied.append(("link", (node, iface)))
+                applied.append(("link", (node, iface)))
                 self._ok(sup.link(node, iface, "down"))
-        elif spec.kind in ("blackhole", "flap"):
-            self._rules(f, [(node, r) for r in self._drop_rules(f, node)])
-        elif spec.kind == "partition":
-            self._rules(f, self._partition_rules(f))
         elif spec.kind in ("kill", "stop"):
             sig = "KILL" if spec.kind == "kill" else "STOP"
             self._signal(node, sig)
             if spec.kind == "stop":
-                f.applied.append(("signal", (host, node)))
+                applied.append(("signal", (host, node)))
         elif spec.kind == "restart":
             self.restart(node)
+        elif spec.kind == "bandwidth" and spec.direction != "out" and sup.guests is not None:
+            self._guest_ingress(f, k, applied)
+        else:
+            self._agents(f, k, applied)
 
-    def _rules(self, f: _Fault, rules: list[tuple[str, list[str]]]) -> None:
-        for node, rule in rules:
-            f.applied.append(("iptables", (node, rule)))
-            self.sup.set.agent(self.sup.placement[node], "iptables", "--node", node,
-                               "--op=-I", "--rule", json.dumps(rule))
+    def _involved(self, spec: FaultSpec) -> list[str]:
+        """Hosts of the nodes a fault acts on (a partition: both sides)."""
+        nodes = [*spec.params["a"], *spec.params["b"]] if spec.kind == "partition" else \
+            [spec.node or ""]
+        return sorted({self.sup.placement[n] for n in nodes})
 
-    def _drop_rules(self, f: _Fault, node: str) -> list[list[str]]:
-        tag = ["-m", "comment", "--comment", f"{TAG}{f.fid}"]
-        direction = f.spec.direction
-        chains = {"out": [("OUTPUT", "-o")], "in": [("INPUT", "-i")],
-                  "both": [("OUTPUT", "-o"), ("INPUT", "-i")]}[direction]
-        return [[chain, *([opt, f.spec.iface] if f.spec.iface else []), *tag, "-j", "DROP"]
-                for chain, opt in chains]
+    def _agents(self, f: FaultRecord, k: int, applied: list[tuple[str, Any]]) -> None:
+        """The Mininet path on each involved host (``agentfaults.apply``)."""
+        body = {"spec": f.spec.as_dict(), "fid": f.fid, "k": k, "seed": f.seed,
+                "queue": self.next_queue,
+                "nodes": {n.name: {"interfaces": [i.name for i in n.interfaces],
+                                   "ips": [str(i.ip) for i in n.interfaces],
+                                   "nids": list(n.nids)} for n in self.sup.plan.nodes}}
+        self.next_queue += 1
+        for host in self._involved(f.spec):
+            applied.append(("agent", host))  # its records are on the host before they exist
+            self.sup.set.agent(host, "fault-apply", body=body)
 
-    def _partition_rules(self, f: _Fault) -> list[tuple[str, list[str]]]:
-        p = f.spec.params
-        ips = {n.name: [str(i.ip) for i in n.interfaces] for n in self.sup.plan.nodes}
-        tag = ["-m", "comment", "--comment", f"{TAG}{f.fid}"]
-        pairs = [(a, b, p["oneway"]) for a in p["a"] for b in p["b"]]
-        if not p["oneway"]:
-            pairs += [(b, a, False) for a in p["a"] for b in p["b"]]
-        out = []
-        for src, dst, oneway in pairs:
-            for ip in ips[dst]:
-                ct = ["-m", "conntrack", "--ctdir", "ORIGINAL"] if oneway else []
-                out.append((src, ["OUTPUT", "-d", ip, *ct, *tag, "-j", "DROP"]))
-        return out
-
-    def _revert(self, f: _Fault) -> None:
+    def _guest_ingress(self, f: FaultRecord, k: int, applied: list[tuple[str, Any]]) -> None:
+        """A guest's ingress: tbf on its NIC's device on this machine, recorded first."""
         sup = self.sup
-        while f.applied:
-            what, arg = f.applied.pop()
+        nodes = {n.name: NodeSite(
+            name=n.name, ns_pid=0, interfaces=tuple(i.name for i in n.interfaces),
+            ips=tuple(str(i.ip) for i in n.interfaces), nids=tuple(n.nids),
+            ports={i.name: sup.guests.host_port(n.name, i.name) for i in n.interfaces
+                   if n.name == f.spec.node}) for n in sup.plan.nodes}
+        site = Site(nodes=nodes, fault_dir=str(sup.rdir))
+        for res in resources_for(f.spec, site, Activation(f.fid, k, f.seed, 0)):
+            rec = res.to_dict()
+            applied.append(("local", rec))
+            sup.state.setdefault("faults", {}).setdefault(f.fid, []).append(rec)
+            sup.save()  # recorded before it is made
+            netops.create(rec, {})
+
+    def _revert(self, f: FaultRecord, error: str | None = None) -> None:
+        sup = self.sup
+        counters: dict[str, int] = {}
+        applied = self.applied.pop(f.fid, [])
+        while applied:
+            what, arg = applied.pop()
             try:
                 if what == "link":
                     sup.link(arg[0], arg[1], "up")
-                elif what == "iptables":
-                    sup.set.agent(sup.placement[arg[0]], "iptables", "--node", arg[0],
-                                  "--op=-D", "--rule", json.dumps(arg[1]))
+                elif what == "agent":
+                    reply = sup.set.agent(arg, "fault-revert", "--fault", f.fid)
+                    _counts(counters, reply.get("counters", {}))
+                    for problem in reply.get("problems", []):
+                        sup.event("fault_revert_problem", id=f.fid, problems=[problem])
+                elif what == "local":
+                    problem = netops.undo(arg)
+                    if problem:
+                        sup.event("fault_revert_problem", id=f.fid, problems=[problem])
                 elif what == "signal":
                     self._signal(arg[1], "CONT")
             except Exception as exc:  # revert what can be reverted
                 print(f"fault {f.fid}: revert {what}: {exc}", flush=True)
+        if "faults" in sup.state:
+            sup.state["faults"].pop(f.fid, None)
+            sup.save()
+        _counts(f.totals, counters)
+        extra = {"error": error} if error else {}
         sup.event("fault_reverted", id=f.fid, activation=max(0, f.activations - 1),
-                  counters={})
+                  fault_kind=f.spec.kind, counters=counters, seed=f.seed, **extra)
 
     def _signal(self, node: str, sig: str) -> None:
         """``kill -s SIG`` on the daemon's host: one SSH channel, no agent start (a stopped

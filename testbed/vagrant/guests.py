@@ -218,6 +218,22 @@ class Guests:
         if res.returncode != 0:
             raise GuestError(f"{' '.join(argv)}: {res.stderr.strip()}")
 
+    def host_port(self, node: str, iface: str) -> str:
+        """The guest NIC's device on this machine (LXC: the host-side veth; libvirt: the
+        domain's tap, from ``virsh domiflist``): its egress is the node's ingress."""
+        nic = self.nics[(node, iface)]
+        if self.provider == "lxc":
+            return nic.host_name
+        dom = self.machines[self.placement[node]]
+        res = subprocess.run([*VIRSH, "domiflist", dom], capture_output=True, text=True,
+                             check=False, timeout=60)
+        for line in res.stdout.splitlines():
+            words = line.split()
+            if len(words) >= 5 and words[4].lower() == nic.mac.lower():
+                return words[0]
+        raise GuestError(f"virsh domiflist {dom}: no device with MAC {nic.mac} "
+                         f"({res.stderr.strip() or 'not listed'})")
+
     def teardown(self) -> list[str]:
         return destroy_recorded(self.plan.name, self.rdir, _recorded(self.rdir))
 

@@ -1,5 +1,6 @@
 """The Vagrant smoke suite (issue 15 item 5): a client and a server with two rails each on
-Vagrant guests: bring-up, ``lnetctl ping``, a rail down with traffic surviving on the other,
+Vagrant guests: bring-up, ``lnetctl ping``, a loss and a delay fault inside the client's guest
+(issue 32 item 3), a rail down with traffic surviving on the other,
 the control plane refusing a stranger, teardown with nothing left on the host (guests,
 networks, volumes, bridges, iptables rules, daemons, ip_forward). LXC always; libvirt (QEMU
 TCG on this machine) marked ``libvirt``."""
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from vgkit import multirail_then_rail_cut
+from vgkit import loss_and_delay, multirail_then_rail_cut
 
 import testbed
 from nodes.daemon.client import CurveKeys, DaemonRefused, request
@@ -26,6 +27,8 @@ from testbed.vagrant.boxes import unavailable
 SMOKE = Path(__file__).resolve().parent / "smoke.yaml"
 #: PUTs per burst: 64 KiB each on LXC; fewer, smaller ones on emulated VMs
 BURST = {"lxc": (200, 65536), "libvirt": (100, 16384)}
+#: PUTs under the loss fault (issue 32 item 3)
+LOSSY = {"lxc": (300, 16384), "libvirt": (60, 16384)}
 
 
 def host_snapshot() -> dict[str, str]:
@@ -51,6 +54,9 @@ def smoke(provider: str, name: str) -> None:
         for nid in s1.nids:
             res = c1.ping(nid)
             assert res.rc == 0, (res.out, res.err)
+        started = time.monotonic()
+        loss_and_delay(tb, "c1", "s1", *LOSSY[provider])
+        print(f"{provider}: loss and delay faults {time.monotonic() - started:.1f}s")
         multirail_then_rail_cut(tb, "c1", "s1", *BURST[provider])
         # the same lnetctl inside the guest's node namespace sees the NI down
         inside = c1.exec(["lnetctl", "net", "show"])

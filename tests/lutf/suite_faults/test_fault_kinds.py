@@ -1,6 +1,10 @@
-"""Each packet fault kind, measured by its effect on LNet, on Mininet and on the simulator
-(issue 32 item 1; run with ``--lnet-backend=sim`` for the simulator's models,
-testbed/sim/netmodels.py).
+"""Each packet fault kind, measured by its effect on LNet, on Mininet, on the simulator and on
+LXC guests (issue 32 item 1; run with ``--lnet-backend=sim`` for the simulator's models,
+testbed/sim/netmodels.py, or ``--lnet-backend=hosts`` for namespaces through the host agent).
+The LXC leg (``test_fault_kind_on_lxc_guests``, marked ``lxc_guests``: ``make smoke-vagrant``
+runs it after the boxes are built, ``make test`` leaves it out) brings one_rail.yaml up once on
+two ``--backend vagrant`` LXC guests and runs the same checks there: the interposer and tc
+inside c1's guest, through its host agent (testbed/vagrant/agentfaults.py).
 
 One rail (``one_rail.yaml``), c1 -> s1 traffic from the daemon's PUT bursts (portal 52) and
 LNet pings; the fault on c1's egress. What is asserted is what LNet (or its socklnd) can see of
@@ -26,15 +30,18 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testbed.clean import leftovers
 from testbed.pytest.plugin import wait_for
+from testbed.vagrant.boxes import unavailable
 
-pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.topology("one_rail.yaml"),
-              pytest.mark.namespace_only("the NFQUEUE interposer and tc beside the node")]
+pytestmark = [pytest.mark.slow, pytest.mark.topology("one_rail.yaml")]
 
 S1 = "10.10.0.2@tcp"
 PUT52 = {"type": "PUT", "portal": 52}
@@ -107,13 +114,14 @@ def _stream_kind(kind: str, counter: str, **params: Any) -> Callable[[Any], None
     def run(tb: Any) -> None:
         c1, s1 = tb.node("c1"), tb.node("s1")
         sent0, recv0 = _stats(c1)["send_count"], _stats(s1)["recv_count"]
+        errors0 = s1.log().count("protocol error")  # (a shared testbed: corrupt's are older)
         f = tb.fault.add(kind, node="c1", seed=9, match=PUT52, **params)
         reply = c1.put(S1, count=600, size=4096)
         c = tb.fault.delete(f["id"])["counters"]
         assert reply["completed"] == 600 and reply["failed"] == 0, reply
         sent = _stats(c1)["send_count"] - sent0
         assert _stats(s1)["recv_count"] - recv0 == sent  # each message once, none lost
-        assert "protocol error" not in s1.log()
+        assert s1.log().count("protocol error") == errors0
         assert abs(c[counter] / c["matched"] - params["rate"]) <= 0.05, c
     return run
 
@@ -150,11 +158,14 @@ def stall(tb: Any) -> None:
     assert done - t0 >= 0.4 and abs(done - end) <= 0.3, (t0, end, done)
 
 
-def bandwidth(tb: Any) -> None:
+def bandwidth(tb: Any, node: str = "c1", direction: str = "out") -> None:
+    """The cap on c1's egress; or on ``node``'s ``direction`` (s1's ingress: the
+    bridge-side end of its link, on guests the NIC's device on the machine running them)."""
     c1 = tb.node("c1")
     assert c1.put(S1, count=4, size=1 << 16)["completed"] == 4  # connections up
     # a queue of 1 s at the cap: TCP fills it rather than losing to tbf's drops
-    tb.fault.bandwidth(node="c1", iface="eth0", bw="20mbit", burst="32kb", latency=1000.0)
+    tb.fault.bandwidth(node=node, iface="eth0", bw="20mbit", burst="32kb", latency=1000.0,
+                       direction=direction)
     count, size = 40, 1 << 16
     t0 = tb.now
     reply = c1.put(S1, count=count, size=size)
@@ -176,6 +187,7 @@ KINDS: dict[str, Callable[[Any], None]] = {
 }
 
 
+@pytest.mark.mininet
 @pytest.mark.requirement("hlth-dbg-sim-network-timeout")
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_fault_kind_has_its_measured_effect(topology: Any, kind: str) -> None:
@@ -184,3 +196,61 @@ def test_fault_kind_has_its_measured_effect(topology: Any, kind: str) -> None:
         KINDS[kind](topology)
     finally:
         topology.fault.clear()
+
+
+@pytest.fixture(scope="module")
+def lxc_guests() -> Iterator[Any]:
+    """one_rail.yaml on two LXC guests (one per node), brought up once for every kind."""
+    why = unavailable("lxc")
+    if why is not None:
+        pytest.skip(f"LXC guests: {why}")
+    import testbed
+
+    name = f"vfaults-{uuid.uuid4().hex[:8]}"
+    tb = testbed.up(Path(__file__).with_name("one_rail.yaml"), backend="vagrant",
+                    provider="lxc", name=name)
+    try:
+        yield tb
+    finally:
+        tb.down()
+    assert leftovers(name) == []
+
+
+@pytest.mark.lxc_guests
+@pytest.mark.requirement("hlth-dbg-sim-network-timeout")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_fault_kind_on_lxc_guests(lxc_guests: Any, kind: str) -> None:
+    """The same kind and check on LXC guests: the fault made inside c1's guest by its host
+    agent, its counters read back through it; nothing of it left after ``fault clear``."""
+    try:
+        KINDS[kind](lxc_guests)
+    finally:
+        lxc_guests.fault.clear()
+    c1 = lxc_guests.node("c1")
+    assert "lntb:" not in c1.exec(["iptables", "-S"]).out
+    assert "tbf" not in c1.exec(["tc", "qdisc", "show"]).out
+
+
+@pytest.mark.lxc_guests
+def test_ingress_bandwidth_on_lxc_guests(lxc_guests: Any) -> None:
+    """A cap on s1's ingress: tbf on its guest NIC's host-side veth (on this machine, where
+    the packets to the guest are), the same goodput; the qdisc gone after ``fault clear``."""
+    import subprocess
+
+    from testbed import names
+
+    port = names.port_name(lxc_guests.name, 0, 1)  # s1's NIC on segment 0, host side
+
+    def tbf() -> bool:
+        return "tbf" in subprocess.run(["tc", "qdisc", "show", "dev", port], check=True,
+                                       capture_output=True, text=True).stdout
+
+    lxc_guests.fault.bandwidth(node="s1", iface="eth0", bw="20mbit", direction="in")
+    assert tbf()
+    lxc_guests.fault.clear()
+    assert not tbf()
+    try:
+        bandwidth(lxc_guests, node="s1", direction="in")
+    finally:
+        lxc_guests.fault.clear()
+    assert not tbf()
