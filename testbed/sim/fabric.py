@@ -4,43 +4,41 @@ Theory of operation: each engine's ``Transmit`` becomes a delivery to the engine
 destination NID after the link latency (virtual seconds), followed by the sender's
 ``TxCompleted``; ``step``/``run_until`` jump virtual time to the next delivery or engine
 deadline (exact, instant). Latency per NID (the larger of both ends) + optional seeded jitter.
-
 Reachability mimics what the socklnd sees on a Mininet host (spec §3.7, snd-080/085;
 ``paths.py`` has the verdicts and the Linux behaviour they were measured against):
 
 * link state is per NID (``set_link``); a send *from* a NI whose link is down fails at once
-  with -ENETDOWN / REMOTE_DROPPED, as ksocklnd fails txs on an interface that lost its carrier;
+  (-ENETDOWN, REMOTE_DROPPED), as ksocklnd fails txs on an interface without carrier;
 * NIDs may be given an L2 segment (``segment``) and a host (``host``, the node owning the
   interface even when no NI is configured on it). Two NIDs on one segment reach each other.
   Across segments the *host* routes: a NI on lan0 sending to a peer NID on lan1 of the same
   LNet net goes out of the host's interface on lan1 (Linux connected route, weak host model);
-  with no up interface of the sending host on the destination's segment it fails with
-  -ENETUNREACH / REMOTE_DROPPED after the latency (no route);
+  with no up interface of the sending host on the destination's segment a connect fails
+  (-ENETUNREACH, REMOTE_DROPPED, no route); an established connection's writes are held;
 * a destination whose interface is down, or whose host has no up interface on the sender's
   segment (no way back for the SYN-ACK), does not answer: a connect fails when Linux's ARP
   gives up (-EHOSTUNREACH, REMOTE_DROPPED) or at the NI's LND timeout (-ETIMEDOUT,
   LOCAL_TIMEOUT), and a write on an established connection completes and is lost;
 * a killed node's NID refuses (-ECONNREFUSED); a NID owned by no engine is unreachable.
 
-The check is made at send time and again at arrival (a link that went down in flight fails
-the tx as ``ksocknal_del_peer`` fails the txs of a closed connection).
-
-Like the socklnd, the fabric tells the sending engine about peer NI aliveness
-(``PeerNotify``, ``lnet_notify``, seed 002 rtr-mr-lnd-notify): alive on the first delivery
-over a (NI, peer NI) pair (a "connection"), dead when a tx over the pair fails (before its
-completion, so a resend sees it); ``NotifyPeerDown`` "closes" the sender's pairs to that NID
-(logged as a ``notify_peer_down`` event). Every message, MD event and link change goes to
-``event_log`` in the schema of Mininet's events.jsonl (``send``, ``recv``, ``tx_done``, ``md``,
-``link_down``/``link_up``; a message's kept compact until read, ``sched.py``): the same seed
-and inputs give the same log, byte for byte.
+Checked at send time and at arrival (a link down in flight fails the tx as
+``ksocknal_del_peer`` fails the txs of a closed connection). Like the socklnd, the fabric tells
+the sending engine about peer NI aliveness (``PeerNotify``, ``lnet_notify``, seed 002
+rtr-mr-lnd-notify): alive on the first delivery over a (NI, peer NI) pair (a "connection"),
+dead when a tx over the pair fails (before its completion, so a resend sees it);
+``NotifyPeerDown`` "closes" the sender's pairs to that NID (logged as a ``notify_peer_down``
+event). Every message, MD event and link change goes to ``event_log`` in the schema of
+Mininet's events.jsonl (``send``, ``recv``, ``tx_done``, ``md``, ``link_down``/``link_up``; a
+message's kept compact until read, ``sched.py``): the same seed and inputs give the same log,
+byte for byte.
 
 Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too), a
 ``FabricDriver`` (``simdriver.py``) that calls this fabric's clock, wire, timer and sinks.
 Scheduling, O(log n) per event, is ``sched.py``'s. Unit tests change engines directly (no
 ``apply``), so ``run_until`` and, unless the fabric is ``tracked`` (``SimFabric``), each
-outside ``step`` first re-asks every engine (``touch``).
-Wiring is incremental (``add``/``refresh_node``; interfaces indexed by (host, segment)):
-n nodes come up in O(n). Failures carry the socklnd's rc and hstatus (``nodes/lnd/errmap.py``).
+outside ``step`` first re-asks every engine (``touch``). Wiring is incremental
+(``add``/``refresh_node``; interfaces indexed by (host, segment)): n nodes come up in O(n).
+Failures carry the socklnd's rc and hstatus (``nodes/lnd/errmap.py``).
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ from nodes.lnd import errmap
 from nodes.lnd.wire6 import v3_view
 from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
-from nodes.lnet.errors import ENETDOWN
+from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
@@ -94,6 +92,8 @@ class Fabric(Paths):
         #: peers' connections to a killed node: reset (not refused) on their next use
         self._reset_pending: set[tuple[str, NID, NID]] = set()
         self._stalled: set[tuple[str, NID, NID]] = set()  # conns whose close is pending
+        self._held: dict[tuple[str, NID, NID], list[Transmit]] = {}  # (paths.held)
+        self._written: set[int] = set()
         #: keep every MD event per node and every Transmit (tests read them); a long-lived
         #: server turns it off and flushes ``event_log``/``log`` to files instead
         self.keep_history = True
@@ -342,8 +342,11 @@ class Fabric(Paths):
         if rc in UNANSWERED:  # nobody answers: known only later (paths.py)
             self._unanswered(name, act, rc, delay)
             return
-        if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency
-            self._fail_at(self.now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
+        if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency...
+            if rc == -ENETUNREACH and self.established(name, act):  # ...but on a conn: held
+                self.held(name, act, delay)
+            else:
+                self._fail_at(self.now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
             return
         if not self.hold:  # (held: queued for ever) the pair's decision goes with it
             heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act, link))
@@ -382,5 +385,8 @@ class Fabric(Paths):
                               link.lpni_text if final is act.lpni else self._nid_str(final)))
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=hdr,
                                                   payload=act.payload))
+        if self._written and act.tx_id in self._written:  # held: completed when written
+            self._written.discard(act.tx_id)
+            return
         self._complete(name, act.tx_id, 0, HStatus.OK)
 

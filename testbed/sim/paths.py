@@ -30,6 +30,16 @@ route:
   socklnd closes the connection once its queue made no progress for the NI's LND timeout
   (``ksocknal_find_timed_out_conn``): ``lnet_notify`` dead.
 
+* the sender's host loses its route to ``b`` (its interface toward ``b``'s segment set down)
+  under an *established* connection: nothing fails either (measured in two namespaces, a
+  socket bound to the other interface's address: every write succeeded, SO_ERROR stayed 0,
+  a fresh connect got ENETUNREACH at once): the writes are held in the socket and TCP
+  retransmits them once the route is back (``TCP_RETRANSMITS``: they arrived 0.6 s after
+  the link came back, at the retransmission 6.2 s after the first held write). The tx
+  completes OK when written (``held``); the message arrives at the first retransmission
+  that finds the route back, unless the socklnd closed the connection first, its queue
+  having made no progress for the NI's LND timeout (then its bytes are lost).
+
 A connect whose path heals before its outcome gets through at the next ARP probe or SYN
 retransmission (``RETRIES``): on Mininet a SYN sent while the peer's link was down connected
 one second later, once the link was back. Not modelled: a neighbour entry still REACHABLE
@@ -62,6 +72,9 @@ ARP_FAIL = 3.0
 #: seconds after a connect started when it tries again: ARP probes retrans_time (1 s) apart,
 #: SYN retransmissions from TCP_TIMEOUT_INIT (1 s), doubling; a path healed by then carries it
 RETRIES = (1.0, 2.0, 3.0, 7.0, 15.0, 31.0, 63.0)
+#: seconds after the first held write when TCP retransmits an established connection's
+#: queue (RTO from its 200 ms floor on a fast link, doubling), measured (module doc)
+TCP_RETRANSMITS = (0.2, 0.6, 1.4, 3.0, 6.2, 12.6, 25.4, 51.0, 102.2, 204.6)
 #: the peer is on the segment but does not answer ARP (its interface is down)
 EHOSTUNREACH = -errno.EHOSTUNREACH
 #: the peer cannot send back (no route for its SYN-ACK): only the connect deadline ends it
@@ -90,6 +103,8 @@ class Paths(Scheduler):
     log: list[tuple[float, str, str]]
     _reset_pending: set[tuple[str, NID, NID]]
     _latency: float
+    _held: dict[tuple[str, NID, NID], list[Transmit]]
+    _written: set[int]
 
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
@@ -249,6 +264,35 @@ class Paths(Scheduler):
             self._stalled.add(key)
             self._at(self.now + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
 
+    def held(self, name: str, act: Transmit, delay: float) -> None:
+        """A write on an established connection whose host has no route to the peer now:
+        taken by the socket (the tx completes OK after ``delay``), sent by TCP at the first
+        retransmission that finds the route back (module doc), or lost with the connection
+        when its queue made no progress for the LND timeout (``_stall``)."""
+        key = (name, act.ni, act.lpni)
+        queue = self._held.get(key)
+        self._written.add(act.tx_id)
+        self._at(self.now + delay, lambda: self._complete(name, act.tx_id, 0, HStatus.OK))
+        if queue is not None:
+            queue.append(act)
+            return
+        self._held[key] = [act]
+        start = self.now + delay
+        for r in TCP_RETRANSMITS:
+            self._at(start + r, lambda: self._retransmit(key))
+        if key not in self._stalled:
+            self._stalled.add(key)
+            self._at(start + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
+
+    def _retransmit(self, key: tuple[str, NID, NID]) -> None:
+        """TCP sends the held queue again: delivered, in order, if the route is back."""
+        queue = self._held.get(key)
+        if not queue or self.link(key[1], key[2]).rc:
+            return
+        del self._held[key]
+        for act in queue:
+            self._deliver(key[0], act)
+
     def _stall(self, key: tuple[str, NID, NID]) -> None:
         """``ksocknal_find_timed_out_conn``: unacknowledged data for the timeout closes the
         connection (``lnet_notify`` dead), unless a write got through since (``_deliver``
@@ -256,6 +300,8 @@ class Paths(Scheduler):
         if key not in self._stalled:
             return
         self._stalled.discard(key)
+        for act in self._held.pop(key, ()):  # the connection's queue goes with it
+            self._written.discard(act.tx_id)
         name, ni, lpni = key
         if name in self.engines:
             self.connected.add(key)  # (so that _notify reports it closed)
@@ -276,6 +322,9 @@ class Paths(Scheduler):
         raise NotImplementedError
 
     def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        raise NotImplementedError
+
+    def _deliver(self, name: str, act: Transmit) -> None:
         raise NotImplementedError
 
     def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:

@@ -153,3 +153,78 @@ def test_connect_retry_meets_a_refusal_once_the_host_is_back(tmp_path: Path) -> 
     tb.run(5)
     assert _put_done(tb, mark, t0) == [(0.001 + 1.0, -errno.ECONNREFUSED, "REMOTE_DROPPED")]
     tb.down()
+
+
+HELD_TOPOLOGY = """\
+name: heldwrites
+global: {retry_count: 0, transaction_timeout: 21, discovery: 0}
+networks:
+  lan0: {lnet: tcp, subnet: 10.31.0.0/24}
+  lan1: {lnet: tcp, subnet: 10.32.0.0/24}
+nodes:
+  a: {interfaces: [lan0, lan1], peers: [b]}
+  b: {interfaces: [lan0, lan1], peers: [a]}
+"""
+A1, B0 = "10.32.0.1@tcp", "10.31.0.2@tcp"
+
+
+def _held_pair(tmp_path: Path) -> Any:
+    """a's lan1 NI connected to b's lan0 NID (routed out of a's lan0 interface), then a's
+    lan0 interface down: a's host has no route to b's lan0 NID (lnd_timeout 20 s)."""
+    path = tmp_path / "heldwrites.yaml"
+    path.write_text(HELD_TOPOLOGY)
+    tb = testbed.up(path, backend="sim", seed=7)
+    mark = len(tb.events())
+    _put_from(tb, A1, B0)
+    tb.run(1)
+    assert len(_since(tb, mark, "recv", node="b", type="PUT")) == 1  # the connection is up
+    tb.link("a", "eth0", "down")
+    assert tb.fabric.path_error(NID.parse(A1), NID.parse(B0)) == -errno.ENETUNREACH
+    return tb
+
+
+def _put_from(tb: Any, src: str, dst: str) -> float:
+    rt = tb.runtimes["a"]
+    with tb.lock:
+        _h, actions = rt.engine.put(tb.now, NID.parse(dst), payload=b"",
+                                    portal=SRPC_RDMA_PORTAL, src=NID.parse(src))
+        rt.execute(actions)
+    return float(tb.now)
+
+
+def test_a_write_without_a_route_on_an_established_connection_is_held_and_retransmitted(
+        tmp_path: Path) -> None:
+    """Linux, measured (paths.py): the sending host's route to the peer gone under an
+    established connection, a write succeeds and stays queued; once the route is back TCP
+    retransmits it (here at 6.2 s, the first retransmission after the link came back at
+    5 s), not -ENETUNREACH as a fresh connect gets (the resend-extra planted bug was found
+    on the sim by that -ENETUNREACH and never on Mininet)."""
+    tb = _held_pair(tmp_path)
+    mark = len(tb.events())
+    t0 = _put_from(tb, A1, B0)
+    tb.run(5)
+    done = [e for e in _since(tb, mark, "tx_done", node="a")]
+    assert [(e["rc"], e["hstatus"]) for e in done] == [(0, "OK")]  # written to the socket
+    assert not _since(tb, mark, "recv", node="b")
+    tb.link("a", "eth0", "up")
+    tb.run(3)
+    got = _since(tb, mark, "recv", node="b", type="PUT")
+    assert [round(e["t"] - t0, 3) for e in got] == [round(done[0]["t"] - t0 + 6.2, 3)]
+    assert not _since(tb, mark, "peer_notify", node="a", alive=False)
+    tb.down()
+
+
+def test_held_writes_are_lost_when_the_connection_times_out_first(tmp_path: Path) -> None:
+    """The route stays gone: the socklnd closes the connection when its queue made no
+    progress for the LND timeout (20 s: lnet_notify dead) and the held bytes go with it,
+    never delivered once the route is back."""
+    tb = _held_pair(tmp_path)
+    mark = len(tb.events())
+    t0 = _put_from(tb, A1, B0)
+    tb.run(25)
+    closed = _since(tb, mark, "peer_notify", node="a", alive=False)
+    assert [round(e["t"] - t0, 3) for e in closed][:1] == [round(0.001 + 20.0, 3)]
+    tb.link("a", "eth0", "up")
+    tb.run(10)
+    assert not _since(tb, mark, "recv", node="b", type="PUT")
+    tb.down()
