@@ -306,6 +306,8 @@ class SimTestbed:
         self.fabric.set_link(nid, up, iface=iface, by=by)
         rt = self.runtimes[node]
         if node not in self.dead and rt.engine.ni_by_nid(nid) is not None:
+            if not up:
+                self.fabric.close_routed(node, nid)  # as the daemon's socklnd link_down
             rt.driver.link_event(nid, up)  # linkwatch -> ni_set_fatal (hlt-005/010)
         if not up and nid.net.lnd == O2IBLND:  # IB_EVENT_PORT_ERR: the NI fatal first, then
             self.fabric.o2ib.port_down(nid)  # its port's QPs stop (testbed/sim/o2ibsim.py)

@@ -30,7 +30,8 @@ route:
   socklnd closes the connection once its queue made no progress for the NI's LND timeout
   (``ksocknal_find_timed_out_conn``): ``lnet_notify`` dead.
 
-* the sender's host loses its route to ``b`` (its interface toward ``b``'s segment set down)
+* the sender's host loses its route to ``b`` (its interface toward ``b``'s segment set down,
+  no NI on it: an NI's carrier loss closes such connections first, ``close_routed``)
   under an *established* connection: nothing fails either (measured in two namespaces, a
   socket bound to the other interface's address: every write succeeded, SO_ERROR stayed 0,
   a fresh connect got ENETUNREACH at once): the writes are held in the socket and TCP
@@ -283,6 +284,29 @@ class Paths(Scheduler):
         if key not in self._stalled:
             self._stalled.add(key)
             self._at(start + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
+
+    def close_routed(self, name: str, nid: NID) -> None:
+        """Carrier lost under ``name``'s NI ``nid``: the node daemon's link watcher closes the
+        NI's connections and those to peer NIDs on the interface's segment (``SockLND.
+        link_down`` with the interface's subnet; a deliberate difference, docs/differences.md
+        "socklnd on carrier loss"), silently (no ``lnet_notify``), their held writes with
+        them, so the next send to such a peer connects afresh: with no route, -ENETUNREACH
+        at once. Measured on Mininet (c1's eth1 down under an established connection from
+        its lan0 NI to s1's lan1 NID: every attempt of the next GET ended -ENETUNREACH,
+        REMOTE_DROPPED within 0.3 ms; test_sim.py test_cross_segment_send_is_routed_by_the_host);
+        writes are held (``held``) only where no NI's carrier loss closed the connection."""
+        seg = self.segment.get(nid)
+
+        def gone(c: tuple[str, NID, NID]) -> bool:
+            return c[0] == name and (c[1] == nid or (seg is not None
+                                                     and self.segment.get(c[2]) == seg))
+
+        self.connected = {c for c in self.connected if not gone(c)}
+        self.passive = {c for c in self.passive if not gone(c)}
+        for key in [k for k in self._held if gone(k)]:
+            for act in self._held.pop(key):
+                self._written.discard(act.tx_id)
+            self._stalled.discard(key)
 
     def _retransmit(self, key: tuple[str, NID, NID]) -> None:
         """TCP sends the held queue again: delivered, in order, if the route is back."""

@@ -169,11 +169,14 @@ A1, B0 = "10.32.0.1@tcp", "10.31.0.2@tcp"
 
 
 def _held_pair(tmp_path: Path) -> Any:
-    """a's lan1 NI connected to b's lan0 NID (routed out of a's lan0 interface), then a's
-    lan0 interface down: a's host has no route to b's lan0 NID (lnd_timeout 20 s)."""
+    """a's lan0 NI deleted (``lnetctl net del --if eth0``: the interface stays up, no NI on
+    it, so no link watcher closes anything when it goes down), a's lan1 NI connected to b's
+    lan0 NID (routed out of a's lan0 interface), then a's lan0 interface down: a's host has
+    no route to b's lan0 NID (lnd_timeout 20 s) under an established connection."""
     path = tmp_path / "heldwrites.yaml"
     path.write_text(HELD_TOPOLOGY)
     tb = testbed.up(path, backend="sim", seed=7)
+    assert tb.node("a").lnetctl("net del --net tcp --if eth0").rc == 0
     mark = len(tb.events())
     _put_from(tb, A1, B0)
     tb.run(1)
