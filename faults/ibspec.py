@@ -8,7 +8,7 @@ says what it does to the emulated HCA); the hstatus each failure gets is the one
     rnr         the NI's QPs answer SENDs Receiver Not Ready for ms
     rdma-error  the next count RDMAs the NI's QPs serve fail REM_OP_ERR
     port-down   IB_EVENT_PORT_ERR on the NI's port (the NI fatal); fault del: port up
-    cm-reject   every CONNREQ the node receives is rejected with reason (fault del: accepted)
+    cm-reject   every CONNREQ to the NI is rejected with reason (fault del: accepted again)
 """
 
 from __future__ import annotations

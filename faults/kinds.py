@@ -36,7 +36,7 @@ ABOUT: dict[str, str] = {
     "rnr": "QPs Receiver Not Ready for ms: RNR retries exceeded, -EIO REMOTE_DROPPED",
     "rdma-error": "the next count RDMAs served fail REM_OP_ERR: -EIO REMOTE_DROPPED",
     "port-down": "IB_EVENT_PORT_ERR: the NI fatal (kiblnd_event_handler); del: port up",
-    "cm-reject": "CONNREQs rejected (reason): -ECONNREFUSED REMOTE_DROPPED (kiblnd_rejected)",
+    "cm-reject": "CONNREQs to it rejected: -ECONNREFUSED REMOTE_DROPPED (kiblnd_rejected)",
 }
 #: what ``parse_params`` requires although ``PARAMS`` gives no default
 _REQUIRED = {("bandwidth", "bw"), ("partition", "a"), ("partition", "b")}

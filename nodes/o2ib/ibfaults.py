@@ -7,7 +7,8 @@
 * ``fail_next_rdma``: the next n RDMAs this node serves fail REM_OP_ERR (both QPs to ERROR);
 * ``port_down``: IB_EVENT_PORT_ERR on a NI's port: its QPs stop (as ``qp_error``) and its
   connection requests fail -ENETDOWN; the runtime marks the NI fatal (``ni_fatal_error_on``);
-* ``cm-reject`` is ``O2ibLND.forced_reject``: every CONNREQ rejected with that reason;
+* ``cm-reject`` is ``O2ibLND.forced_reject``: every CONNREQ (to
+  ``forced_reject_ni``, if set) rejected with that reason;
 * ``apply``: the kinds of ``faults/ibspec.py`` (``testbed fault add``) switched on or off.
 """
 
@@ -78,6 +79,7 @@ def apply(lnd: O2ibLND, kind: str, ni: NID, params: dict[str, object], on: bool,
         fail_next_rdma(lnd, int(str(params["count"])) if on else 0, ni)
     elif kind == "cm-reject":
         lnd.forced_reject = RejectReason[str(params["reason"]).upper()] if on else None
+        lnd.forced_reject_ni = ni if on else None
     else:
         raise ValueError(f"{kind}: not an IB fault kind applied by the LND")
     return lnd.drain()

@@ -66,7 +66,7 @@ def _remote_dropped(tb: Any, kind: str, before: dict[str, dict[str, Any]]) -> No
     assert hs["dropped"] > before[S0]["health stats"]["dropped"], (kind, hs)
     assert hs["timeout"] == before[S0]["health stats"]["timeout"], (kind, hs)
     assert hs["health value"] < 1000, (kind, hs)
-    assert after[S1R1]["health stats"]["health value"] == 1000
+    assert after[S1R1]["health stats"]["health value"] > hs["health value"], (kind, after)
     drops = [e for e in tb.events() if e["kind"] == "lpni_health" and e.get("nid") == S0]
     assert drops and drops[-1]["new"] < drops[-1]["old"], drops
     sent = _sends(after)
