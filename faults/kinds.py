@@ -31,6 +31,12 @@ ABOUT: dict[str, str] = {
     "kill": "SIGKILL the node daemon (restarted after duration, if given)",
     "stop": "SIGSTOP the node daemon (SIGCONT after duration)",
     "restart": "kill and restart the node daemon at once",
+    # the IB kinds (faults/ibspec.py) on an o2ib NI (iface=ib0); o2iblnd_cb.c's hstatus
+    "qp-error": "QPs enter ERROR: posted WRs flush, -EIO REMOTE_DROPPED (kiblnd_tx_complete)",
+    "rnr": "QPs Receiver Not Ready for ms: RNR retries exceeded, -EIO REMOTE_DROPPED",
+    "rdma-error": "the next count RDMAs served fail REM_OP_ERR: -EIO REMOTE_DROPPED",
+    "port-down": "IB_EVENT_PORT_ERR: the NI fatal (kiblnd_event_handler); del: port up",
+    "cm-reject": "CONNREQs to it rejected: -ECONNREFUSED REMOTE_DROPPED (kiblnd_rejected)",
 }
 #: what ``parse_params`` requires although ``PARAMS`` gives no default
 _REQUIRED = {("bandwidth", "bw"), ("partition", "a"), ("partition", "b")}

@@ -188,6 +188,7 @@ BUILDERS: dict[str, Builder] = {
     **dict.fromkeys(sorted(INTERPOSED), _interposed),
     "blackhole": _blackhole,
     "carrier": _carrier,
+    "port-down": _carrier,  # the ib* link down: linkwatch -> NI fatal, the port's QPs stop
     "flap": _flap,
     "bandwidth": _bandwidth,
     "partition": _partition,

@@ -21,6 +21,7 @@ Kinds and their parameters (``PARAMS``; every kind also takes the common keys ``
     flap       down, up (s), count (0: until removed), jitter (s), style carrier|blackhole
     partition  a: [nodes], b: [nodes], oneway                            iptables DROP
     kill | stop | restart   (process faults on a node daemon)
+    qp-error | rnr | rdma-error | port-down | cm-reject   (an o2ib NI's o2iblnd: ibspec.py)
 
 Common keys: ``node``, ``iface``, ``direction`` (out|in|both), ``match`` (see
 :data:`MATCH_KEYS`), ``start`` (seconds from now) or ``at`` (unix time), ``duration``
@@ -34,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from faults.ibspec import IB_PARAMS
 from nodes.echo import shown
 from nodes.lnet.nid import NID
 
@@ -67,6 +69,7 @@ PARAMS: dict[str, dict[str, tuple[type, Any, Any]]] = {
     "kill": {},
     "stop": {},
     "restart": {},
+    **IB_PARAMS,  # qp-error, rnr, rdma-error, port-down, cm-reject (faults/ibspec.py)
 }
 COMMON = ("kind", "node", "iface", "direction", "match", "start", "at", "duration", "repeat",
           "every", "seed", "name")
@@ -76,7 +79,7 @@ LNET_TYPES = ("ACK", "PUT", "GET", "REPLY", "HELLO")
 _RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$")
 _SIZE_RE = re.compile(r"^\d+(k|kb|m|mb|b)?$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-_IFACE_RE = re.compile(r"^eth\d{1,3}$")
+_IFACE_RE = re.compile(r"^(eth|ib)\d{1,3}$")
 
 
 class FaultError(ValueError):
@@ -301,7 +304,7 @@ def parse_fault(raw: Any, *, nodes: dict[str, list[str]] | None = None) -> Fault
         raise FaultError("partition: use a and b, not node")
     iface = raw.get("iface")
     if iface is not None and (not isinstance(iface, str) or not _IFACE_RE.match(iface)):
-        raise FaultError(f"iface: bad interface name {shown(iface)} (eth0, eth1, ...)")
+        raise FaultError(f"iface: bad interface name {shown(iface)} (eth0, ib0, ...)")
     if kind in ("carrier", "flap") and params.get("style", "carrier") == "carrier" \
             and iface is None:
         raise FaultError(f"{kind}: iface is required")

@@ -252,6 +252,9 @@ class ControlServer:
             return {"ok": True}
         if cmd == "events":
             return read_events(req.get("offset", 0))
+        if cmd == "ib_fault":  # an IB fault kind from the supervisor (faults/ibspec.py)
+            return self.rt.o2ib.ib_fault(str(req["kind"]), str(req["nid"]),
+                                         dict(req["params"]), bool(req["on"]))
         raise ValueError(f"unknown cmd '{cmd}'")
 
     async def _burst(self, op: str, req: dict[str, Any]) -> dict[str, Any]:

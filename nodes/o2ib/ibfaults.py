@@ -7,7 +7,9 @@
 * ``fail_next_rdma``: the next n RDMAs this node serves fail REM_OP_ERR (both QPs to ERROR);
 * ``port_down``: IB_EVENT_PORT_ERR on a NI's port: its QPs stop (as ``qp_error``) and its
   connection requests fail -ENETDOWN; the runtime marks the NI fatal (``ni_fatal_error_on``);
-* ``cm-reject`` is ``O2ibLND.forced_reject``: every CONNREQ rejected with that reason.
+* ``cm-reject`` is ``O2ibLND.forced_reject``: every CONNREQ (to
+  ``forced_reject_ni``, if set) rejected with that reason;
+* ``apply``: the kinds of ``faults/ibspec.py`` (``testbed fault add``) switched on or off.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from nodes.lnet.nid import NID
 from nodes.o2ib import connd
 from nodes.o2ib.kibtx import ConnState, Output
+from nodes.o2ib.msg import RejectReason
 from nodes.o2ib.o2iblnd import O2ibLND
 
 ENETDOWN = 100
@@ -58,4 +61,25 @@ def port_down(lnd: O2ibLND, ni: NID) -> list[Output]:
             c.run(c.cm.qp_error())
         elif c.state < ConnState.ESTABLISHED:
             connd.connreq_done(lnd, c, -ENETDOWN)
+    return lnd.drain()
+
+
+def apply(lnd: O2ibLND, kind: str, ni: NID, params: dict[str, object], on: bool,
+          now: float) -> list[Output]:
+    """One IB fault kind of ``faults/ibspec.py`` switched on (``on``) or off on ``ni``, at
+    ``now``: the one entry the sim (testbed/sim/o2ibsim.py) and a node daemon
+    (nodes/o2ib/o2ibio.py) share. ``port-down`` is the port's link going down: the caller's
+    link path (it marks the NI fatal first, then calls :func:`port_down`)."""
+    lnd.now = max(lnd.now, now)
+    if kind == "qp-error":
+        return qp_error(lnd, ni) if on else []
+    if kind == "rnr":
+        rnr(lnd, float(str(params["ms"])) / 1000.0 if on else 0.0, ni)
+    elif kind == "rdma-error":
+        fail_next_rdma(lnd, int(str(params["count"])) if on else 0, ni)
+    elif kind == "cm-reject":
+        lnd.forced_reject = RejectReason[str(params["reason"]).upper()] if on else None
+        lnd.forced_reject_ni = ni if on else None
+    else:
+        raise ValueError(f"{kind}: not an IB fault kind applied by the LND")
     return lnd.drain()

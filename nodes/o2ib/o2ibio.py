@@ -117,6 +117,16 @@ class O2ibIO:
     def port_down(self, ni: NID) -> None:
         self.feed(ibfaults.port_down(self.lnd, ni))
 
+    def ib_fault(self, kind: str, nid: str, params: dict[str, object], on: bool
+                 ) -> dict[str, object]:
+        """An IB fault kind switched on or off on o2ib NI ``nid`` (the ``ib_fault`` request
+        of the supervisor, testbed/mininet/faultctl.py)."""
+        ni = NID.parse(nid)
+        if not self.has(ni):
+            return {"ok": False, "error": f"ib_fault {kind}: {nid} is not an o2ib NI here"}
+        self.feed(ibfaults.apply(self.lnd, kind, ni, params, on, self.now()))
+        return {"ok": True}
+
     # --- outputs -----------------------------------------------------------------------------
     def feed(self, outs: list[Output]) -> None:
         for o in outs:

@@ -83,6 +83,7 @@ class O2ibLND:
         self._cookie = 0
         self._tick: float | None = None
         self.forced_reject: M.RejectReason | None = None  # the cm-reject fault kind
+        self.forced_reject_ni: NID | None = None  # ... on CONNREQs to this NI (None: any)
         self.listening: dict[int, CmId] = {}
         self.rejects_sent: dict[int, int] = {}
         self.rdma_faults = self.qp_errors = 0

@@ -90,7 +90,7 @@ def passive_connect(lnd: O2ibLND, stream: int, cm: CmId, priv: bytes) -> None:
     if net is None:
         reject(lnd, stream, cm, R.EARLY if not lnd.nets else R.FATAL, version, None)
         return
-    if lnd.forced_reject is not None:
+    if lnd.forced_reject is not None and lnd.forced_reject_ni in (None, dst):
         reject(lnd, stream, cm, lnd.forced_reject, version, dst)
         return
     cp = req.body

@@ -26,6 +26,7 @@ import traceback
 from typing import Any
 
 from faults import netops
+from faults.ibspec import IB, ib_nid
 from faults.spec import FaultError, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
 from nodes.echo import shown
@@ -38,6 +39,8 @@ from testbed.mininet.faultres import FaultResources
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import NodePlan
 
+#: the IB kinds the node daemon's o2iblnd applies (port-down is the ib* link: faults/realise.py)
+LND_IB = IB - {"port-down"}
 #: Seconds a restarted daemon gets to answer ``hello``.
 RESTART_TIMEOUT = 30.0
 
@@ -63,6 +66,7 @@ class FaultManager(FaultResources):
         """``fault_add``: validate, record, and apply at once if due."""
         try:
             spec = parse_fault(raw, nodes=self._nodes())
+            ib_nid(spec, self.sup.plan)  # an IB kind only on an o2ib NI (faults/ibspec.py)
         except FaultError as exc:
             return {"ok": False, "error": str(exc)}
         if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
@@ -183,10 +187,12 @@ class FaultManager(FaultResources):
         try:
             if f.spec.kind in ("kill", "restart"):
                 self._process(f, k)
+            elif f.spec.kind in LND_IB:
+                self._ib(f, True)
             else:
                 for res in self._resources(f, k):
                     self._create(f, res.to_dict())
-        except (netops.FaultApplyError, OSError, FaultError) as exc:
+        except (netops.FaultApplyError, OSError, FaultError, DaemonUnreachable) as exc:
             f.error = str(exc)
             counters = self._undo_all(f)
             runstate.append_event(self.sup.rdir, "fault_reverted", id=f.fid, activation=k,
@@ -198,6 +204,9 @@ class FaultManager(FaultResources):
         counters = self._undo_all(f)
         if f.spec.kind == "kill" and f.spec.duration is not None:
             self._restart(f.spec.node or "")
+        elif f.spec.kind in LND_IB and f.spec.node in self.sup.daemons \
+                and self.sup.daemons[f.spec.node].poll() is None:
+            self._ib(f, False)
         for key, v in counters.items():
             f.totals[key] = f.totals.get(key, 0) + v
         runstate.append_event(self.sup.rdir, "fault_reverted", id=f.fid, activation=k,
@@ -239,6 +248,16 @@ class FaultManager(FaultResources):
             runstate.append_event(self.sup.rdir, "fault_revert_problem", id=f.fid,
                                   problems=problems)
         return counters
+
+    def _ib(self, f: _Fault, on: bool) -> None:
+        """An IB kind other than port-down: the node daemon's o2iblnd (``ib_fault``,
+        nodes/o2ib/ibfaults.py ``apply``)."""
+        spec = f.spec
+        reply = request(str(runstate.node_sock(self.sup.rdir, spec.node or "")),
+                        {"cmd": "ib_fault", "kind": spec.kind, "nid": ib_nid(spec, self.sup.plan),
+                         "params": spec.params, "on": on}, timeout=10.0, ctx=self.sup.zctx)
+        if not reply.get("ok"):
+            raise FaultError(f"{spec.node}: {reply.get('error')}")
 
     # -- process faults -----------------------------------------------------------------------
 

@@ -24,8 +24,8 @@ MAX_HEALTH = 1000  # LNET_MAX_HEALTH_VALUE (spec §0)
 LOCAL_NID_KINDS = frozenset({"ni_link", "ni_status", "ni_error", "ni_health", "ni_add",
                              "ni_del"})
 #: fault kinds that cut a node off the network or stop its process
-CUTTING_FAULTS = frozenset({"blackhole", "carrier", "flap", "partition", "kill", "stop",
-                            "stall"})
+CUTTING_FAULTS = frozenset({"blackhole", "carrier", "port-down", "flap", "partition", "kill",
+                            "stop", "stall"})
 CONFIG_REASONS = ("added", "deleted", "config")
 
 

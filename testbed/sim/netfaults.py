@@ -27,6 +27,8 @@ What each kind does to a message the rule matches (direction ``out``: sent by th
 * ``kill``: the node's engine stops (``SimTestbed.kill``); with a ``duration`` it is
   restarted on revert. ``restart``: a new incarnation configured as at bring-up.
 
+* ``qp-error``, ``rnr``, ``rdma-error``, ``cm-reject``: on the node's o2iblnd
+  (``O2ibSim.ib_fault``); ``port-down`` is the o2ib interface's link going down (``tb.link``).
 * ``rst``, ``reorder``, ``duplicate``, ``corrupt``, ``stall``, ``bandwidth``: modelled by
   their effect on the socklnd's byte stream (``netmodels.py``: a reset at both ends, head-of-
   line holds, TCP dropping copies, protocol errors or flipped payload bits, a token bucket).
@@ -40,6 +42,7 @@ import errno
 import random
 from typing import TYPE_CHECKING, Any
 
+from faults.ibspec import IB, ib_nid
 from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.echo import shown
 from nodes.lnd import errmap
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from testbed.sim.inproc import SimTestbed
 
 MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill", "restart",
-            *MODELS)
+            *MODELS, *sorted(IB))
 #: Linux TCP_RTO_MIN (200 ms) and TCP_RTO_MAX (120 s): the first retransmission timeout and
 #: the cap of its exponential backoff
 RTO_MIN, RTO_MAX = 0.2, 120.0
@@ -199,6 +202,7 @@ class SimFaults:
             spec = parse_fault(raw, nodes={n.name: [i.name for i in n.interfaces]
                                            for n in self.tb.plan.nodes})
             check_modelled(spec)
+            ib_nid(spec, self.tb.plan)  # an IB kind only on an o2ib NI (faults/ibspec.py)
         except FaultError as exc:
             return {"ok": False, "error": str(exc)}
         if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
@@ -269,9 +273,11 @@ class SimFaults:
             tb.kill(spec.node or "", f"killed by fault {f.fid}")
         elif spec.kind == "restart":
             tb.restart(spec.node or "")
-        elif spec.kind == "carrier" or (spec.kind == "flap"
-                                        and spec.params["style"] == "carrier"):
-            tb.link(spec.node or "", spec.iface or "", "down", by="fault")
+        elif spec.kind in ("carrier", "port-down") or (spec.kind == "flap"
+                                                       and spec.params["style"] == "carrier"):
+            tb.link(spec.node or "", spec.iface or "", "down", by="fault")  # o2ib: port event
+        elif spec.kind in IB:
+            self._ib(spec, True)
         else:
             self.rules[f.fid] = Rule(f, k, tb)
             tb.fabric.rules = list(self.rules.values())
@@ -283,9 +289,11 @@ class SimFaults:
         counters: dict[str, int] = {}
         if spec.kind == "kill" and spec.duration is not None:
             tb.restart(spec.node or "")
-        elif spec.kind == "carrier" or (spec.kind == "flap"
-                                        and spec.params["style"] == "carrier"):
+        elif spec.kind in ("carrier", "port-down") or (spec.kind == "flap"
+                                                       and spec.params["style"] == "carrier"):
             tb.link(spec.node or "", spec.iface or "", "up", by="fault")
+        elif spec.kind in IB:
+            self._ib(spec, False)
         rule = self.rules.pop(f.fid, None)
         if rule is not None:
             if rule.model is not None:
@@ -296,6 +304,11 @@ class SimFaults:
             f.totals[key] = f.totals.get(key, 0) + v
         self._log("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
                   counters=counters, seed=f.seed)
+
+    def _ib(self, spec: FaultSpec, on: bool) -> None:
+        """An IB kind on its node's o2iblnd (nodes/o2ib/ibfaults.py ``apply``)."""
+        nid = NID.parse(ib_nid(spec, self.tb.plan) or "")
+        self.tb.fabric.o2ib.ib_fault(spec.node or "", nid, spec.kind, spec.params, on)
 
 
 def vanish_failure(connected: bool) -> tuple[int, Any]:

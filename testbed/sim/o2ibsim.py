@@ -80,6 +80,14 @@ class O2ibSim:
         if name is not None and lnd is not None:
             self.run(name, ibfaults.port_down(lnd, nid))
 
+    def ib_fault(self, name: str, nid: NID, kind: str, params: dict[str, object],
+                 on: bool) -> None:
+        """An IB fault kind (faults/ibspec.py) on node ``name``'s o2ib NI ``nid``, switched on
+        or off (``testbed/sim/netfaults.py``; ``port-down`` goes the link's way instead)."""
+        lnd = self.lnd(name)
+        if lnd is not None:
+            self.run(name, ibfaults.apply(lnd, kind, nid, params, on, self.fab.now))
+
     # --- outputs ---------------------------------------------------------------------------------
     def run(self, name: str, outs: list[Output]) -> None:
         fab = self.fab

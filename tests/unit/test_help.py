@@ -42,7 +42,7 @@ def test_fault_kinds_lists_every_kind_with_its_keys_and_defaults(
     assert rc == 0 and not err
     assert out == describe()
     blocks = {m.group(1): m.group(2) for m in
-              re.finditer(r"^  (\w+) +.*\n((?:  +keys:.*\n)(?: {10,}\S.*\n)*)", out, re.M)}
+              re.finditer(r"^  ([\w-]+) +.*\n((?:  +keys:.*\n)(?: {10,}\S.*\n)*)", out, re.M)}
     assert set(blocks) == set(spec.PARAMS)
     for kind, params in spec.PARAMS.items():
         text = " ".join(blocks[kind].split())
