@@ -8,6 +8,17 @@ numeric ones). Each range list ("expr list") is a union of ``lo[-hi[/stride]]`` 
     tcp                 net rule: tcp0 only          tcp[1-3]      tcp1, tcp2, tcp3
     *@o2ib              every address on o2ib0       10.1.1.[1-10/2]@tcp   .1 .3 .5 .7 .9
     [22-25]@gni         numeric addresses 22..25     10.0.[0-1].*@tcp1
+    2001:db8::/64@tcp   large NIDs in 2001:db8::/64  2001:db8::7@tcp    that one large NID
+
+An address part holding ``:`` is an IPv6 netmask, the ``<netmask>``/``<ipv6_addr>`` forms of
+the kernel's NID-list grammar (nidstrings.c ``parse_nidmask``, ``parse_prefix_len``; lnetctl's
+``lustre_lnet_add_ip_range``): one address, ``/prefix`` 1..128, none meaning /128. It matches
+large NIDs only (``match_nidmask``: a nid4 never matches an IPv6 mask) by
+``libcfs_ip_in_netmask``, and prints back as ``print_nidmask`` does: the address as given, in
+``%pI6c`` form, then ``/prefix`` when it is under 128. Real ``lnetctl udsp`` parses addresses
+with the IPv4-only ``cfs_ip_addr_parse``; taking the NID-list form here is listed in
+docs/differences.md. ``[a-b]`` ranges inside an IPv6 address exist in no real grammar and are
+refused, naming the CIDR form.
 
 ``str()`` prints the form ``lnetctl udsp show`` prints (``lustre_lnet_nid_descr2str``) and
 parses back to an equal descriptor, so ``lnetctl export`` output can be imported. Equality is
@@ -21,6 +32,7 @@ from dataclasses import dataclass
 
 from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
+from nodes.lnet.inet6 import ntop6, pton6
 from nodes.lnet.nid import LND_NAMES, LOLND, NID, Net
 
 _NUM = re.compile(r"^[0-9]+$")
@@ -96,17 +108,55 @@ def parse_expr(text: str, maximum: int, whole: str) -> ExprList:
 
 
 @dataclass(frozen=True, slots=True)
+class NIDMask6:
+    """One IPv6 ``struct nidmask``: the address as given and its prefix length."""
+
+    addr: int
+    prefix: int = 128
+
+    @property
+    def netmask(self) -> int:
+        return ((1 << 128) - 1) ^ ((1 << (128 - self.prefix)) - 1)
+
+    def matches(self, addr: int) -> bool:
+        """``libcfs_ip_in_netmask`` on a 16-byte address."""
+        return (addr & self.netmask) == (self.addr & self.netmask)
+
+    def __str__(self) -> str:
+        return ntop6(self.addr) + (f"/{self.prefix}" if self.prefix < 128 else "")
+
+
+def parse_mask6(text: str, whole: str) -> NIDMask6:
+    """``parse_nidmask`` of an IPv6 ``ADDR[/PREFIX]`` (``parse_prefix_len``: 1..128)."""
+    if "[" in text or "]" in text:
+        raise _bad(whole, f"an IPv6 address takes no '[...]' range in '{clip(text)}'; "
+                   "write the range as a prefix, e.g. 2001:db8::/64")
+    addr_s, slash, prefix_s = text.partition("/")
+    prefix = 128
+    if slash:
+        digits = prefix_s.lstrip("0")
+        if not _NUM.match(prefix_s) or len(digits) > 3 or not 1 <= int(digits or "0") <= 128:
+            raise _bad(whole, f"IPv6 prefix length '{clip(prefix_s)}' is not in 1-128")
+        prefix = int(prefix_s)
+    addr = pton6(addr_s)
+    if addr is None:
+        raise _bad(whole, f"'{clip(addr_s)}' is not an IPv6 address")
+    return NIDMask6(addr, prefix)
+
+
+@dataclass(frozen=True, slots=True)
 class NIDRange:
     """``lnet_ud_nid_descr``: net type, net-number ranges, address ranges (None: net rule)."""
 
     lnd: int
     net_nums: ExprList
     addr: tuple[ExprList, ...] | None = None
+    mask6: NIDMask6 | None = None  # an IPv6 netmask instead of ``addr``
 
     @property
     def is_net_rule(self) -> bool:
         """``lnet_udsp_is_net_rule``: no address part, the descriptor names whole nets."""
-        return self.addr is None
+        return self.addr is None and self.mask6 is None
 
     @property
     def lnd_name(self) -> str:
@@ -118,6 +168,8 @@ class NIDRange:
 
     def matches_nid(self, nid: NID) -> bool:
         """``cfs_match_nid_net``: the net matches and so does every address part."""
+        if self.mask6 is not None:
+            return nid.is_large and self.matches_net(nid.net) and self.mask6.matches(nid.addr)
         if self.addr is None or not self.matches_net(nid.net):
             return False
         if len(self.addr) == 4:
@@ -129,6 +181,8 @@ class NIDRange:
     def __str__(self) -> str:
         nums = "" if str(self.net_nums) == "0" else str(self.net_nums)
         net = f"{self.lnd_name}{nums}"
+        if self.mask6 is not None:
+            return f"{self.mask6}@{net}"
         if self.addr is None:
             return net
         if all(e.star for e in self.addr):
@@ -159,6 +213,8 @@ def parse_nidrange(text: str) -> NIDRange:
         return NIDRange(lnd, nums)
     lnd, nums = _parse_net_range(net_s, whole)
     ip = LND_NAMES[next(n for n, (t, _i) in LND_NAMES.items() if t == lnd)][1]
+    if ip and ":" in addr_s:
+        return NIDRange(lnd, nums, mask6=parse_mask6(addr_s, whole))
     star = ["*"] * (4 if ip else 1)
     parts = star if addr_s == "*" else addr_s.split(".") if ip else [addr_s]
     if ip and len(parts) != 4:

@@ -3,12 +3,20 @@ Message Processing", spec §1.5, §1.6, §2.2, §6.6).
 
 Theory of operation. A message for another node takes a router credit of the sending peer NI
 (``lpni_rtrcredits``, queued FIFO on the peer's ``rtrq``), then a buffer from the smallest pool
-that fits (tiny/small/large, queued FIFO on the pool), is sent on with full reselection
+that fits (tiny/small/large, queued FIFO on the pool) of its receive CPT, is sent on with full
+reselection
 (resends may pick another local NI or gateway, seed 003 hlth-lnt-router-any-ni) and gives both
 back when that send finalizes. Routers never drop on deadline. Like any send, a forwarded PUT
 or GET first passes the discovery gate (``lnet_select_pathway`` runs it for ``msg_routing``
 too, spec §2.2 step 5): the router discovers the final destination's peer on first use,
 holding buffer and credit while the message waits on its ``lp_dc_pendq``.
+
+Pools per CPT (router.c ``lnet_rtrpools_alloc``): each CPT of the node's table has its own
+three pools, of ``max(total // ncpts, 1)`` buffers each (``lnet_nrb_*_calculate``); a resize
+sets every CPT's pool to that share (``lnet_rtrpools_adjust_helper``). A message takes its
+buffer from the pools of ``msg_rx_cpt``, the CPT of the NID it came from on the receiving NI
+(``lnet_parse``: ``lnet_nid2cpt(from_nid, ni)``; ``lnet_msg2bufpool``), so one CPT's pool can
+run dry and queue while another's has credits, as in real LNet.
 
 Final hop (``lnet_mr_forwarding_allowed``, lib-move.c): when the destination is on a local net
 the router honours the originator's choice of peer NI, unless originator and destination are
@@ -26,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.cpt import cpt_of_nid
 from nodes.lnet.hdr import LNET_MTU, LNetHdr, MsgType, Payload
 from nodes.lnet.msg import Forwarding, Msg, MsgInput, MsgPhase
 from nodes.lnet.ni import LNET_NI_STATUS_UP
@@ -63,16 +72,32 @@ class RouterPools:
 
     def __init__(self, r: Router) -> None:
         self.r = r
-        self.pools: list[BufferPool] | None = None
+        #: ``ln_rtrpools``: per CPT, the tiny, small and large pool
+        self.cpt_pools: list[list[BufferPool]] | None = None
         #: waiters woken by returned credits, run by the outermost ``return_rx_credits``
         self._woken: deque[tuple[bool, Msg]] = deque()
         self._waking = False
 
+    @property
+    def pools(self) -> list[BufferPool] | None:
+        """Every CPT's pools, CPT by CPT (None until allocated)."""
+        if self.cpt_pools is None:
+            return None
+        return [pool for pools in self.cpt_pools for pool in pools]
+
+    def _share(self, total: int) -> int:
+        """``lnet_nrb_*_calculate``: a CPT's share of a pool's buffers, at least one."""
+        return max(total // len(self.cpt_pools or [[]]), 1)
+
     def pools_resize(self, name: str, value: int, now: float) -> list[Action]:
-        """``set tiny_buffers|small_buffers|large_buffers N`` on a router (spec §1.6)."""
-        if self.pools is None:
-            return []
-        pool = self.pools[POOL_PARAMS[name]]
+        """``set tiny_buffers|small_buffers|large_buffers N`` on a router (spec §1.6):
+        each CPT's pool gets its share (``lnet_rtrpools_adjust_helper``)."""
+        actions: list[Action] = []
+        for pools in self.cpt_pools or []:
+            actions += self._resize(pools[POOL_PARAMS[name]], self._share(value), now)
+        return actions
+
+    def _resize(self, pool: BufferPool, value: int, now: float) -> list[Action]:
         delta = value - pool.nbuffers
         pool.nbuffers = value
         actions: list[Action] = []
@@ -86,11 +111,15 @@ class RouterPools:
         return actions
 
     def alloc_pools(self) -> None:
-        if self.pools is None:
+        """``lnet_rtrpools_alloc``: three pools on each CPT of the node's table."""
+        if self.cpt_pools is None:
             t = self.r.tunables
-            sizes = (t.tiny_buffers, t.small_buffers, t.large_buffers)
-            self.pools = [BufferPool(name, npages, n, n, n)
-                          for (name, npages), n in zip(POOLS, sizes, strict=True)]
+            ncpts = self.r.local.cpt_table.ncpts
+            sizes = [max(n // ncpts, 1)
+                     for n in (t.tiny_buffers, t.small_buffers, t.large_buffers)]
+            self.cpt_pools = [[BufferPool(name, npages, n, n, n)
+                               for (name, npages), n in zip(POOLS, sizes, strict=True)]
+                              for _cpt in range(ncpts)]
 
     def pools_idle(self) -> bool:
         return all(p.credits == p.nbuffers and not p.msgs for p in self.pools or [])
@@ -111,19 +140,21 @@ class RouterPools:
             return []
         return self.take_buffer(msg, now)
 
-    def pool_for(self, nob: int) -> BufferPool:
-        """``lnet_msg2bufpool``: the smallest pool whose buffers hold the payload."""
-        assert self.pools is not None
-        for pool in self.pools:
+    def pool_for(self, nob: int, cpt: int = 0) -> BufferPool:
+        """``lnet_msg2bufpool``: of CPT ``cpt``'s pools, the smallest that holds the payload."""
+        assert self.cpt_pools is not None
+        pools = self.cpt_pools[cpt]
+        for pool in pools:
             if pool.npages * PAGE_SIZE >= nob:
                 return pool
-        return self.pools[-1]
+        return pools[-1]
 
     def take_buffer(self, msg: Msg, now: float) -> list[Action]:
-        if self.pools is None:
+        if self.cpt_pools is None:
             self.alloc_pools()
-        pool = self.pool_for(msg.nob)
         assert msg.fwd is not None
+        fwd = msg.fwd
+        pool = self.pool_for(msg.nob, cpt_of_nid(fwd.rxpeer.nid, fwd.rxni.cpts))
         msg.fwd.pool = pool
         msg.rtrcredit = True
         pool.credits -= 1
@@ -214,10 +245,11 @@ class RouterPools:
 
     def routing_show(self) -> dict[str, Any]:
         """``lnetctl routing show``: nothing until the pools have been allocated."""
-        if self.pools is None:
+        if self.cpt_pools is None:
             return {}
         t = self.r.tunables
-        cpt = {p.name: p.show() for p in self.pools}
-        return {"routing": [{"cpt[0]": cpt}, {"enable": int(self.r.enabled)}],
+        cpts: list[dict[str, Any]] = [{f"cpt[{i}]": {p.name: p.show() for p in pools}}
+                                      for i, pools in enumerate(self.cpt_pools)]
+        return {"routing": [*cpts, {"enable": int(self.r.enabled)}],
                 "buffers": {"tiny": t.tiny_buffers, "small": t.small_buffers,
                             "large": t.large_buffers}}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.inet6 import ntop6
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.nidrange import parse_nidrange
 
@@ -52,3 +55,64 @@ def test_bad_ranges_are_einval(text: str) -> None:
     with pytest.raises(LNetConfigError) as e:
         parse_nidrange(text)
     assert e.value.errno == -22 and "\n" not in e.value.descr
+
+
+# -------------------------------------------------------------- IPv6 netmasks (issue 26)
+@pytest.mark.parametrize(("text", "yes", "no"), [
+    ("2001:db8:7::/64@tcp", ["2001:db8:7::1@tcp", "2001:db8:7:0:ffff::9@tcp"],
+     ["2001:db8:6::1@tcp", "2001:db8:7::1@tcp1", "10.0.0.1@tcp"]),
+    ("2001:db8::7@tcp[1-2]", ["2001:db8::7@tcp1", "2001:db8::7@tcp2"],
+     ["2001:db8::7@tcp", "2001:db8::8@tcp1"]),
+    ("2001:db8::80/121@o2ib", ["2001:db8::80@o2ib", "2001:db8::ff@o2ib"],
+     ["2001:db8::7f@o2ib", "2001:db8::100@o2ib"]),
+])
+def test_ipv6_netmask_matches_large_nids_only(text: str, yes: list[str], no: list[str]) -> None:
+    """nidstrings.c ``parse_nidmask`` + ``match_nidmask``: an IPv6 address with an optional
+    /prefix (none: /128) matches the large NIDs of the net inside it
+    (``libcfs_ip_in_netmask``), never a nid4."""
+    r = parse_nidrange(text)
+    assert not r.is_net_rule
+    assert all(r.matches_nid(NID.parse(n)) for n in yes)
+    assert not any(r.matches_nid(NID.parse(n)) for n in no)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("2001:db8:7::/64@tcp", "2001:db8:7::/64@tcp"),
+    ("2001:0DB8:0007:0000::0001/128@tcp1", "2001:db8:7::1@tcp1"),
+    ("2001:db8::5/120@tcp", "2001:db8::5/120@tcp"),  # print_nidmask: the address as given
+])
+def test_ipv6_netmask_prints_as_print_nidmask(text: str, shown: str) -> None:
+    """``print_nidmask``: the address in %pI6c form, ``/prefix`` only under 128."""
+    r = parse_nidrange(text)
+    assert str(r) == shown
+    assert parse_nidrange(shown) == r
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("2001:db8::[1-4]@tcp", "write the range as a prefix"),
+    ("2001:db8::/129@tcp", "prefix length '129' is not in 1-128"),
+    ("2001:db8::/0@tcp", "prefix length '0'"),
+    ("2001:db8::/@tcp", "prefix length ''"),
+    ("2001:db8:::1@tcp", "'2001:db8:::1' is not an IPv6 address"),
+    ("fe80::1%eth0@tcp", "is not an IPv6 address"),
+    ("2001:db8::1@gni", "cannot parse"),
+])
+def test_malformed_ipv6_ranges_name_what_and_where(text: str, names: str) -> None:
+    with pytest.raises(LNetConfigError) as e:
+        parse_nidrange(text)
+    assert e.value.errno == -22 and "\n" not in e.value.descr
+    assert names in e.value.descr and text[:10] in e.value.descr
+
+
+@given(addr=st.integers(0, (1 << 128) - 1), prefix=st.integers(1, 128),
+       probe=st.integers(0, (1 << 128) - 1))
+@settings(max_examples=300, deadline=None)
+def test_ipv6_netmask_is_a_prefix_compare_and_round_trips(addr: int, prefix: int,
+                                                           probe: int) -> None:
+    """Any address/prefix prints back to an equal descriptor, and a large NID matches iff
+    its top ``prefix`` bits equal the address's."""
+    r = parse_nidrange(f"{ntop6(addr)}/{prefix}@tcp")
+    assert parse_nidrange(str(r)) == r
+    same = (addr >> (128 - prefix)) == (probe >> (128 - prefix))
+    assert r.matches_nid(NID.parse(f"{ntop6(probe)}@tcp")) == same
+    assert r.matches_nid(NID.parse(f"{ntop6(addr)}@tcp"))
