@@ -11,7 +11,8 @@ and the engines' timers at another phase (2 perturbed runs), so it does not need
 interleaving.
 
 Cause (an engine bug, fixed at the cause in nodes/lnet/route.py `is_remote`): the liveness
-probe PUT from c1 to r2's tcp2 NID 10.30.0.1@tcp2 reached r1, which forwarded it to r2 on
+probe PUT from c1 to r2 (10.20.0.2@tcp1; c1 had discovered r2 as Multi-Rail and its routed
+selection aimed it at r2's tcp2 NID 10.30.0.1@tcp2) reached r1, which forwarded it to r2 on
 tcp1 with the header still naming 10.30.0.1@tcp2; r2 refused it as "my NID on a different
 network" (lib-move.c `lnet_parse`, -EPROTO), so no ACK came back (MD UNLINK -110). Real LNet
 runs a forwarded PUT/GET as SRC_ANY + MR_DST (`lnet_select_pathway`): `lnet_handle_any_mr_dst`
