@@ -4,7 +4,7 @@ peer's net local to the router, addressed to the peer's NID there (lib-move.c
 -> ``lnet_handle_any_mr_dsta`` prefers a local peer net to the route, and ``lnet_handle_send``
 puts that NID in the header). Kept with the header naming the remote NID, the peer refuses
 it as its own NID on another net (``lnet_parse``: -EPROTO) and the PUT's ACK never comes
-(explore multihop seed 0, tests/lutf/suite_explore/test_explore_multihop_seed0_any_mr_dsta.py).
+(explore multihop seed 0, tests/lutf/suite_routing/test_explore_multihop_seed0_any_mr_dsta.py).
 """
 
 from __future__ import annotations
