@@ -1,8 +1,11 @@
-"""Found by `testbed explore topologies/multihop.yaml --seed 0` on the sim backend (testbed explore, issue 17).
+"""Found by `testbed explore topologies/multihop.yaml --seed 0` on the sim backend
+(testbed explore, issue 17).
 
 What broke (on the sim):
-    first violated invariant: probe (liveness phase): a new PUT from c1 to 10.20.0.2@tcp1 did not complete: UNLINK status -110
-      liveness bound 60 s = settle 15 + max(2 x recovery backoff cap 5 + climb 30, routes 25) + slack 5
+    first violated invariant: probe (liveness phase): a new PUT from c1 to 10.20.0.2@tcp1
+    did not complete: UNLINK status -110
+      liveness bound 60 s = settle 15 + max(2 x recovery backoff cap 5 + climb 30,
+      routes 25) + slack 5
 
 Shrunk from 27 faults and 2 workload streams to 0 and 0
 (27 re-runs); tunables: {'max_recovery_ping_interval': 4}.
