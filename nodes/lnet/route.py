@@ -223,8 +223,10 @@ class RouteTable:
         nets = self.r.nets
         if src is not None:
             return src.net.net != lpni.nid.net
-        if msg.fwd is not None or msg.recovery or msg.is_response \
-                or not lpni.peer.multi_rail:
+        # a forwarded PUT/GET to an MR peer is SRC_ANY + MR_DST like a fresh one: a peer
+        # net local to this router is preferred to the route (lnet_handle_any_mr_dsta)
+        if msg.recovery or msg.is_response or not lpni.peer.multi_rail \
+                or (msg.fwd is not None and lpni.nid.net in nets):
             return lpni.nid.net not in nets
         return not any(pn.net in nets and nets[pn.net].nis and pn.lpnis
                        for pn in lpni.peer.nets)

@@ -136,7 +136,10 @@ class Sender:
         if self.router.table.is_remote(lpni, src, msg):  # routed path (spec §2.6)
             msg.fixed_ni = True
             return self.router.table.find_routed_path(msg, lpni, src)
-        nmr = not lpni.peer.multi_rail or msg.recovery or msg.fwd is not None
+        # the final hop of a forwarded message honours the originator's NID (NMR_DST);
+        # one re-aimed from a remote NID onto a local net of an MR peer runs MR selection
+        nmr = not lpni.peer.multi_rail or msg.recovery or (
+            msg.fwd is not None and lpni.nid.net in self.local.nets)
         msg.fixed_ni = src is not None or msg.fwd is not None
         return self.decisions.pathway(
             lpni, src, self.local.nets, nmr, msg.md_cpt, self.tunables.numa_range,

@@ -34,6 +34,7 @@ class NodeState:
     fatal: dict[str, Item] = field(default_factory=dict)    # nid -> event that made it fatal
     unfatal: dict[str, float] = field(default_factory=dict)  # nid -> when it last stopped
     down: dict[str, Item] = field(default_factory=dict)     # nid -> ni_status down event
+    was_down: dict[str, Item] = field(default_factory=dict)  # nid -> last down, kept on up
     nets: dict[str, set[str]] = field(default_factory=dict)  # net -> known local NIDs
     routing: Item | None = None          # last routing event (enabled or not)
     routing_on: bool = False
@@ -112,7 +113,7 @@ class Tracker:
             if "fatal_error" in ev:
                 self._fatal(node, ev["nid"], bool(ev["fatal_error"]), item)
             if ev.get("status") == "down":
-                st.down[ev["nid"]] = item
+                st.down[ev["nid"]] = st.was_down[ev["nid"]] = item
             else:
                 st.down.pop(ev["nid"], None)
         elif kind in ("ni_add", "ni_del") and isinstance(node, str):
@@ -146,6 +147,7 @@ class Tracker:
             st.incarnation += 1
             st.fatal.clear()
             st.down.clear()
+            st.was_down.clear()
             st.dead = item if kind == "node_died" else None
             if kind != "node_died":
                 st.routing, st.routing_on = None, False
@@ -356,6 +358,13 @@ class RouteCheck:
             for nid in gw_nids:
                 found = gst.fatal.get(nid) or gst.down.get(nid)
                 if found is not None:
+                    return found
+                # down since the route was last up, up again by now: the push or ping reply
+                # that carried the down status can land after it (router.c
+                # lnet_router_discovery_ping_reply reads the snapshot; explore multihop 27)
+                found = gst.was_down.get(nid)
+                if found is not None and (found[0] > since or (
+                        since_t is not None and found[1].get("t") == since_t)):
                     return found
             if gst.routing is not None and (not gst.routing_on or gst.rte_disabled):
                 return gst.routing

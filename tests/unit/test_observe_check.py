@@ -330,6 +330,29 @@ def test_failure_in_the_instant_of_the_last_up_excuses_the_down() -> None:
     assert flagged([earlier, up, down], "route_down") == 1
 
 
+def test_gateway_ni_down_then_up_before_its_push_lands_excuses_the_down() -> None:
+    """Explore multihop seed 27: r2 marked its tcp2 NI down (nothing heard on it for
+    router_ping_timeout + alive_router_check_interval, router.c lnet_update_ni_status_locked)
+    and pushed; a ping of its own brought the NI up again before r1 merged the push and,
+    reading the snapshot's down status, took its route to tcp2 down
+    (lnet_router_discovery_ping_reply). A down from before the route was last up does not
+    excuse it."""
+    far = "10.20.0.3@tcp1"
+    nis = [ev(0.0, "ni_status", "r1", nid=GW, status="up", healthy=True, health=1000,
+              fatal_error=0),
+           ev(0.1, "ni_status", "r1", nid=far, status="up", healthy=True, health=1000,
+              fatal_error=0)]
+    up = ev(15.004, "route_state", net="tcp1", gateway=GW, state="up", reason="router ping")
+    ni_down = ev(23.001, "ni_status", "r1", nid=far, status="down", healthy=True,
+                 health=1000, fatal_error=0)
+    ni_up = {**ni_down, "t": 23.002, "status": "up"}
+    down = ev(23.002, "route_state", net="tcp1", gateway=GW, state="down",
+              reason="router ping")
+    assert flagged([*nis, up, ni_down, ni_up, down], "route_down") == 0
+    before = [{**ni_down, "t": 15.0}, {**ni_up, "t": 15.001}]
+    assert flagged([*nis, *before, up, down], "route_down") == 1
+
+
 # --------------------------------------------------------------------------- routing
 def _fwd(t: float, msg: int) -> list[dict[str, Any]]:
     return [send(t, msg, node="r1", ni=GW, fixed_ni=True, forwarded=True, deadline=None),
