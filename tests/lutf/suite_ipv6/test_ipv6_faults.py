@@ -60,3 +60,36 @@ def test_put_rule_does_not_match_get_traffic(tb: Any) -> None:
     assert rcs == [0] * 5, rcs
     if not _sim(tb):
         assert c["messages_matched"] == 0 and c["dropped"] == 0, c
+
+
+def _stats(node: Any) -> dict[str, int]:
+    return dict(node.lnetctl_yaml("stats", "show")["statistics"])
+
+
+def test_duplicate_on_large_nids_each_message_received_once(tb: Any) -> None:
+    """``duplicate`` rate 0.5 on PUTs: the copies go out through an AF_INET6 raw socket
+    (IPPROTO_RAW: the IPv6 header is ours); TCP hands the V4 LND each byte once, so s1's
+    recv_count grows by c1's send_count, every PUT completes, at the rate asked +- 0.05.
+    (That the copies reach the wire is shown by the rst test, which uses the same socket.)"""
+    c1, s1 = tb.node("c1"), tb.node("s1")
+    sent0, recv0 = _stats(c1)["send_count"], _stats(s1)["recv_count"]
+    f = tb.fault.add("duplicate", node="c1", seed=9, rate=0.5, match={"type": "PUT"})
+    reply = c1.put(S1, count=300, size=4096)
+    c = tb.fault.delete(f["id"])["counters"]
+    assert reply["completed"] == 300 and reply["failed"] == 0, reply
+    assert _stats(s1)["recv_count"] - recv0 == _stats(c1)["send_count"] - sent0
+    assert abs(c["duplicated"] / c["matched"] - 0.5) <= 0.05, c
+
+
+def test_rst_on_large_nids_resets_both_ends_and_socklnd_reconnects(tb: Any) -> None:
+    """``rst``: RSTs forged as IPv6/TCP reach both ends (ksocknal_close_conn_and_siblings on
+    ECONNRESET, logged by both daemons); the next ping reconnects."""
+    from testbed.pytest.plugin import wait_for
+
+    c1, s1 = tb.node("c1"), tb.node("s1")
+    assert c1.ping(S1).rc == 0
+    f = tb.fault.rst(node="c1", iface="eth0")
+    c1.put(S1, count=4, size=100)
+    wait_for(lambda: all("Connection reset by peer" in n.log() for n in (c1, s1)), timeout=5)
+    assert tb.fault.delete(f["id"])["counters"]["rst"] == 1
+    assert c1.ping(S1).rc == 0
