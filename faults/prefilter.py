@@ -153,7 +153,9 @@ class Matcher:
         self.port = match.get("port")
         self.peer = match.get("peer")
         self.forwarded = bool(match.get("forwarded"))
-        self.local = frozenset(nid_key(NID.parse(n)) for n in local_nids or ())
+        # a large NID as V4 carries it, and as a V3 hop carries it (lnet_nid_to_nid4)
+        nids = [NID.parse(n) for n in local_nids or ()]
+        self.local = frozenset([*map(nid_key, nids), *(n.nid4 for n in nids)])
         self.needs_header = bool(self.types or self.src_nid is not None
                                  or self.dst_nid is not None or self.portal is not None
                                  or self.forwarded)

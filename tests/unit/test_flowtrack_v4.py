@@ -104,3 +104,13 @@ def test_prefilter_classifies_an_ipv6_segment_and_a_put_rule_matches() -> None:
     assert Matcher({"proto": "lnet", "type": ["PUT"], "src_nid": str(A)})(pkt)
     assert not Matcher({"proto": "lnet", "type": ["GET"]})(pkt)
     assert not Matcher({"proto": "lnet", "type": ["PUT"], "src_nid": str(B)})(pkt)
+
+
+def test_forwarded_rule_knows_a_routers_large_nid_in_both_forms() -> None:
+    """A router with a large NID (topologies/mixed-v4v6-routed.yaml): a message to it is not
+    ``forwarded`` whether it arrives on a V4 connection (16-byte NID) or on a V3 one, which
+    carries the NID's ``lnet_nid_to_nid4`` form."""
+    m = Matcher({"forwarded": True}, [str(B)])
+    assert not m.fields("PUT", nid_key(A), nid_key(B), 4)
+    assert not m.fields("PUT", 0x20000_0A0A0001, B.nid4, 4)
+    assert m.fields("PUT", nid_key(A), 0x20000_0A0A0002, 4)
