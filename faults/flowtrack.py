@@ -13,8 +13,8 @@ segment carries bytes of, so a rule selects every segment of a matching message;
 :meth:`FlowTracker.step` is the hot path alone (a segment that only continues the current
 message's payload: the flow, whose ``note`` the caller may use to memoise its verdict).
 
-* **Bounded memory.** Per flow: the next boundary, at most :data:`HEAD_MAX` bytes of a header
-  split across segments, and the last :data:`HISTORY` units (start, end, message) for
+* **Bounded memory.** Per flow: the next boundary, at most :data:`HEAD_MAX` bytes of a header split
+  across segments (V4: 120), and the last :data:`HISTORY` units (start, end, message) for
   retransmissions; never payload. At most :data:`MAX_FLOWS` flows, the least recently seen
   evicted first (counted; an evicted flow resynchronises when seen again; a flow seen only
   in the middle of a payload keeps its place, so that path costs no reordering). A FIN or RST ends
@@ -28,9 +28,12 @@ message's payload: the flow, whose ``note`` the caller may use to memoise its ve
   type is one of LNet's five, ``payload_length`` at most ``LNET_MTU``, both pids
   ``LNET_PID_LUSTRE`` (or user pids), and, when the unit ends inside the segment, a valid unit
   right after it. The first such offset puts the flow back in step (``resyncs``). The last
-  :data:`HEAD_MAX` - 1 bytes of an out-of-step segment are kept, so a header split across two
-  segments is still found. Payload that imitates a header can mislead the scan (documented in
-  faults/README.md); a stream of garbage never resynchronises and costs nothing but the scan.
+  :data:`HEAD_MAX` - 1 bytes (V4: 119) of an out-of-step segment are kept, so a header split
+  across two segments is still found. Payload that imitates a header can mislead the scan
+  (documented in faults/README.md); a stream of garbage never resynchronises and costs
+  nothing but the scan.
+* **socklnd V4** (IPv6 connections, ``feed(wide=True)``): connreq v2, the 80-byte hello and
+  ``lnet_hdr_nid16`` units are read by ``faults/unit6.py``, NIDs as its ``nid_key``.
 * **A header split across segments** is classified when its last byte arrives: the segment
   that completes it is selected, the one with its first bytes is judged without it.
 """
@@ -43,6 +46,7 @@ from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from faults.unit6 import parse_unit16
 from nodes.lnd.wire import (
     CONNREQ_SIZE,
     HELLO_SIZE,
@@ -53,10 +57,13 @@ from nodes.lnd.wire import (
     LNET_PROTO_ACCEPTOR_MAGIC,
     LNET_PROTO_MAGIC,
 )
+from nodes.lnd.wire6 import LNET_FRAME_HEAD16
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNET_PID_LUSTRE, LNET_PID_USERFLAG, MsgType
 
 #: Bytes of an LNET unit read before it is classified (ksock_msg_hdr + lnet_hdr_nid4).
 HEAD_MAX = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE
+#: Bytes of a header kept across segments: V3's or V4's (lnet_hdr_nid16), the larger.
+_KEEP = max(HEAD_MAX, LNET_FRAME_HEAD16)
 #: Units remembered per flow for retransmitted segments.
 HISTORY = 16
 #: Flows followed at once; the least recently seen is forgotten beyond.
@@ -84,7 +91,8 @@ _BAD = -2  # parse: not a unit
 @dataclass(frozen=True, slots=True)
 class LNetMsg:
     """What a rule can match of one stream unit: LNet type (``HELLO`` for the acceptor connreq
-    and the ksock hello too), NIDs as nid4, portal of a PUT/GET."""
+    and the ksock hello too), NIDs as ``unit6.nid_key`` (a small NID's nid4), portal of a
+    PUT/GET."""
 
     type: str
     src_nid: int | None = None
@@ -96,12 +104,15 @@ def _pid_ok(pid: int) -> bool:
     return pid == LNET_PID_LUSTRE or bool(pid & LNET_PID_USERFLAG)
 
 
-def parse_unit(b: bytes | memoryview, off: int, strict: bool = False
+def parse_unit(b: bytes | memoryview, off: int, strict: bool = False, wide: bool = False
                ) -> tuple[int, LNetMsg | None]:
     """(length, message) of the unit at ``b[off:]``; length ``_NEED`` or ``_BAD``.
 
     A NOOP ksock_msg is a unit without a message. ``strict`` (scanning out of step) also
-    wants LNet's pids and a hello with a plausible version."""
+    wants LNet's pids and a hello with a plausible version. ``wide``: a socklnd V4 stream
+    (an IPv6 connection, 16-byte NIDs), read by ``faults.unit6``."""
+    if wide:
+        return parse_unit16(b, off, strict, LNetMsg)
     avail = len(b) - off
     if avail < 4:
         return _NEED, None
@@ -138,9 +149,10 @@ def parse_unit(b: bytes | memoryview, off: int, strict: bool = False
 class _Flow:
     """One direction of one connection: where its next unit starts, and a short history."""
 
-    __slots__ = ("cur", "end", "head", "hist", "hmsg", "note", "nxt", "tail")
+    __slots__ = ("cur", "end", "head", "hist", "hmsg", "note", "nxt", "tail", "wide")
 
-    def __init__(self) -> None:
+    def __init__(self, wide: bool = False) -> None:
+        self.wide = wide  # a socklnd V4 stream (IPv6): lnet_hdr_nid16
         self.nxt = -1  # absolute seq of the next byte expected; -1: out of step
         self.end = 0  # absolute seq where the next unit starts (>= nxt while in step)
         self.cur: LNetMsg | None = None  # the unit ending at ``end``
@@ -175,10 +187,10 @@ class FlowTracker:
         return flow
 
     def feed(self, key: bytes, seq: int, flags: int, data: bytes | memoryview,
-             off: int = 0) -> list[LNetMsg]:
+             off: int = 0, wide: bool = False) -> list[LNetMsg]:
         """The messages segment ``seq`` of flow ``key`` (its addresses and ports, as bytes)
         carries bytes of; its payload is ``data[off:]`` (TCP ``flags``: SYN 0x02 starts the
-        stream, FIN 0x01 / RST 0x04 end it)."""
+        stream, FIN 0x01 / RST 0x04 end it; ``wide``: the flow is IPv6, socklnd V4)."""
         flow = self.flows.get(key)
         n = len(data) - off
         if flow is not None and not flags & 0x07 and flow.nxt == seq and not flow.head \
@@ -189,7 +201,7 @@ class FlowTracker:
             cur = flow.cur
             return [cur] if cur is not None and n > 0 else []
         if flow is None or flags & 0x02:
-            flow = self._new(key)
+            flow = self._new(key, wide)
             if flags & 0x02:
                 flow.nxt = flow.end = seq + 1
         else:
@@ -210,8 +222,8 @@ class FlowTracker:
                       + sys.getsizeof(f.tail) + sys.getsizeof(f.hist) + sys.getsizeof(f.hmsg))
         return total
 
-    def _new(self, key: bytes) -> _Flow:
-        flow = _Flow()
+    def _new(self, key: bytes, wide: bool = False) -> _Flow:
+        flow = _Flow(wide)
         self.flows[key] = flow
         self.flows.move_to_end(key)
         while len(self.flows) > self.max_flows:
@@ -254,12 +266,12 @@ class FlowTracker:
         pos = flow.end - start  # may be negative: the header began in an earlier segment
         while pos < n:
             if flow.head:
-                buf: bytes | memoryview = flow.head + bytes(data[:HEAD_MAX])
+                buf: bytes | memoryview = flow.head + bytes(data[:_KEEP])
                 base = -len(flow.head)
             else:
                 buf, base = data, 0
-            length, msg = parse_unit(buf, pos - base)
-            if length == _NEED:  # every unit is known from its first HEAD_MAX bytes
+            length, msg = parse_unit(buf, pos - base, wide=flow.wide)
+            if length == _NEED:  # every unit is known from its first _KEEP bytes
                 flow.head = bytes(buf[pos - base:])
                 return out
             flow.head = b""
@@ -306,7 +318,8 @@ class FlowTracker:
             out.reverse()
             return out
         self.counters["rescanned"] += 1
-        return [m for _off, _n, m in scan(memoryview(data)[:hi - lo]) if m is not None]
+        return [m for _off, _n, m in scan(memoryview(data)[:hi - lo], wide=flow.wide)
+                if m is not None]
 
     # -- out of step ----------------------------------------------------------------------
 
@@ -314,10 +327,10 @@ class FlowTracker:
         tail = flow.tail if flow.tail and flow.nxt == -1 - start else b""
         buf = tail + bytes(data) if tail else data
         base = start - len(tail)
-        found = next(iter(scan(buf, limit=1)), None)
+        found = next(iter(scan(buf, limit=1, wide=flow.wide)), None)
         if found is None:
             self.counters["unsynced_bytes"] += len(data)
-            keep = bytes(buf[-(HEAD_MAX - 1):])
+            keep = bytes(buf[-(_KEEP - 1):])
             flow.tail, flow.nxt = keep, -1 - (start + len(data))
             return []
         self.counters["resyncs"] += 1
@@ -328,7 +341,8 @@ class FlowTracker:
         return self._walk(flow, base + off, memoryview(buf)[off:])
 
 
-def scan(b: bytes | memoryview, limit: int = 1 << 30) -> list[tuple[int, int, LNetMsg | None]]:
+def scan(b: bytes | memoryview, limit: int = 1 << 30, wide: bool = False
+         ) -> list[tuple[int, int, LNetMsg | None]]:
     """(offset, length, message) of plausible units in ``b``, out of step: the first offset
     where a strict unit is followed by a valid unit (or by the end of ``b``), then the
     units chained after it; at most ``limit`` resynchronisation points."""
@@ -341,14 +355,15 @@ def scan(b: bytes | memoryview, limit: int = 1 << 30) -> list[tuple[int, int, LN
         if not cands:
             break
         off = min(cands)
-        length, msg = parse_unit(raw, off, strict=True)
+        length, msg = parse_unit(raw, off, strict=True, wide=wide)
         nxt = off + length
-        if length == _NEED or (length > 0 and (nxt >= n or parse_unit(raw, nxt)[0] != _BAD)):
+        if length == _NEED or (length > 0 and (nxt >= n or
+                                               parse_unit(raw, nxt, wide=wide)[0] != _BAD)):
             out.append((off, length, msg))
             if limit == 1 or length == _NEED:
                 break
             while nxt < n:  # chain: every unit after the plausible one
-                length, msg = parse_unit(raw, nxt)
+                length, msg = parse_unit(raw, nxt, wide=wide)
                 if length < 0:
                     break
                 out.append((nxt, length, msg))

@@ -31,18 +31,19 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import ipaddress
 import json
 import os
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from faults import decide
+from faults.csum import break_l4_checksum, fix_l4_checksum
 from faults.flowtrack import FlowTracker
 from faults.interposer_spec import InterposerSpec
 from faults.prefilter import Matcher, Pkt, classify
@@ -77,7 +78,7 @@ class Interposer:
         self.gapped: list[list[Any]] = []  # [packets left to pass, packet]
         self.stalled: list[Any] = []
         self.seq = 0
-        self.raw: socket.socket | None = None
+        self.raw: dict[int, socket.socket] = {}
         self.t0 = time.monotonic()
 
     # -- per packet ---------------------------------------------------------------------------
@@ -101,7 +102,7 @@ class Interposer:
         if tracker is None or not pkt.is_lnet:
             return self.matcher(pkt)
         off = pkt.tcp_off
-        key = data[12:20] + data[off:off + 4]
+        key = data[8:40] + data[off:off + 4] if pkt.v6 else data[12:20] + data[off:off + 4]
         flow = tracker.step(key, pkt.seq, pkt.tcp_flags, len(data) - pkt.l4_off)
         if flow is not None:  # more payload of the flow's current message: its verdict
             self.lnet["lnet_segments"] += 1
@@ -112,7 +113,7 @@ class Interposer:
             return bool(flow.note)
         counters = tracker.counters
         before = counters["messages"]
-        msgs = tracker.feed(key, pkt.seq, pkt.tcp_flags, data, pkt.l4_off)
+        msgs = tracker.feed(key, pkt.seq, pkt.tcp_flags, data, pkt.l4_off, wide=pkt.v6)
         if len(data) > pkt.l4_off:
             self.lnet["lnet_segments"] += 1
         fresh = counters["messages"] - before
@@ -146,7 +147,7 @@ class Interposer:
         elif a == decide.DUP:
             self.counters["duplicated"] += 1
             self._release(qpkt)
-            self._inject(data)
+            self._inject(data, pkt.v6)
         elif a == decide.CORRUPT:
             self.counters["corrupted"] += 1
             body = decide.flip_bits(data[pkt.l4_off:], v.bits)
@@ -211,18 +212,22 @@ class Interposer:
 
     # -- injection ----------------------------------------------------------------------------
 
-    def _socket(self) -> socket.socket:
-        if self.raw is None:
-            s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    def _socket(self, v6: bool = False) -> socket.socket:
+        """A raw socket with header included (IPPROTO_RAW: the header is ours on AF_INET6
+        too, ``inet6_create``), one per family."""
+        fam = socket.AF_INET6 if v6 else socket.AF_INET
+        if fam not in self.raw:
+            s = socket.socket(fam, socket.SOCK_RAW, socket.IPPROTO_RAW)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, MARK)
-            self.raw = s
-        return self.raw
+            self.raw[fam] = s
+        return self.raw[fam]
 
-    def _inject(self, data: bytes) -> None:
-        """Send a copy of an IPv4 packet as is (our mark keeps it out of the queue)."""
-        dst = ".".join(str(x) for x in data[16:20])
+    def _inject(self, data: bytes, v6: bool = False) -> None:
+        """Send a copy of an IPv4/IPv6 packet as is (our mark keeps it out of the queue)."""
+        dst = str(ipaddress.IPv6Address(data[24:40])) if v6 else \
+            ".".join(str(x) for x in data[16:20])
         try:
-            self._socket().sendto(data, (dst, 0))
+            self._socket(v6).sendto(data, (dst, 0))
         except OSError as exc:
             print(f"interposer: inject to {dst} failed: {exc}", file=sys.stderr, flush=True)
 
@@ -234,15 +239,17 @@ class Interposer:
         segment itself is dropped, so its receiver still expects ``tcp.seq``; the sender
         expects ``tcp.ack``, the next byte it acknowledged."""
         from scapy.layers.inet import IP, TCP
+        from scapy.layers.inet6 import IPv6
 
-        ip = IP(data)
+        l3: Any = IPv6 if pkt.v6 else IP
+        ip = l3(data)
         tcp = ip[TCP]
-        to_dst = IP(src=ip.src, dst=ip.dst) / TCP(sport=tcp.sport, dport=tcp.dport,
+        to_dst = l3(src=ip.src, dst=ip.dst) / TCP(sport=tcp.sport, dport=tcp.dport,
                                                   flags="R", seq=tcp.seq)
-        to_src = IP(src=ip.dst, dst=ip.src) / TCP(sport=tcp.dport, dport=tcp.sport,
+        to_src = l3(src=ip.dst, dst=ip.src) / TCP(sport=tcp.dport, dport=tcp.sport,
                                                   flags="R", seq=tcp.ack)
         for forged in (to_dst, to_src):
-            self._inject(bytes(forged))
+            self._inject(bytes(forged), pkt.v6)
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -256,54 +263,6 @@ class Interposer:
                 "held": len(self.timed) + len(self.gapped) + len(self.stalled),
                 "decisions": "".join(self.decisions), "pid": os.getpid(), "t": time.time(),
                 "writes": self.writes}
-
-
-def _sum16(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
-
-
-def fix_l4_checksum(data: bytes) -> bytes:
-    """Recompute the TCP/UDP checksum of an IPv4 packet (RFC 793/768 pseudo-header)."""
-    ihl = (data[0] & 0x0F) * 4
-    proto = data[9]
-    off = {6: 16, 17: 6}.get(proto)
-    if off is None or len(data) < ihl + off + 2:
-        return data
-    seg = bytearray(data[ihl:])
-    seg[off:off + 2] = b"\0\0"
-    pseudo = data[12:20] + struct.pack("!BBH", 0, proto, len(seg))
-    csum = ~_sum16(pseudo + bytes(seg)) & 0xFFFF
-    if proto == 17 and csum == 0:
-        csum = 0xFFFF
-    seg[off:off + 2] = struct.pack("!H", csum)
-    return data[:ihl] + bytes(seg)
-
-
-def break_l4_checksum(data: bytes) -> bytes:
-    """An IPv4 packet whose TCP/UDP/ICMP checksum is sure to be wrong (``csum: bad``).
-
-    Flipped bits can cancel in a ones'-complement sum (a 0->1 and a 1->0 at the same bit of
-    two 16-bit words), leaving a corrupted packet that still verifies; then the checksum
-    field itself is flipped too, so the receiver's kernel always drops it."""
-    ihl = (data[0] & 0x0F) * 4
-    proto = data[9]
-    off = {1: 2, 6: 16, 17: 6}.get(proto)
-    if off is None or len(data) < ihl + off + 2:
-        return data
-    seg = data[ihl:]
-    if proto == 17 and seg[off:off + 2] == b"\0\0":
-        return data  # UDP without a checksum: nothing to break
-    pseudo = b"" if proto == 1 else data[12:20] + struct.pack("!BBH", 0, proto, len(seg))
-    if _sum16(pseudo + seg) != 0xFFFF:
-        return data  # already wrong
-    out = bytearray(data)
-    out[ihl + off + 1] ^= 0x01
-    return bytes(out)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

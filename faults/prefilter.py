@@ -1,14 +1,17 @@
-"""Struct prefilter: classify an IPv4 packet from NFQUEUE without scapy (STYLE rule 7).
+"""Struct prefilter: classify an IPv4 or IPv6 packet from NFQUEUE without scapy (STYLE rule 7).
 
 Theory of operation: every queued packet goes through :func:`classify`, which reads the IPv4
-header, the TCP/UDP ports or ICMP, and, for TCP port 988 (``LNET_ACCEPTOR_PORT``), peeks at the
-start of the TCP payload with the offsets of ``nodes/lnd/wire.py``:
+header (or the fixed 40-byte IPv6 one; a packet with extension headers is not classified),
+the TCP/UDP ports or ICMP, and, for TCP port 988 (``LNET_ACCEPTOR_PORT``), peeks at the start
+of the TCP payload with the offsets of ``nodes/lnd/wire.py``:
 
 * ``0xacce7100`` (acceptor connreq, 16 bytes) optionally followed by a hello, or
   ``LNET_PROTO_MAGIC`` (ksock hello) -> LNet type ``HELLO``;
 * a ksock_msg_hdr of type ``KSOCK_MSG_LNET`` (0xc1) followed by at least the first 32 bytes of
   ``lnet_hdr_nid4`` -> its type (ACK/PUT/GET/REPLY/HELLO), dest/src NID, and for PUT/GET the
   portal (``ptl_index`` in the union);
+* on IPv6 (socklnd V4, ``nodes/lnd/wire6.py``) the same with ``lnet_hdr_nid16``: 20-byte
+  ``struct lnet_nid`` NIDs, read as ``faults.unit6.nid_key`` values;
 * anything else on port 988 (a NOOP, or a segment that continues a message) -> LNet type None.
 
 This peek sees only the *first* message of a segment, because TCP keeps no message
@@ -21,10 +24,12 @@ The interposer therefore follows each connection's stream (``faults/flowtrack.py
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from dataclasses import dataclass
 
 from faults.flowtrack import LNetMsg
+from faults.unit6 import nid16_key, nid_key
 from nodes.lnd.wire import (
     KSOCK_MSG_HDR_SIZE,
     KSOCK_MSG_LNET,
@@ -35,14 +40,16 @@ from nodes.lnd.wire import (
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.nid import NID
 
-_IP_PROTO = {1: "icmp", 6: "tcp", 17: "udp"}
+_IP_PROTO = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmp"}
 _TYPES = {int(t): t.name for t in MsgType}
-_LNET_FIXED = struct.Struct("<QQIIII")
+_NIDS = struct.Struct("<QQ")
 #: ptl_index offset in lnet_hdr_nid4: after ack_wmd, match_bits, hdr_data (PUT) or
 #: return_wmd, match_bits (GET), in the union that starts at byte 32
 _PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _U32 = struct.Struct("<I")
 _SEQ = struct.Struct("!I")
+#: lnet_hdr_nid16: the PUT/GET ptl_index (the union starts after two 20-byte NIDs and 16 bytes)
+_PORTAL_OFF16 = {int(MsgType.PUT): 56 + 32, int(MsgType.GET): 56 + 24}
 
 
 @dataclass(slots=True)
@@ -62,6 +69,7 @@ class Pkt:
     portal: int | None = None
     tcp_flags: int = 0
     seq: int = 0
+    v6: bool = False  # IPv6: its socklnd stream is V4 (lnet_hdr_nid16)
 
     @property
     def is_lnet(self) -> bool:
@@ -73,12 +81,18 @@ def _ip(b: bytes, off: int) -> str:
 
 
 def classify(data: bytes) -> Pkt | None:
-    """Classify raw IPv4 bytes; None for non-IPv4 or truncated headers."""
-    if len(data) < 20 or data[0] >> 4 != 4:
+    """Classify raw IPv4 or IPv6 bytes; None for other or truncated headers."""
+    if len(data) >= 40 and data[0] >> 4 == 6:
+        ihl, nxt = 40, data[6]
+        pkt = Pkt(_IP_PROTO.get(nxt, f"ip{nxt}"), str(ipaddress.IPv6Address(data[8:24])),
+                  str(ipaddress.IPv6Address(data[24:40])), l4_off=40, v6=True)
+    elif len(data) >= 20 and data[0] >> 4 == 4:
+        ihl = (data[0] & 0x0F) * 4
+        pkt = Pkt(_IP_PROTO.get(data[9], f"ip{data[9]}"), _ip(data, 12), _ip(data, 16),
+                  l4_off=ihl)
+    else:
         return None
-    ihl = (data[0] & 0x0F) * 4
-    proto = _IP_PROTO.get(data[9], f"ip{data[9]}")
-    pkt = Pkt(proto, _ip(data, 12), _ip(data, 16), l4_off=ihl)
+    proto = pkt.proto
     if proto == "icmp":
         pkt.l4_off = ihl + 8
     elif proto == "udp" and len(data) >= ihl + 8:
@@ -96,6 +110,8 @@ def classify(data: bytes) -> Pkt | None:
 
 
 def _peek_lnet(data: bytes, pkt: Pkt) -> None:
+    """The first message of a port-988 segment: ``lnet_hdr_nid4`` on IPv4 (socklnd V3), the
+    96-byte ``lnet_hdr_nid16`` on IPv6 (V4: two 20-byte NIDs before the same fields)."""
     off = pkt.l4_off
     if len(data) < off + 4:
         return
@@ -103,31 +119,43 @@ def _peek_lnet(data: bytes, pkt: Pkt) -> None:
     if first in (LNET_PROTO_ACCEPTOR_MAGIC, LNET_PROTO_MAGIC):
         pkt.lnet_type = "HELLO"
         return
-    if first != KSOCK_MSG_LNET or len(data) < off + KSOCK_MSG_HDR_SIZE + _LNET_FIXED.size:
+    h = off + KSOCK_MSG_HDR_SIZE
+    fixed = h + 40 if pkt.v6 else h + 16  # dest_pid, src_pid, type, payload_length
+    if first != KSOCK_MSG_LNET or len(data) < fixed + 16:
         return
-    dest, src, _dp, _sp, mtype, _plen = _LNET_FIXED.unpack_from(data, off + KSOCK_MSG_HDR_SIZE)
+    mtype = _U32.unpack_from(data, fixed + 8)[0]
     name = _TYPES.get(mtype)
     if name is None:
         return
-    pkt.lnet_type, pkt.dst_nid, pkt.src_nid = name, dest, src
-    poff = _PORTAL_OFF.get(mtype)
-    if poff is not None and len(data) >= off + KSOCK_MSG_HDR_SIZE + poff + 4:
-        pkt.portal = _U32.unpack_from(data, off + KSOCK_MSG_HDR_SIZE + poff)[0]
+    if pkt.v6:
+        pkt.dst_nid, pkt.src_nid = nid16_key(data, h), nid16_key(data, h + 20)
+        poff = _PORTAL_OFF16.get(mtype)
+    else:
+        pkt.dst_nid, pkt.src_nid = _NIDS.unpack_from(data, h)
+        poff = _PORTAL_OFF.get(mtype)
+    pkt.lnet_type = name
+    if poff is not None and len(data) >= h + poff + 4:
+        pkt.portal = _U32.unpack_from(data, h + poff)[0]
 
 
 class Matcher:
-    """A rule's ``match`` compiled against integers (NIDs as nid4), for the hot path."""
+    """A rule's ``match`` compiled against integers (NIDs as ``unit6.nid_key``: a small NID's
+    nid4, a large one's key beyond 64 bits), for the hot path."""
 
     def __init__(self, match: dict[str, object], local_nids: list[str] | None = None) -> None:
         self.proto = str(match.get("proto", "any"))
         self.types = frozenset(str(t) for t in match.get("type", ()) or ())  # type: ignore[union-attr]
-        self.src_nid = NID.parse(str(match["src_nid"])).nid4 if match.get("src_nid") else None
-        self.dst_nid = NID.parse(str(match["dst_nid"])).nid4 if match.get("dst_nid") else None
+        self.src_nid = nid_key(NID.parse(str(match["src_nid"]))) if match.get("src_nid") \
+            else None
+        self.dst_nid = nid_key(NID.parse(str(match["dst_nid"]))) if match.get("dst_nid") \
+            else None
         self.portal = match.get("portal")
         self.port = match.get("port")
         self.peer = match.get("peer")
         self.forwarded = bool(match.get("forwarded"))
-        self.local = frozenset(NID.parse(n).nid4 for n in local_nids or ())
+        # a large NID as V4 carries it, and as a V3 hop carries it (lnet_nid_to_nid4)
+        nids = [NID.parse(n) for n in local_nids or ()]
+        self.local = frozenset([*map(nid_key, nids), *(n.nid4 for n in nids)])
         self.needs_header = bool(self.types or self.src_nid is not None
                                  or self.dst_nid is not None or self.portal is not None
                                  or self.forwarded)

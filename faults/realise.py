@@ -95,6 +95,8 @@ def _node_rules(spec: FaultSpec, site: Site, act: Activation, target: tuple[str,
     node = site.nodes[spec.node or ""]
     out: list[Resource] = []
     for tool in _tools(node.ips):
+        if tool == "ip6tables":  # ip6tables names ICMPv6 so
+            extra = ["ipv6-icmp" if x == "icmp" else x for x in extra]
         for chain, ifopt in _chains(spec.direction):
             iface = [ifopt, spec.iface] if spec.iface else ["!", ifopt, "lo"]
             out.append(IptablesRule(node=node.name, ns_pid=node.ns_pid, rule=rule(
@@ -116,9 +118,6 @@ def _tools(ips: tuple[str, ...]) -> list[str]:
 
 def _interposed(spec: FaultSpec, site: Site, act: Activation) -> list[Resource]:
     node = site.nodes[spec.node or ""]
-    if any(":" in n.partition("@")[0] for n in node.nids):
-        raise FaultError(f"{spec.kind}: node {node.name} has large (IPv6) NIDs; the NFQUEUE "
-                         "interposer decodes IPv4 and lnet_hdr_nid4 only (not built yet)")
     base = f"{site.fault_dir}/{act.fid}-{act.k}"
     inter = InterposerSpec(kind=spec.kind, params=spec.params, seed=act.seed + act.k,
                            match=spec.match, queue=act.queue,

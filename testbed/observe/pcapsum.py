@@ -14,7 +14,9 @@ connection whose sending address is the header's source NID (so a router's forwa
 which keeps the originator's source NID, is not one) with a type, MD cookie (``wmd``: the
 originating node's interface cookie and MD) and match bits already seen; a resend may leave
 from another rail to another peer NI, so the NIDs are not part of the key. PUTs without an
-ACK carry no cookie and are not counted.
+ACK carry no cookie and are not counted. A connection over IPv6 speaks socklnd V4 (large NIDs,
+``lnet_hdr_nid16``): its streams are cut and decoded by ``pcapsum6.units16`` and counted the
+same way (a V4 stream whose start the capture missed is named, not resynchronised).
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ from nodes.lnd.wire import (
     LNET_PROTO_ACCEPTOR_MAGIC,
     LNET_PROTO_MAGIC,
 )
+from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
+from testbed.observe.pcapsum6 import units16
 
 _NO_COOKIE = 0xFFFF_FFFF_FFFF_FFFF
 #: longest stream prefix searched for a message boundary when the capture missed the start
@@ -69,6 +73,7 @@ class _Flow:
     segments: list[tuple[int, float, bytes]] = field(default_factory=list)
     rst: int = 0
     first: float = 0.0
+    v6: bool = False  # over IPv6: socklnd V4 (testbed/observe/pcapsum6.py)
 
 
 @dataclass
@@ -167,24 +172,20 @@ class _Decoder:
         self.sum = Summary()
         self.flows: dict[tuple[str, int, str, int], _Flow] = {}
         self.seen: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._ipv6 = 0
 
     def packet(self, pkt: Any, t: float) -> None:
         self.sum.packets += 1
-        if TCP in pkt and IPv6 in pkt and LNET_ACCEPTOR_PORT in (pkt[TCP].sport,
-                                                                 pkt[TCP].dport):
-            self._ipv6 += 1  # socklnd V4 over IPv6 (large NIDs): not decoded yet, said so
-            return
-        if TCP not in pkt or IP not in pkt:
+        l3 = IPv6 if IPv6 in pkt else IP
+        if TCP not in pkt or l3 not in pkt:
             return
         tcp = pkt[TCP]
         if LNET_ACCEPTOR_PORT not in (tcp.sport, tcp.dport):
             return
         self.sum.lnet_segments += 1
-        key = (pkt[IP].src, int(tcp.sport), pkt[IP].dst, int(tcp.dport))
+        key = (pkt[l3].src, int(tcp.sport), pkt[l3].dst, int(tcp.dport))
         flow = self.flows.get(key)
         if flow is None:
-            flow = self.flows[key] = _Flow(first=t)
+            flow = self.flows[key] = _Flow(first=t, v6=l3 is IPv6)
         flags = int(tcp.flags)
         if flags & 0x02:  # SYN
             flow.isn = (int(tcp.seq) + 1) & 0xFFFF_FFFF
@@ -195,10 +196,6 @@ class _Decoder:
             flow.segments.append((int(tcp.seq), t, payload))
 
     def finish(self) -> Summary:
-        if self._ipv6:
-            self.sum.undecoded.append(
-                f"{self._ipv6} TCP segments on port {LNET_ACCEPTOR_PORT} over IPv6 (socklnd V4, "
-                "large NIDs): not decoded yet")
         conns: dict[tuple[str, int, str, int], dict[str, Any]] = {}
         for key, flow in sorted(self.flows.items(), key=lambda kv: kv[1].first):
             src, sport, dst, dport = key
@@ -211,7 +208,10 @@ class _Decoder:
                 self.sum.resets.append({"from": f"{src}:{sport}", "to": f"{dst}:{dport}",
                                         "count": flow.rst})
             data, starts, times = _stream(flow, name, self.sum.undecoded)
-            self._units(data, starts, times, (name, src), conn, client, flow.isn is None)
+            if flow.v6:
+                self._units16(data, starts, times, (name, src), conn, client, flow.isn is None)
+            else:
+                self._units(data, starts, times, (name, src), conn, client, flow.isn is None)
         self.sum.connections = list(conns.values())
         self.sum.resends = [r for r in self.seen.values() if r["times"] > 1]
         return self.sum
@@ -254,8 +254,37 @@ class _Decoder:
             self.sum.noops += 1
             return
         hdr = pkt[LNetHdr]
+        self._message(hdr, _nid(hdr.src_nid), _nid(hdr.dest_nid), t, where)
+
+    def _units16(self, data: bytes, starts: list[int], times: list[float],
+                 where: tuple[str, str], conn: dict[str, Any], client: bool,
+                 unsynced: bool) -> None:
+        """A socklnd V4 stream (IPv6): the same accounting as V3's, units from
+        ``pcapsum6.units16``."""
+        if unsynced:
+            self.sum.undecoded.append(f"{where[0]}: capture started mid-stream (socklnd V4: "
+                                      "not resynchronised)")
+            return
+        try:
+            for pos, _n, u in units16(data):
+                t = times[max(0, bisect.bisect_right(starts, pos) - 1)] if times else 0.0
+                if u.kind == "connreq":
+                    conn["connreq_nid"] = u.nid
+                elif u.hello is not None:
+                    h = u.hello
+                    conn["hello" if client else "hello_reply"] = (
+                        f"v{h.version} {h.src_nid} -> {h.dst_nid} ctype {h.ctype} "
+                        f"incarnation {h.src_incarnation:#x}")
+                elif u.hdr is not None:
+                    self._message(u.hdr, u.hdr.src_nid, u.hdr.dest_nid, t, where)
+                else:
+                    self.sum.noops += 1
+        except (ValueError, WireProtocolError) as exc:
+            self.sum.undecoded.append(f"{where[0]}: {exc}")
+
+    def _message(self, hdr: Any, src: str, dst: str, t: float, where: tuple[str, str]) -> None:
+        """One LNet message (V3 scapy layer or V4 ``Hdr16``): counted, resends found."""
         mtype = MSG_TYPES.get(int(hdr.type), str(hdr.type))
-        src, dst = _nid(hdr.src_nid), _nid(hdr.dest_nid)
         self.sum.messages[(mtype, src, dst)] += 1
         self.sum.bytes += int(hdr.payload_length or 0)
         if mtype in ("PUT", "GET"):

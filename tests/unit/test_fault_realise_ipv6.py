@@ -1,14 +1,11 @@
 """Faults on nodes with IPv6 addresses (large NIDs, issue 26 item 8): DROP rules on IPv6
-traffic are ip6tables rules; the NFQUEUE interposer (IPv4 and lnet_hdr_nid4 only) is refused
-on a node with large NIDs."""
+traffic are ip6tables rules; the NFQUEUE kinds queue IPv6 traffic through ip6tables too."""
 
 from __future__ import annotations
 
-import pytest
-
 from faults.realise import Activation, NodeSite, Site, resources_for
-from faults.resources import IptablesRule
-from faults.spec import FaultError, parse_fault
+from faults.resources import Interposer, IptablesRule
+from faults.spec import parse_fault
 
 SITE = Site(nodes={
     "c1": NodeSite(name="c1", ns_pid=11, interfaces=("eth0",), ips=("2001:db8:16::1",),
@@ -40,8 +37,20 @@ def test_blackhole_on_a_node_with_ipv6_drops_both_families() -> None:
                                                  "iptables"]
 
 
-def test_interposer_refused_on_large_nids_in_one_line() -> None:
-    with pytest.raises(FaultError, match="c1 has large \\(IPv6\\) NIDs") as info:
-        resources_for(parse_fault({"kind": "loss", "node": "c1", "rate": 0.5}, nodes=NODES),
-                      SITE, ACT)
-    assert "\n" not in str(info.value)
+def test_interposer_on_large_nids_queues_both_families() -> None:
+    """The NFQUEUE kinds work on a node with large NIDs: the interposer (IPv4 and IPv6,
+    socklnd V3 and V4) and an NFQUEUE rule per table and chain."""
+    out = resources_for(parse_fault({"kind": "loss", "node": "c1", "rate": 0.5,
+                                     "direction": "both"}, nodes=NODES), SITE, ACT)
+    assert isinstance(out[0], Interposer)
+    assert out[0].interposer.local_nids == ("2001:db8:16::1@tcp6",)
+    rules = [(r.tool, r.rule) for r in out if isinstance(r, IptablesRule)]
+    assert sorted(tool for tool, _ in rules) == ["ip6tables", "ip6tables", "iptables",
+                                                 "iptables"]
+    assert all("NFQUEUE" in rule for _, rule in rules)
+
+
+def test_icmp_match_is_ipv6_icmp_in_ip6tables() -> None:
+    rules = _rules({"kind": "loss", "node": "c1", "rate": 0.5, "match": {"proto": "icmp"}})
+    protos = {tool: rule[rule.index("-p") + 1] for tool, rule in rules}
+    assert protos == {"iptables": "icmp", "ip6tables": "ipv6-icmp"}

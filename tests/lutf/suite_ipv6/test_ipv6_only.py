@@ -111,12 +111,3 @@ def test_partition_cuts_ipv6_traffic(tb: Any) -> None:
     finally:
         tb.fault.delete(f["id"])
     advance_until(tb, lambda: c1.lctl(f"ping {S1[0]}").rc == 0, 30, "ping after the partition")
-
-
-@pytest.mark.mininet_only("the NFQUEUE interposer: the simulator's loss acts on NIDs")
-def test_interposed_fault_refused_on_large_nids(tb: Any) -> None:
-    """The NFQUEUE interposer decodes IPv4 and lnet_hdr_nid4 only: a loss fault on a node
-    with large NIDs is refused in one line rather than letting IPv6 packets through."""
-    with pytest.raises(Exception, match="large \\(IPv6\\) NIDs") as info:
-        tb.fault.loss(node="c1", rate=0.5)
-    assert "\n" not in str(info.value)
