@@ -343,13 +343,21 @@ class Fabric(Paths):
             self._unanswered(name, act, rc, delay)
             return
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency...
-            if rc == -ENETUNREACH and self.established(name, act):  # ...but on a conn: held
-                self.held(name, act, delay)
+            if rc == -ENETUNREACH and self.established(name, act) and self._routed_pair(act):
+                self.held(name, act, delay)  # ...but on a conn the host has no route for: held
             else:
                 self._fail_at(self.now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
             return
         if not self.hold:  # (held: queued for ever) the pair's decision goes with it
             heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act, link))
+
+    def _routed_pair(self, act: Transmit) -> bool:
+        """Whether both ends sit on modelled segments, so -ENETUNREACH is the sending host's
+        lost route (Linux holds the connection's writes, ``Paths.held``); a fabric without
+        segments (the engine-level unit fabrics: no L2, no routing table) uses -ENETUNREACH
+        for a peer that is simply gone, and its sends fail as before explore2's fix."""
+        segment = self.segment
+        return act.ni in segment and act.lpni in segment
 
     def _deliver(self, name: str, act: Transmit) -> None:
         arrival = self._arrival  # (the heap entry: the pair's decision unless since stale)
