@@ -58,8 +58,9 @@ demo:
 test: venv native
 	$(VENV)/bin/ruff check nodes testbed faults tests benchmarks vagrant/tests
 	$(VENV)/bin/mypy --strict $(MYPY_PATHS)
-	$(PY) -m pytest -n auto -p no:cacheprovider -m "not lxc_guests" \
+	$(PY) -m pytest -n auto -p no:cacheprovider -m "not lxc_guests and not idle_host" \
 	  --junitxml=reports/junit.xml --lnet-trace=reports/trace.md
+	$(PY) -m pytest -p no:cacheprovider -m idle_host tests/lutf --junitxml=reports/junit-idle.xml
 	LNET_TESTBED_PURE_PYTHON=1 $(PY) -m pytest -n auto -p no:cacheprovider -q $(PURE_TESTS)
 	$(PY) -m pytest tests/lutf --lnet-backend=sim -n auto -p no:cacheprovider -m "not lxc_guests" \
 	  --junitxml=reports/junit-sim.xml --lnet-trace=reports/trace-sim.md

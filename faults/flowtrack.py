@@ -63,7 +63,7 @@ from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNET_PID_LUSTRE, LNET_PID_US
 #: Bytes of an LNET unit read before it is classified (ksock_msg_hdr + lnet_hdr_nid4).
 HEAD_MAX = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE
 #: Bytes of a header kept across segments: V3's or V4's (lnet_hdr_nid16), the larger.
-_KEEP = max(HEAD_MAX, LNET_FRAME_HEAD16)
+KEEP_MAX = max(HEAD_MAX, LNET_FRAME_HEAD16)
 #: Units remembered per flow for retransmitted segments.
 HISTORY = 16
 #: Flows followed at once; the least recently seen is forgotten beyond.
@@ -266,12 +266,12 @@ class FlowTracker:
         pos = flow.end - start  # may be negative: the header began in an earlier segment
         while pos < n:
             if flow.head:
-                buf: bytes | memoryview = flow.head + bytes(data[:_KEEP])
+                buf: bytes | memoryview = flow.head + bytes(data[:KEEP_MAX])
                 base = -len(flow.head)
             else:
                 buf, base = data, 0
             length, msg = parse_unit(buf, pos - base, wide=flow.wide)
-            if length == _NEED:  # every unit is known from its first _KEEP bytes
+            if length == _NEED:  # every unit is known from its first KEEP_MAX bytes
                 flow.head = bytes(buf[pos - base:])
                 return out
             flow.head = b""
@@ -330,7 +330,7 @@ class FlowTracker:
         found = next(iter(scan(buf, limit=1, wide=flow.wide)), None)
         if found is None:
             self.counters["unsynced_bytes"] += len(data)
-            keep = bytes(buf[-(_KEEP - 1):])
+            keep = bytes(buf[-(KEEP_MAX - 1):])
             flow.tail, flow.nxt = keep, -1 - (start + len(data))
             return []
         self.counters["resyncs"] += 1
