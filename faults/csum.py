@@ -2,14 +2,17 @@
 
 Theory of operation: a corrupted segment keeps a valid checksum (``csum: fix``, so the bits
 reach LNet: RFC 793/768 pseudo-header for IPv4, RFC 8200 §8.1 for IPv6) or gets one sure to be
-wrong (``csum: bad``, so the receiver's kernel drops it). Only the fixed IPv6 header is read
-(``prefilter.classify`` does not classify a packet with extension headers).
+wrong (``csum: bad``, so the receiver's kernel drops it). An IPv6 packet's extension headers
+are walked (``faults/ip6ext.py``) to its upper-layer header, and a routing header's final
+destination goes in the pseudo-header (RFC 8200 §8.1); a fragment is left as it is.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+
+from faults import ip6ext
 
 #: checksum offset in the L4 header: TCP, UDP, ICMP, ICMPv6
 _CSUM_OFF = {6: 16, 17: 6, 1: 2, 58: 2}
@@ -25,10 +28,14 @@ def _sum16(data: bytes) -> int:
 
 
 def _l3(data: bytes) -> tuple[int, int, Callable[[int], bytes]]:
-    """(header length, L4 protocol, pseudo-header of an L4 length)."""
+    """(header length, L4 protocol, pseudo-header of an L4 length); an IPv6 fragment or
+    unreadable chain is protocol -1 (no checksum touched)."""
     if data[0] >> 4 == 6:
-        proto = data[6]
-        return 40, proto, lambda n: data[8:40] + struct.pack("!IxxxB", n, proto)
+        chain = ip6ext.walk(data)
+        if isinstance(chain, str):
+            return len(data), -1, lambda n: b""
+        proto, dst = chain.proto, chain.final_dst or data[24:40]
+        return chain.off, proto, lambda n: data[8:24] + dst + struct.pack("!IxxxB", n, proto)
     proto = data[9]
     if proto == 1:  # ICMPv4 has no pseudo-header
         return (data[0] & 0x0F) * 4, proto, lambda n: b""

@@ -10,20 +10,23 @@ means no traffic, never silently unfaulted traffic). Packets we inject ourselves
 RSTs) carry ``fwmark`` :data:`MARK` and the rules skip that mark.
 
 Per packet: :func:`faults.prefilter.classify` (struct only), the rule's
-:class:`~faults.prefilter.Matcher`, then :class:`faults.decide.Decider`; non-matching packets
-are accepted at once. When the rule has LNet keys (type, NIDs, portal, forwarded), every
-segment of a socklnd connection goes through :class:`faults.flowtrack.FlowTracker`, and the
-segment matches when one of the messages it carries bytes of does (issue 32 item 2). Held
-packets (delay, reorder, stall) keep their verdict pending in the
-kernel (netfilterqueue lets a verdict be given after the callback); a heap releases them on
-time. Scapy is imported only to forge RSTs (STYLE rule 7).
+:class:`~faults.prefilter.Matcher`, then :class:`faults.decide.Decider`; non-matching
+packets are accepted at once, and so is a segment an ``rst`` fault could not reset with
+(:func:`resettable`: a SYN, FIN or RST). An IPv6 packet with extension headers is classified
+past its chain (``faults/ip6ext.py``); a fragment is not (counted ``v6_fragments``). When
+the rule has LNet keys (type, NIDs, portal, forwarded), every segment of a socklnd
+connection goes through :class:`faults.flowtrack.FlowTracker`, and the segment matches when
+one of the messages it carries bytes of does (issue 32 item 2). Held packets (delay,
+reorder, stall) keep their verdict pending in the kernel (netfilterqueue lets a verdict be
+given after the callback); a heap releases them on time. Scapy is imported only to forge
+RSTs (STYLE rule 7).
 
 Counters (seen, matched, accepted, dropped, delayed, reordered, duplicated, corrupted,
-stalled, rst, held now; with a tracker also lnet_segments, messages, messages_matched,
-resyncs, gaps, rescanned, evicted, flows, flow_bytes) and the first :data:`DECISION_LOG`
-verdict letters go to ``COUNTERS.json`` twice a second, at exit, and at once on SIGUSR1
-(``faults.resources.read_counters(fresh=True)``: counters current when read; each write
-bumps ``writes``). SIGTERM: release held packets (a stall ends by
+stalled, rst, v6_fragments, v6_unclassified, held now; with a tracker also lnet_segments,
+messages, messages_matched, resyncs, gaps, rescanned, evicted, flows, flow_bytes) and the
+first :data:`DECISION_LOG` verdict letters go to ``COUNTERS.json`` twice a second, at exit,
+and at once on SIGUSR1 (``faults.resources.read_counters(fresh=True)``: counters current
+when read; each write bumps ``writes``). SIGTERM: release held packets (a stall ends by
 letting its packets go), write counters, unbind, exit 0.
 """
 
@@ -42,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from faults import decide
+from faults import decide, ip6ext
 from faults.csum import break_l4_checksum, fix_l4_checksum
 from faults.flowtrack import FlowTracker
 from faults.interposer_spec import InterposerSpec
@@ -68,9 +71,10 @@ class Interposer:
         self.decider = decide.Decider(spec.kind, dict(spec.params), spec.seed)
         self.counters = {k: 0 for k in ("seen", "matched", "accepted", "dropped", "delayed",
                                         "reordered", "duplicated", "corrupted", "stalled",
-                                        "rst")}
+                                        "rst", ip6ext.FRAGMENTED, ip6ext.UNREADABLE)}
         #: rules with LNet keys follow every socklnd stream (faults/flowtrack.py)
         self.tracker = FlowTracker() if self.matcher.needs_header else None
+        self.rst = spec.kind == "rst"
         self.lnet = {"lnet_segments": 0, "messages_matched": 0}
         self.writes = 0
         self.decisions: list[str] = []
@@ -87,7 +91,10 @@ class Interposer:
         self.counters["seen"] += 1
         data = qpkt.get_payload()
         pkt = classify(data)
-        if pkt is None or not self._matches(pkt, data):
+        if pkt is not None and pkt.v6 and data[6] in ip6ext.EXT_HEADERS:
+            pkt = self._classify_ext(data)
+        if pkt is None or not self._matches(pkt, data) \
+                or (self.rst and not resettable(pkt)):
             self._release(qpkt)
             return
         self.counters["matched"] += 1
@@ -96,6 +103,21 @@ class Interposer:
         if len(self.decisions) < DECISION_LOG:
             self.decisions.append(v.action)
         self._apply(qpkt, data, pkt, v, now)
+
+    def _classify_ext(self, data: bytes) -> Pkt | None:
+        """An IPv6 packet with extension headers: classified past its chain
+        (``faults/ip6ext.py``), offsets into ``data``; a fragment or an unreadable chain is
+        counted and not classified."""
+        chain = ip6ext.walk(data)
+        if isinstance(chain, str):
+            self.counters[chain] += 1
+            return None
+        pkt = classify(ip6ext.strip(data, chain))
+        if pkt is not None:
+            shift = chain.off - ip6ext.FIXED
+            pkt.l4_off += shift
+            pkt.tcp_off += shift if pkt.tcp_off else 0
+        return pkt
 
     def _matches(self, pkt: Pkt, data: bytes) -> bool:
         tracker = self.tracker
@@ -263,6 +285,17 @@ class Interposer:
                 "held": len(self.timed) + len(self.gapped) + len(self.stalled),
                 "decisions": "".join(self.decisions), "pid": os.getpid(), "t": time.time(),
                 "writes": self.writes}
+
+
+def resettable(pkt: Pkt) -> bool:
+    """Whether an RST forged from segment ``pkt`` kills its connection: an established one's
+    segment (ACK set; no SYN, FIN or RST). A SYN has no ``ack`` to give its sender's
+    ``rcv_nxt`` (that end would get an RST with sequence 0, ignored) and its receiver has no
+    connection yet: dropping it only delays the connect (the SYN is retransmitted). So a
+    connect racing the fault (Multi-Rail opening a connection from another NI) does not use
+    up the fault's ``count`` on a reset nobody sees (the open bug of
+    test_rst_on_large_nids_resets_both_ends_and_socklnd_reconnects, 2026-12-03)."""
+    return pkt.proto == "tcp" and pkt.tcp_flags & 0x17 == 0x10
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -81,18 +81,15 @@ def test_duplicate_on_large_nids_each_message_received_once(tb: Any) -> None:
     assert abs(c["duplicated"] / c["matched"] - 0.5) <= 0.05, c
 
 
-def test_rst_on_large_nids_resets_both_ends_and_socklnd_reconnects(
-        tb: Any, request: pytest.FixtureRequest) -> None:
+def test_rst_on_large_nids_resets_both_ends_and_socklnd_reconnects(tb: Any) -> None:
     """``rst``: RSTs forged as IPv6/TCP reach both ends (ksocknal_close_conn_and_siblings on
     ECONNRESET, logged by both daemons); the next ping reconnects.
 
-    Open bug on Mininet (2026-12-03): run after this module's other tests it passes; run
-    alone (as ``-n auto`` may place it) the interposer counts the one RST it forged but
-    neither daemon logs a reset. Until found, the Mininet run is an expected failure that may
-    pass; the simulator's run asserts."""
-    if request.config.getoption("--lnet-backend") == "mininet":
-        request.applymarker(pytest.mark.xfail(reason="open bug: forged IPv6 RST not seen "
-                                              "when this test runs alone (docstring)"))
+    Regression (2026-12-03, Mininet, this test run alone): Multi-Rail connects from c1's
+    second NI (2001:db8:7::1) to s1 through eth0 while the fault is added; the fault used its
+    one RST on that SYN (seq 0 to the connecting end, no connection at the other: nobody
+    reset, the SYN retransmitted). The interposer now resets with an established segment
+    only (``faults.interposer.resettable``)."""
     from testbed.pytest.plugin import wait_for
 
     c1, s1 = tb.node("c1"), tb.node("s1")

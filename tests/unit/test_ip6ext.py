@@ -1,0 +1,160 @@
+"""IPv6 extension headers on the interposer's path (issue 26 item 8, faults on large NIDs):
+packets forged with scapy's ``IPv6ExtHdr*`` layers carry a socklnd V4 PUT behind hop-by-hop,
+routing and destination options headers; ``faults/ip6ext.py`` walks the chain to the TCP
+header at the offset scapy's own dissection finds, the interposer classifies the segment and
+its stream tracker reads the PUT, a fragment is counted (``v6_fragments``) and not classified,
+a hostile chain ends in ``v6_unclassified``, and ``corrupt``'s checksum uses a routing
+header's final destination (RFC 8200 §8.1) as scapy does. ``rst`` resets with an established
+segment only (``faults.interposer.resettable``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from scapy.layers.inet import TCP
+from scapy.layers.inet6 import (
+    IPv6,
+    IPv6ExtHdrDestOpt,
+    IPv6ExtHdrFragment,
+    IPv6ExtHdrHopByHop,
+    IPv6ExtHdrRouting,
+)
+from scapy.packet import Raw
+
+from faults import ip6ext
+from faults.csum import break_l4_checksum, fix_l4_checksum
+from faults.interposer import Interposer, resettable
+from faults.interposer_spec import InterposerSpec
+from faults.prefilter import classify
+from faults.spec import parse_match, parse_params
+from nodes.lnd import wire6
+from nodes.lnet.hdr import LNetHdr, MsgType, WireHandle
+from nodes.lnet.nid import NID
+from tests.unit.test_interposer_streams import _Queued
+
+A = NID.parse("2001:db8:16::1@tcp")
+B = NID.parse("2001:db8:16::2@tcp")
+HOPS = ["2001:db8:99::1", "2001:db8:99::2"]
+
+CHAINS: dict[str, list[Any]] = {
+    "hop-by-hop": [IPv6ExtHdrHopByHop()],
+    "routing": [IPv6ExtHdrRouting(addresses=HOPS, segleft=0)],
+    "destination options": [IPv6ExtHdrDestOpt()],
+    "all three": [IPv6ExtHdrHopByHop(), IPv6ExtHdrDestOpt(),
+                  IPv6ExtHdrRouting(addresses=HOPS, segleft=0), IPv6ExtHdrDestOpt()],
+}
+
+
+def _put(size: int = 64) -> bytes:
+    hdr = LNetHdr(dest_nid=B, src_nid=A, dest_pid=12345, src_pid=12345, type=MsgType.PUT,
+                  payload_length=size, wmd=WireHandle(1, 2), match_bits=9, ptl_index=52,
+                  offset=0)
+    return wire6.pack_lnet_head(hdr) + bytes(size)
+
+
+def _segment(exts: list[Any], payload: bytes = b"", flags: str = "PA", seq: int = 1000,
+             dst: str = "2001:db8:16::2") -> bytes:
+    pkt: Any = IPv6(src="2001:db8:16::1", dst=dst)
+    for ext in exts:
+        pkt = pkt / ext.copy()
+    return bytes(pkt / TCP(sport=1023, dport=988, flags=flags, seq=seq, ack=5) / Raw(payload))
+
+
+def _interposer(kind: str, match: dict[str, Any], **params: Any) -> Interposer:
+    return Interposer(InterposerSpec(kind=kind, params=parse_params(kind, params), seed=1,
+                                     match=parse_match(match), queue=1,
+                                     counters="/nonexistent"))
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_is_walked_to_the_tcp_header_where_scapy_finds_it(name: str) -> None:
+    raw = _segment(CHAINS[name], _put())
+    chain = ip6ext.walk(raw)
+    assert isinstance(chain, ip6ext.Chain), chain
+    tcp_at = len(raw) - len(IPv6(raw)[TCP])
+    assert (chain.proto, chain.off, chain.count) == (6, tcp_at, len(CHAINS[name]))
+    assert classify(raw) is not None and classify(raw).proto != "tcp"  # the fixed header alone
+    assert classify(ip6ext.strip(raw, chain)).proto == "tcp"
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_put_behind_extension_headers_is_classified_and_matched(name: str) -> None:
+    """A ``type: PUT`` rule (stream tracker on: socklnd V4) drops the PUT segment with
+    extension headers as it drops the same segment without them."""
+    for exts in ([], CHAINS[name]):
+        ip = _interposer("loss", {"type": "PUT"}, rate=1.0)
+        q = _Queued(_segment(exts, _put()))
+        ip.on_packet(q)
+        assert q.verdict == "drop", (name, exts, ip.snapshot())
+        assert ip.snapshot()["messages_matched"] == 1
+
+
+def test_fragment_is_counted_and_not_classified() -> None:
+    ip = _interposer("loss", {"type": "PUT"}, rate=1.0)
+    whole = IPv6(src="2001:db8:16::1", dst="2001:db8:16::2") / IPv6ExtHdrFragment(
+        id=7, m=1, offset=0) / TCP(sport=1023, dport=988, flags="PA") / Raw(_put())
+    q = _Queued(bytes(whole))
+    ip.on_packet(q)
+    snap = ip.snapshot()
+    assert q.verdict == "accept" and snap["v6_fragments"] == 1 and snap["matched"] == 0, snap
+    assert ip6ext.walk(bytes(whole)) == ip6ext.FRAGMENTED
+
+
+def test_hostile_chains_end_in_a_reason() -> None:
+    """Truncated headers, a chain longer than MAX_EXT, ESP, "no next header": bounded walks,
+    counted ``v6_unclassified`` by the interposer, the packet let through."""
+    long_chain = _segment([IPv6ExtHdrDestOpt() for _ in range(ip6ext.MAX_EXT + 1)], b"x")
+    routed = _segment(CHAINS["routing"], b"x")
+    esp = bytearray(_segment([], b"x" * 40))
+    esp[6] = ip6ext.ESP
+    nothing = bytearray(_segment([IPv6ExtHdrDestOpt()], b""))
+    nothing[40] = ip6ext.NO_NEXT
+    for raw in (long_chain, routed[:50], bytes(esp), bytes(nothing), routed[:39]):
+        assert ip6ext.walk(raw) == ip6ext.UNREADABLE
+    ip = _interposer("loss", {"proto": "tcp"}, rate=1.0)
+    q = _Queued(long_chain)
+    ip.on_packet(q)
+    assert q.verdict == "accept" and ip.snapshot()["v6_unclassified"] == 1
+    assert ip6ext.walk(_segment([IPv6ExtHdrDestOpt() for _ in range(ip6ext.MAX_EXT)],
+                                b"x")) != ip6ext.UNREADABLE
+
+
+def _csum_ok(raw: bytes) -> bool:
+    pkt = IPv6(raw)
+    sent = pkt[TCP].chksum
+    del pkt[TCP].chksum
+    return bool(IPv6(bytes(pkt))[TCP].chksum == sent)
+
+
+@pytest.mark.parametrize("segleft", [0, 2])
+def test_checksum_behind_a_routing_header_uses_the_final_destination(segleft: int) -> None:
+    """RFC 8200 §8.1: with segments left, the pseudo-header's destination is the routing
+    header's last address (scapy's ``in6_chksum`` computes it so)."""
+    exts = [IPv6ExtHdrHopByHop(), IPv6ExtHdrRouting(addresses=HOPS, segleft=segleft)]
+    raw = _segment(exts, b"payload " * 5)
+    assert _csum_ok(raw)
+    flipped = raw[:-1] + b"!"
+    assert not _csum_ok(flipped)
+    assert _csum_ok(fix_l4_checksum(flipped))
+    assert not _csum_ok(break_l4_checksum(fix_l4_checksum(flipped)))
+    frag = bytes(IPv6(dst="2001:db8::2") / IPv6ExtHdrFragment(m=1) / TCP() / Raw(b"x"))
+    assert fix_l4_checksum(frag) == frag
+
+
+def test_rst_is_forged_from_an_established_segment_not_a_syn() -> None:
+    """Regression of test_rst_on_large_nids_resets_both_ends_and_socklnd_reconnects (Mininet,
+    2026-12-03): a SYN racing the fault (Multi-Rail connecting from another NI) must not use
+    up ``count: 1``; the next established segment is the one reset (and dropped)."""
+    ip = _interposer("rst", {"proto": "tcp"}, count=1)
+    forged: list[bytes] = []
+    ip._inject = lambda data, v6=False: forged.append(data)  # type: ignore[method-assign]
+    syn, fin = _Queued(_segment([], flags="S", seq=77)), _Queued(_segment([], flags="FA"))
+    data = _Queued(_segment([], _put(), seq=4242))
+    for q in (syn, fin, data):
+        ip.on_packet(q)
+    assert (syn.verdict, fin.verdict, data.verdict) == ("accept", "accept", "drop")
+    assert ip.snapshot()["rst"] == 1
+    assert [IPv6(f)[TCP].seq for f in forged] == [4242, 5]
+    assert all(IPv6(f)[TCP].flags == "R" for f in forged)
+    assert not resettable(classify(_segment([], flags="RA")))
