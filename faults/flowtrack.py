@@ -46,7 +46,7 @@ from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from faults.unit6 import parse_unit16
+from faults.unit6 import HEAD16, PORTAL_OFF16, connreq16, hello16, lnet_fixed16
 from nodes.lnd.wire import (
     CONNREQ_SIZE,
     HELLO_SIZE,
@@ -57,13 +57,12 @@ from nodes.lnd.wire import (
     LNET_PROTO_ACCEPTOR_MAGIC,
     LNET_PROTO_MAGIC,
 )
-from nodes.lnd.wire6 import LNET_FRAME_HEAD16
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNET_PID_LUSTRE, LNET_PID_USERFLAG, MsgType
 
 #: Bytes of an LNET unit read before it is classified (ksock_msg_hdr + lnet_hdr_nid4).
 HEAD_MAX = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE
 #: Bytes of a header kept across segments: V3's or V4's (lnet_hdr_nid16), the larger.
-KEEP_MAX = max(HEAD_MAX, LNET_FRAME_HEAD16)
+KEEP_MAX = max(HEAD_MAX, HEAD16)
 #: Units remembered per flow for retransmitted segments.
 HISTORY = 16
 #: Flows followed at once; the least recently seen is forgotten beyond.
@@ -108,42 +107,58 @@ def parse_unit(b: bytes | memoryview, off: int, strict: bool = False, wide: bool
                ) -> tuple[int, LNetMsg | None]:
     """(length, message) of the unit at ``b[off:]``; length ``_NEED`` or ``_BAD``.
 
-    A NOOP ksock_msg is a unit without a message. ``strict`` (scanning out of step) also
-    wants LNet's pids and a hello with a plausible version. ``wide``: a socklnd V4 stream
-    (an IPv6 connection, 16-byte NIDs), read by ``faults.unit6``."""
-    if wide:
-        return parse_unit16(b, off, strict, LNetMsg)
+    The one framing of both socklnd protocols: the first word names the unit, ``wide`` (a
+    socklnd V4 stream: an IPv6 connection, 16-byte NIDs) says whose layout it has (V4's are
+    read by ``faults.unit6``). A NOOP ksock_msg is a unit without a message. ``strict``
+    (scanning out of step) also wants LNet's pids and a connreq of a known version."""
     avail = len(b) - off
     if avail < 4:
         return _NEED, None
     first = _U32.unpack_from(b, off)[0]
     if first == KSOCK_MSG_LNET:
-        if avail < HEAD_MAX:
+        head = HEAD16 if wide else HEAD_MAX
+        if avail < head:
             return _NEED, None
-        dest, src, dpid, spid, mtype, plen = _FIXED.unpack_from(b, off + KSOCK_MSG_HDR_SIZE)
+        h = off + KSOCK_MSG_HDR_SIZE
+        dest, src, dpid, spid, mtype, plen = lnet_fixed16(b, h) if wide \
+            else _FIXED.unpack_from(b, h)
         name = _TYPES.get(mtype)
-        if name is None or plen > LNET_MTU or (strict and not (_pid_ok(dpid) and _pid_ok(spid))):
+        if name is None or dest is None or src is None or plen > LNET_MTU \
+                or (strict and not (_pid_ok(dpid) and _pid_ok(spid))):
             return _BAD, None
-        poff = _PORTAL_OFF.get(mtype)
-        portal = None if poff is None else _U32.unpack_from(b, off + KSOCK_MSG_HDR_SIZE + poff)[0]
-        return HEAD_MAX + plen, LNetMsg(name, src, dest, portal)
+        poff = (PORTAL_OFF16 if wide else _PORTAL_OFF).get(mtype)
+        portal = None if poff is None else _U32.unpack_from(b, h + poff)[0]
+        return head + plen, LNetMsg(name, src, dest, portal)
     if first == KSOCK_MSG_NOOP and not strict:
         return (KSOCK_MSG_HDR_SIZE, None) if avail >= KSOCK_MSG_HDR_SIZE else (_NEED, None)
     if first == LNET_PROTO_ACCEPTOR_MAGIC:
-        if avail < CONNREQ_SIZE:
-            return _NEED, None
-        if strict and _U32.unpack_from(b, off + 4)[0] != 1:
-            return _BAD, None
-        return CONNREQ_SIZE, LNetMsg("HELLO", None, _CONNREQ_NID.unpack_from(b, off + 8)[0])
+        length, nid = connreq16(b, off, avail) if wide else _connreq(b, off, avail, strict)
+        return (length, LNetMsg("HELLO", None, nid)) if length > 0 else (length, None)
     if first == LNET_PROTO_MAGIC:
-        if avail < HELLO_SIZE:
-            return _NEED, None
-        nips = _U32.unpack_from(b, off + HELLO_SIZE - 4)[0]
-        if nips > LNET_INTERFACES_NUM:
-            return _BAD, None
-        src, dest = _HELLO_NIDS.unpack_from(b, off + 8)
-        return HELLO_SIZE + 4 * nips, LNetMsg("HELLO", src, dest)
+        length, src, dest = hello16(b, off, avail) if wide else _hello(b, off, avail)
+        return (length, LNetMsg("HELLO", src, dest)) if length > 0 else (length, None)
     return _BAD, None
+
+
+def _connreq(b: bytes | memoryview, off: int, avail: int, strict: bool
+             ) -> tuple[int, int | None]:
+    """V3's acceptor connreq (16 bytes, a nid4): (length, NID)."""
+    if avail < CONNREQ_SIZE:
+        return _NEED, None
+    if strict and _U32.unpack_from(b, off + 4)[0] != 1:
+        return _BAD, None
+    return CONNREQ_SIZE, _CONNREQ_NID.unpack_from(b, off + 8)[0]
+
+
+def _hello(b: bytes | memoryview, off: int, avail: int) -> tuple[int, int | None, int | None]:
+    """V3's ksock hello (56 + 4 * ``nips`` bytes): (length, src, dest)."""
+    if avail < HELLO_SIZE:
+        return _NEED, None, None
+    nips = _U32.unpack_from(b, off + HELLO_SIZE - 4)[0]
+    if nips > LNET_INTERFACES_NUM:
+        return _BAD, None, None
+    src, dest = _HELLO_NIDS.unpack_from(b, off + 8)
+    return HELLO_SIZE + 4 * nips, src, dest
 
 
 class _Flow:

@@ -2,7 +2,7 @@
 
 Theory of operation (issue 26 item 8): an IPv6 connection speaks KSOCK_PROTO_V4
 (``ksocknal_create_conn``: V4 on AF_INET6), whose units the V3 scapy layers cannot dissect.
-:func:`units16` cuts a V4 stream with ``faults.unit6.parse_unit16`` (connreq v2, the 80-byte
+:func:`units16` cuts a V4 stream with ``faults.flowtrack.parse_unit`` (connreq v2, the 80-byte
 hello, ksock_msg + ``lnet_hdr_nid16``) and decodes each with the daemons' own codec
 (``nodes/lnd/wire6.py``: ``unpack_connreq``, ``unpack_hello``, ``unpack_hdr``), yielding
 values with the attribute names the V3 path reads from scapy (``src_nid``, ``dest_nid``,
@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from faults.flowtrack import LNetMsg
-from faults.unit6 import parse_unit16
+from faults.flowtrack import parse_unit
 from nodes.lnd import wire, wire6
 from nodes.lnd.wire import KSOCK_MSG_HDR_SIZE, LNET_PROTO_ACCEPTOR_MAGIC, LNET_PROTO_MAGIC
 
@@ -50,7 +49,7 @@ def units16(data: bytes, pos: int = 0) -> Iterator[tuple[int, int, Unit16]]:
     stream ends inside of. Raises ``WireProtocolError``/``ValueError`` on bytes that are no
     V4 unit."""
     while pos < len(data):
-        length, _msg = parse_unit16(data, pos, False, LNetMsg)
+        length, _msg = parse_unit(data, pos, wide=True)
         if length == -1 or pos + length > len(data):
             return
         if length < 0:
