@@ -27,12 +27,13 @@ messages, messages_matched, resyncs, gaps, rescanned, evicted, flows, flow_bytes
 first :data:`DECISION_LOG` verdict letters go to ``COUNTERS.json`` twice a second, at exit,
 and at once on SIGUSR1 (``faults.resources.read_counters(fresh=True)``: counters current
 when read; each write bumps ``writes``). SIGTERM: release held packets (a stall ends by
-letting its packets go), write counters, unbind, exit 0.
+letting its packets go), write counters, unbind, exit 0. Timing: a held packet's release
+lateness (``late_us_p50``/``p95``/``max`` over the last :data:`LATE_KEPT`); the timed kinds'
+interposer runs SCHED_FIFO (``faults/timely.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import ipaddress
 import json
@@ -45,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from faults import decide, ip6ext
+from faults import decide, ip6ext, timely
 from faults.csum import break_l4_checksum, fix_l4_checksum
 from faults.flowtrack import FlowTracker
 from faults.interposer_spec import InterposerSpec
@@ -56,10 +57,10 @@ MARK = 0x4C4E
 #: How many verdict letters are kept for replay checks.
 DECISION_LOG = 4096
 COUNTER_PERIOD = 0.5
-#: Niceness of the interposer (root): it must release held packets on time.
-NICE = -10
 #: Held packets are capped (the kernel's queue maxlen is 1024 by default).
 MAX_HELD = 4000
+#: Release latenesses kept for the ``late_us_*`` percentiles (the most recent ones).
+LATE_KEPT = 1024
 
 
 class Interposer:
@@ -81,6 +82,7 @@ class Interposer:
         self.timed: list[tuple[float, int, Any]] = []  # (release time, seq, packet)
         self.gapped: list[list[Any]] = []  # [packets left to pass, packet]
         self.stalled: list[Any] = []
+        self.late: list[float] = []  # seconds a held packet's verdict came after its time
         self.seq = 0
         self.raw: dict[int, socket.socket] = {}
         self.t0 = time.monotonic()
@@ -207,8 +209,13 @@ class Interposer:
 
     def release_due(self) -> None:
         now = time.monotonic() - self.t0
+        lateness = self.late
         while self.timed and self.timed[0][0] <= now:
-            self._release(heapq.heappop(self.timed)[2])
+            until, _seq, qpkt = heapq.heappop(self.timed)
+            self._release(qpkt)
+            lateness.append(time.monotonic() - self.t0 - until)
+        if len(lateness) > LATE_KEPT:
+            del lateness[:len(lateness) - LATE_KEPT]
         late = [item for item in self.gapped if item[2] <= now]
         if late:
             self.gapped = [item for item in self.gapped if item[2] > now]
@@ -281,6 +288,7 @@ class Interposer:
         if self.tracker is not None:
             extra = {**self.lnet, **self.tracker.counters, "flows": len(self.tracker.flows),
                      "flow_bytes": self.tracker.flow_bytes()}
+        extra.update(timely.lateness(self.late))
         return {**self.counters, **extra,
                 "held": len(self.timed) + len(self.gapped) + len(self.stalled),
                 "decisions": "".join(self.decisions), "pid": os.getpid(), "t": time.time(),
@@ -324,10 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from netfilterqueue import NetfilterQueue
 
-    # timely verdicts: netem would run in softirq context; on a loaded host a nice-0 process
-    # wakes late for a held packet's release (measured ~1.2 ms at load 17 on 2 cores)
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
+    timely.prioritise(spec.kind)
     counters_path = Path(spec.counters)
     ip = Interposer(spec)
     stop = {"now": False, "flush": False}

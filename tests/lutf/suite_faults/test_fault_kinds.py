@@ -93,23 +93,36 @@ def _runnable() -> int:
 def delay(tb: Any) -> None:
     """20 ms more delay on the ping's GET adds 20 ms to the median round trip. The reference
     is a 1 ms delay, not none: a held GET lets both daemons fall asleep, and waking them on
-    a loaded host costs ~1 ms that no delay setting should be blamed for."""
-    load = _runnable()
-    if not _sim(tb) and load > (os.cpu_count() or 1):
-        pytest.skip(f"a 1 ms bound on round trips needs an idle host: {load} tasks runnable on "
-                    f"{os.cpu_count()} CPUs wake the daemons milliseconds late")
+    a loaded host costs ~1 ms that no delay setting should be blamed for.
+
+    On Mininet the interposer's own part is held to 1 ms whatever the load: each held GET's
+    verdict within 1 ms of its due time at p95 (its ``late_us_p95`` counter; SCHED_FIFO,
+    faults/timely.py). benchmarks/fault_delay.py, 2026-12-03, 20 runnable tasks on 2 CPUs:
+    p95 0.14-0.89 ms (nice -10 alone, 11 runnable: 1.9-5.1 ms). What is left of a round
+    trip's excess is the two daemons' and this client's wake-ups after sleeping through the
+    hold (normal tasks: a 21 ms sleep overslept p95 3.8 ms at that load, 0.1 ms real-time),
+    so the round-trip bound needs an idle host and is skipped, after the interposer's
+    check, when it is not."""
     c1 = tb.node("c1")
     medians = []
     for ms in (1.0, 21.0):
         f = tb.fault.delay(node="c1", delay=ms, match={"type": "GET"})
         medians.append(_rtt(tb, c1, 50))
-        tb.fault.delete(f["id"])
+        c = tb.fault.delete(f["id"])["counters"]
+        if not _sim(tb):
+            assert c["delayed"] >= 50 and c["late_us_p95"] <= 1000, (ms, c)
     added = (medians[1] - medians[0]) * 1000
     if _sim(tb):  # the virtual clock: exact
         assert abs(added - 20.0) <= 1.0, medians
-    else:  # never less than asked; waking two daemons on a busy 2-core host in a parallel
-        # suite measured up to +1.2 ms more (make test, 2026-12-03): 3 ms of slack above
-        assert -1.0 <= added - 20.0 <= 3.0, medians
+        return
+    load = _runnable()
+    if load > (os.cpu_count() or 1):
+        pytest.skip(f"round trips need an idle host (the interposer's lateness was checked): "
+                    f"{load} tasks runnable on {os.cpu_count()} CPUs wake the daemons "
+                    f"milliseconds late")
+    # never less than asked; waking two daemons on a busy 2-core host in a parallel suite
+    # measured up to +1.2 ms more (make test, 2026-12-03): 3 ms of slack above
+    assert -1.0 <= added - 20.0 <= 3.0, medians
 
 
 def rst(tb: Any) -> None:
