@@ -332,9 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from netfilterqueue import NetfilterQueue
 
-    timely.prioritise(spec.kind)
+    realtime = timely.prioritise(spec.kind)
     counters_path = Path(spec.counters)
     ip = Interposer(spec)
+    ip.counters["realtime"] = int(realtime)  # SCHED_FIFO granted (faults/timely.py)
     stop = {"now": False, "flush": False}
 
     def on_term(_sig: int, _frame: object) -> None:

@@ -66,6 +66,10 @@ def _sim(tb: Any) -> bool:
     return type(tb).__name__.startswith("Sim")
 
 
+def _mininet(tb: Any) -> bool:
+    return type(tb).__name__.startswith("Mininet")
+
+
 def loss(tb: Any) -> None:
     c1 = tb.node("c1")
     f = tb.fault.loss(node="c1", rate=0.1, seed=4, match=PUT52)
@@ -98,7 +102,8 @@ def delay(tb: Any) -> None:
     On Mininet the interposer's own part is held to 1 ms whatever the load: each held GET's
     verdict within 1 ms of its due time at p95 (its ``late_us_p95`` counter; SCHED_FIFO,
     faults/timely.py). benchmarks/fault_delay.py, 2026-12-03, 20 runnable tasks on 2 CPUs:
-    p95 0.14-0.89 ms (nice -10 alone, 11 runnable: 1.9-5.1 ms). What is left of a round
+    p95 0.14-0.89 ms (nice -10 alone, 11 runnable: 1.9-5.1 ms). A guest that refuses SCHED_FIFO
+    (counter ``realtime`` 0, LXC: 7.3 ms p95 at 1 ms) is not held to it. What is left of a round
     trip's excess is the two daemons' and this client's wake-ups after sleeping through the
     hold (normal tasks: a 21 ms sleep overslept p95 3.8 ms at that load, 0.1 ms real-time),
     so the round-trip bound needs an idle host and is skipped, after the interposer's
@@ -108,9 +113,11 @@ def delay(tb: Any) -> None:
     for ms in (1.0, 21.0):
         f = tb.fault.delay(node="c1", delay=ms, match={"type": "GET"})
         medians.append(_rtt(tb, c1, 50))
-        c = tb.fault.delete(f["id"])["counters"]
-        if not _sim(tb):
-            assert c["delayed"] >= 50 and c["late_us_p95"] <= 1000, (ms, c)
+        deleted = tb.fault.delete(f["id"])
+        c = deleted.get("counters", {})
+        if not _sim(tb) and (c.get("realtime") or _mininet(tb)):  # (sim: exact, no
+            # interposer; a guest may refuse SCHED_FIFO: nice alone, no bound then)
+            assert c["realtime"] == 1 and c["delayed"] >= 50 and c["late_us_p95"] <= 1000, c
     added = (medians[1] - medians[0]) * 1000
     if _sim(tb):  # the virtual clock: exact
         assert abs(added - 20.0) <= 1.0, medians
