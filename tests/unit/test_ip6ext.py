@@ -158,3 +158,17 @@ def test_rst_is_forged_from_an_established_segment_not_a_syn() -> None:
     assert [IPv6(f)[TCP].seq for f in forged] == [4242, 5]
     assert all(IPv6(f)[TCP].flags == "R" for f in forged)
     assert not resettable(classify(_segment([], flags="RA")))
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_capture_side_reads_the_payload_behind_the_chain(name: str) -> None:
+    """``testbed capture --summary`` (testbed/observe/pcapsum.py) takes ``bytes(tcp.payload)``
+    of scapy's dissection with the LNet layers bound (faults/lnet_layers.py, on TCP port
+    988): behind any chain it is the V4 stream's bytes, as ``ip6ext.walk`` finds them."""
+    import faults.lnet_layers  # noqa: F401  (binds KsockMsg on port 988)
+
+    raw = _segment(CHAINS[name], _put())
+    chain = ip6ext.walk(raw)
+    assert isinstance(chain, ip6ext.Chain)
+    tcp = IPv6(raw)[TCP]
+    assert bytes(tcp.payload) == _put() == raw[chain.off + 20:]
