@@ -17,11 +17,12 @@ import signal
 import sys
 from pathlib import Path
 
-from nodes.daemon import etchosts, fusefs, lnetctl_config, memprobe
+from nodes.daemon import etchosts, fusefs, memprobe
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
 from nodes.daemon.control import ControlServer, CurveServer
-from nodes.daemon.modparam_files import ModParams
 from nodes.daemon.runtime import NodeRuntime
+from nodes.dlc.verbs import lnetctl_config
+from nodes.dlc.verbs.modparam_files import ModParams
 from nodes.lnet.errors import LNetConfigError
 
 

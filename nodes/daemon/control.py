@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lst_verb
 from nodes.daemon.clientwatch import ClientWatch, source_fd
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL, NodeRuntime
 from nodes.dlc import request as frontend
 from nodes.dlc.limits import MAX_REQUEST_BYTES
+from nodes.dlc.verbs import lst_verb
 from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU

@@ -35,7 +35,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from nodes.daemon.modparam_files import MODULES, PARAMS, ROOT, ModParams, Param, ParamError
+from nodes.dlc.verbs.modparam_files import MODULES, PARAMS, ROOT, ModParams, Param, ParamError
 
 log = logging.getLogger("sysfs")
 

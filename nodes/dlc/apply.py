@@ -10,7 +10,7 @@ command's ``add``/``del``/``set`` entry. What each branch follows: ``net add`` -
 ``set_value_helper``/``yaml_lnet_config_ni_value``; ``peer add|del`` -> ``lnet_add_peer_ni``/
 ``lnet_del_peer_ni``; ``route add|del`` -> ``lnet_add_route``/``lnet_del_route`` per gateway,
 stopping at the first refusal as ``lnet_genl_parse_route`` does; ``udsp`` -> udsp.c;
-``set`` -> ``nodes/daemon/lnetctl_set.py``.
+``set`` -> ``nodes/dlc/verbs/lnetctl_set.py``.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
     if down is not None:
         return down
     if isinstance(cmd, C.SetTunable):
-        from nodes.daemon import lnetctl_set
+        from nodes.dlc.verbs import lnetctl_set
 
         if cmd.name == "multi_rail":
             return lnetctl_set.set_multi_rail(rt, cmd.value)

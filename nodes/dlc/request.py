@@ -23,12 +23,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
 from nodes.dlc import debuglog
 from nodes.dlc.apply import apply
 from nodes.dlc.commands import CommandError, from_fields
 from nodes.dlc.importfile import content_error
 from nodes.dlc.limits import argv_error
+from nodes.dlc.verbs import lctl_cmd, lnetctl_cmd
 
 if TYPE_CHECKING:
     from nodes.driver import Runtime as NodeRuntime

@@ -1,6 +1,6 @@
 """LNetAddPeer and the primary lock (peer.c ``LNetAddPeer``, ``lnet_peer_add``,
 ``lnet_peer_force_merge``, ``lnet_peer_add_nid``; nodes/lnet/addpeer.py), ``lctl
-add_uuid``/``del_uuid`` (nodes/daemon/lctl_uuid.py), and the non-MR preferred NI forgotten when
+add_uuid``/``del_uuid`` (nodes/dlc/verbs/lctl_uuid.py), and the non-MR preferred NI forgotten when
 a peer turns Multi-Rail (``lnet_peer_clr_non_mr_pref_nids``). docs/sanity-lnet.md E16."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from enginekit import C, S, mr2_fabric
 
-from nodes.daemon import lctl_uuid
+from nodes.dlc.verbs import lctl_uuid
 from nodes.lnet import discovery
 from nodes.lnet.addpeer import lock_transfer
 from nodes.lnet.dc_state import BAD_CONFIG, LOCK_PRIMARY

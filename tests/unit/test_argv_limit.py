@@ -60,7 +60,7 @@ def test_lnetctl_with_more_than_1_mib_of_arguments_is_answered(served: Any) -> N
 
 def test_arguments_past_arg_max_are_refused_by_the_client_as_the_daemon_does(
         served: Any) -> None:
-    from nodes.daemon import lnetctl_cmd
+    from nodes.dlc.verbs import lnetctl_cmd
 
     res = served.node("c1").verb("lnetctl", PAST)
     assert res.rc == 256 - 7 and res.out == ""

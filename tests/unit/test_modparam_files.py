@@ -1,4 +1,4 @@
-"""The module parameter files of a node (``nodes/daemon/modparam_files.py``) and the FUSE
+"""The module parameter files of a node (``nodes/dlc/verbs/modparam_files.py``) and the FUSE
 file system serving them (``nodes/daemon/fusefs.py``), issue 26 item 9.
 
 Names and modes are real LNet's (``module_param`` in api-ni.c, router.c, acceptor.c,
@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from nodes.daemon.modparam_files import BY_PATH, PARAMS, ModParams, ParamError, kstrto, parse_path
+from nodes.dlc.verbs.modparam_files import (
+    BY_PATH,
+    PARAMS,
+    ModParams,
+    ParamError,
+    kstrto,
+    parse_path,
+)
 from nodes.lnet.actions import Action
 from nodes.lnet.engine import LNetEngine
 from testbed.sim.sysfs_exec import is_sysfs, run
@@ -166,7 +173,7 @@ def test_fuse_mount_serves_reads_writes_and_errors(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import asyncio, random, sys
         from nodes.daemon.fusefs import ParamFS
-        from nodes.daemon.modparam_files import ModParams
+        from nodes.dlc.verbs.modparam_files import ModParams
         sys.path.insert(0, {str(ROOT / 'tests' / 'unit')!r})
         from test_modparam_files import _Runtime
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from nodes.daemon import lctl_uuid
 from nodes.dlc import debuglog, nodestate
+from nodes.dlc.verbs import lctl_uuid
 
 
 class _Compiled:

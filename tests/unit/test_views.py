@@ -9,7 +9,7 @@ import yaml
 from enginekit import PORTAL, TCP, C, S, mr2_fabric  # noqa: F401
 from enginekit import make_node as _node
 
-from nodes.daemon import lnetctl_cmd
+from nodes.dlc.verbs import lnetctl_cmd
 from nodes.lnet.actions import Action
 from nodes.lnet.counters import GLOBAL_KEYS
 from nodes.lnet.engine import LNetEngine

@@ -18,13 +18,6 @@ import errno as E
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from nodes.daemon import (
-    lnetctl_config,
-    lnetctl_fault,
-    lnetctl_ping,
-    lnetctl_route,
-    lnetctl_show,
-)
 from nodes.dlc import commands as C
 from nodes.dlc.apply import apply
 from nodes.dlc.cmdline import Stop, check_cmd
@@ -35,6 +28,7 @@ from nodes.dlc.limits import argv_error
 from nodes.dlc.nidlist import HOSTS
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.parse import parse
+from nodes.dlc.verbs import lnetctl_config, lnetctl_fault, lnetctl_ping, lnetctl_route, lnetctl_show
 from nodes.echo import clip
 
 if TYPE_CHECKING:

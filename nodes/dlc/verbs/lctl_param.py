@@ -18,10 +18,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_failloc
 from nodes.dlc.cmdline import Stop, options
 from nodes.dlc.nodestate import node_state
 from nodes.dlc.output import Result, exit_code
+from nodes.dlc.verbs import lctl_failloc
 
 if TYPE_CHECKING:
     from nodes.driver import Runtime as NodeRuntime

@@ -28,7 +28,6 @@ import errno as E
 import os
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.lnetctl_import import Ip2netsBlock, import_commands, import_verbs, nids_of
 from nodes.dlc import commands as C
 from nodes.dlc.apply import apply
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, check_cmd, options
@@ -44,6 +43,7 @@ from nodes.dlc.importfile import (
 from nodes.dlc.ip2nets import resolve
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.tunables import parse_long
+from nodes.dlc.verbs.lnetctl_import import Ip2netsBlock, import_commands, import_verbs, nids_of
 from nodes.dlc.yamltoken import yaml_token_error
 from nodes.echo import clip
 from nodes.lnd.modparams import LND_PARAMS, set_lnd_param
@@ -138,7 +138,7 @@ async def _run_all(rt: NodeRuntime, steps: list[Any]) -> Result:
 
 async def _exec(rt: NodeRuntime, doc: Any) -> Result:
     """``import --exec``: run the ``ping:``/``discover:`` entries (``nids: {0: NID}``)."""
-    from nodes.daemon import lnetctl_cmd  # lnetctl_cmd dispatches import: no top import
+    from nodes.dlc.verbs import lnetctl_cmd  # lnetctl_cmd dispatches import: no top import
 
     rc, outs, errs = 0, [], []
     if isinstance(doc, dict):
@@ -256,7 +256,7 @@ async def run(rt: NodeRuntime, obj: str, argv: list[str],
         return error(argv[0] if obj == "udsp" and argv else "manage", obj, -E.ENETDOWN,
                      "LNet is not configured: Network is down")
     if obj == "export":
-        from nodes.daemon import lnetctl_export
+        from nodes.dlc.verbs import lnetctl_export
 
         return await lnetctl_export.run(rt, argv)
     try:
