@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from rtdouble import RuntimeDouble
 
 from nodes.dlc.verbs.modparam_files import (
     BY_PATH,
@@ -27,30 +28,20 @@ from nodes.dlc.verbs.modparam_files import (
     kstrto,
     parse_path,
 )
-from nodes.lnet.actions import Action
 from nodes.lnet.engine import LNetEngine
 from testbed.sim.sysfs_exec import is_sysfs, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class _Runtime:
-    """The three things ``ModParams`` uses of a node runtime."""
-
-    def __init__(self) -> None:
-        self.engine = LNetEngine(rng=random.Random(7))
-        self.actions: list[Action] = []
-
-    def execute(self, actions: list[Action]) -> None:
-        self.actions += actions
-
-    def now(self) -> float:
-        return 0.0
+def _runtime() -> RuntimeDouble:
+    """A node runtime for ``ModParams`` (``rtdouble.py``), its engine seeded."""
+    return RuntimeDouble(LNetEngine(rng=random.Random(7)))
 
 
 @pytest.fixture
 def params() -> ModParams:
-    return ModParams(_Runtime(), [("networks", "tcp(eth0)"), ("ksocklnd.nagle", "1")])  # type: ignore[arg-type]
+    return ModParams(_runtime(), [("networks", "tcp(eth0)"), ("ksocklnd.nagle", "1")])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("name", "mode"), [
@@ -175,10 +166,11 @@ def test_fuse_mount_serves_reads_writes_and_errors(tmp_path: Path) -> None:
         from nodes.daemon.fusefs import ParamFS
         from nodes.dlc.verbs.modparam_files import ModParams
         sys.path.insert(0, {str(ROOT / 'tests' / 'unit')!r})
-        from test_modparam_files import _Runtime
+        from rtdouble import RuntimeDouble
+        from nodes.lnet.engine import LNetEngine
 
         async def main():
-            rt = _Runtime()
+            rt = RuntimeDouble(LNetEngine(rng=random.Random(7)))
             fs = ParamFS(ModParams(rt), {str(tmp_path)!r})
             loop = asyncio.get_running_loop()
             fs.mount(loop)

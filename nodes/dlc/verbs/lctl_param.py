@@ -19,12 +19,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nodes.dlc.cmdline import Stop, options
-from nodes.dlc.nodestate import node_state
 from nodes.dlc.output import Result, exit_code
 from nodes.dlc.verbs import lctl_failloc
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 _DEFAULTS = {"debug": "ioctl neterror warning error emerg ha config console lfsck",
              "subsystem_debug": "all"}
@@ -113,8 +112,8 @@ def _stored(name: str) -> Callable[[NodeRuntime], str]:
 
 
 def _stored_of(rt: Any) -> dict[str, str]:
-    """The node's values of the libcfs parameters set_param stores (``nodestate.py``)."""
-    stored: dict[str, str] = node_state(rt).setdefault("params", {})
+    """The node's values of the libcfs parameters set_param stores (``Runtime.dlc_state``)."""
+    stored: dict[str, str] = rt.dlc_state.setdefault("params", {})
     return stored
 
 

@@ -54,7 +54,7 @@ from nodes.lnet.tunables import MODULE_PARAMS, STRING_MODULE_PARAMS, apply_modul
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 _IMPORT = (LongOpt("add", NO, "a"), LongOpt("del", NO, "d"), LongOpt("show", NO, "s"),
            LongOpt("exec", NO, "e"), LongOpt("old-api", NO, "o"), LongOpt("help", NO, "h"))
@@ -235,16 +235,11 @@ def _apply_lnd_param(rt: NodeRuntime, name: str, value: str) -> None:
     """A socket-side parameter: ``sock_timeout`` is the driver's (``ksocknal_timeout``, on
     every backend); the bulk port is the socklnd's (a simulated node has no sockets: it keeps
     the value and nothing listens)."""
-    driver = getattr(rt, "driver", None)
-    params = getattr(driver, "lnd_params", None)
-    if driver is None or params is None:
-        raise LNetConfigError(-E.EINVAL, f"module parameter {name}: this node has no LND")
-    number = set_lnd_param(params, name, value)
+    number = set_lnd_param(rt.timeouts.lnd_params, name, value)
     if name == "ksocklnd.sock_timeout":
-        driver.set_module_sock_timeout(number)
-    lnd = getattr(rt, "lnd", None)
-    if name == "accept_port_bulk" and lnd is not None:
-        lnd.set_bulk_port(number)
+        rt.timeouts.set_module_sock_timeout(number)
+    if name == "accept_port_bulk":
+        rt.set_bulk_port(number)
 
 
 async def run(rt: NodeRuntime, obj: str, argv: list[str],

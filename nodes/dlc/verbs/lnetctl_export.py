@@ -26,7 +26,7 @@ from nodes.lnet import udsp
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 
 async def _show(rt: NodeRuntime, argv: list[str]) -> dict[str, Any]:

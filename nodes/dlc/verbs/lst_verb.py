@@ -19,7 +19,7 @@ import io
 import socket
 from typing import Any
 
-from nodes.dlc.limits import argv_refusal
+from nodes.limits import argv_refusal
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.selftest import nidlist
@@ -92,7 +92,7 @@ class RuntimeIO:
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
-        self.st: Selftest = rt.driver.upper
+        self.st: Selftest = rt.selftest
 
     async def ioctl(self, opc: str, key: int, args: dict[str, Any]) -> dict[str, Any]:
         await self.rt.share()  # lst's own work before (a NID list expanded) was one step
@@ -136,7 +136,7 @@ async def ioctl(rt: Any, req: dict[str, Any]) -> dict[str, Any]:
 
 async def run(rt: Any, argv: list[str]) -> tuple[int, str, str]:
     """The ``lst`` verb: ``[NAME=VALUE...] COMMAND ARGS...``; (rc, out, err) when done."""
-    refused = argv_refusal("lst", argv)  # what execve would refuse (nodes/dlc/limits.py)
+    refused = argv_refusal("lst", argv)  # what execve would refuse (nodes/limits.py)
     if refused is not None:
         return refused
     env: dict[str, str] = {}
