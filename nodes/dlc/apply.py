@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 UNCONFIGURED_OK = (C.LnetConfigure, C.LnetUnconfigure, C.SetTunable)
 
 
-def not_configured(rt: Any, cmd: C.Command) -> Result | None:
+def not_configured(rt: NodeRuntime, cmd: C.Command) -> Result | None:
     """The error of a command that needs LNet up when it is down, else None."""
     if isinstance(cmd, UNCONFIGURED_OK) or rt.engine.configured:
         return None

@@ -16,7 +16,7 @@ import errno as E
 import fnmatch
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodes.dlc.cmdline import Stop, options
 from nodes.dlc.output import Result, exit_code
@@ -111,7 +111,7 @@ def _stored(name: str) -> Callable[[NodeRuntime], str]:
     return lambda rt: _stored_of(rt).get(name, _DEFAULTS[name])
 
 
-def _stored_of(rt: Any) -> dict[str, str]:
+def _stored_of(rt: NodeRuntime) -> dict[str, str]:
     """The node's values of the libcfs parameters set_param stores (``Runtime.dlc_state``)."""
     stored: dict[str, str] = rt.dlc_state.setdefault("params", {})
     return stored

@@ -218,7 +218,7 @@ class ModParams:
             try:
                 value = kstrto(text, *_RANGE[param.parse])
             except ParamError as e:
-                raise ParamError(E.EINVAL if e.errno == E.EINVAL else e.errno,
+                raise ParamError(e.errno or E.EINVAL,
                                  f"Invalid module parameter value for '{param.name}': "
                                  f"{e.text}") from None
         if param.where == "tunable":
