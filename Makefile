@@ -27,7 +27,7 @@ NATIVE_SRCS := $(shell python3 nodes/native.py 2>/dev/null)
 PURE_TESTS := $(shell grep -lE "from (nodes\.(lnet|lnd|selftest|driver)|testbed\.sim)" \
                 tests/unit/test_*.py 2>/dev/null)
 # What `mypy --strict` checks: the sans-I/O layers and every compiled module
-MYPY_PATHS := nodes/lnet nodes/lnd nodes/o2ib nodes/selftest nodes/driver.py nodes/recorder.py nodes/daemon/runtime.py nodes/native.py testbed/sim/fabric.py \
+MYPY_PATHS := nodes/lnet nodes/lnd nodes/o2ib nodes/selftest nodes/driver.py nodes/lndtimeouts.py nodes/recorder.py nodes/daemon/runtime.py nodes/native.py testbed/sim/fabric.py \
               testbed/sim/links.py testbed/sim/netfaults.py testbed/sim/paths.py \
               testbed/sim/sched.py testbed/sim/simdriver.py testbed/sim/simfabric.py \
               testbed/sim/watched.py testbed/sim/netmodels.py

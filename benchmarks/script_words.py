@@ -24,7 +24,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))  # (before benchmarks/, whose faults.py is a script)
 
-from nodes.dlc.limits import ARG_MAX  # noqa: E402
+from nodes.limits import ARG_MAX  # noqa: E402
 from testbed import shellwords  # noqa: E402
 
 SHAPES: dict[str, Callable[[int], str]] = {

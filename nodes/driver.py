@@ -18,7 +18,8 @@ asyncio node daemon (``nodes/daemon/runtime.py``) and for the simulator's nodes
   drained after every batch of actions; with no sink nobody drains (unit harnesses);
 * ``trace_sink(MsgTrace)``: the engine's message trace (TRACE-SCHEMA.md), turned on in the
   engine only when a sink is given;
-* ``set_lnd_timeout(nid, seconds)``: the LND's own per-NI timeout (socklnd sock_timeout);
+* ``set_lnd_timeout(nid, seconds)``: the LND's own per-NI timeout (socklnd sock_timeout),
+  which ``timeouts`` (``nodes/lndtimeouts.py`` ``LndTimeouts``) keeps in step with LNet;
 * ``recorder`` (``nodes/recorder.py``) and ``arm_sample(at)``: the recorder of issue 16 item 1,
   counted per Transmit (``tx``) and per receive (``receive``), sampled after every batch
   (``maybe_sample``) and from a second timer at ``next_sample()`` (``on_sample_timer``), so a
@@ -35,21 +36,22 @@ that drives LNet itself (``upper``: lnet_selftest, ``nodes/selftest``): its MD e
 it, the actions it returns are carried out after the batch that produced them (a loop, never
 recursion: a loopback RPC completes within one call), and its deadline joins the engine's.
 What LNet decides about the LND timeout (``lnd_timeout`` derived from transaction_timeout
-and retry_count, or an NI's own ``--lnd-timeout``) is kept in step here
-(``sync_lnd_timeouts``, ``set_lnd_timeout``). No asyncio: a waiter is a callable.
+and retry_count, or an NI's own ``--lnd-timeout``) is kept in step by ``timeouts``
+(``nodes/lndtimeouts.py``), asked after a batch that moved those tunables
+(``sync_lnd_timeouts``). No asyncio: a waiter is a callable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Coroutine
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
-from nodes.lnd.modparams import LndParams
+from nodes.lndtimeouts import LndTimeouts
 from nodes.lnet import notify
 from nodes.lnet.actions import Action, Log, MDEvent, MsgTrace, NotifyPeerDown, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived
-from nodes.lnet.nid import LO_NID, NID, Net
+from nodes.lnet.nid import LO_NID, NID
 from nodes.recorder import Recorder
 
 _UNARMED = float("nan")  # the armed deadline of a driver whose timer must be (re)armed
@@ -68,26 +70,6 @@ class UpperLayer(Protocol):
     def on_md_event(self, ev: MDEvent, now: float) -> list[Action]: ...
     def next_deadline(self) -> float | None: ...
     def handle_timer(self, now: float) -> list[Action]: ...
-
-
-class Runtime(Protocol):
-    """What the daemon's command modules (``nodes/daemon/lnetctl_*.py``, ``lctl_cmd.py``)
-    need of a node: ``NodeRuntime`` (daemon) and ``SimRuntime`` (sim) both offer it."""
-
-    engine: LNetEngine
-
-    def now(self) -> float: ...
-    def execute(self, actions: list[Action]) -> None: ...
-
-    def wait_final(self, start: Callable[[], tuple[int, list[Action]]]
-                   ) -> Coroutine[Any, Any, list[MDEvent]]: ...
-    def share(self) -> Coroutine[Any, Any, None]: ...
-
-    def net_add(self, net: Net, interface: str, **kw: Any) -> Coroutine[Any, Any, NID]: ...
-    def net_del(self, net: Net, interface: str | None) -> Coroutine[Any, Any, None]: ...
-    def unconfigure(self) -> Coroutine[Any, Any, None]: ...
-    def set_lnd_timeout(self, net: Net, seconds: int) -> int: ...
-    def lnd_link(self, nid: NID, up: bool) -> bool: ...
 
 
 class NodeDriver:
@@ -115,18 +97,11 @@ class NodeDriver:
         self.md_sink = md_sink
         self.notice_sink = notice_sink
         self.trace_sink = trace_sink
-        self._set_lnd_timeout = set_lnd_timeout
         if trace_sink is not None and hasattr(engine, "trace_messages"):
             engine.trace_messages = True
         self.waiters: dict[int, Waiter] = {}
-        #: per-NI socklnd sock_timeout (``net set --lnd-timeout``); absent = the module's
-        self.sock_timeout: dict[NID, int] = {}
-        #: the socket side's module parameters (nodes/lnd/modparams.py): ksocklnd's
-        #: ``sock_timeout`` (0: LNet's lnd_timeout), lnet's ``accept_port_bulk``
-        self.lnd_params = LndParams()
-        self._lnet_lnd_timeout = engine.tunables.lnd_timeout
-        t = engine.tunables
-        self._lnd_inputs = (t.transaction_timeout, t.retry_count)  # what lnd_timeout is of
+        #: the LND's per-NI timeouts and socket-side module parameters (``lnd_params``)
+        self.timeouts = LndTimeouts(engine, set_lnd_timeout)
         self._armed: float | None = _UNARMED
         self.recorder = recorder
         self.arm_sample = arm_sample
@@ -324,74 +299,24 @@ class NodeDriver:
 
     # ---------------------------------------------------------------- LND timeouts
     def sync_lnd_timeouts(self) -> None:
-        """``ksocknal_timeout()`` = ``sock_timeout ?: lnet_get_lnd_timeout()``: an NI without
-        its own ``--lnd-timeout`` follows LNet's ``lnd_timeout`` (max((tt-1)/(rc+1), 1)) as
-        transaction_timeout and retry_count change (seed 003 hlth-lnd-tx-timeout-from-lnet;
-        the socklnd's ``sock_timeout`` defaults to 0, docs/differences.md)."""
-        t = self.engine.tunables
-        inputs = (t.transaction_timeout, t.retry_count)
-        if inputs == self._lnd_inputs:  # (after every batch: two reads, not the derivation)
-            return
-        self._tail_key = None
-        self._lnd_inputs = inputs
-        derived = t.lnd_timeout
-        if derived == self._lnet_lnd_timeout:
-            return
-        self._lnet_lnd_timeout = derived
-        if self.lnd_params.sock_timeout:
-            return  # every NI without its own timeout follows the module's
-        for ni in self.engine.local_nis():
-            if not ni.is_lo and ni.nid not in self.sock_timeout:
-                ni.lnd_timeout = derived
-                if self._set_lnd_timeout is not None:
-                    self._set_lnd_timeout(ni.nid, float(derived))
-
-    def ksock_timeout(self) -> int:
-        """``ksocknal_timeout()``: the module's ``sock_timeout ?: lnet_get_lnd_timeout()``."""
-        return self.lnd_params.sock_timeout or self.engine.tunables.lnd_timeout
-
-    def set_module_sock_timeout(self, seconds: int) -> None:
-        """ksocklnd's ``sock_timeout`` (module load, or its 0644 file later): every NI
-        without its own ``--lnd-timeout`` takes ``ksocknal_timeout()`` at once."""
-        self.lnd_params.sock_timeout = seconds
-        for ni in self.engine.local_nis():
-            if not ni.is_lo and ni.nid not in self.sock_timeout:
-                ni.lnd_timeout = self.ksock_timeout()
-                if self._set_lnd_timeout is not None:
-                    self._set_lnd_timeout(ni.nid, float(ni.lnd_timeout))
+        """The LND timeouts follow LNet's ``lnd_timeout`` (``LndTimeouts.sync``); when
+        transaction_timeout or retry_count moved, the tail looks again after the next batch."""
+        if self.timeouts.sync():
+            self._tail_key = None
 
     def ni_added(self, nid: NID) -> None:
         """A new NI starts with ``ksocknal_timeout()``. Logged as ``ni_add``."""
-        self.sock_timeout.pop(nid, None)
+        self.timeouts.ni_added(nid)
         ni = self.engine.ni_by_nid(nid)
-        if ni is not None:
-            ni.lnd_timeout = self.ksock_timeout()
-            if self.notice_sink is not None:
-                self.notice_sink("ni_add", {"nid": str(nid), "interface": ni.interface})
+        if ni is not None and self.notice_sink is not None:
+            self.notice_sink("ni_add", {"nid": str(nid), "interface": ni.interface})
 
     def ni_removed(self, nid: NID) -> None:
         """An NI was deleted (``net del``, ``lnet unconfigure``): logged as ``ni_del``, the
         evidence a route through this node may go down for (docs/events.md §1.3)."""
-        self.sock_timeout.pop(nid, None)
+        self.timeouts.ni_removed(nid)
         if self.notice_sink is not None and nid != LO_NID:
             self.notice_sink("ni_del", {"nid": str(nid)})
-
-    def set_lnd_timeout(self, net: Net, seconds: int) -> int:
-        """``lnetctl net set --net N --lnd-timeout S``: the LND timeout of every NI of ``net``
-        (socklnd connect/stale/progress timeout, and the engine's message deadline, spec
-        §3.4); 0 goes back to ``ksocknal_timeout()``. Returns how many NIs changed."""
-        count = 0
-        for ni in self.engine.local_nis():
-            if ni.nid.net == net:
-                if seconds:
-                    self.sock_timeout[ni.nid] = seconds
-                else:  # 0: back to the module's (ksocknal_timeout)
-                    self.sock_timeout.pop(ni.nid, None)
-                ni.lnd_timeout = seconds or self.ksock_timeout()
-                if self._set_lnd_timeout is not None:
-                    self._set_lnd_timeout(ni.nid, float(ni.lnd_timeout))
-                count += 1
-        return count
 
     # ---------------------------------------------------------------- link state
     def link_event(self, nid: NID, up: bool, cause: str = "carrier") -> None:

@@ -52,9 +52,10 @@ COMPILED: dict[str, dict[str, str]] = {
 #: other modules are to the compiled code what another package's are: called through Python's
 #: API, what they return checked at run time (so the digest need not cover them)
 COMPILED_ONLY: dict[str, tuple[str, ...]] = {
-    # the node driver (the node daemon's and the simulator's): once per batch of actions;
+    # the node driver (the node daemon's and the simulator's): once per batch of actions,
+    # with its LND timeouts (``lndtimeouts.py``: after a batch that moved their tunables);
     # the recorder it calls once per message (payload bytes) and per batch (``maybe_sample``)
-    "nodes": ("driver.py", "recorder.py"),
+    "nodes": ("driver.py", "lndtimeouts.py", "recorder.py"),
     # the node daemon's runtime: the socklnd's and the loop timer's callbacks into the driver
     # (several per message: interpreted, ~5 % of a busy lst brw daemon, issue 13)
     "nodes.daemon": ("runtime.py",),

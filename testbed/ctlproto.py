@@ -7,7 +7,7 @@ supervisor, leaving its testbed up with nobody to take it down. Here every reque
 and checked against :data:`REQUESTS` (field -> accepted type, required or not) before a
 handler sees it; what does not fit is refused with one line naming the field, and the
 process goes on serving. Bounds: a request body of at most :data:`MAX_REQUEST_BYTES`, the
-node daemons' bound (``nodes/dlc/limits.py``: every request carrying a largest argv, 2 MiB
+node daemons' bound (``nodes/limits.py``: every request carrying a largest argv, 2 MiB
 as execve's ``ARG_MAX``, fits), refused with an error; a frame past four times that is dropped
 by ZeroMQ unread (``ZMQ_MAXMSGSIZE``, :data:`MAX_FRAME_BYTES`), and the client
 (``nodes/daemon/client.py``) refuses to send a body past the bound, so none of ours goes
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nodes.dlc import limits
+from nodes import limits
 from nodes.echo import shown
 
 #: Largest request body read: one number with the node daemons' (an lnetctl argv of up to

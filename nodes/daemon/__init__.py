@@ -1,5 +1,5 @@
-"""The node daemon: one per emulated node (``__main__``), its runtime, control server and
-the lnetctl/lctl/lst verbs it serves.
+"""The node daemon: one per emulated node (``__main__``), its runtime and control server; the
+lnetctl/lctl/lst verbs it serves live in ``nodes/dlc/verbs``.
 
 ``nodes/native.py`` says which of its modules run compiled (``runtime`` here, with the
 engine): they are picked at import, here, as in ``nodes/__init__.py``.

@@ -17,11 +17,13 @@ import signal
 import sys
 from pathlib import Path
 
-from nodes.daemon import etchosts, fusefs, lnetctl_config, memprobe
+from nodes.daemon import etchosts, fusefs, memprobe
 from nodes.daemon.client import BY_NETNS_DIR, netns_inode
 from nodes.daemon.control import ControlServer, CurveServer
-from nodes.daemon.modparam_files import ModParams
 from nodes.daemon.runtime import NodeRuntime
+from nodes.dlc import request as frontend
+from nodes.dlc.verbs import lnetctl_config, modparam_files
+from nodes.dlc.verbs.modparam_files import ModParams
 from nodes.lnet.errors import LNetConfigError
 
 
@@ -111,8 +113,8 @@ async def _amain(ns: argparse.Namespace) -> int:
         await rt.close()
         return 2
     rt.observe(ns.rundir, ns.node, record_period=ns.record_period, trace=ns.trace_messages)
-    rt.hosts_path = ns.rundir / etchosts.FILE  # the testbed's /etc/hosts view (etchosts.py)
-    server = ControlServer(rt, ns.node, str(sock_path), curve)
+    rt.host.hosts_path = ns.rundir / etchosts.FILE  # the testbed's /etc/hosts view (etchosts.py)
+    server = ControlServer(rt, ns.node, str(sock_path), frontend, curve)
     os.chmod(sock_path, 0o600)
     link = _register(sock_path)
     (nodes_dir / f"{ns.node}.pid").write_text(f"{os.getpid()}\n")
@@ -120,8 +122,8 @@ async def _amain(ns: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.stopping.set)
     logging.getLogger("daemon").info("node %s up (pid %d, seed %d)", ns.node, os.getpid(), seed)
-    sysfs = None if ns.sysfs is None else fusefs.mount_params(ModParams(rt, params, ns.port),
-                                                              loop, ns.sysfs)
+    sysfs = None if ns.sysfs is None else fusefs.mount_params(
+        ModParams(rt, params, ns.port), modparam_files.ROOT, loop, ns.sysfs)
     probe = memprobe.start(ns.node)  # a diagnostic, off unless LNET_MEMPROBE is set
     trimmer = loop.create_task(_trim_heap(), name="malloc_trim")
     try:

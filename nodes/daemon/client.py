@@ -22,7 +22,7 @@ from typing import Any
 import zmq
 import zmq.utils.monitor
 
-from nodes.dlc.limits import MAX_REQUEST_BYTES
+from nodes.limits import MAX_REQUEST_BYTES
 
 #: Where a daemon registers itself by network-namespace inode, so a bare ``lnetctl`` run
 #: inside that namespace (``ip netns exec``/``nsenter``, no env) finds its node.

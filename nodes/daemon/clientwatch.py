@@ -8,7 +8,7 @@ is draft API, absent from the libzmq we ship with), but its socket monitor repor
 frame carries the descriptor it came in on (``ZMQ_SRCFD``). ``ClientWatch.track`` files a
 request's task under that descriptor; when the monitor says the descriptor closed, its tasks
 are cancelled, and whatever they wait on is told (the lst console's wait ends as a signal
-ends it in the kernel: ``nodes/daemon/lst_verb.py``). A killed ``lst`` or a ``testbed``
+ends it in the kernel: ``nodes/dlc/verbs/lst_verb.py``). A killed ``lst`` or a ``testbed``
 command stopped with ^C thus stops its work instead of leaving a 65,536-node transaction
 running for nobody. A descriptor is reused by the kernel only after it closed, and the
 monitor reports the close first, so a request is never cancelled for another's departure

@@ -21,20 +21,19 @@ import asyncio
 import collections
 import json
 import logging
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lst_verb
 from nodes.daemon.clientwatch import ClientWatch, source_fd
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL, NodeRuntime
-from nodes.dlc import request as frontend
-from nodes.dlc.limits import MAX_REQUEST_BYTES
 from nodes.echo import shown
+from nodes.limits import MAX_REQUEST_BYTES
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
@@ -141,10 +140,21 @@ def read_events(offset: Any) -> dict[str, Any]:
             "time": time.time() + skew}
 
 
+class FrontEnd(Protocol):
+    """The node's lnetctl/lctl/dlc/lst request handler (``nodes/dlc/request.py``), handed
+    over by the daemon's entry point (``__main__``): this package imports nothing of
+    ``nodes/dlc``."""
+
+    KINDS: Sequence[str]
+
+    def handle(self, rt: Any, req: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]: ...
+
+
 class ControlServer:
-    def __init__(self, rt: NodeRuntime, node: str, sock_path: str,
+    def __init__(self, rt: NodeRuntime, node: str, sock_path: str, frontend: FrontEnd,
                  curve: CurveServer | None = None) -> None:
         self.rt = rt
+        self.frontend = frontend
         self.node = node
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -238,15 +248,13 @@ class ControlServer:
 
             return {"ok": True, "node": self.node, "pid": os.getpid(),
                     "nids": [str(ni.nid) for ni in self.rt.engine.local_nis()]}
-        if cmd in frontend.KINDS:  # lnetctl/lctl argv, typed DLC commands (nodes/dlc)
-            return await frontend.handle(self.rt, req)
+        if cmd in self.frontend.KINDS:  # lnetctl/lctl argv, typed DLC commands, lst
+            return await self.frontend.handle(self.rt, req)
         if cmd in ("put", "get"):
             return await self._burst(cmd, req)
         if cmd == "flush":  # trace and recorder to their files (a reader is about to look)
             self.rt.flush_observations()
             return {"ok": True}
-        if cmd in lst_verb.VERBS:  # lnet_selftest: lst and its console ioctls
-            return await lst_verb.dispatch(self.rt, req)
         if cmd == "shutdown":
             self.stopping.set()
             return {"ok": True}

@@ -38,8 +38,8 @@ from typing import Any
 
 #: What a daemon imports to start and to serve the bring-up's lnetctl verbs: imported here
 #: once and shared by every child (a module a child imports itself is private to it).
-PRELOAD = ("nodes.daemon.__main__", "nodes.daemon.lnetctl_cmd", "nodes.daemon.lctl_cmd",
-           "nodes.daemon.lnetctl_set", "nodes.daemon.lnetctl_export", "yaml")
+PRELOAD = ("nodes.daemon.__main__", "nodes.dlc.verbs.lnetctl_cmd", "nodes.dlc.verbs.lctl_cmd",
+           "nodes.dlc.verbs.lnetctl_set", "nodes.dlc.verbs.lnetctl_export", "yaml")
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1

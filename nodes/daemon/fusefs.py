@@ -5,7 +5,9 @@ Theory of operation: on Mininet every node has its own mount namespace (Mininet'
 ``setns``). There the daemon mounts this file system on ``/sys/module`` -- only there:
 ``mount_params`` refuses when its mount namespace is the one its starter named as the
 machine's -- holding
-``lnet/parameters`` and ``ksocklnd/parameters`` (``modparam_files.PARAMS``). A ``cat`` or an
+``lnet/parameters`` and ``ksocklnd/parameters`` (``nodes/dlc/verbs/modparam_files.py``
+``PARAMS``, handed over by the daemon's entry point as a ``ParamFiles``: this package imports
+nothing of ``nodes/dlc``; a refusal is an ``OSError`` with the kernel's errno). A ``cat`` or an
 ``echo V >`` inside the node (``testbed exec NODE``, ``mnexec -a PID``) becomes a FUSE
 request the daemon answers between its other work: a read prints the engine's value of the
 moment, a write goes to the engine as ``lnetctl set`` does, and a refused write fails the
@@ -33,9 +35,9 @@ import os
 import stat
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from nodes.daemon.modparam_files import MODULES, PARAMS, ROOT, ModParams, Param, ParamError
+from typing import Protocol
 
 log = logging.getLogger("sysfs")
 
@@ -56,6 +58,27 @@ READ_SIZE = MAX_WRITE + 4096
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MNT_DETACH = 2, 4, 8, 2
 
 
+class Param(Protocol):
+    """One parameter file: ``/sys/module/MODULE/parameters/NAME``, its mode bits."""
+
+    @property
+    def module(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def mode(self) -> int: ...
+
+
+class ParamFiles(Protocol):
+    """The files served (``modparam_files.ModParams``): a refused read or write raises
+    ``OSError`` with the kernel's errno."""
+
+    PARAMS: Sequence[Param]
+
+    def read(self, param: Param) -> str: ...
+    def write(self, param: Param, data: bytes) -> None: ...
+
+
 @dataclass(slots=True)
 class _Node:
     ino: int
@@ -64,8 +87,9 @@ class _Node:
     param: Param | None = None
 
 
-def build_tree() -> dict[int, _Node]:
-    """Inodes of /sys/module: 1 the root, a directory per module and its ``parameters``."""
+def build_tree(files: Sequence[Param]) -> dict[int, _Node]:
+    """Inodes of /sys/module: 1 the root, a directory per module (in the order ``files``
+    names them) and its ``parameters``."""
     nodes = {1: _Node(1, "", {})}
 
     def add(parent: int, name: str, param: Param | None = None) -> int:
@@ -74,9 +98,9 @@ def build_tree() -> dict[int, _Node]:
         nodes[parent].children[name] = ino
         return ino
 
-    for module in MODULES:
+    for module in dict.fromkeys(p.module for p in files):
         params = add(add(1, module), "parameters")
-        for p in PARAMS:
+        for p in files:
             if p.module == module:
                 add(params, p.name, p)
     return nodes
@@ -85,10 +109,10 @@ def build_tree() -> dict[int, _Node]:
 class ParamFS:
     """One node's FUSE session on ``/sys/module`` (see the module docstring)."""
 
-    def __init__(self, params: ModParams, target: str = ROOT) -> None:
+    def __init__(self, params: ParamFiles, target: str) -> None:
         self.params = params
         self.target = target
-        self.nodes = build_tree()
+        self.nodes = build_tree(params.PARAMS)
         self.fd = -1
         self.handles: dict[int, bytes] = {}
         self.next_fh = 1
@@ -145,8 +169,8 @@ class ParamFS:
             return
         try:
             body = self._answer(op, ino, req[IN_HEADER.size:])
-        except ParamError as e:
-            self._reply(unique, -e.errno, b"")
+        except OSError as e:  # a refusal: the kernel's errno
+            self._reply(unique, -(e.errno or E.EIO), b"")
         except (struct.error, ValueError, LookupError) as e:  # never leave a caller hanging
             log.error("sysfs: request %d (opcode %d) refused: %r", unique, op, e)
             self._reply(unique, -E.EIO, b"")
@@ -167,11 +191,11 @@ class ParamFS:
             return struct.pack("<IIIIHHIIHHI28x", 7, min(minor, 31), readahead,
                                FUSE_ATOMIC_O_TRUNC, 16, 12, MAX_WRITE, 1, 0, 0, 0)
         if node is None:
-            raise ParamError(E.ENOENT, "stale inode")
+            raise OSError(E.ENOENT, "stale inode")
         if op == LOOKUP:
             child = node.children.get(body.split(b"\0", 1)[0].decode("utf-8", "replace"))
             if child is None:
-                raise ParamError(E.ENOENT, "no such file")
+                raise OSError(E.ENOENT, "no such file")
             return struct.pack("<QQQQII", child, 0, 3600, 0, 0, 0) + self._attr(child)
         if op in (GETATTR, SETATTR):  # a chmod/truncate changes nothing
             return struct.pack("<QII", 0, 0, 0) + self._attr(ino)
@@ -198,8 +222,8 @@ class ParamFS:
         if op == STATFS:
             return struct.pack("<QQQQQIIII24x", 0, 0, 0, 0, 0, 4096, 255, 4096, 0)
         if op in NAME_OPS:
-            raise ParamError(E.EACCES, "sysfs makes no names")
-        raise ParamError(E.ENOSYS, "not implemented")
+            raise OSError(E.EACCES, "sysfs makes no names")
+        raise OSError(E.ENOSYS, "not implemented")
 
     def _attr(self, ino: int) -> bytes:
         node = self.nodes[ino]
@@ -212,9 +236,9 @@ class ParamFS:
 
     def _open(self, node: _Node, flags: int) -> bytes:
         if node.param is None:
-            raise ParamError(E.EISDIR, "a directory")
+            raise OSError(E.EISDIR, "a directory")
         if flags & os.O_ACCMODE != os.O_RDONLY and not node.param.mode & 0o200:
-            raise ParamError(E.EACCES, "read-only")
+            raise OSError(E.EACCES, "read-only")
         fh, self.next_fh = self.next_fh, self.next_fh + 1
         return struct.pack("<QII", fh, FOPEN_DIRECT_IO, 0)
 
@@ -224,11 +248,11 @@ class ParamFS:
 
     def _write(self, node: _Node, data: bytes) -> bytes:
         if node.param is None:
-            raise ParamError(E.EISDIR, "a directory")
+            raise OSError(E.EISDIR, "a directory")
         try:
             self.params.write(node.param, data)
-        except ParamError as e:
-            log.error("LNetError: %s/%s: %s", node.param.module, node.param.name, e.text)
+        except OSError as e:
+            log.error("LNetError: %s/%s: %s", node.param.module, node.param.name, e.strerror)
             raise
         return struct.pack("<II", len(data), 0)
 
@@ -255,17 +279,17 @@ def mount_namespace() -> int:
         return 0
 
 
-def mount_params(params: ModParams, loop: asyncio.AbstractEventLoop,
+def mount_params(params: ParamFiles, target: str, loop: asyncio.AbstractEventLoop,
                  machine_ns: int) -> ParamFS | None:
-    """Serve ``params`` on /sys/module in this node's own mount namespace; None (one line in
-    the log) when it is ``machine_ns`` (the starter's: the machine's), no /dev/fuse, or the
-    mount is refused."""
+    """Serve ``params`` on ``target`` (/sys/module) in this node's own mount namespace; None
+    (one line in the log) when it is ``machine_ns`` (the starter's: the machine's), no
+    /dev/fuse, or the mount is refused."""
     own = mount_namespace()
     if own == 0 or own == machine_ns:
         log.warning("sysfs: not mounting /sys/module: this process is in the machine's "
                     "mount namespace")
         return None
-    fs = ParamFS(params)
+    fs = ParamFS(params, target)
     try:
         fs.mount(loop)
     except OSError as e:
@@ -275,4 +299,4 @@ def mount_params(params: ModParams, loop: asyncio.AbstractEventLoop,
     return fs
 
 
-__all__ = ["ParamFS", "build_tree", "mount_namespace", "mount_params"]
+__all__ = ["ParamFS", "ParamFiles", "build_tree", "mount_namespace", "mount_params"]

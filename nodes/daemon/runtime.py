@@ -27,6 +27,7 @@ from typing import Any
 
 from nodes import planted, selftest
 from nodes.daemon.eventlog import TraceLog
+from nodes.daemon.host import DaemonHost
 from nodes.daemon.ifaddr import inet_select, interface_ipv4, interface_ipv6
 from nodes.daemon.linkwatch import LinkWatch, interface_subnet
 from nodes.driver import NodeDriver
@@ -68,11 +69,13 @@ def _no_op() -> None:
 class NodeRuntime:
     """Owns the engine, the socklnd and the timer of one emulated node; the engine's actions
     are carried out by the shared ``NodeDriver`` (``nodes/driver.py``), with the loop's clock,
-    the socklnd and a loop timer."""
+    the socklnd and a loop timer. Implements the front end's ``Runtime`` protocol in full
+    (``nodes/dlc/runtime.py``, by shape: this package imports nothing of ``nodes/dlc``)."""
 
     def __init__(self, *, seed: int, port: int = 988) -> None:
         self.loop = asyncio.get_running_loop()
-        self.clock = loop_clock(self.loop)  # the loop's clock (loop.time), read directly
+        #: the loop's clock (loop.time), read directly: the engine's ``now``
+        self.now: Callable[[], float] = loop_clock(self.loop)
         rng = random.Random(seed)
         self.incarnation = rng.getrandbits(63) | 1
         # a test may plant a wrong decision (nodes/planted.py, issue 17)
@@ -91,10 +94,12 @@ class NodeRuntime:
         # testbed event log (nodes/daemon/eventlog.py)
         self.notice_sink: Callable[[str, dict[str, Any]], None] | None = None
         self.driver = NodeDriver(
-            self.engine, now=self.clock, transmit=self._transmit, arm_timer=self._arm_timer,
+            self.engine, now=self.now, transmit=self._transmit, arm_timer=self._arm_timer,
             notify_peer_down=self._notify_peer_down,
             log=_log_line, notice_sink=self._notice,
             set_lnd_timeout=lambda nid, s: self.lnd.set_timeout(s, nid))
+        #: the LND's timeouts and socket-side parameters (``Runtime.timeouts``)
+        self.timeouts = self.driver.timeouts
         # carrier watch (hlt-005/010/025): subnet per NI, learnt while the link is up
         self._subnets: dict[NID, ipaddress.IPv4Network | None] = {}
         self.linkwatch = LinkWatch(nis=self._watched_nis, on_change=self._on_link,
@@ -107,13 +112,11 @@ class NodeRuntime:
         self._trace_flush: asyncio.TimerHandle | None = None
         #: unix time - loop time: the event log's clock (docs/events.md §1)
         self.clock_offset = time.time() - self.loop.time()
-        self.hosts_path: Path | None = None  # host names lnetctl resolves (etchosts.py)
-        #: the DLC verbs' per-node state (nodes/dlc/nodestate.py: no weak reference to a
-        #: compiled object)
+        #: the node around LNet (``Runtime.host``): its namespace's interfaces, the testbed's
+        #: hosts view (``host.hosts_path``), the wall clock of ``lctl dk``
+        self.host = DaemonHost()
+        #: the front end's per-node state (``Runtime.dlc_state``)
         self.dlc_state: dict[str, Any] = {}
-
-    def now(self) -> float:
-        return self.clock()
 
     def _notify_peer_down(self, nid: NID) -> None:
         """``lnd_notify_peer_down``: the socklnd closes the peer's connections on the next
@@ -166,10 +169,6 @@ class NodeRuntime:
             self.driver.recorder.flush()
 
     # ---------------------------------------------------------------- engine plumbing
-    def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """Call an engine entry point that returns actions (or (value, actions))."""
-        return self.driver.run(fn, *args, **kw)
-
     def execute(self, actions: list[Action]) -> None:
         self.driver.execute(actions)
 
@@ -212,7 +211,7 @@ class NodeRuntime:
             loop = self.loop
             self._timer = loop.call_at(deadline, self._on_timer)
             self._timer_at = deadline
-            if deadline - self.clock() < _SELECT_RESOLUTION:
+            if deadline - self.now() < _SELECT_RESOLUTION:
                 loop.call_soon(_no_op)
 
     def _on_timer(self) -> None:
@@ -229,7 +228,7 @@ class NodeRuntime:
         happened at one instant (one system call): the clock is read once for them."""
         if begin:
             self.driver.hold()
-            self._batch_now = self.clock()
+            self._batch_now = self.now()
         else:
             self._batch_now = None
             self.driver.release()
@@ -243,7 +242,7 @@ class NodeRuntime:
             hstatus = HStatus(hstatus)
         now = self._batch_now
         ev = TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus)
-        self.driver.execute(self.engine.handle(ev, self.clock() if now is None else now))
+        self.driver.execute(self.engine.handle(ev, self.now() if now is None else now))
 
     def _on_notify(self, ni: NID, peer: NID, alive: bool, reset: bool) -> None:
         """``lnet_notify`` from the socklnd (seed 002 rtr-mr-lnd-notify), logged as a
@@ -293,14 +292,20 @@ class NodeRuntime:
         except KeyError:
             raise LNetConfigError(-ENOENT, f"{nid} is not a local NI") from None
 
-    def set_lnd_timeout(self, net: Net, seconds: int) -> int:
-        """``lnetctl net set --net N --lnd-timeout S`` (``NodeDriver.set_lnd_timeout``)."""
-        return self.driver.set_lnd_timeout(net, seconds)
+    # ---------------------------------------------------------------- the LND's parameters
+    def set_bulk_port(self, port: int) -> None:
+        """lnet's ``accept_port_bulk``: the socklnd's second listener."""
+        self.lnd.set_bulk_port(port)
+
+    def set_conns_per_peer(self, nid: NID, conns_per_peer: int) -> None:
+        """``ksocknal_tunables_setup``: the socklnd's connections made from now on."""
+        self.lnd.set_conns_per_peer(nid, conns_per_peer)
+
+    def socklnd_tables(self) -> SockLND:
+        """What ``lctl conn_list|peer_list|interface_list`` read: the socklnd itself."""
+        return self.lnd
 
     # ---------------------------------------------------------------- upper layer
-    def watch(self, handle: int, callback: Callable[[MDEvent], None]) -> None:
-        self.driver.watch(handle, callback)
-
     async def share(self) -> None:
         """Between two long steps of one request: the loop serves the others first."""
         await asyncio.sleep(0)
@@ -316,7 +321,7 @@ class NodeRuntime:
             if ev.unlinked and not fut.done():
                 fut.set_result(events)
 
-        self.watch(handle, on_event)
+        self.driver.watch(handle, on_event)
         self.execute(actions)
         return await fut
 

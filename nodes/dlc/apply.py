@@ -10,7 +10,9 @@ command's ``add``/``del``/``set`` entry. What each branch follows: ``net add`` -
 ``set_value_helper``/``yaml_lnet_config_ni_value``; ``peer add|del`` -> ``lnet_add_peer_ni``/
 ``lnet_del_peer_ni``; ``route add|del`` -> ``lnet_add_route``/``lnet_del_route`` per gateway,
 stopping at the first refusal as ``lnet_genl_parse_route`` does; ``udsp`` -> udsp.c;
-``set`` -> ``nodes/daemon/lnetctl_set.py``.
+``set`` -> ``nodes/dlc/verbs/lnetctl_set.py``. ``lctl add_uuid`` (``nodes/dlc/verbs/lctl_uuid.py``)
+keeps obdclass's UUID table and hands LNet the UUID's NIDs here (``lnet_add_peer``:
+``LNetAddPeer``).
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ from nodes.dlc.ip2nets import parse_legacy, resolve
 from nodes.dlc.nidlist import parse_expr_list
 from nodes.dlc.output import Result, error, exit_code
 from nodes.lnet import udsp
+from nodes.lnet.actions import Action
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 #: verbs that work before ``lnet configure`` (lnetctl reaches the kernel either way)
 UNCONFIGURED_OK = (C.LnetConfigure, C.LnetUnconfigure, C.SetTunable)
 
 
-def not_configured(rt: Any, cmd: C.Command) -> Result | None:
+def not_configured(rt: NodeRuntime, cmd: C.Command) -> Result | None:
     """The error of a command that needs LNet up when it is down, else None."""
     if isinstance(cmd, UNCONFIGURED_OK) or rt.engine.configured:
         return None
@@ -78,10 +81,6 @@ async def _add_nis(rt: NodeRuntime, net: Net, ifaces: list[str], cmd: C.NetAdd,
                                              "is not supported yet")
     for iface in ifaces:
         nid = await rt.net_add(net, iface, **kw)
-        if nid is None:  # the simulator's runtime returns nothing
-            ni = next(n for n in rt.engine.local_nis() if n.interface == iface
-                      and n.nid.net == net)
-            nid = ni.nid
         glue.set_ni_lnd_tunables(rt, nid, cmd.conns_per_peer, cmd.tos)
         glue.set_peer_buffer_credits(rt.engine, nid, cmd.peer_buffer_credits)
 
@@ -128,7 +127,7 @@ async def _net_del(rt: NodeRuntime, cmd: C.NetDel) -> None:
 def _net_set(rt: NodeRuntime, cmd: C.NetSet) -> None:
     if cmd.lnd_timeout >= 0:  # yaml_lnet_config_ni_value returns after it
         assert cmd.net is not None
-        if not rt.set_lnd_timeout(Net.parse(cmd.net), cmd.lnd_timeout):
+        if not rt.timeouts.set_lnd_timeout(Net.parse(cmd.net), cmd.lnd_timeout):
             raise LNetConfigError(-E.ENOENT, f"no NI on net {cmd.net}")
         return
     if cmd.health == -1 and cmd.conns_per_peer == -1:
@@ -180,6 +179,14 @@ def _udsp_add(rt: NodeRuntime, cmd: C.UdspAdd) -> None:
     udsp.add(rt.engine, rule, None if cmd.idx == -1 else cmd.idx)
 
 
+def lnet_add_peer(rt: NodeRuntime, nids: list[NID], console: list[Action]) -> None:
+    """``LNetAddPeer`` (api-ni.c), the call obdclass's ``class_add_uuid`` makes with a UUID's
+    whole NID list (``lctl add_uuid``): one peer, the first NID its primary
+    (``LNetEngine.add_peer``, nodes/lnet/addpeer.py). ``console`` (the caller's CWARN lines)
+    is carried out first, in the same batch."""
+    rt.execute(console + rt.engine.add_peer(nids, rt.now()))
+
+
 async def configure(rt: NodeRuntime, *, from_params: bool, large: bool = False) -> None:
     """``lnet_configure``: LNet up; ``from_params`` (``lnet configure --all``, ``lctl net
     up``: no ``NLM_F_EXCL``) also the NIs and routes of the module parameters
@@ -213,7 +220,7 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
     if down is not None:
         return down
     if isinstance(cmd, C.SetTunable):
-        from nodes.daemon import lnetctl_set
+        from nodes.dlc.verbs import lnetctl_set
 
         if cmd.name == "multi_rail":
             return lnetctl_set.set_multi_rail(rt, cmd.value)

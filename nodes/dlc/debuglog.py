@@ -23,11 +23,11 @@ import logging
 import mmap
 import os
 import struct
-import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from nodes.dlc.nodestate import node_state
+if TYPE_CHECKING:
+    from nodes.dlc.runtime import Runtime
 
 MAX_LINES = 10000
 #: a daemon's own lines: bytes kept (~10,000 lines of ~100 characters), in chunks of CHUNK
@@ -69,7 +69,7 @@ class _Ring:
 
 
 _daemon_lines = _Ring()
-#: per node (``nodestate.py``): the front end's own lines, and the time of the last dump
+#: per node (``Runtime.dlc_state``): the front end's own lines, and the time of the last dump
 _FRONT, _CLEARED = "dk_front_lines", "dk_cleared"
 #: a simulated node's engine lines the sim server moved out of the fabric's log to its file,
 #: at most SIM_KEPT_LINES per node (a 1,000-node server keeps ~150 MB at worst)
@@ -92,39 +92,34 @@ def install() -> None:
         logger.addHandler(_Capture(level=logging.DEBUG))  # at the logger's own level
 
 
-def add(rt: Any, text: str, mask: int = D_WARNING) -> None:
+def add(rt: Runtime, text: str, mask: int = D_WARNING) -> None:
     """A line written by the front end (``CDEBUG(mask, ...)``)."""
-    node_state(rt).setdefault(_FRONT, collections.deque(maxlen=MAX_LINES)).append(
-        (_now(rt), mask, text))
+    rt.dlc_state.setdefault(_FRONT, collections.deque(maxlen=MAX_LINES)).append(
+        (rt.host.debug_clock(), mask, text))
 
 
-def keep(rt: Any, t: float, text: str) -> None:
+def keep(rt: Runtime, t: float, text: str) -> None:
     """A simulated node's engine line at virtual time ``t``, leaving the fabric's log (the
     long-lived sim server writes that to a file): kept, bounded, for the next ``lctl dk``."""
-    node_state(rt).setdefault(_KEPT, collections.deque(maxlen=SIM_KEPT_LINES)).append(
+    rt.dlc_state.setdefault(_KEPT, collections.deque(maxlen=SIM_KEPT_LINES)).append(
         (t, D_NET, text))
 
 
-def _now(rt: Any) -> float:
-    sim = getattr(rt, "sim", None)
-    return float(sim.fabric.now) if sim is not None else time.time()
+def _engine_lines(rt: Runtime) -> list[tuple[float, int, str]]:
+    kept = rt.host.engine_log()
+    if kept is not None:  # the runtime keeps its engine's log (the simulator's fabric)
+        return [(t, D_NET, text) for t, text in kept]
+    return list(_daemon_lines)  # a daemon: this process's ``lnet`` logger, captured
 
 
-def _engine_lines(rt: Any) -> list[tuple[float, int, str]]:
-    sim = getattr(rt, "sim", None)
-    if sim is not None:  # the simulator keeps every node's engine log
-        return [(t, D_NET, text) for t, name, text in sim.fabric.log if name == rt.name]
-    return list(_daemon_lines)
-
-
-def dump_and_clear(rt: Any) -> str:
+def dump_and_clear(rt: Runtime) -> str:
     """``lctl dk``: every line since the last dump, oldest first, then forget them."""
-    state = node_state(rt)
+    state = rt.dlc_state
     since: float = state.get(_CLEARED, float("-inf"))
     front, kept = state.get(_FRONT), state.get(_KEPT)
     lines = [x for x in list(kept or ()) + _engine_lines(rt) + list(front or ()) if x[0] > since]
     lines.sort(key=lambda x: x[0])
-    state[_CLEARED] = max([since, _now(rt)] + [x[0] for x in lines])
+    state[_CLEARED] = max([since, rt.host.debug_clock()] + [x[0] for x in lines])
     for done in (front, kept):
         if done is not None:
             done.clear()

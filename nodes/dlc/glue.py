@@ -11,75 +11,43 @@ in one place, so the engine refactor (issue 12) changes one module when it adds 
   simulator has no LND connections (``lctl conn_list`` data is still missing, E5);
 * ``peer_buffer_credits`` of a net (``tunables``), as ``lnet_ni_tunables``;
 * ``peer set --state``: the kernel's IOC_LIBCFS_SET_PEER is ``lp->lp_state = state`` (E7);
-* the node's interfaces and their IPv4 addresses, which ``net add --nid`` and ip2nets match:
-  the daemon's namespace (``if_nameindex`` + ``SIOCGIFADDR``, IPv6 from ``/proc/net/if_inet6``),
-  or a simulated node's plan.
+* the node's interfaces and their addresses, which ``net add --nid`` and ip2nets match, as
+  the runtime lists them (``Runtime.addresses``, ``interface_up``: the daemon's namespace, a
+  simulated node's plan).
 """
 
 from __future__ import annotations
 
-import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from nodes.daemon import etchosts
-from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6, interface_up
 from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
 from nodes.lnet.nid import NID
 
 if TYPE_CHECKING:
+    from nodes.dlc.runtime import Runtime
     from nodes.lnet.engine import LNetEngine
 
 
-def local_interfaces(rt: Any) -> list[tuple[str, str]]:
+def local_interfaces(rt: Runtime) -> list[tuple[str, str]]:
     """(interface, IPv4 address) of the node, in interface order; ``lo`` left out."""
-    plan = getattr(rt, "plan", None)
-    if plan is not None:  # a simulated node (testbed/sim): its topology interfaces
-        return [(i.name, str(i.ip)) for i in plan.interfaces if i.ipv4]
-    out = []
-    for _index, name in socket.if_nameindex():
-        ip = interface_ipv4(name)
-        if name != "lo" and ip is not None:
-            out.append((name, ip))
-    return out
+    return [(name, ip) for name, ip in rt.host.addresses() if ":" not in ip]
 
 
-def local_addresses(rt: Any) -> list[tuple[str, str]]:
+def local_addresses(rt: Runtime) -> list[tuple[str, str]]:
     """(interface, address) of the node as ``getifaddrs`` lists them for liblnetconfig's
     ip2nets matching: every IPv4 address in interface order, then every IPv6 one (the
     kernel's address dump goes family by family); ``lo`` left out."""
-    plan = getattr(rt, "plan", None)
-    if plan is not None:
-        return [(i.name, str(i.ip)) for i in plan.interfaces if i.ipv4] + \
-            [(i.name, str(i.ip6)) for i in plan.interfaces if i.ip6 is not None]
-    names = [name for _index, name in socket.if_nameindex() if name != "lo"]
-    return [(n, ip) for n, ip in ((n, interface_ipv4(n)) for n in names) if ip] + \
-        [(n, ip) for n in names for ip in interface_ipv6(n)]
+    return rt.host.addresses()
 
 
-def resolve_host(rt: Any, name: str) -> str | None:
-    """``getaddrinfo(name, AF_INET)`` against the node's hosts view (``etchosts``): a simulated
-    node's testbed plan (each node's name and first interface address), or the daemon's
-    ``RUNDIR/hosts``; never the machine's resolver."""
-    sim = getattr(rt, "sim", None)
-    if sim is not None:
-        return etchosts.lookup_text(etchosts.plan_hosts(sim.plan.nodes), name)
-    path = getattr(rt, "hosts_path", None)
-    return None if path is None else etchosts.lookup_file(path, name)
-
-
-def up_interfaces(rt: Any) -> list[tuple[str, str]]:
+def up_interfaces(rt: Runtime) -> list[tuple[str, str]]:
     """``lnet_inet_enumerate``: (interface, IPv4) of the interfaces that are UP, in order (a
     simulated node: those whose link the testbed has not set down)."""
-    plan = getattr(rt, "plan", None)
-    if plan is not None:
-        down = {str(n) for n in rt.sim.fabric.down}
-        return [(i.name, str(i.ip)) for i in plan.interfaces
-                if i.ipv4 and str(i.nid) not in down]
-    return [(name, ip) for name, ip in local_interfaces(rt) if interface_up(name)]
+    return [(name, ip) for name, ip in local_interfaces(rt) if rt.host.interface_up(name)]
 
 
-def interface_of(rt: Any, nid: NID) -> str:
+def interface_of(rt: Runtime, nid: NID) -> str:
     """The interface holding ``nid``'s address (``net add --nid``).
 
     Raises:
@@ -92,7 +60,7 @@ def interface_of(rt: Any, nid: NID) -> str:
     raise LNetConfigError(-ENOENT, f"cannot add network: no interface has address {addr}")
 
 
-def set_ni_lnd_tunables(rt: Any, nid: NID, conns_per_peer: int, tos: int) -> None:
+def set_ni_lnd_tunables(rt: Runtime, nid: NID, conns_per_peer: int, tos: int) -> None:
     """The ``lnd tunables`` a ``net add``/``net set`` gave (-1: keep). ToS needs an engine
     field that does not exist yet (gap E6): refused rather than shown wrongly."""
     eng: LNetEngine = rt.engine
@@ -105,9 +73,7 @@ def set_ni_lnd_tunables(rt: Any, nid: NID, conns_per_peer: int, tos: int) -> Non
         ni.tos = tos  # type: ignore[attr-defined]
     if conns_per_peer >= 0:
         ni.conns_per_peer = conns_per_peer
-        lnd_set = getattr(getattr(rt, "lnd", None), "set_conns_per_peer", None)
-        if lnd_set is not None:  # the daemon's socklnd (ksocknal_tunables_setup)
-            lnd_set(nid, conns_per_peer)
+        rt.set_conns_per_peer(nid, conns_per_peer)  # the LND's (ksocknal_tunables_setup)
 
 
 def tos_supported() -> bool:

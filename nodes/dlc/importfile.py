@@ -27,9 +27,9 @@ from typing import IO, Any
 
 import yaml
 
-from nodes.dlc.limits import MAX_IMPORT_BYTES, MAX_IMPORT_NODES
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.yamltoken import yaml_token_error
+from nodes.limits import MAX_IMPORT_BYTES, MAX_IMPORT_NODES
 from nodes.tools.yamlfmt import dump
 
 #: content crossing the control socket: {"name": where it came from, "doc": parsed YAML}

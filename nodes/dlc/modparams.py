@@ -45,7 +45,7 @@ from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigEr
 from nodes.lnet.nid import NID, Net, parse_net, parse_nid
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 #: config.c ``LNET_SINGLE_TEXTBUF_NOB``: longest string the parsers take
 MAX_NOB = 4 << 10

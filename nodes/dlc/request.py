@@ -1,12 +1,15 @@
-"""The control-socket requests of the front end: ``lnetctl``/``lctl`` argv and typed ``dlc``.
+"""The control-socket requests of the front end: ``lnetctl``/``lctl`` argv, typed ``dlc``, lst.
 
-Theory of operation: the node daemon's control server (``nodes/daemon/control.py``) hands
-these three request kinds here; each is validated on receipt and answered with
+Theory of operation: the node daemon's control server (``nodes/daemon/control.py``, given this
+module by the daemon's entry point: the daemon imports nothing of ``nodes/dlc``) hands the
+request kinds of ``KINDS`` here. ``lst`` and its console ioctls (``lstio``) go to
+``nodes/dlc/verbs/lst_verb.py`` as they are; the other three are validated on receipt and
+answered with
 ``{"rc": N, "out": "...", "err": "..."}`` as the command would print, or ``{"ok": false,
 "error": "<one line>"}`` when the request itself is bad:
 
 * ``{"cmd": "lnetctl"|"lctl", "argv": [str, ...]}`` -- argv refused beyond execve's limits
-  (``nodes/dlc/limits.py``) before any parsing; ``lnetctl import`` may carry
+  (``nodes/limits.py``) before any parsing; ``lnetctl import`` may carry
   ``"input": {"name": str, "doc": <parsed YAML>}``, the file content the caller read
   (``nodes/dlc/importfile.py``; ``lnetctl`` and the testbed's ``read_import_file``);
 * ``{"cmd": "dlc", "verb": "<verb>", <field>: <value>, ...}`` -- one typed DLC command
@@ -23,24 +26,27 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd
 from nodes.dlc import debuglog
 from nodes.dlc.apply import apply
 from nodes.dlc.commands import CommandError, from_fields
 from nodes.dlc.importfile import content_error
-from nodes.dlc.limits import argv_error
+from nodes.dlc.verbs import lctl_cmd, lnetctl_cmd, lst_verb
+from nodes.limits import argv_error
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 log = logging.getLogger("control")
-KINDS = ("lnetctl", "lctl", "dlc")
+#: the argv and typed DLC requests, then lnet_selftest's (``lst_verb.VERBS``)
+KINDS = ("lnetctl", "lctl", "dlc", *lst_verb.VERBS)
 debuglog.install()  # this process serves a node: its engine log feeds `lctl dk`
 
 
 async def handle(rt: NodeRuntime, req: dict[str, Any]) -> dict[str, Any]:
     """Answer one front-end request (``req["cmd"]`` is one of ``KINDS``)."""
     cmd = req["cmd"]
+    if cmd in lst_verb.VERBS:  # lnet_selftest: lst and its console ioctls
+        return await lst_verb.dispatch(rt, req)
     if cmd == "dlc":
         fields = {k: v for k, v in req.items() if k not in ("cmd", "verb")}
         try:
@@ -69,7 +75,5 @@ async def _run(rt: NodeRuntime, tool: str, call: Any) -> dict[str, Any]:
         log.exception("%s request failed", tool)
         return {"ok": False, "rc": 1, "out": "", "err": f"{tool}: internal error: {e!r}\n",
                 "error": f"internal error: {e!r}"}
-    flush = getattr(rt, "flush_notices", None)  # a node daemon's runtime; the sim flushes
-    if flush is not None:                        # in its own verb path
-        flush()  # e.g. `lnetctl net set --health`: status changes
+    rt.flush_notices()  # e.g. `lnetctl net set --health`: status changes
     return {"rc": rc, "out": out, "err": err}

@@ -5,7 +5,7 @@ accept_port_bulk=989`` happen before LNet is configured; the node daemon gets th
 ``--lnet-param NAME=VALUE`` beside the engine's own (``nodes/lnet/tunables.py``
 ``MODULE_PARAMS``), a ksocklnd one written ``ksocklnd.NAME`` as on the kernel command line.
 ``LND_PARAMS`` is their one table (name -> inclusive range), read by the daemon
-(``nodes/daemon/lnetctl_config.apply_module_params``) and the topology validator
+(``nodes/dlc/verbs/lnetctl_config.apply_module_params``) and the topology validator
 (``testbed/plan/schema.py``); ``LndParams`` holds the values one node was started with.
 
 * ``ksocklnd.sock_timeout`` (socklnd_modparams.c, int, 0644): ``ksocknal_timeout()`` is

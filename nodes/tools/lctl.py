@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from nodes.daemon.lnetctl_export import write_export
+from nodes.dlc.verbs.lnetctl_export import write_export
 from nodes.tools.remote import call, emit, interactive
 
 

@@ -194,7 +194,7 @@ def render(conv: Converted) -> str:
 
 def _read(path: str) -> str:
     """An input file, bounded like an import file (``MAX_IMPORT_BYTES``)."""
-    from nodes.dlc.limits import MAX_IMPORT_BYTES
+    from nodes.limits import MAX_IMPORT_BYTES
 
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read(MAX_IMPORT_BYTES + 1)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from nodes.daemon.lnetctl_config import import_target
-from nodes.daemon.lnetctl_export import export_target, write_export
 from nodes.dlc.cmdline import Stop
 from nodes.dlc.importfile import ImportFileError, read_import_file, read_import_stream
+from nodes.dlc.verbs.lnetctl_config import import_target
+from nodes.dlc.verbs.lnetctl_export import export_target, write_export
 from nodes.tools.remote import call, emit, interactive
 
 

@@ -1,7 +1,7 @@
 """``lst``: the LNet selftest console, talking to this namespace's node daemon.
 
 As real lst talks to its node's kernel through ioctls, this one sends each console operation
-to the node daemon (the ``lstio`` verb, ``nodes/daemon/lst_verb.py``) and prints as it goes,
+to the node daemon (the ``lstio`` verb, ``nodes/dlc/verbs/lst_verb.py``) and prints as it goes,
 line-buffered, so ``lst stat`` streams its blocks until interrupted (Ctrl-C ends it quietly,
 as SIGINT ends lst). ``LST_SESSION`` and ``LST_FEATURES`` are read from the environment.
 """

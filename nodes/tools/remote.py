@@ -2,7 +2,7 @@
 
 The tools are thin clients (lnetctl's real work is in the node daemon, as real lnetctl's is in
 the kernel): argv goes to the daemon and stdout/stderr/exit status come back unchanged. Before
-anything is sent the argv is checked against execve's limits (``nodes/dlc/limits.py``) and the
+anything is sent the argv is checked against execve's limits (``nodes/limits.py``) and the
 control socket is checked to be there and writable: a user who may not talk to the node
 (not root) is told so at once, as lnetctl is when /dev/lnet cannot be opened, instead of
 waiting for a reply that never comes (issue 11 item 9). A reply without ``rc`` (the daemon
@@ -17,8 +17,8 @@ import sys
 from typing import Any
 
 from nodes.daemon.client import DaemonUnreachable, find_ctl_path, request
-from nodes.dlc.limits import argv_error
 from nodes.dlc.output import exit_code
+from nodes.limits import argv_error
 
 #: generous: `lnetctl ping` without --timeout may legitimately wait 180 s (spec §3.4, §11.14)
 REQUEST_TIMEOUT = 200.0

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from nodes.daemon.lst_verb import EPOCH
+from nodes.dlc.verbs.lst_verb import EPOCH
 from nodes.selftest.getopt import atoi
 from nodes.selftest.lstwatch import watch
 from nodes.tools.lst import DaemonIO

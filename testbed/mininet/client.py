@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
-from nodes.dlc.limits import argv_refusal
 from nodes.echo import shown
+from nodes.limits import argv_refusal
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import needs, runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError

@@ -184,7 +184,7 @@ def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> UdspAdd:
 
 def _parse_lnet(doc: _Doc, value: Any, line: int, fld: str) -> dict[str, Any]:
     """A raw ``lnetctl export`` block, imported on the node last (spec §9.4, cfg-170)."""
-    from nodes.daemon.lnetctl_config import import_verbs
+    from nodes.dlc.verbs.lnetctl_config import import_verbs
 
     m = doc.mapping(value, line, fld)
     plain = _plain(m)

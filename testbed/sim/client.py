@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nodes.dlc.limits import argv_refusal
 from nodes.echo import shown
+from nodes.limits import argv_refusal
 from nodes.recorder import DEFAULT_PERIOD
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed

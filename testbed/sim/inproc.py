@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.daemon import lnetctl_config
+from nodes.dlc.verbs import lnetctl_config
 from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, O2IBLND

@@ -19,11 +19,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
-from nodes.daemon.modparam_files import ModParams
 from nodes.daemon.runtime import SRPC_RDMA_PORTAL
 from nodes.dlc import request as frontend
+from nodes.dlc.verbs import lctl_cmd, lnetctl_cmd, lst_verb
+from nodes.dlc.verbs.modparam_files import ModParams
 from nodes.echo import shown
 from nodes.lnet.actions import MDEvent
 from testbed import shellwords

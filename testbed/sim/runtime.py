@@ -1,10 +1,11 @@
 """One simulated node: what ``nodes.daemon.runtime.NodeRuntime`` is to a daemon, on virtual time.
 
-Theory of operation: ``SimRuntime`` offers the interface the daemon's command modules use
-(``engine``, ``now``, ``run``, ``execute``, ``wait_final``, ``net_add``, ``net_del``,
-``unconfigure``, ``set_lnd_timeout``, ``lnd_link``), so ``lnetctl_cmd``/``lctl_cmd`` run
-unchanged; their coroutines never suspend here, because ``wait_final`` advances *virtual*
-time until the MD completes instead of awaiting I/O (``run_sync`` drives them). Engine
+Theory of operation: ``SimRuntime`` implements the front end's ``Runtime`` protocol in full
+(``nodes/dlc/runtime.py``), so the lnetctl/lctl/lst verbs (``nodes/dlc/verbs``) run unchanged;
+``SimHost`` is its node around LNet (the topology plan's interfaces and host names, the
+fabric's clock and log for ``lctl dk``). The verbs' coroutines never suspend here, because
+``wait_final`` advances *virtual* time until the MD completes instead of awaiting I/O
+(``run_sync`` drives them). Engine
 actions go to the fabric (``SimFabric.apply``), which plays the socklnd: deliveries, tx
 completions, peer notifications. The node's engine gets ``Random(f"{seed}:{node}")``.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from nodes import planted, selftest
+from nodes.daemon import etchosts
 from nodes.daemon.ifaddr import inet_select
 from nodes.daemon.runtime import SRPC_BULK_DATA
 from nodes.lnet.actions import Action, MDEvent
@@ -31,6 +33,39 @@ from testbed.sim.socktables import SimSockTables
 
 if TYPE_CHECKING:
     from testbed.sim.inproc import SimTestbed
+
+
+class SimHost:
+    """``NodeHost`` of a simulated node: its topology interfaces, the testbed's plan as the
+    hosts view, virtual time and the fabric's log of this node for ``lctl dk``."""
+
+    def __init__(self, sim: SimTestbed, plan: NodePlan) -> None:
+        self.sim = sim
+        self.plan = plan
+
+    def addresses(self) -> list[tuple[str, str]]:
+        """The plan's interfaces: every IPv4 address in order, then every IPv6 one."""
+        ifaces = self.plan.interfaces
+        return [(i.name, str(i.ip)) for i in ifaces if i.ipv4] + \
+            [(i.name, str(i.ip6)) for i in ifaces if i.ip6 is not None]
+
+    def interface_up(self, name: str) -> bool:
+        """Up unless the testbed set the interface's link down (``SimFabric.down``)."""
+        down = {str(n) for n in self.sim.fabric.down}
+        return any(i.name == name and str(i.nid) not in down for i in self.plan.interfaces)
+
+    def resolve_host(self, name: str) -> str | None:
+        """Each node's name and first interface address, from the testbed's plan."""
+        return etchosts.lookup_text(etchosts.plan_hosts(self.sim.plan.nodes), name)
+
+    def debug_clock(self) -> float:
+        """Virtual time."""
+        return float(self.sim.fabric.now)
+
+    def engine_log(self) -> list[tuple[float, str]] | None:
+        """The fabric keeps every node's engine log: this node's lines."""
+        me = self.plan.name
+        return [(t, text) for t, name, text in self.sim.fabric.log if name == me]
 
 
 def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -61,22 +96,35 @@ class SimRuntime:
                                                      incarnation=self.incarnation)
         sim.fabric.add(self.name, self.engine)
         self.driver = sim.fabric.drivers[self.name]
+        #: the LND's timeouts and socket-side parameters (``Runtime.timeouts``)
+        self.timeouts = self.driver.timeouts
         # lnet_selftest on every node, as on the daemon (it answers the bursts too)
         self.selftest = selftest.attach(self.driver, burst_data=SRPC_BULK_DATA)
+        self.host = SimHost(sim, plan)
+        #: the front end's per-node state (``Runtime.dlc_state``)
+        self.dlc_state: dict[str, Any] = {}
 
     def now(self) -> float:
         return self.sim.fabric.now
 
-    @property
-    def lnd_tables(self) -> SimSockTables:
+    def socklnd_tables(self) -> SimSockTables:
         """What ``lctl conn_list|peer_list|interface_list`` read (``socktables.py``)."""
         return SimSockTables(self)
 
     def execute(self, actions: list[Action]) -> None:
         self.driver.execute(actions)
 
-    def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        return self.driver.run(fn, *args, **kw)
+    def flush_notices(self) -> None:
+        """Nothing here: the simulated node's verb path flushes its notices itself, in the
+        fabric's order (``SimNodeHandle``: ``SimFabric.flush`` after each verb)."""
+
+    def set_bulk_port(self, port: int) -> None:
+        """Nothing listens on a simulated node: the value is kept (``lnd_params``) and shown
+        (``socktables.py``), no second acceptor is started."""
+
+    def set_conns_per_peer(self, nid: NID, conns_per_peer: int) -> None:
+        """Nothing to tell: the fabric reads each NI's ``conns_per_peer`` when it lists the
+        sockets of a pair (``socktables.conn_types``)."""
 
     def start(self, start: Callable[[], tuple[int, list[Action]]]) -> tuple[int, int]:
         """Start an operation; returns (MD handle, index of its first event)."""
@@ -165,10 +213,6 @@ class SimRuntime:
     def sync_lnd_timeouts(self) -> None:
         """``NodeDriver.sync_lnd_timeouts`` (hlth-lnd-tx-timeout-from-lnet)."""
         self.driver.sync_lnd_timeouts()
-
-    def set_lnd_timeout(self, net: Net, seconds: int) -> int:
-        """``NodeDriver.set_lnd_timeout`` (``net set --lnd-timeout``; 0: back to LNet's)."""
-        return self.driver.set_lnd_timeout(net, seconds)
 
     def lnd_link(self, nid: NID, up: bool) -> bool:
         """``NodeRuntime.lnd_link`` (hlth-dbg-sim-ni-down/up): a link event reported by the

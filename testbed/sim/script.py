@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from nodes.dlc.limits import ARG_MAX
+from nodes.limits import ARG_MAX
 from testbed import shellwords
 from testbed.base import TestbedError
 from testbed.sim.inproc import SimTestbed

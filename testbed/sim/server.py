@@ -36,9 +36,9 @@ from typing import IO, Any
 import zmq
 import zmq.asyncio
 
-from nodes.daemon import lst_verb
 from nodes.daemon.clientwatch import ClientWatch, source_fd
 from nodes.dlc import debuglog
+from nodes.dlc.verbs import lst_verb
 from nodes.echo import shown
 from testbed import clean, ctlproto, runstate
 from testbed.base import TestbedError
@@ -180,7 +180,7 @@ class SimServer:
         if cmd in ("put", "get"):
             return await node.aburst(cmd, str(req.get("dst", "")), req.get("count", 1),
                                      req.get("size", 4096), req.get("src"), req.get("numa"))
-        if cmd == "lstio":  # one lst console ioctl (nodes/daemon/lst_verb.py)
+        if cmd == "lstio":  # one lst console ioctl (nodes/dlc/verbs/lst_verb.py)
             self.tb.check_alive(node.name)
             return await lst_verb.ioctl(node.rt, req)
         argv = req.get("argv")

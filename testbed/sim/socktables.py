@@ -69,7 +69,7 @@ class SimSockTables:
 
     def _bulk_port(self, node: str) -> int:
         rt = self.rt.sim.runtimes.get(node)
-        port = None if rt is None else rt.driver.lnd_params.accept_port_bulk
+        port = None if rt is None else rt.timeouts.lnd_params.accept_port_bulk
         return port or LNET_ACCEPTOR_PORT
 
     def _sockets(self, pair: Pair) -> list[tuple[int, int, int]]:

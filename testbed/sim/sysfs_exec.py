@@ -5,7 +5,7 @@ its module parameter files as on a real node (sanity-lnet: ``cat /sys/module/lne
 parameters/X``, ``echo V > ...``). ``is_sysfs`` recognises the three command lines a script
 uses on them -- ``cat PATH...``, ``echo [-n] WORDS > PATH``, ``ls DIR`` -- on paths under
 /sys/module only; ``run`` answers them from the node's ``ModParams``
-(``nodes/daemon/modparam_files.py``, what the Mininet node's FUSE mount serves), with the
+(``nodes/dlc/verbs/modparam_files.py``, what the Mininet node's FUSE mount serves), with the
 status and the one error line dash prints on a Linux node: a refused write is ``echo: I/O
 error`` (status 1, the kernel's reason in the node's log), an unknown or read-only file ``cannot
 create PATH: Permission denied`` (status 2), a missing one for ``cat`` ``No such file or
@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno as E
 from collections.abc import Sequence
 
-from nodes.daemon.modparam_files import BY_PATH, MODULES, ROOT, ModParams, ParamError, parse_path
+from nodes.dlc.verbs.modparam_files import BY_PATH, MODULES, ROOT, ModParams, ParamError, parse_path
 from nodes.echo import clip
 from nodes.lnet.actions import Log
 from testbed.base import Completed

@@ -21,7 +21,7 @@ from clikit import SimCli, assert_clean, sim_cli  # noqa: F401 (sim_cli: a fixtu
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodes.dlc.limits import MAX_ARG_STRLEN
+from nodes.limits import MAX_ARG_STRLEN
 
 #: fixed seed, no per-example deadline (clikit bounds each command), bounded count
 BUDGET = settings(derandomize=True, deadline=None, database=None,

@@ -36,7 +36,7 @@ from hostilekit import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodes.dlc.limits import ARG_MAX, MAX_ARG_STRLEN, MAX_REQUEST_BYTES
+from nodes.limits import ARG_MAX, MAX_ARG_STRLEN, MAX_REQUEST_BYTES
 from testbed import runstate
 
 #: testbed/ctlproto.py (branch install: the supervisor checks requests field by field)

@@ -1,6 +1,6 @@
 """LNetAddPeer and the primary lock (peer.c ``LNetAddPeer``, ``lnet_peer_add``,
 ``lnet_peer_force_merge``, ``lnet_peer_add_nid``; nodes/lnet/addpeer.py), ``lctl
-add_uuid``/``del_uuid`` (nodes/daemon/lctl_uuid.py), and the non-MR preferred NI forgotten when
+add_uuid``/``del_uuid`` (nodes/dlc/verbs/lctl_uuid.py), and the non-MR preferred NI forgotten when
 a peer turns Multi-Rail (``lnet_peer_clr_non_mr_pref_nids``). docs/sanity-lnet.md E16."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from enginekit import C, S, mr2_fabric
+from rtdouble import RuntimeDouble
 
-from nodes.daemon import lctl_uuid
+from nodes.dlc.verbs import lctl_uuid
 from nodes.lnet import discovery
 from nodes.lnet.addpeer import lock_transfer
 from nodes.lnet.dc_state import BAD_CONFIG, LOCK_PRIMARY
@@ -107,21 +108,14 @@ def test_non_mr_preferred_ni_is_forgotten_when_the_peer_turns_mr() -> None:
     assert lpni.peer.multi_rail and lpni.pref_nids == [] and not lpni.non_mr_pref
 
 
-class _Rt:
-    def __init__(self) -> None:
-        self.engine = LNetEngine()
-        self.engine.configure()
-        self.done: list[Any] = []
-
-    def now(self) -> float:
-        return 0.0
-
-    def execute(self, actions: list[Any]) -> None:
-        self.done += actions
+def _configured_rt() -> RuntimeDouble:
+    rt = RuntimeDouble()
+    rt.engine.configure()
+    return rt
 
 
 def test_lctl_add_uuid_del_uuid() -> None:
-    rt: Any = _Rt()
+    rt: Any = _configured_rt()
     assert lctl_uuid.add_uuid(rt, ["u1", "1.2.3.4@tcp9"]) == (
         0, "Added uuid u1: 1.2.3.4@tcp9\n", "")
     assert rt.engine.peers.find_peer(NID.parse("1.2.3.4@tcp9")).state & LOCK_PRIMARY

@@ -1,7 +1,7 @@
 """One limit for a command's arguments, enforced on both ends, answered (issue 27 item 2).
 
 The README promises lnetctl/lctl/lst argv up to execve's ``ARG_MAX`` (2 MiB in all, 128 KiB
-per argument: ``nodes/dlc/limits.py``). Before, the sim server read at most 1 MiB per request
+per argument: ``nodes/limits.py``). Before, the sim server read at most 1 MiB per request
 (ZeroMQ dropped larger ones unread) and the client waited 600 s for an answer that could not
 come: ``testbed lnetctl`` with 1.2 MB of arguments hung. Now every control socket reads what
 a largest argv needs (``MAX_REQUEST_BYTES``, 8 MiB of JSON, one number with the daemons'),
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import zmq
 
-from nodes.dlc.limits import ARG_MAX, MAX_ARG_STRLEN, MAX_REQUEST_BYTES
+from nodes.limits import ARG_MAX, MAX_ARG_STRLEN, MAX_REQUEST_BYTES
 from testbed import runstate
 from testbed.base import TestbedError
 
@@ -60,7 +60,7 @@ def test_lnetctl_with_more_than_1_mib_of_arguments_is_answered(served: Any) -> N
 
 def test_arguments_past_arg_max_are_refused_by_the_client_as_the_daemon_does(
         served: Any) -> None:
-    from nodes.daemon import lnetctl_cmd
+    from nodes.dlc.verbs import lnetctl_cmd
 
     res = served.node("c1").verb("lnetctl", PAST)
     assert res.rc == 256 - 7 and res.out == ""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+from rtdouble import RuntimeDouble
+
 from nodes.dlc import debuglog
 
 
@@ -22,13 +24,9 @@ def test_ring_keeps_the_newest_lines_in_order_within_its_bytes() -> None:
     assert list(ring)[-1][2] == "x" * (debuglog.CHUNK - debuglog._REC.size)
 
 
-class _Node:
-    pass
-
-
 def test_lctl_dk_prints_the_captured_lnet_lines_once() -> None:
     debuglog.install()
-    rt = _Node()  # a daemon's runtime: no simulator
+    rt = RuntimeDouble()  # its host keeps no engine log: a daemon's, captured
     debuglog.dump_and_clear(rt)  # what earlier tests logged
     logging.getLogger("lnet").error("resend of %s failed", "10.10.0.2@tcp")
     out = debuglog.dump_and_clear(rt)

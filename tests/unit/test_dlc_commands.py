@@ -12,9 +12,11 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rtdouble import RuntimeDouble
 
 from nodes.daemon.control import ControlServer
 from nodes.dlc import commands as C
+from nodes.dlc import request as frontend
 from nodes.dlc.parse import parse
 from nodes.dlc.request import handle
 from nodes.dlc.tunables import TUNABLES
@@ -153,24 +155,23 @@ def test_dlc_requests_configure_like_lnetctl(tb: SimTestbed) -> None:
     assert _request(tb, {"cmd": "lnetctl", "argv": ["net", 5]})["ok"] is False
 
 
-class _Broken:
-    """A runtime whose engine fails inside a verb (a bug)."""
+class _BrokenEngine:
+    """An engine that fails inside a verb (a bug)."""
 
-    class engine:
-        configured = True
+    configured = True
 
-        @staticmethod
-        def view(*_a: Any, **_k: Any) -> Any:
-            raise RuntimeError("boom")
-
-    def flush_notices(self) -> None:
-        pass
+    @staticmethod
+    def view(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("boom")
 
 
 def test_an_internal_error_reaches_the_client_on_err() -> None:
     """Issue 11 item 8: a failure inside the daemon keeps rc/out/err, so ``testbed lnetctl``
     (which prints err) shows it instead of rc 1 and an empty stderr."""
     server = ControlServer.__new__(ControlServer)
-    server.rt = _Broken()  # type: ignore[assignment]
+    rt = RuntimeDouble()
+    rt.engine = _BrokenEngine()  # type: ignore[assignment]
+    server.rt = rt  # type: ignore[assignment]
+    server.frontend = frontend  # what the daemon's entry point hands it
     reply = asyncio.run(server.dispatch({"cmd": "lnetctl", "argv": ["net", "show"]}))
     assert reply["rc"] == 1 and "internal error: RuntimeError('boom')" in reply["err"]

@@ -82,7 +82,7 @@ def test_notices_are_drained_to_the_sink_and_lnd_timeouts_follow_lnet() -> None:
     drv.engine.set_tunable("transaction_timeout", 21)
     drv.execute([])  # lnd_timeout = max((21 - 1) / (1 + 1), 1) = 10
     assert side.timeouts == [(NI, 10.0)] and drv.engine.ni_by_nid(NI).lnd_timeout == 10
-    assert drv.set_lnd_timeout(Net.parse("tcp"), 3) == 1  # its own --lnd-timeout wins
+    assert drv.timeouts.set_lnd_timeout(Net.parse("tcp"), 3) == 1  # its own --lnd-timeout wins
     drv.engine.set_tunable("transaction_timeout", 41)
     drv.execute([])
     assert side.timeouts[-1] == (NI, 3.0) and drv.engine.ni_by_nid(NI).lnd_timeout == 3

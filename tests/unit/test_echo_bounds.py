@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from nodes.daemon import lnetctl_config
 from nodes.dlc.cmdline import Stop
 from nodes.dlc.parse import parse
+from nodes.dlc.verbs import lnetctl_config
 from nodes.echo import MAX_SHOWN_CHARS, clip, shown, shown_path
 
 BIG = "x" * 100_000

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodes.daemon.lnetctl_config import import_verbs
+from nodes.dlc.verbs.lnetctl_config import import_verbs
 from nodes.lnet.errors import LNetConfigError
 from testbed.sim import SimTestbed
 

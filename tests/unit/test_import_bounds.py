@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from nodes.dlc.importfile import ImportFileError, read_import_file
-from nodes.dlc.limits import MAX_IMPORT_BYTES
+from nodes.limits import MAX_IMPORT_BYTES
 from testbed.sim import SimTestbed
 
 TOPO = """
@@ -84,9 +84,10 @@ def test_the_client_reader_is_bounded_on_devices_and_alias_bombs(tmp_path: Path)
 
 def _serve(rt: Any, sock: str, stop: threading.Event) -> None:
     from nodes.daemon.control import ControlServer
+    from nodes.dlc import request as frontend
 
     async def main() -> None:
-        server = ControlServer(rt, "a", sock)
+        server = ControlServer(rt, "a", sock, frontend)
         task = asyncio.create_task(server.serve())
         while not stop.is_set():
             await asyncio.sleep(0.02)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodes.daemon import lnetctl_config
+from nodes.dlc.verbs import lnetctl_config
 
 
 def _import(path: Path) -> tuple[int, str, str]:

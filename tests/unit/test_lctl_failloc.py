@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes.daemon.lctl_failloc import ParamError, kstrtoint, kstrtoull
+from nodes.dlc.verbs.lctl_failloc import ParamError, kstrtoint, kstrtoull
 from nodes.lnet.failloc import (
     CFS_FAIL_RAND,
     CFS_FAIL_RTR_HEALTH_INC,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodes.dlc.limits import ARG_MAX
+from nodes.limits import ARG_MAX
 from testbed.sim import SimTestbed
 
 TOPO = """

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nodes.daemon.lnetctl_set import c_int, parse_long, parser_error
+from nodes.dlc.verbs.lnetctl_set import c_int, parse_long, parser_error
 from testbed.sim import SimTestbed
 
 

@@ -1,4 +1,4 @@
-"""The module parameter files of a node (``nodes/daemon/modparam_files.py``) and the FUSE
+"""The module parameter files of a node (``nodes/dlc/verbs/modparam_files.py``) and the FUSE
 file system serving them (``nodes/daemon/fusefs.py``), issue 26 item 9.
 
 Names and modes are real LNet's (``module_param`` in api-ni.c, router.c, acceptor.c,
@@ -18,32 +18,30 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from rtdouble import RuntimeDouble
 
-from nodes.daemon.modparam_files import BY_PATH, PARAMS, ModParams, ParamError, kstrto, parse_path
-from nodes.lnet.actions import Action
+from nodes.dlc.verbs.modparam_files import (
+    BY_PATH,
+    PARAMS,
+    ModParams,
+    ParamError,
+    kstrto,
+    parse_path,
+)
 from nodes.lnet.engine import LNetEngine
 from testbed.sim.sysfs_exec import is_sysfs, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class _Runtime:
-    """The three things ``ModParams`` uses of a node runtime."""
-
-    def __init__(self) -> None:
-        self.engine = LNetEngine(rng=random.Random(7))
-        self.actions: list[Action] = []
-
-    def execute(self, actions: list[Action]) -> None:
-        self.actions += actions
-
-    def now(self) -> float:
-        return 0.0
+def _runtime() -> RuntimeDouble:
+    """A node runtime for ``ModParams`` (``rtdouble.py``), its engine seeded."""
+    return RuntimeDouble(LNetEngine(rng=random.Random(7)))
 
 
 @pytest.fixture
 def params() -> ModParams:
-    return ModParams(_Runtime(), [("networks", "tcp(eth0)"), ("ksocklnd.nagle", "1")])  # type: ignore[arg-type]
+    return ModParams(_runtime(), [("networks", "tcp(eth0)"), ("ksocklnd.nagle", "1")])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("name", "mode"), [
@@ -166,12 +164,13 @@ def test_fuse_mount_serves_reads_writes_and_errors(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import asyncio, random, sys
         from nodes.daemon.fusefs import ParamFS
-        from nodes.daemon.modparam_files import ModParams
+        from nodes.dlc.verbs.modparam_files import ModParams
         sys.path.insert(0, {str(ROOT / 'tests' / 'unit')!r})
-        from test_modparam_files import _Runtime
+        from rtdouble import RuntimeDouble
+        from nodes.lnet.engine import LNetEngine
 
         async def main():
-            rt = _Runtime()
+            rt = RuntimeDouble(LNetEngine(rng=random.Random(7)))
             fs = ParamFS(ModParams(rt), {str(tmp_path)!r})
             loop = asyncio.get_running_loop()
             fs.mount(loop)

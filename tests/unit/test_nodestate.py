@@ -1,43 +1,29 @@
-"""nodes/dlc/nodestate.py: the DLC verbs' per-node state lives as long as the node's runtime,
-on the runtime itself where it cannot be referenced weakly (the daemon's, compiled)."""
+"""The front end's per-node state has one home: ``Runtime.dlc_state``, a field of every
+runtime (nodes/dlc/runtime.py), gone with it; two runtimes never share it."""
 
 from __future__ import annotations
 
-import gc
-from typing import Any
+from rtdouble import RuntimeDouble
 
-from nodes.daemon import lctl_uuid
-from nodes.dlc import debuglog, nodestate
-
-
-class _Compiled:
-    """Like a compiled runtime: no ``__weakref__``, its own ``dlc_state``."""
-
-    __slots__ = ("dlc_state",)
-
-    def __init__(self) -> None:
-        self.dlc_state: dict[str, Any] = {}
+from nodes.dlc import debuglog
+from nodes.dlc.verbs import lctl_param, lctl_uuid
+from nodes.lnet.nid import NID
 
 
-class _Sim:
-    """Like the simulator's runtime: a plain object."""
-
-
-def test_a_runtime_without_weak_references_keeps_its_state_itself() -> None:
-    rt = _Compiled()
-    state = nodestate.node_state(rt)
-    assert state is rt.dlc_state and nodestate.node_state(rt) is state
+def test_the_front_ends_state_lives_on_the_runtime() -> None:
+    rt = RuntimeDouble()
     debuglog.add(rt, "a line of the front end")
+    front = rt.dlc_state["dk_front_lines"]
+    assert [line for _t, _m, line in front] == ["a line of the front end"]
     assert "a line of the front end" in debuglog.dump_and_clear(rt)
     assert "a line of the front end" not in debuglog.dump_and_clear(rt)
     assert lctl_uuid._table(rt) is lctl_uuid._table(rt) is rt.dlc_state["uuids"]
+    assert lctl_param._stored_of(rt) is rt.dlc_state["params"]
 
 
-def test_another_runtime_gets_state_held_weakly_and_gone_with_it() -> None:
-    rt = _Sim()
-    nodestate.node_state(rt)["k"] = 1
-    assert nodestate.node_state(rt) == {"k": 1} and nodestate.node_state(_Sim()) == {}
-    n = len(nodestate._WEAK)
-    del rt
-    gc.collect()
-    assert len(nodestate._WEAK) < n
+def test_two_runtimes_keep_their_own_state() -> None:
+    one, two = RuntimeDouble(), RuntimeDouble()
+    one.engine.configure()
+    assert lctl_uuid.add_uuid(one, ["u1", "1.2.3.4@tcp9"])[0] == 0
+    assert lctl_uuid._table(one) == {"u1": [NID.parse("1.2.3.4@tcp9")]}
+    assert lctl_uuid._table(two) == {} and two.dlc_state == {"uuids": {}}

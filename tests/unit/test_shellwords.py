@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_import_bounds import tb  # noqa: F401 (a fixture: one sim node 'a')
 
-from nodes.dlc.limits import ARG_MAX
+from nodes.limits import ARG_MAX
 from testbed import shellwords
 from testbed.sim import SimTestbed
 from testbed.sim.script import run_script

@@ -8,11 +8,10 @@ import pytest
 import yaml
 from enginekit import PORTAL, TCP, C, S, mr2_fabric  # noqa: F401
 from enginekit import make_node as _node
+from rtdouble import RuntimeDouble
 
-from nodes.daemon import lnetctl_cmd
-from nodes.lnet.actions import Action
+from nodes.dlc.verbs import lnetctl_cmd
 from nodes.lnet.counters import GLOBAL_KEYS
-from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.hstatus import HStatus
 from nodes.tools.yamlfmt import dump
@@ -23,22 +22,7 @@ def _mr2() -> Fabric:
     return mr2_fabric(c_numa=[0, 1])
 
 
-class _Rt:
-    """The slice of NodeRuntime the lnetctl verbs under test use."""
-
-    def __init__(self, engine: LNetEngine) -> None:
-        self.engine = engine
-        self.t = 0.0
-        self.actions: list[Action] = []
-
-    def now(self) -> float:
-        return self.t
-
-    def execute(self, actions: list[Action]) -> None:
-        self.actions += actions
-
-
-def _lnetctl(rt: _Rt, *argv: str) -> tuple[int, str, str]:
+def _lnetctl(rt: RuntimeDouble, *argv: str) -> tuple[int, str, str]:
     return asyncio.run(lnetctl_cmd.run(rt, list(argv)))  # type: ignore[arg-type]
 
 
@@ -117,7 +101,7 @@ def test_lnetctl_net_and_peer_set_health_and_debug_recovery() -> None:
     """spec §3.6, §9.3: ``net set``/``peer set --health`` and ``debug recovery`` output."""
     fab = _mr2()
     c = fab.engines["c1"]
-    rt = _Rt(c)
+    rt = RuntimeDouble(c)
     assert _lnetctl(rt, "debug", "recovery", "--local") == (0, "", "")
     assert _lnetctl(rt, "net", "set", "--nid", "10.11.0.1@tcp", "--health", "0")[0] == 0
     assert c.local_nis()[1].healthv == 0
@@ -152,7 +136,7 @@ def test_lnetctl_net_and_peer_set_health_and_debug_recovery() -> None:
 def test_lnetctl_set_range_checks(param: str, value: str, shown: int | None) -> None:
     """lnetctl set <tunable>: the kernel's range checks; errors as YAML, never a traceback.
     Accepted values are shown by ``global show`` as the kernel stores them (spec §9.1)."""
-    rt = _Rt(_node(1, C))
+    rt = RuntimeDouble(_node(1, C))
     rc, _, err = _lnetctl(rt, "set", param, value)
     assert (rc == 0) == (shown is not None)
     if shown is None:

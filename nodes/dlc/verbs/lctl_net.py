@@ -40,7 +40,7 @@ from __future__ import annotations
 import errno as E
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodes.dlc import debuglog
 from nodes.dlc.apply import configure
@@ -51,7 +51,7 @@ from nodes.lnet.events import PeerNotify
 from nodes.lnet.nid import NID, parse_net
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 #: api-ni.c ``local_nid_dist_zero`` default: a local NID is at distance 0
 LOCAL_NID_DIST_ZERO = True
@@ -185,12 +185,6 @@ def _id_str(pid: int, nid: NID) -> str:
         f"-{nid}"
 
 
-def socklnd_tables(rt: NodeRuntime) -> Any:
-    """The socklnd's tables: the daemon's socklnd, or the simulator's account of its
-    connections (``testbed/sim/socktables.py``)."""
-    return getattr(rt, "lnd", None) or getattr(rt, "lnd_tables", None)
-
-
 def lnd_list(rt: NodeRuntime, cmd: str, net_text: str | None) -> Result:
     """``lctl --net NET conn_list|peer_list|interface_list`` (``jt_ptl_print_connections``,
     ``jt_ptl_print_peers``, ``jt_ptl_print_interfaces``): the ioctl asked index by index of
@@ -206,7 +200,7 @@ def lnd_list(rt: NodeRuntime, cmd: str, net_text: str | None) -> Result:
     if not rt.engine.configured:
         return 0, "", f"Error getting {noun}: {os.strerror(E.ENETDOWN)}: check dmesg.\n"
     first = next((ni for ni in rt.engine.local_nis() if ni.nid.net == net), None)
-    tables = socklnd_tables(rt)
+    tables = rt.socklnd_tables()  # the socklnd, or the simulator's account of it
     if first is None or tables is None:  # no NI on the net: -EINVAL
         return 0, "", f"Error getting {noun}: {os.strerror(E.EINVAL)}: check dmesg.\n"
     if cmd == "conn_list":  # the scheduler's CPT: ksocknal_create_conn's lnet_cpt_of_nid

@@ -9,7 +9,7 @@ words), then the sub-command. Configuration verbs become typed DLC commands
 ``lnetctl_show``, ``lnetctl_route``, ``lnetctl_ping``, ``lnetctl_config``, ``lnetctl_fault``.
 The result is ``(rc, stdout, stderr)`` exactly as lnetctl prints them: YAML documents on
 stdout, cYAML error blocks on stderr, the negative errno truncated to 8 bits as exit status.
-An argv that execve would refuse is refused before any parsing (``nodes/dlc/limits.py``).
+An argv that execve would refuse is refused before any parsing (``nodes/limits.py``).
 """
 
 from __future__ import annotations
@@ -18,27 +18,20 @@ import errno as E
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from nodes.daemon import (
-    lnetctl_config,
-    lnetctl_fault,
-    lnetctl_ping,
-    lnetctl_route,
-    lnetctl_show,
-)
 from nodes.dlc import commands as C
 from nodes.dlc.apply import apply
 from nodes.dlc.cmdline import Stop, check_cmd
-from nodes.dlc.glue import resolve_host
 from nodes.dlc.help import PARSER_COMMANDS, SUB, TOP, help_topic, list_commands, usage
 from nodes.dlc.importfile import Content
-from nodes.dlc.limits import argv_error
 from nodes.dlc.nidlist import HOSTS
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.parse import parse
+from nodes.dlc.verbs import lnetctl_config, lnetctl_fault, lnetctl_ping, lnetctl_route, lnetctl_show
 from nodes.echo import clip
+from nodes.limits import argv_error
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 PROG = "lnetctl"
 #: the version string ``lnetctl version`` prints (LUSTRE_VERSION_STRING of the release whose
@@ -124,7 +117,7 @@ async def run(rt: NodeRuntime, argv: list[str], content: Content | None = None) 
         return 0, usage(PROG), ""  # interactive mode is the lnetctl client's
     word, rest = argv[0], argv[1:]
     # host names in NIDs resolve (libcfs_strnid) against this node's hosts view
-    hosts = HOSTS.set(lambda name: resolve_host(rt, name))
+    hosts = HOSTS.set(rt.host.resolve_host)
     try:
         if word in PARSER_COMMANDS:
             return _parser_command(word, rest)

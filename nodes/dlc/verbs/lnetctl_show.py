@@ -22,7 +22,7 @@ from nodes.lnet.nid import NID
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 
 async def net_show(rt: NodeRuntime, args: list[str]) -> Result:

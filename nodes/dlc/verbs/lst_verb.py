@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import io
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodes.dlc.limits import argv_refusal
+from nodes.limits import argv_refusal
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.selftest import nidlist
 from nodes.selftest.lstcli import LstTool
 from nodes.selftest.node import Selftest
+
+if TYPE_CHECKING:
+    from nodes.dlc.runtime import Runtime
 
 _NAME = (str, type(None))
 _INT = (int,)
@@ -90,9 +93,9 @@ def check(req: dict[str, Any]) -> tuple[str, int, dict[str, Any]] | str:
 class RuntimeIO:
     """``LstIO`` on a node runtime: the console in-process, the runtime's clock."""
 
-    def __init__(self, rt: Any) -> None:
+    def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.st: Selftest = rt.driver.upper
+        self.st: Selftest = rt.selftest
 
     async def ioctl(self, opc: str, key: int, args: dict[str, Any]) -> dict[str, Any]:
         await self.rt.share()  # lst's own work before (a NID list expanded) was one step
@@ -125,7 +128,7 @@ class RuntimeIO:
         return EPOCH + int(self.rt.now())
 
 
-async def ioctl(rt: Any, req: dict[str, Any]) -> dict[str, Any]:
+async def ioctl(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
     """The ``lstio`` verb: one console ioctl."""
     checked = check(req)
     if isinstance(checked, str):
@@ -134,9 +137,9 @@ async def ioctl(rt: Any, req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, **await RuntimeIO(rt).ioctl(opc, key, args)}
 
 
-async def run(rt: Any, argv: list[str]) -> tuple[int, str, str]:
+async def run(rt: Runtime, argv: list[str]) -> tuple[int, str, str]:
     """The ``lst`` verb: ``[NAME=VALUE...] COMMAND ARGS...``; (rc, out, err) when done."""
-    refused = argv_refusal("lst", argv)  # what execve would refuse (nodes/dlc/limits.py)
+    refused = argv_refusal("lst", argv)  # what execve would refuse (nodes/limits.py)
     if refused is not None:
         return refused
     env: dict[str, str] = {}
@@ -155,7 +158,7 @@ async def run(rt: Any, argv: list[str]) -> tuple[int, str, str]:
 VERBS = ("lst", "lstio")
 
 
-async def dispatch(rt: Any, req: dict[str, Any]) -> dict[str, Any]:
+async def dispatch(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
     """A control-socket request for one of ``VERBS``.
 
     Raises:

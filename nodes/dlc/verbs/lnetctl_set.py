@@ -31,7 +31,7 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.tunables import Tunables
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 #: liblnetconfig.h LUSTRE_CFG_RC_GENERIC_ERR: what write_sysfs_file returns on a failed write
 LUSTRE_CFG_RC_GENERIC_ERR = -61

@@ -18,14 +18,14 @@ import os
 from errno import EOVERFLOW
 from typing import TYPE_CHECKING
 
-from nodes.dlc.nodestate import node_state
+from nodes.dlc.apply import lnet_add_peer
 from nodes.dlc.output import exit_code
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.nid import NID
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime
+    from nodes.dlc.runtime import Runtime
 
 Result = tuple[int, str, str]
 
@@ -35,8 +35,8 @@ UUID_MAX = 40
 
 
 def _table(rt: Runtime) -> dict[str, list[NID]]:
-    """obdclass's g_uuid_list of the node (``nodestate.py``: as long as its runtime)."""
-    table: dict[str, list[NID]] = node_state(rt).setdefault("uuids", {})
+    """obdclass's g_uuid_list of the node (``Runtime.dlc_state``: as long as its runtime)."""
+    table: dict[str, list[NID]] = rt.dlc_state.setdefault("uuids", {})
     return table
 
 
@@ -61,7 +61,7 @@ def add_uuid(rt: Runtime, args: list[str]) -> Result:
                                                      f"rc = {-EOVERFLOW}"))
         else:
             nids.append(nid)
-    rt.execute(actions + rt.engine.add_peer(list(nids), rt.now()))
+    lnet_add_peer(rt, list(nids), actions)  # apply: where configuration happens
     return 0, f"Added uuid {uuid}: {nid}\n", ""
 
 

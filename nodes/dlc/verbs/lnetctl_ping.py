@@ -21,7 +21,6 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, options
-from nodes.dlc.glue import resolve_host
 from nodes.dlc.help import DISCOVER_HELP, PING_HELP
 from nodes.dlc.nidlist import NidListError, expand_nids, nid_or_host
 from nodes.dlc.output import Errors, Result, exit_code
@@ -32,7 +31,7 @@ from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 #: lib-lnet.h DEFAULT_PEER_TIMEOUT: the kernel's ping timeout when none (or a bad one) is given
 PING_DEFAULT_TIMEOUT = 180
@@ -54,7 +53,7 @@ def _targets(rt: NodeRuntime, verb: str, operands: list[str], errors: Errors) ->
     out: list[str] = []
     for arg in operands:
         try:
-            out += expand_nids(arg, resolve=lambda name: resolve_host(rt, name))
+            out += expand_nids(arg, resolve=rt.host.resolve_host)
         except NidListError as e:
             errors.add("manage", verb, e.errno, e.descr)
     return out

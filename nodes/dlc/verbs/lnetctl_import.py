@@ -20,7 +20,7 @@ lnetctl.c ``jt_import`` and its handlers:
 * ``udsp:`` rules in order, deleted in reverse order.
 
 ``import_verbs`` renders the commands as lnetctl argv (the testbed's topology validator and
-tests use it). Running them is ``nodes/daemon/lnetctl_config.py``'s ``_import``.
+tests use it). Running them is ``nodes/dlc/verbs/lnetctl_config.py``'s ``_import``.
 """
 
 from __future__ import annotations

@@ -16,15 +16,14 @@ import errno as E
 import fnmatch
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from nodes.daemon import lctl_failloc
 from nodes.dlc.cmdline import Stop, options
-from nodes.dlc.nodestate import node_state
 from nodes.dlc.output import Result, exit_code
+from nodes.dlc.verbs import lctl_failloc
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 _DEFAULTS = {"debug": "ioctl neterror warning error emerg ha config console lfsck",
              "subsystem_debug": "all"}
@@ -112,9 +111,9 @@ def _stored(name: str) -> Callable[[NodeRuntime], str]:
     return lambda rt: _stored_of(rt).get(name, _DEFAULTS[name])
 
 
-def _stored_of(rt: Any) -> dict[str, str]:
-    """The node's values of the libcfs parameters set_param stores (``nodestate.py``)."""
-    stored: dict[str, str] = node_state(rt).setdefault("params", {})
+def _stored_of(rt: NodeRuntime) -> dict[str, str]:
+    """The node's values of the libcfs parameters set_param stores (``Runtime.dlc_state``)."""
+    stored: dict[str, str] = rt.dlc_state.setdefault("params", {})
     return stored
 
 

@@ -28,7 +28,6 @@ import errno as E
 import os
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.lnetctl_import import Ip2netsBlock, import_commands, import_verbs, nids_of
 from nodes.dlc import commands as C
 from nodes.dlc.apply import apply
 from nodes.dlc.cmdline import NO, REQ, LongOpt, Stop, check_cmd, options
@@ -44,6 +43,7 @@ from nodes.dlc.importfile import (
 from nodes.dlc.ip2nets import resolve
 from nodes.dlc.output import Result, error, exit_code
 from nodes.dlc.tunables import parse_long
+from nodes.dlc.verbs.lnetctl_import import Ip2netsBlock, import_commands, import_verbs, nids_of
 from nodes.dlc.yamltoken import yaml_token_error
 from nodes.echo import clip
 from nodes.lnd.modparams import LND_PARAMS, set_lnd_param
@@ -54,7 +54,7 @@ from nodes.lnet.tunables import MODULE_PARAMS, STRING_MODULE_PARAMS, apply_modul
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 _IMPORT = (LongOpt("add", NO, "a"), LongOpt("del", NO, "d"), LongOpt("show", NO, "s"),
            LongOpt("exec", NO, "e"), LongOpt("old-api", NO, "o"), LongOpt("help", NO, "h"))
@@ -138,7 +138,7 @@ async def _run_all(rt: NodeRuntime, steps: list[Any]) -> Result:
 
 async def _exec(rt: NodeRuntime, doc: Any) -> Result:
     """``import --exec``: run the ``ping:``/``discover:`` entries (``nids: {0: NID}``)."""
-    from nodes.daemon import lnetctl_cmd  # lnetctl_cmd dispatches import: no top import
+    from nodes.dlc.verbs import lnetctl_cmd  # lnetctl_cmd dispatches import: no top import
 
     rc, outs, errs = 0, [], []
     if isinstance(doc, dict):
@@ -235,16 +235,11 @@ def _apply_lnd_param(rt: NodeRuntime, name: str, value: str) -> None:
     """A socket-side parameter: ``sock_timeout`` is the driver's (``ksocknal_timeout``, on
     every backend); the bulk port is the socklnd's (a simulated node has no sockets: it keeps
     the value and nothing listens)."""
-    driver = getattr(rt, "driver", None)
-    params = getattr(driver, "lnd_params", None)
-    if driver is None or params is None:
-        raise LNetConfigError(-E.EINVAL, f"module parameter {name}: this node has no LND")
-    number = set_lnd_param(params, name, value)
+    number = set_lnd_param(rt.timeouts.lnd_params, name, value)
     if name == "ksocklnd.sock_timeout":
-        driver.set_module_sock_timeout(number)
-    lnd = getattr(rt, "lnd", None)
-    if name == "accept_port_bulk" and lnd is not None:
-        lnd.set_bulk_port(number)
+        rt.timeouts.set_module_sock_timeout(number)
+    if name == "accept_port_bulk":
+        rt.set_bulk_port(number)
 
 
 async def run(rt: NodeRuntime, obj: str, argv: list[str],
@@ -256,7 +251,7 @@ async def run(rt: NodeRuntime, obj: str, argv: list[str],
         return error(argv[0] if obj == "udsp" and argv else "manage", obj, -E.ENETDOWN,
                      "LNet is not configured: Network is down")
     if obj == "export":
-        from nodes.daemon import lnetctl_export
+        from nodes.dlc.verbs import lnetctl_export
 
         return await lnetctl_export.run(rt, argv)
     try:

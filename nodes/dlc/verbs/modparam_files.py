@@ -11,7 +11,7 @@ parse at all) and where the value lives:
   ``set_tunable`` -- the same kernel layer ``lnetctl set`` reaches (``nodes/daemon/
   lnetctl_set.py`` layer 3), so ``echo 2 > .../lnet_health_sensitivity`` and ``lnetctl set
   health_sensitivity 2`` change the same value with the same checks and effect;
-* ``sock_timeout``: the driver's ksocklnd timeout (``NodeDriver.set_module_sock_timeout``);
+* ``sock_timeout``: the driver's ksocklnd timeout (``LndTimeouts.set_module_sock_timeout``);
 * ``stored``: a value the engine does not model (docs/differences.md "module parameter
   files"): it reads what the module was loaded with (the default, or ``--lnet-param``) and a
   write to a 0644 one is stored and read back, with no effect.
@@ -35,19 +35,22 @@ from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime
+    from nodes.dlc.runtime import Runtime
 
 ROOT = "/sys/module"
 S32_MIN, S32_MAX, U32_MAX, U64_MAX = -(2**31), 2**31 - 1, 2**32 - 1, 2**64 - 1
 
 
-class ParamError(Exception):
-    """A refused read or write: ``errno`` (positive) and the kernel's console line."""
+class ParamError(OSError):
+    """A refused read or write: ``errno`` (positive) and the kernel's console line (an
+    ``OSError``, as the refused ``write(2)`` is: what the daemon's FUSE server answers)."""
 
     def __init__(self, errno: int, text: str) -> None:
-        super().__init__(text)
-        self.errno = errno
+        super().__init__(errno, text)
         self.text = text
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +177,9 @@ class ModParams:
     parameters it was loaded with (``--lnet-param NAME=VALUE``; ksocklnd's as
     ``ksocklnd.NAME``), read back by the ``stored`` ones."""
 
+    #: the files served (``nodes/daemon/fusefs.py`` builds its tree from them)
+    PARAMS: tuple[Param, ...] = PARAMS
+
     def __init__(self, rt: Runtime, given: Sequence[tuple[str, str]] = (),
                  port: int = 988) -> None:
         self.rt = rt
@@ -193,10 +199,10 @@ class ModParams:
         if p.where == "tunable":
             value = int(getattr(self.rt.engine.tunables, p.target))
             return str(1 - value if p.invert else value)
-        lnd = getattr(getattr(self.rt, "driver", None), "lnd_params", None)
+        lnd = self.rt.timeouts.lnd_params
         if p.where == "sock_timeout":
-            return str(lnd.sock_timeout if lnd is not None else 0)
-        if p.where == "port_bulk" and lnd is not None and lnd.accept_port_bulk is not None:
+            return str(lnd.sock_timeout)
+        if p.where == "port_bulk" and lnd.accept_port_bulk is not None:
             return str(lnd.accept_port_bulk)
         if p.where in ("port", "port_bulk"):
             return str(self.port)
@@ -212,7 +218,7 @@ class ModParams:
             try:
                 value = kstrto(text, *_RANGE[param.parse])
             except ParamError as e:
-                raise ParamError(E.EINVAL if e.errno == E.EINVAL else e.errno,
+                raise ParamError(e.errno or E.EINVAL,
                                  f"Invalid module parameter value for '{param.name}': "
                                  f"{e.text}") from None
         if param.where == "tunable":
@@ -234,11 +240,10 @@ class ModParams:
                                        f"{e.descr}") from None
 
     def _sock_timeout(self, p: Param, value: int) -> None:
-        driver = getattr(self.rt, "driver", None)
-        if driver is None or value < 0:
+        if value < 0:
             raise ParamError(E.EINVAL, f"Invalid value for 'sock_timeout' ({value}): "
                                        "must be >= 0 seconds")
-        driver.set_module_sock_timeout(value)
+        self.rt.timeouts.set_module_sock_timeout(value)
 
 
 __all__ = ["MODULES", "PARAMS", "ROOT", "ModParams", "Param", "ParamError", "kstrto",

@@ -26,12 +26,12 @@ from nodes.lnet import udsp
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 
 async def _show(rt: NodeRuntime, argv: list[str]) -> dict[str, Any]:
     """Run a show verb and read its YAML back; a verb that does not exist gives nothing."""
-    from nodes.daemon import lnetctl_cmd  # lnetctl_cmd dispatches export: no top import
+    from nodes.dlc.verbs import lnetctl_cmd  # lnetctl_cmd dispatches export: no top import
 
     rc, out, _err_text = await lnetctl_cmd.run(rt, argv)
     if rc != 0 or not out.strip():

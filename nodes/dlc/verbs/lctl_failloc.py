@@ -29,7 +29,7 @@ import string
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 #: the handlers' write buffers: ``sizeof(cfs_fail_loc) * 4`` and ``sizeof(int) * 4`` bytes
 _BUF = {"fail_loc": 32, "fail_val": 16}

@@ -26,7 +26,7 @@ from nodes.lnet.hdr import LNET_MAX_PORTALS
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

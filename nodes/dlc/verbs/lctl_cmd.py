@@ -21,14 +21,14 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon import lctl_net, lctl_param, lctl_uuid
-from nodes.daemon.lnetctl_fault import kick, parse_add, parse_del
-from nodes.daemon.lnetctl_ping import PING_DEFAULT_TIMEOUT
 from nodes.dlc.help import PARSER_COMMANDS, list_commands, usage
-from nodes.dlc.limits import argv_error
 from nodes.dlc.output import exit_code
 from nodes.dlc.tunables import c_int, parse_long
+from nodes.dlc.verbs import lctl_net, lctl_param, lctl_uuid
+from nodes.dlc.verbs.lnetctl_fault import kick, parse_add, parse_del
+from nodes.dlc.verbs.lnetctl_ping import PING_DEFAULT_TIMEOUT
 from nodes.echo import clip
+from nodes.limits import argv_error
 from nodes.lnet.errors import EINVAL, LNetConfigError
 from nodes.lnet.fault import nid_str
 from nodes.lnet.nid import LO_NID, NID
@@ -36,7 +36,7 @@ from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 Result = tuple[int, str, str]
 

@@ -17,7 +17,7 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.tools.yamlfmt import dump
 
 if TYPE_CHECKING:
-    from nodes.driver import Runtime as NodeRuntime
+    from nodes.dlc.runtime import Runtime as NodeRuntime
 
 _SHOW = (LongOpt("net", REQ, "n"), LongOpt("gateway", REQ, "g"), LongOpt("hop-count", REQ, "c"),
          LongOpt("hop", REQ, "c"), LongOpt("priority", REQ, "p"),
