@@ -55,6 +55,7 @@ from testbed.sim.netmodels import MODELS, Model
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
+    from testbed.sim.fabric import Fabric
     from testbed.sim.inproc import SimTestbed
 
 MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill", "restart",
@@ -309,6 +310,43 @@ class SimFaults:
         """An IB kind on its node's o2iblnd (nodes/o2ib/ibfaults.py ``apply``)."""
         nid = NID.parse(ib_nid(spec, self.tb.plan) or "")
         self.tb.fabric.o2ib.ib_fault(spec.node or "", nid, spec.kind, spec.params, on)
+
+
+def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
+    """The fabric's ``_transmit`` with faults active (``fab.rules``): a message may vanish
+    (its tx fails at the sending NI's LND timeout, as the socklnd's would) or be held up
+    (TCP retransmissions, delay), or a packet kind's model takes it (``netmodels.py``).
+    (Its lambdas here: compiled, their environment is allocated on every call of the
+    function holding them, so not per message.)"""
+    link = fab.link(act.ni, act.lpni)
+    if link.rc or fab.hold or link.dst is None:
+        fab._transmit(name, act)
+        return
+    ni = fab.engines[name].ni_by_nid(act.ni)
+    timeout = float(ni.lnd_timeout) if ni is not None else 50.0
+    rules = fab.rules
+    if any(rule.vanishes(act, fab.connected, link.dst) for rule in rules):
+        if fab.established(name, act):  # the write is taken, then lost (paths.py)
+            fab._at(fab.now + link.latency, lambda: fab._lost(name, act))
+            return
+        rc, hstatus = vanish_failure(False)
+        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        return
+    for rule in rules:  # the packet kinds' models (netmodels.py)
+        model = rule.model
+        if model is not None:
+            matched = rule.matches(act)
+            if matched:
+                model.count("matched")
+            if model.take(fab, name, act, link, timeout, matched):
+                return
+    extra = sum(rule.delay(act) for rule in rules)
+    if extra >= timeout:  # the socklnd gave up on the connection first
+        rc, hstatus = errmap.FAILURES["posted_timeout"]
+        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        return
+    delay = link.latency + extra + (fab.rng.uniform(0, fab.jitter) if fab.jitter else 0.0)
+    fab._at_deliver(fab.now + delay, name, act)
 
 
 def vanish_failure(connected: bool) -> tuple[int, Any]:

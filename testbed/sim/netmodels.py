@@ -3,7 +3,7 @@
 Theory of operation (issue 32 item 1): the sim fabric carries LNet messages, not segments,
 so each kind the Mininet interposer or tc applies to packets is modelled by its effect on the
 socklnd's byte stream, which is what LNet can observe. A model is consulted by
-``SimFabric._transmit_ruled`` for every message of an active rule (``take``; ``matched``
+``netfaults.transmit_ruled`` for every message of an active rule (``take``; ``matched``
 says whether the rule's keys hold) and either leaves the message to the fabric (False) or
 disposes of it itself (True: scheduled, held, lost or failed).
 
@@ -51,8 +51,8 @@ from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hstatus import HStatus
 
 if TYPE_CHECKING:
+    from testbed.sim.fabric import Fabric
     from testbed.sim.links import _Link
-    from testbed.sim.simfabric import SimFabric
 
 Pair = tuple[str, Any, Any]  # (sending node, NI, peer NI): one socklnd connection
 #: Ethernet + IPv4 + TCP (with timestamps) headers per segment, and the MSS, on a 1500 MTU
@@ -94,15 +94,15 @@ class Model:
     def count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
 
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         return False
 
-    def close(self, fab: SimFabric) -> None:
+    def close(self, fab: Fabric) -> None:
         """The fault is reverted."""
 
 
-def reset(fab: SimFabric, pair: Pair, dst: str, why: str, lost: Transmit | None) -> None:
+def reset(fab: Fabric, pair: Pair, dst: str, why: str, lost: Transmit | None) -> None:
     """Both ends of ``pair``'s connection see it reset (``why`` on the receiving end, the
     reset on the sending end); ``lost``: its message was written, so its tx is done."""
     name, ni, lpni = pair
@@ -120,7 +120,7 @@ class Rst(Model):
         super().__init__(*args)
         self.left = int(self.p["count"])
 
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         if not matched or self.left <= 0 or link.dst is None:
             return False
@@ -148,20 +148,20 @@ class _Holding(Model):
         super().__init__(*args)
         self.held: dict[Pair, _Held] = {}
 
-    def release(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+    def release(self, fab: Fabric, pair: Pair, h: _Held) -> None:
         if self.held.get(pair) is not h:
             return  # (released or expired already)
         del self.held[pair]
         for act in h.acts:
             fab._at_deliver(fab.now + h.latency, pair[0], act)
 
-    def close(self, fab: SimFabric) -> None:
+    def close(self, fab: Fabric) -> None:
         for pair, h in list(self.held.items()):
             self.release(fab, pair, h)
 
 
 class Reorder(_Holding):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
         h = self.held.get(pair)
@@ -183,7 +183,7 @@ class Reorder(_Holding):
         return True
 
 class Duplicate(Model):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         if matched and self.rng.random() < self.p["rate"]:
             self.count("duplicated")  # the receiver's TCP drops the copy
@@ -191,7 +191,7 @@ class Duplicate(Model):
 
 
 class Corrupt(Model):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         if not matched or link.dst is None or self.rng.random() >= self.p["rate"]:
             return False
@@ -240,7 +240,7 @@ class Corrupt(Model):
 
 
 class Stall(_Holding):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
         h = self.held.get(pair)
@@ -253,7 +253,7 @@ class Stall(_Holding):
         h.acts.append(act)
         return True
 
-    def expire(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+    def expire(self, fab: Fabric, pair: Pair, h: _Held) -> None:
         """The socklnd's monitor: no progress for the LND timeout closes the connection."""
         if self.held.get(pair) is not h:
             return
@@ -274,7 +274,7 @@ class Bandwidth(Model):
         self.burst = float(size_bytes(str(self.p["burst"])))
         self.buckets: dict[bool, list[float]] = {}  # outgoing? -> [tokens, at]
 
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         if not matched or link.dst is None:
             return False
