@@ -43,14 +43,14 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from faults.ibspec import IB, ib_nid
+from faults.prefilter import Matcher
 from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.echo import shown
 from nodes.lnd import errmap
 from nodes.lnd.wire import LNET_ACCEPTOR_PORT
-from nodes.lnet.hdr import MsgType
 from nodes.lnet.nid import NID
-from testbed.ctlclient import FaultHandle
 from testbed.faultbook import FaultRecord, never_raise
+from testbed.sim.faultapi import SimFaultAPI
 from testbed.sim.netmodels import MODELS, Model
 
 if TYPE_CHECKING:
@@ -63,8 +63,7 @@ MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill"
 #: Linux TCP_RTO_MIN (200 ms) and TCP_RTO_MAX (120 s): the first retransmission timeout and
 #: the cap of its exponential backoff
 RTO_MIN, RTO_MAX = 0.2, 120.0
-#: match keys the fabric can test on a message (it has no ports, portals or TCP)
-_PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
+#: match keys the fabric can test on a message (it has no ports or TCP)
 SIM_MATCH = ("proto", "type", "src_nid", "dst_nid", "portal")
 
 
@@ -85,29 +84,23 @@ class Rule:
         node = plan.node(spec.node or "")
         self.nids = {NID.parse(i.nid) for i in node.interfaces
                      if spec.iface is None or i.name == spec.iface}
-        m = spec.match
         model = MODELS.get(spec.kind)
         self.model = model(dict(spec.params), self.rng, self.counters, self.nids) \
             if model is not None else None
-        self.types = set(m.types)
-        self.src = NID.parse(m.src_nid) if m.src_nid else None
-        self.dst = NID.parse(m.dst_nid) if m.dst_nid else None
-        self.portal = m.portal  # of a PUT or GET, as the interposer reads ptl_index
+        self.matcher = Matcher(spec.match)  # the interposer's own (faults/prefilter.py)
 
     def _count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
 
     def matches(self, act: Transmit) -> bool:
+        """Whether the rule takes ``act``: sent or received on the node's interfaces (the
+        interposer's iptables rule: ``direction``, ``iface``), then the one matcher's
+        verdict on its LNet header (``Matcher.header``)."""
         d = self.spec.direction
         if not ((d in ("out", "both") and act.ni in self.nids)
                 or (d in ("in", "both") and act.lpni in self.nids)):
             return False
-        hdr = act.hdr
-        return not ((self.types and hdr.type.name not in self.types)
-                    or (self.src is not None and hdr.src_nid != self.src)
-                    or (self.dst is not None and hdr.dest_nid != self.dst)
-                    or (self.portal is not None and (hdr.type not in _PORTAL_TYPES
-                                                     or hdr.ptl_index != self.portal)))
+        return self.matcher.header(act.hdr)
 
     def vanishes(self, act: Transmit, connected: set[tuple[str, NID, NID]], dst: str) -> bool:
         """Does this message vanish (blackhole, partition)?"""
@@ -175,7 +168,7 @@ class SimFaults:
         self.faults: dict[str, FaultRecord] = {}
         self.rules: dict[str, Rule] = {}  # fault id -> its active activation
         self.next_id = 1
-        self.api = FaultHandle(tb.name, self.request)
+        self.api = SimFaultAPI(self)  # ``tb.fault``: no control request to itself
 
     # -- requests (the ctl protocol) ------------------------------------------------------------
     def request(self, msg: dict[str, Any], timeout: float = 0.0) -> dict[str, Any]:
