@@ -194,6 +194,8 @@ class Matcher:
     def header(self, hdr: LNetHdr) -> bool:
         """The LNet keys against the header of a message the simulator's fabric carries (its
         NIDs typed; the portal of a PUT or GET, as the interposer reads ``ptl_index``)."""
+        if not self.needs_header:
+            return True
         mtype = hdr.type
         return self.fields(
             _TYPE_NAMES[mtype], nid_key(hdr.src_nid) if self.src_nid is not None else None,

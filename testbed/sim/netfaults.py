@@ -51,7 +51,7 @@ from nodes.lnd.wire import LNET_ACCEPTOR_PORT
 from nodes.lnet.nid import NID
 from testbed.faultbook import FaultRecord, never_raise
 from testbed.sim.faultapi import SimFaultAPI
-from testbed.sim.netmodels import MODELS, Model
+from testbed.sim.netmodels import MODELS, Knobs, Model
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
@@ -85,7 +85,7 @@ class Rule:
         self.nids = {NID.parse(i.nid) for i in node.interfaces
                      if spec.iface is None or i.name == spec.iface}
         model = MODELS.get(spec.kind)
-        self.model = model(dict(spec.params), self.rng, self.counters, self.nids) \
+        self.model = model(Knobs(dict(spec.params), self.rng, self.counters, self.nids)) \
             if model is not None else None
         self.matcher = Matcher(spec.match)  # the interposer's own (faults/prefilter.py)
 
@@ -330,7 +330,7 @@ def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
         if model is not None:
             matched = rule.matches(act)
             if matched:
-                model.count("matched")
+                model.k.count("matched")
             if model.take(fab, name, act, link, timeout, matched):
                 return
     extra = sum(rule.delay(act) for rule in rules)
