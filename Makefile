@@ -28,7 +28,7 @@ PURE_TESTS := $(shell grep -lE "from (nodes\.(lnet|lnd|selftest|driver)|testbed\
                 tests/unit/test_*.py 2>/dev/null)
 # What `mypy --strict` checks: the sans-I/O layers and every compiled module
 MYPY_PATHS := nodes/lnet nodes/lnd nodes/o2ib nodes/selftest nodes/driver.py nodes/lndtimeouts.py nodes/recorder.py nodes/daemon/runtime.py nodes/native.py testbed/sim/fabric.py \
-              testbed/sim/links.py testbed/sim/netfaults.py testbed/sim/paths.py \
+              testbed/sim/conns.py testbed/sim/links.py testbed/sim/netfaults.py testbed/sim/paths.py \
               testbed/sim/sched.py testbed/sim/simdriver.py testbed/sim/simfabric.py \
               testbed/sim/watched.py testbed/sim/netmodels.py
 # The vagrant and hosts backends (issue 15, vagrant/README.md): Vagrant with its LXC and

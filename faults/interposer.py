@@ -68,7 +68,7 @@ class Interposer:
 
     def __init__(self, spec: InterposerSpec) -> None:
         self.spec = spec
-        self.matcher = Matcher(dict(spec.match.as_dict()), list(spec.local_nids))
+        self.matcher = Matcher(spec.match, spec.local_nids)
         self.decider = decide.Decider(spec.kind, dict(spec.params), spec.seed)
         self.counters = {k: 0 for k in ("seen", "matched", "accepted", "dropped", "delayed",
                                         "reordered", "duplicated", "corrupted", "stalled",

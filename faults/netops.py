@@ -2,12 +2,14 @@
 
 Theory of operation (STYLE rule 9): a fault's resources (``faults.resources``, from
 ``faults.realise``) are recorded in state.json *before* they are made, as the records
-``Resource.to_dict`` writes. Everything that acts on a change goes through its record here:
-:func:`create` makes what a record says (so nothing is made that does not round-trip through
-its record) and writes back what the making learnt (an interposer's pid); :func:`undo` undoes
-one; ``recorded``/``recorded_leftovers``/``undo_recorded`` are ``testbed clean``'s view of a
-state file whose owner is gone. Which resource a record is, and how it is made, is the
-resource type's business: no per-kind code here.
+``Resource.to_dict`` writes. The process that built a resource keeps it typed: :func:`make`
+makes it and writes back into its record what the making learnt (an interposer's pid); a
+record that crossed a process edge (a host agent's, ``testbed/vagrant/agentfaults.py``) is
+loaded once there and made by :func:`create` (issue 29: typed -> record -> typed happened
+inside one process before); :func:`undo` undoes one; ``recorded``/``recorded_leftovers``/
+``undo_recorded`` are ``testbed clean``'s view of a state file whose owner is gone. Which
+resource a record is, and how it is made, is the resource type's business: no per-kind code
+here.
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ from typing import Any
 from faults.resources import TAG, FaultApplyError, Resource, load, read_counters
 from faults.spec import FaultError
 
-__all__ = ["TAG", "FaultApplyError", "create", "read_counters", "recorded",
+__all__ = ["TAG", "FaultApplyError", "create", "make", "read_counters", "recorded",
            "recorded_leftovers", "undo", "undo_recorded"]
 
 
+def make(res: Resource, record: dict[str, Any], env: dict[str, str]) -> None:
+    """Make ``res``, recorded as ``record`` (its ``to_dict``, already in state.json); the
+    record gets what the making learnt (an interposer's ``pid``).
+
+    Raises:
+        FaultApplyError: the command failed or the process did not come up.
+    """
+    record.update(res.create(env).to_dict())
+
+
 def create(record: dict[str, Any], env: dict[str, str]) -> None:
-    """Make the change a record describes (it is already in state.json); the record gets
-    what the making learnt (an interposer's ``pid``).
+    """Make the change a record received from another process describes (``make``).
 
     Raises:
         FaultApplyError: the command failed, the process did not come up, or the record is bad.
@@ -32,7 +43,7 @@ def create(record: dict[str, Any], env: dict[str, str]) -> None:
         res = load(record)
     except FaultError as exc:
         raise FaultApplyError(str(exc)) from None
-    record.update(res.create(env).to_dict())
+    make(res, record, env)
 
 
 def undo(record: dict[str, Any]) -> str | None:

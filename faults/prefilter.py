@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faults.flowtrack import LNetMsg
+from faults.spec import Match
 from faults.unit6 import nid16_key, nid_key
 from nodes.lnd.wire import (
     KSOCK_MSG_HDR_SIZE,
@@ -37,11 +39,13 @@ from nodes.lnd.wire import (
     LNET_PROTO_ACCEPTOR_MAGIC,
     LNET_PROTO_MAGIC,
 )
-from nodes.lnet.hdr import MsgType
+from nodes.lnet.hdr import LNetHdr, MsgType
 from nodes.lnet.nid import NID
 
 _IP_PROTO = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmp"}
 _TYPES = {int(t): t.name for t in MsgType}
+_TYPE_NAMES = {t: t.name for t in MsgType}  # (Enum.name is a property: slow per message)
+_PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
 _NIDS = struct.Struct("<QQ")
 #: ptl_index offset in lnet_hdr_nid4: after ack_wmd, match_bits, hdr_data (PUT) or
 #: return_wmd, match_bits (GET), in the union that starts at byte 32
@@ -139,22 +143,24 @@ def _peek_lnet(data: bytes, pkt: Pkt) -> None:
 
 
 class Matcher:
-    """A rule's ``match`` compiled against integers (NIDs as ``unit6.nid_key``: a small NID's
-    nid4, a large one's key beyond 64 bits), for the hot path."""
+    """The one matcher of a fault's ``match`` (issue 29): the interposer asks it about each
+    packet and each message of a stream, the simulator's fabric about each message it
+    carries (``header``). Compiled from the typed ``Match`` against integers (NIDs as
+    ``unit6.nid_key``: a small NID's nid4, a large one's key beyond 64 bits), for the hot
+    path; ``local_nids`` (text, as the interposer's spec file carries them) only matter
+    to ``forwarded``."""
 
-    def __init__(self, match: dict[str, object], local_nids: list[str] | None = None) -> None:
-        self.proto = str(match.get("proto", "any"))
-        self.types = frozenset(str(t) for t in match.get("type", ()) or ())  # type: ignore[union-attr]
-        self.src_nid = nid_key(NID.parse(str(match["src_nid"]))) if match.get("src_nid") \
-            else None
-        self.dst_nid = nid_key(NID.parse(str(match["dst_nid"]))) if match.get("dst_nid") \
-            else None
-        self.portal = match.get("portal")
-        self.port = match.get("port")
-        self.peer = match.get("peer")
-        self.forwarded = bool(match.get("forwarded"))
+    def __init__(self, match: Match, local_nids: Iterable[str] = ()) -> None:
+        self.proto = match.proto
+        self.types = frozenset(match.types)
+        self.src_nid = nid_key(match.src_nid) if match.src_nid is not None else None
+        self.dst_nid = nid_key(match.dst_nid) if match.dst_nid is not None else None
+        self.portal = match.portal
+        self.port = match.port
+        self.peer = match.peer
+        self.forwarded = match.forwarded
         # a large NID as V4 carries it, and as a V3 hop carries it (lnet_nid_to_nid4)
-        nids = [NID.parse(n) for n in local_nids or ()]
+        nids = [NID.parse(n) for n in local_nids]
         self.local = frozenset([*map(nid_key, nids), *(n.nid4 for n in nids)])
         self.needs_header = bool(self.types or self.src_nid is not None
                                  or self.dst_nid is not None or self.portal is not None
@@ -184,6 +190,17 @@ class Matcher:
     def message(self, m: LNetMsg) -> bool:
         """The LNet keys against one message of the stream (``flowtrack``)."""
         return self.fields(m.type, m.src_nid, m.dst_nid, m.portal)
+
+    def header(self, hdr: LNetHdr) -> bool:
+        """The LNet keys against the header of a message the simulator's fabric carries (its
+        NIDs typed; the portal of a PUT or GET, as the interposer reads ``ptl_index``)."""
+        if not self.needs_header:
+            return True
+        mtype = hdr.type
+        return self.fields(
+            _TYPE_NAMES[mtype], nid_key(hdr.src_nid) if self.src_nid is not None else None,
+            nid_key(hdr.dest_nid) if self.dst_nid is not None else None,
+            hdr.ptl_index if mtype in _PORTAL_TYPES else None)
 
     def fields(self, mtype: str, src: int | None, dst: int | None, portal: int | None) -> bool:
         if self.types and mtype not in self.types:

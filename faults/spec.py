@@ -92,8 +92,8 @@ class Match:
 
     proto: str = "any"
     types: tuple[str, ...] = ()
-    src_nid: str | None = None
-    dst_nid: str | None = None
+    src_nid: NID | None = None  # parsed once, where the text entered (``parse_match``)
+    dst_nid: NID | None = None
     portal: int | None = None
     forwarded: bool = False
     port: int | None = None
@@ -101,16 +101,17 @@ class Match:
 
     @property
     def needs_lnet(self) -> bool:
-        return bool(self.types or self.src_nid or self.dst_nid or self.portal is not None
-                    or self.forwarded or self.proto == "lnet")
+        return bool(self.types or self.src_nid is not None or self.dst_nid is not None
+                    or self.portal is not None or self.forwarded or self.proto == "lnet")
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"proto": self.proto}
         if self.types:
             out["type"] = list(self.types)
         for key in ("src_nid", "dst_nid", "portal", "port", "peer"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
+            value = getattr(self, key)
+            if value is not None:  # (a NID as its text: this is for JSON, YAML, a process edge)
+                out[key] = str(value) if isinstance(value, NID) else value
         if self.forwarded:
             out["forwarded"] = True
         return out
@@ -190,9 +191,9 @@ def _num(key: str, value: Any, typ: type, rng: Any) -> Any:
     raise FaultError(f"{key}: unsupported type")  # pragma: no cover
 
 
-def _nid(key: str, value: Any) -> str:
+def _nid(key: str, value: Any) -> NID:
     try:
-        return str(NID.parse(str(value)))
+        return NID.parse(str(value))
     except Exception as exc:  # the NID parser's own error names the problem
         raise FaultError(f"match.{key}: bad NID {shown(value)}: {exc}") from None
 

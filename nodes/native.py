@@ -60,7 +60,7 @@ COMPILED_ONLY: dict[str, tuple[str, ...]] = {
     # (several per message: interpreted, ~5 % of a busy lst brw daemon, issue 13)
     "nodes.daemon": ("runtime.py",),
     # the simulator's per-message Python: the clock, the wire, path decisions, faults
-    "testbed.sim": ("fabric.py", "links.py", "netfaults.py", "paths.py", "sched.py",
+    "testbed.sim": ("conns.py", "fabric.py", "links.py", "netfaults.py", "paths.py", "sched.py",
                     "simdriver.py", "simfabric.py"),
 }
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from faults import netops
 from faults.ibspec import IB, ib_nid
+from faults.resources import Resource
 from faults.spec import FaultError, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
 from nodes.echo import shown
@@ -191,7 +192,7 @@ class FaultManager(FaultResources):
                 self._ib(f, True)
             else:
                 for res in self._resources(f, k):
-                    self._create(f, res.to_dict())
+                    self._create(f, res)
         except (netops.FaultApplyError, OSError, FaultError, DaemonUnreachable) as exc:
             f.error = str(exc)
             counters = self._undo_all(f)
@@ -212,14 +213,15 @@ class FaultManager(FaultResources):
         runstate.append_event(self.sup.rdir, "fault_reverted", id=f.fid, activation=k,
                               fault_kind=f.spec.kind, counters=counters, seed=f.seed)
 
-    def _create(self, f: _Fault, res: dict[str, Any]) -> None:
-        f.resources.append(res)
+    def _create(self, f: _Fault, res: Resource) -> None:
+        record = res.to_dict()
+        f.resources.append(record)
         self.sup.state["faults"][f.fid]["resources"] = f.resources
         self.sup.save()  # recorded before it is made
-        netops.create(res, self.sup.env)
+        netops.make(res, record, self.sup.env)  # (typed: no record -> resource here)
         self.sup.save()  # with the interposer's pid
-        if res["type"] == "link":
-            self._link_state(res, "down")
+        if record["type"] == "link":
+            self._link_state(record, "down")
 
     def _link_state(self, res: dict[str, Any], state: str) -> None:
         """Keep ``testbed status`` and the event log in step with a carrier fault."""

@@ -1,7 +1,8 @@
 """The sim backend: every node's engine in one process, on an in-memory fabric, virtual clock.
 
-``fabric`` (engines wired by NID, a deadline heap, links that fail), ``simfabric`` (plus what
-the node daemon's drivers add: health notices in the event log, simulated LND link-down),
+``fabric`` (engines wired by NID, links that fail; composed of ``sched``, the deadline heap,
+``links``, ``paths``, ``conns``), ``simfabric`` (``sim_fabric``: plus what the node daemon's
+drivers add: health notices in the event log, trace, recorders),
 ``runtime`` (one simulated node, ``SimRuntime``), ``inproc`` (``SimTestbed``: the testbed in
 this process), ``script`` (``testbed sim --script``).
 

@@ -34,7 +34,14 @@ byte for byte.
 
 Each engine is carried by a ``NodeDriver`` (``nodes/driver.py``, the node daemon's too), a
 ``FabricDriver`` (``simdriver.py``) that calls this fabric's clock, wire, timer and sinks.
-Scheduling, O(log n) per event, is ``sched.py``'s. Unit tests change engines directly (no
+The fabric is composed, not inherited (issue 29): ``sched`` (``sched.py``: the virtual
+timeline, O(log n) per event, and the event-log store), ``paths`` (``paths.py``: the wiring,
+path verdicts and the socklnd's connections), and for the sim backend ``observers``
+(``simfabric.py``: the daemon's notice log, trace and recorders) and ``rules`` (the active
+faults, ``netfaults.py``); each part owns its state, the fabric the engines, their drivers,
+the path cache and the per-message moves (send, deliver, fail, complete, notify). The
+members callers had on the old chain (``now``, ``step``, ``down``, ``connected``...) are the
+parts' own, bound here once (no wrapper frame on a call). Unit tests change engines directly (no
 ``apply``), so ``run_until`` and, unless the fabric is ``tracked`` (``SimFabric``), each
 outside ``step`` first re-asks every engine (``touch``). Wiring is incremental
 (``add``/``refresh_node``; interfaces indexed by (host, segment)): n nodes come up in O(n).
@@ -43,11 +50,11 @@ Failures carry the socklnd's rc and hstatus (``nodes/lnd/errmap.py``).
 
 from __future__ import annotations
 
-import heapq
+import functools
 import random
 from collections.abc import Callable
 from errno import ECONNREFUSED
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodes.driver import NodeDriver
 from nodes.lnd import errmap
@@ -55,16 +62,21 @@ from nodes.lnd.wire6 import v3_view
 from nodes.lnet.actions import MDEvent, Transmit
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
-from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
+from nodes.lnet.events import MessageReceived, TxCompleted
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, O2IBLND
-from testbed.sim.links import _Link
+from testbed.sim.conns import Conns
+from testbed.sim.links import Links, _Link
+from testbed.sim.netfaults import transmit_ruled
 from testbed.sim.o2ibsim import O2ibSim
 from testbed.sim.paths import UNANSWERED, Paths
-from testbed.sim.sched import VIRTUAL_TIME_LIMIT
-from testbed.sim.simdriver import FabricDriver
-from testbed.sim.watched import _Watched
+from testbed.sim.sched import VIRTUAL_TIME_LIMIT, Scheduler
+from testbed.sim.simdriver import FabricDriver, close_recorders, flush_recorders
+
+if TYPE_CHECKING:
+    from testbed.sim.netfaults import Rule
+    from testbed.sim.simfabric import Observers
 
 __all__ = ["VIRTUAL_TIME_LIMIT", "Fabric"]
 
@@ -72,46 +84,62 @@ _HS_NAME = {h: h.name for h in HStatus}  # (Enum.name is a property: slow per me
 _TYPE_NAME = {t: t.name for t in MsgType}
 
 
-class Fabric(Paths):
+class Fabric:
     """Engines wired by NID. ``events[name]`` collects each node's MD events in order."""
 
-    def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0) -> None:
-        super().__init__()
-        self.version = 0  # bumped by every wiring change: cached _Links are then stale
-        self._latency = latency
+    start_recording: Callable[..., None]  # (with ``observers``: the sim backend's)
+
+    def __init__(self, latency: float = 0.001, *, seed: int = 0, jitter: float = 0.0,
+                 tracked: bool = False, observers: Observers | None = None) -> None:
         self.jitter = jitter
         self.rng = random.Random(seed)
         self.engines: dict[str, LNetEngine] = {}
         self.drivers: dict[str, NodeDriver] = {}
         self.owner: dict[NID, str] = {}
         self._owned: dict[str, set[NID]] = {}  # node -> NIDs it owns in ``owner``
-        self.down = _Watched(self.changed)
-        #: NIDs of killed nodes: connecting is refused, an established connection is reset
-        self.dead = _Watched(self.changed)
-        self._seen_inc: dict[tuple[str, NID], int] = {}  # (node, peer NID) -> incarnation
-        #: peers' connections to a killed node: reset (not refused) on their next use
-        self._reset_pending: set[tuple[str, NID, NID]] = set()
-        self._stalled: set[tuple[str, NID, NID]] = set()  # conns whose close is pending
-        self._held: dict[tuple[str, NID, NID], list[Transmit]] = {}  # (paths.held)
-        self._written: set[int] = set()
+        self.links = links = Links(self.owner, latency)  # the path cache
+        self.changed, self.link, self.set_latency = links.changed, links.link, \
+            links.set_latency
+        #: the timeline (``tracked``: every engine change reaches a driver, flush or refresh)
+        self.sched = sched = Scheduler(self.engines, self.drivers, self._deliver,
+                                       tracked=tracked)
+        self._records = sched.compact_log()  # the event-log store (appended, never rebound)
+        self.conns = conns = Conns(self, sched, self.engines)  # the socklnd's connections
+        self.paths = paths = Paths(self, sched, conns, self.owner, self.engines)
+        links.verdict = paths.path_error
+        #: the daemon's notice log, trace, recorders (sim backend; none on a unit fabric)
+        self.observers = observers
+        if observers is not None:
+            self.start_recording = functools.partial(observers.start_recording, self)
+        self.close_recorders = functools.partial(close_recorders, self.drivers)
+        self.flush_recorders = functools.partial(flush_recorders, self.drivers)
+        #: active fault activations (``netfaults.Rule``), set by ``SimFaults``
+        self.rules: list[Rule] = []
+        # the parts' members, bound once (a call costs no extra frame)
+        self._at, self._at_deliver, self.touch = sched.at, sched.at_deliver, sched.touch
+        self.step, self.run_until, self.run_guarded = sched.step, sched.run_until, \
+            sched.run_guarded
+        self.next_time, self.stamp, self.compact_log = sched.next_time, sched.stamp, \
+            sched.compact_log
+        self.down, self.dead, self.lnd_down = paths.down, paths.dead, paths.lnd_down
+        self.segment, self.host = paths.segment, paths.host
+        self.path_error, self.reachable, self.established = paths.path_error, \
+            paths.reachable, conns.established
+        self.hang_up, self.close_routed, self.held = conns.hang_up, paths.close_routed, \
+            paths.held
+        self.conns_per_peer, self.add_interface = conns.conns_per_peer, paths.add_interface
+        self.set_link, self.revive = paths.set_link, paths.revive
+        self._fail_at, self._lost = paths._fail_at, paths._lost
+        self._notify, self._peer_down = conns.notify, conns.peer_down
         #: keep every MD event per node and every Transmit (tests read them); a long-lived
         #: server turns it off and flushes ``event_log``/``log`` to files instead
         self.keep_history = True
-        self.keep_transmits = True  # and (with keep_history) ``transmits`` (unit tests')
-        self._links: dict[tuple[NID, NID], _Link] = {}
-        self.nid_latency: dict[NID, float] = {}
-        self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
-        self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
-        self._host_seg: dict[tuple[str, str], list[NID]] = {}  # (host, segment) -> its NIDs
+        #: and (with keep_history) ``transmits`` (unit tests'; the sim backend reads none)
+        self.keep_transmits = not tracked
         self.events: dict[str, list[MDEvent]] = {}
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
         self.hold = False  # when true, transmissions are queued but never delivered
-        self.connected: set[tuple[str, NID, NID]] = set()  # (node, NI, peer NI) "connections"
-        #: the same, at the accepting end: a connection carries both ways (``established``)
-        self.passive: set[tuple[str, NID, NID]] = set()
-        self.conn_cbs: dict[tuple[str, NID, NID], int] = {}  # pairs made by their node: when
-        self._nid_text: dict[NID, str] = {}
         self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
         #: a test's hand on the wire: given each message sent (after its ``send`` record),
         #: returns the one to carry, or None if it disposed of it (dropped, failed on _at)
@@ -119,28 +147,57 @@ class Fabric(Paths):
         self.o2ib = O2ibSim(self)  # the o2iblnd of nodes with o2ib NIs
 
     @property
+    def now(self) -> float:
+        """Virtual time (the scheduler's; a pacer may move it forward)."""
+        return self.sched.now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self.sched.now = value
+
+    @property
+    def event_log(self) -> list[dict[str, Any]]:
+        """The event log, every record a dict (``Scheduler.event_log``)."""
+        return self.sched.event_log
+
+    @property
+    def connected(self) -> set[tuple[str, NID, NID]]:
+        """(node, NI, peer NI) socklnd connections (``Conns.connected``)."""
+        return self.conns.connected
+
+    @connected.setter
+    def connected(self, value: set[tuple[str, NID, NID]]) -> None:
+        self.conns.connected = value
+
+    @property
+    def passive(self) -> set[tuple[str, NID, NID]]:
+        """The accepting ends of connections (``Conns.passive``)."""
+        return self.conns.passive
+
+    @property
+    def conn_cbs(self) -> dict[tuple[str, NID, NID], int]:
+        """When each pair was connected by its own node (``Conns.conn_cbs``)."""
+        return self.conns.conn_cbs
+
+    @property
     def latency(self) -> float:
         """Default one-way latency (virtual seconds) of a NID without its own."""
-        return self._latency
+        return self.links.latency
 
     @latency.setter
     def latency(self, value: float) -> None:
-        self._latency = value
-        self.changed()
+        self.links.latency = value
+        self.links.changed()
 
     def add(self, name: str, engine: LNetEngine) -> LNetEngine:
         self.engines[name] = engine
         self.events[name] = []
-        self._order.setdefault(name, len(self._order))
-        self._deadline.pop(name, None)
-        self.drivers[name] = self._driver(name, engine)
-        self._dirty.add(name)
+        self.sched.added(name)
+        drv = self.drivers[name] = FabricDriver(self, name, engine)
+        if self.observers is not None:
+            self.observers.attach(self, name, drv)
         self.refresh_node(name)
         return engine
-
-    def _driver(self, name: str, engine: LNetEngine) -> NodeDriver:
-        """The node driver of ``name``: this fabric's clock, wire, timer heap and logs."""
-        return FabricDriver(self, name, engine)
 
     def refresh_node(self, name: str) -> None:
         """Re-read node ``name``'s NIs (after its net add/del): only its NIDs change owner."""
@@ -154,7 +211,7 @@ class Fabric(Paths):
         for nid in mine:
             self.owner[nid] = name
         self._owned[name] = mine
-        self._dirty.add(name)
+        self.sched.dirty(name)
         self.changed()
 
     def refresh(self) -> None:
@@ -173,74 +230,38 @@ class Fabric(Paths):
         self.dead.update(nids)
         self.hang_up(name, set(nids), True, 2.5)
 
-    def revive(self, name: str, nids: list[NID]) -> None:
-        """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""
-        for nid in nids:
-            self.dead.discard(nid)
-
     def remove(self, name: str) -> None:
         """Take node ``name``'s engine off the fabric (its NIDs owned by nobody: sends to them
-        fail); its pending timers are forgotten."""
+        fail); its pending timers are forgotten, its recorder written and closed."""
+        drv = self.drivers.get(name)
         for nid in self._owned.pop(name, ()):
             if self.owner.get(nid) == name:
                 del self.owner[nid]
         self.engines.pop(name, None)
-        self.conn_cbs = {k: v for k, v in self.conn_cbs.items() if k[0] != name}
+        self.conns.forget(name)
         self.drivers.pop(name, None)
-        self._deadline.pop(name, None)
-        self._dirty.discard(name)
+        self.sched.removed(name)
         self.changed()
-
-    def add_interface(self, nid: NID, segment: str, host: str) -> None:
-        """Interface ``nid`` of ``host`` is on L2 ``segment`` (whether or not a NI is on it)."""
-        self.segment[nid] = segment
-        self.host[nid] = host
-        self._host_seg.setdefault((host, segment), []).append(nid)
-        self.changed()
-
-    def set_link(self, nid: NID, up: bool, iface: str | None = None,
-                 by: str | None = None) -> None:
-        """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
-        as the Mininet supervisor logs it)."""
-        (self.down.discard if up else self.down.add)(nid)
-        if not up and self.passive:  # its socklnd closes the NI's connections
-            self.passive = {c for c in self.passive if c[1] != nid}
-        node = self.host.get(nid) or self.owner.get(nid, "?")
-        extra: dict[str, str] = {"iface": iface} if iface is not None else {}
-        if by is not None:
-            extra["by"] = by
-        self.record(f"link_{'up' if up else 'down'}", node, nid=str(nid), **extra)
-
-    def set_latency(self, nid: NID, latency: float) -> None:
-        self.nid_latency[nid] = latency
-        self.changed()
-
-    def changed(self) -> None:
-        """The wiring changed (links, owners, latencies, faults): re-decide every path."""
-        self.version += 1
-
-    def link(self, ni: NID, lpni: NID) -> _Link:
-        """The cached decision for sends from ``ni`` to ``lpni`` (made again once stale)."""
-        key = (ni, lpni)
-        link = self._links.get(key)
-        if link is None or link.version != self.version:
-            rc = self.path_error(ni, lpni)
-            base = max(self.nid_latency.get(ni, self.latency),
-                       self.nid_latency.get(lpni, self.latency))
-            link = self._links[key] = _Link(self.version, rc, self.owner.get(lpni), base,
-                                            self._nid_str(ni), self._nid_str(lpni))
-        return link
+        if drv is not None and drv.recorder is not None:
+            drv.on_sample_timer()
+            drv.recorder.close()
 
     def record(self, kind: str, node: str, /, **fields: Any) -> None:
         """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
         self._records.append({"t": self.stamp(), "kind": kind, "node": node, **fields})
 
-    def _nid_str(self, nid: NID) -> str:
-        """``str(nid)``, cached: formatting NIDs was a seventh of the time per message."""
-        text = self._nid_text.get(nid)
-        if text is None:
-            text = self._nid_text[nid] = str(nid)
-        return text
+    def record_global(self, kind: str, /, **fields: Any) -> None:
+        """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
+        self._records.append({"t": self.stamp(), "kind": kind, **fields})
+
+    def flush(self, name: str) -> None:
+        """After direct engine calls (a verb's DLC call): node ``name``'s health notices go
+        to the event log (notify.py) and its timer is re-armed if its deadline moved."""
+        drv = self.drivers.get(name)
+        if drv is not None:
+            drv.flush_notices()
+            drv.rearm()
+            drv.sample()
 
     # ------------------------------------------------------------------ actions
     def apply(self, name: str, actions: list[Any]) -> None:
@@ -253,18 +274,19 @@ class Fabric(Paths):
 
     def _send(self, name: str, act: Transmit) -> None:
         if self.keep_transmits and self.keep_history:
-            self.transmits.append((self.now, name, act))
-        link = self._links.get((act.ni, act.lpni))  # ``link`` inlined (one frame a message)
-        if link is None or link.version != self.version:
-            link = self.link(act.ni, act.lpni)
+            self.transmits.append((self.sched.now, name, act))
+        links = self.links
+        link = links.cache.get((act.ni, act.lpni))  # ``link`` inlined (one frame a message)
+        if link is None or link.version != links.version:
+            link = links.link(act.ni, act.lpni)
         hdr = act.hdr
         src, dst = hdr.src_nid, hdr.dest_nid
         self._records.append((  # ``record``'s fields, compact (sched.py ``as_event``)
             "send", self.stamp(), name, act.tx_id, _TYPE_NAME[hdr.type], link.ni_text,
             link.lpni_text,
             # (unrouted, the header's NIDs are the pair's own objects: their text is cached)
-            link.ni_text if src is act.ni else self._nid_str(src),
-            link.lpni_text if dst is act.lpni else self._nid_str(dst), len(act.payload)))
+            link.ni_text if src is act.ni else links.nid_str(src),
+            link.lpni_text if dst is act.lpni else links.nid_str(dst), len(act.payload)))
         if self.interpose is not None:
             carried = self.interpose(name, act)
             if carried is None:
@@ -273,42 +295,16 @@ class Fabric(Paths):
         if act.ni.net.lnd == O2IBLND:  # o2iblnd's own connections (o2ibsim.py)
             return self.o2ib.transmit(name, act)
         self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
-        self._transmit(name, act)
+        if self.rules:  # faults active (netfaults.py)
+            transmit_ruled(self, name, act)
+        else:
+            self._transmit(name, act)
 
     def _md(self, name: str, ev: MDEvent) -> None:
         if self.keep_history:
             self.events[name].append(ev)
         self._records.append(("md", self.stamp(), name, ev.handle, ev.kind, ev.status,
                               ev.unlinked))
-
-    def _peer_down(self, name: str, lpni: NID) -> None:
-        """``lnd_notify_peer_down``: the sender's conns to that NID are closed."""
-        self.record("notify_peer_down", name, lpni=str(lpni))
-        self.log.append((self.now, name, f"socklnd: LNet notified peer NI {lpni} dead"))
-        self.connected = {c for c in self.connected if not (c[0] == name and c[2] == lpni)}
-        self.passive = {c for c in self.passive if not (c[0] == name and c[2] == lpni)}
-
-    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
-        """The LND's ``lnet_notify`` on a "connection" change of (ni, lpni); ``reset``: the
-        peer's incarnation changed since the last connection (it was restarted)."""
-        key = (name, ni, lpni)
-        if alive == (key in self.connected) and alive:
-            return
-        (self.connected.add if alive else self.connected.discard)(key)
-        if not alive:
-            self.passive.discard(key)
-        extra = {"reset": True} if reset else {}
-        self.record("peer_notify", name, ni=str(ni), lpni=str(lpni), alive=alive, **extra)
-        self.apply(name, self.engines[name].handle(
-            PeerNotify(ni=ni, nid=lpni, alive=alive, reset=reset), self.now))
-
-    def _incarnation_changed(self, name: str, peer: NID, peer_node: str) -> bool:
-        """Has ``peer``'s node a new incarnation since ``name`` last connected to it? (the
-        socklnd's hello carries it; a changed one resets the peer NI's health history)"""
-        inc = self.engines[peer_node].incarnation
-        last = self._seen_inc.get((name, peer))
-        self._seen_inc[(name, peer)] = inc
-        return last is not None and last != inc
 
     def _fail(self, name: str, act: Transmit, rc: int,
               hstatus: HStatus | None = None) -> None:
@@ -317,10 +313,11 @@ class Fabric(Paths):
         if name not in self.engines:
             return  # the sender itself is gone (killed)
         key = (name, act.ni, act.lpni)
-        if hstatus is None and rc == -ECONNREFUSED and key in self._reset_pending:
-            self._reset_pending.discard(key)
+        conns = self.conns
+        if hstatus is None and rc == -ECONNREFUSED and key in conns._reset_pending:
+            conns._reset_pending.discard(key)
             rc, hstatus = errmap.FAILURES["conn_closed"]  # reset by the dead peer's kernel
-            self.connected.add(key)  # (so that _notify reports it closed)
+            conns.connected.add(key)  # (so that _notify reports it closed)
         self._notify(name, act.ni, act.lpni, False)
         if hstatus is None:
             rc, hstatus = errmap.connect_failure(rc)
@@ -332,7 +329,7 @@ class Fabric(Paths):
             return
         self._records.append(("tx_done", self.stamp(), name, tx_id, rc, _HS_NAME[hstatus]))
         self.apply(name, engine.handle(TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus),
-                                       self.now))
+                                       self.sched.now))
 
     def _transmit(self, name: str, act: Transmit) -> None:
         sending = self._sending
@@ -340,32 +337,28 @@ class Fabric(Paths):
         delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         rc = link.rc
         if rc in UNANSWERED:  # nobody answers: known only later (paths.py)
-            self._unanswered(name, act, rc, delay)
+            self.paths._unanswered(name, act, rc, delay)
             return
+        now = self.sched.now
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency...
-            if rc == -ENETUNREACH and self.established(name, act) and self._routed_pair(act):
-                self.held(name, act, delay)  # ...but on a conn the host has no route for: held
+            paths = self.paths
+            if rc == -ENETUNREACH and self.conns.established(name, act) \
+                    and paths.routed_pair(act):
+                paths.held(name, act, delay)  # ...but on a conn the host has no route for: held
             else:
-                self._fail_at(self.now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
+                paths._fail_at(now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
             return
         if not self.hold:  # (held: queued for ever) the pair's decision goes with it
-            heapq.heappush(self._q, (self.now + delay, next(self._seq), name, act, link))
+            self.sched.at_deliver(now + delay, name, act, link)
 
-    def _routed_pair(self, act: Transmit) -> bool:
-        """Whether both ends sit on modelled segments, so -ENETUNREACH is the sending host's
-        lost route (Linux holds the connection's writes, ``Paths.held``); a fabric without
-        segments (the engine-level unit fabrics: no L2, no routing table) uses -ENETUNREACH
-        for a peer that is simply gone, and its sends fail as before explore2's fix."""
-        segment = self.segment
-        return act.ni in segment and act.lpni in segment
-
-    def _deliver(self, name: str, act: Transmit) -> None:
-        arrival = self._arrival  # (the heap entry: the pair's decision unless since stale)
-        link: _Link | None = arrival[4] if len(arrival) == 5 and arrival[3] is act else None
-        if link is None or link.version != self.version:
-            link = self.link(act.ni, act.lpni)
+    def _deliver(self, name: str, act: Transmit, link: _Link | None = None) -> None:
+        """``act`` arrives (``link``: the pair's decision made at send time, unless since
+        stale), or fails as the path now says."""
+        if link is None or link.version != self.links.version:
+            link = self.links.link(act.ni, act.lpni)
+        paths = self.paths
         if link.rc in UNANSWERED:  # the peer stopped answering in flight (paths.py)
-            self._unanswered(name, act, link.rc, 0.0)
+            paths._unanswered(name, act, link.rc, 0.0)
             return
         if link.rc:  # a link went down in flight: the conn closed under the tx
             self._fail(name, act, link.rc)
@@ -374,27 +367,30 @@ class Fabric(Paths):
             return  # the sender died with the message on the wire: nobody to complete
         dst = link.dst
         assert dst is not None  # rc 0: owned
-        if self._stalled:  # a write got through: the connection is not stuck
-            self._stalled.discard((name, act.ni, act.lpni))
-        if (name, act.ni, act.lpni) not in self.connected:  # a connection comes up
-            self._reset_pending.discard((name, act.ni, act.lpni))
-            self._notify(name, act.ni, act.lpni, True,
-                         self._incarnation_changed(name, act.lpni, dst))
-            if self._incarnation_changed(dst, act.ni, name):  # the passive side's hello
-                self._notify(dst, act.lpni, act.ni, True, True)
-            self._conn_up(name, act.ni, act.lpni, dst)
+        if paths._stalled:  # a write got through: the connection is not stuck
+            paths._stalled.discard((name, act.ni, act.lpni))
+        conns = self.conns
+        if (name, act.ni, act.lpni) not in conns.connected:  # a connection comes up
+            conns._reset_pending.discard((name, act.ni, act.lpni))
+            conns.notify(name, act.ni, act.lpni, True,
+                         conns.incarnation_changed(name, act.lpni, dst))
+            if conns.incarnation_changed(dst, act.ni, name):  # the passive side's hello
+                conns.notify(dst, act.lpni, act.ni, True, True)
+            conns.conn_up(name, act.ni, act.lpni, dst)
         hdr = act.hdr
         if (hdr.src_nid.size or hdr.dest_nid.size) and not act.ni.size:
             hdr = v3_view(hdr)  # an IPv4 hop speaks socklnd V3 (nid4 headers)
         src, final = hdr.src_nid, hdr.dest_nid
         self._records.append(("recv", self.stamp(), dst, _TYPE_NAME[hdr.type],
                               link.lpni_text, link.ni_text,
-                              link.ni_text if src is act.ni else self._nid_str(src),
-                              link.lpni_text if final is act.lpni else self._nid_str(final)))
+                              link.ni_text if src is act.ni else self.links.nid_str(src),
+                              link.lpni_text if final is act.lpni
+                              else self.links.nid_str(final)))
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=hdr,
                                                   payload=act.payload))
-        if self._written and act.tx_id in self._written:  # held: completed when written
-            self._written.discard(act.tx_id)
+        written = paths._written
+        if written and act.tx_id in written:  # held: completed when written
+            written.discard(act.tx_id)
             return
         self._complete(name, act.tx_id, 0, HStatus.OK)
 

@@ -46,7 +46,7 @@ from testbed.sim.fabric import VIRTUAL_TIME_LIMIT
 from testbed.sim.netfaults import SimFaults
 from testbed.sim.node import SimNodeHandle
 from testbed.sim.runtime import SimRuntime
-from testbed.sim.simfabric import SimFabric
+from testbed.sim.simfabric import sim_fabric
 
 #: Longest wall-clock run of an unpaced verb before a served testbed serves other requests.
 SHARE_SLICE = 0.02
@@ -66,7 +66,7 @@ class SimTestbed:
         self.seed = seed
         #: where recorder files go (``DIR/nodes/NODE.rec``), None: no recorder
         self.record_dir = Path(record_dir) if record_dir is not None else None
-        self.fabric = SimFabric(latency, seed=seed, jitter=jitter,
+        self.fabric = sim_fabric(latency, seed=seed, jitter=jitter,
                                 trace_messages=trace_messages, record_dir=self.record_dir,
                                 record_period=record_period)
         self.lock = threading.RLock()  # the fabric is single-threaded; Traffic threads share it

@@ -43,18 +43,19 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from faults.ibspec import IB, ib_nid
+from faults.prefilter import Matcher
 from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.echo import shown
 from nodes.lnd import errmap
 from nodes.lnd.wire import LNET_ACCEPTOR_PORT
-from nodes.lnet.hdr import MsgType
 from nodes.lnet.nid import NID
-from testbed.ctlclient import FaultHandle
 from testbed.faultbook import FaultRecord, never_raise
-from testbed.sim.netmodels import MODELS, Model
+from testbed.sim.faultapi import SimFaultAPI
+from testbed.sim.netmodels import MODELS, Knobs, Model
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
+    from testbed.sim.fabric import Fabric
     from testbed.sim.inproc import SimTestbed
 
 MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill", "restart",
@@ -62,8 +63,7 @@ MODELLED = ("loss", "delay", "blackhole", "partition", "carrier", "flap", "kill"
 #: Linux TCP_RTO_MIN (200 ms) and TCP_RTO_MAX (120 s): the first retransmission timeout and
 #: the cap of its exponential backoff
 RTO_MIN, RTO_MAX = 0.2, 120.0
-#: match keys the fabric can test on a message (it has no ports, portals or TCP)
-_PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
+#: match keys the fabric can test on a message (it has no ports or TCP)
 SIM_MATCH = ("proto", "type", "src_nid", "dst_nid", "portal")
 
 
@@ -84,29 +84,23 @@ class Rule:
         node = plan.node(spec.node or "")
         self.nids = {NID.parse(i.nid) for i in node.interfaces
                      if spec.iface is None or i.name == spec.iface}
-        m = spec.match
         model = MODELS.get(spec.kind)
-        self.model = model(dict(spec.params), self.rng, self.counters, self.nids) \
+        self.model = model(Knobs(dict(spec.params), self.rng, self.counters, self.nids)) \
             if model is not None else None
-        self.types = set(m.types)
-        self.src = NID.parse(m.src_nid) if m.src_nid else None
-        self.dst = NID.parse(m.dst_nid) if m.dst_nid else None
-        self.portal = m.portal  # of a PUT or GET, as the interposer reads ptl_index
+        self.matcher = Matcher(spec.match)  # the interposer's own (faults/prefilter.py)
 
     def _count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
 
     def matches(self, act: Transmit) -> bool:
+        """Whether the rule takes ``act``: sent or received on the node's interfaces (the
+        interposer's iptables rule: ``direction``, ``iface``), then the one matcher's
+        verdict on its LNet header (``Matcher.header``)."""
         d = self.spec.direction
         if not ((d in ("out", "both") and act.ni in self.nids)
                 or (d in ("in", "both") and act.lpni in self.nids)):
             return False
-        hdr = act.hdr
-        return not ((self.types and hdr.type.name not in self.types)
-                    or (self.src is not None and hdr.src_nid != self.src)
-                    or (self.dst is not None and hdr.dest_nid != self.dst)
-                    or (self.portal is not None and (hdr.type not in _PORTAL_TYPES
-                                                     or hdr.ptl_index != self.portal)))
+        return self.matcher.header(act.hdr)
 
     def vanishes(self, act: Transmit, connected: set[tuple[str, NID, NID]], dst: str) -> bool:
         """Does this message vanish (blackhole, partition)?"""
@@ -174,7 +168,7 @@ class SimFaults:
         self.faults: dict[str, FaultRecord] = {}
         self.rules: dict[str, Rule] = {}  # fault id -> its active activation
         self.next_id = 1
-        self.api = FaultHandle(tb.name, self.request)
+        self.api = SimFaultAPI(self)  # ``tb.fault``: no control request to itself
 
     # -- requests (the ctl protocol) ------------------------------------------------------------
     def request(self, msg: dict[str, Any], timeout: float = 0.0) -> dict[str, Any]:
@@ -309,6 +303,43 @@ class SimFaults:
         """An IB kind on its node's o2iblnd (nodes/o2ib/ibfaults.py ``apply``)."""
         nid = NID.parse(ib_nid(spec, self.tb.plan) or "")
         self.tb.fabric.o2ib.ib_fault(spec.node or "", nid, spec.kind, spec.params, on)
+
+
+def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
+    """The fabric's ``_transmit`` with faults active (``fab.rules``): a message may vanish
+    (its tx fails at the sending NI's LND timeout, as the socklnd's would) or be held up
+    (TCP retransmissions, delay), or a packet kind's model takes it (``netmodels.py``).
+    (Its lambdas here: compiled, their environment is allocated on every call of the
+    function holding them, so not per message.)"""
+    link = fab.link(act.ni, act.lpni)
+    if link.rc or fab.hold or link.dst is None:
+        fab._transmit(name, act)
+        return
+    ni = fab.engines[name].ni_by_nid(act.ni)
+    timeout = float(ni.lnd_timeout) if ni is not None else 50.0
+    rules = fab.rules
+    if any(rule.vanishes(act, fab.connected, link.dst) for rule in rules):
+        if fab.established(name, act):  # the write is taken, then lost (paths.py)
+            fab._at(fab.now + link.latency, lambda: fab._lost(name, act))
+            return
+        rc, hstatus = vanish_failure(False)
+        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        return
+    for rule in rules:  # the packet kinds' models (netmodels.py)
+        model = rule.model
+        if model is not None:
+            matched = rule.matches(act)
+            if matched:
+                model.k.count("matched")
+            if model.take(fab, name, act, link, timeout, matched):
+                return
+    extra = sum(rule.delay(act) for rule in rules)
+    if extra >= timeout:  # the socklnd gave up on the connection first
+        rc, hstatus = errmap.FAILURES["posted_timeout"]
+        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        return
+    delay = link.latency + extra + (fab.rng.uniform(0, fab.jitter) if fab.jitter else 0.0)
+    fab._at_deliver(fab.now + delay, name, act)
 
 
 def vanish_failure(connected: bool) -> tuple[int, Any]:

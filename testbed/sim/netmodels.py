@@ -3,9 +3,11 @@
 Theory of operation (issue 32 item 1): the sim fabric carries LNet messages, not segments,
 so each kind the Mininet interposer or tc applies to packets is modelled by its effect on the
 socklnd's byte stream, which is what LNet can observe. A model is consulted by
-``SimFabric._transmit_ruled`` for every message of an active rule (``take``; ``matched``
+``netfaults.transmit_ruled`` for every message of an active rule (``take``; ``matched``
 says whether the rule's keys hold) and either leaves the message to the fabric (False) or
-disposes of it itself (True: scheduled, held, lost or failed).
+disposes of it itself (True: scheduled, held, lost or failed). The models share no base
+class (issue 29: no sim class inherits another): each holds its rule's ``Knobs``, and
+``Reorder`` and ``Stall`` their ``HeldQueues``; ``Model`` is the protocol they satisfy.
 
 * ``rst``: the first ``count`` matching messages are written (the tx completes OK, as
   ksocklnd finalizes a tx once its bytes are in the socket) and lost with the connection,
@@ -43,7 +45,8 @@ from __future__ import annotations
 import functools
 import math
 import random
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodes.lnd import errmap, wire
 from nodes.lnet.actions import Transmit
@@ -51,8 +54,8 @@ from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hstatus import HStatus
 
 if TYPE_CHECKING:
+    from testbed.sim.fabric import Fabric
     from testbed.sim.links import _Link
-    from testbed.sim.simfabric import SimFabric
 
 Pair = tuple[str, Any, Any]  # (sending node, NI, peer NI): one socklnd connection
 #: Ethernet + IPv4 + TCP (with timestamps) headers per segment, and the MSS, on a 1500 MTU
@@ -83,26 +86,35 @@ def wire_bytes(act: Transmit) -> int:
     return frame + math.ceil(frame / MSS) * SEG_OVERHEAD
 
 
-class Model:
-    """Base: leaves every message to the fabric."""
+class Knobs:
+    """What a rule gives its model: the kind's parameters, the activation's seeded rng and
+    counters, the faulted node's NIDs (of ``iface`` if given)."""
 
     def __init__(self, params: dict[str, Any], rng: random.Random,
                  counters: dict[str, int], nids: set[Any]) -> None:
         self.p, self.rng, self.counters = params, rng, counters
-        self.nids = nids  # the faulted node's NIDs (of ``iface`` if given)
+        self.nids = nids
 
     def count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
 
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+
+class Model(Protocol):
+    """A packet kind's model (no base class: each model holds its ``Knobs``, issue 29)."""
+
+    k: Knobs
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
-        return False
+        """Whether the model took ``act`` (else the fabric carries it as usual)."""
+        ...
 
-    def close(self, fab: SimFabric) -> None:
+    def close(self, fab: Fabric) -> None:
         """The fault is reverted."""
+        ...
 
 
-def reset(fab: SimFabric, pair: Pair, dst: str, why: str, lost: Transmit | None) -> None:
+def reset(fab: Fabric, pair: Pair, dst: str, why: str, lost: Transmit | None) -> None:
     """Both ends of ``pair``'s connection see it reset (``why`` on the receiving end, the
     reset on the sending end); ``lost``: its message was written, so its tx is done."""
     name, ni, lpni = pair
@@ -115,17 +127,20 @@ def reset(fab: SimFabric, pair: Pair, dst: str, why: str, lost: Transmit | None)
             fab._notify(node, a, b, False)
 
 
-class Rst(Model):
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.left = int(self.p["count"])
+class Rst:
+    def __init__(self, k: Knobs) -> None:
+        self.k = k
+        self.left = int(k.p["count"])
 
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def close(self, fab: Fabric) -> None:
+        """Nothing held."""
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         if not matched or self.left <= 0 or link.dst is None:
             return False
         self.left -= 1
-        self.count("rst")
+        self.k.count("rst")
         fab._at(fab.now + link.latency, functools.partial(
             reset, fab, (name, act.ni, act.lpni), link.dst, RESET_TEXT, act))
         return True
@@ -141,62 +156,80 @@ class _Held:
         self.latency, self.left = latency, left
 
 
-class _Holding(Model):
-    """Messages held per connection, in order (head-of-line), until released."""
+class HeldQueues:
+    """Messages held per connection, in order (head-of-line), until released (a part of
+    ``Reorder`` and ``Stall``)."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self) -> None:
         self.held: dict[Pair, _Held] = {}
 
-    def release(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+    def release(self, fab: Fabric, pair: Pair, h: _Held) -> None:
         if self.held.get(pair) is not h:
             return  # (released or expired already)
         del self.held[pair]
         for act in h.acts:
             fab._at_deliver(fab.now + h.latency, pair[0], act)
 
-    def close(self, fab: SimFabric) -> None:
+    def close(self, fab: Fabric) -> None:
         for pair, h in list(self.held.items()):
             self.release(fab, pair, h)
 
 
-class Reorder(_Holding):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+class Reorder:
+    def __init__(self, k: Knobs) -> None:
+        self.k, self.q = k, HeldQueues()
+
+    def close(self, fab: Fabric) -> None:
+        self.q.close(fab)
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
-        h = self.held.get(pair)
+        h = self.q.held.get(pair)
         if h is not None:  # behind a held segment: TCP delivers nothing past the hole
-            if matched and self.rng.random() < self.p["rate"]:
-                self.count("reordered")  # held too: it goes with the hole's release
+            if matched and self.k.rng.random() < self.k.p["rate"]:
+                self.k.count("reordered")  # held too: it goes with the hole's release
             h.acts.append(act)
             h.left -= 1
             if h.left <= 0:
-                self.release(fab, pair, h)
+                self.q.release(fab, pair, h)
             return True
-        if not matched or self.rng.random() >= self.p["rate"]:
+        if not matched or self.k.rng.random() >= self.k.p["rate"]:
             return False
-        self.count("reordered")
-        h = self.held[pair] = _Held(link.latency, int(self.p["gap"]))
+        self.k.count("reordered")
+        h = self.q.held[pair] = _Held(link.latency, int(self.k.p["gap"]))
         h.acts.append(act)
-        fab._at(fab.now + float(self.p["hold"]) / 1000.0,
-                functools.partial(self.release, fab, pair, h))
+        fab._at(fab.now + float(self.k.p["hold"]) / 1000.0,
+                functools.partial(self.q.release, fab, pair, h))
         return True
 
-class Duplicate(Model):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+class Duplicate:
+    def __init__(self, k: Knobs) -> None:
+        self.k = k
+
+    def close(self, fab: Fabric) -> None:
+        """Nothing held."""
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
-        if matched and self.rng.random() < self.p["rate"]:
-            self.count("duplicated")  # the receiver's TCP drops the copy
+        if matched and self.k.rng.random() < self.k.p["rate"]:
+            self.k.count("duplicated")  # the receiver's TCP drops the copy
         return False
 
 
-class Corrupt(Model):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+class Corrupt:
+    def __init__(self, k: Knobs) -> None:
+        self.k = k
+
+    def close(self, fab: Fabric) -> None:
+        """Nothing held."""
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
-        if not matched or link.dst is None or self.rng.random() >= self.p["rate"]:
+        if not matched or link.dst is None or self.k.rng.random() >= self.k.p["rate"]:
             return False
-        self.count("corrupted")
-        if self.p["csum"] == "bad":  # dropped by the receiving kernel, sent again
+        self.k.count("corrupted")
+        if self.k.p["csum"] == "bad":  # dropped by the receiving kernel, sent again
             if timeout <= RTO_MIN:
                 rc, hstatus = errmap.FAILURES["posted_timeout"]
                 fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
@@ -205,14 +238,14 @@ class Corrupt(Model):
             return True
         head = bytearray(wire.pack_hdr(act.hdr))
         payload = bytearray(bytes(act.payload))
-        lo = int(self.p["offset"] or 0)
+        lo = int(self.k.p["offset"] or 0)
         size = wire.KSOCK_MSG_HDR_SIZE + len(head) + len(payload)
-        hi = min(size, lo + int(self.p["span"] or size))
+        hi = min(size, lo + int(self.k.p["span"] or size))
         if hi <= lo:
             return False
         broken = False
-        for _ in range(int(self.p["bits"])):
-            bit = self.rng.randrange(lo * 8, hi * 8)
+        for _ in range(int(self.k.p["bits"])):
+            bit = self.k.rng.randrange(lo * 8, hi * 8)
             at = bit // 8 - wire.KSOCK_MSG_HDR_SIZE
             if at < -wire.KSOCK_MSG_HDR_SIZE + 4:
                 broken = True  # the ksock_msg type
@@ -239,25 +272,31 @@ class Corrupt(Model):
         return True
 
 
-class Stall(_Holding):
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+class Stall:
+    def __init__(self, k: Knobs) -> None:
+        self.k, self.q = k, HeldQueues()
+
+    def close(self, fab: Fabric) -> None:
+        self.q.close(fab)
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
-        h = self.held.get(pair)
+        h = self.q.held.get(pair)
         if h is None:
             if not matched:
                 return False
-            h = self.held[pair] = _Held(link.latency, 0)
+            h = self.q.held[pair] = _Held(link.latency, 0)
             fab._at(fab.now + timeout, functools.partial(self.expire, fab, pair, h))
-        self.count("stalled")
+        self.k.count("stalled")
         h.acts.append(act)
         return True
 
-    def expire(self, fab: SimFabric, pair: Pair, h: _Held) -> None:
+    def expire(self, fab: Fabric, pair: Pair, h: _Held) -> None:
         """The socklnd's monitor: no progress for the LND timeout closes the connection."""
-        if self.held.get(pair) is not h:
+        if self.q.held.get(pair) is not h:
             return
-        del self.held[pair]
+        del self.q.held[pair]
         name, _ni, lpni = pair
         if name in fab.engines:
             fab.log.append((fab.now, name, f"socklnd: timeout sending data to {lpni}; the "
@@ -267,19 +306,22 @@ class Stall(_Holding):
             fab._fail(name, act, rc, hstatus)
 
 
-class Bandwidth(Model):
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.rate = rate_bits(str(self.p["bw"])) / 8.0  # bytes per second
-        self.burst = float(size_bytes(str(self.p["burst"])))
+class Bandwidth:
+    def __init__(self, k: Knobs) -> None:
+        self.k = k
+        self.rate = rate_bits(str(k.p["bw"])) / 8.0  # bytes per second
+        self.burst = float(size_bytes(str(k.p["burst"])))
         self.buckets: dict[bool, list[float]] = {}  # outgoing? -> [tokens, at]
 
-    def take(self, fab: SimFabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def close(self, fab: Fabric) -> None:
+        """Nothing held (the shaped messages are on the fabric's timeline)."""
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
              matched: bool) -> bool:
         if not matched or link.dst is None:
             return False
         size = wire_bytes(act)
-        b = self.buckets.setdefault(act.ni in self.nids, [self.burst, fab.now])
+        b = self.buckets.setdefault(act.ni in self.k.nids, [self.burst, fab.now])
         t = max(fab.now, b[1])
         tokens = min(self.burst, b[0] + (t - b[1]) * self.rate)
         if tokens >= size:
@@ -287,11 +329,12 @@ class Bandwidth(Model):
         else:
             t += (size - tokens) / self.rate
             b[0], b[1] = 0.0, t
-        self.count("shaped")
+        self.k.count("shaped")
         fab._at_deliver(t + link.latency, name, act)
         return True
 
 
-MODELS: dict[str, type[Model]] = {"rst": Rst, "reorder": Reorder, "duplicate": Duplicate,
-                                  "corrupt": Corrupt, "stall": Stall, "bandwidth": Bandwidth}
-__all__ = ["MODELS", "Model", "rate_bits", "size_bytes", "wire_bytes"]
+MODELS: dict[str, Callable[[Knobs], Model]] = {
+    "rst": Rst, "reorder": Reorder, "duplicate": Duplicate,
+    "corrupt": Corrupt, "stall": Stall, "bandwidth": Bandwidth}
+__all__ = ["MODELS", "Knobs", "Model", "rate_bits", "size_bytes", "wire_bytes"]

@@ -4,11 +4,14 @@ to a peer NID, measured on Mininet's veths (issue 17, resend-extra on Mininet).
 Theory of operation: ``path_error(a, b)`` is the errno a socklnd NI ``a`` meets sending to
 NID ``b`` now, decided from link states, segments and hosts (``Fabric`` caches it per pair in
 ``_Link``); ``Paths`` turns the two slow verdicts into timed outcomes on the virtual
-clock. Measured with a real socket bound to the NI's address in a network namespace
-(bridge + veth per segment, ``arp_ignore=1``/``arp_announce=2``, Linux 6.18, defaults
-``mcast_solicit=3``, ``retrans_time=1 s``, ``ignore_routes_with_linkdown=0``); a carrier
-fault is ``ip link set IF down`` in the node, which removes the interface's connected
-route:
+clock. ``Paths`` is one of the fabric's parts (``Fabric.paths``), not its base: it owns the
+wiring the verdicts read (segments, hosts, link states) and the writes in flight (held
+and stalled); the fabric's own moves (deliver, fail, complete) it calls back on the fabric
+it was given, the connections (``conns.py``) on ``Conns``. Measured with a real socket
+bound to the NI's address in a network namespace (bridge + veth per segment,
+``arp_ignore=1``/``arp_announce=2``, Linux 6.18, defaults ``mcast_solicit=3``, ``retrans_time=1 s``,
+``ignore_routes_with_linkdown=0``); a carrier fault is ``ip link set IF down`` in the node,
+which removes the interface's connected route:
 
 * the sender's own interface toward ``b``'s segment down (no route): ``connect`` fails at
   once with ENETUNREACH -> -ENETUNREACH, REMOTE_DROPPED after the latency (our socklnd
@@ -51,21 +54,19 @@ shorter; it only matters with an LND timeout above 3 s).
 from __future__ import annotations
 
 import errno
-import functools
 from typing import TYPE_CHECKING
 
-from nodes.lnd import errmap
-from nodes.lnd.conntable import TYPE_NAMES
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.hstatus import HStatus
-from testbed.sim.sched import Scheduler
-from testbed.sim.socktables import INVERT, conn_types
+from testbed.sim.watched import _Watched
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
+    from nodes.lnet.engine import LNetEngine
     from nodes.lnet.nid import NID
-    from testbed.sim.links import _Link
-    from testbed.sim.watched import _Watched
+    from testbed.sim.conns import Conns
+    from testbed.sim.fabric import Fabric
+    from testbed.sim.sched import Scheduler
 
 #: Linux's neighbour resolution gives up after mcast_solicit (3) probes retrans_time (1 s)
 #: apart: an unanswered ARP fails the connect with EHOSTUNREACH this long after it started
@@ -86,26 +87,52 @@ UNANSWERED = frozenset({EHOSTUNREACH, NO_WAY_BACK})
 DEFAULT_LND_TIMEOUT = 50.0
 
 
-class Paths(Scheduler):
-    """``Fabric``'s path verdicts and the timed outcome of an unanswered send (a base of
-    ``Fabric`` between it and ``Scheduler``: a compiled class has one base that is not a
-    trait). ``Fabric`` sets the attributes and does what the methods at the end say."""
+class Paths:
+    """The fabric's path verdicts and the timed outcome of an unanswered send (a part of
+    ``Fabric``: ``fab.paths``)."""
 
-    down: _Watched
-    dead: _Watched
-    owner: dict[NID, str]
-    segment: dict[NID, str]
-    host: dict[NID, str]
-    _host_seg: dict[tuple[str, str], list[NID]]
-    connected: set[tuple[str, NID, NID]]
-    passive: set[tuple[str, NID, NID]]
-    _stalled: set[tuple[str, NID, NID]]
-    conn_cbs: dict[tuple[str, NID, NID], int]
-    log: list[tuple[float, str, str]]
-    _reset_pending: set[tuple[str, NID, NID]]
-    _latency: float
-    _held: dict[tuple[str, NID, NID], list[Transmit]]
-    _written: set[int]
+    def __init__(self, fab: Fabric, sched: Scheduler, conns: Conns, owner: dict[NID, str],
+                 engines: dict[str, LNetEngine]) -> None:
+        self.fab, self.sched, self.conns, self.owner, self.engines = \
+            fab, sched, conns, owner, engines
+        self.down = _Watched(fab.changed)
+        #: NIDs of killed nodes: connecting is refused, an established connection is reset
+        self.dead = _Watched(fab.changed)
+        #: NIs whose LND reported a simulated link down (``lctl net_ni_down``): their own
+        #: sends fail at once with -ENETDOWN while peers still reach them
+        self.lnd_down = _Watched(fab.changed)
+        self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
+        self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
+        self._host_seg: dict[tuple[str, str], list[NID]] = {}  # (host, segment) -> its NIDs
+        self._stalled: set[tuple[str, NID, NID]] = set()  # conns whose close is pending
+        self._held: dict[tuple[str, NID, NID], list[Transmit]] = {}  # (``held``)
+        self._written: set[int] = set()  # txs completed when written (``held``)
+
+    def add_interface(self, nid: NID, segment: str, host: str) -> None:
+        """Interface ``nid`` of ``host`` is on L2 ``segment`` (whether or not a NI is on it)."""
+        self.segment[nid] = segment
+        self.host[nid] = host
+        self._host_seg.setdefault((host, segment), []).append(nid)
+        self.fab.changed()
+
+    def revive(self, name: str, nids: list[NID]) -> None:
+        """Node ``name``'s NIDs listen again (a restarted daemon; ``add`` its new engine)."""
+        for nid in nids:
+            self.dead.discard(nid)
+
+    def set_link(self, nid: NID, up: bool, iface: str | None = None,
+                 by: str | None = None) -> None:
+        """Link state of the interface carrying ``nid`` (a ``link_up``/``link_down`` event,
+        as the Mininet supervisor logs it)."""
+        (self.down.discard if up else self.down.add)(nid)
+        conns = self.conns
+        if not up and conns.passive:  # its socklnd closes the NI's connections
+            conns.passive = {c for c in conns.passive if c[1] != nid}
+        node = self.host.get(nid) or self.owner.get(nid, "?")
+        extra: dict[str, str] = {"iface": iface} if iface is not None else {}
+        if by is not None:
+            extra["by"] = by
+        self.fab.record(f"link_{'up' if up else 'down'}", node, nid=str(nid), **extra)
 
     def path_error(self, a: NID, b: NID) -> int:
         """0 if NI ``a`` can reach NID ``b`` now, else the errno the socklnd meets (module
@@ -115,6 +142,8 @@ class Paths(Scheduler):
         -ECONNREFUSED (``b``'s node killed), ``NO_WAY_BACK`` (``b``'s host has no up
         interface on ``a``'s segment). Across segments the sending host routes (weak host
         model: ``fabric.py``)."""
+        if self.lnd_down and a in self.lnd_down:  # the socklnd's simulated link down
+            return -ENETDOWN
         down = self.down
         if down and a in down:  # (an empty set still hashes: NID hashing is not free)
             return -ENETDOWN
@@ -142,90 +171,38 @@ class Paths(Scheduler):
         """``path_error(a, b) == 0``."""
         return self.path_error(a, b) == 0
 
-    def _conn_up(self, name: str, ni: NID, lpni: NID, dst: str) -> None:
-        """``name``'s first delivery over (ni, lpni): unless it rides a connection ``dst``
-        made, ``name`` connected (its ``conn_cb``, when: ``socktables.py``); ``dst`` holds
-        the accepting end. Each socket's "connection up" line, as the daemon logs them
-        (``ksocknal_connect``'s types in turn, the accepting side's inverted)."""
-        key = (name, ni, lpni)
-        if key not in self.passive:
-            self.conn_cbs[key] = next(self._seq)
-            cpp = self.conns_per_peer(name, ni)
-            now = self.now
-            for ctype in conn_types(cpp, ni == lpni):
-                self.log.append((now, name, f"connection up: {ni} -> {lpni} active "
-                                            f"{TYPE_NAMES[ctype]}"))
-                self.log.append((now, dst, f"connection up: {lpni} -> {ni} passive "
-                                           f"{TYPE_NAMES[INVERT[ctype]]}"))
-        self.passive.add((dst, lpni, ni))
-
-    def hang_up(self, name: str, gone: set[NID], whole: bool, after: float = 1.0) -> None:
-        """Node ``name``'s kernel closed its sockets of NIDs ``gone`` (``whole``: every one;
-        its process was killed) or its socklnd those of deleted NIs: each peer gets a FIN. A
-        peer's tx before it reads it is reset (LOCAL_ERROR, ``_fail``), else it reads EOF
-        ``after`` latencies later (``_eof``): the FIN's flight when the socklnd closed them
-        (``ksocknal_shutdown`` before LNet pushes the NI's removal, which arrives after it),
-        2.5 after a kill (the round trip of a tx that meets the dead host, as on Mininet)."""
-        closing = sorted((c for c in self.connected if c[2] in gone and c[0] != name),
-                         key=lambda c: (c[0], str(c[1]), str(c[2])))
-        self._reset_pending |= set(closing)
-        self.connected = {c for c in self.connected if c[2] not in gone and
-                          not (c[0] == name and (whole or c[1] in gone))}
-        self.passive = {c for c in self.passive if c[2] not in gone and
-                        not (c[0] == name and (whole or c[1] in gone))}
-        for key in closing:
-            self._at(self.now + after * self._latency, functools.partial(self._eof, key))
-
-    def _eof(self, key: tuple[str, NID, NID]) -> None:
-        """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first:
-        ksocklnd closes it with a clean EOF's error (``errmap.close_error``: 0, LU-20023), so
-        LNet is not told the peer NI died; its next send connects and is refused."""
-        if key in self._reset_pending:
-            self._reset_pending.discard(key)
-            if key[0] in self.engines:
-                self.log.append((self.now, key[0], f"socklnd: connection {key[1]} -> {key[2]} "
-                                                   "down: peer closed the connection"))
-                if errmap.close_error(None) != 0:
-                    self.connected.add(key)  # (so that _notify reports it closed)
-                    self._notify(key[0], key[1], key[2], False)
-
-    def conns_per_peer(self, name: str, ni: NID) -> int:
-        """``conns_per_peer`` of node ``name``'s NI ``ni`` (1 once it is gone)."""
-        eng = self.engines.get(name)
-        local = eng.ni_by_nid(ni) if eng is not None else None
-        return max(1, local.conns_per_peer) if local is not None else 1
-
     # ------------------------------------------------------------------ timed outcomes
+    def routed_pair(self, act: Transmit) -> bool:
+        """Whether both ends sit on modelled segments, so -ENETUNREACH is the sending host's
+        lost route (Linux holds the connection's writes, ``Paths.held``); a fabric without
+        segments (the engine-level unit fabrics: no L2, no routing table) uses -ENETUNREACH
+        for a peer that is simply gone, and its sends fail as before explore2's fix."""
+        segment = self.segment
+        return act.ni in segment and act.lpni in segment
+
     def _lnd_timeout(self, name: str, ni: NID) -> float:
         eng = self.engines.get(name)
         nis = eng.ni_by_nid(ni) if eng is not None else None
         return float(nis.lnd_timeout) if nis is not None else DEFAULT_LND_TIMEOUT
 
-    def established(self, name: str, act: Transmit) -> bool:
-        """Whether ``name`` has a connection to carry ``act``: its own, or one the peer
-        opened to it (a socklnd connection carries both ways: ``ksocknal_create_conn``
-        attaches a passive connection to the same peer NI the sends use)."""
-        key = (name, act.ni, act.lpni)
-        return key in self.connected or key in self.passive
-
     def _unanswered(self, name: str, act: Transmit, rc: int, delay: float) -> None:
         """A send whose peer does not answer (``rc`` in ``UNANSWERED``), ``delay`` seconds
         from now: on an established connection the write completes OK and is lost; a
         connect fails at ``ARP_FAIL`` (-EHOSTUNREACH) or at the NI's deadline (module doc)."""
-        if self.established(name, act):
-            self._at(self.now + delay, lambda: self._lost(name, act))
+        if self.conns.established(name, act):
+            self.sched.at(self.sched.now + delay, lambda: self._lost(name, act))
             return
         timeout = self._lnd_timeout(name, act.ni)
         if rc == EHOSTUNREACH and timeout > ARP_FAIL:
             at, fail = ARP_FAIL, EHOSTUNREACH
         else:
             at, fail = timeout, -errno.ETIMEDOUT
-        start, done = self.now + delay, [False]
+        start, done = self.sched.now + delay, [False]
         for r in RETRIES:
             if r >= at:
                 break
-            self._at(start + r, lambda: self._connect_retry(name, act, done))
-        self._at(start + at, lambda: self._connect_outcome(name, act, fail, done))
+            self.sched.at(start + r, lambda: self._connect_retry(name, act, done))
+        self.sched.at(start + at, lambda: self._connect_outcome(name, act, fail, done))
 
     def _connect_retry(self, name: str, act: Transmit, done: list[bool]) -> None:
         """An ARP probe or a SYN goes out again: delivered if the path healed meanwhile, or
@@ -233,14 +210,14 @@ class Paths(Scheduler):
         RST) or the sender lost its route."""
         if done[0]:
             return
-        rc = self.link(act.ni, act.lpni).rc
+        rc = self.fab.link(act.ni, act.lpni).rc
         if rc in UNANSWERED:
             return
         done[0] = True
         if rc == 0:
-            self._deliver(name, act)
+            self.fab._deliver(name, act)
         else:
-            self._fail(name, act, rc)
+            self.fab._fail(name, act, rc)
 
     def _connect_outcome(self, name: str, act: Transmit, rc: int, done: list[bool]) -> None:
         """The unanswered connect's time is up: delivered if the path healed just now, else
@@ -248,10 +225,10 @@ class Paths(Scheduler):
         if done[0]:
             return
         done[0] = True
-        if self.link(act.ni, act.lpni).rc == 0:
-            self._deliver(name, act)
+        if self.fab.link(act.ni, act.lpni).rc == 0:
+            self.fab._deliver(name, act)
             return
-        self._fail(name, act, rc)
+        self.fab._fail(name, act, rc)
 
     def _lost(self, name: str, act: Transmit) -> None:
         """A write on an established connection whose peer no longer answers: the tx is done
@@ -260,10 +237,11 @@ class Paths(Scheduler):
         if name not in self.engines:
             return
         key = (name, act.ni, act.lpni)
-        self._complete(name, act.tx_id, 0, HStatus.OK)
+        self.fab._complete(name, act.tx_id, 0, HStatus.OK)
         if key not in self._stalled:
             self._stalled.add(key)
-            self._at(self.now + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
+            self.sched.at(self.sched.now + self._lnd_timeout(name, act.ni),
+                          lambda: self._stall(key))
 
     def held(self, name: str, act: Transmit, delay: float) -> None:
         """A write on an established connection whose host has no route to the peer now:
@@ -273,17 +251,18 @@ class Paths(Scheduler):
         key = (name, act.ni, act.lpni)
         queue = self._held.get(key)
         self._written.add(act.tx_id)
-        self._at(self.now + delay, lambda: self._complete(name, act.tx_id, 0, HStatus.OK))
+        self.sched.at(self.sched.now + delay,
+                      lambda: self.fab._complete(name, act.tx_id, 0, HStatus.OK))
         if queue is not None:
             queue.append(act)
             return
         self._held[key] = [act]
-        start = self.now + delay
+        start = self.sched.now + delay
         for r in TCP_RETRANSMITS:
-            self._at(start + r, lambda: self._retransmit(key))
+            self.sched.at(start + r, lambda: self._retransmit(key))
         if key not in self._stalled:
             self._stalled.add(key)
-            self._at(start + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
+            self.sched.at(start + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
 
     def close_routed(self, name: str, nid: NID) -> None:
         """Carrier lost under ``name``'s NI ``nid``: the node daemon's link watcher closes the
@@ -301,8 +280,9 @@ class Paths(Scheduler):
             return c[0] == name and (c[1] == nid or (seg is not None
                                                      and self.segment.get(c[2]) == seg))
 
-        self.connected = {c for c in self.connected if not gone(c)}
-        self.passive = {c for c in self.passive if not gone(c)}
+        conns = self.conns
+        conns.connected = {c for c in conns.connected if not gone(c)}
+        conns.passive = {c for c in conns.passive if not gone(c)}
         for key in [k for k in self._held if gone(k)]:
             for act in self._held.pop(key):
                 self._written.discard(act.tx_id)
@@ -311,11 +291,11 @@ class Paths(Scheduler):
     def _retransmit(self, key: tuple[str, NID, NID]) -> None:
         """TCP sends the held queue again: delivered, in order, if the route is back."""
         queue = self._held.get(key)
-        if not queue or self.link(key[1], key[2]).rc:
+        if not queue or self.fab.link(key[1], key[2]).rc:
             return
         del self._held[key]
         for act in queue:
-            self._deliver(key[0], act)
+            self.fab._deliver(key[0], act)
 
     def _stall(self, key: tuple[str, NID, NID]) -> None:
         """``ksocknal_find_timed_out_conn``: unacknowledged data for the timeout closes the
@@ -328,28 +308,12 @@ class Paths(Scheduler):
             self._written.discard(act.tx_id)
         name, ni, lpni = key
         if name in self.engines:
-            self.connected.add(key)  # (so that _notify reports it closed)
-            self._notify(name, ni, lpni, False)
+            self.conns.connected.add(key)  # (so that notify reports it closed)
+            self.conns.notify(name, ni, lpni, False)
 
     def _fail_at(self, t: float, name: str, act: Transmit, rc: int,
                  hstatus: HStatus | None = None) -> None:
         """``_fail(name, act, rc, hstatus)`` at ``t``. (A lambda in its own method: compiled,
         a function holding a lambda allocates the lambda's environment on every call, here
         once per message if the fabric's ``_transmit`` held it.)"""
-        self._at(t, lambda: self._fail(name, act, rc, hstatus))
-
-    # ------------------------------------------------------------------ the fabric's
-    def link(self, ni: NID, lpni: NID) -> _Link:
-        raise NotImplementedError
-
-    def _fail(self, name: str, act: Transmit, rc: int, hstatus: HStatus | None = None) -> None:
-        raise NotImplementedError
-
-    def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
-        raise NotImplementedError
-
-    def _deliver(self, name: str, act: Transmit) -> None:
-        raise NotImplementedError
-
-    def _notify(self, name: str, ni: NID, lpni: NID, alive: bool, reset: bool = False) -> None:
-        raise NotImplementedError
+        self.sched.at(t, lambda: self.fab._fail(name, act, rc, hstatus))

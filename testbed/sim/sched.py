@@ -1,11 +1,11 @@
 """The fabric's clock: pending deliveries and engine timers on one virtual timeline.
 
 Theory of operation: two heaps. ``_q`` holds scheduled fabric work as ``(t, seq, fn)`` and
-deliveries as ``(t, seq, name, act[, link])`` (the fabric's ``_deliver(name, act)``, looked up
-when it runs so that a test may patch it; no closure per message; ``link``: the pair's path
-decision, handed over in ``_arrival``; ``seq`` is unique, so entries never
-compare past it); ``_timers`` holds engine timers as ``(deadline, engine order, name)``, pushed
-by each node's driver when its engine's earliest deadline moved (``_arm``); an entry is stale
+deliveries as ``(t, seq, name, act[, link])`` (handed to the ``deliver`` callable the
+fabric gave, ``deliver(name, act, link)``; no closure per message; ``link``: the pair's path
+decision made at send time, or None; ``seq`` is unique, so entries never compare past
+it); ``_timers`` holds engine timers as ``(deadline, engine order, name)``, pushed by each
+node's driver when its engine's earliest deadline moved (``arm``); an entry is stale
 unless ``_deadline[name]`` still says that deadline, and stale entries are dropped lazily.
 ``step`` jumps virtual time to the earliest of both and runs it: a delivery first, else the
 timers of every engine then due, in ``add`` order (as a scan of every engine would run them,
@@ -19,6 +19,10 @@ The event log's store is here too (``stamp`` gives its ``t``): records as append
 fabric's per-message ``send``/``recv``/``tx_done``/``md`` ones as tuples (a dict display per
 record was an eighth of explore's run), turned into their dicts by ``event_log`` when read;
 ``compact_log`` is the store itself, which ``testbed check`` reads as it is.
+
+The scheduler is one of the fabric's parts, not its base (issue 29): it owns the timeline and
+the log store, and sees the fabric only through what it is given (the ``engines`` and
+``drivers`` maps, read, never written, and the ``deliver`` callable).
 """
 
 from __future__ import annotations
@@ -55,23 +59,25 @@ def as_event(rec: tuple[Any, ...]) -> dict[str, Any]:
             "status": rec[5], "unlinked": rec[6]}  # md
 
 
+Deliver = Callable[[str, "Transmit", Any], None]
+
+
 class Scheduler:
-    """Virtual time, deliveries and engine timers (the time half of ``Fabric``)."""
+    """Virtual time, deliveries and engine timers: the fabric's clock (``Fabric.sched``)."""
 
-    engines: dict[str, LNetEngine]
-    drivers: dict[str, NodeDriver]
-
-    def __init__(self) -> None:
+    def __init__(self, engines: dict[str, LNetEngine], drivers: dict[str, NodeDriver],
+                 deliver: Deliver, *, tracked: bool = False) -> None:
+        self.engines, self.drivers, self._deliver = engines, drivers, deliver
         #: every engine change reaches a driver or ``touch``: ``step`` need not re-ask all
-        self.tracked = False
+        self.tracked = tracked
         self.now = 0.0
-        self._q: list[tuple[Any, ...]] = []  # (t, seq, fn) / (t, seq, name, act) heap
-        self._seq = itertools.count()
+        self._q: list[tuple[Any, ...]] = []  # (t, seq, fn) / (t, seq, name, act[, link]) heap
+        #: the one sequence of the timeline (heap ties; the fabric numbers connections by it)
+        self.seq = itertools.count()
         self._order: dict[str, int] = {}  # engine -> add order (ties between due engines)
         self._deadline: dict[str, float | None] = {}  # engine -> deadline it has in _timers
         self._dirty: set[str] = set()  # engines whose next_deadline() must be asked again
         self._timers: list[tuple[float, int, str]] = []  # heap; entries may be stale
-        self._arrival: tuple[Any, ...] = ()  # the delivery entry ``_deliver`` is running
         self._stamp_at = _UNQUEUED  # the ``now`` whose event-log stamp is ``_stamp_t``
         self._stamp_t = 0.0
         #: the event log as appended: dicts, and the fabric's per-message records as tuples
@@ -92,7 +98,8 @@ class Scheduler:
     def compact_log(self) -> list[Any]:
         """The event log as kept: dicts, and the send/recv/tx_done/md records of messages
         as tuples (``kind, t, node, ...``, ``as_event``'s order), which no invariant of
-        ``testbed check`` reads (``check_events`` takes both; not copied: read only)."""
+        ``testbed check`` reads (``check_events`` takes both; not copied: the fabric appends
+        to it, never rebound)."""
         return self._records
 
     def stamp(self) -> float:
@@ -104,22 +111,43 @@ class Scheduler:
             self._stamp_at, self._stamp_t = now, round(now, 9)
         return self._stamp_t
 
-    def _at(self, t: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._q, (t, next(self._seq), fn))
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` at virtual time ``t``."""
+        heapq.heappush(self._q, (t, next(self.seq), fn))
 
-    def _at_deliver(self, t: float, name: str, act: Transmit) -> None:
-        """``_deliver(name, act)`` at ``t`` (a heap entry of its own: one per message)."""
-        heapq.heappush(self._q, (t, next(self._seq), name, act))
+    def at_deliver(self, t: float, name: str, act: Transmit, link: Any = None) -> None:
+        """``deliver(name, act, link)`` at ``t`` (a heap entry of its own: one per message;
+        ``link``: the pair's path decision made at send time, if any)."""
+        if link is None:
+            heapq.heappush(self._q, (t, next(self.seq), name, act))
+        else:
+            heapq.heappush(self._q, (t, next(self.seq), name, act, link))
 
-    def _deliver(self, name: str, act: Transmit) -> None:
-        raise NotImplementedError  # the fabric's
+    def pending(self) -> int:
+        """How many deliveries and fabric calls are queued (stale timers aside)."""
+        return len(self._q)
+
+    def dirty(self, name: str) -> None:
+        """Node ``name`` ran: ask its deadline once no delivery is due now (``defer_rearm``)."""
+        self._dirty.add(name)
+
+    def added(self, name: str) -> None:
+        """Node ``name`` (re)joined: its timers order by its first ``add``; ask its deadline."""
+        self._order.setdefault(name, len(self._order))
+        self._deadline.pop(name, None)
+        self._dirty.add(name)
+
+    def removed(self, name: str) -> None:
+        """Node ``name`` left: its pending timers are forgotten."""
+        self._deadline.pop(name, None)
+        self._dirty.discard(name)
 
     def touch(self, name: str | None = None) -> None:
         """Re-ask node ``name``'s (default: every node's) ``next_deadline()`` before the next
         step: for engine changes made without ``apply``/``call``."""
         self._dirty.update(self.engines if name is None else (name,))
 
-    def _arm(self, name: str, deadline: float | None) -> None:
+    def arm(self, name: str, deadline: float | None) -> None:
         """A driver's timer: ``name`` is due at ``deadline`` (None: no timer)."""
         if name not in self.engines:
             return
@@ -183,11 +211,11 @@ class Scheduler:
                 self._run_timers()
                 return True
         entry = heapq.heappop(q)
-        if len(entry) == 3:
+        n = len(entry)
+        if n == 3:
             entry[2]()
-        else:
-            self._arrival = entry  # (its path decision, if ``_transmit`` gave one)
-            self._deliver(entry[2], entry[3])
+        else:  # (its path decision, if the fabric's ``_transmit`` gave one)
+            self._deliver(entry[2], entry[3], entry[4] if n == 5 else None)
         return True
 
     def _run_timers(self) -> None:

@@ -44,7 +44,8 @@ def settle_discovery(fab: Fabric, nids: dict[str, list[NID]] | None = None) -> F
             fab.call(name, discovery.discover, eng, nid, fab.now)
     busy = True
     while busy and fab.now < 10.0:  # a few ms of virtual time: ping, reply, push, ACK
-        busy = bool(fab._q) or any(e.dc.request or e.dc.working for e in fab.engines.values())
+        busy = bool(fab.sched.pending()) or any(e.dc.request or e.dc.working
+                                                for e in fab.engines.values())
         if busy and not fab.step():
             break
     for name, eng in fab.engines.items():

@@ -1,8 +1,8 @@
 """Shared scaffolding of the observation tests: sim runs with recorders, as the node driver
-runs them on both backends (``SimFabric.start_recording``: a recorder per node driver, sampled
-after each batch of that node's actions and at ``next_sample()`` on the fabric's virtual
-clock, payload bytes counted per Transmit and per receive). ``flap_run`` is the scenario
-several tests share: PUT bursts from c1 to s1 with c1's eth1 down in between.
+runs them on both backends (``Fabric.start_recording``, ``simfabric.Observers``: a recorder
+per node driver, sampled after each batch of that node's actions and at ``next_sample()`` on
+the fabric's virtual clock, payload bytes counted per Transmit and per receive). ``flap_run``
+is the scenario several tests share: PUT bursts from c1 to s1 with c1's eth1 down in between.
 """
 
 from __future__ import annotations

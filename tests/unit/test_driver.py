@@ -192,7 +192,7 @@ def test_the_tail_drains_a_notice_after_quiet_batches_and_a_tunable_set_back() -
     drv.execute(drv.engine.ni_set_fatal(NI, True, side.t, "carrier"))
     assert ("ni_link", {"nid": str(NI), "link": "down", "cause": "carrier"}) in side.notices
     drv.engine.set_tunable("health_sensitivity", 250)
-    drv.flush_notices()  # (SimFabric.flush, after a verb's direct engine call)
+    drv.flush_notices()  # (Fabric.flush, after a verb's direct engine call)
     drv.engine.set_tunable("health_sensitivity", 100)
     drv.execute([])
     assert [f["value"] for k, f in side.notices if k == "tunable"

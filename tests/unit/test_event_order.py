@@ -33,7 +33,7 @@ def test_fault_applied_comes_before_the_events_it_causes(
         # what the carrier going down makes a node's daemon log (its NI down, at once)
         runstate.append_event(tmp_path, "ni_down", node=res["node"], iface=res["iface"])
 
-    monkeypatch.setattr(netops, "create", create)
+    monkeypatch.setattr(netops, "make", lambda res, record, env: create(record, env))
     monkeypatch.setattr(netops, "undo", lambda res: None)
     fm = faultctl.FaultManager(_FakeSup(tmp_path))
     assert fm.add({"kind": "carrier", "node": "c1", "iface": "eth0"}, now=1000.0)["ok"]
@@ -50,7 +50,7 @@ def test_an_activation_that_fails_closes_its_window(
     def create(res: dict[str, Any], env: dict[str, str]) -> None:
         raise netops.FaultApplyError("ip link set dev p0 down: no such device")
 
-    monkeypatch.setattr(netops, "create", create)
+    monkeypatch.setattr(netops, "make", lambda res, record, env: create(record, env))
     monkeypatch.setattr(netops, "undo", lambda res: None)
     fm = faultctl.FaultManager(_FakeSup(tmp_path))
     reply = fm.add({"kind": "carrier", "node": "c1", "iface": "eth0"}, now=1000.0)

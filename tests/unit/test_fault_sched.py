@@ -207,7 +207,7 @@ def test_manager_records_before_creating_and_reverts_in_reverse(
         if res["type"] == "interposer":
             res["pid"] = 4242
 
-    monkeypatch.setattr(netops, "create", create)
+    monkeypatch.setattr(netops, "make", lambda res, record, env: create(record, env))
     monkeypatch.setattr(netops, "undo", lambda res: log.append(("undo", res["type"])))
     fm = faultctl.FaultManager(sup)
     reply = fm.add({"kind": "delay", "node": "c1", "delay": 5, "direction": "both",
@@ -233,7 +233,7 @@ def test_manager_partition_and_bad_request(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     sup = _FakeSup(tmp_path)
     made: list[dict[str, Any]] = []
-    monkeypatch.setattr(netops, "create", lambda res, env: made.append(res))
+    monkeypatch.setattr(netops, "make", lambda res, record, env: made.append(record))
     monkeypatch.setattr(netops, "undo", lambda res: None)
     fm = faultctl.FaultManager(sup)
     assert fm.add({"kind": "partition", "a": ["c1"], "b": ["s1"], "oneway": True})["ok"]

@@ -12,6 +12,7 @@ import pytest
 
 from faults.flowtrack import FlowTracker, parse_unit, scan
 from faults.prefilter import Matcher, classify
+from faults.spec import parse_match
 from faults.unit6 import nid_key
 from nodes.lnd import wire, wire6
 from nodes.lnet.hdr import LNetHdr, MsgType, WireHandle
@@ -101,16 +102,16 @@ def test_prefilter_classifies_an_ipv6_segment_and_a_put_rule_matches() -> None:
     assert pkt is not None and pkt.v6 and pkt.src == "2001:db8:16::1"
     assert (pkt.lnet_type, pkt.src_nid, pkt.dst_nid, pkt.portal) == \
         ("PUT", nid_key(A), nid_key(B), 4)
-    assert Matcher({"proto": "lnet", "type": ["PUT"], "src_nid": str(A)})(pkt)
-    assert not Matcher({"proto": "lnet", "type": ["GET"]})(pkt)
-    assert not Matcher({"proto": "lnet", "type": ["PUT"], "src_nid": str(B)})(pkt)
+    assert Matcher(parse_match({"proto": "lnet", "type": ["PUT"], "src_nid": str(A)}))(pkt)
+    assert not Matcher(parse_match({"proto": "lnet", "type": ["GET"]}))(pkt)
+    assert not Matcher(parse_match({"proto": "lnet", "type": ["PUT"], "src_nid": str(B)}))(pkt)
 
 
 def test_forwarded_rule_knows_a_routers_large_nid_in_both_forms() -> None:
     """A router with a large NID (topologies/mixed-v4v6-routed.yaml): a message to it is not
     ``forwarded`` whether it arrives on a V4 connection (16-byte NID) or on a V3 one, which
     carries the NID's ``lnet_nid_to_nid4`` form."""
-    m = Matcher({"forwarded": True}, [str(B)])
+    m = Matcher(parse_match({"forwarded": True}), [str(B)])
     assert not m.fields("PUT", nid_key(A), nid_key(B), 4)
     assert not m.fields("PUT", 0x20000_0A0A0001, B.nid4, 4)
     assert m.fields("PUT", nid_key(A), 0x20000_0A0A0002, 4)

@@ -11,6 +11,7 @@ from scapy.packet import Raw
 
 from faults import lnet_layers as L
 from faults.prefilter import Matcher, classify
+from faults.spec import parse_match
 from nodes.lnd import wire
 from nodes.lnet.hdr import LNetHdr, MsgType, WireHandle
 from nodes.lnet.nid import NID
@@ -150,12 +151,12 @@ def test_matcher_type_nid_portal_and_forwarded() -> None:
                                               payload=_payload(put))))
     pkt = classify(raw)
     assert pkt is not None
-    assert Matcher({"proto": "lnet", "type": ["PUT"], "portal": 31})(pkt)
-    assert not Matcher({"proto": "lnet", "type": ["GET", "ACK"]})(pkt)
-    assert Matcher({"proto": "lnet", "src_nid": str(A), "dst_nid": str(B)})(pkt)
-    assert not Matcher({"proto": "lnet", "src_nid": str(B)})(pkt)
-    assert not Matcher({"proto": "lnet", "portal": 4})(pkt)
+    assert Matcher(parse_match({"proto": "lnet", "type": ["PUT"], "portal": 31}))(pkt)
+    assert not Matcher(parse_match({"proto": "lnet", "type": ["GET", "ACK"]}))(pkt)
+    assert Matcher(parse_match({"proto": "lnet", "src_nid": str(A), "dst_nid": str(B)}))(pkt)
+    assert not Matcher(parse_match({"proto": "lnet", "src_nid": str(B)}))(pkt)
+    assert not Matcher(parse_match({"proto": "lnet", "portal": 4}))(pkt)
     # forwarded: neither end of the LNet message is a NID of this node (a router)
-    assert Matcher({"proto": "lnet", "forwarded": True}, ["10.10.0.9@tcp"])(pkt)
-    assert not Matcher({"proto": "lnet", "forwarded": True}, [str(A)])(pkt)
-    assert not Matcher({"proto": "icmp"})(pkt)
+    assert Matcher(parse_match({"proto": "lnet", "forwarded": True}), ["10.10.0.9@tcp"])(pkt)
+    assert not Matcher(parse_match({"proto": "lnet", "forwarded": True}), [str(A)])(pkt)
+    assert not Matcher(parse_match({"proto": "icmp"}))(pkt)
