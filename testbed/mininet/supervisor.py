@@ -17,10 +17,10 @@ starts (Mininet host shells, node daemons) carries the owner tag. The supervisor
 5. reports progress as JSON lines on its stdout (``{"progress": ...}``, then ``{"ready": ...}``
    or ``{"error": ...}``) to the ``up`` process, then detaches stdout to supervisor.log;
 6. serves JSON requests on a ZeroMQ ROUTER at ``ipc://RUNDIR/ctl.sock``: ``status``, ``link``,
-   ``down``, ``fault_*``, each checked field by field first (``testbed.ctlproto``; a bad one
-   is refused in one line and serving goes on), one at a time; a request whose client went
-   away while it waited its turn is not served (``clientwatch.ClosedClients``). SIGTERM
-   means ``down``.
+   ``down``, ``fault_*``, through the one control-server loop (``testbed.ctlserver``: each
+   request checked field by field first, a bad one refused in one line and serving goes on;
+   one at a time; a request whose client went away while it waited its turn is not
+   served). SIGTERM means ``down``.
 
 If anything fails midway, everything created so far is removed before exiting non-zero.
 Teardown does not use ``Mininet.stop()``: that talks to each host through its pty shell with
@@ -45,9 +45,9 @@ import zmq
 
 from nodes.daemon import etchosts
 from nodes.daemon.client import DaemonUnreachable, request
-from nodes.daemon.clientwatch import ClosedClients, source_fd
 from nodes.echo import listed, shown
-from testbed import bringup, clean, ctlproto, names, runstate, sh
+from testbed import bringup, clean, names, runstate, sh
+from testbed.ctlserver import CtlServer, Handler
 from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.forkclient import DaemonProcess, ForkServer
 from testbed.mininet.netbuild import BringUpError
@@ -96,7 +96,9 @@ class Supervisor:
             n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes
         }
         self.dead_reported: set[str] = set()
-        self.clients: ClosedClients | None = None  # while serving
+        self.downed = False
+        self.ctl = CtlServer(rdir, self.handlers(), tick=self.idle,
+                             should_stop=lambda: _STOP["requested"])
         self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.started = time.time()
         self.state: dict[str, Any] = {
@@ -218,72 +220,37 @@ class Supervisor:
                 runstate.append_event(self.rdir, "node_died", node=node, rc=proc.returncode)
 
     def serve(self) -> None:
-        """Answer control requests until ``down`` or SIGTERM."""
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
-        ctl = runstate.ctl_sock(self.rdir)
-        clients = self.clients = ClosedClients(sock)  # gone before its turn: not served
-        sock.bind(f"ipc://{ctl}")
-        os.chmod(ctl, 0o600)
-        try:
-            while not _STOP["requested"]:
-                self.watch_daemons()
-                self.faults.tick()
-                due = self.faults.next_deadline()
-                wait = 500 if due is None else int(min(500, max(0.0, due - time.time()) * 1000))
-                if not sock.poll(wait):
-                    continue
-                frames = sock.recv_multipart(copy=False)
-                if clients.gone(source_fd(frames)):
-                    continue
-                reply, done = self.handle(frames[-1].bytes)
-                if done:
-                    self.teardown()
-                sock.send_multipart([*frames[:-1], json.dumps(reply).encode()])
-                if done:
-                    return
+        """Answer control requests until ``down`` or SIGTERM (``testbed.ctlserver``)."""
+        self.ctl.run()
+        if not self.downed:
             self.teardown()
-        finally:
-            clients.close()
-            sock.close(linger=1000)
-            ctx.term()
 
-    def handle(self, body: bytes) -> tuple[dict[str, Any], bool]:
-        """One request -> (reply, take the testbed down?). Never raises: a request must not
-        end the supervisor (issue 11 item 3); what does not fit is refused in one line."""
-        try:
-            msg = ctlproto.parse(body)
-        except ctlproto.RequestError as exc:
-            return {"ok": False, "error": str(exc)}, False
-        try:
-            return self._dispatch(msg)
-        except Exception as exc:  # a bug shows in the log and the reply, the testbed stays
-            import traceback
+    def idle(self) -> float:
+        """Between requests: dead daemons, the fault schedule; seconds to the next deadline."""
+        self.watch_daemons()
+        self.faults.tick()
+        due = self.faults.next_deadline()
+        return 0.5 if due is None else due - time.time()
 
-            traceback.print_exc()
-            return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}, False
+    def handlers(self) -> dict[str, Handler]:
+        """The control requests (their fields checked by ``ctlproto`` first)."""
+        return {
+            "status": lambda msg: self.status(),
+            "link": self.link,
+            "reload": lambda msg: self.faults.reload(msg["node"], msg["modules"]),
+            "down": self.down,
+            "fault_add": lambda msg: self.faults.add(msg.get("spec")),
+            "fault_list": lambda msg: self.faults.list(residue=bool(msg.get("residue"))),
+            "fault_del": lambda msg: self.faults.delete(msg["id"]),
+            "fault_clear": lambda msg: self.faults.clear(),
+        }
 
-    def _dispatch(self, msg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        cmd = msg["cmd"]
-        if cmd == "status":
-            return self.status(), False
-        if cmd == "link":
-            return self.link(msg), False
-        if cmd == "reload":
-            return self.faults.reload(msg["node"], msg["modules"]), False
-        if cmd == "down":
-            return {"ok": True, "name": self.name}, True
-        if cmd == "fault_add":
-            return self.faults.add(msg.get("spec")), False
-        if cmd == "fault_list":
-            return self.faults.list(residue=bool(msg.get("residue"))), False
-        if cmd == "fault_del":
-            return self.faults.delete(msg["id"]), False
-        if cmd == "fault_clear":
-            return self.faults.clear(), False
-        return {"ok": False, "error": f"unknown request {shown(cmd)}"}, False
+    def down(self, _msg: dict[str, Any]) -> dict[str, Any]:
+        """``down``: everything removed, then the reply, then serving ends."""
+        self.downed = True
+        self.teardown()
+        self.ctl.stop()
+        return {"ok": True, "name": self.name}
 
     # -- teardown ------------------------------------------------------------------------------
 
