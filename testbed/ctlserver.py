@@ -80,7 +80,7 @@ class CtlServer:
         self.tick = tick
         self.should_stop = should_stop
         self.after = after
-        self.refusals = (ctlproto.RequestError, *refusals)
+        self.refusals: tuple[type[BaseException], ...] = (ctlproto.RequestError, *refusals)
         self.skipped = 0  # requests not served: their client went away before their turn
         self._stop: asyncio.Event | None = None
         self._stop_early = False

@@ -117,7 +117,7 @@ class FaultBook:
             try:
                 for what, k in f.timeline.due(now):
                     (self.apply if what == "apply" else self.revert)(f, k)
-                    if f.error:
+                    if f.state == "failed":  # (the backend's part set ``error``)
                         break
             except Exception as exc:
                 traceback.print_exc()

@@ -29,7 +29,6 @@ unbounded waits; here every step is an argv command or a signal with a timeout.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -52,7 +51,7 @@ from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.forkclient import DaemonProcess, ForkServer
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import Plan, TopologyError, load_topology
-from testbed.spawn import child_env
+from testbed.spawn import child_env, server_options, to_log
 
 #: Seconds a daemon gets to exit after ``shutdown`` before it is signalled.
 SHUTDOWN_GRACE = 3.0
@@ -285,14 +284,7 @@ class Supervisor:
         clean.remove_files(self.rdir)
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.mininet.supervisor")
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--topology", default=None)
-    parser.add_argument("--record-period", default="0", metavar="SECONDS",
-                        help="each daemon's recorder period (0: no recorder)")
-    parser.add_argument("--trace-messages", action="store_true",
-                        help="each daemon writes its message trace")
-    args = parser.parse_args(argv)
+    args = server_options("python -m testbed.mininet.supervisor").parse_args(argv)
     # fd 1 is the pipe to `testbed up`: keep it for progress only; everything else we (and
     # Mininet, and any library) print goes to supervisor.log once the run directory exists.
     proto = os.fdopen(os.dup(1), "w")
@@ -311,11 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     # each node's /etc/hosts view (nodes/daemon/etchosts.py): the namespaces share the
     # machine's /etc/hosts, which lnetctl must not resolve node names against
     (rdir / etchosts.FILE).write_text(etchosts.plan_hosts(plan.nodes))
-    logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    os.chdir("/")
+    to_log(rdir / runstate.SUPERVISOR_LOG)
     os.environ.update(child_env(plan.name, rdir))  # Mininet's shells inherit the owner tag
     signal.signal(signal.SIGTERM, _raise_terminated)
     sup = Supervisor(plan, rdir, proto, ["--record-period", args.record_period] + (

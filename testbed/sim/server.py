@@ -44,6 +44,7 @@ from testbed.plan import TopologyError, load_topology
 from testbed.sim import gcpolicy
 from testbed.sim.inproc import SimTestbed
 from testbed.sim.pacer import Pacer, parse_speed
+from testbed.spawn import to_log
 
 SERVER_LOG = "server.log"
 LNET_LOG = "lnet.log"
@@ -215,11 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             else str(exc)
         _send(proto, {"error": msg})
         return 1
-    logfd = os.open(rdir / SERVER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    os.chdir("/")
+    to_log(rdir / SERVER_LOG)
     started = time.time()
     state = {"name": plan.name, "backend": "sim", "supervisor_pid": os.getpid(),
              "phase": "starting", "started": started, "topology": plan.source,

@@ -16,7 +16,6 @@ host's events (``eventmerge``) and notices dead daemons.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -30,6 +29,7 @@ from typing import IO, Any
 from nodes.echo import listed, shown
 from testbed import runstate
 from testbed.ctlserver import CtlServer, Handler
+from testbed.spawn import server_options, to_log
 from testbed.vagrant import clean, deploy, guests, machines, placement
 from testbed.vagrant.curve import TestbedKeys
 from testbed.vagrant.faults import FaultTable
@@ -306,17 +306,11 @@ def _skews(words: list[str]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     from testbed.plan import TopologyError, load_topology
 
-    p = argparse.ArgumentParser(prog="python -m testbed.vagrant.supervisor")
-    p.add_argument("--name", required=True)
-    p.add_argument("--topology", default=None)
+    p = server_options("python -m testbed.vagrant.supervisor")
     p.add_argument("--backend", choices=("vagrant", "hosts"), default="vagrant")
     p.add_argument("--provider", choices=("lxc", "libvirt"), default="lxc")
     p.add_argument("--clock-skew", action="append", default=[], metavar="HOST=SECONDS",
                    help="test-only: HOST reports its clock SECONDS ahead")
-    p.add_argument("--record-period", default="0", metavar="SECONDS",
-                   help="every daemon's recorder period (0: none; nodes.daemon)")
-    p.add_argument("--trace-messages", action="store_true",
-                   help="every daemon writes its message trace (nodes.daemon)")
     args = p.parse_args(argv)
     proto = os.fdopen(os.dup(1), "w")
     try:
@@ -331,12 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{runstate.rundir(args.name)}: it is up, or a leftover "
                                 "remains (run `testbed clean`)"}) + "\n")
         return 1
-    logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                    0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    os.chdir("/")
+    to_log(rdir / runstate.SUPERVISOR_LOG)
     signal.signal(signal.SIGTERM, _raise)
     sup = Supervisor(plan, rdir, args.backend, args.provider, _skews(args.clock_skew), proto,
                      ["--record-period", args.record_period] + (
