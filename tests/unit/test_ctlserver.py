@@ -5,34 +5,16 @@ coroutine handlers awaited, the tick run between requests, ``stop`` after the re
 from __future__ import annotations
 
 import asyncio
-import json
 import stat
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
+from test_ctl_hostile import _send as ask  # (tests/unit: one raw REQ, its reply)
 
 from testbed import runstate
 from testbed.ctlserver import CtlServer, one_line
-
-
-def ask(path: Path, body: bytes, timeout: float = 10.0) -> dict[str, Any] | None:
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    try:
-        sock.connect(f"ipc://{path}")
-        sock.send(body)
-        if not sock.poll(int(timeout * 1000)):
-            return None
-        reply = json.loads(sock.recv())
-        assert isinstance(reply, dict)
-        return reply
-    finally:
-        sock.close(0)
-        ctx.term()
 
 
 class Refused(Exception):
