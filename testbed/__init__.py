@@ -20,13 +20,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from testbed import backends
+from testbed.backends import NAMES as BACKENDS  # the registry's (vagrant, hosts: testbed.vagrant)
 from testbed.base import FaultAPI, NodeHandle, Testbed, TestbedError
 
 __all__ = ["BACKENDS", "FaultAPI", "NodeHandle", "Testbed", "TestbedError", "attach", "up"]
 
-#: ``vagrant``: nodes in Vagrant guests (LXC containers or libvirt VMs); ``hosts``: nodes on
-#: this machine and machines reached over SSH (``testbed.vagrant``).
-BACKENDS = ("mininet", "sim", "vagrant", "hosts")
 
 
 def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
@@ -44,23 +43,7 @@ def up(topology: str | os.PathLike[str] | None = None, backend: str = "mininet",
         TopologyError: the topology is invalid (nothing was started).
         TestbedError: unknown backend, or bring-up failed (everything started was removed).
     """
-    if backend == "mininet":
-        from testbed.mininet import MininetTestbed
-
-        return MininetTestbed.up(topology, **kw)
-    if backend == "sim":
-        if kw.pop("detach", False):
-            from testbed.sim.client import SimClient
-
-            return SimClient.up(topology, **kw)
-        from testbed.sim import SimTestbed
-
-        return SimTestbed.up(topology, **kw)
-    if backend in ("vagrant", "hosts"):  # testbed.vagrant.VagrantTestbed.up(provider=...)
-        from testbed.vagrant.client import VagrantTestbed
-
-        return VagrantTestbed.up(topology, backend=backend, **kw)
-    raise TestbedError(f"unknown backend {backend!r} (choose one of: {', '.join(BACKENDS)})")
+    return backends.get(backend).up(topology, **kw)
 
 
 def attach(name: str, *, root: str | Path | None = None) -> Testbed:
@@ -79,15 +62,5 @@ def attach(name: str, *, root: str | Path | None = None) -> Testbed:
         raise TestbedError(f"testbed {name}: {problem}")
     if not rdir.exists():
         raise TestbedError(f"no testbed named {name} is up")
-    backend = runstate.read_state(rdir).get("backend")
-    if backend == "sim":
-        from testbed.sim.client import SimClient
-
-        return SimClient(name, rdir, base)
-    if backend in ("vagrant", "hosts"):
-        from testbed.vagrant.client import VagrantTestbed
-
-        return VagrantTestbed(name, rdir, base)
-    from testbed.mininet import MininetTestbed
-
-    return MininetTestbed(name, rdir, base)
+    backend = runstate.read_state(rdir).get("backend") or backends.DEFAULT
+    return backends.get(backend).attach(name, rdir, base)

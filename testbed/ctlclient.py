@@ -32,6 +32,7 @@ class CtlTestbed:
     """A running testbed known by name: its run directory and its control process."""
 
     backend = "?"
+    server = "supervisor"  # what its control process is called in error lines
 
     def __init__(self, name: str, rundir: Path, root: Path) -> None:
         self.name = name
@@ -63,7 +64,7 @@ class CtlTestbed:
             return
         pid = state.get("supervisor_pid")
         uid = runstate.process_uid(pid) if isinstance(pid, int) else None
-        what = "sim server" if self.backend == "sim" else "supervisor"
+        what = self.server
         if uid is not None and uid != os.geteuid() and runstate.pid_alive(pid):
             raise TestbedError(f"testbed {self.name}: its {what} (pid {pid}) runs as uid "
                                f"{uid}, not reachable as uid {os.geteuid()} (run as "
@@ -75,7 +76,7 @@ class CtlTestbed:
 
     def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         pid = runstate.read_state(self.rundir).get("supervisor_pid")
-        what = "sim server" if self.backend == "sim" else "supervisor"
+        what = self.server
 
         def gone() -> str | None:  # its process died while we wait: fail now (issue 27)
             return None if runstate.pid_alive(pid) else f"its {what} (pid {pid}) died"

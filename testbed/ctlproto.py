@@ -56,6 +56,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "get": {"node": (_STR, True), "dst": (_STR, True), "count": ((int,), False),
             "size": ((int,), False), "src": (_STR, False), "numa": ((int,), False)},
     "log": {"node": (_STR, True)},
+    # the vagrant/hosts supervisor's own (testbed/vagrant/supervisor.py)
+    "events_sync": {"all": ((bool,), False)},
 }
 #: fields whose value must also be one of these
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {

@@ -1,10 +1,22 @@
-"""A fault's record, shared by every backend's fault manager (Mininet: faultctl, sim:
-netfaults): id, spec, seed, timeline of activations, counters, error; and the guard that
-turns an unexpected error in a request into a reply instead of taking the process down."""
+"""What every backend's fault manager shares (issue 29 item 3): a fault's record (id, spec,
+seed, timeline of activations, counters, error), the book of a testbed's faults with the one
+fault-manager tick, and the guard that turns an unexpected error in a request into a reply
+instead of taking the process down.
+
+Theory of operation: :class:`FaultBook` keeps the faults of one testbed (ids ``f1``,
+``f2``..., names unique, a seed given or drawn) and runs their schedule: :meth:`FaultBook.tick`
+walks every fault's due transitions (``faults.sched.Timeline.due``) in order and hands each
+to the backend's part, which only applies an activation's resources (``apply(f, k)``) or
+undoes them (``revert(f, k)``); a transition that raises marks the fault failed and calls the
+backend's ``fail(f)``, which undoes what the fault left. The backends' managers: Mininet's
+``testbed/mininet/faultctl.py`` (resources in the node's namespace), vagrant/hosts'
+``testbed/vagrant/faults.py`` (through each host's agent). The simulator's
+(``testbed/sim/netfaults.py``) still runs its own per-fault tick on the virtual clock."""
 
 from __future__ import annotations
 
 import functools
+import random
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -55,3 +67,59 @@ class FaultRecord:
         if self.timeline.active:
             return "done" if self.instant else "active"
         return "done" if self.timeline.done else "pending"
+
+
+#: what a backend does with one transition of one fault: apply or revert activation ``k``
+Transition = Callable[[FaultRecord, int], None]
+
+
+class FaultBook:
+    """The faults of one testbed and their schedule (module docstring); the backend's part is
+    ``apply``, ``revert`` and ``fail``."""
+
+    def __init__(self, apply: Transition, revert: Transition,
+                 fail: Callable[[FaultRecord], None]) -> None:
+        self.faults: dict[str, FaultRecord] = {}
+        self.next_id = 1
+        self.apply, self.revert, self.fail = apply, revert, fail
+
+    def create(self, spec: FaultSpec, now: float,
+               seed: int | None = None) -> FaultRecord | str:
+        """A new fault, filed (not yet applied: :meth:`tick`), or why not in one line. Its seed:
+        ``seed``, else the spec's, else drawn (and recorded in the fault's events)."""
+        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
+            return f"a fault named {spec.name} exists"
+        if seed is None:
+            seed = spec.seed if spec.seed is not None else \
+                random.SystemRandom().randrange(2**31)
+        fid = f"f{self.next_id}"
+        self.next_id += 1
+        fault = self.faults[fid] = FaultRecord(fid, spec, seed, now)
+        return fault
+
+    def find(self, key: str) -> FaultRecord | None:
+        """The fault with id or name ``key``."""
+        if key in self.faults:
+            return self.faults[key]
+        return next((f for f in self.faults.values() if f.spec.name == key), None)
+
+    def next_deadline(self) -> float | None:
+        times = [t for f in self.faults.values() if not f.error
+                 for t in [f.timeline.next_deadline()] if t is not None]
+        return min(times, default=None)
+
+    def tick(self, now: float) -> None:
+        """Every fault's due transitions up to ``now``, in order; one that raises fails its
+        fault (the process goes on: a fault's failure must not stop the testbed)."""
+        for f in list(self.faults.values()):
+            if f.error:
+                continue
+            try:
+                for what, k in f.timeline.due(now):
+                    (self.apply if what == "apply" else self.revert)(f, k)
+                    if f.state == "failed":  # (the backend's part set ``error``)
+                        break
+            except Exception as exc:
+                traceback.print_exc()
+                f.error = f"{type(exc).__name__}: {exc}"
+                self.fail(f)

@@ -9,6 +9,7 @@ with a bounded wait; the process then detaches its stdout to its own log and ser
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -41,6 +42,30 @@ def child_env(name: str, rdir: Path, base: dict[str, str] | None = None) -> dict
     paths = [str(PROJECT_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env
+
+
+def server_options(prog: str) -> argparse.ArgumentParser:
+    """The options every supervisor gets from :func:`start_testbed`: ``--name``,
+    ``--topology``, and :func:`observe_args`' ``--record-period`` and ``--trace-messages``
+    (handed on to each node daemon, ``nodes.daemon``)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--topology", default=None)
+    parser.add_argument("--record-period", default="0", metavar="SECONDS",
+                        help="each daemon's recorder period (0: no recorder)")
+    parser.add_argument("--trace-messages", action="store_true",
+                        help="each daemon writes its message trace")
+    return parser
+
+
+def to_log(path: Path) -> None:
+    """The testbed process's fd 1 and 2 to ``path`` (appended, mode 0600) and its working
+    directory ``/``: what it, and any library, prints from now on goes to its log."""
+    logfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(logfd, 1)
+    os.dup2(logfd, 2)
+    os.close(logfd)
+    os.chdir("/")
 
 
 def observe_args(record_period: float, trace_messages: bool) -> list[str]:

@@ -7,8 +7,7 @@ import argparse
 import sys
 import time
 
-import testbed
-from testbed import clean, runstate
+from testbed import backends, clean, runstate
 from testbed.base import TestbedError
 from testbed.commands.common import (
     CliError,
@@ -32,24 +31,23 @@ MAX_LISTED = 50
 def cmd_up(args: argparse.Namespace) -> int:
     """Mininet, or a long-lived sim server (``--backend sim``; with ``--script`` the one-shot
     form, ``testbed sim``)."""
-    if args.backend == "sim" and args.script is not None:
+    kind = backends.get(args.backend)
+    if args.script is not None:
+        if not kind.virtual_time:
+            raise CliError("--script needs --backend sim")
         from testbed.commands.sim import cmd_sim
 
         return cmd_sim(args)
-    if args.script is not None:
-        raise CliError("--script needs --backend sim")
-    if args.backend != "sim" and (args.speed is not None or args.seed is not None):
+    if not kind.virtual_time and (args.speed is not None or args.seed is not None):
         raise CliError("--seed and --speed need --backend sim")
     if not 0 <= args.record_period <= 3_600_000:
         raise CliError(f"--record-period: must be 0..3600000 ms (0: off), not "
                        f"{args.record_period:g}")
     observe = {"record_period": args.record_period / 1000.0,
                "trace_messages": args.trace_messages}
-    if args.backend in ("vagrant", "hosts"):
-        from testbed.vagrant.cli import cmd_up as vagrant_up
-
-        return vagrant_up(args)
-    if args.provider is not None:
+    if kind.cli_up is not None:  # its own output (vagrant, hosts: testbed/vagrant/cli.py)
+        return int(backends.load(kind.cli_up)(args))
+    if args.provider is not None and not kind.providers:
         raise CliError("--provider needs --backend vagrant")
     # errors before anything starts: the topology, its node count for this backend, root
     plan = load_topology(args.topology, name=args.name, backend=args.backend)
@@ -58,8 +56,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     def progress(step: int, total: int, text: str) -> None:
         print(f"[{step}/{total}] {text}", file=sys.stderr, flush=True)
 
-    if args.backend == "sim":
-        from testbed.sim.client import SimClient
+    if kind.virtual_time:
         from testbed.sim.pacer import parse_speed
 
         speed = args.speed or "1"
@@ -67,12 +64,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             parse_speed(speed)
         except ValueError as exc:
             raise CliError(f"--speed: {exc}") from None
-        tb: CtlTestbed = SimClient.up(args.topology, name=plan.name, progress=progress,
-                                      seed=args.seed or 0, speed=speed, **observe)
-    else:
-        from testbed.mininet import MininetTestbed
-
-        tb = MininetTestbed.up(args.topology, name=plan.name, progress=progress, **observe)
+        observe.update(seed=args.seed or 0, speed=speed)
+    tb: CtlTestbed = kind.client_class().up(args.topology, name=plan.name, progress=progress,
+                                            **observe)
     elapsed = time.monotonic() - started
     for line in tb.warnings:
         print(f"{PROG_WARN}{line}", file=sys.stderr)
@@ -85,7 +79,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                               for n, info in status["nodes"].items()}})
         return 0
     extra = (f", seed {status.get('seed')}, speed {status.get('speed')}"
-             if args.backend == "sim" else "")
+             if kind.virtual_time else "")
     print(f"testbed {tb.name} is up ({elapsed:.1f}s{extra}), run directory {tb.rundir}")
     nodes = list(status["nodes"].items())
     print(table(([node, info["pid"], " ".join(f"{i}={d['nid']}"
@@ -137,7 +131,7 @@ def register(sub: argparse._SubParsersAction, named: Named) -> None:  # type: ig
     arg = sp.add_argument("topology", nargs="?", help="topology YAML file, or the name of a "
                           "built-in one (default, routed, multihop, ...)")
     arg.complete = {"bash": "_shtab_testbed_topologies", "zsh": "_files"}  # type: ignore[attr-defined]
-    sp.add_argument("--backend", choices=testbed.BACKENDS, default="mininet",
+    sp.add_argument("--backend", choices=backends.NAMES, default="mininet",
                     help="sim: every engine in one server process on an in-memory fabric")
     sp.add_argument("--seed", type=int, default=None, help="sim RNG seed (default 0)")
     sp.add_argument("--speed", default=None, metavar="X|max",

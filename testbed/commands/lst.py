@@ -20,7 +20,7 @@ from nodes.dlc.verbs.lst_verb import EPOCH
 from nodes.selftest.getopt import atoi
 from nodes.selftest.lstwatch import watch
 from nodes.tools.lst import DaemonIO
-from testbed import sh
+from testbed import backends, sh
 from testbed.commands.common import CliError, Named, pick
 
 ENV = ("LST_SESSION", "LST_FEATURES")
@@ -50,7 +50,7 @@ class SimCtlIO:
 def cmd_lst(args: argparse.Namespace) -> int:
     tb = pick(args.name)
     node = tb.node(args.node)
-    mininet = getattr(tb, "backend", "") == "mininet"
+    mininet = backends.of(getattr(tb, "backend", "")).local_netns
     if args.watch:
         io: Any = DaemonIO(node.sock) if mininet else SimCtlIO(tb, args.node)
         key = atoi(os.environ.get("LST_SESSION", "0"))

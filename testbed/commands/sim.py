@@ -11,21 +11,26 @@ from testbed.commands.common import CliError, Named, pick
 
 def cmd_sim(args: argparse.Namespace) -> int:
     """The sim backend, one-shot: it lives only in this process (testbed/sim/script.py)."""
-    from testbed.sim import script
+    from testbed import backends
 
-    return script.oneshot(args.topology, name=args.name, seed=args.seed or 0,
-                          script=args.script, out=sys.stdout, err=sys.stderr)
+    kind = backends.get("sim")
+    if kind.oneshot is None:
+        raise CliError(f"backend {kind.name} has no one-shot form")
+    oneshot = backends.load(kind.oneshot)
+    return int(oneshot(args.topology, name=args.name, seed=args.seed or 0,
+                       script=args.script, out=sys.stdout, err=sys.stderr))
 
 
 def cmd_clock(args: argparse.Namespace) -> int:
     """``clock show``: the testbed's time; ``clock advance S``: S virtual seconds now."""
+    from testbed import backends
     from testbed.base import unsupported
-    from testbed.sim.client import SimClient
 
     tb = pick(args.name)
-    if not isinstance(tb, SimClient):
+    kind = backends.of(getattr(tb, "backend", ""))
+    if not kind.virtual_time:
         if args.op == "advance":
-            raise unsupported("mininet", "clock advance", "its clock is the wall clock")
+            raise unsupported(kind.name, "clock advance", "its clock is the wall clock")
         print(f"{tb.now:.6f} (wall clock)")
         return 0
     if args.op == "advance":

@@ -20,7 +20,7 @@ from typing import Any
 
 import testbed
 from nodes.echo import shown
-from testbed import runstate
+from testbed import backends, runstate
 from testbed.base import TestbedError
 from testbed.commands.common import Named, json_option, print_json, table
 
@@ -97,15 +97,16 @@ def render(st: dict[str, Any]) -> str:
     name = st["name"]
     if "problem" in st:
         return f"testbed {name}: {st['problem'].removeprefix(f'testbed {name}: ')}\n"
-    if st.get("backend") == "sim":
+    kind = backends.of(st.get("backend"))
+    if kind.virtual_time:
         head = (f"testbed {name}: {st['phase']}, backend sim, topology {st['topology']}, "
                 f"server pid {st['supervisor_pid']}, seed {st.get('seed')}, speed "
                 f"{st.get('speed')}, virtual time {st.get('now', 0.0):.6f}s")
     else:  # mininet, or vagrant (provider) / hosts: guests or machines over SSH (issue 15)
-        backend = str(st.get("backend") or "mininet")
-        if backend == "vagrant" and st.get("provider"):
+        backend = kind.name
+        if kind.providers and st.get("provider"):
             backend += f"/{st['provider']}"
-        if backend.startswith(("vagrant", "hosts")) and st.get("hosts"):
+        if kind.remote and st.get("hosts"):
             backend += f" on {len(st['hosts'])} host{'s' if len(st['hosts']) != 1 else ''}"
         head = (f"testbed {name}: {st['phase']}, backend {backend}, topology {st['topology']}, "
                 f"supervisor pid {st['supervisor_pid']}, "

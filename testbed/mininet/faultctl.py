@@ -19,10 +19,8 @@ Per-packet randomness is seeded ``seed + activation`` so a recorded schedule rep
 
 from __future__ import annotations
 
-import random
 import signal
 import time
-import traceback
 from typing import Any
 
 from faults import netops
@@ -33,6 +31,7 @@ from nodes.daemon.client import DaemonUnreachable, request
 from nodes.echo import shown
 from testbed import modload, runstate
 from testbed.base import TestbedError
+from testbed.faultbook import FaultBook
 from testbed.faultbook import FaultRecord as _Fault
 from testbed.faultbook import never_raise as _never_raise
 from testbed.mininet import daemons
@@ -51,8 +50,9 @@ class FaultManager(FaultResources):
 
     def __init__(self, sup: Any) -> None:
         self.sup = sup
-        self.faults: dict[str, _Fault] = {}
-        self.next_id = 1
+        #: the faults and their schedule; this class applies and undoes their resources
+        self.book = FaultBook(self._apply, self._revert, self._failed)
+        self.faults = self.book.faults
         self.next_queue = 1
         self.fdir = sup.rdir / "faults"
         sup.state.setdefault("faults", {})
@@ -70,14 +70,11 @@ class FaultManager(FaultResources):
             ib_nid(spec, self.sup.plan)  # an IB kind only on an o2ib NI (faults/ibspec.py)
         except FaultError as exc:
             return {"ok": False, "error": str(exc)}
-        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
-            return {"ok": False, "error": f"a fault named {spec.name} exists"}
         now = time.time() if now is None else now
-        seed = spec.seed if spec.seed is not None else random.SystemRandom().randrange(2**31)
-        fid = f"f{self.next_id}"
-        self.next_id += 1
-        fault = _Fault(fid, spec, seed, now)
-        self.faults[fid] = fault
+        fault = self.book.create(spec, now)
+        if isinstance(fault, str):
+            return {"ok": False, "error": fault}
+        fid, seed = fault.fid, fault.seed
         self.sup.state["faults"][fid] = {"spec": spec.as_dict(), "seed": seed, "added": now,
                                          "resources": []}
         self.sup.save()
@@ -110,14 +107,9 @@ class FaultManager(FaultResources):
             reply["residue"] = self.residue()
         return reply
 
-    def find(self, key: str) -> _Fault | None:
-        if key in self.faults:
-            return self.faults[key]
-        return next((f for f in self.faults.values() if f.spec.name == key), None)
-
     @_never_raise
     def delete(self, key: Any) -> dict[str, Any]:
-        f = self.find(str(key))
+        f = self.book.find(str(key))
         if f is None:
             return {"ok": False, "error": f"no fault {shown(key)} (have: "
                                           f"{', '.join(self.faults) or 'none'})"}
@@ -152,27 +144,11 @@ class FaultManager(FaultResources):
     # -- scheduling ---------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        times = [t for f in self.faults.values() if not f.error
-                 for t in [f.timeline.next_deadline()] if t is not None]
-        return min(times, default=None)
+        return self.book.next_deadline()
 
     def tick(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
-        for f in list(self.faults.values()):
-            if f.error:
-                continue
-            try:
-                for what, k in f.timeline.due(now):
-                    if what == "apply":
-                        self._apply(f, k)
-                    else:
-                        self._revert(f, k)
-                    if f.error:
-                        break
-            except Exception as exc:  # a fault's failure must not stop the supervisor
-                traceback.print_exc()
-                f.error = f"{type(exc).__name__}: {exc}"
-                self._undo_all(f)
+        """Due transitions (``FaultBook.tick``); a failed one's resources are undone."""
+        self.book.tick(time.time() if now is None else now)
 
     # -- apply / revert -----------------------------------------------------------------------
 
@@ -212,6 +188,10 @@ class FaultManager(FaultResources):
             f.totals[key] = f.totals.get(key, 0) + v
         runstate.append_event(self.sup.rdir, "fault_reverted", id=f.fid, activation=k,
                               fault_kind=f.spec.kind, counters=counters, seed=f.seed)
+
+    def _failed(self, f: _Fault) -> None:
+        """A transition raised (``FaultBook.tick``): what the fault made is undone."""
+        self._undo_all(f)
 
     def _create(self, f: _Fault, res: Resource) -> None:
         record = res.to_dict()

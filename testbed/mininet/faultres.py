@@ -19,7 +19,7 @@ from faults.spec import FaultError
 from testbed import needs, runstate
 
 if TYPE_CHECKING:
-    from testbed.mininet.faultctl import _Fault
+    from testbed.faultbook import FaultRecord as _Fault
 
 
 class FaultResources:

@@ -17,10 +17,10 @@ starts (Mininet host shells, node daemons) carries the owner tag. The supervisor
 5. reports progress as JSON lines on its stdout (``{"progress": ...}``, then ``{"ready": ...}``
    or ``{"error": ...}``) to the ``up`` process, then detaches stdout to supervisor.log;
 6. serves JSON requests on a ZeroMQ ROUTER at ``ipc://RUNDIR/ctl.sock``: ``status``, ``link``,
-   ``down``, ``fault_*``, each checked field by field first (``testbed.ctlproto``; a bad one
-   is refused in one line and serving goes on), one at a time; a request whose client went
-   away while it waited its turn is not served (``clientwatch.ClosedClients``). SIGTERM
-   means ``down``.
+   ``down``, ``fault_*``, through the one control-server loop (``testbed.ctlserver``: each
+   request checked field by field first, a bad one refused in one line and serving goes on;
+   one at a time; a request whose client went away while it waited its turn is not
+   served). SIGTERM means ``down``.
 
 If anything fails midway, everything created so far is removed before exiting non-zero.
 Teardown does not use ``Mininet.stop()``: that talks to each host through its pty shell with
@@ -29,7 +29,6 @@ unbounded waits; here every step is an argv command or a signal with a timeout.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -45,14 +44,14 @@ import zmq
 
 from nodes.daemon import etchosts
 from nodes.daemon.client import DaemonUnreachable, request
-from nodes.daemon.clientwatch import ClosedClients, source_fd
 from nodes.echo import listed, shown
-from testbed import bringup, clean, ctlproto, names, runstate, sh
+from testbed import bringup, clean, names, runstate, sh
+from testbed.ctlserver import CtlServer, Handler
 from testbed.mininet import daemons, faultctl, netbuild
 from testbed.mininet.forkclient import DaemonProcess, ForkServer
 from testbed.mininet.netbuild import BringUpError
 from testbed.plan import Plan, TopologyError, load_topology
-from testbed.spawn import child_env
+from testbed.spawn import child_env, server_options, to_log
 
 #: Seconds a daemon gets to exit after ``shutdown`` before it is signalled.
 SHUTDOWN_GRACE = 3.0
@@ -96,7 +95,9 @@ class Supervisor:
             n.name: {i.name: "up" for i in n.interfaces} for n in plan.nodes
         }
         self.dead_reported: set[str] = set()
-        self.clients: ClosedClients | None = None  # while serving
+        self.downed = False
+        self.ctl = CtlServer(rdir, self.handlers(), tick=self.idle,
+                             should_stop=lambda: _STOP["requested"])
         self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.started = time.time()
         self.state: dict[str, Any] = {
@@ -218,72 +219,37 @@ class Supervisor:
                 runstate.append_event(self.rdir, "node_died", node=node, rc=proc.returncode)
 
     def serve(self) -> None:
-        """Answer control requests until ``down`` or SIGTERM."""
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
-        ctl = runstate.ctl_sock(self.rdir)
-        clients = self.clients = ClosedClients(sock)  # gone before its turn: not served
-        sock.bind(f"ipc://{ctl}")
-        os.chmod(ctl, 0o600)
-        try:
-            while not _STOP["requested"]:
-                self.watch_daemons()
-                self.faults.tick()
-                due = self.faults.next_deadline()
-                wait = 500 if due is None else int(min(500, max(0.0, due - time.time()) * 1000))
-                if not sock.poll(wait):
-                    continue
-                frames = sock.recv_multipart(copy=False)
-                if clients.gone(source_fd(frames)):
-                    continue
-                reply, done = self.handle(frames[-1].bytes)
-                if done:
-                    self.teardown()
-                sock.send_multipart([*frames[:-1], json.dumps(reply).encode()])
-                if done:
-                    return
+        """Answer control requests until ``down`` or SIGTERM (``testbed.ctlserver``)."""
+        self.ctl.run()
+        if not self.downed:
             self.teardown()
-        finally:
-            clients.close()
-            sock.close(linger=1000)
-            ctx.term()
 
-    def handle(self, body: bytes) -> tuple[dict[str, Any], bool]:
-        """One request -> (reply, take the testbed down?). Never raises: a request must not
-        end the supervisor (issue 11 item 3); what does not fit is refused in one line."""
-        try:
-            msg = ctlproto.parse(body)
-        except ctlproto.RequestError as exc:
-            return {"ok": False, "error": str(exc)}, False
-        try:
-            return self._dispatch(msg)
-        except Exception as exc:  # a bug shows in the log and the reply, the testbed stays
-            import traceback
+    def idle(self) -> float:
+        """Between requests: dead daemons, the fault schedule; seconds to the next deadline."""
+        self.watch_daemons()
+        self.faults.tick()
+        due = self.faults.next_deadline()
+        return 0.5 if due is None else due - time.time()
 
-            traceback.print_exc()
-            return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}, False
+    def handlers(self) -> dict[str, Handler]:
+        """The control requests (their fields checked by ``ctlproto`` first)."""
+        return {
+            "status": lambda msg: self.status(),
+            "link": self.link,
+            "reload": lambda msg: self.faults.reload(msg["node"], msg["modules"]),
+            "down": self.down,
+            "fault_add": lambda msg: self.faults.add(msg.get("spec")),
+            "fault_list": lambda msg: self.faults.list(residue=bool(msg.get("residue"))),
+            "fault_del": lambda msg: self.faults.delete(msg["id"]),
+            "fault_clear": lambda msg: self.faults.clear(),
+        }
 
-    def _dispatch(self, msg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        cmd = msg["cmd"]
-        if cmd == "status":
-            return self.status(), False
-        if cmd == "link":
-            return self.link(msg), False
-        if cmd == "reload":
-            return self.faults.reload(msg["node"], msg["modules"]), False
-        if cmd == "down":
-            return {"ok": True, "name": self.name}, True
-        if cmd == "fault_add":
-            return self.faults.add(msg.get("spec")), False
-        if cmd == "fault_list":
-            return self.faults.list(residue=bool(msg.get("residue"))), False
-        if cmd == "fault_del":
-            return self.faults.delete(msg["id"]), False
-        if cmd == "fault_clear":
-            return self.faults.clear(), False
-        return {"ok": False, "error": f"unknown request {shown(cmd)}"}, False
+    def down(self, _msg: dict[str, Any]) -> dict[str, Any]:
+        """``down``: everything removed, then the reply, then serving ends."""
+        self.downed = True
+        self.teardown()
+        self.ctl.stop()
+        return {"ok": True, "name": self.name}
 
     # -- teardown ------------------------------------------------------------------------------
 
@@ -318,14 +284,7 @@ class Supervisor:
         clean.remove_files(self.rdir)
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.mininet.supervisor")
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--topology", default=None)
-    parser.add_argument("--record-period", default="0", metavar="SECONDS",
-                        help="each daemon's recorder period (0: no recorder)")
-    parser.add_argument("--trace-messages", action="store_true",
-                        help="each daemon writes its message trace")
-    args = parser.parse_args(argv)
+    args = server_options("python -m testbed.mininet.supervisor").parse_args(argv)
     # fd 1 is the pipe to `testbed up`: keep it for progress only; everything else we (and
     # Mininet, and any library) print goes to supervisor.log once the run directory exists.
     proto = os.fdopen(os.dup(1), "w")
@@ -344,11 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     # each node's /etc/hosts view (nodes/daemon/etchosts.py): the namespaces share the
     # machine's /etc/hosts, which lnetctl must not resolve node names against
     (rdir / etchosts.FILE).write_text(etchosts.plan_hosts(plan.nodes))
-    logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    os.chdir("/")
+    to_log(rdir / runstate.SUPERVISOR_LOG)
     os.environ.update(child_env(plan.name, rdir))  # Mininet's shells inherit the owner tag
     signal.signal(signal.SIGTERM, _raise_terminated)
     sup = Supervisor(plan, rdir, proto, ["--record-period", args.record_period] + (

@@ -25,19 +25,19 @@ from typing import Any
 from nodes.echo import shown
 from testbed.plan.model import HostPlan, NodePlan
 from testbed.plan.schema import HOST_KEYS
-from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
+from testbed.plan.yamlload import Doc, LocDict, join_field, kind_name
 
 #: ``[user@]address``: a login name, then an IPv4 address or a DNS name.
 SSH_RE = re.compile(r"^(?:[a-z_][a-z0-9_-]{0,31}@)?[A-Za-z0-9.-]{1,253}$")
 
 
-def parse_hosts(doc: _Doc, value: Any, line: int) -> tuple[HostPlan, ...]:
+def parse_hosts(doc: Doc, value: Any, line: int) -> tuple[HostPlan, ...]:
     m = doc.mapping(value, line, "hosts")
     if not m:
         doc.fail(line, "hosts", "at least one host is required (or leave hosts: out)")
     out = []
     for name, body in m.items():
-        fld = _join("hosts", name)
+        fld = join_field("hosts", name)
         doc.name(name, m.key_lines[name], fld, "host")
         spec = doc.mapping(body if body is not None else _empty(m, name), m.vline(name), fld,
                            HOST_KEYS)
@@ -69,24 +69,24 @@ def parse_hosts(doc: _Doc, value: Any, line: int) -> tuple[HostPlan, ...]:
     return tuple(out)
 
 
-def _empty(m: _LocDict, name: Any) -> _LocDict:
-    empty = _LocDict()
+def _empty(m: LocDict, name: Any) -> LocDict:
+    empty = LocDict()
     empty.line, empty.key_lines, empty.value_lines, empty.duplicate = m.vline(name), {}, {}, None
     return empty
 
 
-def place_nodes(doc: _Doc, nodes_map: _LocDict, plans: tuple[NodePlan, ...],
+def place_nodes(doc: Doc, nodes_map: LocDict, plans: tuple[NodePlan, ...],
                 hosts: tuple[HostPlan, ...]) -> tuple[NodePlan, ...]:
     """Each node's ``host:``, checked against ``hosts:``."""
     known = [h.name for h in hosts]
     out = []
     for plan in plans:
         spec = nodes_map[plan.name]
-        if isinstance(spec, _LocDict) and "host" in spec:
-            fld = f"{_join('nodes', plan.name)}.host"
+        if isinstance(spec, LocDict) and "host" in spec:
+            fld = f"{join_field('nodes', plan.name)}.host"
             host = spec["host"]
             if not isinstance(host, str):
-                doc.fail(spec.vline("host"), fld, f"expected a host name, got {_kind(host)}")
+                doc.fail(spec.vline("host"), fld, f"expected a host name, got {kind_name(host)}")
             if host not in known:
                 doc.fail(spec.vline("host"), fld, f"unknown host {shown(host)} (hosts: "
                          f"{', '.join(known) or 'none: add a hosts: section'})")

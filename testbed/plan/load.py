@@ -57,24 +57,24 @@ from typing import Any
 from testbed.plan.hosts import parse_hosts, place_nodes
 from testbed.plan.model import IfacePlan, NodePlan, Plan, RoutePlan, TopologyError
 from testbed.plan.nodes import (
-    _assign_addresses,
-    _check_peers,
-    _NodeIn,
-    _parse_node,
-    _route_plans,
+    NodeIn,
+    assign_addresses,
+    check_peers,
+    parse_node,
+    route_plans,
 )
 from testbed.plan.schema import (
     MAX_NODES,
     TOP_KEYS,
     TUNABLES,
-    _merge_tunables,
-    _module_params,
-    _parse_global,
-    _parse_networks,
-    _Tunable,
+    Tunable,
+    merge_tunables,
+    module_params_of,
+    parse_global,
+    parse_segments,
 )
 from testbed.plan.source import default_topology, read_bounded, resolve
-from testbed.plan.yamlload import _Doc, _find_duplicate, _kind, _load_yaml, _LocDict, _LocList
+from testbed.plan.yamlload import Doc, LocDict, LocList, find_duplicate, kind_name, load_yaml
 
 
 def parse_topology(text: str, *, source: str = "<string>", name: str | None = None,
@@ -90,10 +90,10 @@ def parse_topology(text: str, *, source: str = "<string>", name: str | None = No
     Raises:
         TopologyError: every problem found (one line each), naming source, line and path.
     """
-    doc = _Doc(source)
+    doc = Doc(source)
     plan = None
     try:
-        plan = _parse(doc, _load_yaml(text, source), name, backend)
+        plan = _parse(doc, load_yaml(text, source), name, backend)
     except TopologyError as e:  # a fatal one: with every problem noted before it
         doc.errors.extend(e.errors)
     doc.check()
@@ -101,22 +101,23 @@ def parse_topology(text: str, *, source: str = "<string>", name: str | None = No
     return plan
 
 
-def _parse(doc: _Doc, data: Any, name: str | None, backend: str | None) -> Plan:
+def _parse(doc: Doc, data: Any, name: str | None, backend: str | None) -> Plan:
     """``parse_topology``'s steps; a fatal problem raises, the others are noted (the plan
     returned is then partial, and ``parse_topology`` raises instead of returning it)."""
     source = doc.source
-    if not isinstance(data, _LocDict):
-        doc.fail(getattr(data, "line", 1), "", f"top level must be a mapping, got {_kind(data)}")
-    _find_duplicate(doc, data, "", set())
+    if not isinstance(data, LocDict):
+        doc.fail(getattr(data, "line", 1), "",
+                 f"top level must be a mapping, got {kind_name(data)}")
+    find_duplicate(doc, data, "", set())
     doc.mapping(data, data.line, "", TOP_KEYS)
     plan_name = "default"
     with doc.each():
         plan_name = _plan_name(doc, data, name)
-    top: dict[str, _Tunable] = {}
+    top: dict[str, Tunable] = {}
     if "global" in data:
         with doc.each():
-            top = _parse_global(doc, data["global"], data.vline("global"), "global")
-    segs = _parse_networks(doc, data["networks"], data.vline("networks"))
+            top = parse_global(doc, data["global"], data.vline("global"), "global")
+    segs = parse_segments(doc, data["networks"], data.vline("networks"))
     nodes_map = doc.mapping(data["nodes"], data.vline("nodes"), "nodes")
     if not nodes_map:
         doc.fail(data.vline("nodes"), "nodes", "at least one node is required")
@@ -124,16 +125,16 @@ def _parse(doc: _Doc, data: Any, name: str | None, backend: str | None) -> Plan:
     nodes = []
     for n in nodes_map:
         with doc.each(str(n)):
-            nodes.append(_parse_node(doc, nodes_map, n, segs))
-    _check_peers(doc, nodes)
-    _assign_addresses(doc, nodes)
+            nodes.append(parse_node(doc, nodes_map, n, segs))
+    check_peers(doc, nodes)
+    assign_addresses(doc, nodes)
     by_name = {n.name: n for n in nodes}
     node_plans = []
     for n in nodes:
         with doc.each(n.name):
             if any(i.ip is None for i in n.ifaces):
                 doc.skip()  # its network ran out of addresses (noted)
-            node_plans.append(_node_plan(doc, n, top, _route_plans(doc, n, by_name)))
+            node_plans.append(_node_plan(doc, n, top, route_plans(doc, n, by_name)))
     faults: tuple[dict[str, Any], ...] = ()
     if "faults" in data:
         faults = _parse_faults(doc, data["faults"], data.vline("faults"), tuple(node_plans))
@@ -143,7 +144,7 @@ def _parse(doc: _Doc, data: Any, name: str | None, backend: str | None) -> Plan:
                 tuple((k, top[k].value) for k in TUNABLES if k in top), faults, hosts)
 
 
-def _check_node_count(doc: _Doc, count: int, line: int, backend: str | None) -> None:
+def _check_node_count(doc: Doc, count: int, line: int, backend: str | None) -> None:
     """A node-count limit per backend (issue 11 item 10), before any node is read."""
     limit = MAX_NODES.get(backend or "", max(MAX_NODES.values()))
     if count > limit:
@@ -153,13 +154,13 @@ def _check_node_count(doc: _Doc, count: int, line: int, backend: str | None) -> 
                  f"limits: {others})")
 
 
-def _parse_faults(doc: _Doc, value: Any, line: int,
+def _parse_faults(doc: Doc, value: Any, line: int,
                   nodes: tuple[NodePlan, ...]) -> tuple[dict[str, Any], ...]:
     """``faults:``: a list of fault mappings, each checked by ``faults.spec.parse_fault``."""
     from faults.spec import FaultError, parse_fault
 
-    if not isinstance(value, _LocList):
-        doc.fail(line, "faults", f"expected a list, got {_kind(value)}")
+    if not isinstance(value, LocList):
+        doc.fail(line, "faults", f"expected a list, got {kind_name(value)}")
     known = {n.name: [i.name for i in n.interfaces] for n in nodes}
     out = []
     for i, item in enumerate(value):
@@ -183,7 +184,7 @@ def _names_in(item: Any) -> set[str]:
     return {r for r in refs if isinstance(r, str)}
 
 
-def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
+def _plan_name(doc: Doc, data: LocDict, name: str | None) -> str:
     if name is not None:
         return doc.name(name, None, "name", "testbed")
     if "name" in data:
@@ -192,12 +193,12 @@ def _plan_name(doc: _Doc, data: _LocDict, name: str | None) -> str:
     return doc.name(stem, None, "name", "testbed (from the file name; set `name:`)")
 
 
-def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
+def _node_plan(doc: Doc, node: NodeIn, top: dict[str, Tunable],
                routes: tuple[RoutePlan, ...] = ()) -> NodePlan:
     ifaces = []
     count = {"eth": 0, "ib": 0}  # an o2ib net's interface is IPoIB-like: ib0, ib1, ...
     for iface in node.ifaces:
-        assert iface.ip is not None  # _assign_addresses filled every one
+        assert iface.ip is not None  # assign_addresses filled every one
         seg = iface.segment
         kind = "ib" if seg.lnet.startswith("o2ib") else "eth"
         name = f"{kind}{count[kind]}"
@@ -206,9 +207,9 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
                                 iface.numa, seg.ip6_of(iface.ip),
                                 seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4))
     return NodePlan(node.name, tuple(ifaces),
-                    _merge_tunables(doc, top, node.tunables) + tuple(node.router),
+                    merge_tunables(doc, top, node.tunables) + tuple(node.router),
                     tuple(p for p, _, _ in node.peers),
-                    _module_params(doc, top, node.tunables), tuple(node.static_peers),
+                    module_params_of(doc, top, node.tunables), tuple(node.static_peers),
                     tuple(node.udsp), node.lnet, routes, node.multi_rail)
 
 

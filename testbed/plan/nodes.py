@@ -1,8 +1,8 @@
 """The ``nodes:`` section: interfaces and addresses, peers, UDSP rules, routes, raw blocks.
 
-Theory of operation: ``_parse_node`` reads one node's mapping into a mutable ``_NodeIn``;
-``load.parse_topology`` then assigns addresses over every node (``_assign_addresses``),
-resolves route gateways (``_route_plans``) and freezes each into a ``NodePlan``.
+Theory of operation: ``parse_node`` reads one node's mapping into a mutable ``NodeIn``;
+``load.parse_topology`` then assigns addresses over every node (``assign_addresses``),
+resolves route gateways (``route_plans``) and freezes each into a ``NodePlan``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from testbed.plan.schema import (
     PEER_KEYS,
     ROUTE_KEYS,
     UDSP_KEYS,
-    _parse_global,
-    _Tunable,
+    Tunable,
+    parse_global,
 )
-from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict, _LocList, suggest, unknown
+from testbed.plan.yamlload import Doc, LocDict, LocList, join_field, kind_name, suggest, unknown
 
 
 @dataclass
@@ -40,28 +40,28 @@ class _IfaceIn:
 
 
 @dataclass
-class _NodeIn:
+class NodeIn:
     name: str
     ifaces: list[_IfaceIn]
-    tunables: dict[str, _Tunable]
+    tunables: dict[str, Tunable]
     peers: list[tuple[str, int, str]] = field(default_factory=list)
     static_peers: list[PeerPlan] = field(default_factory=list)
     udsp: list[UdspAdd] = field(default_factory=list)
     lnet: dict[str, Any] | None = None
-    routes: list[tuple[_LocDict, int, str]] = field(default_factory=list)
+    routes: list[tuple[LocDict, int, str]] = field(default_factory=list)
     router: list[tuple[str, int]] = field(default_factory=list)  # forwarding, *_buffers
     multi_rail: bool = True
 
 
-def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan]) -> _NodeIn:
-    fld = _join("nodes", name)
+def parse_node(doc: Doc, m: LocDict, name: Any, segs: dict[str, SegmentPlan]) -> NodeIn:
+    fld = join_field("nodes", name)
     doc.name(name, m.key_lines[name], fld, "node")
     spec = doc.mapping(m[name], m.vline(name), fld, NODE_KEYS)
     ifaces = _list(doc, spec, "interfaces", fld)
     if not ifaces:
         doc.fail(spec.vline("interfaces"), f"{fld}.interfaces", "at least one interface "
                  "is required")
-    node = _NodeIn(name, [], {})
+    node = NodeIn(name, [], {})
     used: dict[str, str] = {}
     for i, item in enumerate(ifaces):
         with doc.each():
@@ -75,7 +75,7 @@ def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan])
             node.ifaces.append(iface)
     if "global" in spec:
         with doc.each():
-            node.tunables = _parse_global(doc, spec["global"], spec.vline("global"),
+            node.tunables = parse_global(doc, spec["global"], spec.vline("global"),
                                           f"{fld}.global")
     if "peers" in spec:
         with doc.each():
@@ -99,20 +99,20 @@ def _parse_node(doc: _Doc, m: _LocDict, name: Any, segs: dict[str, SegmentPlan])
     return node
 
 
-def _parse_peers(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
+def _parse_peers(doc: Doc, spec: LocDict, fld: str, node: NodeIn) -> None:
     """``peers:``: node names (static peers by name) or long-form ``{prim_nid: ...}``."""
     peers = _list(doc, spec, "peers", fld)
     for i, peer in enumerate(peers):
         pfield = f"{fld}.peers[{i}]"
         with doc.each():
-            if isinstance(peer, _LocDict):
+            if isinstance(peer, LocDict):
                 node.static_peers.append(_parse_peer(doc, peer, peers.lines[i], pfield))
                 continue
             node.peers.append((doc.string(peer, peers.lines[i], pfield), peers.lines[i],
                                pfield))
 
 
-def _parse_multi_rail(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
+def _parse_multi_rail(doc: Doc, spec: LocDict, fld: str, node: NodeIn) -> None:
     """``multi_rail: false``: a downrev node has one NI per LNet net (seed 000 bck-*)."""
     value = spec["multi_rail"]
     if not isinstance(value, bool):
@@ -130,7 +130,7 @@ def _parse_multi_rail(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> Non
         nets[net] = iface.field
 
 
-def _nid(doc: _Doc, value: Any, line: int, fld: str) -> str:
+def _nid(doc: Doc, value: Any, line: int, fld: str) -> str:
     text = doc.string(value, line, fld)
     nid = parse_nid(text)
     if nid is None or "@" not in text:
@@ -140,7 +140,7 @@ def _nid(doc: _Doc, value: Any, line: int, fld: str) -> str:
     return str(nid)
 
 
-def _parse_peer(doc: _Doc, m: _LocDict, line: int, fld: str) -> PeerPlan:
+def _parse_peer(doc: Doc, m: LocDict, line: int, fld: str) -> PeerPlan:
     """``{prim_nid: NID, nids: [NID...], non_mr: bool, lock_prim: bool}`` (cfg-070)."""
     doc.mapping(m, line, fld, PEER_KEYS)
     prim = _nid(doc, m["prim_nid"], m.vline("prim_nid"), f"{fld}.prim_nid")
@@ -152,12 +152,12 @@ def _parse_peer(doc: _Doc, m: _LocDict, line: int, fld: str) -> PeerPlan:
     for key in ("non_mr", "lock_prim"):
         val = m.get(key, False)
         if not isinstance(val, bool):
-            doc.fail(m.vline(key), f"{fld}.{key}", f"expected true or false, got {_kind(val)}")
+            doc.fail(m.vline(key), f"{fld}.{key}", f"expected true or false, got {kind_name(val)}")
         flags.append(val)
     return PeerPlan(prim, tuple(n for n in nids if n != prim), flags[0], flags[1])
 
 
-def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> UdspAdd:
+def _parse_udsp(doc: Doc, item: Any, line: int, fld: str) -> UdspAdd:
     """One rule ``{src|dst|rte: RANGE, priority: P, idx: N}`` checked as lnetctl does (§7.1),
     as the typed ``udsp add`` command bring-up sends."""
     from nodes.lnet.udsp import make_rule
@@ -182,7 +182,7 @@ def _parse_udsp(doc: _Doc, item: Any, line: int, fld: str) -> UdspAdd:
         doc.fail(line, fld, str(e))
 
 
-def _parse_lnet(doc: _Doc, value: Any, line: int, fld: str) -> dict[str, Any]:
+def _parse_lnet(doc: Doc, value: Any, line: int, fld: str) -> dict[str, Any]:
     """A raw ``lnetctl export`` block, imported on the node last (spec §9.4, cfg-170)."""
     from nodes.dlc.verbs.lnetctl_config import import_verbs
 
@@ -203,27 +203,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _list(doc: _Doc, spec: _LocDict, key: str, fld: str) -> _LocList:
+def _list(doc: Doc, spec: LocDict, key: str, fld: str) -> LocList:
     value = spec[key]
-    if not isinstance(value, _LocList):
-        doc.fail(spec.vline(key), f"{fld}.{key}", f"expected a list, got {_kind(value)}")
+    if not isinstance(value, LocList):
+        doc.fail(spec.vline(key), f"{fld}.{key}", f"expected a list, got {kind_name(value)}")
     return value
 
 
-def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
+def _parse_iface(doc: Doc, item: Any, line: int, fld: str,
                  segs: dict[str, SegmentPlan]) -> _IfaceIn:
     """``lan0``, ``{lan0: 10.10.0.7}`` or ``{lan0: {ip: 10.10.0.7, numa: 1}}`` (both optional)."""
-    pinned = isinstance(item, _LocDict) and len(item) == 1
+    pinned = isinstance(item, LocDict) and len(item) == 1
     numa: int | None = None
     if pinned:
         seg_name, ip_text = next(iter(item.items()))
         line, ip_line = item.key_lines[seg_name], item.vline(seg_name)
         if isinstance(ip_text, dict):
-            opts = doc.mapping(ip_text, ip_line, _join(fld, seg_name), IFACE_KEYS)
+            opts = doc.mapping(ip_text, ip_line, join_field(fld, seg_name), IFACE_KEYS)
             if "numa" in opts:
                 numa = opts["numa"]
                 if isinstance(numa, bool) or not isinstance(numa, int) or not 0 <= numa < 1024:
-                    doc.fail(opts.vline("numa"), _join(_join(fld, seg_name), "numa"),
+                    doc.fail(opts.vline("numa"), join_field(join_field(fld, seg_name), "numa"),
                              f"NUMA node must be an integer 0..1023, got {shown(numa)}")
             if "ip" not in opts:
                 pinned = False
@@ -233,7 +233,7 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
         seg_name, ip_text, ip_line = item, None, line
     else:
         doc.fail(line, fld, "expected a network name or a one-key mapping {network: address}, "
-                 f"got {_kind(item)}" + (f" with {len(item)} keys" if isinstance(item, dict)
+                 f"got {kind_name(item)}" + (f" with {len(item)} keys" if isinstance(item, dict)
                                          else ""))
     seg = segs.get(seg_name) if isinstance(seg_name, str) else None
     if seg is None:
@@ -242,7 +242,7 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
         doc.fail(line, fld, unknown("network", seg_name, segs))
     if not pinned:
         return _IfaceIn(seg, None, line, fld, numa)
-    ip_field = _join(fld, seg_name)
+    ip_field = join_field(fld, seg_name)
     ip_text = doc.string(ip_text, ip_line, ip_field)
     if not seg.ipv4:
         doc.fail(ip_line, ip_field, f"network {shown(seg.name)} is IPv6-only: its addresses "
@@ -260,7 +260,7 @@ def _parse_iface(doc: _Doc, item: Any, line: int, fld: str,
     return _IfaceIn(seg, ip, ip_line, ip_field, numa)
 
 
-def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
+def assign_addresses(doc: Doc, nodes: list[NodeIn]) -> None:
     """Reserve explicit addresses, then hand out the lowest free host address per segment."""
     taken: dict[ipaddress.IPv4Address, _IfaceIn] = {}
     for node in nodes:
@@ -287,19 +287,19 @@ def _assign_addresses(doc: _Doc, nodes: list[_NodeIn]) -> None:
                          "no free address left")
 
 
-def _int_in(doc: _Doc, m: _LocDict, key: str, fld: str, lo: int, hi: int) -> int:
+def _int_in(doc: Doc, m: LocDict, key: str, fld: str, lo: int, hi: int) -> int:
     val, line = m[key], m.vline(key)
     if isinstance(val, bool) or not isinstance(val, int) or not lo <= val <= hi:
-        doc.fail(line, _join(fld, key), f"expected an integer in {lo}..{hi}, got {shown(val)}")
+        doc.fail(line, join_field(fld, key), f"expected an integer in {lo}..{hi}, got {shown(val)}")
     return val
 
 
-def _parse_routing(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
+def _parse_routing(doc: Doc, spec: LocDict, fld: str, node: NodeIn) -> None:
     """``routing: true``, ``buffers: {tiny, small, large}``, ``routes: [...]`` (spec §6)."""
     if "routing" in spec:
         if not isinstance(spec["routing"], bool):
             doc.fail(spec.vline("routing"), f"{fld}.routing",
-                     f"expected true or false, got {_kind(spec['routing'])}")
+                     f"expected true or false, got {kind_name(spec['routing'])}")
         if spec["routing"]:
             node.router.append(("forwarding", 1))
     if "buffers" in spec:
@@ -316,7 +316,7 @@ def _parse_routing(doc: _Doc, spec: _LocDict, fld: str, node: _NodeIn) -> None:
                                     items.lines[i], rfld))
 
 
-def _route_plans(doc: _Doc, node: _NodeIn, by_name: dict[str, _NodeIn]
+def route_plans(doc: Doc, node: NodeIn, by_name: dict[str, NodeIn]
                  ) -> tuple[RoutePlan, ...]:
     """Resolve ``gateway:`` (a node name -> its NID on a net both nodes share; or a NID);
     ``by_name``: every node by name (built once: a topology of n nodes costs O(n))."""
@@ -329,9 +329,9 @@ def _route_plans(doc: _Doc, node: _NodeIn, by_name: dict[str, _NodeIn]
     return tuple(out)
 
 
-def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[str, _NodeIn],
+def _route_plan(doc: Doc, node: NodeIn, m: LocDict, fld: str, by_name: dict[str, NodeIn],
                 own: set[str], seen: set[tuple[str, str]]) -> RoutePlan:
-    """One ``routes:`` item, its gateway resolved (see ``_route_plans``)."""
+    """One ``routes:`` item, its gateway resolved (see ``route_plans``)."""
     net_text = doc.string(m["net"], m.vline("net"), f"{fld}.net")
     net = parse_net(net_text)
     if net is None or str(net) == "lo":
@@ -376,7 +376,7 @@ def _route_plan(doc: _Doc, node: _NodeIn, m: _LocDict, fld: str, by_name: dict[s
     return RoutePlan(str(net), gw, hop, prio)
 
 
-def _check_peers(doc: _Doc, nodes: list[_NodeIn]) -> None:
+def check_peers(doc: Doc, nodes: list[NodeIn]) -> None:
     names = {n.name: None for n in nodes}
     for node in nodes:
         seen: set[str] = set()

@@ -20,7 +20,7 @@ from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
 from nodes.lnet.tunables import MODULE_PARAMS, RANGES, STRING_MODULE_PARAMS, module_param_value
 from testbed.plan.model import SegmentPlan
-from testbed.plan.yamlload import _Doc, _join, _kind, _LocDict
+from testbed.plan.yamlload import Doc, LocDict, join_field, kind_name
 
 #: Most nodes a topology may have, per backend (issue 11 item 10): Mininet runs a daemon,
 #: a namespace and a veth per interface per node (300 nodes is ~2 GB of daemons on this
@@ -64,40 +64,40 @@ MAX_PREFIXLEN = 30  # /31 and /32 leave no room for two hosts plus network and b
 
 
 @dataclass
-class _Tunable:
+class Tunable:
     value: int
     line: int
     field: str
 
 
-def _parse_global(doc: _Doc, value: Any, line: int, field: str) -> dict[str, _Tunable]:
+def parse_global(doc: Doc, value: Any, line: int, field: str) -> dict[str, Tunable]:
     """``lnetctl set`` tunables and module parameters: LNet's (spec §0,
     tunables.MODULE_PARAMS) and the socket side's (``ksocklnd.sock_timeout``,
     ``accept_port_bulk``: nodes/lnd/modparams.py LND_PARAMS)."""
     m = doc.mapping(value, line, field, dict.fromkeys(
         [*TUNABLES, *MODULE_PARAMS, *STRING_MODULE_PARAMS, *LND_PARAMS, *CPT_PARAMS], False))
-    out: dict[str, _Tunable] = {}
+    out: dict[str, Tunable] = {}
     for key, val in m.items():
         if key in STRING_MODULE_PARAMS:
             with doc.each():
                 out[key] = _string_param(doc, m, key, val, field)
         elif key in CPT_PARAMS:  # libcfs's CPU partitions (nodes/lnet/cpt.py), checked whole
             with doc.each():
-                out[key] = _Tunable(val, m.vline(key), _join(field, key))
+                out[key] = Tunable(val, m.vline(key), join_field(field, key))
         elif key in TUNABLES or key in MODULE_PARAMS or key in LND_PARAMS:
             with doc.each():
                 out[key] = _tunable(doc, m, key, val, field)
     return out
 
 
-def _string_param(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tunable:
+def _string_param(doc: Doc, m: LocDict, key: str, val: Any, field: str) -> Tunable:
     """``networks``/``ip2nets``/``routes`` (``options lnet networks=...``): a string the
     kernel's parser takes (nodes/dlc/modparams.py; ``ip2nets`` is matched against the
     node's addresses only when ``lnet configure --all`` runs, as ``lnet_parse_ip2nets``)."""
-    vline, vfield = m.vline(key), _join(field, key)
+    vline, vfield = m.vline(key), join_field(field, key)
     if not isinstance(val, str):
         doc.fail(vline, vfield, f"expected a string (as 'options lnet {key}=...'), got "
-                                f"{_kind(val)}")
+                                f"{kind_name(val)}")
     if len(val) > MAX_NOB:
         doc.fail(vline, vfield, f"longer than the kernel's {MAX_NOB} characters")
     try:
@@ -107,29 +107,29 @@ def _string_param(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tu
             parse_routes(val)
     except LNetConfigError as e:
         doc.fail(vline, vfield, e.descr)
-    return _Tunable(val, vline, vfield)  # type: ignore[arg-type]
+    return Tunable(val, vline, vfield)  # type: ignore[arg-type]
 
 
-def _tunable(doc: _Doc, m: _LocDict, key: str, val: Any, field: str) -> _Tunable:
+def _tunable(doc: Doc, m: LocDict, key: str, val: Any, field: str) -> Tunable:
     """One ``global:`` key: a module parameter or an ``lnetctl set`` tunable in range."""
     if key in MODULE_PARAMS or key in LND_PARAMS:
         check = module_param_value if key in MODULE_PARAMS else lnd_param_value
         try:
             check(key, val if not isinstance(val, bool) else "bool")
         except LNetConfigError as e:
-            doc.fail(m.vline(key), _join(field, key), e.descr)
-        return _Tunable(val, m.vline(key), _join(field, key))
+            doc.fail(m.vline(key), join_field(field, key), e.descr)
+        return Tunable(val, m.vline(key), join_field(field, key))
     lo, hi = TUNABLES[key]
-    vline, vfield = m.vline(key), _join(field, key)
+    vline, vfield = m.vline(key), join_field(field, key)
     if isinstance(val, bool) or not isinstance(val, int):
-        doc.fail(vline, vfield, f"expected an integer in {lo}..{hi}, got {_kind(val)}")
+        doc.fail(vline, vfield, f"expected an integer in {lo}..{hi}, got {kind_name(val)}")
     if not lo <= val <= hi:
         doc.fail(vline, vfield, f"{key} must be in {lo}..{hi}, got {val}")
-    return _Tunable(val, vline, vfield)
+    return Tunable(val, vline, vfield)
 
 
-def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
-                    own: dict[str, _Tunable]) -> tuple[tuple[str, int], ...]:
+def merge_tunables(doc: Doc, top: dict[str, Tunable],
+                    own: dict[str, Tunable]) -> tuple[tuple[str, int], ...]:
     """Node values win; then the cross-checks LNet's setters make (api-ni.c)."""
     merged = {**top, **own}
     retry, timeout = merged.get("retry_count"), merged.get("transaction_timeout")
@@ -145,8 +145,8 @@ def _merge_tunables(doc: _Doc, top: dict[str, _Tunable],
     return tuple((k, merged[k].value) for k in TUNABLES if k in merged)  # type: ignore[misc]
 
 
-def _module_params(doc: _Doc, top: dict[str, _Tunable],
-                   own: dict[str, _Tunable]) -> tuple[tuple[str, str], ...]:
+def module_params_of(doc: Doc, top: dict[str, Tunable],
+                   own: dict[str, Tunable]) -> tuple[tuple[str, str], ...]:
     merged = {**top, **own}
     for key in CPT_PARAMS:  # libcfs's CPU partitions: what the daemon would refuse
         given = merged.get(key)
@@ -155,7 +155,7 @@ def _module_params(doc: _Doc, top: dict[str, _Tunable],
         value = given.value
         if key == CPT_PARAMS[0] and (isinstance(value, bool) or not isinstance(value, int)):
             doc.fail(given.line, given.field, f"expected an integer in 0..{cpt.MAX_CPTS}, got "
-                                              f"{_kind(value)}")
+                                              f"{kind_name(value)}")
         try:
             cpt.table(value if key == CPT_PARAMS[0] else 0,
                       str(value) if key == CPT_PARAMS[1] else "")
@@ -165,7 +165,7 @@ def _module_params(doc: _Doc, top: dict[str, _Tunable],
     return tuple((k, str(merged[k].value)) for k in keys if k in merged)
 
 
-def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
+def parse_segments(doc: Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
     m = doc.mapping(value, line, "networks")
     if not m:
         doc.fail(line, "networks", "at least one network is required")
@@ -176,10 +176,10 @@ def _parse_networks(doc: _Doc, value: Any, line: int) -> dict[str, SegmentPlan]:
     return out
 
 
-def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
+def _parse_network(doc: Doc, m: LocDict, seg_name: Any, body: Any,
                    out: dict[str, SegmentPlan]) -> SegmentPlan:
     """One network (segment): its LNet net and its subnet, not overlapping the others."""
-    fld = _join("networks", seg_name)
+    fld = join_field("networks", seg_name)
     doc.name(seg_name, m.key_lines[seg_name], fld, "network")
     spec = doc.mapping(body, m.vline(seg_name), fld, NETWORK_KEYS)
     lnet = doc.string(spec["lnet"], spec.vline("lnet"), f"{fld}.lnet")
@@ -202,7 +202,7 @@ def _parse_network(doc: _Doc, m: _LocDict, seg_name: Any, body: Any,
     return SegmentPlan(seg_name, str(net), subnet, subnet6)
 
 
-def _ipv6_only(doc: _Doc, spec: _LocDict, fld: str, seg_name: str, lnet: str,
+def _ipv6_only(doc: Doc, spec: LocDict, fld: str, seg_name: str, lnet: str,
                 out: dict[str, SegmentPlan]) -> SegmentPlan:
     """An IPv6-only network: ``subnet6`` alone. Its hosts are numbered in an internal
     ``0.N.0.0`` block (the "this network" range, refused as a ``subnet``), as many as
@@ -222,7 +222,7 @@ def _ipv6_only(doc: _Doc, spec: _LocDict, fld: str, seg_name: str, lnet: str,
     return SegmentPlan(seg_name, lnet, numbering, subnet6, ipv4=False)
 
 
-def _parse_subnet6(doc: _Doc, spec: _LocDict, fld: str, subnet: ipaddress.IPv4Network,
+def _parse_subnet6(doc: Doc, spec: LocDict, fld: str, subnet: ipaddress.IPv4Network,
                    out: dict[str, SegmentPlan]) -> ipaddress.IPv6Network:
     """A network's IPv6 subnet: each interface's IPv6 address is its IPv4 host offset in it,
     so it must hold as many hosts; not loopback or link-local (``libcfs_ip_str2addr_size``
@@ -245,7 +245,7 @@ def _parse_subnet6(doc: _Doc, spec: _LocDict, fld: str, subnet: ipaddress.IPv4Ne
     return net6
 
 
-def _parse_subnet(doc: _Doc, spec: _LocDict, fld: str) -> ipaddress.IPv4Network:
+def _parse_subnet(doc: Doc, spec: LocDict, fld: str) -> ipaddress.IPv4Network:
     line = spec.vline("subnet")
     text = doc.string(spec["subnet"], line, fld)
     try:

@@ -1,8 +1,8 @@
 """YAML with line numbers, and the validation helpers every section parser uses.
 
 Theory of operation: ``_Loader`` (and ``_FastLoader``, the same on libyaml) is a SafeLoader
-whose mappings (``_LocDict``) and sequences (``_LocList``) remember the lines of their keys
-and values and flag duplicate keys; ``_Doc`` turns any failure into a ``TopologyError`` naming
+whose mappings (``LocDict``) and sequences (``LocList``) remember the lines of their keys
+and values and flag duplicate keys; ``Doc`` turns any failure into a ``TopologyError`` naming
 file, line and YAML path.
 """
 
@@ -30,7 +30,7 @@ from testbed.plan.source import (
 )
 
 
-class _LocDict(dict):  # type: ignore[type-arg]
+class LocDict(dict):  # type: ignore[type-arg]
     """A mapping that remembers where its keys and values start (1-based lines)."""
 
     line: int
@@ -43,7 +43,7 @@ class _LocDict(dict):  # type: ignore[type-arg]
         return self.key_lines[key] if self[key] is None else self.value_lines[key]
 
 
-class _LocList(list):  # type: ignore[type-arg]
+class LocList(list):  # type: ignore[type-arg]
     line: int
     lines: list[int]
 
@@ -64,8 +64,8 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _LocDict:
-    out = _LocDict()
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> LocDict:
+    out = LocDict()
     out.line, out.key_lines, out.value_lines = node.start_mark.line + 1, {}, {}
     out.duplicate = None
     seen: dict[Any, int] = {}
@@ -97,8 +97,8 @@ def _hashable_key(loader: _Loader, node: yaml.Node, key_node: yaml.Node) -> Any:
     return key
 
 
-def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> _LocList:
-    out = _LocList(loader.construct_object(child, deep=True) for child in node.value)
+def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> LocList:
+    out = LocList(loader.construct_object(child, deep=True) for child in node.value)
     out.line = node.start_mark.line + 1
     out.lines = [child.start_mark.line + 1 for child in node.value]
     return out
@@ -151,7 +151,7 @@ def _compose_check_construct(loader_cls: type, text: str, source: str) -> Any:
         loader.dispose()
 
 
-def _load_yaml(text: str, source: str) -> Any:
+def load_yaml(text: str, source: str) -> Any:
     """Parse one YAML document; every parser failure becomes a TopologyError with its line."""
     if len(text) > MAX_TOPOLOGY_BYTES:
         raise TopologyError(f"topology larger than {MAX_TOPOLOGY_BYTES} characters: refused",
@@ -191,14 +191,14 @@ def _load_yaml(text: str, source: str) -> Any:
 _PLAIN_KEY = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SHOWN_CHARS}}}")
 
 
-def _join(parent: str, key: Any) -> str:
+def join_field(parent: str, key: Any) -> str:
     if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
         return f"{parent}.{key}" if parent else key
     return f"{parent}[{shown(key)}]"
 
 
-def _kind(value: Any) -> str:
-    names = {_LocDict: "a mapping", _LocList: "a list", str: "a string", bool: "a boolean",
+def kind_name(value: Any) -> str:
+    names = {LocDict: "a mapping", LocList: "a list", str: "a string", bool: "a boolean",
              int: "an integer", float: "a number", type(None): "nothing (null)"}
     return names.get(type(value), f"a {type(value).__name__}")
 
@@ -227,7 +227,7 @@ def unknown(what: str, word: Any, choices: Iterable[str]) -> str:
 
 
 @dataclass
-class _Doc:
+class Doc:
     """The source being validated, so every failure can say where it is.
 
     ``fail`` raises (the unit being checked cannot go on); ``note`` records a problem and
@@ -275,18 +275,18 @@ class _Doc:
             raise TopologyError.combine(self.errors)
 
     def mapping(self, value: Any, line: int, field: str,
-                keys: Mapping[str, bool] | None = None) -> _LocDict:
+                keys: Mapping[str, bool] | None = None) -> LocDict:
         """Check ``value`` is a mapping and, given a key table, that its keys are allowed.
 
         Unknown keys are noted (each one, with a did-you-mean) and ignored; a missing
         required key fails the unit."""
-        if not isinstance(value, _LocDict):
-            self.fail(line, field, f"expected a mapping, got {_kind(value)}")
+        if not isinstance(value, LocDict):
+            self.fail(line, field, f"expected a mapping, got {kind_name(value)}")
         if keys is None:
             return value
         for key in value:
             if key not in keys:
-                self.note(value.key_lines[key], _join(field, key), unknown("key", key, keys))
+                self.note(value.key_lines[key], join_field(field, key), unknown("key", key, keys))
         for key, required in keys.items():
             if required and key not in value:
                 self.fail(value.line, field, f"missing required key {shown(key)}")
@@ -303,25 +303,25 @@ class _Doc:
 
     def string(self, value: Any, line: int, field: str) -> str:
         if not isinstance(value, str):
-            self.fail(line, field, f"expected a string, got {_kind(value)}")
+            self.fail(line, field, f"expected a string, got {kind_name(value)}")
         return value
 
 
-def _find_duplicate(doc: _Doc, value: Any, field: str, seen: set[int]) -> None:
+def find_duplicate(doc: Doc, value: Any, field: str, seen: set[int]) -> None:
     """Note every repeated key: PyYAML would silently keep the last one."""
     if id(value) in seen:
         return
     seen.add(id(value))
-    if isinstance(value, _LocDict):
+    if isinstance(value, LocDict):
         if value.duplicate is not None:
             key, first, again = value.duplicate
-            doc.note(again, _join(field, key),
+            doc.note(again, join_field(field, key),
                      f"duplicate key {shown(key)} (first at line {first})")
         for key, child in value.items():
-            _find_duplicate(doc, child, _join(field, key), seen)
-    elif isinstance(value, _LocList):
+            find_duplicate(doc, child, join_field(field, key), seen)
+    elif isinstance(value, LocList):
         for i, child in enumerate(value):
-            _find_duplicate(doc, child, f"{field}[{i}]", seen)
+            find_duplicate(doc, child, f"{field}[{i}]", seen)
 
 
 # --------------------------------------------------------------------------- sections

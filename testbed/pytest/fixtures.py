@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from testbed import backends
+from testbed.base import TestbedError
 from testbed.pytest import observing, trace
 
 _UNSET = object()
@@ -35,6 +37,15 @@ TOPOLOGY_FIXTURES = frozenset({"topology", "module_topology", "session_topology"
 TESTBEDS = pytest.StashKey[list[Any]]()
 #: the backends of the testbeds ``testbed_factory`` made for a test (trace report, issue 6)
 FACTORY_BACKENDS = pytest.StashKey[set[str]]()
+
+
+def lnet_backend(config: pytest.Config) -> backends.Backend:
+    """The ``--lnet-backend`` a run brings its topologies up on (``testbed.backends``)."""
+    name = config.getoption("--lnet-backend", backends.DEFAULT)
+    try:
+        return backends.get(name)
+    except TestbedError as exc:
+        raise pytest.UsageError(f"--lnet-backend={name}: {exc}") from None
 
 
 def mininet_unavailable() -> str | None:
@@ -85,7 +96,7 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
     reason = mininet_unavailable()
     if reason:
         pytest.skip(reason)
-    from testbed.mininet import MininetTestbed
+    mininet = backends.get("mininet")  # this factory's testbeds are Mininet's
 
     made: list[tuple[str, Any]] = []  # (name, root), recorded before `up` is even tried
     up: dict[str, Any] = {}  # name -> testbed, for the teardown check
@@ -100,7 +111,7 @@ def testbed_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
                                                                              "mininet")))
         for key, value in observing.up_kwargs(request.config).items():
             kw.setdefault(key, value)  # recorder and message trace (issue 16)
-        tb = MininetTestbed.up(topology_path, name=name, **kw)
+        tb = mininet.up(topology_path, name=name, **kw)
         up[name], traced[name] = tb, bool(kw["trace_messages"])
         request.node.stash.setdefault(TESTBEDS, []).append(tb)  # evidence on failure
         return tb
@@ -123,11 +134,11 @@ def _teardown_one(name: str, root: Any) -> list[str]:
     from testbed import runstate
     from testbed.base import TestbedError
     from testbed.clean import clean_testbed, leftovers
-    from testbed.mininet import MininetTestbed
 
     crashed = _daemon_tracebacks(runstate.rundir(name, root))
     try:
-        MininetTestbed(name, runstate.rundir(name, root), runstate.runroot(root)).down()
+        backends.get("mininet").attach(name, runstate.rundir(name, root),
+                                       runstate.runroot(root)).down()
     except (TestbedError, OSError) as exc:
         clean_testbed(name, root)
         return [f"{name}: down failed: {exc}"]
@@ -228,32 +239,30 @@ def _topology_of(node: pytest.Item | pytest.Collector) -> Path | None:
 
 def _bring_up(config: pytest.Config, path: Path | None) -> tuple[Any, str]:
     """Bring up ``path`` on the configured backend; returns (testbed, name)."""
-    backend = config.getoption("--lnet-backend", "mininet")
+    kind = lnet_backend(config)
     name = unique_name(config)
-    import testbed
-
-    if backend == "sim":
+    if kind.in_process is not None:  # the sim: in this process, recorder files kept apart
         kw = observing.sim_kwargs(config, name)
         try:
-            return testbed.up(path, backend="sim", name=name, **kw), name
+            return kind.up(path, name=name, **kw), name
         except BaseException:
             if kw.get("record_dir"):
                 shutil.rmtree(kw["record_dir"], ignore_errors=True)
             raise
-    if backend in ("vagrant", "hosts"):  # guests or machines (testbed/vagrant/)
-        provider = config.getoption("--lnet-provider", "lxc")
-        return testbed.up(path, backend=backend, name=name, provider=provider,
-                          **observing.up_kwargs(config)), name
-    reason = mininet_unavailable()
-    if reason:
-        pytest.skip(reason)
-    return testbed.up(path, name=name, **observing.up_kwargs(config)), name
+    kw = observing.up_kwargs(config)
+    if kind.providers:  # guests (testbed/vagrant/)
+        kw["provider"] = config.getoption("--lnet-provider", "lxc")
+    if kind.needs_root:
+        reason = mininet_unavailable()
+        if reason:
+            pytest.skip(reason)
+    return kind.up(path, name=name, **kw), name
 
 
 def _release(config: pytest.Config, tb: Any, name: str) -> list[str]:
     """The teardown check (issue 16: before ``down``), then down and the leftovers."""
     problems = observing.teardown_problems(config, tb)
-    if config.getoption("--lnet-backend", "mininet") == "sim":
+    if lnet_backend(config).in_process is not None:
         tb.down()
         observing.release_sim(tb)
         return problems

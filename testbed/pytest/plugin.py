@@ -43,12 +43,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed import BACKENDS
 from testbed.pytest import observing
 from testbed.pytest.fixtures import (
     TOPOLOGY_FIXTURES,
     FaultHandle,
     Traffic,
+    lnet_backend,
     lnet_fault,
     mininet_unavailable,
     module_topology,
@@ -63,9 +63,9 @@ from testbed.pytest.report import (
     EVENT_TAIL,
     EVIDENCE_TIMEOUT,
     TraceCollector,
-    _requirements,
     lnet_evidence,
     pytest_runtest_makereport,
+    requirements_of,
 )
 
 #: fixtures and the report hook are registered through this module (pytest scans its names)
@@ -108,18 +108,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    backend = config.getoption("--lnet-backend", "mininet")
-    if backend not in BACKENDS:
-        raise pytest.UsageError(f"--lnet-backend={backend}: unknown backend "
-                                f"(choose one of: {', '.join(BACKENDS)})")
+    lnet_backend(config)  # an unknown one: a usage error now
     observing.check_options(config)
     config.pluginmanager.register(TraceCollector(config), f"lnet_trace_{id(config)}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = None
-    sim = config.getoption("--lnet-backend", "mininet") == "sim"
-    remote = config.getoption("--lnet-backend", "mininet") in ("vagrant", "hosts")
+    kind = lnet_backend(config)
+    sim, remote = kind.virtual_time, kind.remote
     for item in items:
         for rid in _marker_ids(item):  # (skipped tests too: the trace shows them skipped)
             item.user_properties.append(("requirement", rid))  # JUnit <property>, trace data
@@ -158,7 +155,7 @@ def _bad_requirements(item: pytest.Item) -> str | None:
     marks = list(item.iter_markers("requirement"))
     if not marks:
         return None
-    known = _requirements(item.config)
+    known = requirements_of(item.config)
     for mark in marks:
         if not mark.args or mark.kwargs:
             return (f"{item.nodeid}: @pytest.mark.requirement takes one or more requirement IDs "

@@ -31,7 +31,7 @@ EVIDENCE_TIMEOUT = 5.0
 _REQS = pytest.StashKey[dict[str, Any]]()
 
 
-def _requirements(config: pytest.Config) -> dict[str, Any]:
+def requirements_of(config: pytest.Config) -> dict[str, Any]:
     if _REQS not in config.stash:
         try:
             config.stash[_REQS] = trace.load_requirements(
@@ -141,7 +141,7 @@ class TraceCollector:
             return  # workers send their reports to the controller, which writes the report
         writer = self.config.get_terminal_writer()
         try:
-            reqs = _requirements(self.config)
+            reqs = requirements_of(self.config)
             trace.save_data(self.data, trace.data_path_for(path))
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(trace.render(reqs, self.data))

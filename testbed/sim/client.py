@@ -76,6 +76,7 @@ class SimClient(CtlTestbed):
     """A sim testbed served by its own process (``testbed.sim.server``)."""
 
     backend = "sim"
+    server = "sim server"
 
     @classmethod
     def up(cls, topology_path: str | os.PathLike[str] | None = None, name: str | None = None,

@@ -19,8 +19,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nodes.daemon.control import MAX_INFLIGHT, burst_args, burst_end
-from nodes.daemon.runtime import SRPC_RDMA_PORTAL
+from nodes.burst import Burst
+from nodes.daemon.control import burst_args
 from nodes.dlc import request as frontend
 from nodes.dlc.verbs import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.dlc.verbs.modparam_files import ModParams
@@ -169,39 +169,22 @@ class SimNodeHandle(NodeVerbs):
         if isinstance(parsed, str):
             return {"ok": False, "error": parsed}
         dnid, count, size, snid, numa = parsed
-        rt, fab, want = self.rt, self.testbed.fabric, "ACK" if op == "put" else "REPLY"
-        payload = bytes(size) if op == "put" else b""
-        errors: dict[str, int] = {}
-        state = {"started": 0, "inflight": 0, "done": 0, "ok": 0}
+        rt, fab = self.rt, self.testbed.fabric
+        burst = Burst(rt.engine, op, dnid, count, size, snid, numa)  # (nodes/burst.py)
         paced = self.testbed.paced
         finished: asyncio.Future[None] | None = (
             asyncio.get_running_loop().create_future() if paced else None)
 
         def on_event(ev: MDEvent) -> None:
-            if not ev.unlinked:
-                return
-            state["inflight"] -= 1
-            state["done"] += 1
-            if ev.kind != want or ev.status != 0:
-                errors[f"{ev.kind}:{ev.status}"] = errors.get(f"{ev.kind}:{ev.status}", 0) + 1
-            else:
-                state["ok"] += 1
-            if finished is not None:  # refill outside the driver's dispatch
+            if burst.final(ev) and finished is not None:  # refill outside the dispatch
                 asyncio.get_running_loop().call_soon(refill)
 
         def refill() -> None:
-            while state["started"] < count and state["inflight"] < MAX_INFLIGHT:
-                if op == "put":
-                    handle, actions = rt.engine.put(fab.now, dnid, payload=payload,
-                                                    portal=SRPC_RDMA_PORTAL, src=snid, numa=numa)
-                else:
-                    handle, actions = rt.engine.get(fab.now, dnid, length=size,
-                                                    portal=SRPC_RDMA_PORTAL, src=snid, numa=numa)
-                state["started"] += 1
-                state["inflight"] += 1
+            while burst.room():
+                handle, actions = burst.start(fab.now)
                 rt.driver.watch(handle, on_event)
                 rt.execute(actions)
-            if finished is not None and state["done"] >= count and not finished.done():
+            if finished is not None and burst.finished and not finished.done():
                 finished.set_result(None)
 
         # workload events in the event log, as the daemon's verb writes them (docs/events.md)
@@ -211,17 +194,15 @@ class SimNodeHandle(NodeVerbs):
             if finished is not None:
                 self.testbed.kick()
                 await finished
-            while state["done"] < count:
+            while not burst.finished:
                 if not fab.step():
                     raise TestbedError(f"sim: node {self.name}: {op.upper()}s can never "
                                        "complete")
                 refill()
                 await self.testbed.share()
         except BaseException as exc:
-            fab.record("traffic_end", self.name, **burst_end(op, dnid, state["started"],
-                                                             state["ok"], errors),
+            fab.record("traffic_end", self.name, **burst.end(burst.started),
                        error=str(exc) if isinstance(exc, TestbedError) else repr(exc))
             raise
-        end = burst_end(op, dnid, count, state["ok"], errors)
-        fab.record("traffic_end", self.name, **end)
-        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}
+        fab.record("traffic_end", self.name, **burst.end())
+        return burst.reply()

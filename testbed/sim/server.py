@@ -3,19 +3,19 @@
 Theory of operation (the Mininet supervisor's contract, testbed/mininet/supervisor.py):
 ``testbed up --backend sim`` (``SimClient.up``) spawns this in its own session with the owner
 tag in its environment. It creates the run directory (atomic mkdir; no root needed, see
-``runstate.runroot``), records ``backend: sim`` and its pid in state.json, brings the
-topology up in this process (``SimTestbed``: same verbs, same order as Mininet), reports
-progress lines on stdout until ``ready``, then detaches stdout to ``server.log`` and serves one
-ZeroMQ ROUTER on ``ipc://RUNDIR/ctl.sock`` until ``down`` or SIGTERM, when it removes its run
-directory. Requests are the supervisor's (``status``, ``link``, ``down``,
-``fault_add|list|del|clear``) plus ``clock`` (``show``, ``advance``), ``flush`` (recorder
-rows to ``nodes/NODE.rec``) and node verbs carrying a ``node`` field (``lnetctl``, ``lctl``,
-``put``, ``get``, ``log``): one socket for every node, however many there are. Each request
-runs in its own task (a paced ``ping`` does not block ``net show``). The event log goes to
-``events.jsonl`` (virtual ``t``) and the nodes' console lines to ``lnet.log`` after every
-request and every slice of paced time, and leave memory. With ``--record-period`` every
-node's recorder writes ``nodes/NODE.rec``; with ``--trace-messages`` the message trace is in
-the event log (issue 16). The clock is ``testbed.sim.pacer``'s.
+``runstate.runroot``), records ``backend: sim`` and its pid in state.json, brings the topology
+up in this process (``SimTestbed``: same verbs, same order as Mininet), reports progress lines
+on stdout until ``ready``, then detaches stdout to ``server.log`` and serves one ZeroMQ ROUTER
+on ``ipc://RUNDIR/ctl.sock`` until ``down`` or SIGTERM, when it removes its run directory (the
+one control-server loop, ``testbed.ctlserver``). Requests are the supervisor's (``status``,
+``link``, ``down``, ``fault_add|list|del|clear``) plus ``clock`` (``show``, ``advance``),
+``flush`` (recorder rows to ``nodes/NODE.rec``) and node verbs carrying a ``node`` field
+(``lnetctl``, ``lctl``, ``put``, ``get``, ``log``): one socket for every node, however many
+there are. Each request runs in its own task (a paced ``ping`` does not block ``net show``).
+The event log goes to ``events.jsonl`` (virtual ``t``) and the nodes' console lines to
+``lnet.log`` after every request and every slice of paced time, and leave memory. With
+``--record-period`` every node's recorder writes ``nodes/NODE.rec``; with ``--trace-messages``
+the message trace is in the event log (issue 16). The clock is ``testbed.sim.pacer``'s.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -33,19 +34,17 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-import zmq
-import zmq.asyncio
-
-from nodes.daemon.clientwatch import ClientWatch, source_fd
 from nodes.dlc import debuglog
 from nodes.dlc.verbs import lst_verb
 from nodes.echo import shown
-from testbed import clean, ctlproto, runstate
+from testbed import clean, runstate
 from testbed.base import TestbedError
+from testbed.ctlserver import CtlServer, Handler
 from testbed.plan import TopologyError, load_topology
 from testbed.sim import gcpolicy
 from testbed.sim.inproc import SimTestbed
 from testbed.sim.pacer import Pacer, parse_speed
+from testbed.spawn import to_log
 
 SERVER_LOG = "server.log"
 LNET_LOG = "lnet.log"
@@ -64,12 +63,11 @@ class SimServer:
         self.tb = tb
         self.rdir = rdir
         self.speed = speed
-        self.stop = asyncio.Event()
         self.pacer = Pacer(tb, speed, self.flush)
         tb.fabric.keep_history = False  # a long life: logs go to files, not memory
         tb.served = True  # an unpaced verb lets other requests in (SimTestbed.share)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.watch: ClientWatch | None = None
+        self.ctl = CtlServer(rdir, self.handlers(), concurrent=True, after=self.flush,
+                             refusals=(TestbedError, ValueError, TypeError, KeyError))
 
     def flush(self) -> None:
         """Move the new events and console lines from memory to their files."""
@@ -89,88 +87,69 @@ class SimServer:
             fab.log.clear()
 
     async def serve(self) -> None:
-        ctx = zmq.asyncio.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
-        ctl = runstate.ctl_sock(self.rdir)
-        watch = ClientWatch(sock)  # a client that goes away cancels its request
-        sock.bind(f"ipc://{ctl}")
-        os.chmod(ctl, 0o600)
-        watch.start()
-        self.watch = watch
+        """Serve ``ctl.sock`` (``testbed.ctlserver``, each request in its own task) and pace
+        the clock, until ``down`` or SIGTERM."""
         pacing = asyncio.ensure_future(self.pacer.run()) if self.speed > 0 else None
         try:
-            while not self.stop.is_set():
-                recv = asyncio.ensure_future(sock.recv_multipart(copy=False))
-                stop = asyncio.ensure_future(self.stop.wait())
-                done, _ = await asyncio.wait({recv, stop}, return_when=asyncio.FIRST_COMPLETED)
-                if recv not in done:
-                    recv.cancel()
-                    break
-                stop.cancel()
-                frames = recv.result()
-                task = asyncio.ensure_future(self._answer(sock, [f.bytes for f in frames]))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-                watch.track(source_fd(frames), task)
-            await asyncio.sleep(0.05)  # let the `down` reply leave
+            await self.ctl.serve()
         finally:
             if pacing is not None:
                 pacing.cancel()
-            for task in list(self._tasks):
-                task.cancel()
-            watch.close()
-            sock.close(linger=1000)
-            ctx.term()
 
-    async def _answer(self, sock: Any, frames: list[bytes]) -> None:
-        try:
-            req = ctlproto.parse(frames[-1])  # every field checked (issue 11 item 3)
-            reply = await self.dispatch(req)
-        except (TestbedError, ValueError, TypeError, KeyError) as exc:
-            reply = {"ok": False, "error": str(exc)}
-        except Exception as exc:  # a request must not take the testbed down
-            traceback.print_exc()
-            reply = {"ok": False, "error": f"internal error: {exc!r}"}
-        self.flush()
-        await sock.send_multipart([*frames[:-1], json.dumps(reply).encode()])
+    def handlers(self) -> dict[str, Handler]:
+        """The control requests: the supervisor's, ``clock``, ``flush`` and node verbs.
+        `status` answers within a bound however far behind a loaded fabric is (issue 27: its
+        clock may lag then); every other request sees the time a user's sleep saw pass."""
+        tb = self.tb
 
-    async def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
-        cmd, tb = req["cmd"], self.tb
-        if cmd == "down":
-            self.stop.set()
-            return {"ok": True, "name": tb.name}
-        # `status` answers within a bound however far behind a loaded fabric is (issue 27:
-        # its clock may lag then); every other request sees the time a user's sleep saw pass
-        self.pacer.catch_up(STATUS_CATCH_UP if cmd == "status" else None)
-        if cmd in NODE_VERBS:
-            return await self.node_verb(cmd, req)
-        if cmd == "status":
-            return {**tb.status(), "speed": _speed_text(self.speed), "rundir": str(self.rdir)}
-        if cmd == "flush":  # recorder rows to their files (a reader is about to look)
-            tb.fabric.flush_recorders()
-            return {"ok": True}
-        if cmd == "reload":
-            tb.reload_modules(str(req["node"]), dict(req["modules"]))
-            return {"ok": True, "node": req["node"]}
-        if cmd == "link":
-            tb.link(str(req.get("node")), str(req.get("iface")), str(req.get("state")))
-            return {"ok": True, "node": req["node"], "iface": req["iface"],
-                    "state": req["state"]}
-        if cmd.startswith("fault_"):
-            return tb.faults.request(req)
-        if cmd == "clock":
-            if req.get("op") == "advance":
-                seconds = req.get("seconds")
-                if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                        or not 0 <= seconds <= 1e6:
-                    raise ValueError(f"clock advance: seconds must be 0..1e6, not {shown(seconds)}")
-                self.pacer.advance(float(seconds))
-            elif req.get("op", "show") != "show":
-                raise ValueError(f"clock: op must be show or advance, not {shown(req.get('op'))}")
-            return {"ok": True, "now": tb.fabric.now, "speed": _speed_text(self.speed)}
-        raise ValueError(f"unknown request {shown(cmd)}")
+        def paced(handler: Handler, bound: float | None = None) -> Handler:
+            def run(req: dict[str, Any]) -> Any:
+                self.pacer.catch_up(bound)
+                return handler(req)
+            return run
+
+        table: dict[str, Handler] = {
+            "status": paced(lambda req: {**tb.status(), "speed": _speed_text(self.speed),
+                                         "rundir": str(self.rdir)}, STATUS_CATCH_UP),
+            "flush": paced(self.flush_recorders),
+            "reload": paced(self.reload),
+            "link": paced(self.link),
+            "clock": paced(self.clock),
+            "down": self.down,
+        }
+        for cmd in ("fault_add", "fault_list", "fault_del", "fault_clear"):
+            table[cmd] = paced(tb.faults.request)
+        for cmd in NODE_VERBS:
+            table[cmd] = paced(functools.partial(self.node_verb, cmd))
+        return table
+
+    def down(self, _req: dict[str, Any]) -> dict[str, Any]:
+        self.ctl.stop()
+        return {"ok": True, "name": self.tb.name}
+
+    def flush_recorders(self, _req: dict[str, Any]) -> dict[str, Any]:
+        """Recorder rows to their files (a reader is about to look)."""
+        self.tb.fabric.flush_recorders()
+        return {"ok": True}
+
+    def reload(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.tb.reload_modules(str(req["node"]), dict(req["modules"]))
+        return {"ok": True, "node": req["node"]}
+
+    def link(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.tb.link(str(req.get("node")), str(req.get("iface")), str(req.get("state")))
+        return {"ok": True, "node": req["node"], "iface": req["iface"], "state": req["state"]}
+
+    def clock(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req.get("op") == "advance":
+            seconds = req.get("seconds")
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                    or not 0 <= seconds <= 1e6:
+                raise ValueError(f"clock advance: seconds must be 0..1e6, not {shown(seconds)}")
+            self.pacer.advance(float(seconds))
+        elif req.get("op", "show") != "show":
+            raise ValueError(f"clock: op must be show or advance, not {shown(req.get('op'))}")
+        return {"ok": True, "now": self.tb.fabric.now, "speed": _speed_text(self.speed)}
 
     async def node_verb(self, cmd: str, req: dict[str, Any]) -> dict[str, Any]:
         node = self.tb.node(str(req.get("node")))
@@ -237,11 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             else str(exc)
         _send(proto, {"error": msg})
         return 1
-    logfd = os.open(rdir / SERVER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    os.chdir("/")
+    to_log(rdir / SERVER_LOG)
     started = time.time()
     state = {"name": plan.name, "backend": "sim", "supervisor_pid": os.getpid(),
              "phase": "starting", "started": started, "topology": plan.source,
@@ -278,7 +253,7 @@ def run(server: SimServer, rdir: Path) -> int:
     async def go() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, server.stop.set)
+            loop.add_signal_handler(sig, server.ctl.stop)
         await server.serve()
 
     try:

@@ -100,7 +100,7 @@ def leftovers(name: str) -> list[str]:
         return res.stdout.split() if res.returncode == 0 else []
 
     found += [f"container {c}" for c in lines(["lxc-ls", "-1"]) if c.startswith(prefix)]
-    if any(services._pid(pf, n) for n, pf in services.DAEMONS):
+    if any(services.daemon_pid(pf, n) for n, pf in services.DAEMONS):
         virsh = [*guests.VIRSH]
         found += [f"domain {d}" for d in lines([*virsh, "list", "--all", "--name"])
                   if d.startswith(prefix)]
@@ -127,7 +127,7 @@ def host_daemons_left() -> list[str]:
     """libvirtd/virtlogd we started although no testbed uses them any more."""
     from testbed.vagrant import services
 
-    data = services._read()
+    data = services.read_record()
     if data["users"]:
         return []
     return [f"{n} (pid {p})" for n, p in data["started"].items()

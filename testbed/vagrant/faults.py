@@ -22,7 +22,6 @@ carried out where the node is:
 
 from __future__ import annotations
 
-import random
 import time
 import traceback
 from typing import Any
@@ -31,7 +30,7 @@ from faults import netops
 from faults.realise import Activation, NodeSite, Site, resources_for
 from faults.spec import FaultError, FaultSpec, parse_fault
 from nodes.echo import shown
-from testbed.faultbook import FaultRecord
+from testbed.faultbook import FaultBook, FaultRecord
 
 
 def _counts(totals: dict[str, int], more: dict[str, Any]) -> None:
@@ -45,9 +44,10 @@ class FaultTable:
 
     def __init__(self, sup: Any) -> None:
         self.sup = sup
-        self.faults: dict[str, FaultRecord] = {}
+        #: the faults and their schedule; this class applies and undoes what they make
+        self.book = FaultBook(self._apply, lambda f, _k: self._revert(f), self._failed)
+        self.faults = self.book.faults
         self.applied: dict[str, list[tuple[str, Any]]] = {}
-        self.next_id = 1
         self.next_queue = 1
 
     def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
@@ -90,13 +90,10 @@ class FaultTable:
             spec = parse_fault(raw, nodes=self._nodes())
         except FaultError as exc:
             return {"ok": False, "error": str(exc)}
-        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
-            return {"ok": False, "error": f"a fault named {spec.name} exists"}
-        seed = spec.seed if spec.seed is not None else random.SystemRandom().randrange(2**31)
-        f = FaultRecord(f"f{self.next_id}", spec, seed, time.time())
-        self.next_id += 1
-        self.faults[f.fid] = f
-        self.sup.event("fault_added", id=f.fid, spec=spec.as_dict(), seed=seed)
+        f = self.book.create(spec, time.time())
+        if isinstance(f, str):
+            return {"ok": False, "error": f}
+        self.sup.event("fault_added", id=f.fid, spec=spec.as_dict(), seed=f.seed)
         self.tick()
         if f.error:
             self.faults.pop(f.fid, None)
@@ -107,8 +104,7 @@ class FaultTable:
         return {n.name: [i.name for i in n.interfaces] for n in self.sup.plan.nodes}
 
     def delete(self, key: str) -> dict[str, Any]:
-        f = self.faults.get(key) or next((x for x in self.faults.values()
-                                          if x.spec.name == key), None)
+        f = self.book.find(key)
         if f is None:
             return {"ok": False, "error": f"no fault {shown(key)} (have: "
                                           f"{', '.join(self.faults) or 'none'})"}
@@ -119,21 +115,13 @@ class FaultTable:
         return {"ok": True, "fault": self.describe(f)}
 
     def tick(self) -> None:
-        now = time.time()
-        for f in list(self.faults.values()):
-            if f.error:
-                continue
-            try:
-                for what, k in f.timeline.due(now):
-                    if what == "apply":
-                        self._apply(f, k)
-                    else:
-                        self._revert(f)
-            except Exception as exc:
-                traceback.print_exc()
-                f.error = f"{type(exc).__name__}: {exc}"
-                self._revert(f, error=f.error)
-                self.sup.event("fault_failed", id=f.fid, error=f.error)
+        """Due transitions (``FaultBook.tick``)."""
+        self.book.tick(time.time())
+
+    def _failed(self, f: FaultRecord) -> None:
+        """A transition raised: what the fault made is undone, the failure logged."""
+        self._revert(f, error=f.error)
+        self.sup.event("fault_failed", id=f.fid, error=f.error)
 
     def expects_dead(self, node: str) -> bool:
         """A daemon a kill/stop fault took down is not reported as crashed."""

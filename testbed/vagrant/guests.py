@@ -107,7 +107,7 @@ def vagrant(rdir: Path, *args: str, timeout: float, log: Path | None = None
     return subprocess.CompletedProcess(["vagrant", *args], rc, out, "")
 
 
-def _bridge(name: str, address: str | None = None) -> None:
+def make_bridge(name: str, address: str | None = None) -> None:
     for argv in (["ip", "link", "add", name, "type", "bridge", "stp_state", "0",
                   "forward_delay", "0"],
                  *([["ip", "addr", "add", address, "dev", name]] if address else []),
@@ -169,10 +169,10 @@ class Guests:
                 for i in n.interfaces}
         for br in sorted(used):
             self.record("bridge", name=br)
-            _bridge(br)
+            make_bridge(br)
         if self.provider == "lxc":
             self.record("bridge", name=lay.mgmt_bridge)
-            _bridge(lay.mgmt_bridge, f"{next(net.hosts())}/{net.prefixlen}")
+            make_bridge(lay.mgmt_bridge, f"{next(net.hosts())}/{net.prefixlen}")
         else:
             self.record("libvirt_network", name=lay.mgmt_network)
         vdir = self.rdir / "vagrant"
@@ -187,13 +187,13 @@ class Guests:
                        log=self.log)
         if proc.returncode != 0:
             raise GuestError(f"vagrant up failed (rc {proc.returncode}): "
-                             f"{_last_words(proc.stdout + proc.stderr)}")
+                             f"{last_words(proc.stdout + proc.stderr)}")
         return self.runtimes(lay)
 
     def runtimes(self, lay: vf.Layout) -> list[HostRuntime]:
         proc = vagrant(self.rdir, "ssh-config", timeout=120, log=self.log)
         if proc.returncode != 0:
-            raise GuestError(f"vagrant ssh-config: {_last_words(proc.stderr)}")
+            raise GuestError(f"vagrant ssh-config: {last_words(proc.stderr)}")
         configs = parse_ssh_config(proc.stdout)
         out = []
         for h in self.hosts:
@@ -319,7 +319,7 @@ def parse_ssh_config(text: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def _last_words(text: str) -> str:
+def last_words(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     lines = [ln for ln in lines if not re.match(r"^(==>|\w+: )", ln)] or lines
     return " | ".join(lines[-4:])[-500:]

@@ -58,7 +58,7 @@ class Sandbox:
             h = names.short_hash(name)
             bridge = f"tb{h}m0"
             record("bridge", name=bridge)
-            guests._bridge(bridge, f"{next(net.hosts())}/{net.prefixlen}")
+            guests.make_bridge(bridge, f"{next(net.hosts())}/{net.prefixlen}")
             ips = list(net.hosts())
             gl = [vf.Guest(g, f"lntb-{h}-{g}", str(ips[9 + i]), (), vf.mac_for(h, i, 0xFF))
                   for i, g in enumerate(hosts)]
@@ -73,7 +73,7 @@ class Sandbox:
                                   timeout=guests.UP_TIMEOUT["lxc"] * len(gl),
                                   log=rdir / "vagrant.log")
             if proc.returncode != 0:
-                raise guests.GuestError(f"vagrant up: {guests._last_words(proc.stdout)}")
+                raise guests.GuestError(f"vagrant up: {guests.last_words(proc.stdout)}")
             conf = guests.parse_ssh_config(guests.vagrant(rdir, "ssh-config", timeout=120)
                                            .stdout)
             machines = [Machine(g, conf[g]["hostname"], conf[g]["user"],

@@ -43,7 +43,7 @@ class ServiceError(Exception):
     """A host daemon could not be started; one line."""
 
 
-def _read() -> dict[str, Any]:
+def read_record() -> dict[str, Any]:
     try:
         data = json.loads(RECORD.read_text())
     except (OSError, ValueError):
@@ -60,7 +60,7 @@ def _write(data: dict[str, Any]) -> None:
     os.replace(tmp, RECORD)
 
 
-def _pid(pidfile: str, comm: str) -> int | None:
+def daemon_pid(pidfile: str, comm: str) -> int | None:
     try:
         pid = int(Path(pidfile).read_text().split()[0])
         if Path(f"/proc/{pid}/comm").read_text().strip() == comm:
@@ -94,8 +94,8 @@ def acquire(testbed: str) -> list[str]:
     """Make libvirtd usable for ``testbed``; returns the daemons started now."""
     started = []
     with locked(LOCK):
-        data = _read()
-        if all(_pid(pf, name) is None for name, pf in DAEMONS):
+        data = read_record()
+        if all(daemon_pid(pf, name) is None for name, pf in DAEMONS):
             data["before"] = {
                 "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
                 "chains": _chains(),
@@ -108,7 +108,7 @@ def acquire(testbed: str) -> list[str]:
                            check=False, capture_output=True)
             data["started"] = {}
         for name, pidfile in DAEMONS:
-            if _pid(pidfile, name) is None:
+            if daemon_pid(pidfile, name) is None:
                 subprocess.run([name, "-d"], check=False, capture_output=True, timeout=30)
                 pid = _wait_pid(pidfile, name)
                 data["started"][name] = pid
@@ -133,7 +133,7 @@ def acquire(testbed: str) -> list[str]:
 def _wait_pid(pidfile: str, name: str) -> int:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        pid = _pid(pidfile, name)
+        pid = daemon_pid(pidfile, name)
         if pid is not None:
             return pid
         time.sleep(0.1)
@@ -157,7 +157,7 @@ def release(testbed: str, volume_prefix: str = "lnet-testbed") -> list[str]:
     """``testbed`` no longer needs libvirtd; stop what we started if nobody else does."""
     removed: list[str] = []
     with locked(LOCK):
-        data = _read()
+        data = read_record()
         if testbed in data["users"]:
             data["users"].remove(testbed)
         if data["users"] or not data["started"]:
@@ -260,4 +260,4 @@ def _unhook(tool: str, table: str, chain: str) -> None:
 
 
 def users() -> list[str]:
-    return list(_read()["users"])
+    return list(read_record()["users"])

@@ -5,7 +5,9 @@ Theory of operation: the same process contract as the Mininet supervisor
 its own session with ``LNET_TESTBED=NAME``; it creates the run directory, records every
 resource before making it, reports progress as JSON lines on fd 1 until ``ready`` or
 ``error``, then serves JSON requests on ``ipc://RUNDIR/ctl.sock`` (``status``, ``link``,
-``events_sync``, ``fault_*``, ``down``) and takes everything down on ``down`` or SIGTERM.
+``events_sync``, ``flush``, ``fault_*``, ``down``; the one control-server loop,
+``testbed.ctlserver``: each checked by ``testbed.ctlproto`` first) and takes everything
+down on ``down`` or SIGTERM.
 What differs is where nodes live: guests made by Vagrant (``guests``) or machines as they are
 (``machines``), both driven through ``hostset``; node requests go straight from the client to
 each daemon over CURVE TCP, never through here. Between requests the loop reads every
@@ -14,8 +16,8 @@ host's events (``eventmerge``) and notices dead daemons.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -24,16 +26,18 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import zmq
-
 from nodes.echo import listed, shown
 from testbed import runstate
+from testbed.ctlserver import CtlServer, Handler
+from testbed.spawn import server_options, to_log
 from testbed.vagrant import clean, deploy, guests, machines, placement
 from testbed.vagrant.curve import TestbedKeys
 from testbed.vagrant.faults import FaultTable
 from testbed.vagrant.hostset import HostSet
 
 POLL_INTERVAL = 1.0
+#: Longest wait for a request before the next tick (seconds).
+POLL_WAIT = 0.2
 ALIVE_INTERVAL = 5.0
 _STOP = {"requested": False}
 
@@ -71,6 +75,7 @@ class Supervisor:
         self.dead: set[str] = set()
         self.warnings: list[str] = []  # routes still down after bring-up, with why
         self.faults = FaultTable(self)
+        self.downed = False
 
     def _reach(self, h: placement.Host) -> dict[str, Any]:
         """How the host is reached, as far as known before bring-up (clean.shell_record)."""
@@ -203,30 +208,37 @@ class Supervisor:
         self.event(f"link_{updown}", at=issued, node=node, iface=iface)
         return {"ok": True, "node": node, "iface": iface, "state": updown}
 
-    def handle(self, body: bytes) -> tuple[dict[str, Any], bool]:
-        try:
-            msg = json.loads(body)
-        except ValueError:
-            return {"ok": False, "error": "request is not JSON"}, False
-        cmd = msg.get("cmd") if isinstance(msg, dict) else None
-        if cmd == "status":
-            return self.status(), False
-        if cmd == "link":
-            return self.link(msg.get("node"), msg.get("iface"), msg.get("state")), False
-        if cmd == "events_sync":
-            self.tick(force=True)
-            self.flush_events(everything=bool(msg.get("all")))
-            return {"ok": True}, False
-        if cmd == "flush":  # a reader of nodes/*.rec, *.trace.jsonl is about to look
-            assert self.set is not None
-            return {"ok": True, "copied": self.set.gather(self.rdir / "nodes",
-                                                          self.faults.silenced() |
-                                                          frozenset(self.dead))}, False
-        if cmd == "down":
-            return {"ok": True, "name": self.plan.name}, True
-        if isinstance(cmd, str) and cmd.startswith("fault_"):
-            return self.faults.handle(cmd, msg), False
-        return {"ok": False, "error": f"unknown request {cmd!r}"}, False
+    def handlers(self) -> dict[str, Handler]:
+        """The control requests (their fields checked by ``ctlproto`` first)."""
+        table: dict[str, Handler] = {
+            "status": lambda msg: self.status(),
+            "link": lambda msg: self.link(msg["node"], msg["iface"], msg["state"]),
+            "events_sync": self.events_sync,
+            "flush": self.flush,
+            "down": self.down,
+        }
+        for cmd in ("fault_add", "fault_list", "fault_del", "fault_clear"):
+            table[cmd] = functools.partial(self.faults.handle, cmd)
+        return table
+
+    def events_sync(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.tick(force=True)
+        self.flush_events(everything=bool(msg.get("all")))
+        return {"ok": True}
+
+    def flush(self, _msg: dict[str, Any]) -> dict[str, Any]:
+        """A reader of nodes/*.rec, *.trace.jsonl is about to look."""
+        assert self.set is not None
+        return {"ok": True, "copied": self.set.gather(self.rdir / "nodes",
+                                                      self.faults.silenced() |
+                                                      frozenset(self.dead))}
+
+    def down(self, _msg: dict[str, Any]) -> dict[str, Any]:
+        """``down``: everything removed, then the reply, then serving ends."""
+        self.downed = True
+        self.teardown()
+        self.ctl.stop()
+        return {"ok": True, "name": self.plan.name}
 
     def tick(self, force: bool = False) -> None:
         assert self.set is not None
@@ -244,30 +256,18 @@ class Supervisor:
         self.faults.tick()
         self.flush_events()
 
+    def idle(self) -> float:
+        """Between requests (``testbed.ctlserver``): events, dead daemons, fault schedule."""
+        self.tick()
+        return POLL_WAIT
+
     def serve(self) -> None:
         self._polled = self._checked = 0.0
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 1000)
-        ctl = runstate.ctl_sock(self.rdir)
-        sock.bind(f"ipc://{ctl}")
-        os.chmod(ctl, 0o600)
-        try:
-            while not _STOP["requested"]:
-                self.tick()
-                if not sock.poll(200):
-                    continue
-                frames = sock.recv_multipart()
-                reply, done = self.handle(frames[-1])
-                if done:
-                    self.teardown()
-                sock.send_multipart([*frames[:-1], json.dumps(reply).encode()])
-                if done:
-                    return
+        self.ctl = CtlServer(self.rdir, self.handlers(), tick=self.idle,
+                             should_stop=lambda: _STOP["requested"])
+        self.ctl.run()
+        if not self.downed:
             self.teardown()
-        finally:
-            sock.close(linger=1000)
-            ctx.term()
 
     # -- teardown ----------------------------------------------------------------------------
     def teardown(self) -> None:
@@ -306,17 +306,11 @@ def _skews(words: list[str]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     from testbed.plan import TopologyError, load_topology
 
-    p = argparse.ArgumentParser(prog="python -m testbed.vagrant.supervisor")
-    p.add_argument("--name", required=True)
-    p.add_argument("--topology", default=None)
+    p = server_options("python -m testbed.vagrant.supervisor")
     p.add_argument("--backend", choices=("vagrant", "hosts"), default="vagrant")
     p.add_argument("--provider", choices=("lxc", "libvirt"), default="lxc")
     p.add_argument("--clock-skew", action="append", default=[], metavar="HOST=SECONDS",
                    help="test-only: HOST reports its clock SECONDS ahead")
-    p.add_argument("--record-period", default="0", metavar="SECONDS",
-                   help="every daemon's recorder period (0: none; nodes.daemon)")
-    p.add_argument("--trace-messages", action="store_true",
-                   help="every daemon writes its message trace (nodes.daemon)")
     args = p.parse_args(argv)
     proto = os.fdopen(os.dup(1), "w")
     try:
@@ -331,12 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{runstate.rundir(args.name)}: it is up, or a leftover "
                                 "remains (run `testbed clean`)"}) + "\n")
         return 1
-    logfd = os.open(rdir / runstate.SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                    0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    os.chdir("/")
+    to_log(rdir / runstate.SUPERVISOR_LOG)
     signal.signal(signal.SIGTERM, _raise)
     sup = Supervisor(plan, rdir, args.backend, args.provider, _skews(args.clock_skew), proto,
                      ["--record-period", args.record_period] + (

@@ -209,19 +209,19 @@ def test_supervisor_does_not_serve_a_request_whose_client_went_away(
     away, is not served; the next client's is."""
     sup, sock, thread = supervisor
     served: list[str] = []
-    real_dispatch, real_list = sup._dispatch, sup.faults.list
+    real_dispatch, real_list = sup.ctl.dispatch, sup.faults.list
 
-    def counting(msg: dict[str, Any]) -> Any:
+    async def counting(msg: dict[str, Any]) -> Any:
         served.append(msg["cmd"])
-        return real_dispatch(msg)
+        return await real_dispatch(msg)
 
     def slow_list(residue: bool = False) -> Any:
         threading.Event().wait(1.0)  # busy: the next request waits its turn
         return real_list(residue=residue)
 
-    monkeypatch.setattr(sup, "_dispatch", counting)
+    monkeypatch.setattr(sup.ctl, "dispatch", counting)
     monkeypatch.setattr(sup.faults, "list", slow_list)
-    skipped = sup.clients.skipped
+    skipped = sup.ctl.skipped
     busy = threading.Thread(target=_send, args=(sock, b'{"cmd": "fault_list"}'))
     busy.start()
     for _ in range(100):
@@ -232,5 +232,5 @@ def test_supervisor_does_not_serve_a_request_whose_client_went_away(
     assert _send(sock, b'{"cmd": "status"}', timeout=0.2) is None  # gives up, closes
     busy.join(10)
     assert _send(sock, b'{"cmd": "status"}')["ok"] is True
-    assert served == ["fault_list", "status"] and sup.clients.skipped == skipped + 1
+    assert served == ["fault_list", "status"] and sup.ctl.skipped == skipped + 1
     assert thread.is_alive()

@@ -66,7 +66,7 @@ def test_spec_round_trips_and_lnet_match_implies_proto() -> None:
 def test_fault_words_refuse_a_key_given_twice(words: list[str], message: str) -> None:
     """Issue 27 item 10: ``fault add loss rate=0.1 rate=0.9`` kept the last silently (and
     ``match=x match.type=PUT`` was a TypeError); a topology file's faults refuse a duplicate
-    key (``yamlload._find_duplicate``), the CLI's words now too."""
+    key (``yamlload.find_duplicate``), the CLI's words now too."""
     with pytest.raises(FaultError, match=message):
         parse_words(words)
 
