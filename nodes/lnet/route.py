@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Final
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_state import discovery_disabled
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigError
+from nodes.lnet.lpstate import NO_DISCOVERY, ROUTER_ENABLED
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
-from nodes.lnet.peer import LNET_PEER_NO_DISCOVERY, LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.select import (
     SelectError,
     any_usable,
@@ -135,12 +135,12 @@ class RouteTable:
         gw = self.gateway(route)
         if gw is None or not gw.alive:
             return False
-        if not self.r.tunables.discovery or gw.state & LNET_PEER_NO_DISCOVERY:
+        if not self.r.tunables.discovery or gw.state & NO_DISCOVERY:
             # discovery disabled here or on the gateway: the cached aliveness the checker's
             # ping replies and lnet_notify keep (router.c lnet_is_route_alive); a gateway
             # not discovered yet still waits for its first ping (seed 002, differences.md)
             return route.alive
-        if not gw.state & LNET_PEER_ROUTER_ENABLED:
+        if not gw.state & ROUTER_ENABLED:
             return False
         if discovery_disabled(self.r.discovery, gw):
             return route.alive  # the cached lr_alive (E13)

@@ -25,8 +25,8 @@ from nodes.lnet.hdr import (
     WireHandle,
 )
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.lpstate import ROUTER_ENABLED as LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.nid import NID, Net
-from nodes.lnet.peer import LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.rtrstate import MACHINES, RouterStateError, step
 from testbed.sim.fabric import Fabric
 
