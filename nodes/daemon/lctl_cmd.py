@@ -30,7 +30,7 @@ from nodes.dlc.output import exit_code
 from nodes.dlc.tunables import c_int, parse_long
 from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
-from nodes.lnet.fault import nid_str
+from nodes.lnet.faultrule import nid_str
 from nodes.lnet.nid import LO_NID, NID
 from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump

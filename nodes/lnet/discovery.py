@@ -231,7 +231,7 @@ class Discovery:
             msg.fire(MsgInput.READY)
             if rc:
                 hs = HStatus.REMOTE_ERROR if rc == -EHOSTUNREACH else HStatus.LOCAL_ERROR
-                actions += self.sender.fail_unsent(msg, now, rc, hs)
+                actions += self.sender.finalizer.fail_unsent(msg, now, rc, hs)
             else:
                 actions += self.sender.send(msg, now)
         for handle in waiters:

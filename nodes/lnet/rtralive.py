@@ -129,7 +129,7 @@ class RouterAliveness:
                 NotifyPeerDown(lpni=lpni.nid)]
 
     def tx_failed(self, lpni: PeerNI, hstatus: object) -> None:
-        """``send.finalize_tx`` on a failed tx. Aliveness is not touched: a gateway peer NI
+        """``TxFinalizer.finalize_tx`` on a failed tx. Aliveness is not touched: a gateway peer NI
         goes down when the LND says so (``notify``, rtr-gw-down-on-fail), as in real LNet.
         On a router the peer NI's non-MR preferred NI is forgotten, so the resend may leave
         from any local NI (``lnet_handle_any_local_nmr_dst`` for ``msg_routing``,

@@ -16,7 +16,7 @@ from nodes.lnet.actions import NotifyPeerDown, Transmit
 from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
-from nodes.lnet.fault import MSG_BITS, FaultAttr
+from nodes.lnet.faultrule import MSG_BITS, FaultAttr
 from nodes.lnet.hdr import (
     LNET_PID_LUSTRE,
     LNET_RESERVED_PORTAL,
