@@ -1,5 +1,5 @@
-"""Discovery on the wire: pings and pushes sent, ping replies and pushes received, and their
-merge into the peer table (spec §5.2 rules 5-6, §5.4;
+"""Discovery's data coming in: ping replies and pushes received, and their merge into the
+peer table (pings and pushes sent: ``dc_send.py``) (spec §5.2 rules 5-6, §5.4;
 peer.c ``lnet_discovery_event_reply``, ``lnet_peer_push_event``, ``lnet_peer_data_present``,
 ``lnet_peer_merge_data``; seed 000 dyn-040/060, cfg-085).
 
@@ -27,13 +27,9 @@ from nodes.lnet.dc_state import (
     discovery_disabled,
     phase,
     queue,
-    to_working,
 )
 from nodes.lnet.errors import EPERM, EPROTO, WireProtocolError
 from nodes.lnet.hdr import (
-    LNET_PING_INFO_MIN_SIZE,
-    LNET_PROTO_PING_MATCHBITS,
-    LNET_RESERVED_PORTAL,
     Payload,
 )
 from nodes.lnet.lpstate import (
@@ -44,12 +40,9 @@ from nodes.lnet.lpstate import (
     LOCK_PRIMARY,
     MULTI_RAIL,
     NO_DISCOVERY,
-    PING_SENT,
-    PUSH_SENT,
     PeerEvent,
     fire,
 )
-from nodes.lnet.msg import MDOwner, OwnerRole
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.ping import (
     LNET_PING_FEAT_DISCOVERY,
@@ -254,9 +247,8 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Ac
                 continue  # lnet_peer_del_nid refuses (-EBUSY)
             dc.peers.del_lpni(lpni)
         _primary_first(peer, info.nis[0][0])
-    router = getattr(dc, "router", None)
-    if peer.rtr_refcount > 0 and hasattr(router, "discovery_ping_reply"):
-        actions += router.discovery_ping_reply(peer, info) or []  # type: ignore[union-attr]
+    if peer.rtr_refcount > 0:  # router.c lnet_router_discovery_ping_reply
+        actions += dc.router.checker.discovery_ping_reply(peer, info)
     return actions
 
 
@@ -325,51 +317,7 @@ def _primary_first(peer: Peer, prim: NID) -> None:
         pnet.lpnis.insert(0, lpni)
 
 
-# ---------------------------------------------------------------------------- pings, pushes
-def _send_ping(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
-    """``lnet_peer_send_ping``: GET of max(lp_data_bytes, 272) to the primary NID (§5.2
-    r5), or to the peer's NID on ``lp_disc_net_id`` for router discovery."""
-    fire(peer, PeerEvent.SEND_PING)
-    to_working(dc, peer)
-    dst = peer.primary_nid
-    if peer.disc_net is not None:
-        dst = next((p.nid for p in peer.lpnis if p.nid.net == peer.disc_net), dst)
-    length = max(peer.data_bytes, LNET_PING_INFO_MIN_SIZE)
-    handle, acts = dc.get(now, dst, length=length, portal=LNET_RESERVED_PORTAL,
-                            match_bits=LNET_PROTO_PING_MATCHBITS,
-                            owner=MDOwner(OwnerRole.DC_PING, peer.primary_nid))
-    if peer.state & PING_SENT:
-        peer.ping_mdh = handle
-        dc.held_mdh = max(dc.held_mdh, handle)
-    return 0, acts
-
-def _send_push(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
-    """``lnet_peer_send_push``: PUT with ACK of our ping buffer to ``lp_disc_dst_nid``
-    (the NID that answered the ping) or the primary, from ``lp_disc_src_nid`` (§5.2 r6,
-    dyn-035)."""
-    fire(peer, PeerEvent.SEND_PUSH)
-    to_working(dc, peer)
-    peer.push_seq = dc.node.ping_seq
-    dst = peer.disc_dst_nid or peer.primary_nid
-    src = peer.disc_src_nid if peer.disc_src_nid and dc.nets.ni_by_nid(
-        peer.disc_src_nid) else None
-    # "reset the discovery nid": a later push (lnet_push_update_to_peers) is sent from any
-    # NI, so a push after a rail failed does not insist on the failed rail (peer.c
-    # lnet_peer_send_push)
-    peer.disc_src_nid = peer.disc_dst_nid = None
-    handle, acts = dc.put(now, dst, payload=dc.ping_buffer(),
-                            portal=LNET_RESERVED_PORTAL,
-                            match_bits=LNET_PROTO_PING_MATCHBITS, ack=True, src=src,
-                            owner=MDOwner(OwnerRole.DC_PUSH, peer.primary_nid))
-    if peer.state & PUSH_SENT:
-        peer.push_mdh = handle
-        dc.held_mdh = max(dc.held_mdh, handle)
-    return 0, acts
-
-
 MERGE_EFFECTS: dict[str, Effect] = {
-    "send_ping": _send_ping,
-    "send_push": _send_push,
     "ping_reply": _ping_reply,
     "push_data": _push_data,
     "data_present": _data_present,

@@ -35,7 +35,7 @@ discovery, answers pings without MULTI_RAIL and DISCOVERY and drops pushes (dyn-
 ``Discovery`` owns the queues and the ``DISCOVERY`` timer. Router discovery is ``start(peer,
 now, force_ping=True, force_push=True, rtr_net=net)``: the ping goes to the peer's NID on that
 net and the peer carries RTR_DISCOVERY (the gate lets its messages pass) until completion
-sets RTR_DISCOVERED and calls ``Router.discovery_complete``. ``discover`` at the end takes an
+sets RTR_DISCOVERED and calls ``RouterChecker.discovery_complete``. ``discover`` at the end takes an
 engine: the node daemon's ``lnetctl discover`` entry point.
 """
 
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_merge import MERGE_EFFECTS
+from nodes.lnet.dc_send import SEND_EFFECTS
 from nodes.lnet.dc_state import (
     REDISCOVER_PEER,
     STATE_EFFECTS,
@@ -226,7 +227,7 @@ class Discovery:
         pending, peer.dc_pendq = peer.dc_pendq, []
         waiters, peer.dc_waiters = peer.dc_waiters, []
         if peer.rtr_refcount > 0 and self.router_ref is not None:
-            actions += self.router.discovery_complete(peer, rc, now)
+            actions += self.router.checker.discovery_complete(peer, rc, now)
         for msg in pending:
             msg.fire(MsgInput.READY)
             if rc:
@@ -361,7 +362,7 @@ class Discovery:
             self.local_ni_changed(force=True)
 
 
-_EFFECTS: dict[str, Effect] = {**STATE_EFFECTS, **MERGE_EFFECTS}
+_EFFECTS: dict[str, Effect] = {**STATE_EFFECTS, **SEND_EFFECTS, **MERGE_EFFECTS}
 
 
 # ---------------------------------------------------------------------------- engine entry

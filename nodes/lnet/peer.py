@@ -294,10 +294,6 @@ class PeerTable:
         if not pnet.lpnis:
             pnet.peer.nets.remove(pnet)
 
-    def _del_lpni(self, lpni: PeerNI) -> None:
-        """``del_lpni`` by the name older callers (unit tests) use."""
-        self.del_lpni(lpni)
-
     def delete_peer(self, peer: Peer) -> None:
         for lpni in list(peer.lpnis):
             self.del_lpni(lpni)

@@ -286,7 +286,7 @@ class RouteTable:
         (on whichever net) a peer NI of its peer net prefers."""
         for entry in lpni.peer_net.lpnis:
             if entry.pref_nids:
-                return self.r.ni_by_nid(entry.pref_nids[0])
+                return self.r.local.ni_by_nid(entry.pref_nids[0])
         return None
 
     def best_remote_lpni(self, lpni: PeerNI) -> PeerNI:

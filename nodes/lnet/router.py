@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.errors import ENODEV, LNetConfigError
-from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
@@ -116,12 +116,6 @@ class Router:
     def nets(self) -> dict[Net, LNetNet]:
         return self.local.nets
 
-    def local_nis(self) -> list[LNetNI]:
-        return self.local.local_nis()
-
-    def ni_by_nid(self, nid: NID) -> LNetNI | None:
-        return self.local.ni_by_nid(nid)
-
     def require_up(self) -> None:
         if not self.node.configured:
             raise LNetConfigError(-ENODEV, "LNet is not configured")  # lnetctl: No such device
@@ -145,9 +139,6 @@ class Router:
     def deadline(self) -> float | None:
         return self.checker.deadline() if self.active else None
 
-    def tick(self, now: float) -> list[Action]:
-        return self.checker.tick(now)
-
     @property
     def pending(self) -> dict[NID, list[Msg]]:
         return self.checker.pending
@@ -155,12 +146,6 @@ class Router:
     @property
     def discovered(self) -> set[NID]:
         return self.checker.discovered
-
-    def is_discovered(self, gw: Peer) -> bool:
-        return self.table.is_discovered(gw)
-
-    def _consolidate(self, gw: Peer, nids: list[NID]) -> Peer:
-        return self.checker.consolidate(gw, nids)  # the name the unit tests use
 
     def add(self, net: Net, gateway: NID, hops: int | None, priority: int,
             now: float) -> list[Action]:
@@ -186,12 +171,6 @@ class Router:
 
     def routing_show(self) -> dict[str, Any]:
         return self.fwd.routing_show()
-
-    def discovery_complete(self, gw: Peer, rc: int, now: float) -> list[Action]:
-        return self.checker.discovery_complete(gw, rc, now)
-
-    def discovery_ping_reply(self, gw: Peer, info: Any) -> list[Action]:
-        return self.checker.discovery_ping_reply(gw, info)
 
     def health_fell(self, lpni: PeerNI, before: int) -> list[Action]:
         return self.alive.health_fell(lpni, before)

@@ -114,7 +114,7 @@ class RouterChecker:
                     best = t
         if r.enabled:
             limit = self.ni_timeout()
-            nis = r.local_nis()
+            nis = r.local.local_nis()
             if limit > 0:
                 for ni, t in self.ni_last_alive.items():
                     if ni.status == LNET_NI_STATUS_UP and ni in nis and (
@@ -187,7 +187,7 @@ class RouterChecker:
         so the checker pushes the buffer to the MR peers (spec §5.1)."""
         limit = self.ni_timeout()
         changed = False
-        for ni in self.r.local_nis():
+        for ni in self.r.local.local_nis():
             last = self.ni_last_alive.setdefault(ni, now)
             # the same sum as deadline(): now - last >= limit can be false at last + limit
             down = ni.fatal_error or (limit > 0 and now >= last + limit)
@@ -248,7 +248,7 @@ class RouterChecker:
         table = self.r.peers
         if not nids:
             return gw
-        local = {ni.nid for ni in self.r.local_nis()}
+        local = {ni.nid for ni in self.r.local.local_nis()}
         for nid in nids:
             if nid in local:
                 continue

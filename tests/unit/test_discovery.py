@@ -171,7 +171,7 @@ def test_consolidation_of_peers_learned_under_two_nids() -> None:
     # forget S[1] and let traffic create it as its own peer (as receiving from it would)
     peer = c1.peers.find_peer(S[0])
     assert peer is not None
-    c1.peers._del_lpni(c1.peers.find_lpni(S[1]))  # type: ignore[arg-type]
+    c1.peers.del_lpni(c1.peers.find_lpni(S[1]))  # type: ignore[arg-type]
     c1.peers.traffic_add(S[1], 8)
     assert len(c1.peers.peers) == 2
     h, acts = dc.discover(c1, S[1], fab.now)
