@@ -111,7 +111,7 @@ class TxFinalizer:
                     *self.fail_unsent(msg, now, e.errno, HStatus.LOCAL_ERROR)]
         except RouteWait as w:
             msg.fire(MsgInput.WAIT_ROUTE)
-            return logs + self.sender.router.table.park(msg, w, now)
+            return logs + self.sender.router.path.park(msg, w, now)
         self.sender.counters.values["resend_count"] += 1
         self.sender.commit(msg, ni, lpni, now)
         return [*logs, Log(level="error", text=f"{failed}; resending from {ni.nid} to "

@@ -3,8 +3,8 @@
 Theory of operation. ``Router`` is one object; what it does is split by concept into parts
 it owns, each holding its own state and reaching the others through the router:
 
-* ``table``   (``route.py``)    -- route table, route aliveness, route selection (spec §2.6,
-  §6.1, §6.3);
+* ``table``   (``route.py``)    -- route table, route aliveness (spec §6.1, §6.3);
+* ``path``    (``routesel.py``) -- route selection over the table (spec §2.6; no state);
 * ``fwd``     (``rtrpool.py``)  -- forwarding: router credits, buffer pools, MR final hop
   (spec §1.5/1.6);
 * ``checker`` (``rtrcheck.py``) -- the router checker: gateway pings and replies, router NI
@@ -41,6 +41,7 @@ from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
 from nodes.lnet.peer import Peer, PeerNI, PeerTable
 from nodes.lnet.route import LNET_UNDEFINED_HOPS, Route, RouteTable, RouteWait
+from nodes.lnet.routesel import RouteSelector
 from nodes.lnet.rtralive import RouterAliveness
 from nodes.lnet.rtrcheck import RouterChecker
 from nodes.lnet.rtrpool import PAGE_SIZE, POOL_PARAMS, POOLS, BufferPool, RouterPools
@@ -97,6 +98,7 @@ class Router:
         self.stop_limit = 0.0
         self.last_now = 0.0
         self.table = RouteTable(self)
+        self.path = RouteSelector(self)  # stateless: reads the table of the moment
         self.fwd = RouterPools(self)
         self.checker = RouterChecker(self)
         self.alive = RouterAliveness(self)

@@ -128,9 +128,9 @@ class Sender:
             if src is None or src.is_lo:  # spec §2.8: a source must be one of ours
                 raise SelectError(-EINVAL, f"source NID {msg.src_nid_param} is not a local "
                                            "NID")
-        if self.router.table.is_remote(lpni, src, msg):  # routed path (spec §2.6)
+        if self.router.path.is_remote(lpni, src, msg):  # routed path (spec §2.6)
             msg.fixed_ni = True
-            return self.router.table.find_routed_path(msg, lpni, src)
+            return self.router.path.find_routed_path(msg, lpni, src)
         # the final hop of a forwarded message honours the originator's NID (NMR_DST);
         # one re-aimed from a remote NID onto a local net of an MR peer runs MR selection
         nmr = not lpni.peer.multi_rail or msg.recovery or (
@@ -167,7 +167,7 @@ class Sender:
                     *self.finalizer.fail_unsent(msg, now, e.errno, hs)]
         except RouteWait as w:  # gateway discovered on first use (seed 002)
             msg.fire(MsgInput.WAIT_ROUTE)
-            return logs + self.router.table.park(msg, w, now)
+            return logs + self.router.path.park(msg, w, now)
         self.commit(msg, ni, lpni, now)
         return logs + self.post(msg, now)
 
