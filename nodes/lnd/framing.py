@@ -11,9 +11,10 @@ no socket and no clock. The handshake order is the kernel's:
 
 After the handshake both sides exchange ``ksock_msg`` frames of the hellos' protocol: V3
 (``lnet_hdr_nid4``) or V4 (``lnet_hdr_nid16``, large NIDs: ``wire6.py``). Every state change
-goes through ``_TRANSITIONS``; an input with no entry is a protocol error: peer input raises
-``WireProtocolError`` (hstatus REMOTE_ERROR), local misuse raises ``LocalProtocolError``, and
-either moves the machine to ERROR, where every further input raises again.
+goes through ``connstate.TRANSITIONS`` (the states and their table, ``connstate.py``); an input
+with no entry is a protocol error: peer input raises ``WireProtocolError`` (hstatus
+REMOTE_ERROR), local misuse raises ``LocalProtocolError``, and either moves the machine to
+ERROR, where every further input raises again.
 
 Receiving is zero-copy for bulk (``ksocknal_process_receive``'s states KSM_HEADER → LNET_HEADER
 → LNET_PAYLOAD): the driver asks ``get_buffer()`` where the next bytes go and reports
@@ -38,10 +39,16 @@ it, so a driver checks ``error`` after handling the events of each chunk.
 
 from __future__ import annotations
 
-import enum
-
 from nodes.lnd import framehead, wire, wire6
 from nodes.lnd.bufpool import BufferPool
+from nodes.lnd.connstate import (
+    HANDSHAKE_RX,
+    RX_INPUTS,
+    TRANSITIONS,
+    ConnState,
+    Input,
+    LocalProtocolError,
+)
 from nodes.lnd.frames import (
     ConnreqReceived,
     Event,
@@ -61,47 +68,8 @@ DIRECT_MIN = 16 << 10
 _KSM = wire.KSOCK_MSG_HDR_SIZE
 _HEAD = wire.LNET_FRAME_HEAD
 
-class LocalProtocolError(Exception):
-    """The driver asked for something illegal in the current state (a bug, not the peer's)."""
-
-
-class ConnState(enum.Enum):
-    A_IDLE = "active: nothing sent yet"
-    A_AWAIT_HELLO = "active: connreq+hello sent, awaiting peer hello"
-    P_AWAIT_CONNREQ = "passive: awaiting acceptor connreq"
-    P_AWAIT_HELLO = "passive: awaiting peer hello"
-    P_HELLO_RECEIVED = "passive: peer hello received, our reply pending"
-    RUNNING = "established"
-    CLOSED = "closed"
-    ERROR = "error"
-
-
-class Input(enum.Enum):
-    RX_CONNREQ = "connreq received"
-    RX_HELLO = "hello received"
-    RX_MSG = "ksock_msg received"
-    TX_HANDSHAKE = "send connreq+hello"
-    TX_HELLO = "send hello reply"
-    TX_REJECT = "send hello reply with ctype NONE"
-    TX_MSG = "send ksock_msg"
-    CLOSE = "close"
-
-
 S = ConnState
 Inp = Input
-#: (state, input) -> next state. Everything absent is a protocol error (STYLE rule 2).
-_TRANSITIONS: dict[tuple[ConnState, Input], ConnState] = {
-    (S.A_IDLE, Inp.TX_HANDSHAKE): S.A_AWAIT_HELLO, (S.A_AWAIT_HELLO, Inp.RX_HELLO): S.RUNNING,
-    (S.P_AWAIT_CONNREQ, Inp.RX_CONNREQ): S.P_AWAIT_HELLO,
-    (S.P_AWAIT_HELLO, Inp.RX_HELLO): S.P_HELLO_RECEIVED,
-    (S.P_HELLO_RECEIVED, Inp.TX_HELLO): S.RUNNING, (S.P_HELLO_RECEIVED, Inp.TX_REJECT): S.CLOSED,
-    (S.RUNNING, Inp.RX_MSG): S.RUNNING, (S.RUNNING, Inp.TX_MSG): S.RUNNING,
-    **{(s, Inp.CLOSE): S.CLOSED for s in ConnState if s is not S.ERROR},
-}
-_RX_INPUTS = frozenset({Inp.RX_CONNREQ, Inp.RX_HELLO, Inp.RX_MSG})
-_HANDSHAKE_RX = frozenset({S.P_AWAIT_CONNREQ, S.A_AWAIT_HELLO, S.P_AWAIT_HELLO})
-
-
 
 
 class KsockConnection:
@@ -134,11 +102,11 @@ class KsockConnection:
         if self.state is S.RUNNING and (inp is Inp.RX_MSG or inp is Inp.TX_MSG):
             return  # the table's (RUNNING, RX_MSG|TX_MSG) -> RUNNING, once per frame: no
             # lookup (an Enum's hash is a Python call, two per key: ~1 us a frame)
-        nxt = _TRANSITIONS.get((self.state, inp))
+        nxt = TRANSITIONS.get((self.state, inp))
         if nxt is None:
             prev = self.state
             self.state = S.ERROR
-            if inp in _RX_INPUTS:
+            if inp in RX_INPUTS:
                 raise wire._bad(f"{inp.value} in state '{prev.value}'")
             raise LocalProtocolError(f"cannot {inp.value} in state '{prev.value}'")
         self.state = nxt
@@ -194,7 +162,7 @@ class KsockConnection:
                 self._end += nbytes
             if self.state is S.RUNNING:
                 self._parse_running(events)
-            elif self.state in _HANDSHAKE_RX:
+            elif self.state in HANDSHAKE_RX:
                 self._parse_handshake(events)
             elif self.state is S.P_HELLO_RECEIVED:
                 if self._end == STAGE_SIZE:
@@ -237,7 +205,7 @@ class KsockConnection:
                 return events
 
     def _parse_handshake(self, events: list[Event]) -> None:
-        while self.state in _HANDSHAKE_RX and self._end - self._start >= self._need:
+        while self.state in HANDSHAKE_RX and self._end - self._start >= self._need:
             b = self._mv[self._start:self._start + self._need]
             connreq = self.state is S.P_AWAIT_CONNREQ
             ev = self._step_connreq(b) if connreq else self._step_hello(b)

@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_state import (
-    BAD_CONFIG,
-    CONFIGURED,
-    FORCE_PING,
-    LOCK_PRIMARY,
-    MARK_DELETED,
-    MULTI_RAIL,
-    NIDS_UPTODATE,
     is_uptodate,
 )
 from nodes.lnet.errors import EALREADY, EBUSY, EEXIST, EPERM
+from nodes.lnet.lpstate import (
+    CONFIGURED,
+    LOCK_PRIMARY,
+    MARK_DELETED,
+    MULTI_RAIL,
+    PeerEvent,
+    fire,
+)
 
 if TYPE_CHECKING:
     from nodes.lnet.discovery import Discovery
@@ -103,7 +104,10 @@ def _peer_add(dc: Discovery, nid: NID, flags: int) -> int:
         dc.peers.delete_peer(lp)  # lnet_peer_del: recreated below with the new flags
         dc.recovery.forget_deleted_peers()
     peer = dc.peers.traffic_add(nid, dc.nets.peer_credits(nid.net)).peer
-    peer.state |= flags & (CONFIGURED | MULTI_RAIL)
+    if flags & CONFIGURED:
+        fire(peer, PeerEvent.CONFIGURE)
+    if flags & MULTI_RAIL:
+        fire(peer, PeerEvent.MULTI_RAIL_ON)
     if flags & LOCK_PRIMARY:
         dc.peers.lock_primary(peer)
     return 0
@@ -116,8 +120,7 @@ def _force_merge(dc: Discovery, nid: NID, primary: NID) -> bool:
     if peer is None or peer.state & (CONFIGURED | LOCK_PRIMARY):
         return False
     peer.merge_primary_nid = primary
-    peer.state &= ~NIDS_UPTODATE
-    peer.state |= FORCE_PING
+    fire(peer, PeerEvent.FORCE_MERGE)
     return True
 
 
@@ -141,12 +144,12 @@ def lock_transfer(dc: Discovery, peer: Peer, other: Peer, nid: NID) -> list[Acti
     if not other.state & LOCK_PRIMARY:
         return None
     if other.nnis > 1:
-        other.state |= BAD_CONFIG
-        peer.state |= BAD_CONFIG
+        fire(other, PeerEvent.BAD_CONFIG)
+        fire(peer, PeerEvent.BAD_CONFIG)
         return [Log(level="error", text=f"Peer {peer.primary_nid} NID {nid} is already "
                                         f"locked with peer {other.primary_nid}")]
     if not peer.state & LOCK_PRIMARY or other.prim_lock_ts < peer.prim_lock_ts:
         peer.prim_lock_ts = other.prim_lock_ts
         peer.primary_nid = nid
-        peer.state |= LOCK_PRIMARY
+        fire(peer, PeerEvent.LOCK_PRIMARY)
     return None

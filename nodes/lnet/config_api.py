@@ -17,6 +17,7 @@ from nodes.lnet import cpt
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.addpeer import add_peer
 from nodes.lnet.errors import EBUSY, EINVAL, ENOENT, LNetConfigError
+from nodes.lnet.lpstate import PeerEvent, fire
 from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNI
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.router import ROUTER_PARAMS
@@ -152,7 +153,7 @@ class ConfigAPI:
         lpni = self.peers.find_lpni(nid)
         if lpni is None:
             raise LNetConfigError(-ENOENT, "invalid peer state param")
-        lpni.peer.state = state % 2**32
+        fire(lpni.peer, PeerEvent.SET_STATE, state)
 
     def set_cpu_param(self, name: str, value: str) -> None:
         """libcfs's ``cpu_npartitions``/``cpu_pattern`` (``cpt.py``): module parameters,

@@ -1,5 +1,5 @@
-"""Discovery on the wire: pings and pushes sent, ping replies and pushes received, and their
-merge into the peer table (spec §5.2 rules 5-6, §5.4;
+"""Discovery's data coming in: ping replies and pushes received, and their merge into the
+peer table (pings and pushes sent: ``dc_send.py``) (spec §5.2 rules 5-6, §5.4;
 peer.c ``lnet_discovery_event_reply``, ``lnet_peer_push_event``, ``lnet_peer_data_present``,
 ``lnet_peer_merge_data``; seed 000 dyn-040/060, cfg-085).
 
@@ -21,38 +21,28 @@ from typing import TYPE_CHECKING
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.addpeer import lock_transfer
 from nodes.lnet.dc_state import (
-    BAD_CONFIG,
-    CONFIGURED,
-    DATA_PRESENT,
-    DISCOVERED,
-    DISCOVERING,
-    FORCE_PING,
-    FORCE_PUSH,
-    LOCK_PRIMARY,
-    MARK_DELETION,
-    MULTI_RAIL,
-    NIDS_UPTODATE,
-    NO_DISCOVERY,
-    PING_FAILED,
-    PING_SENT,
-    PUSH_SENT,
     REDISCOVER_PEER,
-    ROUTER_ENABLED,
     Effect,
     Phase,
     discovery_disabled,
     phase,
     queue,
-    to_working,
 )
 from nodes.lnet.errors import EPERM, EPROTO, WireProtocolError
 from nodes.lnet.hdr import (
-    LNET_PING_INFO_MIN_SIZE,
-    LNET_PROTO_PING_MATCHBITS,
-    LNET_RESERVED_PORTAL,
     Payload,
 )
-from nodes.lnet.msg import MDOwner, OwnerRole
+from nodes.lnet.lpstate import (
+    CONFIGURED,
+    DATA_PRESENT,
+    DISCOVERED,
+    DISCOVERING,
+    LOCK_PRIMARY,
+    MULTI_RAIL,
+    NO_DISCOVERY,
+    PeerEvent,
+    fire,
+)
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.ping import (
     LNET_PING_FEAT_DISCOVERY,
@@ -77,18 +67,18 @@ def features(dc: Discovery, peer: Peer, info: PingInfo, *, push: bool) -> None:
         gone = (s & DISCOVERED and not s & DISCOVERING) if push else \
             bool(s & DISCOVERED or s & MULTI_RAIL)
         if not s & CONFIGURED and not s & NO_DISCOVERY and gone:
-            peer.state |= MARK_DELETION
-        peer.state |= NO_DISCOVERY
+            fire(peer, PeerEvent.MARK_DELETION)
+        fire(peer, PeerEvent.DISCOVERY_OFF)
     else:
-        peer.state &= ~NO_DISCOVERY
+        fire(peer, PeerEvent.DISCOVERY_ON)
     if info.features & LNET_PING_FEAT_MULTI_RAIL:
         if not (s & CONFIGURED and not s & MULTI_RAIL) and dc.tunables.discovery \
                 and not peer.state & NO_DISCOVERY:
             if not s & MULTI_RAIL:
                 peer.clr_non_mr_pref_nids()
-            peer.state |= MULTI_RAIL
+            fire(peer, PeerEvent.MULTI_RAIL_ON)
     elif peer.state & MULTI_RAIL and not s & CONFIGURED:
-        peer.state &= ~MULTI_RAIL
+        fire(peer, PeerEvent.MULTI_RAIL_OFF)
 
 
 def _parse(payload: Payload) -> PingInfo | int:
@@ -104,16 +94,16 @@ def _ping_reply(dc: Discovery, peer: Peer, now: float, *, payload: Payload = b""
                 source: NID | None = None, md: MD | None = None,
                 **kw: object) -> tuple[int, list[Action]]:
     """``lnet_discovery_event_reply`` (spec §5.2 events, §5.4)."""
-    peer.state &= ~PING_SENT
+    fire(peer, PeerEvent.PING_REPLIED)
     peer.ping_mdh = 0
     parsed = _parse(payload)
     if isinstance(parsed, int):
         if parsed > 0:  # truncated: retry at once with a bigger buffer (error 0)
             peer.data_bytes = parsed
-            peer.state |= PING_FAILED
+            fire(peer, PeerEvent.PING_BAD_REPLY)
             peer.ping_error = 0
         else:
-            peer.state |= PING_FAILED
+            fire(peer, PeerEvent.PING_BAD_REPLY)
             peer.ping_error = parsed
         queue(dc, peer)
         return 0, [Log(level="warning", text=f"bad ping reply from {source}: {parsed}")]
@@ -128,7 +118,7 @@ def _ping_reply(dc: Discovery, peer: Peer, now: float, *, payload: Payload = b""
             and info.nis[0][0] == peer.primary_nid:
         peer.peer_seqno = info.seq
     peer.data = info
-    peer.state |= DATA_PRESENT
+    fire(peer, PeerEvent.DATA_STORED)
     queue(dc, peer)
     return 0, []
 
@@ -146,9 +136,10 @@ def _push_data(dc: Discovery, peer: Peer, now: float, *, info: PingInfo | None =
     assert info is not None
     features(dc, peer, info, push=True)
     peer.peer_seqno = info.seq
-    peer.state &= ~NIDS_UPTODATE
+    fire(peer, PeerEvent.NIDS_STALE)
     if not peer.state & DATA_PRESENT:
-        peer.data, peer.state = info, peer.state | DATA_PRESENT
+        peer.data = info
+        fire(peer, PeerEvent.DATA_STORED)
     elif isinstance(peer.data, PingInfo) and info.seq > peer.data.seq:
         peer.data = info
     if phase(peer) in (Phase.IDLE, Phase.QUEUED):
@@ -162,8 +153,7 @@ def _data_present(dc: Discovery, peer: Peer, now: float,
     """``lnet_peer_data_present`` (spec §5.4): primary NID, consolidation, merge."""
     info = peer.data if isinstance(peer.data, PingInfo) else None
     peer.data = None
-    peer.state &= ~DATA_PRESENT
-    peer.state |= NIDS_UPTODATE
+    fire(peer, PeerEvent.DATA_MERGED)
     if peer not in dc.peers.peers or info is None or not info.nis:
         return REDISCOVER_PEER, []
     prim = info.nis[0][0]
@@ -183,16 +173,15 @@ def _data_present(dc: Discovery, peer: Peer, now: float,
         else:
             # the data belongs to another peer: hand it over (lnet_peer_set_primary_data)
             if not peer.state & NO_DISCOVERY:
-                owner.state &= ~NO_DISCOVERY
+                fire(owner, PeerEvent.DISCOVERY_ON)
             if peer.state & MULTI_RAIL:
-                owner.state |= MULTI_RAIL
+                fire(owner, PeerEvent.MULTI_RAIL_ON)
             if peer.disc_src_nid is not None:
                 owner.disc_src_nid, owner.disc_dst_nid = peer.disc_src_nid, peer.disc_dst_nid
             queue(dc, owner)
             if owner.state & MULTI_RAIL:
                 owner.peer_seqno = max(owner.peer_seqno, info.seq)
-            owner.state &= ~(PING_FAILED | FORCE_PING | DATA_PRESENT)
-            owner.state |= NIDS_UPTODATE
+            fire(owner, PeerEvent.PRIMARY_DATA)
             actions += merge_data(dc, owner, info, now)
             actions.append(Log(level="info", text=f"discovery: {peer.primary_nid} is "
                                                   f"{owner.primary_nid}, consolidated"))
@@ -231,9 +220,9 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Ac
     """``lnet_peer_merge_data`` (spec §5.4): statuses, NIDs added/removed, primary first."""
     actions: list[Action] = []
     if info.features & LNET_PING_FEAT_RTE_DISABLED:
-        peer.state &= ~ROUTER_ENABLED
+        fire(peer, PeerEvent.ROUTER_OFF)
     else:
-        peer.state |= ROUTER_ENABLED
+        fire(peer, PeerEvent.ROUTER_ON)
     status = dict(info.nis)
     for lpni in peer.lpnis:
         if lpni.nid in status:
@@ -258,9 +247,8 @@ def merge_data(dc: Discovery, peer: Peer, info: PingInfo, now: float) -> list[Ac
                 continue  # lnet_peer_del_nid refuses (-EBUSY)
             dc.peers.del_lpni(lpni)
         _primary_first(peer, info.nis[0][0])
-    router = getattr(dc, "router", None)
-    if peer.rtr_refcount > 0 and hasattr(router, "discovery_ping_reply"):
-        actions += router.discovery_ping_reply(peer, info) or []  # type: ignore[union-attr]
+    if peer.rtr_refcount > 0:  # router.c lnet_router_discovery_ping_reply
+        actions += dc.router.checker.discovery_ping_reply(peer, info)
     return actions
 
 
@@ -290,7 +278,7 @@ def _take_nid(dc: Discovery, peer: Peer, nid: NID) -> tuple[bool, list[Action]]:
         other = lpni.peer
         if other.state & CONFIGURED:
             # dyn-060: discovered NIDs inconsistent with configuration are flagged
-            peer.state |= BAD_CONFIG
+            fire(peer, PeerEvent.BAD_CONFIG)
             if nid not in peer.clash_nids:
                 peer.clash_nids.append(nid)
             return False, [Log(level="error", text=(
@@ -329,53 +317,7 @@ def _primary_first(peer: Peer, prim: NID) -> None:
         pnet.lpnis.insert(0, lpni)
 
 
-# ---------------------------------------------------------------------------- pings, pushes
-def _send_ping(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
-    """``lnet_peer_send_ping``: GET of max(lp_data_bytes, 272) to the primary NID (§5.2
-    r5), or to the peer's NID on ``lp_disc_net_id`` for router discovery."""
-    peer.state &= ~FORCE_PING
-    peer.state |= PING_SENT
-    to_working(dc, peer)
-    dst = peer.primary_nid
-    if peer.disc_net is not None:
-        dst = next((p.nid for p in peer.lpnis if p.nid.net == peer.disc_net), dst)
-    length = max(peer.data_bytes, LNET_PING_INFO_MIN_SIZE)
-    handle, acts = dc.get(now, dst, length=length, portal=LNET_RESERVED_PORTAL,
-                            match_bits=LNET_PROTO_PING_MATCHBITS,
-                            owner=MDOwner(OwnerRole.DC_PING, peer.primary_nid))
-    if peer.state & PING_SENT:
-        peer.ping_mdh = handle
-        dc.held_mdh = max(dc.held_mdh, handle)
-    return 0, acts
-
-def _send_push(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, list[Action]]:
-    """``lnet_peer_send_push``: PUT with ACK of our ping buffer to ``lp_disc_dst_nid``
-    (the NID that answered the ping) or the primary, from ``lp_disc_src_nid`` (§5.2 r6,
-    dyn-035)."""
-    peer.state &= ~FORCE_PUSH
-    peer.state |= PUSH_SENT
-    to_working(dc, peer)
-    peer.push_seq = dc.node.ping_seq
-    dst = peer.disc_dst_nid or peer.primary_nid
-    src = peer.disc_src_nid if peer.disc_src_nid and dc.nets.ni_by_nid(
-        peer.disc_src_nid) else None
-    # "reset the discovery nid": a later push (lnet_push_update_to_peers) is sent from any
-    # NI, so a push after a rail failed does not insist on the failed rail (peer.c
-    # lnet_peer_send_push)
-    peer.disc_src_nid = peer.disc_dst_nid = None
-    handle, acts = dc.put(now, dst, payload=dc.ping_buffer(),
-                            portal=LNET_RESERVED_PORTAL,
-                            match_bits=LNET_PROTO_PING_MATCHBITS, ack=True, src=src,
-                            owner=MDOwner(OwnerRole.DC_PUSH, peer.primary_nid))
-    if peer.state & PUSH_SENT:
-        peer.push_mdh = handle
-        dc.held_mdh = max(dc.held_mdh, handle)
-    return 0, acts
-
-
 MERGE_EFFECTS: dict[str, Effect] = {
-    "send_ping": _send_ping,
-    "send_push": _send_push,
     "ping_reply": _ping_reply,
     "push_data": _push_data,
     "data_present": _data_present,

@@ -1,5 +1,6 @@
-"""Per-peer discovery state (spec §5.2; peer.c): ``lp_state`` bits, the transition table,
-the request/working queues and the effects that only move bits.
+"""Per-peer discovery state (spec §5.2; peer.c): the discovery phase's transition table,
+the request/working queues and the effects that only move bits (each bit write an
+``lpstate.fire`` event: the bits and their one transition function are ``lpstate.py``).
 
 Theory of operation. The *phase* of a peer is derived from its ``lp_state`` bits (``phase``:
 IDLE = not DISCOVERING, QUEUED = on the request queue, PING_WAIT = PING_SENT, PUSH_WAIT =
@@ -24,34 +25,29 @@ from typing import TYPE_CHECKING, Final
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.errors import ETIMEDOUT
+from nodes.lnet.lpstate import (
+    DATA_PRESENT,
+    DISCOVERED,
+    DISCOVERING,
+    FORCE_PING,
+    FORCE_PUSH,
+    MARK_DELETED,
+    MARK_DELETION,
+    MULTI_RAIL,
+    NIDS_UPTODATE,
+    NO_DISCOVERY,
+    PING_FAILED,
+    PING_SENT,
+    PUSH_FAILED,
+    PUSH_SENT,
+    REDISCOVER,
+    PeerEvent,
+    fire,
+)
 
 if TYPE_CHECKING:
     from nodes.lnet.discovery import Discovery
     from nodes.lnet.peer import Peer
-
-# lp_state bits (spec §1.3; the first ones also live in peer.py)
-MULTI_RAIL: Final = 0x1
-NO_DISCOVERY: Final = 0x2
-ROUTER_ENABLED: Final = 0x4
-CONFIGURED: Final = 0x8
-DISCOVERED: Final = 0x10
-REDISCOVER: Final = 0x20
-DISCOVERING: Final = 0x40
-DATA_PRESENT: Final = 0x80
-NIDS_UPTODATE: Final = 0x100
-PING_SENT: Final = 0x200
-PUSH_SENT: Final = 0x400
-PING_FAILED: Final = 0x800
-PUSH_FAILED: Final = 0x1000
-FORCE_PING: Final = 0x2000
-FORCE_PUSH: Final = 0x4000
-RTR_DISCOVERY: Final = 0x10000
-RTR_DISCOVERED: Final = 0x20000
-MARK_DELETION: Final = 0x40000
-MARK_DELETED: Final = 0x80000
-LOCK_PRIMARY: Final = 0x100000
-#: set on a peer whose discovered NIDs clash with configured peers (dyn-060, see differences)
-BAD_CONFIG: Final = 0x200000
 
 #: ``LNET_REDISCOVER_PEER``: the rule's result says "process this peer again right away"
 REDISCOVER_PEER: Final = 1
@@ -199,7 +195,7 @@ def classify(dc: Discovery, peer: Peer) -> Input:
 def queue(dc: Discovery, peer: Peer) -> None:
     """``lnet_peer_queue_for_discovery``: DISCOVERING, on the request queue."""
     q = dc.queues
-    peer.state |= DISCOVERING
+    fire(peer, PeerEvent.QUEUE)
     if peer in q.working:
         q.working.remove(peer)
     if peer not in q.request:
@@ -231,8 +227,7 @@ def stale(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, lis
 
 def _ping_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
                      **kw: object) -> tuple[int, list[Action]]:
-    peer.state &= ~PING_SENT
-    peer.state |= PING_FAILED
+    fire(peer, PeerEvent.PING_EVENT_FAILED)
     peer.ping_error = status or -ETIMEDOUT
     peer.ping_mdh = 0
     queue(dc, peer)
@@ -241,8 +236,7 @@ def _ping_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ET
 
 def _push_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
                      **kw: object) -> tuple[int, list[Action]]:
-    peer.state &= ~PUSH_SENT
-    peer.state |= PUSH_FAILED
+    fire(peer, PeerEvent.PUSH_EVENT_FAILED)
     peer.push_error = status or -ETIMEDOUT
     peer.push_mdh = 0
     queue(dc, peer)
@@ -252,7 +246,7 @@ def _push_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ET
 def _push_acked(dc: Discovery, peer: Peer, now: float,
                 **kw: object) -> tuple[int, list[Action]]:
     """ACK of our push: the peer now holds our buffer of that sequence (``lp_node_seqno``)."""
-    peer.state &= ~PUSH_SENT
+    fire(peer, PeerEvent.PUSH_ACKED)
     peer.node_seqno = peer.push_seq
     peer.push_mdh = 0
     queue(dc, peer)
@@ -262,15 +256,14 @@ def _push_acked(dc: Discovery, peer: Peer, now: float,
 def _ping_failed_rule(dc: Discovery, peer: Peer, now: float,
                       **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_ping_failed``: retry by FORCE_PING; error 0 (truncation) retries now."""
-    peer.state &= ~PING_FAILED
-    peer.state |= FORCE_PING
+    fire(peer, PeerEvent.PING_FAILED)
     rc, peer.ping_error = peer.ping_error, 0
     return (rc or REDISCOVER_PEER), []
 
 
 def _push_failed_rule(dc: Discovery, peer: Peer, now: float,
                       **kw: object) -> tuple[int, list[Action]]:
-    peer.state &= ~PUSH_FAILED
+    fire(peer, PeerEvent.PUSH_FAILED)
     rc, peer.push_error = peer.push_error, 0
     return (rc or REDISCOVER_PEER), []
 
@@ -278,8 +271,7 @@ def _push_failed_rule(dc: Discovery, peer: Peer, now: float,
 def _discovered(dc: Discovery, peer: Peer, now: float,
                 **kw: object) -> tuple[int, list[Action]]:
     """``lnet_peer_discovered``: rule 7 (spec §5.2)."""
-    peer.state |= DISCOVERED
-    peer.state &= ~(DISCOVERING | REDISCOVER)
+    fire(peer, PeerEvent.DISCOVERED)
     peer.dc_error = 0
     return 0, [Log(level="info", text=f"peer {peer.primary_nid} discovered "
                                       f"(state {peer.state:#x})")]
@@ -290,8 +282,7 @@ def _delete(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, l
     if not peer.state & MARK_DELETED and peer in dc.peers.peers:
         dc.peers.delete_peer(peer)
         dc.recovery.forget_deleted_peers()
-    peer.state |= MARK_DELETED
-    peer.state &= ~(DISCOVERING | FORCE_PING | FORCE_PUSH | MARK_DELETION)
+    fire(peer, PeerEvent.DELETION)
     return 0, [Log(level="info", text=f"peer {peer.primary_nid} deleted by discovery")]
 
 STATE_EFFECTS: Final[dict[str, Effect]] = {

@@ -35,8 +35,8 @@ discovery, answers pings without MULTI_RAIL and DISCOVERY and drops pushes (dyn-
 ``Discovery`` owns the queues and the ``DISCOVERY`` timer. Router discovery is ``start(peer,
 now, force_ping=True, force_push=True, rtr_net=net)``: the ping goes to the peer's NID on that
 net and the peer carries RTR_DISCOVERY (the gate lets its messages pass) until completion
-sets RTR_DISCOVERED and calls ``Router.discovery_complete``. The module functions at the end
-take an engine: the entry points of the node daemon and the unit tests.
+sets RTR_DISCOVERED and calls ``RouterChecker.discovery_complete``. ``discover`` at the end takes an
+engine: the node daemon's ``lnetctl discover`` entry point.
 """
 
 from __future__ import annotations
@@ -46,7 +46,31 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_merge import MERGE_EFFECTS
-from nodes.lnet.dc_state import (  # noqa: F401  (re-exported: the bits and the machine)
+from nodes.lnet.dc_send import SEND_EFFECTS
+from nodes.lnet.dc_state import (
+    REDISCOVER_PEER,
+    STATE_EFFECTS,
+    TRANSITIONS,
+    DiscoveryQueues,
+    Effect,
+    Input,
+    Phase,
+    classify,
+    is_uptodate,
+    needs_push,
+    phase,
+    queue,
+    stale,
+    to_working,
+)
+from nodes.lnet.errors import EHOSTUNREACH, EPROTO, WireProtocolError
+from nodes.lnet.hdr import (
+    LNET_RESERVED_PORTAL,
+    MsgType,
+    Payload,
+)
+from nodes.lnet.hstatus import HStatus
+from nodes.lnet.lpstate import (  # noqa: F401  (re-exported: the bits)
     BAD_CONFIG,
     CONFIGURED,
     DATA_PRESENT,
@@ -61,30 +85,11 @@ from nodes.lnet.dc_state import (  # noqa: F401  (re-exported: the bits and the 
     PING_SENT,
     PUSH_SENT,
     REDISCOVER,
-    REDISCOVER_PEER,
     RTR_DISCOVERED,
     RTR_DISCOVERY,
-    STATE_EFFECTS,
-    TRANSITIONS,
-    DiscoveryQueues,
-    Effect,
-    Input,
-    Phase,
-    classify,
-    needs_push,
-    phase,
-    queue,
-    stale,
-    to_working,
+    PeerEvent,
+    fire,
 )
-from nodes.lnet.dc_state import is_uptodate as _is_uptodate
-from nodes.lnet.errors import EHOSTUNREACH, EPROTO, WireProtocolError
-from nodes.lnet.hdr import (
-    LNET_RESERVED_PORTAL,
-    MsgType,
-    Payload,
-)
-from nodes.lnet.hstatus import HStatus
 from nodes.lnet.msg import MD, Msg, MsgInput, OwnerRole
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.node import NodeState
@@ -153,8 +158,6 @@ class Discovery:
             lpni = self.peers.traffic_add(nid, self.nets.peer_credits(nid.net))
         return lpni.peer
 
-    def is_uptodate(self, peer: Peer) -> bool:
-        return _is_uptodate(self, peer)
     def step(self, peer: Peer, inp: Input, now: float,
              **kw: Any) -> tuple[int, list[Action]]:
         """Apply one input: the table's effect. Returns (rc, actions); rc as the real rules
@@ -163,7 +166,7 @@ class Discovery:
         entry = TRANSITIONS.get(key)
         if entry is None:
             # a local protocol error (STYLE rule 2): defined outcome, never an exception
-            peer.state &= ~(PING_SENT | PUSH_SENT | DATA_PRESENT)
+            fire(peer, PeerEvent.PROTOCOL_ERROR)
             return -EPROTO, [Log(level="error", text=f"discovery of {peer.primary_nid}: no "
                                                        f"transition for {key[0].value}/"
                                                        f"{inp.value}")]
@@ -214,23 +217,22 @@ class Discovery:
         for q in (dc.request, dc.working):
             if peer in q:
                 q.remove(peer)
-        peer.state &= ~(DISCOVERING | PING_SENT | PUSH_SENT)
+        fire(peer, PeerEvent.COMPLETE)
         if rc:
             peer.dc_error = rc
-            peer.state |= REDISCOVER
+            fire(peer, PeerEvent.COMPLETE_ERROR)
         if peer.state & RTR_DISCOVERY:
-            peer.state &= ~RTR_DISCOVERY
-            peer.state |= RTR_DISCOVERED
+            fire(peer, PeerEvent.RTR_DISCOVERED)
         actions: list[Action] = []
         pending, peer.dc_pendq = peer.dc_pendq, []
         waiters, peer.dc_waiters = peer.dc_waiters, []
         if peer.rtr_refcount > 0 and self.router_ref is not None:
-            actions += self.router.discovery_complete(peer, rc, now)
+            actions += self.router.checker.discovery_complete(peer, rc, now)
         for msg in pending:
             msg.fire(MsgInput.READY)
             if rc:
                 hs = HStatus.REMOTE_ERROR if rc == -EHOSTUNREACH else HStatus.LOCAL_ERROR
-                actions += self.sender.fail_unsent(msg, now, rc, hs)
+                actions += self.sender.finalizer.fail_unsent(msg, now, rc, hs)
             else:
                 actions += self.sender.send(msg, now)
         for handle in waiters:
@@ -247,12 +249,12 @@ class Discovery:
         """Queue ``peer`` for discovery and (with ``run``) run the queue (router discovery:
         see the module doc)."""
         if force_ping:
-            peer.state |= FORCE_PING
+            fire(peer, PeerEvent.FORCE_PING)
         if force_push:
-            peer.state |= FORCE_PUSH
+            fire(peer, PeerEvent.FORCE_PUSH)
         if rtr_net is not None:
             peer.disc_net = rtr_net
-            peer.state |= RTR_DISCOVERY
+            fire(peer, PeerEvent.RTR_DISCOVERY)
         peer.dc_error = 0
         _, actions = self.step(peer, Input.DISCOVER, now)
         if run:
@@ -271,7 +273,7 @@ class Discovery:
                 and msg.type in (MsgType.GET, MsgType.PUT)):
             return None
         peer = lpni.peer
-        if peer.state & RTR_DISCOVERY or _is_uptodate(self, peer):
+        if peer.state & RTR_DISCOVERY or is_uptodate(self, peer):
             return None
         # lnet_discover_peer_locked(block=false) only queues the peer and wakes the thread;
         # the message is on lp_dc_pendq before the thread runs: a synchronous failure fails it
@@ -286,7 +288,7 @@ class Discovery:
         a ping and a push with ``force``); with discovery disabled it still runs one round."""
         md = self.mds.bind(now, threshold=1)
         peer = self.peer_of(nid)
-        peer.state &= ~NIDS_UPTODATE
+        fire(peer, PeerEvent.NIDS_STALE)
         peer.dc_waiters.append(md.handle)
         actions = self.start(peer, now, force_ping=force, force_push=force)
         return md.handle, actions
@@ -347,7 +349,7 @@ class Discovery:
             return
         for peer in list(self.peers.peers):
             if force and peer.state & MULTI_RAIL:
-                peer.state |= FORCE_PUSH
+                fire(peer, PeerEvent.FORCE_PUSH)
             if needs_push(self, peer):
                 queue(self, peer)
         self.queues.wake = 0.0
@@ -360,40 +362,16 @@ class Discovery:
             self.local_ni_changed(force=True)
 
 
-_EFFECTS: dict[str, Effect] = {**STATE_EFFECTS, **MERGE_EFFECTS}
+_EFFECTS: dict[str, Effect] = {**STATE_EFFECTS, **SEND_EFFECTS, **MERGE_EFFECTS}
 
 
 # ---------------------------------------------------------------------------- engine entry
-class _HasDiscovery(Protocol):
-    @property
-    def discovery(self) -> Discovery: ...
-
+class _CanDiscover(Protocol):
     def discover(self, nid: NID, now: float, *,
                  force: bool = False) -> tuple[int, list[Action]]: ...
 
 
-def discover(eng: _HasDiscovery, nid: NID, now: float, *,
+def discover(eng: _CanDiscover, nid: NID, now: float, *,
              force: bool = False) -> tuple[int, list[Action]]:
     """``lnetctl discover`` on ``eng`` (``LNetEngine.discover``)."""
     return eng.discover(nid, now, force=force)
-
-
-def start(eng: _HasDiscovery, peer: Peer, now: float, *, force_ping: bool = False,
-          force_push: bool = False, rtr_net: Net | None = None) -> list[Action]:
-    """Queue ``peer`` on ``eng`` and run the queue (``Discovery.start``)."""
-    return eng.discovery.start(peer, now, force_ping=force_ping, force_push=force_push,
-                               rtr_net=rtr_net)
-
-
-def step(eng: _HasDiscovery, peer: Peer, inp: Input, now: float,
-         **kw: Any) -> tuple[int, list[Action]]:
-    """One input of ``peer``'s machine on ``eng`` (``Discovery.step``)."""
-    return eng.discovery.step(peer, inp, now, **kw)
-
-
-def run_queue(eng: _HasDiscovery, now: float) -> list[Action]:
-    return eng.discovery.run_queue(now)
-
-
-def is_uptodate(eng: _HasDiscovery, peer: Peer) -> bool:  # spec §5.2
-    return eng.discovery.is_uptodate(peer)

@@ -349,7 +349,7 @@ class LNetEngine(ConfigAPI):
             actions += self.recovery.tick(now)
         due = self.router.deadline()
         if due is not None and due <= now:
-            actions += self.router.tick(now)  # router checker (spec §6.4)
+            actions += self.router.checker.tick(now)  # router checker (spec §6.4)
         if self.discovery.queues.request and self.discovery.queues.wake <= now:
             actions += self.discovery.run_queue(now)  # deferred discovery work (spec §5.2)
         actions += self.nistate.status_logs()  # NI state changes not logged yet (dbg-110)

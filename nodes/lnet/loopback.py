@@ -34,4 +34,4 @@ def send_loopback(sender: Sender, msg: Msg, now: float) -> list[Action]:
         sender.mds.arm(md, now + sender.tunables.transaction_timeout)
     actions = sender.receiver.parse(MessageReceived(ni=ni.nid, peer_nid=ni.nid, hdr=msg.hdr,
                                                     payload=msg.payload), now, loopback=True)
-    return actions + sender.finalize_tx(msg, now, 0, HStatus.OK)
+    return actions + sender.finalizer.finalize_tx(msg, now, 0, HStatus.OK)

@@ -12,25 +12,17 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from nodes.lnet.counters import IfaceStats
 from nodes.lnet.errors import EBUSY, EEXIST, EINVAL, ENODEV, ENOENT, ENOTUNIQ, LNetConfigError
+from nodes.lnet.lpstate import CONFIGURED, LOCK_PRIMARY, MULTI_RAIL, PeerEvent, fire
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
     from nodes.lnet.msg import MD, Msg
     from nodes.lnet.ping import PingInfo
-
-# lp_state bits (spec §1.3)
-LNET_PEER_MULTI_RAIL: Final = 0x1
-LNET_PEER_NO_DISCOVERY: Final = 0x2
-LNET_PEER_ROUTER_ENABLED: Final = 0x4
-LNET_PEER_CONFIGURED: Final = 0x8
-LNET_PEER_DISCOVERED: Final = 0x10
-LNET_PEER_NIDS_UPTODATE: Final = 0x100
-LNET_PEER_LOCK_PRIMARY: Final = 0x100000
 
 
 @dataclass(slots=True)
@@ -133,7 +125,7 @@ class Peer:
 
     @property
     def multi_rail(self) -> bool:
-        return bool(self.state & LNET_PEER_MULTI_RAIL)
+        return bool(self.state & MULTI_RAIL)
 
     @property
     def lpnis(self) -> list[PeerNI]:
@@ -231,22 +223,23 @@ class PeerTable:
         peer = self.find_peer(prim)
         if peer is not None and peer.primary_nid != prim:
             raise LNetConfigError(-EEXIST, f"{prim} is not the primary NID of its peer")
-        if peer is not None and not peer.state & LNET_PEER_CONFIGURED and peer.nnis > 0:
-            if peer.rtr_refcount > 0 and not peer.state & LNET_PEER_LOCK_PRIMARY:
+        if peer is not None and not peer.state & CONFIGURED and peer.nnis > 0:
+            if peer.rtr_refcount > 0 and not peer.state & LOCK_PRIMARY:
                 # lnet_peer_add recreates an unconfigured peer as configured by deleting it
                 # first; lnet_peer_ni_del_locked refuses a gateway's peer NI (E19, sanity 105)
                 raise LNetConfigError(-EBUSY, f"Peer NI {prim} is a gateway. Can not delete "
                                               "it")
             # a traffic-created peer becomes configured (DLC wins)
-            peer.state |= LNET_PEER_CONFIGURED
+            fire(peer, PeerEvent.CONFIGURE)
         if peer is None:
-            peer = Peer(prim, state=LNET_PEER_CONFIGURED)
+            peer = Peer(prim)
+            fire(peer, PeerEvent.CONFIGURE)
             self.peers.append(peer)
             self.add_nid(peer, prim, credits_for.get(prim.net, 0))
         if not non_mr:
             if not peer.multi_rail:
                 peer.clr_non_mr_pref_nids()  # lnet_peer_attach_peer_ni with MULTI_RAIL
-            peer.state |= LNET_PEER_MULTI_RAIL
+            fire(peer, PeerEvent.MULTI_RAIL_ON)
         if lock_prim:
             self.lock_primary(peer)
         for nid in nids:
@@ -264,7 +257,7 @@ class PeerTable:
     def lock_primary(self, peer: Peer) -> None:
         """``lnet_peer_attach_peer_ni`` with LNET_PEER_LOCK_PRIMARY: the bit and its time."""
         self.lock_seq += 1
-        peer.state |= LNET_PEER_LOCK_PRIMARY
+        fire(peer, PeerEvent.LOCK_PRIMARY)
         peer.prim_lock_ts = self.lock_seq
 
     def user_del(self, prim: NID, nids: list[NID], force: bool) -> None:
@@ -281,7 +274,7 @@ class PeerTable:
         if peer.rtr_refcount > 0:
             raise LNetConfigError(-EBUSY, f"{prim} is a router. Can not be deleted")
         if not nids or prim in nids:
-            if peer.state & LNET_PEER_LOCK_PRIMARY and not force:
+            if peer.state & LOCK_PRIMARY and not force:
                 nids = [lpni.nid for lpni in peer.lpnis if lpni.nid != prim]
             else:
                 self.delete_peer(peer)
@@ -300,10 +293,6 @@ class PeerTable:
         self.version += 1
         if not pnet.lpnis:
             pnet.peer.nets.remove(pnet)
-
-    def _del_lpni(self, lpni: PeerNI) -> None:
-        """``del_lpni`` by the name older callers (unit tests) use."""
-        self.del_lpni(lpni)
 
     def delete_peer(self, peer: Peer) -> None:
         for lpni in list(peer.lpnis):
@@ -324,7 +313,7 @@ class PeerTable:
             keep = next((lpni for lpni in peer.lpnis
                          if lpni.nid.net != net and local(lpni.nid.net)), None)
             if keep is not None:
-                if peer.primary_nid.net == net and not peer.state & LNET_PEER_LOCK_PRIMARY:
+                if peer.primary_nid.net == net and not peer.state & LOCK_PRIMARY:
                     peer.primary_nid = keep.nid
                     self.version += 1
                 continue

@@ -1,5 +1,5 @@
-"""Routes: the route table, route aliveness and route selection (spec §1.4, §2.6, §6.1, §6.3;
-seed 002 "Route Selection", "Multi-Rail Route Requirements").
+"""Routes: the route table and route aliveness (spec §1.4, §6.1, §6.3; seed 002 "Multi-Rail
+Route Requirements"); route selection over it is ``routesel.py``.
 
 Theory of operation.
 * Routes (``lnetctl route add``, spec §6.1): one list per remote net, each new route inserted
@@ -7,22 +7,16 @@ Theory of operation.
   added with (``lr_nid``); its gateway is always *the peer that owns that NID now*, so when
   discovery merges the peers of several NIDs of one router (seed 002 "Router Discovery") the
   routes end up on one gateway peer with no bookkeeping (``gateway()``).
-* Route selection (spec §2.6, 002 "Route Selection", rtr-select-hops-priority): alive routes
-  only; the gateway's primary NID in the destination's preferred-router list (UDSP ``--rte``)
-  wins, then lower priority, fewer hops (undefined = 1), then the Multi-Rail choice among the
-  gateway's NIs on the source net (health, fewer queued bytes, more credits) and finally the
-  lower ``lr_seq`` (round robin). Today's LNet ignores ``router_sensitivity`` (LU-18444);
-  seed 002's rule stays behind that knob (issue 14 item 1, docs/differences.md): set below its
-  default 100, a gateway peer NI below ``MAX_HEALTH * router_sensitivity / 100`` is not used
-  (rtr-mr-sensitivity, rtr-mr-no-unhealthy).
+* Route selection (spec §2.6): ``routesel.py``, over this table (the gateway peer NI threshold,
+  ``threshold``, and aliveness are the table's).
 * Route aliveness (``lnet_is_route_alive``, spec §6.3 + seed 002, rtrstate.py): gateway alive,
   routing enabled on it (no RTE_DISABLED in its ping), a usable gateway NI on the route's
   local net (rtr-route-down, rtr-gw-down), and the route's own ``lr_alive`` (asym, rtr-gw-asym).
   With discovery disabled (locally or by the gateway) the gateway's NIDs are not merged, so
   the cached ``lr_alive`` the router pings set is all there is (router.c: "if discovery is
   disabled then rely on the cached aliveness information", E13).
-* A send whose only routes wait for their gateway's first discovery is parked (``RouteWait``)
-  and redone when it completes (002 "discovery on first use").
+* A send whose only routes wait for their gateway's first discovery raises ``RouteWait``
+  (``routesel.py`` parks it).
 """
 
 from __future__ import annotations
@@ -34,23 +28,16 @@ from typing import TYPE_CHECKING, Any, Final
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.dc_state import discovery_disabled
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, ENOENT, LNetConfigError
+from nodes.lnet.lpstate import NO_DISCOVERY, ROUTER_ENABLED
 from nodes.lnet.ni import LNET_NI_STATUS_UP
 from nodes.lnet.nid import LNET_NID_ANY, LO_NET, NID, Net
-from nodes.lnet.peer import LNET_PEER_NO_DISCOVERY, LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.select import (
-    SelectError,
     any_usable,
-    best_ni,
-    first_best_lpni,
-    lpni_before,
-    set_non_mr_pref,
 )
 from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE
 
 if TYPE_CHECKING:
-    from nodes.lnet.msg import Msg
-    from nodes.lnet.ni import LNetNI
-    from nodes.lnet.peer import Peer, PeerNet, PeerNI
+    from nodes.lnet.peer import Peer, PeerNI
     from nodes.lnet.router import Router
 
 LNET_UNDEFINED_HOPS: Final = 0xFFFF_FFFF
@@ -135,12 +122,12 @@ class RouteTable:
         gw = self.gateway(route)
         if gw is None or not gw.alive:
             return False
-        if not self.r.tunables.discovery or gw.state & LNET_PEER_NO_DISCOVERY:
+        if not self.r.tunables.discovery or gw.state & NO_DISCOVERY:
             # discovery disabled here or on the gateway: the cached aliveness the checker's
             # ping replies and lnet_notify keep (router.c lnet_is_route_alive); a gateway
             # not discovered yet still waits for its first ping (seed 002, differences.md)
             return route.alive
-        if not gw.state & LNET_PEER_ROUTER_ENABLED:
+        if not gw.state & ROUTER_ENABLED:
             return False
         if discovery_disabled(self.r.discovery, gw):
             return route.alive  # the cached lr_alive (E13)
@@ -216,148 +203,6 @@ class RouteTable:
         if not found:
             raise LNetConfigError(-ENOENT, "cannot delete route: No such file or directory")
         self.refresh_refcounts()
-
-    # ------------------------------------------------------------------ route selection
-    def is_remote(self, lpni: PeerNI, src: LNetNI | None, msg: Msg) -> bool:
-        """REMOTE_DST classification (spec §2.2 step 6)."""
-        nets = self.r.nets
-        if src is not None:
-            return src.net.net != lpni.nid.net
-        # a forwarded PUT/GET to an MR peer is SRC_ANY + MR_DST like a fresh one: a peer
-        # net local to this router is preferred to the route (lnet_handle_any_mr_dsta)
-        if msg.recovery or msg.is_response or not lpni.peer.multi_rail \
-                or (msg.fwd is not None and lpni.nid.net in nets):
-            return lpni.nid.net not in nets
-        return not any(pn.net in nets and nets[pn.net].nis and pn.lpnis
-                       for pn in lpni.peer.nets)
-
-    def find_routed_path(self, msg: Msg, lpni: PeerNI,
-                         src: LNetNI | None) -> tuple[LNetNI, PeerNI]:
-        """``lnet_handle_find_routed_path`` (spec §2.6); raises SelectError or RouteWait."""
-        eng = self.r
-        rtr = msg.rtr_nid_param
-        if rtr is not None and msg.is_response:
-            # back through the previous hop's gateway: its best NI on that net (the one the
-            # request came from may be down; lnet_handle_find_routed_path + find_best_lpni)
-            gw_lpni = eng.peers.find_lpni(rtr)
-            if gw_lpni is not None and gw_lpni.peer.rtr_refcount > 0:
-                gw_lpni = self.gw_lpni(gw_lpni.peer, gw_lpni.nid.net) or gw_lpni
-            if gw_lpni is not None and gw_lpni.peer.rtr_refcount > 0 and (
-                    src is None or src.net.net == gw_lpni.nid.net):
-                ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt,
-                                    eng.tunables.numa_range)
-                if ni is not None:
-                    msg.rt_dst = lpni.nid
-                    return ni, gw_lpni
-        dst = lpni
-        if src is None and msg.fwd is None and lpni.peer.multi_rail \
-                and not msg.is_response:
-            dst = self.best_remote_lpni(lpni)
-        nmr = not lpni.peer.multi_rail or msg.recovery  # NMR_DST
-        if src is None and nmr:  # lnet_handle_any_router_nmr_dst: the NI used before
-            src = self.pref_ni(lpni)
-        routes = self.routes.get(dst.nid.net)
-        if not routes:
-            raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid}: Route table may be "
-                                             "misconfigured")
-        src_net = src.net.net if src is not None else None
-        choice, last_seq = self.find_route(routes, src_net, dst)
-        if choice is None:
-            waiting = [g for r in routes if (g := self.gateway(r)) is not None
-                       and not self.is_discovered(g) and g.alive
-                       and (src_net is None or g.peer_net(src_net) is not None)]
-            if waiting and not msg.recovery:
-                raise RouteWait(waiting)
-            raise SelectError(-EHOSTUNREACH, f"no route to {dst.nid} from "
-                                             f"{src.nid if src else 'any'}")
-        route, gw_lpni = choice
-        route.seq = last_seq + 1  # after every live route's (the chosen one is live)
-        ni = src or best_ni(eng.nets[gw_lpni.nid.net], msg.md_cpt, eng.tunables.numa_range)
-        assert ni is not None
-        if nmr:  # the non-MR destination keeps this source (lnet_set_non_mr_pref_nid)
-            set_non_mr_pref(lpni, ni, msg.is_response)
-        msg.rt_dst = dst.nid
-        dst.peer.send_seq += 1  # the final destination's stamps move too (spec §2.7)
-        dst.peer_net.seq = dst.seq = dst.peer.send_seq
-        return ni, gw_lpni
-
-    def pref_ni(self, lpni: PeerNI) -> LNetNI | None:
-        """``lnet_find_existing_preferred_best_ni`` for a routed destination: the local NI
-        (on whichever net) a peer NI of its peer net prefers."""
-        for entry in lpni.peer_net.lpnis:
-            if entry.pref_nids:
-                return self.r.ni_by_nid(entry.pref_nids[0])
-        return None
-
-    def best_remote_lpni(self, lpni: PeerNI) -> PeerNI:
-        """SRC_ANY request to an MR peer: its net that has routes, then its best NI there.
-        (Both ``min``s by key written out as loops: a routed message runs this.)"""
-        routes = self.routes
-        best: PeerNet | None = None
-        b_health = b_prio = b_seq = 0
-        for pn in lpni.peer.nets:  # min by (-healthv, sel_priority, seq): the first wins ties
-            if pn.net in routes and pn.lpnis:
-                health, prio, seq = pn.healthv, pn.sel_priority, pn.seq
-                if best is None or health > b_health or (health == b_health and (
-                        prio < b_prio or (prio == b_prio and seq < b_seq))):
-                    best, b_health, b_prio, b_seq = pn, health, prio, seq
-        if best is None:
-            return lpni
-        return first_best_lpni(best.lpnis)
-
-    def gw_lpni(self, gw: Peer, net: Net) -> PeerNI | None:
-        """The gateway's best usable NI on ``net`` (``lnet_find_best_lpni``, seed 002)."""
-        pnet = gw.peer_net(net)
-        if pnet is None:
-            return None
-        thr = self.threshold()
-        best: PeerNI | None = None
-        for p in pnet.lpnis:  # ``lpni_usable``, then the first of the smallest key
-            if p.ns_status == LNET_NI_STATUS_UP and p.healthv >= thr and (
-                    best is None or lpni_before(p, best)):
-                best = p
-        return best
-
-    def find_route(self, routes: list[Route], src_net: Net | None,
-                   dst: PeerNI) -> tuple[tuple[Route, PeerNI] | None, int]:
-        """``lnet_find_route_locked`` (spec §2.6 step 3, 002 "Route Selection"); with the
-        choice, the highest ``seq`` of the live routes (the chosen one's next), -1 if none."""
-        best: tuple[Route, PeerNI] | None = None
-        best_key: tuple[int, int, int, int, int, int, int] | None = None
-        last_seq = -1
-        nets = self.r.nets
-        for route in routes:
-            if not self.route_alive(route):
-                continue
-            if route.seq > last_seq:
-                last_seq = route.seq
-            gw = self.gateway(route)
-            assert gw is not None
-            net = src_net if src_net is not None else route.lnet
-            if net not in nets:
-                continue
-            gw_lpni = self.gw_lpni(gw, net)
-            if gw_lpni is None:
-                continue
-            pref = 0 if gw.primary_nid in dst.rtr_pref_nids or any(
-                p.nid in dst.rtr_pref_nids for p in gw.lpnis) else 1
-            key = (pref, route.priority, route.hops_cmp, -gw_lpni.healthv, gw_lpni.txqnob,
-                   -gw_lpni.tx_credits, route.seq)
-            if best_key is None or key <= best_key:  # equal: the later route wins
-                best, best_key = (route, gw_lpni), key
-        return best, last_seq
-
-    def park(self, msg: Msg, wait: RouteWait, now: float) -> list[Action]:
-        """Queue ``msg`` until a gateway's discovery completes (002: discovery on first use).
-
-        Keyed by the gateway's primary NID, so a send parked on a peer that discovery then
-        merges into another one is redone when the merged gateway completes (002)."""
-        gw = wait.gateways[0]
-        self.r.checker.pending.setdefault(gw.primary_nid, []).append(msg)
-        actions: list[Action] = []
-        for g in wait.gateways:
-            actions += self.r.checker.start_discovery(g, None, now)
-        return actions
 
     # ------------------------------------------------------------------ views (spec §9.3)
     def route_show(self, net: str | None = None, gateway: str | None = None,

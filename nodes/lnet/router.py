@@ -3,8 +3,8 @@
 Theory of operation. ``Router`` is one object; what it does is split by concept into parts
 it owns, each holding its own state and reaching the others through the router:
 
-* ``table``   (``route.py``)    -- route table, route aliveness, route selection (spec §2.6,
-  §6.1, §6.3);
+* ``table``   (``route.py``)    -- route table, route aliveness (spec §6.1, §6.3);
+* ``path``    (``routesel.py``) -- route selection over the table (spec §2.6; no state);
 * ``fwd``     (``rtrpool.py``)  -- forwarding: router credits, buffer pools, MR final hop
   (spec §1.5/1.6);
 * ``checker`` (``rtrcheck.py``) -- the router checker: gateway pings and replies, router NI
@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any, Final
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.counters import GlobalCounters
 from nodes.lnet.errors import ENODEV, LNetConfigError
-from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet, LNetNI
+from nodes.lnet.ni import LNET_NI_STATUS_UP, LNetNet
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.node import NodeState
 from nodes.lnet.notify import Notices
 from nodes.lnet.peer import Peer, PeerNI, PeerTable
 from nodes.lnet.route import LNET_UNDEFINED_HOPS, Route, RouteTable, RouteWait
+from nodes.lnet.routesel import RouteSelector
 from nodes.lnet.rtralive import RouterAliveness
 from nodes.lnet.rtrcheck import RouterChecker
 from nodes.lnet.rtrpool import PAGE_SIZE, POOL_PARAMS, POOLS, BufferPool, RouterPools
@@ -97,6 +98,7 @@ class Router:
         self.stop_limit = 0.0
         self.last_now = 0.0
         self.table = RouteTable(self)
+        self.path = RouteSelector(self)  # stateless: reads the table of the moment
         self.fwd = RouterPools(self)
         self.checker = RouterChecker(self)
         self.alive = RouterAliveness(self)
@@ -115,12 +117,6 @@ class Router:
     @property
     def nets(self) -> dict[Net, LNetNet]:
         return self.local.nets
-
-    def local_nis(self) -> list[LNetNI]:
-        return self.local.local_nis()
-
-    def ni_by_nid(self, nid: NID) -> LNetNI | None:
-        return self.local.ni_by_nid(nid)
 
     def require_up(self) -> None:
         if not self.node.configured:
@@ -145,9 +141,6 @@ class Router:
     def deadline(self) -> float | None:
         return self.checker.deadline() if self.active else None
 
-    def tick(self, now: float) -> list[Action]:
-        return self.checker.tick(now)
-
     @property
     def pending(self) -> dict[NID, list[Msg]]:
         return self.checker.pending
@@ -155,12 +148,6 @@ class Router:
     @property
     def discovered(self) -> set[NID]:
         return self.checker.discovered
-
-    def is_discovered(self, gw: Peer) -> bool:
-        return self.table.is_discovered(gw)
-
-    def _consolidate(self, gw: Peer, nids: list[NID]) -> Peer:
-        return self.checker.consolidate(gw, nids)  # the name the unit tests use
 
     def add(self, net: Net, gateway: NID, hops: int | None, priority: int,
             now: float) -> list[Action]:
@@ -186,12 +173,6 @@ class Router:
 
     def routing_show(self) -> dict[str, Any]:
         return self.fwd.routing_show()
-
-    def discovery_complete(self, gw: Peer, rc: int, now: float) -> list[Action]:
-        return self.checker.discovery_complete(gw, rc, now)
-
-    def discovery_ping_reply(self, gw: Peer, info: Any) -> list[Action]:
-        return self.checker.discovery_ping_reply(gw, info)
 
     def health_fell(self, lpni: PeerNI, before: int) -> list[Action]:
         return self.alive.health_fell(lpni, before)

@@ -105,7 +105,7 @@ class RouterAliveness:
 
     def superseded(self, nid: NID) -> bool:
         """``lnet_local_ni_superseded``: another NI of the net is preferred over ``nid``."""
-        ni = self.r.ni_by_nid(nid)
+        ni = self.r.local.ni_by_nid(nid)
         if ni is None:
             return False
         for alt in ni.net.nis:
@@ -129,7 +129,7 @@ class RouterAliveness:
                 NotifyPeerDown(lpni=lpni.nid)]
 
     def tx_failed(self, lpni: PeerNI, hstatus: object) -> None:
-        """``send.finalize_tx`` on a failed tx. Aliveness is not touched: a gateway peer NI
+        """``TxFinalizer.finalize_tx`` on a failed tx. Aliveness is not touched: a gateway peer NI
         goes down when the LND says so (``notify``, rtr-gw-down-on-fail), as in real LNet.
         On a router the peer NI's non-MR preferred NI is forgotten, so the resend may leave
         from any local NI (``lnet_handle_any_local_nmr_dst`` for ``msg_routing``,
@@ -145,7 +145,7 @@ class RouterAliveness:
         alive (explore seed 593). ``ping``: a GET on the reserved portal."""
         self.r.last_now = max(self.r.last_now, now)
         seed = self.r.tunables.router_sensitivity < 100
-        if self.r.enabled and (seed or (ping and self.r.ni_by_nid(src) is None)):
+        if self.r.enabled and (seed or (ping and self.r.local.ni_by_nid(src) is None)):
             # lib-move.c lnet_parse: "Only update net_last_alive for incoming GETs on the
             # reserved portal (i.e. incoming lnet/discovery pings) [from non-local NIDs].
             # This avoids situations where the router's own traffic results in NI status
@@ -155,7 +155,7 @@ class RouterAliveness:
             # net_last_alive is the net's: every NI of the net is alive as long as one hears
             # pings (router.c lnet_update_ni_status_locked marks a silent net's NIs down)
             alive = self.r.checker.ni_last_alive
-            for sibling in self.r.local_nis():
+            for sibling in self.r.local.local_nis():
                 if sibling.net is ni.net:
                     alive[sibling] = now
             if ni.status != LNET_NI_STATUS_UP:
@@ -171,7 +171,7 @@ class RouterAliveness:
         self.r.last_now = max(self.r.last_now, now)
         self.r.checker.lpni_event(lpni, "rx")
         self.query_wanted.discard(lpni.nid)
-        if src.net == lpni.nid.net or self.r.ni_by_nid(src) is not None:
+        if src.net == lpni.nid.net or self.r.local.ni_by_nid(src) is not None:
             return None
         gw = lpni.peer
         if self.r.tunables.drop_asym_route and not any(

@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodes.lnet.actions import Action, Log
+from nodes.lnet.lpstate import ROUTER_ENABLED, PeerEvent, fire
 from nodes.lnet.msg import MsgInput
 from nodes.lnet.ni import LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP
 from nodes.lnet.nid import NID, Net
-from nodes.lnet.peer import LNET_PEER_MULTI_RAIL, LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.ping import LNET_PING_FEAT_MULTI_RAIL, LNET_PING_FEAT_RTE_DISABLED, PingInfo
 from nodes.lnet.rtrstate import ALIVE, DEAD, DISABLED, DOWN, UNKNOWN, UP, step
 
@@ -59,7 +59,7 @@ class RouterChecker:
             return UNKNOWN
         if not gw.alive:
             return DEAD
-        return ALIVE if gw.state & LNET_PEER_ROUTER_ENABLED else DISABLED
+        return ALIVE if gw.state & ROUTER_ENABLED else DISABLED
 
     def gw_event(self, gw: Peer, event: str) -> str | None:
         """Feed ``event`` to ``gw``'s machine and apply the next state; returns the effect."""
@@ -69,11 +69,11 @@ class RouterChecker:
         elif nxt == ALIVE:
             gw.alive = True
             if event == "ping_reply":
-                gw.state |= LNET_PEER_ROUTER_ENABLED
+                fire(gw, PeerEvent.ROUTER_ON)
         elif nxt == DISABLED:
             gw.alive = True
             if event == "ping_reply_rte_disabled":
-                gw.state &= ~LNET_PEER_ROUTER_ENABLED
+                fire(gw, PeerEvent.ROUTER_OFF)
         return effect
 
     @staticmethod
@@ -114,7 +114,7 @@ class RouterChecker:
                     best = t
         if r.enabled:
             limit = self.ni_timeout()
-            nis = r.local_nis()
+            nis = r.local.local_nis()
             if limit > 0:
                 for ni, t in self.ni_last_alive.items():
                     if ni.status == LNET_NI_STATUS_UP and ni in nis and (
@@ -187,7 +187,7 @@ class RouterChecker:
         so the checker pushes the buffer to the MR peers (spec §5.1)."""
         limit = self.ni_timeout()
         changed = False
-        for ni in self.r.local_nis():
+        for ni in self.r.local.local_nis():
             last = self.ni_last_alive.setdefault(ni, now)
             # the same sum as deadline(): now - last >= limit can be false at last + limit
             down = ni.fatal_error or (limit > 0 and now >= last + limit)
@@ -220,7 +220,7 @@ class RouterChecker:
                 self.lpni_event(lpni, "ping_ni_up" if status[lpni.nid] == LNET_NI_STATUS_UP
                                 else "ping_ni_down")
         if info.features & LNET_PING_FEAT_MULTI_RAIL:
-            gw.state |= LNET_PEER_MULTI_RAIL
+            fire(gw, PeerEvent.MULTI_RAIL_ON)
         disabled = bool(info.features & LNET_PING_FEAT_RTE_DISABLED)
         effect = self.gw_event(gw, "ping_reply_rte_disabled" if disabled else "ping_reply")
         for route in self.r.table.all_routes():
@@ -248,7 +248,7 @@ class RouterChecker:
         table = self.r.peers
         if not nids:
             return gw
-        local = {ni.nid for ni in self.r.local_nis()}
+        local = {ni.nid for ni in self.r.local.local_nis()}
         for nid in nids:
             if nid in local:
                 continue

@@ -176,7 +176,7 @@ class RouterPools:
         """``lnet_mr_forwarding_allowed``: re-aim the final hop at a healthier NI of an MR
         destination (lib-move.c); the header's dest_nid follows at commit (spec §2.7).
 
-        Called by ``send.send`` after the discovery gate and by ``send._resend`` for every
+        Called by ``send.send`` after the discovery gate and by ``TxFinalizer.resend`` for every
         attempt, as ``lnet_select_pathway`` decides it per send."""
         eng = self.r
         dst = msg.final_dst

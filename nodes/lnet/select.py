@@ -18,7 +18,7 @@ unbound) and a send may name the NUMA node of its memory (``md_cpt``); the dista
 
 This module owns the choice and nothing else: credits, commit and stamps live in ``send.py``.
 UDSP fills in the ``sel_priority`` fields of nets, NIs, peer nets and peer NIs (issue 4);
-the routed path (spec §2.6) lives in ``router.py`` (``send._select`` asks it first).
+the routed path (spec §2.6) lives in ``router.py`` (``Sender.select`` asks it first).
 """
 
 from __future__ import annotations

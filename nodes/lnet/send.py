@@ -11,13 +11,8 @@ capped by the caller's own transaction timeout, spec §3.4/003) and posts: peer 
 NETWORK_TIMEOUT (spec §1.5 step 1). Right before a ``Transmit`` the LNet fault rules get
 their say (``FaultState.tx_check``, spec §8) and the MD's response tracker starts.
 
-``finalize_tx`` is ``lnet_finalize`` for a sent message (one at a time: finalizer.py):
-credits back (posting the next waiter), health check (``Health.check``), which may resend
-(decommitted, sent again with its source/router parameters, full reselection; a resend whose
-selection fails ends the message, ``lnet_resend_pending_msgs_locked``).
-Otherwise the stats are decommitted (only on success) and the initiator's MD gets its event.
-Selection failures never commit: no credits, no health, no resend (spec §2.8). Every message
-ends in one final MD event (spec §4.4) and, while tracing, one ``MsgTrace`` ``complete``.
+A sent message ends in ``finalizer.py`` (``Sender.finalizer``, lib-msg.c ``lnet_finalize``):
+the LND's completion, a drop, a simulated error or a failed selection hand it there.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from nodes.lnet.decisions import Decisions
 from nodes.lnet.errors import ECANCELED, EHOSTUNREACH, EINVAL, ESHUTDOWN, ETIMEDOUT
 from nodes.lnet.events import TxCompleted
 from nodes.lnet.fault import EINVAL_TX, FaultState, simulated_error_log
-from nodes.lnet.finalizer import FinalizeContainer
+from nodes.lnet.finalizer import TxFinalizer
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_RESERVED_PORTAL, LNetHdr, MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.loopback import send_loopback
@@ -79,7 +74,7 @@ class Sender:
         self.tracer = tracer
         self.ids = ids
         self.timers = mds.timers
-        self.container = FinalizeContainer()
+        self.finalizer = TxFinalizer(self)  # lnet_finalize of a sent message
         self.txs: dict[int, Msg] = {}
         self.receiver: Receiver | None = None  # wired by the engine (loopback)
         # after a simulated send error: fail_loc 0xe020 closes the conns (wired by the engine)
@@ -90,7 +85,7 @@ class Sender:
         """``LNetPut``/``LNetGet`` once the MD is bound and the message is on the active
         list (``requests.py``): sent, or failed at once when LNet is down."""
         if not self.node.configured:
-            return self.fail_unsent(msg, now, -ESHUTDOWN, HStatus.LOCAL_ERROR)
+            return self.finalizer.fail_unsent(msg, now, -ESHUTDOWN, HStatus.LOCAL_ERROR)
         msg.src_nid_param = src
         return self.send(msg, now)
 
@@ -119,13 +114,13 @@ class Sender:
             nsec = int((now - msg.committed_at) * 1e9)
             msg.txni.stats.send_time.add(nsec)
             msg.txpeer.stats.send_time.add(nsec)
-        return self.finalize_tx(msg, now, ev.rc, ev.hstatus)
+        return self.finalizer.finalize_tx(msg, now, ev.rc, ev.hstatus)
 
-    def _resolve(self, dst: NID) -> PeerNI:  # the peer NI; a non-MR traffic peer if unknown
+    def resolve(self, dst: NID) -> PeerNI:  # the peer NI; a non-MR traffic peer if unknown
         lpni = self.peers.find_lpni(dst)
         return lpni or self.peers.traffic_add(dst, self.local.peer_credits(dst.net))
 
-    def _select(self, msg: Msg, lpni: PeerNI) -> tuple[LNetNI, PeerNI]:
+    def select(self, msg: Msg, lpni: PeerNI) -> tuple[LNetNI, PeerNI]:
         """Run the pathway selection for ``lpni`` (``msg.final_dst``); raises SelectError."""
         src = None
         if msg.src_nid_param is not None:
@@ -133,9 +128,9 @@ class Sender:
             if src is None or src.is_lo:  # spec §2.8: a source must be one of ours
                 raise SelectError(-EINVAL, f"source NID {msg.src_nid_param} is not a local "
                                            "NID")
-        if self.router.table.is_remote(lpni, src, msg):  # routed path (spec §2.6)
+        if self.router.path.is_remote(lpni, src, msg):  # routed path (spec §2.6)
             msg.fixed_ni = True
-            return self.router.table.find_routed_path(msg, lpni, src)
+            return self.router.path.find_routed_path(msg, lpni, src)
         # the final hop of a forwarded message honours the originator's NID (NMR_DST);
         # one re-aimed from a remote NID onto a local net of an MR peer runs MR selection
         nmr = not lpni.peer.multi_rail or msg.recovery or (
@@ -154,7 +149,7 @@ class Sender:
             # lib-move.c lnet_select_pathway: only 0@lo is short-cut (lnet_handle_lo_send);
             # our own other NIDs are peers like any other and go through the LND (E1)
             return send_loopback(self, msg, now)
-        lpni = self._resolve(dst)
+        lpni = self.resolve(dst)
         # discovery gate (spec §2.2 step 5): wait on the peer's lp_dc_pendq if not up to
         # date; a router runs it for a forwarded message's final destination too
         if (waiting := self.discovery.gate(msg, lpni, now)) is not None:
@@ -163,16 +158,16 @@ class Sender:
         if msg.fwd is not None:
             logs = self.router.fwd.mr_final_hop(msg)
             assert msg.final_dst is not None
-            lpni = self._resolve(msg.final_dst)
+            lpni = self.resolve(msg.final_dst)
         try:
-            ni, lpni = self._select(msg, lpni)
+            ni, lpni = self.select(msg, lpni)
         except SelectError as e:
             hs = HStatus.REMOTE_ERROR if e.errno == -EHOSTUNREACH else HStatus.LOCAL_ERROR
             return [*logs, Log(level="error", text=e.descr),
-                    *self.fail_unsent(msg, now, e.errno, hs)]
+                    *self.finalizer.fail_unsent(msg, now, e.errno, hs)]
         except RouteWait as w:  # gateway discovered on first use (seed 002)
             msg.fire(MsgInput.WAIT_ROUTE)
-            return logs + self.router.table.park(msg, w, now)
+            return logs + self.router.path.park(msg, w, now)
         self.commit(msg, ni, lpni, now)
         return logs + self.post(msg, now)
 
@@ -217,7 +212,7 @@ class Sender:
         lpni.stats.dropped.bump(msg.type)
         if self.tracer.on:
             self.tracer.send(msg, ni, lpni, self.tunables.retry_count, now, dropped=hstatus.name)
-        return self.finalize_tx(msg, now, rc, hstatus)
+        return self.finalizer.finalize_tx(msg, now, rc, hstatus)
 
     def post(self, msg: Msg, now: float, *, released: bool = False) -> list[Action]:
         """``lnet_post_send_locked``: peer credit then NI credit, else wait FIFO (spec §1.5);
@@ -229,7 +224,8 @@ class Sender:
         ni, lpni = msg.txni, msg.txpeer
         assert ni is not None and lpni is not None
         if msg.md is not None and msg.md.unlinked and not msg.is_response:
-            return self.finalize_tx(msg, now, -ECANCELED, HStatus.LOCAL_ABORTED, no_resend=True)
+            return self.finalizer.finalize_tx(msg, now, -ECANCELED, HStatus.LOCAL_ABORTED,
+                                              no_resend=True)
         if not msg.peertxcredit:
             msg.peertxcredit = True
             lpni.tx_credits -= 1
@@ -263,7 +259,8 @@ class Sender:
             hs = HStatus(verdict)
             if self.tracer.on:  # the attempt was made on ni/lpni; the rule fails it there
                 self.tracer.send(msg, ni, lpni, self.tunables.retry_count, now, dropped=hs.name)
-            return [simulated_error_log(msg.hdr, hs), *self.finalize_tx(msg, now, EINVAL_TX, hs),
+            return [simulated_error_log(msg.hdr, hs),
+                    *self.finalizer.finalize_tx(msg, now, EINVAL_TX, hs),
                     *self.after_sim_error(ni.nid, lpni.nid, now)]
         md = msg.md
         if md is not None and md.rsp_deadline is not None and not md.rsp_armed \
@@ -298,103 +295,3 @@ class Sender:
             if lpni.tx_credits <= 0 and lpni.txq:
                 actions += self.post(lpni.txq.popleft(), now)
         return actions
-
-    # ------------------------------------------------------------------ lnet_finalize
-    def _resend(self, msg: Msg, now: float) -> list[Action]:
-        """``lnet_resend_msg_locked`` + ``lnet_resend_pending_msgs_locked`` (spec §3.3); dbg-115:
-        one error line names the failed NID pair and hstatus and the new pair (real LNet: D_NET
-        lines only; the seed asks for an error)."""
-        failed = (f"{msg.type.name} to {msg.final_dst}: send from "
-                  f"{msg.txni.nid if msg.txni else '?'} to "
-                  f"{msg.txpeer.nid if msg.txpeer else '?'} failed ({msg.hstatus.name})")
-        if self.tracer.on:
-            self.tracer.resend(msg, now)
-        msg.fire(MsgInput.RESEND)
-        msg.retry_count += 1
-        msg.tx_committed = False
-        msg.tx_delayed = False
-        logs: list[Action] = []
-        if msg.fwd is not None:
-            # the target becomes the header's dest_nid (the peer NI last tried) and the MR
-            # forwarding decision is made again for it (lnet_resend_msg_locked -> lnet_send)
-            msg.final_dst = msg.hdr.dest_nid
-            logs = self.router.fwd.mr_final_hop(msg)
-        assert msg.final_dst is not None
-        try:
-            ni, lpni = self._select(msg, self._resolve(msg.final_dst))
-        except SelectError as e:
-            return [*logs, Log(level="error", text=f"{failed}; cannot resend: Error sending "
-                                                   f"{msg.type.name} to {msg.final_dst}: "
-                                                   f"{e.errno}"),
-                    *self.fail_unsent(msg, now, e.errno, HStatus.LOCAL_ERROR)]
-        except RouteWait as w:
-            msg.fire(MsgInput.WAIT_ROUTE)
-            return logs + self.router.table.park(msg, w, now)
-        self.counters.values["resend_count"] += 1
-        self.commit(msg, ni, lpni, now)
-        return [*logs, Log(level="error", text=f"{failed}; resending from {ni.nid} to "
-                                               f"{lpni.nid} (try {msg.retry_count + 1})"),
-                *self.post(msg, now)]
-
-    def finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus, *,
-                    no_resend: bool = False) -> list[Action]:
-        """``lnet_finalize`` of a sent message, after the one in progress if any."""
-        return self.container.finalize(self, msg, now, rc, hstatus, no_resend)
-
-    def _finalize_tx(self, msg: Msg, now: float, rc: int, hstatus: HStatus,
-                     no_resend: bool) -> list[Action]:
-        """Credits, health, maybe resend, stats, events."""
-        msg.hstatus = hstatus
-        msg.no_resend = msg.no_resend or no_resend
-        actions = self.return_credits(msg, now)
-        ni, lpni = msg.txni, msg.txpeer
-        if lpni is not None and hstatus != HStatus.OK:
-            self.router.alive.tx_failed(lpni, hstatus)  # LND peer-down notification (002)
-        if msg.tx_committed and ni is not None and lpni is not None and not ni.is_lo:
-            resend, logs = self.health.check(msg, now)
-            # dbg-110: a status moved by this health change is logged with its cause (§3.1)
-            actions += logs
-            if self.nistate.status_moved(ni):
-                actions += self.nistate.log_status(ni, hstatus.name)
-            if resend:
-                return actions + self._resend(msg, now)
-        msg.tx_committed = False
-        if msg.fwd is not None:  # router buffer and credit back (spec §1.5)
-            actions += self.router.fwd.return_rx_credits(msg, now)
-        if rc == 0:
-            # lnet_msg_decommit_tx: only successful sends are counted
-            self.counters.values["send_count"] += 1
-            if msg.type == MsgType.PUT:
-                self.counters.values["send_length"] += msg.nob
-            egress = (msg.type == MsgType.PUT and msg.retry_count == 0 and msg.md is not None
-                      and not msg.is_response)
-            for x in (ni, lpni):  # (a generator here compiled to a list per message)
-                if x is not None:
-                    x.stats.sent.bump(msg.type)
-                    if egress:
-                        x.stats.put_egress.add(int((now - msg.committed_at) * 1e9))
-        return actions + self._decommit(msg, now, rc, ni.nid if ni else None)
-
-    def fail_unsent(self, msg: Msg, now: float, rc: int, hstatus: HStatus) -> list[Action]:
-        """Selection failed: never committed, so no credits, no health, no resend (§2.8)."""
-        msg.hstatus = hstatus
-        msg.no_resend = True
-        # a router simply frees it (spec §2.8)
-        actions = self.router.fwd.return_rx_credits(msg, now) if msg.fwd is not None else []
-        return actions + self._decommit(msg, now, rc, None)
-
-    def _decommit(self, msg: Msg, now: float, rc: int, source: NID | None) -> list[Action]:
-        """Off the active list, finalized: the trace's ``complete`` and the MD's SEND."""
-        self.counters.msg_free()
-        msg.onactivelist = False
-        msg.phase = NEXT[msg.phase, MsgInput.FINALIZE]
-        if self.tracer.on:
-            self.tracer.complete(msg, rc, now)
-        md = msg.md
-        if md is None or msg.is_response:
-            return []
-        if rc != 0 or md.threshold <= 1:
-            return self.mds.final(md, "SEND", rc, source=source)
-        md.threshold -= 1
-        return self.mds.event(md, "SEND", 0, source=source)
-

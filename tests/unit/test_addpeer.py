@@ -13,8 +13,8 @@ from rtdouble import RuntimeDouble
 from nodes.dlc.verbs import lctl_uuid
 from nodes.lnet import discovery
 from nodes.lnet.addpeer import lock_transfer
-from nodes.lnet.dc_state import BAD_CONFIG, LOCK_PRIMARY
 from nodes.lnet.engine import LNetEngine
+from nodes.lnet.lpstate import BAD_CONFIG, LOCK_PRIMARY
 from nodes.lnet.nid import NID
 from nodes.lnet.peer import Peer, PeerTable
 from testbed.sim.fabric import Fabric

@@ -171,7 +171,7 @@ def test_consolidation_of_peers_learned_under_two_nids() -> None:
     # forget S[1] and let traffic create it as its own peer (as receiving from it would)
     peer = c1.peers.find_peer(S[0])
     assert peer is not None
-    c1.peers._del_lpni(c1.peers.find_lpni(S[1]))  # type: ignore[arg-type]
+    c1.peers.del_lpni(c1.peers.find_lpni(S[1]))  # type: ignore[arg-type]
     c1.peers.traffic_add(S[1], 8)
     assert len(c1.peers.peers) == 2
     h, acts = dc.discover(c1, S[1], fab.now)
@@ -212,7 +212,7 @@ def test_configured_peer_discovered_on_first_use_dlc_wins() -> None:
     c1 = fab.engines["c1"]
     c1.peer_add(S[0], [ghost])
     peer = c1.peers.find_peer(S[0])
-    assert peer is not None and not dc.is_uptodate(c1, peer)
+    assert peer is not None and not dc.is_uptodate(c1.discovery, peer)
     h = _put(fab, S[0])
     assert _types(fab, "c1") == ["GET0"]  # the PUT waits on lp_dc_pendq (spec §2.2 step 5)
     fab.run_until(2)
@@ -222,7 +222,7 @@ def test_configured_peer_discovered_on_first_use_dlc_wins() -> None:
     assert [p.nid for p in peer.lpnis] == [S[0], ghost, S[1]]  # S[1] learnt, ghost kept
     assert c1.peers.find_lpni(ghost).ns_status == DOWN  # type: ignore[union-attr]
     want = dc.CONFIGURED | dc.MULTI_RAIL | dc.DISCOVERED | dc.NIDS_UPTODATE
-    assert peer.state == want and dc.is_uptodate(c1, peer)
+    assert peer.state == want and dc.is_uptodate(c1.discovery, peer)
     n = len(_types(fab, "c1"))
     _put(fab, S[1])  # up to date now: at once
     assert _types(fab, "c1")[n:] == ["PUT"]
@@ -241,7 +241,7 @@ def test_configured_peer_with_discovery_off_waits_one_ping_round() -> None:
     assert _final(fab, "c1", h) == ("ACK", 0)
     peer = c1.peers.find_peer(S[0])
     assert peer is not None and [p.nid for p in peer.lpnis] == [S[0]] and peer.multi_rail
-    assert peer.state & dc.NO_DISCOVERY and dc.is_uptodate(c1, peer)
+    assert peer.state & dc.NO_DISCOVERY and dc.is_uptodate(c1.discovery, peer)
 
 
 def test_discovery_is_on_by_default_in_every_engine() -> None:
@@ -373,7 +373,7 @@ def test_router_discovery_entry_point() -> None:
     fab = _fab()
     c1 = fab.engines["c1"]
     lpni = c1.peers.traffic_add(S[0], 8)
-    acts = dc.start(c1, lpni.peer, fab.now, force_ping=True, force_push=True, rtr_net=TCP)
+    acts = c1.discovery.start(lpni.peer, fab.now, force_ping=True, force_push=True, rtr_net=TCP)
     assert lpni.peer.state & dc.RTR_DISCOVERY
     fab.apply("c1", acts)
     fab.run_until(fab.now + 1)
@@ -397,7 +397,7 @@ def test_every_state_input_pair_has_a_defined_outcome(state: int, inp: dc.Input)
     if inp is dc.Input.REPLY:
         kw["payload"] = b"junk"
     key = (dc.phase(peer), inp)
-    rc, actions = dc.step(eng, peer, inp, 0.0, **kw)
+    rc, actions = eng.discovery.step(peer, inp, 0.0, **kw)
     if key not in dc.TRANSITIONS:
         assert rc < 0
     else:
@@ -405,7 +405,7 @@ def test_every_state_input_pair_has_a_defined_outcome(state: int, inp: dc.Input)
     both = dc.PING_SENT | dc.PUSH_SENT
     assert peer.state & both != both or state & both == both  # never both from one step
     eng.dc.running = False
-    dc.run_queue(eng, 0.0)  # whatever the state, the thread's loop terminates
+    eng.discovery.run_queue(0.0)  # whatever the state, the thread's loop terminates
 
 
 def test_table_covers_the_thread_rules_and_events() -> None:

@@ -14,7 +14,8 @@ import yaml
 from enginekit import settle_sim
 
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.fault import HSTATUS_RANDOM, FaultAttr, FaultState, choose_hstatus
+from nodes.lnet.fault import FaultState
+from nodes.lnet.faultrule import HSTATUS_RANDOM, FaultAttr, choose_hstatus
 from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID

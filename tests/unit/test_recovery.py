@@ -10,7 +10,7 @@ from enginekit import make_node as _node
 
 from nodes.lnet import recovery
 from nodes.lnet.actions import Log
-from nodes.lnet.fault import FaultAttr
+from nodes.lnet.faultrule import FaultAttr
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.tools.yamlfmt import dump

@@ -16,7 +16,7 @@ from nodes.lnet.actions import NotifyPeerDown, Transmit
 from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
-from nodes.lnet.fault import MSG_BITS, FaultAttr
+from nodes.lnet.faultrule import MSG_BITS, FaultAttr
 from nodes.lnet.hdr import (
     LNET_PID_LUSTRE,
     LNET_RESERVED_PORTAL,
@@ -25,8 +25,8 @@ from nodes.lnet.hdr import (
     WireHandle,
 )
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.lpstate import ROUTER_ENABLED as LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.nid import NID, Net
-from nodes.lnet.peer import LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.rtrstate import MACHINES, RouterStateError, step
 from testbed.sim.fabric import Fabric
 
@@ -50,7 +50,7 @@ def _client_with_gateway() -> LNetEngine:
     """c1 with a route to tcp1 through r1, whose ping showed both its NIs and routing on."""
     c = _eng(1, [C1])
     c.router.add(TCP1, R1[0], 1, 0, 0.0)
-    gw = c.router._consolidate(c.peers.find_peer(R1[0]), R1)  # type: ignore[arg-type]
+    gw = c.router.checker.consolidate(c.peers.find_peer(R1[0]), R1)  # type: ignore[arg-type]
     gw.state |= LNET_PEER_ROUTER_ENABLED
     c.router.discovered.update(R1)
     return c
@@ -279,7 +279,7 @@ def test_routes_and_parked_sends_follow_a_merged_gateway() -> None:
     assert {p.nid for p in gws[0].lpnis} >= {R1[0], r_extra, R1[1]}
     assert {x["gateway"]: x["state"] for x in c.router.route_show(verbose=1)["route"]} == {
         str(R1[0]): "up", str(r_extra): "up"}
-    assert c.router.is_discovered(gws[0]) and not c.router.pending
+    assert c.router.table.is_discovered(gws[0]) and not c.router.pending
 
 
 def test_router_retransmits_a_forwarded_message_over_another_local_ni() -> None:

@@ -10,8 +10,8 @@ import yaml
 from nodes.lnet import udsp
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.lpstate import MULTI_RAIL as LNET_PEER_MULTI_RAIL
 from nodes.lnet.nid import NID, Net
-from nodes.lnet.peer import LNET_PEER_MULTI_RAIL
 from testbed.sim import SimTestbed
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies" / "hetero-failover.yaml"

@@ -12,13 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodes.lnd import framehead, wire
+from nodes.lnd.connstate import ConnState, LocalProtocolError
 from nodes.lnd.framing import (
     ConnreqReceived,
-    ConnState,
     HelloReceived,
     KsockConnection,
     LNetMessageReceived,
-    LocalProtocolError,
     NoopReceived,
 )
 from nodes.lnet.errors import WireProtocolError

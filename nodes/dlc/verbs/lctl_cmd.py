@@ -30,7 +30,7 @@ from nodes.dlc.verbs.lnetctl_ping import PING_DEFAULT_TIMEOUT
 from nodes.echo import clip
 from nodes.limits import argv_error
 from nodes.lnet.errors import EINVAL, LNetConfigError
-from nodes.lnet.fault import nid_str
+from nodes.lnet.faultrule import nid_str
 from nodes.lnet.nid import LO_NID, NID
 from nodes.lnet.ping import PingInfo
 from nodes.tools.yamlfmt import dump

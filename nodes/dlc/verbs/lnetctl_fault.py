@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nodes.dlc import getopt
 from nodes.echo import clip
 from nodes.lnet.errors import EINVAL, LNetConfigError
-from nodes.lnet.fault import (
+from nodes.lnet.faultrule import (
     HEALTH_ERRORS,
     HSTATUS_RANDOM,
     MSG_BITS,
