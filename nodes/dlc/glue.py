@@ -94,11 +94,4 @@ def peer_set_state(eng: LNetEngine, nid: NID, state: int) -> None:
     Raises:
         LNetConfigError: -ENOENT, no peer NI ``nid``.
     """
-    setter = getattr(eng, "peer_set_state", None)
-    if setter is not None:  # the engine's own method, once it has one
-        setter(nid, state)
-        return
-    lpni = eng.peers.find_lpni(nid)
-    if lpni is None:
-        raise LNetConfigError(-ENOENT, "invalid peer state param")
-    lpni.peer.state = state % 2**32
+    eng.peer_set_state(nid, state)  # the engine's one writer of lp_state (lpstate.fire)
