@@ -24,9 +24,8 @@ Theory of operation (STYLE rules 1, 2; behaviour of lnet/klnds/o2iblnd/o2iblnd_c
 * **Timeouts** (``kiblnd_check_conns``, once a second): a tx waiting for a connection past
   ``timeout`` fails -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx past its
   deadline closes with -ETIMEDOUT; a CM REQ unanswered for max(5 s, ``timeout``/4) fails
-  -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED). Address resolution unanswered for
-  ``RDMA_RESOLVE_TIMEOUT``, or its port going down meanwhile, is RDMA_CM_EVENT_ADDR_ERROR:
-  ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)`` (``_resolve_failed``).
+  -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED). A resolve unanswered for 5 s or whose
+  port went down is ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``.
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ _log = logging.getLogger("lnet.o2iblnd")
 EHOSTUNREACH, ENETDOWN = 113, 100
 #: the largest payload an IMMEDIATE carries: offsetof(kib_msg, ibim_payload[n]) <= MSG_SIZE
 IMMEDIATE_MAX: Final = M.IBLND_MSG_SIZE - M.KIB_MSG_HEAD - LNET_HDR_SIZE
-#: seconds ``rdma_resolve_addr`` waits (o2iblnd.h RDMA_RESOLVE_TIMEOUT) before ADDR_ERROR
-RDMA_RESOLVE_TIMEOUT: Final = 5.0
+RDMA_RESOLVE_TIMEOUT: Final = 5.0  # o2iblnd.h: rdma_resolve_addr's wait before ADDR_ERROR
 
 
 @dataclass(slots=True)
@@ -265,8 +263,7 @@ class O2ibLND:
         return self.drain()
 
     def _resolve_failed(self, stream: int) -> None:
-        """ADDR_ERROR of an active connect still resolving (INIT): ``connecting`` drops
-        (``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``), a next tx reconnects."""
+        """ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``."""
         self.resolving.pop(stream, None)
         c = self.streams.pop(stream, None)
         if c is not None and c.state == ConnState.INIT:
@@ -290,23 +287,26 @@ class O2ibLND:
             if stream in self.listening:
                 passive.listen_receive(self, stream, data)
             return self.drain()
-        c.now = now
+        c.now, was = now, c.state
         try:
             acts = c.cm.receive_data(data, now)
         except WireProtocolError as e:
-            self._protocol_error(c, str(e))
+            self._protocol_error(c, str(e), was)
             return self.drain()
         c.run(acts)
         if c.cm.error is not None:
-            self._protocol_error(c, str(c.cm.error))
+            self._protocol_error(c, str(c.cm.error), was)
         connd.events(self, c)
         return self.drain()
 
-    def _protocol_error(self, c: Conn, line: str) -> None:
+    def _protocol_error(self, c: Conn, line: str, was: ConnState) -> None:
         self.errors.append(f"o2iblnd: stream from {c.peer}: {line}")
         _log.error("%s", self.errors[-1])
         if c.state == ConnState.ESTABLISHED:
             self._close(c, -71)
+        elif was in (ConnState.ACTIVE_CONNECT, ConnState.PASSIVE_WAIT) and (p := self.peers.get(
+                (c.ni, c.peer))) is not None:  # kiblnd_connreq_done(-EPROTO): the connect ends
+            connd.peer_connect_failed(self, p, was == ConnState.ACTIVE_CONNECT, -71)
         self.streams.pop(c.stream, None)
         self.out.append(Close(c.stream))
 

@@ -13,7 +13,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from nodes.o2ib import ibfaults, vwire
 from nodes.o2ib import msg as M
-from nodes.o2ib.kibtx import Connect, O2ibTunables, Output, TunableError, TxDone
+from nodes.o2ib.kibtx import Connect, ConnState, O2ibTunables, Output, TunableError, TxDone
 from nodes.o2ib.o2iblnd import IMMEDIATE_MAX, RDMA_RESOLVE_TIMEOUT, O2ibLND
 
 A, B = "10.0.0.1@o2ib", "10.0.0.2@o2ib"
@@ -351,6 +351,26 @@ def test_port_down_while_resolving_is_kiblnd_peer_connect_failed_active() -> Non
     assert lnd.resolving == {}
     again = lnd.send(2, NID.parse(A), NID.parse(B), put_hdr(A, B, 1), b"y", 1.0)
     assert [type(o) for o in again] == [Connect]
+
+
+def test_a_cm_protocol_error_during_connect_is_kiblnd_connreq_done() -> None:
+    """A CM packet the connecting cm_id cannot take (here a DREQ while its REQ is
+    unanswered) ends the connect through kiblnd_connreq_done(conn, error) ->
+    kiblnd_peer_connect_failed: ``connecting`` drops and the next tx connects again.
+    Dropping the conn without it left the peer "connecting" for ever, and once the passive
+    conn that came instead closed, nothing reconnected. Found by explore on
+    o2ib-tcp-routers (seed 12: c2's route via r1 down for good after the heal)."""
+    b = pair()
+    b.held = True
+    b.send("a", 1, B, put_hdr(A, B, 1), b"x")
+    lnd = b.nodes["a"].lnd
+    [stream] = [s for s, c in lnd.streams.items() if c.state is ConnState.ACTIVE_CONNECT]
+    outs = lnd.receive(stream, vwire.pack(vwire.Packet(vwire.Kind.CM_DREQ, (), b"")), b.now)
+    assert len(lnd.errors) == 1 and stream not in lnd.streams
+    assert lnd.peers[(NID.parse(A), NID.parse(B))].connecting == 0
+    assert [o.tx_id for o in outs if type(o) is TxDone] == [1]
+    again = lnd.send(2, NID.parse(A), NID.parse(B), put_hdr(A, B, 1), b"y", b.now + 1)
+    assert Connect in [type(o) for o in again]
 
 
 # --- bad input ---------------------------------------------------------------------------------
