@@ -54,11 +54,16 @@ def fail_next_rdma(lnd: O2ibLND, n: int, ni: NID | None = None) -> None:
 
 def port_down(lnd: O2ibLND, ni: NID) -> list[Output]:
     """IB_EVENT_PORT_ERR on ``ni``'s port: its QPs stop (sends fail, connections close
-    -ENETDOWN); the caller marks the NI fatal (``ni_fatal_error_on``)."""
+    -ENETDOWN); the caller marks the NI fatal (``ni_fatal_error_on``). An active connect
+    still resolving (INIT: no conn yet in o2iblnd) gets ADDR_ERROR, ``kiblnd_peer_connect_failed
+    (peer_ni, 1, ...)``: the peer's ``connecting`` drops (``kiblnd_connreq_done`` would count
+    it as a passive one and leave the peer connecting for ever)."""
     for c in [c for c in lnd.streams.values() if c.ni == ni]:
         if c.state == ConnState.ESTABLISHED:
             c.now = lnd.now
             c.run(c.cm.qp_error())
+        elif c.state == ConnState.INIT and c.stream in lnd.resolving:
+            lnd._resolve_failed(c.stream)
         elif c.state < ConnState.ESTABLISHED:
             connd.connreq_done(lnd, c, -ENETDOWN)
     return lnd.drain()

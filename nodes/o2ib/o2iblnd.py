@@ -24,7 +24,8 @@ Theory of operation (STYLE rules 1, 2; behaviour of lnet/klnds/o2iblnd/o2iblnd_c
 * **Timeouts** (``kiblnd_check_conns``, once a second): a tx waiting for a connection past
   ``timeout`` fails -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx past its
   deadline closes with -ETIMEDOUT; a CM REQ unanswered for max(5 s, ``timeout``/4) fails
-  -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED).
+  -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED). A resolve unanswered for 5 s or whose
+  port went down is ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _log = logging.getLogger("lnet.o2iblnd")
 EHOSTUNREACH, ENETDOWN = 113, 100
 #: the largest payload an IMMEDIATE carries: offsetof(kib_msg, ibim_payload[n]) <= MSG_SIZE
 IMMEDIATE_MAX: Final = M.IBLND_MSG_SIZE - M.KIB_MSG_HEAD - LNET_HDR_SIZE
+RDMA_RESOLVE_TIMEOUT: Final = 5.0  # o2iblnd.h: rdma_resolve_addr's wait before ADDR_ERROR
 
 
 @dataclass(slots=True)
@@ -76,6 +78,7 @@ class O2ibLND:
         self.nets: dict[NID, _Net] = {}
         self.peers: dict[tuple[NID, NID], Peer] = {}
         self.streams: dict[int, Conn] = {}
+        self.resolving: dict[int, float] = {}  # INIT stream -> when ADDR_ERROR fires
         self.pd = ProtectionDomain()
         self.out: list[Output] = []
         self.now = 0.0
@@ -212,6 +215,7 @@ class O2ibLND:
         c = self._conn(stream, p, active=True, version=p.version or self.version,
                        depth=p.queue_depth or tun.peer_credits, frags=p.max_frags)
         c.state = ConnState.INIT
+        self.resolving[stream] = self.now + RDMA_RESOLVE_TIMEOUT
         self.out.append(Connect(stream, p.ni, p.nid))
 
     def _conn(self, stream: int, p: Peer, *, active: bool, version: int, depth: int,
@@ -235,6 +239,7 @@ class O2ibLND:
     def connected(self, stream: int, now: float) -> list[Output]:
         """The stream is open: ADDR_RESOLVED, ROUTE_RESOLVED, then ``kiblnd_active_connect``."""
         self.now = now
+        self.resolving.pop(stream, None)
         c = self.streams.get(stream)
         if c is None or c.state != ConnState.INIT:
             return self.drain()
@@ -254,13 +259,19 @@ class O2ibLND:
         """The stream did not open: no listener is a CM reject for an invalid service id
         (-EHOSTUNREACH); anything else an address error (-EHOSTUNREACH)."""
         self.now = now
+        self._resolve_failed(stream)
+        return self.drain()
+
+    def _resolve_failed(self, stream: int) -> None:
+        """ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``."""
+        self.resolving.pop(stream, None)
         c = self.streams.pop(stream, None)
         if c is not None and c.state == ConnState.INIT:
             p = self.peers.get((c.ni, c.peer))
             c.state = ConnState.DISCONNECTED
+            self.out.append(Close(stream))
             if p is not None:
                 connd.peer_connect_failed(self, p, True, -EHOSTUNREACH)
-        return self.drain()
 
     def accept(self, stream: int, now: float) -> list[Output]:
         """A stream accepted on port 987: a passive cm_id awaiting the REQ."""
@@ -276,23 +287,26 @@ class O2ibLND:
             if stream in self.listening:
                 passive.listen_receive(self, stream, data)
             return self.drain()
-        c.now = now
+        c.now, was = now, c.state
         try:
             acts = c.cm.receive_data(data, now)
         except WireProtocolError as e:
-            self._protocol_error(c, str(e))
+            self._protocol_error(c, str(e), was)
             return self.drain()
         c.run(acts)
         if c.cm.error is not None:
-            self._protocol_error(c, str(c.cm.error))
+            self._protocol_error(c, str(c.cm.error), was)
         connd.events(self, c)
         return self.drain()
 
-    def _protocol_error(self, c: Conn, line: str) -> None:
+    def _protocol_error(self, c: Conn, line: str, was: ConnState) -> None:
         self.errors.append(f"o2iblnd: stream from {c.peer}: {line}")
         _log.error("%s", self.errors[-1])
         if c.state == ConnState.ESTABLISHED:
             self._close(c, -71)
+        elif was in (ConnState.ACTIVE_CONNECT, ConnState.PASSIVE_WAIT) and (p := self.peers.get(
+                (c.ni, c.peer))) is not None:  # kiblnd_connreq_done(-EPROTO): the connect ends
+            connd.peer_connect_failed(self, p, was == ConnState.ACTIVE_CONNECT, -71)
         self.streams.pop(c.stream, None)
         self.out.append(Close(c.stream))
 
@@ -334,6 +348,7 @@ class O2ibLND:
     # --- clock ------------------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
         ds = [d for c in self.streams.values() if (d := c.cm.next_deadline()) is not None]
+        ds += self.resolving.values()
         if self.peers or self.streams:
             if self._tick is None:
                 self._tick = self.now + 1.0
@@ -345,6 +360,8 @@ class O2ibLND:
     def handle_timer(self, now: float) -> list[Output]:
         """Verbs/CM timers due, then ``kiblnd_check_conns`` once a second."""
         self.now = now
+        for stream in [s for s, d in self.resolving.items() if d <= now]:
+            self._resolve_failed(stream)
         for c in list(self.streams.values()):
             d = c.cm.next_deadline()
             if d is not None and d <= now:

@@ -110,7 +110,8 @@ def local_cluster(n: int) -> Any:
         for i in range(n):
             cluster.worker_spec[f"explore-{i}"] = {"cls": nanny, "options": {
                 "nthreads": 1, "hash_seed": pool.HASH_SEED_BASE + i, "silence_logs": 40}}
-            cluster.sync(cluster._correct_state)
+            with pool.sigint_ignored():  # Ctrl-C is the caller's (pool.sigint_ignored)
+                cluster.sync(cluster._correct_state)
     except BaseException:
         cluster.close()
         raise
@@ -133,6 +134,7 @@ class DaskWorkers:
         dd = self._dd = _dd()
         self.cluster: Any = None
         self.client: Any = None
+        self.pending = 0
         try:
             if spec.startswith(LOCAL):
                 self.cluster = local_cluster(int(spec[len(LOCAL):]))
@@ -145,7 +147,6 @@ class DaskWorkers:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ClusterError(f"--cluster {spec}: {why}") from None
         self.size = max(len(self._workers()), 1)
-        self.pending = 0
         self._done: Any = dd.as_completed()
         self._tasks: dict[str, dict[str, Any]] = {}
         self._keys = itertools.count()
@@ -201,7 +202,17 @@ class DaskWorkers:
             yield out
 
     def close(self) -> None:
-        for thing in (self.client, self.cluster):
-            if thing is not None:
+        """Cancel what is queued or running, close the client and the local cluster (its
+        workers and scheduler): after a Ctrl-C too, quietly (``pool.sigint_ignored``)."""
+        with pool.sigint_ignored():
+            if self.client is not None and self.pending:
                 with contextlib.suppress(Exception):
-                    thing.close()
+                    self.client.cancel(list(self._done.futures), force=True)
+            if self.cluster is not None:  # the workers first: none outlives the scheduler
+                with contextlib.suppress(Exception):
+                    self.cluster.scale(0)
+                    self.cluster.sync(self.cluster._correct_state)
+            for thing in (self.client, self.cluster):
+                if thing is not None:
+                    with contextlib.suppress(Exception):
+                        thing.close()

@@ -14,10 +14,13 @@ in this process (no pool), for one seed or a debugger.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
 import queue
+import signal
+import threading
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +31,24 @@ from testbed.sim import gcpolicy
 
 #: PYTHONHASHSEED of worker ``i`` (0 is "no randomisation"; avoid it)
 HASH_SEED_BASE = 1000
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process meanwhile (from the main thread only; elsewhere a
+    no-op). A Ctrl-C on a terminal reaches every process of its group: a worker process
+    spawned meanwhile inherits the ignored disposition across exec (Python installs its
+    KeyboardInterrupt handler only over SIGINT's default), so the caller alone hears it and
+    shuts its workers down, without a traceback from each (``driver.explore``). Also held
+    while the workers close, so that a second Ctrl-C cannot leave them behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +145,8 @@ class Pool:
                 os.environ["PYTHONHASHSEED"] = str(HASH_SEED_BASE + i)
                 p = ctx.Process(target=_worker, args=(self.tasks[i], self.results, i),
                                 daemon=True, name=f"explore-worker-{i}")
-                p.start()
+                with sigint_ignored():
+                    p.start()
                 self.procs.append(p)
         finally:
             if old is None:
@@ -160,10 +182,11 @@ class Pool:
             yield w, res
 
     def close(self) -> None:
-        for q in self.tasks:
-            q.put(None)
-        for p in self.procs:
-            p.join(10)
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
+        with sigint_ignored():
+            for q in self.tasks:
+                q.put(None)
+            for p in self.procs:
+                p.join(10)
+                if p.is_alive():
+                    p.terminate()
+                    p.join(5)

@@ -6,9 +6,10 @@ invariant, a liveness problem or a livelock was proved: a finding about LNet or 
 checker), or it *errored* (an exception stopped it before a verdict: a bad topology, a
 crash of the engine or the simulator, a worker lost). Errors are counted apart from failures
 and never pass for either; any error or failure makes the run exit non-zero
-(``Report.exit_status``). With ``--check-determinism`` only seeds whose two runs both ran to
-the end are compared, and the determinism line says over how many: "0 mismatches" over no
-compared seed is never printed. The speed figures (x real time, seeds per hour, virtual time
+(``Report.exit_status``; a Ctrl-C: 130, after the summary of the seeds that finished).
+With ``--check-determinism`` only seeds whose two runs both ran to the end are compared,
+and the determinism line says over how many: "0 mismatches" over no compared seed is never
+printed. The speed figures (x real time, seeds per hour, virtual time
 per seed) count completed seeds only: an error that took no time must not raise the rate.
 """
 
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 Say = Callable[[str], None]
+#: the exit status of a run Ctrl-C stopped (128 + SIGINT, as a shell reports it)
+INTERRUPTED = 130
 
 
 @dataclass
@@ -73,8 +76,22 @@ class Report:
                 "virtual_per_seed": self.virtual / n if n else 0.0}
 
     def exit_status(self) -> int:
-        """0 only when every seed ran to the end and passed (and matched, when compared)."""
-        return 1 if self.errors or self.failures or self.mismatches or self.interrupted else 0
+        """0 only when every seed ran to the end and passed (and matched, when compared);
+        130 (a shell's SIGINT status) when Ctrl-C left seeds without a verdict."""
+        if self.interrupted:
+            return INTERRUPTED
+        return 1 if self.errors or self.failures or self.mismatches else 0
+
+
+def ranges(seeds: list[int]) -> str:
+    """Sorted seeds as ``0-3, 5, 7-9``."""
+    runs: list[list[int]] = []
+    for s in seeds:
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def show(res: dict[str, Any], topology: str, planted: str | None, quiet: bool,
@@ -122,7 +139,8 @@ def summary(rep: Report, det: bool, time_s: float, say: Say) -> None:
         + (f" ({by})" if by else "")
         + f", {len(errs)} errored (no verdict)")
     if rep.interrupted:
-        say(f"INTERRUPTED: {rep.interrupted} seed(s) left without a verdict")
+        say(f"INTERRUPTED: {rep.interrupted} seed(s) left without a verdict; seeds with "
+            f"one: {ranges(sorted(rep.results)) or 'none'}")
     if errs and len(errs) == n:
         say(f"ERROR: every seed errored before a verdict: nothing was explored (first: "
             f"{errs[0]['error']})")

@@ -58,7 +58,9 @@ class O2ibSim:
             return None
         lnd = self.lnds.get(name)
         if lnd is None or self._engine_of.get(name) is not eng:
-            lnd = self.lnds[name] = O2ibLND(incarnation=eng.incarnation)
+            for key in [k for k in self.ends if lnd and k[0] == name]:  # a restarted
+                self.ends.pop(self.ends.pop(key, key), None)  # node's QPs died: its new
+            lnd = self.lnds[name] = O2ibLND(incarnation=eng.incarnation)  # LND reuses ids
             self._engine_of[name] = eng
         for ni in eng.local_nis():
             if is_o2ib(ni.nid) and ni.nid not in lnd.nets:

@@ -142,3 +142,77 @@ def test_a_task_carries_its_topology_so_a_worker_needs_no_copy_of_the_file() -> 
     assert res["ok"] and res["events"] > 0, res.get("violation")
     with pytest.raises(Exception, match="No such file"):
         pool.run_task(stream.Job("nowhere/mr-routers.yaml", 20.0, None, False).task(3))
+
+
+#: ``testbed explore`` as a terminal runs it: SIGINT raises KeyboardInterrupt even when the
+#: test runner was started with SIGINT ignored (a background job of a shell)
+_AS_ON_A_TERMINAL = ("import signal, sys; signal.signal(signal.SIGINT, "
+                     "signal.default_int_handler); from testbed.cli import main; "
+                     "sys.exit(main(sys.argv[1:]))")
+
+
+def _sigint_ignored(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGINT (its SigIgn mask in /proc)."""
+    import signal
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGINT - 1) & 1)
+    return False
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """Processes still in process group ``pgid``."""
+    alive = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                alive.append(int(d.name))
+    return alive
+
+
+def test_ctrl_c_under_dask_stops_cleanly_with_the_summary_of_the_finished_seeds() -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a
+    LocalCluster runs seeds: no traceback from the caller, the scheduler or the workers
+    (they ignore SIGINT: ``pool.sigint_ignored``; the caller shuts them down), the summary
+    of the seeds that finished with their numbers, exit 130, no process of the run left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("distributed")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _AS_ON_A_TERMINAL, "explore", "default", "--seeds", "200",
+         "--cluster", "local:2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    out: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the first verdict: the workers run seeds
+            out.append(line)
+            if line.startswith(("  ok (", "  FAIL (")):
+                break
+        workers = [p for p in _group_alive(proc.pid) if p != proc.pid]
+        assert len(workers) >= 2 and all(_sigint_ignored(p) for p in workers)
+        assert not _sigint_ignored(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = "".join(out) + rest
+    assert proc.returncode == 130, (text, err)
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert "INTERRUPTED: " in text and "seed(s) left without a verdict; seeds with one: " \
+        in text, text
+    assert any(line.startswith("summary: ") for line in text.splitlines()), text
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _group_alive(proc.pid) == []

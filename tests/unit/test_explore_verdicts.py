@@ -168,8 +168,13 @@ def test_an_interrupt_still_prints_what_finished_and_fails_the_run(
     # interrupts before seed 1's result is taken)
     assert sorted(rep.results) == [0] and rep.interrupted == 3
     assert "summary: 1 seeds, 1 ok, 0 failed, 0 errored (no verdict)" in lines
-    assert "INTERRUPTED: 3 seed(s) left without a verdict" in lines
-    assert rep.exit_status() == 1
+    assert "INTERRUPTED: 3 seed(s) left without a verdict; seeds with one: 0" in lines
+    assert rep.exit_status() == 130
+
+
+def test_seed_ranges_are_compact() -> None:
+    assert verdicts.ranges([0, 1, 2, 3, 5, 7, 8, 9]) == "0-3, 5, 7-9"
+    assert verdicts.ranges([]) == ""
 
 
 def test_rates_count_completed_seeds_only() -> None:

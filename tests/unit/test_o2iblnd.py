@@ -13,8 +13,8 @@ from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from nodes.o2ib import ibfaults, vwire
 from nodes.o2ib import msg as M
-from nodes.o2ib.kibtx import O2ibTunables, TunableError
-from nodes.o2ib.o2iblnd import IMMEDIATE_MAX
+from nodes.o2ib.kibtx import Connect, ConnState, O2ibTunables, Output, TunableError, TxDone
+from nodes.o2ib.o2iblnd import IMMEDIATE_MAX, RDMA_RESOLVE_TIMEOUT, O2ibLND
 
 A, B = "10.0.0.1@o2ib", "10.0.0.2@o2ib"
 BIG = bytes(range(256)) * 4096  # 1 MiB
@@ -308,6 +308,69 @@ def test_port_down_flushes_and_closes() -> None:
     b.feed("a", ibfaults.port_down(b.nodes["a"].lnd, NID.parse(A)))
     assert b.nodes["a"].done[-1].hstatus is HStatus.REMOTE_DROPPED
     assert not b.nodes["a"].lnd.peers[(NID.parse(A), NID.parse(B))].conns
+
+
+def _unanswered_connect(lnd: O2ibLND) -> list[Output]:
+    """A PUT from A to B whose connect is never answered (the sim's UNANSWERED path: no
+    stream event ever comes back): its outputs, a Connect and nothing else."""
+    outs = lnd.send(1, NID.parse(A), NID.parse(B), put_hdr(A, B, 1), b"x", 0.0)
+    assert [type(o) for o in outs] == [Connect]
+    return outs
+
+
+def test_kiblnd_peer_connect_failed_on_addr_error_of_an_unanswered_resolve() -> None:
+    """rdma_resolve_addr(..., RDMA_RESOLVE_TIMEOUT) unanswered: RDMA_CM_EVENT_ADDR_ERROR,
+    kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH) (o2iblnd_cb.c kiblnd_cm_callback):
+    the tx fails NETWORK_TIMEOUT, ``connecting`` drops, and the next tx connects again.
+    Found by explore on o2ib-tcp-routers (seed 20: the peer stayed "connecting" for ever,
+    every later tx to the router timed out in the queue, the route never came back up)."""
+    lnd = pair().nodes["a"].lnd
+    _unanswered_connect(lnd)
+    assert not [o for o in lnd.handle_timer(RDMA_RESOLVE_TIMEOUT - 0.5) if type(o) is TxDone]
+    outs = lnd.handle_timer(RDMA_RESOLVE_TIMEOUT)
+    assert [(o.rc, o.hstatus) for o in outs if type(o) is TxDone] == [
+        (-113, HStatus.NETWORK_TIMEOUT)]
+    assert lnd.peers[(NID.parse(A), NID.parse(B))].connecting == 0
+    again = lnd.send(2, NID.parse(A), NID.parse(B), put_hdr(A, B, 1), b"y",
+                     RDMA_RESOLVE_TIMEOUT + 1)
+    assert [type(o) for o in again] == [Connect]
+
+
+def test_port_down_while_resolving_is_kiblnd_peer_connect_failed_active() -> None:
+    """IB_EVENT_PORT_ERR while an active connect still resolves (no conn yet in o2iblnd):
+    ADDR_ERROR, kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH), not
+    kiblnd_connreq_done (which counts a conn not ACTIVE_CONNECT as passive and left
+    ``connecting`` at 1 for ever). Found by explore on o2ib-tcp-routers (seed 30: c1's ib0
+    carrier loss while it connected to r1; r1 stayed unreachable from c1 after the heal)."""
+    lnd = pair().nodes["a"].lnd
+    _unanswered_connect(lnd)
+    outs = ibfaults.port_down(lnd, NID.parse(A))
+    assert [(o.rc, o.hstatus) for o in outs if type(o) is TxDone] == [
+        (-113, HStatus.NETWORK_TIMEOUT)]
+    assert lnd.peers[(NID.parse(A), NID.parse(B))].connecting == 0
+    assert lnd.resolving == {}
+    again = lnd.send(2, NID.parse(A), NID.parse(B), put_hdr(A, B, 1), b"y", 1.0)
+    assert [type(o) for o in again] == [Connect]
+
+
+def test_a_cm_protocol_error_during_connect_is_kiblnd_connreq_done() -> None:
+    """A CM packet the connecting cm_id cannot take (here a DREQ while its REQ is
+    unanswered) ends the connect through kiblnd_connreq_done(conn, error) ->
+    kiblnd_peer_connect_failed: ``connecting`` drops and the next tx connects again.
+    Dropping the conn without it left the peer "connecting" for ever, and once the passive
+    conn that came instead closed, nothing reconnected. Found by explore on
+    o2ib-tcp-routers (seed 12: c2's route via r1 down for good after the heal)."""
+    b = pair()
+    b.held = True
+    b.send("a", 1, B, put_hdr(A, B, 1), b"x")
+    lnd = b.nodes["a"].lnd
+    [stream] = [s for s, c in lnd.streams.items() if c.state is ConnState.ACTIVE_CONNECT]
+    outs = lnd.receive(stream, vwire.pack(vwire.Packet(vwire.Kind.CM_DREQ, (), b"")), b.now)
+    assert len(lnd.errors) == 1 and stream not in lnd.streams
+    assert lnd.peers[(NID.parse(A), NID.parse(B))].connecting == 0
+    assert [o.tx_id for o in outs if type(o) is TxDone] == [1]
+    again = lnd.send(2, NID.parse(A), NID.parse(B), put_hdr(A, B, 1), b"y", b.now + 1)
+    assert Connect in [type(o) for o in again]
 
 
 # --- bad input ---------------------------------------------------------------------------------

@@ -107,3 +107,21 @@ def test_o2ib_tcp_routers_routes_up_and_traffic_through_both(routed: SimTestbed)
     assert counts(tb, "c1")["PUT_REQ"] >= 20
     gw = {str(k[1]) for k in tb.fabric.o2ib.lnds["c1"].peers}
     assert gw == {"10.40.0.3@o2ib", "10.40.0.4@o2ib"}
+
+
+def test_a_restarted_node_s_new_streams_do_not_take_its_old_streams_bytes(
+        pair: SimTestbed) -> None:
+    """A restarted node's new o2iblnd numbers its streams from 1 again: the stream map must
+    forget the old incarnation's streams (its QPs died with it), else the peer's old
+    connection (its DREQ when it closes it) lands in the new connect, whose CM then refused
+    it ("DREQ received in state idle") and left the peer connecting for ever. Found by
+    explore on o2ib-tcp-routers (seeds 4, 15: c1 killed, its route via r1 down for good)."""
+    tb = pair
+    assert tb.node("c1").lnetctl_yaml(f"ping {S1_IB}")["ping"][0]["peer_ni"] == [{"nid": S1_IB}]
+    assert tb.fabric.o2ib.ends  # c1's stream to s1
+    tb.restart("c1")
+    assert tb.node("c1").put(S1_IB, count=2, size=8)["completed"] == 2
+    ends = tb.fabric.o2ib.ends
+    assert any(k[0] == "c1" for k in ends)
+    assert all(ends.get(v) == k for k, v in ends.items())  # every stream pairs both ways
+    assert tb.fabric.o2ib.lnds["c1"].errors == []
