@@ -83,7 +83,8 @@ class NodeRuntime:
                            on_batch=self._on_batch, incarnation=self.incarnation, port=port)
         #: o2iblnd (nodes/o2ib/o2ibio.py) for the NIs of ``o2ib`` nets, on ``ib*`` interfaces
         self.o2ib = O2ibIO(incarnation=self.incarnation, on_rx=self._on_o2ib_rx,
-                           on_tx_done=self._on_tx_done, on_notify=self._on_notify)
+                           on_tx_done=self._on_tx_done, on_notify=self._on_notify,
+                           on_batch=self._on_batch)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # when ``_timer`` fires (while it is not None)
         self._batch_now: float | None = None  # the clock at the start of an LND batch
@@ -189,8 +190,9 @@ class NodeRuntime:
             return
         self.lnd.send(act.tx_id, act.ni, act.lpni, act.hdr, act.payload)
 
-    def _on_o2ib_rx(self, ni: NID, peer: NID, hdr: Any, payload: bytes) -> None:
-        self.driver.receive(MessageReceived(ni=ni, peer_nid=peer, hdr=hdr, payload=payload))
+    def _on_o2ib_rx(self, ni: NID, peer: NID, hdr: Any, payload: bytes | memoryview) -> None:
+        self.driver.receive(MessageReceived(ni=ni, peer_nid=peer, hdr=hdr, payload=payload),
+                            self._batch_now)
 
     def _arm_timer(self, deadline: float | None) -> None:
         """The loop timer at the engine's earliest deadline. A timer already armed at or

@@ -110,7 +110,7 @@ class Tx:
     status: int = 0
     hstatus: HStatus = HStatus.OK
     deadline: float = 0.0
-    payload: bytes = b""  # PUT/REPLY source of the RDMA
+    payload: bytes | memoryview = b""  # PUT/REPLY source of the RDMA (LNet's, not copied)
     rdma: RdmaDesc | None = None  # PUT_DONE/GET_DONE: where the RDMA writes
     sink: MemoryRegion | None = None  # PUT_ACK / GET_REQ: the registered sink
     deliver: LNetHdr | None = None  # PUT_ACK / GET_REQ: the message to hand to LNet
@@ -171,8 +171,11 @@ class Connect:
 
 @dataclass(frozen=True, slots=True)
 class Write:
+    """``data`` then ``tail`` (a large RDMA body, written as it is: not joined) on ``stream``."""
+
     stream: int
     data: bytes
+    tail: bytes | memoryview = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,7 @@ class Deliver:
     ni: NID
     peer: NID
     hdr: LNetHdr
-    payload: bytes
+    payload: bytes | memoryview
 
 
 @dataclass(frozen=True, slots=True)

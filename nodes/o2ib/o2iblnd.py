@@ -111,8 +111,8 @@ class O2ibLND:
         self._cookie += 1
         return self._cookie
 
-    def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr, payload: bytes,
-             now: float) -> list[Output]:
+    def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr,
+             payload: bytes | memoryview, now: float) -> list[Output]:
         """``kiblnd_send``: choose IMMEDIATE, PUT_REQ or GET_REQ, launch to ``peer``."""
         self.now = now
         net = self.nets.get(ni)
@@ -134,14 +134,14 @@ class O2ibLND:
         elif hdr.type in (MsgType.PUT, MsgType.REPLY) and len(payload) > IMMEDIATE_MAX:
             cookie = self._new_cookie()
             tx = Tx(M.MsgType.PUT_REQ, M.PutReq(hdr=hdr, cookie=cookie), lnet_tx=tx_id,
-                    cookie=cookie, waiting=True, payload=bytes(payload))
+                    cookie=cookie, waiting=True, payload=payload)  # the MD's, mapped
         else:
             tx = Tx(M.MsgType.IMMEDIATE, M.Immediate(hdr=hdr, payload=bytes(payload)),
                     lnet_tx=tx_id)
         self._launch(ni, peer, tx)
         return self.drain()
 
-    def _reply(self, p: Peer, tx_id: int, hdr: LNetHdr, payload: bytes) -> bool:
+    def _reply(self, p: Peer, tx_id: int, hdr: LNetHdr, payload: bytes | memoryview) -> bool:
         """``kiblnd_reply``: the REPLY to a GET_REQ is an RDMA WRITE + GET_DONE."""
         key = (hdr.wmd.interface_cookie, hdr.wmd.object_cookie)
         for c in p.conns:
@@ -154,7 +154,7 @@ class O2ibLND:
                            lnet_tx=tx_id, status=-5, hstatus=HStatus.LOCAL_ERROR))
             else:
                 tx = Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=len(payload)),
-                        rdma=rd, payload=bytes(payload))
+                        rdma=rd, payload=payload)
                 if payload:
                     tx.lnet_tx = tx_id
                 else:  # no RDMA: LNet's REPLY completes now
@@ -268,17 +268,33 @@ class O2ibLND:
         self.listening[stream] = CmId(QueuePair(self.pd), active=False)
         return self.drain()
 
-    def receive(self, stream: int, data: bytes, now: float) -> list[Output]:
+    def receive(self, stream: int, data: bytes | memoryview, now: float) -> list[Output]:
         """Bytes from the stream: CM messages and RC packets."""
+        return self._receive(stream, data, 0, now)
+
+    def rx_buffer(self, stream: int) -> memoryview | None:
+        """Where ``stream``'s next bytes go, for a socket's ``recv_into`` (None: an unknown
+        or failed stream, whose bytes go to ``receive``)."""
+        c = self.streams.get(stream)
+        cm = c.cm if c is not None else self.listening.get(stream)
+        return cm.rx_buffer() if cm is not None else None
+
+    def received(self, stream: int, n: int, now: float) -> list[Output]:
+        """``n`` bytes were written into ``rx_buffer(stream)``: as ``receive``."""
+        return self._receive(stream, None, n, now)
+
+    def _receive(self, stream: int, data: bytes | memoryview | None, n: int,
+                 now: float) -> list[Output]:
         self.now = now
         c = self.streams.get(stream)
         if c is None:
             if stream in self.listening:
-                passive.listen_receive(self, stream, data)
+                passive.listen_receive(self, stream, data, n)
             return self.drain()
         c.now = now
         try:
-            acts = c.cm.receive_data(data, now)
+            acts = (c.cm.receive_data(data, now) if data is not None
+                    else c.cm.receive_into(n, now))
         except WireProtocolError as e:
             self._protocol_error(c, str(e))
             return self.drain()
@@ -357,6 +373,7 @@ class O2ibLND:
         return self.drain()
 
     def _check_conns(self, now: float) -> None:
+        self.pd.pool.trim()  # an idle LND gives its bulk buffers back
         self._expire_gets(now, min(n.tun.timeout for n in self.nets.values()) / 2
                           if self.nets else 0.0)
         for p in list(self.peers.values()):

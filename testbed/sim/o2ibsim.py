@@ -160,7 +160,8 @@ class O2ibSim:
             return
         t = max(fab.now + self._lat.get(key, fab.latency), self._last.get(key, 0.0))
         self._last[key] = t
-        fab._at(t, functools.partial(self._arrive, name, peer, o.data))
+        data = o.data + bytes(o.tail) if o.tail else o.data  # head + large body, one arrival
+        fab._at(t, functools.partial(self._arrive, name, peer, data))
 
     def _arrive(self, src: str, peer: tuple[str, int], data: bytes) -> None:
         """Bytes reach ``peer`` unless the path failed in flight or its node is gone."""
