@@ -151,7 +151,7 @@ class Peer:
     queue_depth: int = 0
     max_frags: int = IBLND_MAX_RDMA_FRAGS
     error: int = 0
-    next_conn: int = 0
+    next_conn: Conn | None = None  # ibp_next_conn: the connection used last
 
 
 def oob_msgs(version: int) -> int:

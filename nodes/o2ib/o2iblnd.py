@@ -68,6 +68,17 @@ class _Net:
     stamp: int
 
 
+def get_conn(p: Peer) -> Conn:
+    """``kiblnd_get_conn_locked``: round robin over the peer's connections (conns_per_peer),
+    the one after the connection used last, the first after the last one or none."""
+    conns = p.conns
+    last = p.next_conn
+    i = conns.index(last) + 1 if last is not None and last in conns else 0
+    c = conns[i] if i < len(conns) else conns[0]
+    p.next_conn = c
+    return c
+
+
 class O2ibLND:
     """One node's o2iblnd. ``incarnation``: the nets' stamp (``ibn_incarnation``)."""
 
@@ -189,18 +200,19 @@ class O2ibLND:
         """``kiblnd_launch_tx``."""
         p = self.peers.get((ni, nid))
         if p is not None and p.conns:
-            c = p.conns[p.next_conn % len(p.conns)]
-            p.next_conn += 1
+            c = get_conn(p)
             c.now = self.now
             c.queue(tx)
             c.check_sends()
             return
+        tun = self.nets[ni].tun
+        tx.deadline = self.now + tun.timeout
         if p is None:
             p = self.peers[(ni, nid)] = Peer(ni, nid)
-        tx.deadline = self.now + self.nets[ni].tun.timeout
         p.tx_queue.append(tx)
         if not (p.connecting or p.accepting or p.reconnecting):
-            self._connect_peer(p)
+            for _ in range(tun.conns_per_peer):  # a brand new peer: all its connections
+                self._connect_peer(p)
 
     # --- connection setup ----------------------------------------------------------------------
     def _connect_peer(self, p: Peer) -> None:
@@ -340,6 +352,8 @@ class O2ibLND:
         if error:
             _log.warning("o2iblnd: closing conn to %s: error %d", c.peer, error)
         if p is not None and c in p.conns:
+            if p.next_conn is c:  # kiblnd_close_conn_locked
+                p.next_conn = None
             p.conns.remove(c)
             if not p.conns and error:
                 p.error = error
