@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from nodes.daemon import etchosts
 from nodes.daemon.ifaddr import interface_ipv4, interface_ipv6, interface_up
-from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
+from nodes.lnet.errors import EINVAL, ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, O2IBLND
+from nodes.o2ib.kibtx import O2ibTunables, TunableError
 
 if TYPE_CHECKING:
     from nodes.lnet.engine import LNetEngine
@@ -108,6 +109,33 @@ def set_ni_lnd_tunables(rt: Any, nid: NID, conns_per_peer: int, tos: int) -> Non
         lnd_set = getattr(getattr(rt, "lnd", None), "set_conns_per_peer", None)
         if lnd_set is not None:  # the daemon's socklnd (ksocknal_tunables_setup)
             lnd_set(nid, conns_per_peer)
+
+
+def set_o2ib_tunables(rt: Any, nid: NID, given: tuple[str, ...]) -> None:
+    """An o2ib NI's tunables after ``net add`` (``kiblnd_tunables_setup``): the net's
+    ``peer_credits``/``credits``, its ``conns_per_peer`` and the ``lnd tunables`` given
+    (``key=value``), clamped; kept on the NI for ``net show -v`` and handed to the daemon's
+    o2iblnd (connections made from then on; the simulator's reads them from the NI)."""
+    ni = rt.engine.ni_by_nid(nid)
+    if ni is None or nid.net.lnd != O2IBLND:
+        return  # o2iblnd's keys on another net: lnetctl ignores them
+    lnd: dict[str, int] = {"conns_per_peer": ni.conns_per_peer}
+    for item in given:
+        key, _, value = item.partition("=")
+        try:
+            lnd[key] = int(value)
+        except ValueError:
+            raise LNetConfigError(-EINVAL, f"lnd tunables: {key}: not a number: "
+                                           f"{value!r}") from None
+    t = ni.net.tunables
+    try:
+        tun = O2ibTunables.for_ni(t.peer_credits, t.credits, lnd)
+    except TunableError as e:
+        raise LNetConfigError(-EINVAL, f"cannot add network: {e}") from None
+    ni.lnd_o2ib, ni.conns_per_peer = tun.lnetctl(), tun.conns_per_peer
+    o2ib = getattr(rt, "o2ib", None)
+    if o2ib is not None and o2ib.has(nid):
+        o2ib.lnd.set_tunables(nid, tun)
 
 
 def tos_supported() -> bool:

@@ -105,6 +105,13 @@ class O2ibLND:
     def startup_ni(self, ni: NID, tun: O2ibTunables | None = None) -> None:
         self.nets[ni] = _Net(tun or O2ibTunables.from_params({}), self.incarnation)
 
+    def set_tunables(self, ni: NID, tun: O2ibTunables) -> None:
+        """The NI's tunables (``lnetctl net add``, ``lnd tunables:``): connections made from
+        now on use them (a connection keeps the queue depth it negotiated)."""
+        net = self.nets.get(ni)
+        if net is not None:
+            net.tun = tun
+
     def shutdown_ni(self, ni: NID, now: float) -> list[Output]:
         """``kiblnd_shutdown``: every connection of ``ni`` closed, queued txs aborted."""
         self.now = now

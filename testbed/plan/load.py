@@ -204,7 +204,8 @@ def _node_plan(doc: _Doc, node: _NodeIn, top: dict[str, _Tunable],
         count[kind] += 1
         ifaces.append(IfacePlan(name, seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
                                 iface.numa, seg.ip6_of(iface.ip),
-                                seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4))
+                                seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4,
+                                seg.tunables, seg.lnd_tunables))
     return NodePlan(node.name, tuple(ifaces),
                     _merge_tunables(doc, top, node.tunables) + tuple(node.router),
                     tuple(p for p, _, _ in node.peers),
