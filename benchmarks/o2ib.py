@@ -12,9 +12,11 @@ addresses, port 987; docs/o2ib.md), and measures, ``--runs`` times each, alterna
   GET_DONE -ENODATA, as the kernel does, so ``lst`` counts them as errors);
 * 8 B message rate: c1 PUTs ``--small`` messages of 8 bytes (64 in flight), messages/s.
 
-``--what put,rate`` measures only those figures; ``--profile DIR`` records both daemons of each
-testbed with py-spy during one extra 1 MiB PUT run and one extra 8 B run (raw stacks and
-summaries in DIR, o2iblnd's frames counted as ``o2ib``).
+``--what put,rate`` measures only those figures; ``--peer-credits N`` gives both nets that
+``peer_credits`` (the LNet peer credits and, on o2ib, the queue depth; default 8);
+``--profile DIR`` records both daemons of each testbed with py-spy during one extra 1 MiB PUT
+run and one extra 8 B run (raw stacks and summaries in DIR, o2iblnd's frames counted as
+``o2ib``).
 
 Targets (issue 28): each o2ib median >= 0.9 of socklnd's. (Two nets on one pair of nodes
 would share the daemons; and lst's stop then counts the server's in-flight RPCs as
@@ -44,9 +46,10 @@ lb.AREAS = (("o2ib", "nodes/o2ib/"), *lb.AREAS)  # the profile summaries' o2ibln
 NIDS = {"socklnd": "10.62.0.2@tcp", "o2iblnd": "10.63.0.2@o2ib"}
 
 
-def topology(name: str, net: str, subnet: str) -> str:
+def topology(name: str, net: str, subnet: str, peer_credits: int = 0) -> str:
+    tun = f", tunables: {{peer_credits: {peer_credits}}}" if peer_credits else ""
     return (f"name: {name}\nglobal: {{transaction_timeout: 50, retry_count: 2}}\n"
-            f"networks:\n  rail: {{lnet: {net}, subnet: {subnet}}}\n"
+            f"networks:\n  rail: {{lnet: {net}, subnet: {subnet}{tun}}}\n"
             "nodes:\n  c1: {interfaces: [rail], peers: [s1]}\n"
             "  s1: {interfaces: [rail], peers: [c1]}\n")
 
@@ -88,6 +91,8 @@ def main() -> int:
     p.add_argument("--small", type=int, default=5000, help="8-byte PUTs per run")
     p.add_argument("--loop", type=int, default=500, help="lst brw iterations per run")
     p.add_argument("--what", default="put,brw,rate", help="figures to measure (put,brw,rate)")
+    p.add_argument("--peer-credits", type=int, default=0,
+                   help="both nets' peer_credits (0: the default, 8)")
     args = p.parse_args()
     import testbed as tbapi
 
@@ -97,7 +102,7 @@ def main() -> int:
                                  ("o2iblnd", "o2ib", "10.63.0.0/24")):
             name = f"o2iblnd{uuid.uuid4().hex[:5]}"
             path = Path(tmp) / f"{name}.yaml"
-            path.write_text(topology(name, net, subnet))
+            path.write_text(topology(name, net, subnet, args.peer_credits))
             tbs[lnd] = tbapi.up(path, name=name)
     try:
         res: dict[str, dict[str, list[float]]] = {k: {"put": [], "brw": [], "rate": []}

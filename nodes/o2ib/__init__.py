@@ -1,4 +1,3 @@
-"""o2iblnd emulation (issue 28): the kib_msg codec and a sans-I/O emulated verbs layer.
-
-In progress: not yet selected by the engine for ``o2ib`` nets (docs/o2ib.md).
+"""o2iblnd emulation (issue 28): the kib_msg codec, a sans-I/O emulated verbs layer and the
+LND on it, run for the NIs of ``o2ib`` nets (docs/o2ib.md).
 """
