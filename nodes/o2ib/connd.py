@@ -7,12 +7,14 @@ more fragments, a message size that fits, our NID and stamp); ``rejected`` and
 with the reject's version, queue depth or fragment count, while txs wait and no accept is in
 progress); ``connreq_done`` is ``kiblnd_connreq_done`` (the peer's waiting txs go on the new
 connection; a new incarnation closes the stale ones) and ``peer_connect_failed`` fails the
-waiting txs with the hstatus o2iblnd gives the error.
+waiting txs with the hstatus o2iblnd gives the error; ``check_conns`` is
+``kiblnd_check_conns`` (timeouts, NOOPs owed) and ``get_conn`` ``kiblnd_get_conn_locked``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import TYPE_CHECKING
 
 from nodes.lnet.errors import WireProtocolError
@@ -183,3 +185,39 @@ def peer_connect_failed(lnd: O2ibLND, p: Peer, active: bool, error: int) -> None
         p.error = error
         lnd._txlist_done(p.tx_queue, error, hs)
     lnd._peer_notify(p)
+
+
+def check_conns(lnd: O2ibLND, now: float) -> None:
+    """``kiblnd_check_conns`` (connd, once a second): txs waiting for a connection past their
+    deadline fail -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx past its deadline
+    closes -ETIMEDOUT; a NOOP owed is sent; a peer left with nothing is forgotten."""
+    lnd.pd.pool.trim()  # an idle LND gives its bulk buffers back
+    lnd._expire_gets(now, min(n.tun.timeout for n in lnd.nets.values()) / 2
+                     if lnd.nets else 0.0)
+    for p in list(lnd.peers.values()):
+        late = [tx for tx in p.tx_queue if tx.deadline <= now]
+        if late:
+            for tx in late:
+                p.tx_queue.remove(tx)
+            lnd._txlist_done(deque(late), -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+        for c in list(p.conns):
+            c.now = now
+            if c.timed_out(now):
+                _log.error("o2iblnd: timed out RDMA with %s", c.peer)
+                lnd._close(c, -ETIMEDOUT)
+            elif c.need_noop():
+                c.check_sends()
+        if not p.conns and not p.tx_queue and not (p.connecting or p.accepting
+                                                   or p.reconnecting):
+            del lnd.peers[(p.ni, p.nid)]
+
+
+def get_conn(p: Peer) -> Conn:
+    """``kiblnd_get_conn_locked``: round robin over the peer's connections (conns_per_peer),
+    the one after the connection used last, the first after the last one or none."""
+    conns = p.conns
+    last = p.next_conn
+    i = conns.index(last) + 1 if last is not None and last in conns else 0
+    c = conns[i] if i < len(conns) else conns[0]
+    p.next_conn = c
+    return c

@@ -21,10 +21,10 @@ Theory of operation (STYLE rules 1, 2; behaviour of lnet/klnds/o2iblnd/o2iblnd_c
   not routed whose reply sink is too big for IMMEDIATE is GET_REQ (the sink's key) → the
   peer's RDMA WRITE + GET_DONE, and the REPLY is made here (``lnet_create_reply_msg``).
   Credits and queues are ``conn.py``'s.
-* **Timeouts** (``kiblnd_check_conns``, once a second): a tx waiting for a connection past
-  ``timeout`` fails -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx past its
-  deadline closes with -ETIMEDOUT; a CM REQ unanswered for max(5 s, ``timeout``/4) fails
-  -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED).
+* **Timeouts** (``kiblnd_check_conns`` in connd.py, once a second): a tx waiting for a
+  connection past ``timeout`` fails -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx
+  past its deadline closes with -ETIMEDOUT; a CM REQ unanswered for max(5 s,
+  ``timeout``/4) fails -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from nodes.lnet.nid import NID
 from nodes.o2ib import connd, passive
 from nodes.o2ib import msg as M
 from nodes.o2ib.cm import CmId
-from nodes.o2ib.conn import ECONNABORTED, ETIMEDOUT, Conn
+from nodes.o2ib.conn import ECONNABORTED, Conn
 from nodes.o2ib.kibtx import (
     ACK_TIMEOUT,
     Close,
@@ -66,17 +66,6 @@ IMMEDIATE_MAX: Final = M.IBLND_MSG_SIZE - M.KIB_MSG_HEAD - LNET_HDR_SIZE
 class _Net:
     tun: O2ibTunables
     stamp: int
-
-
-def get_conn(p: Peer) -> Conn:
-    """``kiblnd_get_conn_locked``: round robin over the peer's connections (conns_per_peer),
-    the one after the connection used last, the first after the last one or none."""
-    conns = p.conns
-    last = p.next_conn
-    i = conns.index(last) + 1 if last is not None and last in conns else 0
-    c = conns[i] if i < len(conns) else conns[0]
-    p.next_conn = c
-    return c
 
 
 class O2ibLND:
@@ -207,7 +196,7 @@ class O2ibLND:
         """``kiblnd_launch_tx``."""
         p = self.peers.get((ni, nid))
         if p is not None and p.conns:
-            c = get_conn(p)
+            c = connd.get_conn(p)
             c.now = self.now
             c.queue(tx)
             c.check_sends()
@@ -390,29 +379,8 @@ class O2ibLND:
                 connd.events(self, c)
         if self._tick is not None and now >= self._tick:
             self._tick = now + 1.0
-            self._check_conns(now)
+            connd.check_conns(self, now)
         return self.drain()
-
-    def _check_conns(self, now: float) -> None:
-        self.pd.pool.trim()  # an idle LND gives its bulk buffers back
-        self._expire_gets(now, min(n.tun.timeout for n in self.nets.values()) / 2
-                          if self.nets else 0.0)
-        for p in list(self.peers.values()):
-            late = [tx for tx in p.tx_queue if tx.deadline <= now]
-            if late:
-                for tx in late:
-                    p.tx_queue.remove(tx)
-                self._txlist_done(deque(late), -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
-            for c in list(p.conns):
-                c.now = now
-                if c.timed_out(now):
-                    _log.error("o2iblnd: timed out RDMA with %s", c.peer)
-                    self._close(c, -ETIMEDOUT)
-                elif c.need_noop():
-                    c.check_sends()
-            if not p.conns and not p.tx_queue and not (p.connecting or p.accepting
-                                                       or p.reconnecting):
-                del self.peers[(p.ni, p.nid)]
 
     def drain(self) -> list[Output]:
         out = list(self.out)

@@ -9,7 +9,7 @@ from o2ibpair import Bench, put_hdr
 
 from nodes.o2ib import msg as M
 from nodes.o2ib import vwire
-from nodes.o2ib.o2iblnd import get_conn
+from nodes.o2ib.connd import get_conn
 
 A, B = "10.0.0.1@o2ib", "10.0.0.2@o2ib"
 
