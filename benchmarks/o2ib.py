@@ -12,16 +12,24 @@ addresses, port 987; docs/o2ib.md), and measures, ``--runs`` times each, alterna
   GET_DONE -ENODATA, as the kernel does, so ``lst`` counts them as errors);
 * 8 B message rate: c1 PUTs ``--small`` messages of 8 bytes (64 in flight), messages/s.
 
+``--what put,rate`` measures only those figures; ``--peer-credits N`` gives both nets that
+``peer_credits`` (the LNet peer credits and, on o2ib, the queue depth; default 8);
+``--profile DIR`` records both daemons of each testbed with py-spy during one extra 1 MiB PUT
+run and one extra 8 B run (raw stacks and summaries in DIR, o2iblnd's frames counted as
+``o2ib``).
+
 Targets (issue 28): each o2ib median >= 0.9 of socklnd's. (Two nets on one pair of nodes
 would share the daemons; and lst's stop then counts the server's in-flight RPCs as
 dropped.) Run as root:
 
     .venv/bin/python benchmarks/o2ib.py [--runs 3] [--count 300] [--loop 500] [--small 5000]
+        [--what put,brw,rate] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -33,12 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lnd_bench as lb
 
+lb.AREAS = (("o2ib", "nodes/o2ib/"), *lb.AREAS)  # the profile summaries' o2iblnd share
+
 NIDS = {"socklnd": "10.62.0.2@tcp", "o2iblnd": "10.63.0.2@o2ib"}
 
 
-def topology(name: str, net: str, subnet: str) -> str:
+def topology(name: str, net: str, subnet: str, peer_credits: int = 0) -> str:
+    tun = f", tunables: {{peer_credits: {peer_credits}}}" if peer_credits else ""
     return (f"name: {name}\nglobal: {{transaction_timeout: 50, retry_count: 2}}\n"
-            f"networks:\n  rail: {{lnet: {net}, subnet: {subnet}}}\n"
+            f"networks:\n  rail: {{lnet: {net}, subnet: {subnet}{tun}}}\n"
             "nodes:\n  c1: {interfaces: [rail], peers: [s1]}\n"
             "  s1: {interfaces: [rail], peers: [c1]}\n")
 
@@ -79,6 +90,9 @@ def main() -> int:
     p.add_argument("--count", type=int, default=300, help="1 MiB PUTs per run")
     p.add_argument("--small", type=int, default=5000, help="8-byte PUTs per run")
     p.add_argument("--loop", type=int, default=500, help="lst brw iterations per run")
+    p.add_argument("--what", default="put,brw,rate", help="figures to measure (put,brw,rate)")
+    p.add_argument("--peer-credits", type=int, default=0,
+                   help="both nets' peer_credits (0: the default, 8)")
     args = p.parse_args()
     import testbed as tbapi
 
@@ -88,25 +102,40 @@ def main() -> int:
                                  ("o2iblnd", "o2ib", "10.63.0.0/24")):
             name = f"o2iblnd{uuid.uuid4().hex[:5]}"
             path = Path(tmp) / f"{name}.yaml"
-            path.write_text(topology(name, net, subnet))
+            path.write_text(topology(name, net, subnet, args.peer_credits))
             tbs[lnd] = tbapi.up(path, name=name)
     try:
         res: dict[str, dict[str, list[float]]] = {k: {"put": [], "brw": [], "rate": []}
                                                   for k in NIDS}
+        what = set(args.what.split(","))
         for lnd, nid in NIDS.items():  # warm up: connections made, buffers allocated
             tbs[lnd].node("c1").put(nid, count=64, size=lb.MIB)
         for _ in range(args.runs):
             for lnd, nid in NIDS.items():
                 c1, s1 = tbs[lnd].node("c1"), tbs[lnd].node("s1")
-                secs = lb.burst_load(c1, nid, "write", lb.MIB, args.count)
-                res[lnd]["put"].append(args.count * lb.MIB / secs / 1e6)
-                res[lnd]["brw"].append(brw_mbps(c1, s1, nid, args.loop))
-                t0 = time.perf_counter()
-                lb.burst_load(c1, nid, "write", 8, args.small)
-                res[lnd]["rate"].append(args.small / (time.perf_counter() - t0))
-        for what, unit in (("put", " MB/s"), ("brw", " MB/s"), ("rate", " msg/s")):
-            o2, so = res["o2iblnd"][what], res["socklnd"][what]
-            print(f"{what:5s} socklnd {lb.fmt(so, unit)}  o2iblnd {lb.fmt(o2, unit)}  "
+                if "put" in what:
+                    secs = lb.burst_load(c1, nid, "write", lb.MIB, args.count)
+                    res[lnd]["put"].append(args.count * lb.MIB / secs / 1e6)
+                if "brw" in what:
+                    res[lnd]["brw"].append(brw_mbps(c1, s1, nid, args.loop))
+                if "rate" in what:
+                    t0 = time.perf_counter()
+                    lb.burst_load(c1, nid, "write", 8, args.small)
+                    res[lnd]["rate"].append(args.small / (time.perf_counter() - t0))
+        if args.profile:  # runs of ~5 s at the measured median rate, 3 s recorded
+            for lnd, nid in NIDS.items():
+                c1, s1 = tbs[lnd].node("c1"), tbs[lnd].node("s1")
+                n = int(5 * statistics.median(res[lnd]["put"] or [200.0]) * 1e6 / lb.MIB)
+                lb.profiled((c1, s1), Path(args.profile), f"{lnd}-put1m", lambda c1=c1, nid=nid,
+                            n=n: lb.burst_load(c1, nid, "write", lb.MIB, n), 3, 1.0)
+                n = int(5 * statistics.median(res[lnd]["rate"] or [2000.0]))
+                lb.profiled((c1, s1), Path(args.profile), f"{lnd}-put8", lambda c1=c1, nid=nid,
+                            n=n: lb.burst_load(c1, nid, "write", 8, n), 3, 1.0)
+        for fig, unit in (("put", " MB/s"), ("brw", " MB/s"), ("rate", " msg/s")):
+            if fig not in what:
+                continue
+            o2, so = res["o2iblnd"][fig], res["socklnd"][fig]
+            print(f"{fig:5s} socklnd {lb.fmt(so, unit)}  o2iblnd {lb.fmt(o2, unit)}  "
                   f"ratio {lb.ratio(o2, so):.2f} (target >= 0.90)")
     finally:
         for tb in tbs.values():

@@ -35,6 +35,11 @@ COMPILED: dict[str, dict[str, str]] = {
     "nodes.lnd": {
         "__init__.py": "picks compiled or source modules at import",
     },
+    "nodes.o2ib": {
+        "__init__.py": "picks compiled or source modules at import",
+        "o2ibio.py": "the daemon's asyncio driver: its protocol subclasses asyncio's "
+                     "BufferedProtocol, which mypyc's compiled classes cannot",
+    },
     "nodes.selftest": {
         "__init__.py": "picks compiled or source modules at import",
         # the lst console (lnet/selftest/console.c, conrpc.c) and the lst tool: a few RPCs

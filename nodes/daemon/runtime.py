@@ -40,7 +40,7 @@ from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, O2IBLND, Net, nid_from_ip
-from nodes.o2ib.kibtx import ipoib_refusal
+from nodes.o2ib.kibtx import O2ibTunables, ipoib_refusal
 from nodes.o2ib.o2ibio import O2ibIO
 from nodes.recorder import Recorder, rec_path
 
@@ -86,7 +86,8 @@ class NodeRuntime:
                            on_batch=self._on_batch, incarnation=self.incarnation, port=port)
         #: o2iblnd (nodes/o2ib/o2ibio.py) for the NIs of ``o2ib`` nets, on ``ib*`` interfaces
         self.o2ib = O2ibIO(incarnation=self.incarnation, on_rx=self._on_o2ib_rx,
-                           on_tx_done=self._on_tx_done, on_notify=self._on_notify)
+                           on_tx_done=self._on_tx_done, on_notify=self._on_notify,
+                           on_batch=self._on_batch)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # when ``_timer`` fires (while it is not None)
         self._batch_now: float | None = None  # the clock at the start of an LND batch
@@ -188,8 +189,9 @@ class NodeRuntime:
             return
         self.lnd.send(act.tx_id, act.ni, act.lpni, act.hdr, act.payload)
 
-    def _on_o2ib_rx(self, ni: NID, peer: NID, hdr: Any, payload: bytes) -> None:
-        self.driver.receive(MessageReceived(ni=ni, peer_nid=peer, hdr=hdr, payload=payload))
+    def _on_o2ib_rx(self, ni: NID, peer: NID, hdr: Any, payload: bytes | memoryview) -> None:
+        self.driver.receive(MessageReceived(ni=ni, peer_nid=peer, hdr=hdr, payload=payload),
+                            self._batch_now)
 
     def _arm_timer(self, deadline: float | None) -> None:
         """The loop timer at the engine's earliest deadline. A timer already armed at or
@@ -300,6 +302,11 @@ class NodeRuntime:
     def set_conns_per_peer(self, nid: NID, conns_per_peer: int) -> None:
         """``ksocknal_tunables_setup``: the socklnd's connections made from now on."""
         self.lnd.set_conns_per_peer(nid, conns_per_peer)
+
+    def set_o2ib_tunables(self, nid: NID, tunables: O2ibTunables) -> None:
+        """``kiblnd_tunables_setup``: the daemon's o2iblnd, for connections made from now on."""
+        if self.o2ib.has(nid):
+            self.o2ib.lnd.set_tunables(nid, tunables)
 
     def socklnd_tables(self) -> SockLND:
         """What ``lctl conn_list|peer_list|interface_list`` read: the socklnd itself."""

@@ -82,6 +82,7 @@ async def _add_nis(rt: NodeRuntime, net: Net, ifaces: list[str], cmd: C.NetAdd,
     for iface in ifaces:
         nid = await rt.net_add(net, iface, **kw)
         glue.set_ni_lnd_tunables(rt, nid, cmd.conns_per_peer, cmd.tos)
+        glue.set_o2ib_tunables(rt, nid, cmd.lnd_tunables)
         glue.set_peer_buffer_credits(rt.engine, nid, cmd.peer_buffer_credits)
 
 

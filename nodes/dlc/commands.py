@@ -165,6 +165,7 @@ class NetAdd(Command):
     cpt: str | None = None
     conns_per_peer: int = -1
     tos: int = -1
+    lnd_tunables: tuple[str, ...] = ()  # "key=value": an o2ib net's (YAML: no lnetctl flag)
     skip_mr_route_setup: bool = False
     numa: int | None = None
 

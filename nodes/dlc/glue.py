@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nodes.lnet.errors import ENOENT, EOPNOTSUPP, LNetConfigError
+from nodes.lnet.errors import EINVAL, ENOENT, EOPNOTSUPP, LNetConfigError
 from nodes.lnet.ni import LNetNI
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, O2IBLND
+from nodes.o2ib.kibtx import O2ibTunables, TunableError
 
 if TYPE_CHECKING:
     from nodes.dlc.runtime import Runtime
@@ -74,6 +75,31 @@ def set_ni_lnd_tunables(rt: Runtime, nid: NID, conns_per_peer: int, tos: int) ->
     if conns_per_peer >= 0:
         ni.conns_per_peer = conns_per_peer
         rt.set_conns_per_peer(nid, conns_per_peer)  # the LND's (ksocknal_tunables_setup)
+
+
+def set_o2ib_tunables(rt: Runtime, nid: NID, given: tuple[str, ...]) -> None:
+    """An o2ib NI's tunables after ``net add`` (``kiblnd_tunables_setup``): the net's
+    ``peer_credits``/``credits``, its ``conns_per_peer`` and the ``lnd tunables`` given
+    (``key=value``), clamped; kept on the NI for ``net show -v`` and handed to the daemon's
+    o2iblnd (connections made from then on; the simulator's reads them from the NI)."""
+    ni = rt.engine.ni_by_nid(nid)
+    if ni is None or nid.net.lnd != O2IBLND:
+        return  # o2iblnd's keys on another net: lnetctl ignores them
+    lnd: dict[str, int] = {"conns_per_peer": ni.conns_per_peer}
+    for item in given:
+        key, _, value = item.partition("=")
+        try:
+            lnd[key] = int(value)
+        except ValueError:
+            raise LNetConfigError(-EINVAL, f"lnd tunables: {key}: not a number: "
+                                           f"{value!r}") from None
+    t = ni.net.tunables
+    try:
+        tun = O2ibTunables.for_ni(t.peer_credits, t.credits, lnd)
+    except TunableError as e:
+        raise LNetConfigError(-EINVAL, f"cannot add network: {e}") from None
+    ni.lnd_o2ib, ni.conns_per_peer = tun.lnetctl(), tun.conns_per_peer
+    rt.set_o2ib_tunables(nid, tun)
 
 
 def tos_supported() -> bool:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from nodes.lnet.actions import Action, MDEvent
     from nodes.lnet.engine import LNetEngine
     from nodes.lnet.nid import NID, Net
+    from nodes.o2ib.kibtx import O2ibTunables
     from nodes.selftest.node import Selftest
 
 
@@ -165,6 +166,11 @@ class Runtime(Protocol):
 
     def set_conns_per_peer(self, nid: NID, conns_per_peer: int) -> None:
         """An NI's ``conns_per_peer`` for the connections the LND makes from now on."""
+        ...
+
+    def set_o2ib_tunables(self, nid: NID, tunables: O2ibTunables) -> None:
+        """An o2ib NI's tunables (``kiblnd_tunables_setup``, clamped) for the connections the
+        o2iblnd makes from now on."""
         ...
 
     def socklnd_tables(self) -> SockTables:

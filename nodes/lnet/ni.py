@@ -97,6 +97,8 @@ class LNetNI:
     lnd_timeout: int = SOCKLND_TIMEOUT
     conns_per_peer: int = 1
     tos: int = -1  # socklnd ``tos`` (lnd tunables): -1 leaves the IP ToS alone
+    #: an o2ib NI's ``lnd tunables`` before conns_per_peer (nodes/o2ib/kibtx.py ``lnetctl``)
+    lnd_o2ib: dict[str, int] = field(default_factory=dict)
     link_events: LinkEvents = field(default_factory=LinkEvents)  # hlth-stt-ni-down/up-events
 
     @property

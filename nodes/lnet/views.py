@@ -57,8 +57,8 @@ def ni_view(ni: LNetNI, verbose: int) -> dict[str, Any]:
         t = ni.net.tunables
         out["tunables"] = {"peer_timeout": t.peer_timeout, "peer_credits": t.peer_credits,
                            "peer_buffer_credits": t.peer_buffer_credits, "credits": t.credits}
-        if not ni.is_lo:
-            out["lnd tunables"] = {"conns_per_peer": ni.conns_per_peer,
+        if not ni.is_lo:  # an o2ib NI's first (lustre_o2iblnd_show_tun's order)
+            out["lnd tunables"] = {**ni.lnd_o2ib, "conns_per_peer": ni.conns_per_peer,
                                    "timeout": ni.lnd_timeout, "tos": ni.tos}
         out["dev cpt"] = ni.dev_cpt
         out["CPT"] = _cpt_str(ni.cpts)

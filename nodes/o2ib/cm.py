@@ -107,7 +107,10 @@ _RX: Final = {Kind.CM_REQ: C.RX_REQ, Kind.CM_REP: C.RX_REP, Kind.CM_RTU: C.RX_RT
 
 @dataclass(frozen=True, slots=True)
 class SendBytes:
+    """One packet for the stream: ``data``, then ``tail`` (a large body, not joined)."""
+
     data: bytes
+    tail: bytes | memoryview = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ class CmId:
         self.active, self.state, self.qp = active, CmState.IDLE, qp
         self.cm_timeout, self.timewait = cm_timeout, timewait
         self._deadline: float | None = None
-        self._reader = vwire.PacketReader()
+        self._reader = vwire.PacketReader(qp.pd.pool)
         self.error: WireProtocolError | None = None
 
     def _step(self, inp: CmInput) -> CmState:
@@ -144,7 +147,8 @@ class CmId:
         return prev
 
     def _out(self, acts: list[Action]) -> list[CmAction]:
-        return [SendBytes(vwire.pack(a.packet)) if isinstance(a, Transmit) else a for a in acts]
+        return [SendBytes(*vwire.pack_parts(a.packet)) if isinstance(a, Transmit) else a
+                for a in acts]
 
     @staticmethod
     def _cm(kind: Kind, private: bytes = b"") -> SendBytes:
@@ -225,14 +229,27 @@ class CmId:
         return [*out, CmEvent(CmEventType.TIMEWAIT_EXIT)]
 
     # --- the peer's bytes -----------------------------------------------------------------------
-    def receive_data(self, data: bytes, now: float) -> list[CmAction]:
+    def receive_data(self, data: bytes | memoryview, now: float) -> list[CmAction]:
         """Feed bytes from the peer. A protocol error closes the id and is kept in ``error``
         (raised again on the next call), after the actions of the good packets before it."""
+        return self._received(data, 0, now)
+
+    def rx_buffer(self) -> memoryview | None:
+        """Where the stream's next bytes go (the reader's ``get_buffer``); None once failed."""
+        return None if self.error is not None else self._reader.get_buffer()
+
+    def receive_into(self, n: int, now: float) -> list[CmAction]:
+        """``n`` bytes were written into the last ``rx_buffer()`` (as ``receive_data``)."""
+        return self._received(None, n, now)
+
+    def _received(self, data: bytes | memoryview | None, n: int, now: float) -> list[CmAction]:
         if self.error is not None:
             raise self.error
         out: list[CmAction] = []
         try:
-            for p in self._reader.feed(data):
+            pkts = (self._reader.feed(data) if data is not None
+                    else self._reader.buffer_updated(n))
+            for p in pkts:
                 out += self._on_packet(p, now)
             if self._reader.error is not None:
                 raise self._reader.error
@@ -253,12 +270,12 @@ class CmId:
         prev = self._step(inp)
         if inp is C.RX_REQ:
             self.qp.modify(QpState.INIT)
-            return [CmEvent(CmEventType.CONNECT_REQUEST, 0, p.data)]
+            return [CmEvent(CmEventType.CONNECT_REQUEST, 0, bytes(p.data))]
         if inp is C.RX_REP:
             self._deadline = None
             self.qp.modify(QpState.RTR)
             self.qp.modify(QpState.RTS)
-            return [self._cm(Kind.CM_RTU), CmEvent(CmEventType.ESTABLISHED, 0, p.data)]
+            return [self._cm(Kind.CM_RTU), CmEvent(CmEventType.ESTABLISHED, 0, bytes(p.data))]
         if inp is C.RX_RTU:
             self._deadline = None
             return [CmEvent(CmEventType.ESTABLISHED)]
@@ -267,7 +284,7 @@ class CmId:
             if not p.data:
                 raise WireProtocolError("emulated IB CM: REJ without a reason",
                                         int(HStatus.REMOTE_ERROR))
-            return [CmEvent(CmEventType.REJECTED, p.data[0], p.data[1:])]
+            return [CmEvent(CmEventType.REJECTED, p.data[0], bytes(p.data[1:]))]
         if inp is C.RX_DREQ and prev is not S.TIMEWAIT:
             self._deadline = now + self.timewait
             return [*self._out(self.qp.modify(QpState.ERROR)), self._cm(Kind.CM_DREP),

@@ -84,7 +84,7 @@ class Conn:
         """Carry out the CM's outputs: bytes to the stream, completions, CM events kept."""
         for a in acts:  # the HCA's packets (ACKs) leave before software polls the CQ
             if isinstance(a, SendBytes):
-                self.out.append(Write(self.stream, a.data))
+                self.out.append(Write(self.stream, a.data, a.tail))
         for a in acts:
             if isinstance(a, WorkCompletion):
                 self.complete(a)
@@ -287,7 +287,9 @@ class Conn:
             self.out.append(TxDone(tx.lnet_tx, tx.status, tx.hstatus))
         if tx.deliver is not None and tx.status >= 0 and tx.sink is not None:
             n = tx.deliver.payload_length
-            self.out.append(Deliver(self.ni, self.peer, tx.deliver, bytes(tx.sink.buf[:n])))
+            # the sink's memory itself, read-only (the pool reuses it once LNet drops it)
+            self.out.append(Deliver(self.ni, self.peer, tx.deliver,
+                                    memoryview(tx.sink.buf)[:n].toreadonly()))
 
     def _rx_complete(self, wc: WorkCompletion) -> None:
         """``kiblnd_rx_complete``."""

@@ -7,12 +7,16 @@ more fragments, a message size that fits, our NID and stamp); ``rejected`` and
 with the reject's version, queue depth or fragment count, while txs wait and no accept is in
 progress); ``connreq_done`` is ``kiblnd_connreq_done`` (the peer's waiting txs go on the new
 connection; a new incarnation closes the stale ones) and ``peer_connect_failed`` fails the
-waiting txs with the hstatus o2iblnd gives the error.
+waiting txs with the hstatus o2iblnd gives the error; ``check_conns`` is
+``kiblnd_check_conns`` (timeouts, NOOPs owed; ``expire_gets``: GET_REQs LNet left
+unanswered get GET_DONE -ENODATA) and ``get_conn`` ``kiblnd_get_conn_locked``;
+``resolve_failed`` is the cm callback's ADDR_ERROR.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import TYPE_CHECKING
 
 from nodes.lnet.errors import WireProtocolError
@@ -20,7 +24,7 @@ from nodes.lnet.hstatus import HStatus
 from nodes.o2ib import msg as M
 from nodes.o2ib.cm import IB_CM_REJ_CONSUMER_DEFINED, CmEventType
 from nodes.o2ib.conn import ETIMEDOUT, Conn
-from nodes.o2ib.kibtx import Close, ConnState, Peer
+from nodes.o2ib.kibtx import Close, ConnState, Peer, Tx
 from nodes.o2ib.verbs import QpState
 
 if TYPE_CHECKING:
@@ -183,3 +187,66 @@ def peer_connect_failed(lnd: O2ibLND, p: Peer, active: bool, error: int) -> None
         p.error = error
         lnd._txlist_done(p.tx_queue, error, hs)
     lnd._peer_notify(p)
+
+
+def check_conns(lnd: O2ibLND, now: float) -> None:
+    """``kiblnd_check_conns`` (connd, once a second): txs waiting for a connection past their
+    deadline fail -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx past its deadline
+    closes -ETIMEDOUT; a NOOP owed is sent; a peer left with nothing is forgotten."""
+    lnd.pd.pool.trim()  # an idle LND gives its bulk buffers back
+    expire_gets(lnd, now, min(n.tun.timeout for n in lnd.nets.values()) / 2
+                     if lnd.nets else 0.0)
+    for p in list(lnd.peers.values()):
+        late = [tx for tx in p.tx_queue if tx.deadline <= now]
+        if late:
+            for tx in late:
+                p.tx_queue.remove(tx)
+            lnd._txlist_done(deque(late), -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
+        for c in list(p.conns):
+            c.now = now
+            if c.timed_out(now):
+                _log.error("o2iblnd: timed out RDMA with %s", c.peer)
+                lnd._close(c, -ETIMEDOUT)
+            elif c.need_noop():
+                c.check_sends()
+        if not p.conns and not p.tx_queue and not (p.connecting or p.accepting
+                                                   or p.reconnecting):
+            del lnd.peers[(p.ni, p.nid)]
+
+
+def get_conn(p: Peer) -> Conn:
+    """``kiblnd_get_conn_locked``: round robin over the peer's connections (conns_per_peer),
+    the one after the connection used last, the first after the last one or none."""
+    conns = p.conns
+    last = p.next_conn
+    i = conns.index(last) + 1 if last is not None and last in conns else 0
+    c = conns[i] if i < len(conns) else conns[0]
+    p.next_conn = c
+    return c
+
+
+def resolve_failed(lnd: O2ibLND, stream: int) -> None:
+    """ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``."""
+    lnd.resolving.pop(stream, None)
+    c = lnd.streams.pop(stream, None)
+    if c is not None and c.state == ConnState.INIT:
+        p = lnd.peers.get((c.ni, c.peer))
+        c.state = ConnState.DISCONNECTED
+        lnd.out.append(Close(stream))
+        if p is not None:
+            peer_connect_failed(lnd, p, True, -EHOSTUNREACH)
+
+
+def expire_gets(lnd: O2ibLND, now: float, older_than: float) -> None:
+    """GET_REQs LNet left unanswered ``older_than`` seconds get GET_DONE -ENODATA
+    (``unclaimed_gets``; ``check_conns`` at half the timeout)."""
+    for c in list(lnd.streams.values()):
+        if c.state != ConnState.ESTABLISHED:
+            continue
+        late = [k for k, (_, _, t) in c.pending_gets.items() if t <= now - older_than]
+        for k in late:
+            cookie = c.pending_gets.pop(k)[0]
+            c.queue(Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=-61)))
+        if late:
+            c.now = now
+            c.check_sends()

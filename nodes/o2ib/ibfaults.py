@@ -63,7 +63,7 @@ def port_down(lnd: O2ibLND, ni: NID) -> list[Output]:
             c.now = lnd.now
             c.run(c.cm.qp_error())
         elif c.state == ConnState.INIT and c.stream in lnd.resolving:
-            lnd._resolve_failed(c.stream)
+            connd.resolve_failed(lnd, c.stream)
         elif c.state < ConnState.ESTABLISHED:
             connd.connreq_done(lnd, c, -ENETDOWN)
     return lnd.drain()

@@ -43,6 +43,16 @@ MODPARAMS: Final[dict[str, tuple[int, int, int]]] = {
     "ntx": (512, 1, 1 << 20), "timeout": (IBLND_TIMEOUT_DEFAULT, 1, 1 << 20),
     "retry_count": (5, 0, 7), "rnr_retry_count": (6, 0, 7), "keepalive": (100, 0, 1 << 20),
     "conns_per_peer": (1, 1, 127), "map_on_demand": (1, 0, 256),
+    "fmr_pool_size": (512, 1, 1 << 20), "fmr_flush_trigger": (384, 1, 1 << 20),
+    "fmr_cache": (1, 0, 1),
+}
+#: ``lnd tunables:`` keys (lnetctl's YAML, liblnetconfig_lnd.c ``lustre_o2iblnd_show_tun``
+#: order, then conns_per_peer, timeout, tos) -> the module parameter each sets
+LNETCTL_KEYS: Final[dict[str, str]] = {
+    "peercredits_hiw": "peer_credits_hiw", "map_on_demand": "map_on_demand",
+    "concurrent_sends": "concurrent_sends", "fmr_pool_size": "fmr_pool_size",
+    "fmr_flush_trigger": "fmr_flush_trigger", "fmr_cache": "fmr_cache", "ntx": "ntx",
+    "conns_per_peer": "conns_per_peer",
 }
 
 
@@ -73,6 +83,31 @@ class O2ibTunables:
     keepalive: int = 100
     conns_per_peer: int = 1
     map_on_demand: int = 1
+    fmr_pool_size: int = 512  # (no FMR pools are emulated: shown, kept, no effect)
+    fmr_flush_trigger: int = 384
+    fmr_cache: int = 1
+
+    @classmethod
+    def for_ni(cls, peer_credits: int, credits: int, lnd: dict[str, int]) -> O2ibTunables:
+        """An NI's: the net's ``peer_credits``/``credits`` (lct_peer_tx_credits,
+        lct_max_tx_credits) and its ``lnd tunables:`` (lnetctl's names, ``LNETCTL_KEYS``),
+        through ``kiblnd_tunables_setup``. ``TunableError``: an unknown key, a bad value."""
+        params = {"peer_credits": min(max(peer_credits, 1), IBLND_CREDITS_MAX),
+                  "credits": max(credits, 1)}
+        for k, v in lnd.items():
+            if k in ("timeout", "tos"):
+                continue  # derived from LNet's (kiblnd_timeout) / no ToS emulated
+            name = LNETCTL_KEYS.get(k)
+            if name is None:
+                raise TunableError(f"o2iblnd: unknown lnd tunable {k!r} (known: "
+                                   f"{', '.join([*LNETCTL_KEYS, 'timeout', 'tos'])})")
+            params[name] = v
+        return cls.from_params(params)
+
+    def lnetctl(self) -> dict[str, int]:
+        """What ``lnetctl net show -v`` prints under ``lnd tunables:`` before conns_per_peer,
+        timeout and tos (``lustre_o2iblnd_show_tun``)."""
+        return {k: getattr(self, v) for k, v in LNETCTL_KEYS.items() if k != "conns_per_peer"}
 
     @classmethod
     def from_params(cls, params: dict[str, int]) -> O2ibTunables:
@@ -110,7 +145,7 @@ class Tx:
     status: int = 0
     hstatus: HStatus = HStatus.OK
     deadline: float = 0.0
-    payload: bytes = b""  # PUT/REPLY source of the RDMA
+    payload: bytes | memoryview = b""  # PUT/REPLY source of the RDMA (LNet's, not copied)
     rdma: RdmaDesc | None = None  # PUT_DONE/GET_DONE: where the RDMA writes
     sink: MemoryRegion | None = None  # PUT_ACK / GET_REQ: the registered sink
     deliver: LNetHdr | None = None  # PUT_ACK / GET_REQ: the message to hand to LNet
@@ -151,7 +186,7 @@ class Peer:
     queue_depth: int = 0
     max_frags: int = IBLND_MAX_RDMA_FRAGS
     error: int = 0
-    next_conn: int = 0
+    next_conn: Conn | None = None  # ibp_next_conn: the connection used last
 
 
 def oob_msgs(version: int) -> int:
@@ -171,8 +206,11 @@ class Connect:
 
 @dataclass(frozen=True, slots=True)
 class Write:
+    """``data`` then ``tail`` (a large RDMA body, written as it is: not joined) on ``stream``."""
+
     stream: int
     data: bytes
+    tail: bytes | memoryview = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +225,7 @@ class Deliver:
     ni: NID
     peer: NID
     hdr: LNetHdr
-    payload: bytes
+    payload: bytes | memoryview
 
 
 @dataclass(frozen=True, slots=True)

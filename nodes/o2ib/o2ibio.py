@@ -10,6 +10,15 @@ LND maps (``connect_failed``); a socket the peer closed only stops its bytes, so
 timers fail what was posted (RETRY_EXC_ERR), as when an HCA's peer vanishes. Deliveries,
 completions and ``lnet_notify`` go to the node runtime's callbacks, in order, as they come.
 A malformed stream on port 987 is one error line (``O2ibLND.errors``) and that socket closes.
+
+Cost (benchmarks/o2ib.py, py-spy): bytes are received straight into the stream's packet
+reader (``BufferedProtocol``: a large RDMA body into a pooled buffer of its own, no copy);
+what one loop turn writes to a stream goes out in one ``send`` (the small packets joined, a
+large RDMA body written as it is), flushed once the turn's callbacks ran (the emulated
+HCA's ACKs with the rest: written before LNet's work they cost the receiver a second send
+and the sender a second wake-up per read, and measured no faster); and the LND
+outputs of one read (or timer) are one batch for the node driver (``on_batch``: the engine's
+actions carried out once at its end, as the socklnd's reads are).
 """
 
 from __future__ import annotations
@@ -40,10 +49,11 @@ from nodes.o2ib.o2iblnd import O2ibLND
 _log = logging.getLogger("lnet.o2iblnd")
 
 
-class _Stream(asyncio.Protocol):
+class _Stream(asyncio.BufferedProtocol):
     def __init__(self, io: O2ibIO, stream: int | None) -> None:
         self.io, self.stream = io, stream
         self.transport: asyncio.Transport | None = None
+        self._direct = False  # the last get_buffer() was the LND's reader's
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -56,9 +66,19 @@ class _Stream(asyncio.Protocol):
             self.io.streams[self.stream] = self
             self.io.feed(self.io.lnd.accept(self.stream, self.io.now()))
 
-    def data_received(self, data: bytes) -> None:
-        if self.stream is not None:
-            self.io.feed(self.io.lnd.receive(self.stream, data, self.io.now()))
+    def get_buffer(self, sizehint: int) -> memoryview:
+        buf = self.io.lnd.rx_buffer(self.stream) if self.stream is not None else None
+        self._direct = buf is not None
+        return buf if buf is not None else self.io.scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        io = self.io
+        if self.stream is None:
+            return
+        if self._direct:
+            io.feed(io.lnd.received(self.stream, nbytes, io.now()))
+        else:  # a stream the LND failed or forgot: it decides (closes, drops)
+            io.feed(io.lnd.receive(self.stream, bytes(io.scratch[:nbytes]), io.now()))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.stream is not None:
@@ -69,10 +89,11 @@ class O2ibIO:
     """One node's o2iblnd over sockets between ``ib*`` addresses."""
 
     def __init__(self, *, incarnation: int,
-                 on_rx: Callable[[NID, NID, LNetHdr, bytes], None],
+                 on_rx: Callable[[NID, NID, LNetHdr, bytes | memoryview], None],
                  on_tx_done: Callable[[int, int, HStatus], None],
                  on_notify: Callable[[NID, NID, bool, bool], None],
-                 port: int = IBLND_SERVICE) -> None:
+                 port: int = IBLND_SERVICE,
+                 on_batch: Callable[[bool], None] | None = None) -> None:
         self.loop = asyncio.get_running_loop()
         self.lnd = O2ibLND(incarnation=incarnation)
         self.port = port
@@ -84,6 +105,12 @@ class O2ibIO:
         self._timer_at = 0.0
         self._next = 1 << 30  # passive stream ids (the LND numbers its active ones from 1)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._on_batch = on_batch
+        self._depth = 0  # feed() calls in progress (the engine's sends feed from inside one)
+        self._pending: dict[int, list[Write]] = {}  # this turn's writes, per stream
+        self._flush_at: asyncio.Handle | None = None
+        #: where a stream's bytes land when the LND has no reader for it (failed, unknown)
+        self.scratch = memoryview(bytearray(1 << 16))
 
     def now(self) -> float:
         return self.loop.time()
@@ -112,7 +139,9 @@ class O2ibIO:
 
     # --- the engine's sends -----------------------------------------------------------------
     def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr, payload: Any) -> None:
-        self.feed(self.lnd.send(tx_id, ni, peer, hdr, bytes(payload), self.now()))
+        if not isinstance(payload, bytes | memoryview):
+            payload = bytes(payload)
+        self.feed(self.lnd.send(tx_id, ni, peer, hdr, payload, self.now()))
 
     def port_down(self, ni: NID) -> None:
         self.feed(ibfaults.port_down(self.lnd, ni))
@@ -129,24 +158,61 @@ class O2ibIO:
 
     # --- outputs -----------------------------------------------------------------------------
     def feed(self, outs: list[Output]) -> None:
-        for o in outs:
-            if isinstance(o, Write):
-                s = self.streams.get(o.stream)
-                if s is not None and s.transport is not None and not s.transport.is_closing():
-                    s.transport.write(o.data)
-            elif isinstance(o, Deliver):
-                self._on_rx(o.ni, o.peer, o.hdr, o.payload)
-            elif isinstance(o, TxDone):
-                self._on_tx_done(o.tx_id, o.rc, o.hstatus)
-            elif isinstance(o, Notify):
-                self._on_notify(o.ni, o.peer, o.alive, False)
-            elif isinstance(o, Close):
-                s = self.streams.pop(o.stream, None)
-                if s is not None and s.transport is not None:
-                    s.transport.close()
-            elif isinstance(o, Connect):
-                self._spawn(self._connect(o))
+        """Carry out the LND's outputs; writes wait for the turn's flush (``_flush``); the
+        deliveries and completions of one call are one batch for the node driver."""
+        batch = self._on_batch is not None and self._depth == 0 and any(
+            isinstance(o, Deliver | TxDone) for o in outs)
+        self._depth += 1
+        if batch and self._on_batch is not None:
+            self._on_batch(True)
+        try:
+            for o in outs:
+                if isinstance(o, Write):
+                    self._pending.setdefault(o.stream, []).append(o)
+                elif isinstance(o, Deliver):
+                    self._on_rx(o.ni, o.peer, o.hdr, o.payload)
+                elif isinstance(o, TxDone):
+                    self._on_tx_done(o.tx_id, o.rc, o.hstatus)
+                elif isinstance(o, Notify):
+                    self._on_notify(o.ni, o.peer, o.alive, False)
+                elif isinstance(o, Close):
+                    self._write(o.stream)  # what was written before the close goes first
+                    s = self.streams.pop(o.stream, None)
+                    if s is not None and s.transport is not None:
+                        s.transport.close()
+                elif isinstance(o, Connect):
+                    self._spawn(self._connect(o))
+        finally:
+            if batch and self._on_batch is not None:
+                self._on_batch(False)  # the engine's sends feed(), nested, into _pending
+            self._depth -= 1
+        if self._pending and self._flush_at is None:
+            self._flush_at = self.loop.call_soon(self._flush)
         self._rearm()
+
+    def _flush(self) -> None:
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        for stream in list(self._pending):
+            self._write(stream)
+
+    def _write(self, stream: int) -> None:
+        """One stream's pending writes: the small packets joined, a large body as it is."""
+        ws = self._pending.pop(stream, None)
+        s = self.streams.get(stream)
+        if ws is None or s is None or s.transport is None or s.transport.is_closing():
+            return
+        t = s.transport
+        small = bytearray()
+        for w in ws:
+            small += w.data
+            if w.tail:
+                t.write(small)
+                small = bytearray()
+                t.write(w.tail)
+        if small:
+            t.write(small)
 
     async def _connect(self, o: Connect) -> None:
         ip = self._ips.get(o.ni)

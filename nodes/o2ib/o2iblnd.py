@@ -21,11 +21,12 @@ Theory of operation (STYLE rules 1, 2; behaviour of lnet/klnds/o2iblnd/o2iblnd_c
   not routed whose reply sink is too big for IMMEDIATE is GET_REQ (the sink's key) → the
   peer's RDMA WRITE + GET_DONE, and the REPLY is made here (``lnet_create_reply_msg``).
   Credits and queues are ``conn.py``'s.
-* **Timeouts** (``kiblnd_check_conns``, once a second): a tx waiting for a connection past
-  ``timeout`` fails -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx past its
-  deadline closes with -ETIMEDOUT; a CM REQ unanswered for max(5 s, ``timeout``/4) fails
-  -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED). A resolve unanswered for 5 s or whose
-  port went down is ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``.
+* **Timeouts** (``kiblnd_check_conns`` in connd.py, once a second): a tx waiting for a
+  connection past ``timeout`` fails -ETIMEDOUT / NETWORK_TIMEOUT; a connection holding a tx
+  past its deadline closes with -ETIMEDOUT; a CM REQ unanswered for max(5 s,
+  ``timeout``/4) fails -ENETDOWN (``kiblnd_abort_connreq``; LOCAL_DROPPED). A resolve
+  unanswered for 5 s or whose port went down is ADDR_ERROR:
+  ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from nodes.lnet.nid import NID
 from nodes.o2ib import connd, passive
 from nodes.o2ib import msg as M
 from nodes.o2ib.cm import CmId
-from nodes.o2ib.conn import ECONNABORTED, ETIMEDOUT, Conn
+from nodes.o2ib.conn import ECONNABORTED, Conn
 from nodes.o2ib.kibtx import (
     ACK_TIMEOUT,
     Close,
@@ -97,6 +98,13 @@ class O2ibLND:
     def startup_ni(self, ni: NID, tun: O2ibTunables | None = None) -> None:
         self.nets[ni] = _Net(tun or O2ibTunables.from_params({}), self.incarnation)
 
+    def set_tunables(self, ni: NID, tun: O2ibTunables) -> None:
+        """The NI's tunables (``lnetctl net add``, ``lnd tunables:``): connections made from
+        now on use them (a connection keeps the queue depth it negotiated)."""
+        net = self.nets.get(ni)
+        if net is not None:
+            net.tun = tun
+
     def shutdown_ni(self, ni: NID, now: float) -> list[Output]:
         """``kiblnd_shutdown``: every connection of ``ni`` closed, queued txs aborted."""
         self.now = now
@@ -114,8 +122,8 @@ class O2ibLND:
         self._cookie += 1
         return self._cookie
 
-    def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr, payload: bytes,
-             now: float) -> list[Output]:
+    def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr,
+             payload: bytes | memoryview, now: float) -> list[Output]:
         """``kiblnd_send``: choose IMMEDIATE, PUT_REQ or GET_REQ, launch to ``peer``."""
         self.now = now
         net = self.nets.get(ni)
@@ -137,14 +145,14 @@ class O2ibLND:
         elif hdr.type in (MsgType.PUT, MsgType.REPLY) and len(payload) > IMMEDIATE_MAX:
             cookie = self._new_cookie()
             tx = Tx(M.MsgType.PUT_REQ, M.PutReq(hdr=hdr, cookie=cookie), lnet_tx=tx_id,
-                    cookie=cookie, waiting=True, payload=bytes(payload))
+                    cookie=cookie, waiting=True, payload=payload)  # the MD's, mapped
         else:
             tx = Tx(M.MsgType.IMMEDIATE, M.Immediate(hdr=hdr, payload=bytes(payload)),
                     lnet_tx=tx_id)
         self._launch(ni, peer, tx)
         return self.drain()
 
-    def _reply(self, p: Peer, tx_id: int, hdr: LNetHdr, payload: bytes) -> bool:
+    def _reply(self, p: Peer, tx_id: int, hdr: LNetHdr, payload: bytes | memoryview) -> bool:
         """``kiblnd_reply``: the REPLY to a GET_REQ is an RDMA WRITE + GET_DONE."""
         key = (hdr.wmd.interface_cookie, hdr.wmd.object_cookie)
         for c in p.conns:
@@ -157,7 +165,7 @@ class O2ibLND:
                            lnet_tx=tx_id, status=-5, hstatus=HStatus.LOCAL_ERROR))
             else:
                 tx = Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=len(payload)),
-                        rdma=rd, payload=bytes(payload))
+                        rdma=rd, payload=payload)
                 if payload:
                     tx.lnet_tx = tx_id
                 else:  # no RDMA: LNet's REPLY completes now
@@ -173,37 +181,26 @@ class O2ibLND:
         ``older_than`` seconds gets GET_DONE -ENODATA (the engine sends a REPLY through its
         credits, later than lnet_parse_get's rdma_get: docs/differences.md)."""
         self.now = now
-        self._expire_gets(now, older_than)
+        connd.expire_gets(self, now, older_than)
         return self.drain()
-
-    def _expire_gets(self, now: float, older_than: float) -> None:
-        for c in list(self.streams.values()):
-            if c.state != ConnState.ESTABLISHED:
-                continue
-            late = [k for k, (_, _, t) in c.pending_gets.items() if t <= now - older_than]
-            for k in late:
-                cookie = c.pending_gets.pop(k)[0]
-                c.queue(Tx(M.MsgType.GET_DONE, M.Completion(cookie=cookie, status=-61)))
-            if late:
-                c.now = now
-                c.check_sends()
 
     def _launch(self, ni: NID, nid: NID, tx: Tx) -> None:
         """``kiblnd_launch_tx``."""
         p = self.peers.get((ni, nid))
         if p is not None and p.conns:
-            c = p.conns[p.next_conn % len(p.conns)]
-            p.next_conn += 1
+            c = connd.get_conn(p)
             c.now = self.now
             c.queue(tx)
             c.check_sends()
             return
+        tun = self.nets[ni].tun
+        tx.deadline = self.now + tun.timeout
         if p is None:
             p = self.peers[(ni, nid)] = Peer(ni, nid)
-        tx.deadline = self.now + self.nets[ni].tun.timeout
         p.tx_queue.append(tx)
         if not (p.connecting or p.accepting or p.reconnecting):
-            self._connect_peer(p)
+            for _ in range(tun.conns_per_peer):  # a brand new peer: all its connections
+                self._connect_peer(p)
 
     # --- connection setup ----------------------------------------------------------------------
     def _connect_peer(self, p: Peer) -> None:
@@ -259,19 +256,8 @@ class O2ibLND:
         """The stream did not open: no listener is a CM reject for an invalid service id
         (-EHOSTUNREACH); anything else an address error (-EHOSTUNREACH)."""
         self.now = now
-        self._resolve_failed(stream)
+        connd.resolve_failed(self, stream)
         return self.drain()
-
-    def _resolve_failed(self, stream: int) -> None:
-        """ADDR_ERROR: ``kiblnd_peer_connect_failed(peer_ni, 1, -EHOSTUNREACH)``."""
-        self.resolving.pop(stream, None)
-        c = self.streams.pop(stream, None)
-        if c is not None and c.state == ConnState.INIT:
-            p = self.peers.get((c.ni, c.peer))
-            c.state = ConnState.DISCONNECTED
-            self.out.append(Close(stream))
-            if p is not None:
-                connd.peer_connect_failed(self, p, True, -EHOSTUNREACH)
 
     def accept(self, stream: int, now: float) -> list[Output]:
         """A stream accepted on port 987: a passive cm_id awaiting the REQ."""
@@ -279,17 +265,33 @@ class O2ibLND:
         self.listening[stream] = CmId(QueuePair(self.pd), active=False)
         return self.drain()
 
-    def receive(self, stream: int, data: bytes, now: float) -> list[Output]:
+    def receive(self, stream: int, data: bytes | memoryview, now: float) -> list[Output]:
         """Bytes from the stream: CM messages and RC packets."""
+        return self._receive(stream, data, 0, now)
+
+    def rx_buffer(self, stream: int) -> memoryview | None:
+        """Where ``stream``'s next bytes go, for a socket's ``recv_into`` (None: an unknown
+        or failed stream, whose bytes go to ``receive``)."""
+        c = self.streams.get(stream)
+        cm = c.cm if c is not None else self.listening.get(stream)
+        return cm.rx_buffer() if cm is not None else None
+
+    def received(self, stream: int, n: int, now: float) -> list[Output]:
+        """``n`` bytes were written into ``rx_buffer(stream)``: as ``receive``."""
+        return self._receive(stream, None, n, now)
+
+    def _receive(self, stream: int, data: bytes | memoryview | None, n: int,
+                 now: float) -> list[Output]:
         self.now = now
         c = self.streams.get(stream)
         if c is None:
             if stream in self.listening:
-                passive.listen_receive(self, stream, data)
+                passive.listen_receive(self, stream, data, n)
             return self.drain()
         c.now, was = now, c.state
         try:
-            acts = c.cm.receive_data(data, now)
+            acts = (c.cm.receive_data(data, now) if data is not None
+                    else c.cm.receive_into(n, now))
         except WireProtocolError as e:
             self._protocol_error(c, str(e), was)
             return self.drain()
@@ -338,6 +340,8 @@ class O2ibLND:
         if error:
             _log.warning("o2iblnd: closing conn to %s: error %d", c.peer, error)
         if p is not None and c in p.conns:
+            if p.next_conn is c:  # kiblnd_close_conn_locked
+                p.next_conn = None
             p.conns.remove(c)
             if not p.conns and error:
                 p.error = error
@@ -361,7 +365,7 @@ class O2ibLND:
         """Verbs/CM timers due, then ``kiblnd_check_conns`` once a second."""
         self.now = now
         for stream in [s for s, d in self.resolving.items() if d <= now]:
-            self._resolve_failed(stream)
+            connd.resolve_failed(self, stream)
         for c in list(self.streams.values()):
             d = c.cm.next_deadline()
             if d is not None and d <= now:
@@ -370,28 +374,8 @@ class O2ibLND:
                 connd.events(self, c)
         if self._tick is not None and now >= self._tick:
             self._tick = now + 1.0
-            self._check_conns(now)
+            connd.check_conns(self, now)
         return self.drain()
-
-    def _check_conns(self, now: float) -> None:
-        self._expire_gets(now, min(n.tun.timeout for n in self.nets.values()) / 2
-                          if self.nets else 0.0)
-        for p in list(self.peers.values()):
-            late = [tx for tx in p.tx_queue if tx.deadline <= now]
-            if late:
-                for tx in late:
-                    p.tx_queue.remove(tx)
-                self._txlist_done(deque(late), -ETIMEDOUT, HStatus.NETWORK_TIMEOUT)
-            for c in list(p.conns):
-                c.now = now
-                if c.timed_out(now):
-                    _log.error("o2iblnd: timed out RDMA with %s", c.peer)
-                    self._close(c, -ETIMEDOUT)
-                elif c.need_noop():
-                    c.check_sends()
-            if not p.conns and not p.tx_queue and not (p.connecting or p.accepting
-                                                       or p.reconnecting):
-                del self.peers[(p.ni, p.nid)]
 
     def drain(self) -> list[Output]:
         out = list(self.out)

@@ -36,10 +36,14 @@ def nidhash(nid: NID) -> int:
     return nid.nid4
 
 
-def listen_receive(lnd: O2ibLND, stream: int, data: bytes) -> None:
+def listen_receive(lnd: O2ibLND, stream: int, data: bytes | memoryview | None,
+                   n: int = 0) -> None:
+    """Bytes (``data``, or ``n`` written into the cm_id's ``rx_buffer``) on an accepted
+    stream: a CONNECT_REQUEST goes to ``passive_connect``."""
     cm = lnd.listening[stream]
     try:
-        acts = cm.receive_data(data, lnd.now)
+        acts = (cm.receive_data(data, lnd.now) if data is not None
+                else cm.receive_into(n, lnd.now))
     except WireProtocolError as e:
         acts = []
         cm.error = e
@@ -69,7 +73,7 @@ def reject(lnd: O2ibLND, stream: int, cm: CmId, why: M.RejectReason, version: in
     try:
         for a in cm.reject(M.pack_rej(rej)):
             if isinstance(a, SendBytes):
-                lnd.out.append(Write(stream, a.data))
+                lnd.out.append(Write(stream, a.data, a.tail))
     except VerbsError:
         pass
     lnd.out.append(Close(stream))

@@ -205,7 +205,8 @@ def _node_plan(doc: Doc, node: NodeIn, top: dict[str, Tunable],
         count[kind] += 1
         ifaces.append(IfacePlan(name, seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
                                 iface.numa, seg.ip6_of(iface.ip),
-                                seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4))
+                                seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4,
+                                seg.tunables, seg.lnd_tunables))
     return NodePlan(node.name, tuple(ifaces),
                     merge_tunables(doc, top, node.tunables) + tuple(node.router),
                     tuple(p for p, _, _ in node.peers),

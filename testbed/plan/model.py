@@ -91,6 +91,10 @@ class SegmentPlan:
     #: IPv6 address and the NI is a large NID (``lnet configure --large``); ``subnet`` is then
     #: an internal 0.N.0.0 block numbering the hosts, never configured on an interface
     ipv4: bool = True
+    #: ``tunables:`` (peer_timeout, peer_credits, peer_buffer_credits, credits) and ``lnd
+    #: tunables:`` (lnetctl's YAML keys) given to every NI on it (``lnetctl net add``)
+    tunables: tuple[tuple[str, int], ...] = ()
+    lnd_tunables: tuple[tuple[str, int], ...] = ()
 
     def ip6_of(self, ip: ipaddress.IPv4Address) -> ipaddress.IPv6Address | None:
         """The IPv6 address of the interface numbered ``ip``: its host offset in subnet6."""
@@ -120,6 +124,8 @@ class IfacePlan:
     ip6: ipaddress.IPv6Address | None = None  # the segment's subnet6 + the IPv4 host offset
     prefixlen6: int = 0
     ipv4: bool = True  # False: IPv6-only (``ip`` only numbers the host, SegmentPlan.ipv4)
+    tunables: tuple[tuple[str, int], ...] = ()  # the segment's (SegmentPlan.tunables)
+    lnd_tunables: tuple[tuple[str, int], ...] = ()
 
     @property
     def nid(self) -> str:

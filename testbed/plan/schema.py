@@ -19,6 +19,7 @@ from nodes.lnet.cpt import CPT_PARAMS
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import parse_net
 from nodes.lnet.tunables import MODULE_PARAMS, RANGES, STRING_MODULE_PARAMS, module_param_value
+from nodes.o2ib.kibtx import LNETCTL_KEYS, O2ibTunables, TunableError
 from testbed.plan.model import SegmentPlan
 from testbed.plan.yamlload import Doc, LocDict, join_field, kind_name
 
@@ -43,7 +44,11 @@ TOP_KEYS: dict[str, bool] = {"name": False, "global": False, "networks": True, "
                              "faults": False, "hosts": False}
 #: one host of ``hosts:`` (testbed/plan/hosts.py): SSH target, port, identity, underlay address
 HOST_KEYS: dict[str, bool] = {"ssh": False, "port": False, "key": False, "address": False}
-NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": False, "subnet6": False}
+NETWORK_KEYS: dict[str, bool] = {"lnet": True, "subnet": False, "subnet6": False,
+                                 "tunables": False, "lnd tunables": False}
+#: a network's ``tunables:`` (lnetctl net add's) -> range
+NET_TUNABLES: dict[str, tuple[int, int]] = {"peer_timeout": (0, 2**31 - 1), "peer_credits": (
+    1, 255), "peer_buffer_credits": (0, 2**31 - 1), "credits": (1, 2**31 - 1)}
 NODE_KEYS: dict[str, bool] = {"interfaces": True, "global": False, "peers": False,
                               "udsp": False, "lnet": False, "routing": False,
                               "buffers": False, "routes": False, "multi_rail": False,
@@ -199,7 +204,43 @@ def _parse_network(doc: Doc, m: LocDict, seg_name: Any, body: Any,
                      f"network {shown(other.name)} ({other.subnet})")
     subnet6 = _parse_subnet6(doc, spec, f"{fld}.subnet6", subnet, out) if "subnet6" in spec \
         else None
-    return SegmentPlan(seg_name, str(net), subnet, subnet6)
+    tun, lnd = _net_tunables(doc, spec, fld, str(net))
+    return SegmentPlan(seg_name, str(net), subnet, subnet6, tunables=tun, lnd_tunables=lnd)
+
+
+def _net_tunables(doc: Doc, spec: LocDict, fld: str, net: str
+                  ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+    """A network's ``tunables:`` and ``lnd tunables:`` (lnetctl's YAML for ``net add``):
+    integers, in range; an o2ib net's lnd tunables as ``kiblnd_tunables_setup`` takes them
+    (nodes/o2ib/kibtx.py), another net's only conns_per_peer and tos (the socklnd's)."""
+    out: list[tuple[tuple[str, int], ...]] = []
+    for key in ("tunables", "lnd tunables"):
+        if key not in spec:
+            out.append(())
+            continue
+        m = doc.mapping(spec[key], spec.vline(key), f"{fld}.{key}")
+        o2ib = key == "lnd tunables" and net.startswith("o2ib")
+        known = (NET_TUNABLES if key == "tunables" else
+                 dict.fromkeys([*LNETCTL_KEYS, "tos"], (-1, 2**20)) if o2ib else
+                 {"conns_per_peer": (0, 127), "tos": (-1, 255)})
+        items = []
+        for k, v in m.items():
+            where = join_field(f"{fld}.{key}", k)
+            if k not in known:
+                doc.fail(m.key_lines[k], where, f"unknown key {shown(k)} (known: "
+                         f"{', '.join(known)})")
+            lo, hi = known[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                doc.fail(m.vline(k), where, f"expected an integer in {lo}..{hi}, got "
+                         f"{v if isinstance(v, int) else kind_name(v)}")
+            items.append((str(k), v))
+        if o2ib:
+            try:
+                O2ibTunables.for_ni(8, 256, dict(items))
+            except TunableError as e:
+                doc.fail(spec.vline(key), f"{fld}.{key}", str(e))
+        out.append(tuple(items))
+    return out[0], out[1]
 
 
 def _ipv6_only(doc: Doc, spec: LocDict, fld: str, seg_name: str, lnet: str,

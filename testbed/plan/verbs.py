@@ -27,7 +27,7 @@ import yaml
 
 from nodes.dlc import commands as C
 from nodes.lnet.tunables import STRING_MODULE_PARAMS
-from testbed.plan.model import NodePlan, Plan
+from testbed.plan.model import IfacePlan, NodePlan, Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +66,19 @@ def local_steps(node: NodePlan) -> list[Step]:
     if not node.multi_rail:  # downrev node: testbed-only verb, before any NI (bck-025)
         steps.insert(0, C.SetTunable(name="multi_rail", value=0))
     if not from_params:
-        steps += [C.NetAdd(net=i.net, interfaces=(i.name,), numa=i.numa)  # numa: testbed
-                  for i in node.interfaces]
+        steps += [net_add(i) for i in node.interfaces]
     steps += [C.SetTunable(name=key, value=value) for key, value in node.tunables]
     return steps
+
+
+def net_add(i: IfacePlan) -> C.NetAdd:
+    """One interface's ``net add``, with its network's ``tunables:``/``lnd tunables:`` (an
+    o2ib net's own keys as ``lnd_tunables``; ``numa``: testbed only)."""
+    lnd = dict(i.lnd_tunables)
+    kw: dict[str, Any] = dict(i.tunables)
+    kw.update({k: lnd.pop(k) for k in ("conns_per_peer", "tos") if k in lnd})
+    return C.NetAdd(net=i.net, interfaces=(i.name,), numa=i.numa, **kw,
+                    lnd_tunables=tuple(f"{k}={v}" for k, v in lnd.items()))
 
 
 def remote_steps(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[Step]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.events import MessageReceived
 from nodes.lnet.nid import NID, O2IBLND
-from nodes.o2ib import ibfaults
+from nodes.o2ib import ibfaults, kibtx
 from nodes.o2ib.kibtx import Close, Connect, Deliver, Notify, Output, TxDone, Write
 from nodes.o2ib.o2iblnd import O2ibLND
 from testbed.sim.paths import UNANSWERED
@@ -63,8 +63,10 @@ class O2ibSim:
             lnd = self.lnds[name] = O2ibLND(incarnation=eng.incarnation)  # LND reuses ids
             self._engine_of[name] = eng
         for ni in eng.local_nis():
-            if is_o2ib(ni.nid) and ni.nid not in lnd.nets:
-                lnd.startup_ni(ni.nid)
+            if is_o2ib(ni.nid) and ni.nid not in lnd.nets:  # with the NI's tunables
+                t = ni.net.tunables                            # (nodes/dlc/glue.py)
+                lnd.startup_ni(ni.nid, kibtx.O2ibTunables.for_ni(t.peer_credits, t.credits, {
+                    **ni.lnd_o2ib, "conns_per_peer": ni.conns_per_peer}))
         return lnd
 
     # --- from the engine ------------------------------------------------------------------------
@@ -162,7 +164,8 @@ class O2ibSim:
             return
         t = max(fab.now + self._lat.get(key, fab.latency), self._last.get(key, 0.0))
         self._last[key] = t
-        fab._at(t, functools.partial(self._arrive, name, peer, o.data))
+        data = o.data + bytes(o.tail) if o.tail else o.data  # head + large body, one arrival
+        fab._at(t, functools.partial(self._arrive, name, peer, data))
 
     def _arrive(self, src: str, peer: tuple[str, int], data: bytes) -> None:
         """Bytes reach ``peer`` unless the path failed in flight or its node is gone."""

@@ -26,7 +26,7 @@ from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EINVAL, ENOENT, LNetConfigError
 from nodes.lnet.nid import NID, O2IBLND, Net, nid_from_ip
-from nodes.o2ib.kibtx import ipoib_refusal
+from nodes.o2ib.kibtx import O2ibTunables, ipoib_refusal
 from testbed.base import TestbedError
 from testbed.plan import NodePlan
 from testbed.sim.socktables import SimSockTables
@@ -125,6 +125,9 @@ class SimRuntime:
     def set_conns_per_peer(self, nid: NID, conns_per_peer: int) -> None:
         """Nothing to tell: the fabric reads each NI's ``conns_per_peer`` when it lists the
         sockets of a pair (``socktables.conn_types``)."""
+
+    def set_o2ib_tunables(self, nid: NID, tunables: O2ibTunables) -> None:
+        """Nothing to tell: the simulator's o2iblnd reads them from the NI (``lnd_o2ib``)."""
 
     def start(self, start: Callable[[], tuple[int, list[Action]]]) -> tuple[int, int]:
         """Start an operation; returns (MD handle, index of its first event)."""

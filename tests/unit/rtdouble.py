@@ -21,6 +21,7 @@ from nodes.lnd.connlist import ConnInfo, IfaceInfo, PeerInfo
 from nodes.lnet.actions import Action, MDEvent
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.nid import NID, Net
+from nodes.o2ib.kibtx import O2ibTunables
 
 BACKEND = "unit-test double"
 
@@ -115,6 +116,9 @@ class RuntimeDouble:
 
     def set_conns_per_peer(self, nid: NID, conns_per_peer: int) -> None:
         return None  # no LND connections to make
+
+    def set_o2ib_tunables(self, nid: NID, tunables: O2ibTunables) -> None:
+        return None  # no o2iblnd connections to make
 
     def socklnd_tables(self) -> _NoTables:
         return _NoTables()

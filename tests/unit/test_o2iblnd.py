@@ -152,6 +152,9 @@ def test_kiblnd_send_large_put_is_put_req_ack_rdma_done() -> None:
     (d,) = b.nodes["b"].delivered
     assert d.payload == BIG and b.nodes["a"].done[0].rc == 0
     assert not b.nodes["b"].lnd.pd._mrs  # the sink was deregistered (kiblnd_tx_done)
+    # LNet gets the sink's memory (read-only), as the RDMA left it: no copy
+    assert isinstance(d.payload, memoryview) and d.payload.readonly
+    assert b.nodes["b"].lnd.pd.pool.size >= 1
 
 
 def test_kiblnd_send_immediate_limit() -> None:

@@ -36,6 +36,7 @@ from nodes.dlc.tunables import parse_long
 from nodes.echo import clip
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
+from nodes.o2ib.kibtx import LNETCTL_KEYS
 
 #: sections in the order they are applied (spec §9.4)
 IMPORT_ORDER = ("net", "ip2nets", "route", "routing", "buffers", "peer", "global", "numa",
@@ -116,7 +117,7 @@ def _cpt(value: Any, where: str) -> str | None:
     return text
 
 
-def _tunables(ni: dict[str, Any], base: dict[str, int]) -> dict[str, int]:
+def _tunables(ni: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     kw = dict(base)
     tun = ni.get("tunables")
     if isinstance(tun, dict):
@@ -128,6 +129,10 @@ def _tunables(ni: dict[str, Any], base: dict[str, int]) -> dict[str, int]:
         for key in ("conns_per_peer", "tos"):
             if key in lnd:
                 kw[key] = _long(key, lnd[key])
+        o2ib = tuple(f"{k}={_long(k, v)}" for k, v in lnd.items() if k in LNETCTL_KEYS
+                     and k != "conns_per_peer")  # o2ib nets only (_net_steps)
+        if o2ib:
+            kw["lnd_tunables"] = o2ib
     return kw
 
 
@@ -156,6 +161,8 @@ def _net_steps(entries: Any, delete: bool) -> list[Step]:
                 steps.append(C.NetDel(net=name, interfaces=ifaces))
                 continue
             kw = _tunables(ni, base)
+            if not name.startswith("o2ib"):  # lnetctl ignores o2iblnd's keys elsewhere
+                kw.pop("lnd_tunables", None)
             cpt = _cpt(ni.get("CPT"), where)
             try:
                 steps.append(C.NetAdd(net=name, interfaces=ifaces, cpt=cpt, **kw))
