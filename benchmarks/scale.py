@@ -102,6 +102,54 @@ def cold_start() -> float:
     return time.perf_counter() - t0
 
 
+def kernel_ref(n: int, rails: int) -> tuple[float, float]:
+    """The kernel's floor for what step 2 builds, measured by a bare program in the same run:
+    ``n`` network+mount namespaces held by ``mnexec -cdnp sleep infinity`` (8 at a time, as
+    netbuild), ``rails`` bridges and ``n * rails`` veths into them in one ``ip -batch``; then
+    the holders killed and the bridges deleted. Returns (build seconds, teardown seconds)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tag = f"r{os.getpid() % 1000}"
+
+    def holder(_i: int) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(["mnexec", "-cdnp", "sleep", "infinity"],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert p.stdout is not None
+        p.stdout.readline()
+        p.stdout.close()
+        return p
+
+    bridges = [f"{tag}b{r}" for r in range(rails)]
+    t0 = time.perf_counter()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            procs = list(pool.map(holder, range(n)))
+        batch = [f"link add name {b} type bridge\nlink set dev {b} up" for b in bridges]
+        batch += [f"link add name {tag}p{r}x{i} type veth peer name eth{r} netns {p.pid}\n"
+                  f"link set dev {tag}p{r}x{i} master {bridges[r]} up"
+                  for i, p in enumerate(procs) for r in range(rails)]
+        subprocess.run(["ip", "-batch", "-"], input="\n".join(batch) + "\n", text=True,
+                       check=True)
+        built = time.perf_counter() - t0
+    finally:
+        t1 = time.perf_counter()
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+        subprocess.run(["ip", "-force", "-batch", "-"], text=True, capture_output=True,
+                       input="".join(f"link del dev {b}\n" for b in bridges))
+    return built, time.perf_counter() - t1
+
+
+def idle_cpu(pids: list[int], window: float = 2.0) -> float:
+    """CPU share (of one core) all ``pids`` use together while the testbed is idle."""
+    before = sum(cpu_s(pid) for pid in pids)
+    time.sleep(window)
+    return (sum(cpu_s(pid) for pid in pids) - before) / window
+
+
 def start_profile(sup_pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -163,8 +211,9 @@ def one(n: int, run: int, tmp: Path, profile: Path | None, args: argparse.Namesp
         th.start()
     steps: list[tuple[int, float]] = []
     t0 = time.perf_counter()
+    extra = {} if args.record_period is None else {"record_period": args.record_period}
     tb = MininetTestbed.up(path, name=name, progress=lambda step, _total, _text: steps.append(
-        (step, time.perf_counter())))
+        (step, time.perf_counter())), **extra)
     up_s = time.perf_counter() - t0
     load = os.getloadavg()[0]
     try:
@@ -178,6 +227,7 @@ def one(n: int, run: int, tmp: Path, profile: Path | None, args: argparse.Namesp
         pids = [int(info["daemon_pid"]) for info in state["nodes"].values()]
         mem = [smaps(pid) for pid in pids]
         cpu = statistics.mean(cpu_s(pid) for pid in pids)
+        idle = idle_cpu(pids)
         server = state.get("forkserver_pid")
         server_pss = smaps(int(server))[1] if isinstance(server, int) else 0.0
     finally:
@@ -194,7 +244,8 @@ def one(n: int, run: int, tmp: Path, profile: Path | None, args: argparse.Namesp
     return {"nodes": n, "up_s": up_s, "per_node_s": up_s / n, "rss_mb": statistics.mean(rss),
             "pss_mb": statistics.mean(pss), "pss_max_mb": max(pss), "daemon_cpu_s": cpu,
             "server_pss_mb": server_pss, "down_s": down_s, "leftovers": len(left),
-            "routes_down": len(tb.warnings), "load1": load, **phases}
+            "routes_down": len(tb.warnings), "idle_cpu_cores": idle, "load1": load,
+            **phases}
 
 
 def main() -> int:
@@ -205,6 +256,8 @@ def main() -> int:
     ap.add_argument("--rails", type=int, default=1, help="segments of net tcp per node")
     ap.add_argument("--routers", type=int, default=0, help="routers to a second net tcp1")
     ap.add_argument("--prefix", default="scale", help="testbed name prefix")
+    ap.add_argument("--record-period", type=float, default=None, metavar="S",
+                    help="recorder period in seconds (default: testbed up's; 0: off)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("scale.py: needs root (Mininet)", file=sys.stderr)
@@ -214,6 +267,10 @@ def main() -> int:
         args.profile.mkdir(parents=True, exist_ok=True)
     ref = statistics.median(cold_start() for _ in range(5))
     print(f"ref_cold_s={ref:.3f}")
+    for n in sizes:
+        built, torn = kernel_ref(n, args.rails)
+        print(f"ref_kernel nodes={n} rails={args.rails} build_s={built:.3f} "
+              f"teardown_s={torn:.3f} load1={os.getloadavg()[0]:.2f}", flush=True)
     targets = {100: 8.0, 300: 30.0, 1000: 30.0}
     pss_target = {1000: 8.0}
     bad = 0
