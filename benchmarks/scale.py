@@ -1,7 +1,9 @@
-"""Mininet ``testbed up`` at scale: 10, 100 and 300 nodes (issue 13 item 4).
+"""Mininet ``testbed up`` at scale: 10, 100, 300 and 1,000 nodes (issue 13 item 4, issue 34).
 
-For each size a generated topology (nodes n1..nN, one interface each on one segment ``lan0``,
-LNet net ``tcp``; written to a temp dir in the topologies/ schema) is brought up with
+For each size a generated topology (nodes n1..nN, one interface each on ``--rails`` segments
+``lan0``.. of LNet net ``tcp``; with ``--routers R``, R routers to a second net ``tcp1`` and
+every client and server routed through all of them: ``topology_yaml``; written to a temp dir
+in the topologies/ schema) is brought up with
 ``MininetTestbed.up`` exactly as ``testbed up`` does (recorder on at its default period), and
 timed from the call to its return (``up_s``: network, daemons, every node's NIs configured).
 The time of each bring-up step (``stepK_s``, from its progress line to the next: 2 network,
@@ -18,10 +20,15 @@ Reference, measured in the same run (the box is shared, so only figures of one r
 ``ref_cold_s``, the wall time of one cold ``python -c "import nodes.daemon.__main__"`` (an
 interpreter start plus the daemon's import graph: what each daemon paid before the fork
 server), median of 5; ``per_node_s`` is ``up_s / N`` and ``of_cold`` its ratio to
-``ref_cold_s``. Targets: 100 nodes in under 8 s, 300 in under 30 s, PSS <= 15 MB per daemon.
-As root, from the repository root:
+``ref_cold_s``; ``ref_kernel``, the kernel's floor for step 2 by a bare program (``kernel_ref``:
+the same namespaces, bridges and veths, no daemon) and its teardown. After ``up``:
+``routes_down`` (routes not up when ``up`` returned), ``idle_cpu_cores`` (what all the idle
+daemons use together, 2 s window), ``load1``. Targets: 100 nodes in under 8 s, 300 in under
+30 s, PSS <= 15 MB per daemon; 1,000 nodes (issue 34) in under 30 s, PSS <= 8 MB, ``down``
+under 10 s, no route down. As root, from the repository root:
 
     .venv/bin/python benchmarks/scale.py [--sizes 10,100,300] [--runs 1] [--profile DIR]
+        [--rails 2] [--routers 8] [--prefix NAME] [--record-period S]
 
 ``--profile DIR`` records the supervisor and the fork server with py-spy during each bring-up
 (DIR/upN-K.txt, DIR/fsN-K.txt, ``py-spy record --format raw``: collapsed stacks) and prints the
