@@ -85,7 +85,8 @@ def testbed(rails: int, prefix: str, **up: Any) -> Iterator[Any]:
     recorder on, no message trace)."""
     import testbed as tbapi
 
-    name = f"{prefix}{uuid.uuid4().hex[:6]}"
+    # LNET_BENCH_PREFIX: a helper's testbeds start with its branch name (the shared box's rule)
+    name = f"{os.environ.get('LNET_BENCH_PREFIX', '')}{prefix}{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.yaml"
         path.write_text(topology_yaml(name, rails))

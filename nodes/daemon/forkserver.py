@@ -14,11 +14,13 @@ list of their replies (every helper of the batch forked before any report is rea
 stdin ends the server.
 
 Each daemon is a real process of its own, as ``mnexec -a P python -m nodes.daemon`` made it:
-the server forks a helper, which enters the network and mount namespaces of pid ``P`` (the
-Mininet host's shell: ``setns(2)`` on ``/proc/P/ns/{net,mnt}``, the two ``mnexec -a`` joins),
-forks the daemon (its own session, stdin ``/dev/null``, stdout and stderr appended to its
-log, no other descriptor of the server) and exits. The daemon, orphaned, is re-parented to
-the nearest child subreaper: the caller (the Mininet supervisor sets
+the server forks a helper per ``CHUNK`` requests of a batch, which for each request enters
+the network and mount namespaces of pid ``P`` (the Mininet host's holder: ``setns(2)`` on
+``/proc/P/ns/{net,mnt}``, the two ``mnexec -a`` joins), forks the daemon (its own session,
+stdin ``/dev/null``, stdout and stderr appended to its log, no other descriptor of the
+server), and once all are forked reports their pids and exits (issue 34: a helper per
+daemon was two forks of this process per node, 40 % of its time at 1,000 nodes). The daemon,
+orphaned, is re-parented to the nearest child subreaper: the caller (the Mininet supervisor sets
 ``PR_SET_CHILD_SUBREAPER``), so the caller waits for it, signals it and reads its exit status
 exactly as for a child it had spawned. The server never enters a namespace and holds no
 socket: nothing of it outlives the caller (``PR_SET_PDEATHSIG``) or needs undoing at
@@ -40,6 +42,9 @@ from typing import Any
 #: once and shared by every child (a module a child imports itself is private to it).
 PRELOAD = ("nodes.daemon.__main__", "nodes.dlc.verbs.lnetctl_cmd", "nodes.dlc.verbs.lctl_cmd",
            "nodes.dlc.verbs.lnetctl_set", "nodes.dlc.verbs.lnetctl_export", "yaml")
+#: Requests one fork helper serves, one after the other (2 helpers for 1,000 nodes would
+#: leave a core idle; one per node doubled the forks of this large process).
+CHUNK = 64
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -83,77 +88,97 @@ def _daemon(req: dict[str, Any]) -> int:
     return main([str(a) for a in req["argv"]])
 
 
-def _helper(req: dict[str, Any], wfd: int) -> None:
-    """In the child: join the node's namespaces, fork the daemon, report its pid, exit."""
-    code = 1
+def _one(req: dict[str, Any]) -> dict[str, Any]:
+    """In the helper: join the node's namespaces and fork its daemon; the reply."""
     try:
         pid = int(req["ns_pid"])
         _setns(pid, "net", CLONE_NEWNET)
         _setns(pid, "mnt", CLONE_NEWNS)
         os.chdir("/")
         child = os.fork()
-        if child == 0:
-            rc = 1
-            try:
-                rc = _daemon(req)
-            except SystemExit as exc:
-                rc = exc.code if isinstance(exc.code, int) else 1
-            except BaseException:  # the daemon's crash goes to its log
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(rc)
-        os.write(wfd, json.dumps({"pid": child}).encode())
-        code = 0
     except BaseException as exc:  # reported to the caller, one line
-        os.write(wfd, json.dumps({"error": f"node {req.get('node')}: {exc}"}).encode())
+        return {"error": f"node {req.get('node')}: {exc}"}
+    if child == 0:
+        rc = 1
+        try:
+            rc = _daemon(req)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # the daemon's crash goes to its log
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
+    return {"pid": child}
+
+
+def _helper(reqs: list[dict[str, Any]], wfd: int) -> None:
+    """In the child: each request's daemon forked in its namespaces, then every reply
+    reported at once (a JSON list, in order), then exit: the daemons are orphaned."""
+    code = 1
+    try:
+        replies = [_one(req) for req in reqs]
+        os.write(wfd, json.dumps(replies).encode())
+        code = 0
     finally:
         os._exit(code)
 
 
-def begin(req: dict[str, Any]) -> tuple[int, int]:
-    """Fork the helper for one request; (its pid, the read end of its report pipe)."""
+def begin(reqs: list[dict[str, Any]]) -> tuple[int, int]:
+    """Fork the helper for some requests; (its pid, the read end of its report pipe)."""
     rfd, wfd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
     helper = os.fork()
     if helper == 0:
         os.close(rfd)
-        _helper(req, wfd)
+        _helper(reqs, wfd)
     os.close(wfd)
     return helper, rfd
 
 
-def finish(req: dict[str, Any], helper: int, rfd: int) -> dict[str, Any]:
-    """The helper's report (it exits right after writing it)."""
+def finish(reqs: list[dict[str, Any]], helper: int, rfd: int) -> list[dict[str, Any]]:
+    """The helper's report, one reply per request (it exits right after writing it)."""
     chunks = []
-    while chunk := os.read(rfd, 4096):
+    while chunk := os.read(rfd, 65536):
         chunks.append(chunk)
     os.close(rfd)
     os.waitpid(helper, 0)
     try:
-        reply = json.loads(b"".join(chunks))
+        replies = json.loads(b"".join(chunks))
     except ValueError:
-        reply = {"error": f"node {req.get('node')}: the fork helper died"}
-    return reply if isinstance(reply, dict) else {"error": "bad helper reply"}
+        replies = None
+    if not isinstance(replies, list) or len(replies) != len(reqs):
+        return [{"error": f"node {req.get('node')}: the fork helper died"} for req in reqs]
+    return [r if isinstance(r, dict) else {"error": "bad helper reply"} for r in replies]
 
 
 def spawn_all(reqs: list[Any]) -> list[dict[str, Any]]:
-    """Every helper forked first, then every report read: on a loaded box each fork's
-    round trip is a scheduling delay, so a batch pays it once, not once per node."""
-    started: list[tuple[dict[str, Any], int, int] | str] = []
-    for req in reqs:
-        if not isinstance(req, dict) or not isinstance(req.get("argv"), list):
-            started.append("request is not {node, ns_pid, argv, log}")
-            continue
+    """Every helper forked first (one per ``CHUNK`` valid requests), then every report read:
+    on a loaded box each fork's round trip is a scheduling delay, so a batch pays it once
+    per helper, not once per node."""
+    replies: list[dict[str, Any] | None] = [None] * len(reqs)
+    valid = []
+    for i, req in enumerate(reqs):
+        if isinstance(req, dict) and isinstance(req.get("argv"), list):
+            valid.append(i)
+        else:
+            replies[i] = {"error": "request is not {node, ns_pid, argv, log}"}
+    started = []
+    for k in range(0, len(valid), CHUNK):
+        idx = valid[k:k + CHUNK]
         try:
-            started.append((req, *begin(req)))
+            started.append((idx, *begin([reqs[i] for i in idx])))
         except OSError as exc:
-            started.append(f"node {req.get('node')}: fork: {exc}")
-    return [{"error": s} if isinstance(s, str) else finish(*s) for s in started]
+            for i in idx:
+                replies[i] = {"error": f"node {reqs[i].get('node')}: fork: {exc}"}
+    for idx, helper, rfd in started:
+        for i, reply in zip(idx, finish([reqs[i] for i in idx], helper, rfd), strict=True):
+            replies[i] = reply
+    return [r if r is not None else {"error": "no reply"} for r in replies]
 
 
 def serve(inp: Any, out: Any) -> None:

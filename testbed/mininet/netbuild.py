@@ -3,11 +3,15 @@
 Theory of operation: the supervisor (``testbed.mininet.supervisor``) calls ``build_network``
 once; every bridge, host and veth is recorded in state.json *before* it is made (STYLE rule
 9), so ``testbed clean`` can undo a half-built network. Independent steps run in parallel
-(issue 13 item 4): the hosts' shells start PARALLEL at a time, and so do the nodes'
-configurations. Inside a node the interfaces are eth0,
-eth1, ... with the planned address, IPv6 off, ``arp_ignore=1``/``arp_announce=2``, no default
-route. ``stop_mininet`` ends the Mininet host and switch shells (their namespaces go with
-them) without ``Mininet.stop()``, whose waits on the shells' ptys are unbounded.
+(issue 13 item 4): the hosts start PARALLEL at a time, and so do the nodes'
+configurations. A host is a Mininet ``Host`` whose namespaces are held by a pause process
+(``PauseHost``: ``mnexec -cdnp sleep infinity``), not by Mininet's interactive bash on a pty
+(issue 34: the shell's start and its prompt's reads were a third of a 300-node network's
+time; nothing here talks to a host's shell, every command enters by its pid). Inside a node
+the interfaces are eth0, eth1, ... with the planned address, IPv6 off,
+``arp_ignore=1``/``arp_announce=2``, no default route. ``stop_mininet`` ends the Mininet
+host and switch shells (their namespaces go with them) without ``Mininet.stop()``, whose
+waits on the shells' ptys are unbounded.
 """
 
 from __future__ import annotations
@@ -44,6 +48,32 @@ class BringUpError(Exception):
     """Bring-up cannot continue; the message is the one-line reason shown to the user."""
 
 
+def _host_class() -> type:
+    """``PauseHost``, made on first use (Mininet is imported only by the supervisor)."""
+    from mininet.node import Host
+
+    class PauseHost(Host):  # type: ignore[misc]
+        """A Mininet host held by ``sleep infinity`` in new network and mount namespaces
+        (``mnexec -n``, as Mininet's own shell), started by ``mnexec -cdnp``: ``-p`` prints
+        the pid once the namespaces exist, which is when the host is ready. No pty, no
+        bash: ``cmd()`` is not available (module doc)."""
+
+        def startShell(self, mnopts: str | None = None) -> None:
+            self.shell = self._popen(["mnexec", "-cdnp", "sleep", "infinity"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+            line = self.shell.stdout.readline()  # b"\x01PID\n" after unshare(2)
+            self.shell.stdout.close()
+            if line != f"\x01{self.shell.pid}\n".encode():
+                raise BringUpError(f"host {self.name}: mnexec did not start "
+                                   f"(rc {self.shell.poll()})")
+            self.pid = self.shell.pid
+            self.execed = False
+            self.waiting = False
+
+    return PauseHost
+
+
 def build_network(sup: Supervisor) -> None:
     """One host per node (Mininet: a shell in new network and mount namespaces), one Linux
     bridge per segment, one veth per interface, each kind recorded in state.json, all at
@@ -64,8 +94,9 @@ def build_network(sup: Supervisor) -> None:
                   waitConnected=False)
     sup.net = net
     _record(sup, [{"kind": "host", "node": node.name} for node in sup.plan.nodes])
-    hosts = in_parallel(lambda node: net.addHost(node.name, ip=None, inNamespace=True),
-                        sup.plan.nodes)
+    host_cls = _host_class()
+    hosts = in_parallel(lambda node: net.addHost(node.name, cls=host_cls, ip=None,
+                                                 inNamespace=True), sup.plan.nodes)
     for node, host in zip(sup.plan.nodes, hosts, strict=True):
         sup.hosts[node.name] = host
         sup.state["nodes"][node.name] = {"host_pid": host.pid, "interfaces": {},
@@ -151,7 +182,10 @@ def check_addresses(node: NodePlan, out: str) -> None:
 
 
 def stop_mininet(sup: Supervisor) -> None:
-    """End the Mininet host and switch shells (their namespaces go with them)."""
+    """End the Mininet host and switch shells (their namespaces go with them), then delete
+    the bridges and veths still present with one ``ip -force -batch`` (one ``ip link del``
+    each was 2,000 processes for 1,000 two-rail nodes; ``clean.delete_interfaces`` after it
+    finds nothing left, or deletes a failure's rest one by one)."""
     if sup.net is None:
         return
     shells = [n.shell for n in (*sup.net.hosts, *sup.net.switches)
@@ -163,3 +197,9 @@ def stop_mininet(sup: Supervisor) -> None:
     for shell in shells:
         with contextlib.suppress(subprocess.TimeoutExpired):
             shell.wait(timeout=0.5)
+    ours = set(names.existing_interfaces())
+    gone = [n for n in clean.recorded_interfaces(sup.state) if n in ours]
+    gone.sort(key=lambda n: (names.is_bridge(n), n))  # veths first, then their bridges
+    if gone:
+        sh.run(["ip", "-force", "-batch", "-"],
+               input="".join(f"link del dev {n}\n" for n in gone))

@@ -43,7 +43,6 @@ from typing import IO, Any
 import zmq
 
 from nodes.daemon import etchosts
-from nodes.daemon.client import DaemonUnreachable, request
 from nodes.echo import listed, shown
 from testbed import bringup, clean, names, runstate, sh
 from testbed.ctlserver import CtlServer, Handler
@@ -261,11 +260,9 @@ class Supervisor:
         with contextlib.suppress(OSError):
             self.save()
         self.faults.shutdown()  # held packets released, rules, qdiscs, interposers removed
-        for node, proc in self.daemons.items():
-            if proc.poll() is None:
-                with contextlib.suppress(DaemonUnreachable):
-                    request(str(runstate.node_sock(self.rdir, node)), {"cmd": "shutdown"},
-                            timeout=1.0, ctx=self.zctx)
+        for proc in self.daemons.values():  # SIGTERM is the daemon's `shutdown` (its
+            proc.send_signal(signal.SIGTERM)  # handler), to all at once: one request each
+            # waited in turn, a second per 100 daemons (issue 34)
         deadline = time.monotonic() + SHUTDOWN_GRACE
         for proc in self.daemons.values():
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -24,10 +24,10 @@ from testbed.plan.model import SegmentPlan
 from testbed.plan.yamlload import Doc, LocDict, join_field, kind_name
 
 #: Most nodes a topology may have, per backend (issue 11 item 10): Mininet runs a daemon,
-#: a namespace and a veth per interface per node (300 nodes is ~2 GB of daemons on this
-#: box); the simulator holds every engine in one process (10,000 nodes come up in seconds,
+#: a namespace and a veth per interface per node (1,000 nodes is ~8 GB of daemons on this
+#: box, issue 34); the simulator holds every engine in one process (10,000 nodes come up in seconds,
 #: benchmarks/sim_scale.py). Refused at validation, before any node is read.
-MAX_NODES: dict[str, int] = {"mininet": 300, "sim": 10_000}
+MAX_NODES: dict[str, int] = {"mininet": 1_000, "sim": 10_000}
 
 #: `lnetctl set` tunables -> inclusive range, in the order a backend should apply them
 #: (retry_count before transaction_timeout: with LNet's default timeout of 150 s that order

@@ -183,14 +183,14 @@ def _nodes_yaml(n: int) -> str:
 
 
 def test_node_count_limit_per_backend() -> None:
-    """Issue 11 item 10: at least 10,000 nodes on the sim, 300 on Mininet; beyond, a
-    one-line refusal at validation."""
-    assert MAX_NODES == {"mininet": 300, "sim": 10_000}
-    assert len(parse_topology(_nodes_yaml(300), backend="mininet").nodes) == 300
+    """Issue 11 item 10: at least 10,000 nodes on the sim, 1,000 on Mininet (issue 34);
+    beyond, a one-line refusal at validation."""
+    assert MAX_NODES == {"mininet": 1_000, "sim": 10_000}
+    assert len(parse_topology(_nodes_yaml(1_000), backend="mininet").nodes) == 1_000
     with pytest.raises(TopologyError) as info:
-        parse_topology(_nodes_yaml(301), backend="mininet")
-    assert str(info.value) == ("<string>:3: nodes: 301 nodes: more than the mininet backend "
-                               "takes (300; limits: mininet 300, sim 10,000)")
+        parse_topology(_nodes_yaml(1_001), backend="mininet")
+    assert str(info.value) == ("<string>:3: nodes: 1,001 nodes: more than the mininet backend "
+                               "takes (1,000; limits: mininet 1,000, sim 10,000)")
     big = _nodes_yaml(10_001)
     with pytest.raises(TopologyError, match=r"10,001 nodes: more than the sim backend takes"):
         parse_topology(big, backend="sim")
