@@ -107,7 +107,7 @@ class KsockConnection:
             prev = self.state
             self.state = S.ERROR
             if inp in RX_INPUTS:
-                raise wire._bad(f"{inp.value} in state '{prev.value}'")
+                raise wire.bad_frame(f"{inp.value} in state '{prev.value}'")
             raise LocalProtocolError(f"cannot {inp.value} in state '{prev.value}'")
         self.state = nxt
 
@@ -166,9 +166,9 @@ class KsockConnection:
                 self._parse_handshake(events)
             elif self.state is S.P_HELLO_RECEIVED:
                 if self._end == STAGE_SIZE:
-                    raise wire._bad("peer sent too much before our hello reply")
+                    raise wire.bad_frame("peer sent too much before our hello reply")
             elif self._end > self._start:
-                raise wire._bad(f"unexpected data in state '{self.state.value}'")
+                raise wire.bad_frame(f"unexpected data in state '{self.state.value}'")
         except WireProtocolError as exc:
             self.state = S.ERROR
             self.error = exc
@@ -199,7 +199,7 @@ class KsockConnection:
                 return events
             if n == 0:  # no room left: the stage holds a unit that cannot complete
                 self.state = S.ERROR
-                self.error = wire._bad("peer sent too much before our hello reply")
+                self.error = wire.bad_frame("peer sent too much before our hello reply")
                 if not events:
                     raise self.error
                 return events

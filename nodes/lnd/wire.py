@@ -91,7 +91,7 @@ MAX_FRAME_SIZE = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE + LNET_MTU
 _REMOTE_ERROR = int(HStatus.REMOTE_ERROR)
 
 
-def _bad(descr: str) -> WireProtocolError:
+def bad_frame(descr: str) -> WireProtocolError:
     return WireProtocolError(descr, _REMOTE_ERROR)
 
 
@@ -127,14 +127,14 @@ def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
             carrying a payload (spec §4.1).
     """
     if len(b) < LNET_HDR_SIZE:
-        raise _bad(f"short lnet_hdr: {len(b)} < {LNET_HDR_SIZE} bytes")
+        raise bad_frame(f"short lnet_hdr: {len(b)} < {LNET_HDR_SIZE} bytes")
     dest, src, dpid, spid, mtype, plen = _HDR_FIXED.unpack_from(b, 0)
     if (t := _MSG_TYPES.get(mtype)) is None:  # (a dict: the enum call was a tenth of it)
-        raise _bad(f"bad LNet message type {mtype}")
+        raise bad_frame(f"bad LNet message type {mtype}")
     if plen > LNET_MTU:
-        raise _bad(f"payload_length {plen} > LNET_MTU {LNET_MTU}")
+        raise bad_frame(f"payload_length {plen} > LNET_MTU {LNET_MTU}")
     if (t is MsgType.ACK or t is MsgType.GET) and plen != 0:
-        raise _bad(f"{t.name} with payload_length {plen}")
+        raise bad_frame(f"{t.name} with payload_length {plen}")
     off = _HDR_FIXED.size
     dnid, snid = nid4_cached(dest), nid4_cached(src)
     # positional, in LNetHdr's field order (its ``readdressed`` lists it)
@@ -177,10 +177,10 @@ def connreq_flip(magic: int) -> bool:
     if magic == swab32(LNET_PROTO_ACCEPTOR_MAGIC):
         return True
     if magic in (LNET_PROTO_MAGIC, swab32(LNET_PROTO_MAGIC)):
-        raise _bad("acceptor: LNET_PROTO_MAGIC version query is not supported")
+        raise bad_frame("acceptor: LNET_PROTO_MAGIC version query is not supported")
     if magic in (LNET_PROTO_TCP_MAGIC, swab32(LNET_PROTO_TCP_MAGIC)):
-        raise _bad("acceptor: refusing 'old' socknal/tcpnal acceptor protocol")
-    raise _bad(f"acceptor: unrecognised magic {magic:#010x}")
+        raise bad_frame("acceptor: refusing 'old' socknal/tcpnal acceptor protocol")
+    raise bad_frame(f"acceptor: unrecognised magic {magic:#010x}")
 
 
 def unpack_connreq(b: bytes | bytearray | memoryview) -> NID:
@@ -190,12 +190,12 @@ def unpack_connreq(b: bytes | bytearray | memoryview) -> NID:
         WireProtocolError: short buffer, bad magic, or a version other than 1.
     """
     if len(b) < CONNREQ_SIZE:
-        raise _bad(f"short acceptor connreq: {len(b)} bytes")
+        raise bad_frame(f"short acceptor connreq: {len(b)} bytes")
     magic = _CONNREQ.unpack_from(b, 0)[0]
     fmt = ">IIQ" if connreq_flip(magic) else "<IIQ"
     _m, version, nid4 = struct.unpack_from(fmt, b, 0)
     if version != LNET_PROTO_ACCEPTOR_VERSION:
-        raise _bad(f"acceptor: unsupported connreq version {version}")
+        raise bad_frame(f"acceptor: unsupported connreq version {version}")
     return NID.from_nid4(nid4)
 
 
@@ -238,21 +238,21 @@ def hello_flip(magic: int) -> bool:
     if magic == swab32(LNET_PROTO_MAGIC):
         return True
     if magic == LNET_PROTO_TCP_MAGIC:
-        raise _bad("ksock hello: protocol V1 (LNET_PROTO_TCP_MAGIC) is not supported")
-    raise _bad(f"ksock hello: bad magic {magic:#010x} ({LNET_PROTO_MAGIC:#010x} expected)")
+        raise bad_frame("ksock hello: protocol V1 (LNET_PROTO_TCP_MAGIC) is not supported")
+    raise bad_frame(f"ksock hello: bad magic {magic:#010x} ({LNET_PROTO_MAGIC:#010x} expected)")
 
 
 def check_hello_version(version: int) -> None:
     """``ksocknal_parse_proto_version`` restricted to V3 (the only protocol we speak)."""
     if version != KSOCK_PROTO_V3:
-        raise _bad(f"ksock hello: unsupported protocol version {version} (3 expected)")
+        raise bad_frame(f"ksock hello: unsupported protocol version {version} (3 expected)")
 
 
 def hello_nips(b: bytes | bytearray | memoryview, flip: bool) -> int:
     """kshm_nips from the first 56 bytes, checked against LNET_INTERFACES_NUM."""
     nips = struct.unpack_from(">I" if flip else "<I", b, HELLO_SIZE - 4)[0]
     if nips > LNET_INTERFACES_NUM:
-        raise _bad(f"ksock hello: bad nips {nips}")
+        raise bad_frame(f"ksock hello: bad nips {nips}")
     return int(nips)
 
 
@@ -263,19 +263,19 @@ def unpack_hello(b: bytes | bytearray | memoryview) -> KsockHello:
         WireProtocolError: short buffer, bad magic/version/nips, a zero IP, or src_nid ANY.
     """
     if len(b) < HELLO_SIZE:
-        raise _bad(f"short ksock hello: {len(b)} bytes")
+        raise bad_frame(f"short ksock hello: {len(b)} bytes")
     flip = hello_flip(struct.unpack_from("<I", b, 0)[0])
     st = _HELLO_BE if flip else _HELLO_LE
     _m, ver, src, dst, spid, dpid, sinc, dinc, ctype, _n = st.unpack_from(b, 0)
     check_hello_version(ver)
     nips = hello_nips(b, flip)
     if len(b) < HELLO_SIZE + 4 * nips:
-        raise _bad(f"short ksock hello: {len(b)} bytes for {nips} IPs")
+        raise bad_frame(f"short ksock hello: {len(b)} bytes for {nips} IPs")
     ips = struct.unpack_from(f"{'>' if flip else '<'}{nips}I", b, HELLO_SIZE)
     if 0 in ips:
-        raise _bad("ksock hello: zero IP")
+        raise bad_frame("ksock hello: zero IP")
     if src == LNET_NID_ANY:
-        raise _bad("ksock hello: src_nid is LNET_NID_ANY")
+        raise bad_frame("ksock hello: src_nid is LNET_NID_ANY")
     return KsockHello(NID.from_nid4(src), NID.from_nid4(dst), spid, dpid, sinc, dinc, ctype,
                       tuple(ips), ver)
 
@@ -314,7 +314,7 @@ def unpack_ksm_hdr(b: bytes | bytearray | memoryview, flip: bool,
     """
     t, csum, c0, c1 = (_KSM_HDR_BE if flip else _KSM_HDR_LE).unpack_from(b, off)
     if t not in (KSOCK_MSG_NOOP, KSOCK_MSG_LNET):
-        raise _bad(f"ksock msg: bad type {t:#x}")
+        raise bad_frame(f"ksock msg: bad type {t:#x}")
     return t, csum, c0, c1
 
 
@@ -326,7 +326,7 @@ def verify_csum(frame: bytes | bytearray | memoryview, csum: int,
         return
     got = ksock_csum_parts(frame, payload)
     if got != csum:
-        raise _bad(f"ksock msg: checksum mismatch {csum:#x} != {got:#x}")
+        raise bad_frame(f"ksock msg: checksum mismatch {csum:#x} != {got:#x}")
 
 
 def ksock_csum_parts(head: bytes | bytearray | memoryview,
@@ -383,7 +383,7 @@ def unpack_msg(b: bytes | bytearray | memoryview, *, flip: bool = False) -> Ksoc
         WireProtocolError: short/long buffer, bad type, bad header, or bad checksum.
     """
     if len(b) < KSOCK_MSG_HDR_SIZE:
-        raise _bad(f"short ksock msg: {len(b)} bytes")
+        raise bad_frame(f"short ksock msg: {len(b)} bytes")
     t, csum, c0, c1 = unpack_ksm_hdr(b, flip)
     hdr = None
     payload = b""
@@ -392,9 +392,9 @@ def unpack_msg(b: bytes | bytearray | memoryview, *, flip: bool = False) -> Ksoc
         hdr = unpack_hdr(memoryview(b)[end:])
         end += LNET_HDR_SIZE + hdr.payload_length
         if len(b) < end:
-            raise _bad(f"short ksock msg: {len(b)} < {end} bytes")
+            raise bad_frame(f"short ksock msg: {len(b)} < {end} bytes")
         payload = bytes(b[KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE:end])
     if len(b) != end:
-        raise _bad(f"ksock msg: {len(b) - end} trailing bytes")
+        raise bad_frame(f"ksock msg: {len(b) - end} trailing bytes")
     verify_csum(b, csum)
     return KsockMsg(t, csum, (c0, c1), hdr, payload)

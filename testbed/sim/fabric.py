@@ -67,7 +67,7 @@ from nodes.lnet.hdr import MsgType
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID, O2IBLND
 from testbed.sim.conns import Conns
-from testbed.sim.links import Links, _Link
+from testbed.sim.links import Link, Links
 from testbed.sim.netfaults import transmit_ruled
 from testbed.sim.o2ibsim import O2ibSim
 from testbed.sim.paths import UNANSWERED, Paths
@@ -351,7 +351,7 @@ class Fabric:
         if not self.hold:  # (held: queued for ever) the pair's decision goes with it
             self.sched.at_deliver(now + delay, name, act, link)
 
-    def _deliver(self, name: str, act: Transmit, link: _Link | None = None) -> None:
+    def _deliver(self, name: str, act: Transmit, link: Link | None = None) -> None:
         """``act`` arrives (``link``: the pair's decision made at send time, unless since
         stale), or fails as the path now says."""
         if link is None or link.version != self.links.version:

@@ -2,9 +2,9 @@
 
 Theory of operation: deciding a (NI, peer NI) send (reachable? who receives it? latency? the
 NIDs as text) costs a dozen NID hashes; the answer only changes when the fabric's wiring
-does. ``_Link`` holds the answer with the fabric's ``version`` it was made at; every wiring
+does. ``Link`` holds the answer with the fabric's ``version`` it was made at; every wiring
 change (a link up/down, an owner change, a latency, a fault) bumps the version, including a
-change to a ``_Watched`` set (``watched.py``) made directly by a caller. ``Links`` is that
+change to a ``Watched`` set (``watched.py``) made directly by a caller. ``Links`` is that
 cache, a part of the fabric (``Fabric.links``).
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from nodes.lnet.nid import NID
 
 
-class _Link:
+class Link:
     """What a (NI, peer NI) pair costs to decide, cached until the fabric's wiring changes:
     the path verdict (``path_error``), the receiving node, the base latency, both NIDs as
     text. NID hashing and formatting were a fifth of the time per message."""
@@ -31,7 +31,7 @@ class _Link:
 
 
 class Links:
-    """The fabric's path cache (``Fabric.links``): one ``_Link`` per (NI, peer NI), made by
+    """The fabric's path cache (``Fabric.links``): one ``Link`` per (NI, peer NI), made by
     ``verdict`` (``Paths.path_error``) and the latencies, valid while ``version`` stands."""
 
     def __init__(self, owner: dict[NID, str], latency: float) -> None:
@@ -39,7 +39,7 @@ class Links:
         self.owner = owner
         self.latency = latency  # of a NID without its own (``nid_latency``)
         self.nid_latency: dict[NID, float] = {}
-        self.cache: dict[tuple[NID, NID], _Link] = {}
+        self.cache: dict[tuple[NID, NID], Link] = {}
         self.verdict: Callable[[NID, NID], int] = lambda a, b: 0  # (set by the fabric)
         self._nid_text: dict[NID, str] = {}
 
@@ -52,7 +52,7 @@ class Links:
         self.nid_latency[nid] = latency
         self.changed()
 
-    def link(self, ni: NID, lpni: NID) -> _Link:
+    def link(self, ni: NID, lpni: NID) -> Link:
         """The cached decision for sends from ``ni`` to ``lpni`` (made again once stale)."""
         key = (ni, lpni)
         link = self.cache.get(key)
@@ -60,7 +60,7 @@ class Links:
             rc = self.verdict(ni, lpni)
             base = max(self.nid_latency.get(ni, self.latency),
                        self.nid_latency.get(lpni, self.latency))
-            link = self.cache[key] = _Link(self.version, rc, self.owner.get(lpni), base,
+            link = self.cache[key] = Link(self.version, rc, self.owner.get(lpni), base,
                                            self.nid_str(ni), self.nid_str(lpni))
         return link
 

@@ -55,7 +55,7 @@ from nodes.lnet.hstatus import HStatus
 
 if TYPE_CHECKING:
     from testbed.sim.fabric import Fabric
-    from testbed.sim.links import _Link
+    from testbed.sim.links import Link
 
 Pair = tuple[str, Any, Any]  # (sending node, NI, peer NI): one socklnd connection
 #: Ethernet + IPv4 + TCP (with timestamps) headers per segment, and the MSS, on a 1500 MTU
@@ -104,7 +104,7 @@ class Model(Protocol):
 
     k: Knobs
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         """Whether the model took ``act`` (else the fabric carries it as usual)."""
         ...
@@ -135,7 +135,7 @@ class Rst:
     def close(self, fab: Fabric) -> None:
         """Nothing held."""
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         if not matched or self.left <= 0 or link.dst is None:
             return False
@@ -182,7 +182,7 @@ class Reorder:
     def close(self, fab: Fabric) -> None:
         self.q.close(fab)
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
         h = self.q.held.get(pair)
@@ -210,7 +210,7 @@ class Duplicate:
     def close(self, fab: Fabric) -> None:
         """Nothing held."""
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         if matched and self.k.rng.random() < self.k.p["rate"]:
             self.k.count("duplicated")  # the receiver's TCP drops the copy
@@ -224,7 +224,7 @@ class Corrupt:
     def close(self, fab: Fabric) -> None:
         """Nothing held."""
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         if not matched or link.dst is None or self.k.rng.random() >= self.k.p["rate"]:
             return False
@@ -279,7 +279,7 @@ class Stall:
     def close(self, fab: Fabric) -> None:
         self.q.close(fab)
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         pair = (name, act.ni, act.lpni)
         h = self.q.held.get(pair)
@@ -316,7 +316,7 @@ class Bandwidth:
     def close(self, fab: Fabric) -> None:
         """Nothing held (the shaped messages are on the fabric's timeline)."""
 
-    def take(self, fab: Fabric, name: str, act: Transmit, link: _Link, timeout: float,
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
              matched: bool) -> bool:
         if not matched or link.dst is None:
             return False

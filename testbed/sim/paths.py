@@ -3,7 +3,7 @@ to a peer NID, measured on Mininet's veths (issue 17, resend-extra on Mininet).
 
 Theory of operation: ``path_error(a, b)`` is the errno a socklnd NI ``a`` meets sending to
 NID ``b`` now, decided from link states, segments and hosts (``Fabric`` caches it per pair in
-``_Link``); ``Paths`` turns the two slow verdicts into timed outcomes on the virtual
+``Link``); ``Paths`` turns the two slow verdicts into timed outcomes on the virtual
 clock. ``Paths`` is one of the fabric's parts (``Fabric.paths``), not its base: it owns the
 wiring the verdicts read (segments, hosts, link states) and the writes in flight (held
 and stalled); the fabric's own moves (deliver, fail, complete) it calls back on the fabric
@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.hstatus import HStatus
-from testbed.sim.watched import _Watched
+from testbed.sim.watched import Watched
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import Transmit
@@ -95,12 +95,12 @@ class Paths:
                  engines: dict[str, LNetEngine]) -> None:
         self.fab, self.sched, self.conns, self.owner, self.engines = \
             fab, sched, conns, owner, engines
-        self.down = _Watched(fab.changed)
+        self.down = Watched(fab.changed)
         #: NIDs of killed nodes: connecting is refused, an established connection is reset
-        self.dead = _Watched(fab.changed)
+        self.dead = Watched(fab.changed)
         #: NIs whose LND reported a simulated link down (``lctl net_ni_down``): their own
         #: sends fail at once with -ENETDOWN while peers still reach them
-        self.lnd_down = _Watched(fab.changed)
+        self.lnd_down = Watched(fab.changed)
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
         self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
         self._host_seg: dict[tuple[str, str], list[NID]] = {}  # (host, segment) -> its NIDs

@@ -4,7 +4,7 @@ Theory of operation: the fabric's ``down``, ``dead`` and ``lnd_down`` NID sets a
 the fabric itself and directly by callers (tests, faults); each change must bump the fabric's
 wiring ``version`` (``links.py``). This module stays Python (``nodes/native.py``): mypyc
 compiles no subclass of a built-in type, and compiled code that knew a ``set`` would add to it
-without the override; the fabric types these sets as ``_Watched`` so its calls go through it.
+without the override; the fabric types these sets as ``Watched`` so its calls go through it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-class _Watched(set[Any]):
+class Watched(set[Any]):
     """A set of NIDs whose every change tells the fabric its cached paths are stale."""
 
     def __init__(self, changed: Callable[[], None]) -> None:

@@ -34,14 +34,7 @@ TICK_ALLOWED = {
     "testbed/sim/netfaults.py",
 }
 #: (importing module, name) pairs still crossing a module boundary with an underscore name.
-UNDERSCORE_ALLOWED = {
-    # s29sim (the simulator's fabric, being recomposed): links.py's _Link, watched.py's _Watched
-    ("testbed/sim/fabric.py", "_Link"), ("testbed/sim/fabric.py", "_Watched"),
-    ("testbed/sim/netmodels.py", "_Link"), ("testbed/sim/paths.py", "_Link"),
-    ("testbed/sim/paths.py", "_Watched"), ("testbed/sim/simfabric.py", "_Watched"),
-    # nodes/lnd (no owner this session): wire.py's _bad used by framing.py and wire6.py
-    ("nodes/lnd/framing.py", "_bad"), ("nodes/lnd/wire6.py", "_bad"),
-}
+UNDERSCORE_ALLOWED: set[tuple[str, str]] = set()  # (the last ones renamed at the merge)
 #: Where backends are chosen: the CLI, the package's up/attach, the pytest plugin and fixtures
 #: (the trace and report modules only name the backend a recorded result ran on).
 CHOOSERS = ("testbed/cli.py", "testbed/commands/", "testbed/__init__.py",
