@@ -54,6 +54,8 @@ DECISION_MODULES = (
     "send.py", "route.py", "router.py", "rtrcheck.py", "rtralive.py", "rtrstate.py",
     "rtrpool.py", "discovery.py", "dc_state.py", "dc_merge.py", "udsp.py", "nidrange.py",
     "fault.py",
+    # split out of send.py, route.py, dc_merge.py, fault.py and the peer (issue 29)
+    "routesel.py", "dc_send.py", "faultrule.py", "lpstate.py",
 )
 #: the CI sample's tests: the five behaviours' LUTF tests and the suites next to them (a
 #: stats pass of seconds, where all of tests/lutf takes a minute or more)

@@ -65,7 +65,7 @@ HAND: tuple[HandMutant, ...] = (
         (f"{_REC}::test_seed_recovery_interval_adds_the_sensitivity_once_a_ping",),
         "seed 004's recovery ping (recovery_interval > 1) adds no health"),
     HandMutant(
-        "route-ignores-hops", "nodes/lnet/route.py",
+        "route-ignores-hops", "nodes/lnet/routesel.py",
         "key = (pref, route.priority, route.hops_cmp,",
         "key = (pref, route.priority, 0,",
         (f"{_RTE}::test_route_with_fewer_hops_carries_every_put",),
