@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
+import logging
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -109,7 +110,11 @@ def local_cluster(n: int) -> Any:
     try:
         for i in range(n):
             cluster.worker_spec[f"explore-{i}"] = {"cls": nanny, "options": {
-                "nthreads": 1, "hash_seed": pool.HASH_SEED_BASE + i, "silence_logs": 40}}
+                "nthreads": 1, "hash_seed": pool.HASH_SEED_BASE + i,
+                # a worker's own log only at CRITICAL: its failures reach the caller as the
+                # task's error (an errored seed); at ERROR a worker still closing after a
+                # Ctrl-C printed a heartbeat traceback once the scheduler had gone (CI)
+                "silence_logs": logging.CRITICAL}}
             with pool.sigint_ignored():  # Ctrl-C is the caller's (pool.sigint_ignored)
                 cluster.sync(cluster._correct_state)
     except BaseException:

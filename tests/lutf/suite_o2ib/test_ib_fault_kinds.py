@@ -95,7 +95,13 @@ def test_ib_fault_is_remote_dropped_and_lnet_moves_to_rail1(topology: Any, kind:
     _setup(tb)
     before = _lpni(tb)
     if kind == "qp-error":  # while c1's PUTs are in flight on rail 0
-        f = tb.fault.add(kind, node="c1", iface="ib0", start=0.002 if _sim(tb) else 0.02)
+        if not _sim(tb):
+            pytest.skip("qp-error on a wall clock: a work request is posted and not yet "
+                        "complete for microseconds over loopback sockets, so whether the "
+                        "flush finds one (REMOTE_DROPPED) or only txs awaiting PUT_ACK "
+                        "(aborted) is a race (two CI runs, 2026-12-03); the simulator "
+                        "places it exactly")
+        f = tb.fault.add(kind, node="c1", iface="ib0", start=0.002)
         _burst(tb, 8)
     elif kind == "cm-reject":  # c1's idle rail-0 connection closed, its reconnect refused
         f = tb.fault.add(kind, node="s1", iface="ib0", reason="fatal")
