@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nodes.echo import shown
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.hdr import LNET_MTU
 from nodes.lnet.nid import NID
 from nodes.selftest.wire import SRPC_RDMA_PORTAL as BULK_PORTAL  # lnet_selftest's bulk portal
 
@@ -24,6 +27,28 @@ if TYPE_CHECKING:
 
 #: PUTs or GETs of one burst in flight at once.
 MAX_INFLIGHT = 64
+
+
+def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | None] | str:
+    """Check a ``put``/``get`` request's arguments: (dst, count, size, src, numa), or a
+    one-line error naming the bad argument (the daemon's verb and the sim's node)."""
+    try:
+        dst = NID.parse(str(req.get("dst", "")))
+    except LNetConfigError as e:
+        return f"dst: {e.descr}"
+    try:
+        src = NID.parse(str(req["src"])) if req.get("src") else None
+    except LNetConfigError as e:
+        return f"src: {e.descr}"
+    count, size = req.get("count", 1), req.get("size", 4096)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1_000_000:
+        return f"count must be an integer 1..1000000, not {shown(count)}"
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= LNET_MTU:
+        return f"size must be an integer 0..{LNET_MTU}, not {shown(size)}"
+    numa = req.get("numa")  # NUMA node of the message memory (snd-020, emulated)
+    if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
+        return f"numa must be a NUMA node number >= 0, not {shown(numa)}"
+    return dst, count, size, src, numa
 
 
 class Burst:

@@ -18,7 +18,6 @@ control port lives on the management network only. Same JSON protocol on both so
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import logging
 from collections.abc import Coroutine, Sequence
@@ -29,51 +28,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import zmq
 import zmq.asyncio
 
+from nodes.burst import MAX_INFLIGHT, Burst, burst_args
 from nodes.daemon.clientwatch import ClientWatch, source_fd
 from nodes.daemon.eventlog import EventLog
-from nodes.daemon.runtime import SRPC_RDMA_PORTAL, NodeRuntime
-from nodes.echo import shown
+from nodes.daemon.runtime import NodeRuntime
 from nodes.limits import MAX_REQUEST_BYTES
-from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.hdr import LNET_MTU
-from nodes.lnet.nid import NID
 
 if TYPE_CHECKING:
     from nodes.lnet.actions import MDEvent
 
 log = logging.getLogger("control")
-MAX_INFLIGHT = 64  # PUTs or GETs of one burst in flight at once
-
-
-def burst_args(req: dict[str, Any]) -> tuple[NID, int, int, NID | None, int | None] | str:
-    """Check a ``put``/``get`` request's arguments: (dst, count, size, src, numa), or a
-    one-line error naming the bad argument (shared by the sim backend, testbed/sim/)."""
-    try:
-        dst = NID.parse(str(req.get("dst", "")))
-    except LNetConfigError as e:
-        return f"dst: {e.descr}"
-    try:
-        src = NID.parse(str(req["src"])) if req.get("src") else None
-    except LNetConfigError as e:
-        return f"src: {e.descr}"
-    count, size = req.get("count", 1), req.get("size", 4096)
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1_000_000:
-        return f"count must be an integer 1..1000000, not {shown(count)}"
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= LNET_MTU:
-        return f"size must be an integer 0..{LNET_MTU}, not {shown(size)}"
-    numa = req.get("numa")  # NUMA node of the message memory (snd-020, emulated)
-    if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
-        return f"numa must be a NUMA node number >= 0, not {shown(numa)}"
-    return dst, count, size, src, numa
-
-
-def burst_end(op: str, dst: NID, sent: int, completed: int,
-              errors: dict[str, int]) -> dict[str, Any]:
-    """The fields of a ``traffic_end`` event and of the burst's reply (docs/events.md §1.6):
-    messages started, completed, failed, failures by final event kind and status (a burst
-    cut short has started messages that are neither)."""
-    return {"op": op, "dst": str(dst), "sent": sent, "completed": completed,
-            "failed": sum(errors.values()), "errors": dict(errors)}
 
 
 #: ZAP domain of the CURVE control sockets (logged by the authenticator on refusals).
@@ -268,7 +232,9 @@ class ControlServer:
     async def _burst(self, op: str, req: dict[str, Any]) -> dict[str, Any]:
         """A burst of ``count`` PUTs (ACKed) or GETs (answered with a REPLY of ``size``
         bytes) to the lnet_selftest bulk portal, at most 64 in flight; each message succeeds
-        when its final event is the ACK/REPLY with status 0 (spec §4.4).
+        when its final event is the ACK/REPLY with status 0 (spec §4.4). What a burst is,
+        its counts and its totals, is ``nodes/burst.py``'s ``Burst`` (the simulator's node
+        runs the same); how time moves while it runs is this loop's.
 
         Pipelined on callbacks (issue 13 item 2: "no per-message task/semaphore/future where
         a counter does"): each MD's final event counts the result and frees a slot; one
@@ -280,51 +246,33 @@ class ControlServer:
         if isinstance(parsed, str):
             return {"ok": False, "error": parsed}
         rt: Any = self.rt  # (tests hand the verb the simulator's runtime)
+        burst = Burst(rt.engine, op, *parsed)
         if not isinstance(rt, NodeRuntime):
-            return await self._burst_workers(op, parsed)
-        dst, count, size, src, numa = parsed
-        errors: collections.Counter[str] = collections.Counter()
-        engine, want = rt.engine, "ACK" if op == "put" else "REPLY"
-        payload = bytes(size) if op == "put" else b""
+            return await self._run_burst(burst, self._burst_workers(burst))
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        # left to start, in flight, completed ok, a refill scheduled
-        st = {"left": count, "inflight": 0, "ok": 0, "refill": 0}
+        refilling = [False]  # a refill scheduled
 
         def on_event(ev: MDEvent) -> None:
-            if not ev.unlinked:
+            if not burst.final(ev):
                 return
-            st["inflight"] -= 1
-            if ev.kind != want or ev.status != 0:
-                errors[f"{ev.kind}:{ev.status}"] += 1
-            else:
-                st["ok"] += 1
-            if st["left"] > 0:
-                if not st["refill"]:
-                    st["refill"] = 1
+            if burst.started < burst.count:
+                if not refilling[0]:
+                    refilling[0] = True
                     loop.call_soon(refill)
-            elif st["inflight"] == 0 and not done.done():
+            elif burst.inflight == 0 and not done.done():
                 done.set_result(None)
 
         def refill() -> None:
-            st["refill"] = 0
+            refilling[0] = False
             if done.done():
                 return  # cut short
             rt.driver.hold()  # the refill's actions carried out as one batch
             try:
                 try:
                     now = rt.now()  # (one instant for the whole refill)
-                    while st["left"] > 0 and st["inflight"] < MAX_INFLIGHT:
-                        st["left"] -= 1
-                        st["inflight"] += 1
-                        if op == "put":
-                            handle, actions = engine.put(now, dst, payload=payload,
-                                                         portal=SRPC_RDMA_PORTAL, src=src,
-                                                         numa=numa)
-                        else:
-                            handle, actions = engine.get(now, dst, length=size,
-                                                         portal=SRPC_RDMA_PORTAL, src=src,
-                                                         numa=numa)
+                    while burst.room():
+                        handle, actions = burst.start(now)
                         rt.driver.watch(handle, on_event)
                         rt.execute(actions)
                 finally:
@@ -333,56 +281,39 @@ class ControlServer:
                 if not done.done():
                     done.set_exception(e)
 
-        self._workload("traffic_start", op=op, dst=str(dst), count=count, size=size)
-        try:
-            if count > 0:
+        async def run() -> None:
+            try:
                 refill()
                 await done
-        except BaseException as e:  # a burst cut short (shutdown) ends too, with why
-            if not done.done():
-                done.cancel()
-            self._workload("traffic_end", **burst_end(op, dst, count - st["left"], st["ok"],
-                                                      errors), error=repr(e))
-            raise
-        end = burst_end(op, dst, count, st["ok"], errors)
-        self._workload("traffic_end", **end)
-        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}
+            finally:
+                if not done.done():  # a burst cut short (shutdown)
+                    done.cancel()
 
-    async def _burst_workers(self, op: str, parsed: tuple[NID, int, int, NID | None,
-                                                          int | None]) -> dict[str, Any]:
-        """``_burst`` through ``wait_final``: 64 workers take messages off a counter."""
-        dst, count, size, src, numa = parsed
-        errors: collections.Counter[str] = collections.Counter()
-        engine, want = self.rt.engine, "ACK" if op == "put" else "REPLY"
-        payload = bytes(size) if op == "put" else b""
-        left, ok = [count], [0]
+        return await self._run_burst(burst, run())
 
-        def start() -> tuple[int, list[Any]]:
-            if op == "put":
-                return engine.put(self.rt.now(), dst, payload=payload,
-                                  portal=SRPC_RDMA_PORTAL, src=src, numa=numa)
-            return engine.get(self.rt.now(), dst, length=size, portal=SRPC_RDMA_PORTAL,
-                              src=src, numa=numa)
-
+    async def _burst_workers(self, burst: Burst) -> None:
+        """``_burst`` through ``wait_final``: 64 workers take messages off the burst."""
         async def worker() -> None:
-            while left[0] > 0:
-                left[0] -= 1
-                final = (await self.rt.wait_final(start))[-1]
-                if final.kind != want or final.status != 0:
-                    errors[f"{final.kind}:{final.status}"] += 1
-                else:
-                    ok[0] += 1
+            while burst.started < burst.count:
+                started = burst.start(self.rt.now())  # (counted before the wait)
+                burst.final((await self.rt.wait_final(lambda s=started: s))[-1])
 
-        self._workload("traffic_start", op=op, dst=str(dst), count=count, size=size)
+        await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, burst.count))))
+
+    async def _run_burst(self, burst: Burst, run: Coroutine[Any, Any, None]) -> dict[str, Any]:
+        """The burst's workload events around ``run`` (docs/events.md §1.6), its reply."""
+        self._workload("traffic_start", op=burst.op, dst=str(burst.dst), count=burst.count,
+                       size=burst.size)
         try:
-            await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, count))))
+            if burst.count > 0:
+                await run
+            else:
+                run.close()
         except BaseException as e:  # a burst cut short (shutdown) ends too, with why
-            self._workload("traffic_end", **burst_end(op, dst, count - left[0], ok[0], errors),
-                           error=repr(e))
+            self._workload("traffic_end", **burst.end(burst.started), error=repr(e))
             raise
-        end = burst_end(op, dst, count, ok[0], errors)
-        self._workload("traffic_end", **end)
-        return {"ok": True, **{k: end[k] for k in ("sent", "completed", "failed", "errors")}}
+        self._workload("traffic_end", **burst.end())
+        return burst.reply()
 
     def _workload(self, kind: str, **fields: Any) -> None:
         """A workload event (docs/events.md §1.6) in the testbed event log."""

@@ -19,8 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nodes.burst import Burst
-from nodes.daemon.control import burst_args
+from nodes.burst import Burst, burst_args
 from nodes.dlc import request as frontend
 from nodes.dlc.verbs import lctl_cmd, lnetctl_cmd, lst_verb
 from nodes.dlc.verbs.modparam_files import ModParams
