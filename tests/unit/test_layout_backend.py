@@ -156,6 +156,34 @@ def test_no_underscore_name_crosses_a_module(sources: dict[str, str]) -> None:
     assert underscore_imports(sources) - UNDERSCORE_ALLOWED == set()
 
 
+def bulk_bursts(sources: dict[str, str]) -> set[str]:
+    """Modules that start LNet PUTs/GETs to the bulk portal themselves (an ``engine.put`` or
+    ``engine.get`` call with a ``portal=`` keyword naming the bulk portal)."""
+    found = set()
+    for path, text in sources.items():
+        tree = ast.parse(text)
+        for attr in ("put", "get"):
+            for call in _calls(tree, attr):
+                portal = next((k.value for k in call.keywords if k.arg == "portal"), None)
+                if isinstance(portal, ast.Name) and portal.id in (
+                        "BULK_PORTAL", "SRPC_RDMA_PORTAL"):
+                    found.add(path)
+    return found
+
+
+#: explore's replayed workload streams: messages spread over virtual time one by one, each
+#: failure kept by its errno (their event logs are the explore hashes: sim_hash.py)
+BURST_ALLOWED = {"testbed/explore/replay.py"}
+
+
+def test_one_burst_implementation(sources: dict[str, str]) -> None:
+    """The daemon's put/get verb and the sim's node both run ``nodes/burst.py`` (issue 29)."""
+    assert bulk_bursts(sources) - BURST_ALLOWED == {"nodes/burst.py"}
+    planted = {"x.py": "def f(engine, now, dst):\n"
+                       "    return engine.put(now, dst, payload=b'', portal=SRPC_RDMA_PORTAL)\n"}
+    assert bulk_bursts(planted) == {"x.py"}
+
+
 def test_backends_are_chosen_through_the_registry(sources: dict[str, str]) -> None:
     assert backend_choices(sources) == set()
 
