@@ -3,6 +3,10 @@ clock (issue 15 items 2 and 4). No root, no guest."""
 
 from __future__ import annotations
 
+import subprocess
+import types
+from pathlib import Path
+
 import pytest
 
 from testbed.plan import TopologyError, parse_topology
@@ -112,6 +116,31 @@ def test_ssh_config_parse() -> None:
                                    "  HostName 10.213.1.11\n")
     assert conf["c1"]["identityfile"] == "/x/private_key"
     assert conf["s1"]["hostname"] == "10.213.1.11"
+
+
+def test_ssh_config_is_asked_again_until_every_guest_has_an_entry(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """vagrant-libvirt lists a domain only once its DHCP lease is seen, which can come after
+    ``vagrant up`` returned (CI 2026-12-03): asked again, bounded, then one line naming it."""
+    c1 = "Host c1\n  HostName 10.213.1.10\n  User vagrant\n  Port 22\n  IdentityFile /k\n"
+    s1 = "Host s1\n  HostName 10.213.1.11\n  User vagrant\n  Port 22\n  IdentityFile /k\n"
+    answers = [s1, s1 + c1]
+    asked = []
+
+    def fake(rdir: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        asked.append(args)
+        return subprocess.CompletedProcess(["vagrant", *args], 0, answers.pop(0), "")
+
+    monkeypatch.setattr(guests, "vagrant", fake)
+    monkeypatch.setattr(guests, "SSH_CONFIG_WAIT", 0.0)
+    g = guests.Guests.__new__(guests.Guests)
+    g.rdir, g.log = tmp_path, None
+    g.hosts = [types.SimpleNamespace(name="c1"), types.SimpleNamespace(name="s1")]
+    assert set(g._ssh_configs()) == {"c1", "s1"} and len(asked) == 2
+    answers[:] = [s1] * guests.SSH_CONFIG_TRIES
+    g.placement, g.nics = {}, {}
+    with pytest.raises(guests.GuestError, match="no entry for guest c1 after 6 tries"):
+        g.runtimes(None)  # type: ignore[arg-type]
 
 
 def test_merge_corrects_a_skewed_host_and_releases_in_order() -> None:
