@@ -89,7 +89,8 @@ def remote_steps(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[Step]:
     for peer_name in node.peers:
         peer = plan.node(peer_name)
         # lnet_add_peer_ni keeps a configured MR peer MR, so a downrev one is --non_mr (bck-025)
-        steps.append(C.PeerAdd(prim_nid=peer.nids[0], nids=tuple(peer.nids[1:]),
+        nids = peer.nid_values
+        steps.append(C.PeerAdd(prim_nid=nids[0], nids=nids[1:],
                                non_mr=not peer.multi_rail))
     steps += [p.command() for p in node.static_peers]       # long-form peers (cfg-070)
     steps += [r.command() for r in node.routes]             # route add (spec §6.1)
@@ -115,11 +116,11 @@ def awaited_routes(plan: Plan) -> dict[str, list[tuple[str, str, str]]]:
     """The routes bring-up waits for: node -> [(net, gateway NID, gateway node)], those whose
     gateway is a node of this testbed that forwards (``routing: true``). A route through a
     NID no node has, or through a node that does not forward, can never come up."""
-    owner = {nid: n for n in plan.nodes for nid in n.nids}
+    owner = {nid: n for n in plan.nodes for nid in n.nid_values}
     out: dict[str, list[tuple[str, str, str]]] = {}
     for node in plan.nodes:
         for r in node.routes:
             gw = owner.get(r.gateway)
             if gw is not None and dict(gw.tunables).get("forwarding"):
-                out.setdefault(node.name, []).append((r.net, r.gateway, gw.name))
+                out.setdefault(node.name, []).append((str(r.net), str(r.gateway), gw.name))
     return out
