@@ -3,8 +3,10 @@
 Theory of operation (issue 12 item 4): a node's configuration is a list of steps, each a typed
 DLC command (``nodes/dlc/commands.py``: ``LnetConfigure``, ``NetAdd``, ``SetTunable``,
 ``PeerAdd``, ``RouteAdd``, ``UdspAdd``) or, for a raw ``lnet:`` block, an :class:`ImportFile`.
-A backend sends each as the control-socket request :func:`request` builds -- a typed command as
-fields (``{"cmd": "dlc", "verb": ..., <field>: ...}``), never as argv the daemon parses again;
+A daemon's backend sends each as the control-socket request :func:`request` builds -- a typed
+command as fields (``{"cmd": "dlc", "verb": ..., <field>: ...}``: its nets and NIDs written as
+text here, the process edge, and parsed back once by the daemon), never as argv the daemon
+parses again; the simulator hands the typed command to the front end in-process as it is;
 ``step.argv()`` renders the lnetctl words for logs, errors, export and tests
 (``config_verbs``). One list for every backend, so the Mininet supervisor and the simulator
 configure a node identically, in two phases, as a real cluster comes up
