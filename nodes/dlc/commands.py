@@ -66,7 +66,7 @@ def _type_ok(value: Any, hint: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint in (str, Net, NID):
-        return type(value) is hint
+        return isinstance(value, hint)
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         return any(_type_ok(value, h) for h in typing.get_args(hint))

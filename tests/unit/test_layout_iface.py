@@ -11,7 +11,8 @@ interface from topology YAML to the socket bind, its net parsed once per process
 * the simulator never builds a ``{"cmd": "dlc", ...}`` request to itself: no such dict in
   ``testbed/sim``, and a bring-up on the simulator never reaches ``from_fields``;
 * counted: the net of an interface is parsed once on the orchestrator's side (the validator)
-  and once in the daemon (``request.from_fields``, the wire edge), never again.
+  and once in the daemon (``request.from_fields``, the wire edge), never again; a peer's NID
+  made from the plan's typed parts is parsed only at the wire edge.
 
 The static ones read the sources (``ast``), so they hold for compiled modules too.
 """
@@ -31,8 +32,7 @@ from nodes.dlc import commands as C
 from nodes.dlc import request as frontend
 from nodes.lnet import nid as nidmod
 from nodes.lnet.nid import NID, Net
-from testbed.plan import model, parse_topology, request
-from testbed.plan.verbs import local_steps
+from testbed.plan import config_steps, model, parse_topology, request
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSERS = {"parse_net", "parse_nid"}
@@ -161,35 +161,51 @@ class _Runtime(RuntimeDouble):
     async def net_add(self, net: Net, interface: str, *, address: str | None = None,
                       **kw: Any) -> NID:
         self.added.append((net, interface))
-        nid = NID(net, 0x0A2A0001)
+        nid = NID(net, 0x0A2A0002)  # b: 10.42.0.2
         self.engine.net_add(net, interface, nid, **kw)
         return nid
 
 
-def test_the_net_is_parsed_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every parse of a net's text counted (``parse_net``, which ``Net.parse`` and the NID
-    parser call): the orchestrator's side (YAML -> plan -> step -> request) parses ``tcp1``
-    once, the daemon's side (request -> command -> apply -> runtime) once."""
+def test_nets_and_nids_are_parsed_once_per_process(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """Every parse of a net's or a NID's text counted (``parse_net``, ``parse_nid``, which
+    ``Net.parse`` and ``NID.parse`` call; a NID's own net part not counted apart): the
+    orchestrator's side (YAML -> plan -> steps -> requests) parses ``tcp1`` once and no NID
+    (node ``b``'s peer NID is made from the plan's typed parts), the daemon's side (requests
+    -> commands -> apply -> runtime) each net and NID of the requests once."""
     if not str(nidmod.__file__).endswith(".py"):
         pytest.skip("nodes/lnet/nid.py runs compiled: its module globals are not patchable")
     seen: list[str] = []
-    real = nidmod.parse_net
+    real_net, real_nid = nidmod.parse_net, nidmod.parse_nid
+    inside = [False]
 
-    def counting(text: str) -> Net | None:
+    def counting_net(text: str) -> Net | None:
+        if not inside[0]:
+            seen.append(text)
+        return real_net(text)
+
+    def counting_nid(text: str) -> NID | None:
         seen.append(text)
-        return real(text)
+        inside[0] = True
+        try:
+            return real_nid(text)
+        finally:
+            inside[0] = False
 
-    monkeypatch.setattr(nidmod, "parse_net", counting)
+    from testbed.plan import nodes as plannodes
     from testbed.plan import schema
-    monkeypatch.setattr(schema, "parse_net", counting)
+    for module in (nidmod, schema, plannodes):
+        for name, fn in (("parse_net", counting_net), ("parse_nid", counting_nid)):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, fn)
 
     plan = parse_topology(TOPO)
-    steps = local_steps(plan.node("a"))
-    reqs = [request(step) for step in steps]
+    reqs = [request(step) for step in config_steps(plan, plan.node("b"), tmp_path)]
     assert seen == ["tcp1"], seen  # the validator's, and nothing after it on this side
     seen.clear()
     rt = _Runtime()
     for req in reqs:
         assert asyncio.run(frontend.handle(rt, req)) == {"rc": 0, "out": "", "err": ""}
     assert [(str(net), iface) for net, iface in rt.added] == [("tcp1", "eth0")]
-    assert seen == ["tcp1"], seen  # from_fields, at the wire edge; apply parses nothing
+    # from_fields, at the wire edge: net add's net, peer add's NID; apply parses nothing
+    assert seen == ["tcp1", "10.42.0.1@tcp1"], seen
