@@ -19,9 +19,10 @@ packet reaches the device's taps, ``dev_queue_xmit_nit``), so how late this proc
 them does not matter: a loaded host delays the reading, not the stamps. The difference is
 the time the segment spent between the two points: the interposer's wake-up on the queued
 packet, its hold and its verdict, plus a few microseconds of the stack (measured with no
-fault: 5-40 us). Segments are paired by (addresses, ports, sequence number); one seen at
-only one point is counted (``tee_only``: held past the end, dropped; ``wire_only``: sent
-before the tap). IPv4 only (``TEE`` for IPv6 would need ``ip6tables``; not needed yet).
+fault on Mininet: median 6.5 us, p95 10 us). Segments are paired by (addresses, ports,
+sequence number); one seen at only one point is counted (``tee_only``: held past the end,
+dropped; ``wire_only``: sent before the tap). IPv4 only (``TEE`` for IPv6 would need
+``ip6tables``; not needed yet).
 
 Writes ``{"ready": true, "iface": DEV}`` to FILE once both sockets listen and the rule is in;
 on SIGTERM/SIGINT or after ``--seconds`` removes the rule and the veth and writes ``{"iface",
