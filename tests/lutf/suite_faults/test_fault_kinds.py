@@ -66,6 +66,11 @@ def _rtt(tb: Any, node: Any, n: int) -> float:
     return statistics.median(rtts)
 
 
+def _measured(kind: str, **figures: Any) -> None:
+    """One line of what a kind measured (``pytest -rP`` shows it; the CI's logs keep it)."""
+    print(f"measured {kind}: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
+
+
 def _sim(tb: Any) -> bool:
     return type(tb).__name__.startswith("Sim")
 
@@ -84,6 +89,7 @@ def loss(tb: Any) -> None:
         measured = c["retransmits"] / (1000 + c["retransmits"])
     else:
         measured = c["dropped"] / c["matched"]
+    _measured("loss", rate=round(measured, 4), asked=0.1, counters=c)
     assert abs(measured - 0.1) <= 0.02, c
 
 
@@ -121,6 +127,8 @@ def delay(tb: Any) -> None:
         c = tb.fault.delete(f["id"])["counters"]
         wire = wiretime.stop(c1, pid, out)
         held = wire["added_us"]
+        _measured("delay", asked_ms=ms, held_median_ms=statistics.median(held or [0]) / 1000,
+                  gets=len(held), late_us_p95=c.get("late_us_p95"), realtime=c.get("realtime"))
         assert len(held) >= 50 and c["matched"] == len(held), (c, wire)  # each GET, once
         assert abs(statistics.median(held) / 1000 - ms) <= 1.0, (ms, sorted(held))
         assert c["realtime"] == 1 and c["late_us_p95"] <= 1000, c
@@ -141,6 +149,7 @@ def delay_round_trip(tb: Any) -> None:
         medians.append(_rtt(tb, c1, 50))
         tb.fault.delete(f["id"])
     added = (medians[1] - medians[0]) * 1000
+    _measured("delay_round_trip", added_ms=round(added, 3), asked_ms=20.0)
     if _sim(tb):  # the virtual clock: exact
         assert abs(added - 20.0) <= 1.0, medians
         return
@@ -160,7 +169,9 @@ def rst(tb: Any) -> None:
     f = tb.fault.rst(node="c1", iface="eth0")
     c1.put(S1, count=4, size=100)
     wait_for(lambda: all("Connection reset by peer" in n.log() for n in (c1, s1)), timeout=5)
-    assert tb.fault.delete(f["id"])["counters"]["rst"] == 1
+    c = tb.fault.delete(f["id"])["counters"]
+    _measured("rst", both_logged=True, counters=c)
+    assert c["rst"] == 1
     assert c1.ping(S1).rc == 0  # socklnd reconnects
 
 
@@ -176,6 +187,8 @@ def _stream_kind(kind: str, counter: str, **params: Any) -> Callable[[Any], None
         sent = _stats(c1)["send_count"] - sent0
         assert _stats(s1)["recv_count"] - recv0 == sent  # each message once, none lost
         assert s1.log().count("protocol error") == errors0
+        _measured(kind, rate=round(c[counter] / c["matched"], 4), asked=params["rate"],
+                  sent=sent, completed=reply["completed"])
         assert abs(c[counter] / c["matched"] - params["rate"]) <= 0.05, c
     return run
 
@@ -190,6 +203,7 @@ def corrupt(tb: Any) -> None:
         c1.ping(S1)  # (the clock of either backend moves on)
         wait += 1
     tb.fault.delete(f["id"])
+    _measured("corrupt", refused="bad LNet message type" in s1.log(), pings=wait)
     assert "bad LNet message type" in s1.log()
 
 
@@ -207,6 +221,7 @@ def stall(tb: Any) -> None:
 
     wait_for(reverted, timeout=5)
     (end,) = reverted()
+    _measured("stall", held_s=round(done - t0, 3), after_end_s=round(done - end, 3))
     # held until the stall ended (its clock starts when the fault is applied, before the
     # interposer is ready on Mininet), delivered right after
     assert done - t0 >= 0.4 and abs(done - end) <= 0.3, (t0, end, done)
@@ -230,6 +245,8 @@ def bandwidth(tb: Any, node: str = "c1", direction: str = "out") -> None:
     share = frame / (frame + -(-frame // 1448) * 66)
     expected = 20e6 / 8 * share
     goodput = count * size / took
+    _measured("bandwidth", node=node, direction=direction, goodput_ratio=round(
+        goodput / expected, 4))
     assert abs(goodput / expected - 1) <= 0.05, (goodput, expected)
 
 
