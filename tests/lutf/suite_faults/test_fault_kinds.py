@@ -129,7 +129,7 @@ def delay(tb: Any) -> None:
         held = wire["added_us"]
         _measured("delay", asked_ms=ms, held_median_ms=statistics.median(held or [0]) / 1000,
                   gets=len(held), late_us_p95=c.get("late_us_p95"), realtime=c.get("realtime"))
-        assert len(held) >= 50 and c["matched"] == len(held), (c, wire)  # each GET, once
+        assert len(held) >= 50 and c["delayed"] >= 50, (c, wire)  # each ping's GET
         assert abs(statistics.median(held) / 1000 - ms) <= 1.0, (ms, sorted(held))
         assert c["realtime"] == 1 and c["late_us_p95"] <= 1000, c
 
