@@ -11,6 +11,8 @@ insertion order); peer.c ``lnet_peer_alloc`` (``lp_cpt`` = the hash of its first
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nodes.lnet import cpt
@@ -54,8 +56,8 @@ def _peer_show_order(ncpts: int, adds: list[str]) -> list[str]:
     eng.net_add(Net.parse("tcp"), "eth0", NID.parse("10.10.0.1@tcp"))
     for nid in adds:
         eng.peer_add(NID.parse(nid), [])
-    view = eng.view("peer", nid=None, verbose=0)["peer"]
-    return [p["primary nid"] for p in view]  # type: ignore[index]
+    view: Any = eng.view("peer", nid=None, verbose=0)["peer"]
+    return [str(p["primary nid"]) for p in view]
 
 
 def test_peer_show_walks_the_peer_tables_cpt_by_cpt() -> None:
@@ -79,3 +81,23 @@ def test_a_peer_stays_in_the_table_of_its_first_nid() -> None:
     eng.peer_add(NID.parse("10.10.0.4@tcp"), [])
     assert [p.cpt for p in eng.peers.walk()] == [0, 1]
     assert [str(p.primary_nid) for p in eng.peers.walk()] == ["10.10.0.4@tcp", "10.10.0.3@tcp"]
+
+
+def _push_queue_order(ncpts: int, adds: list[str]) -> list[str]:
+    eng = LNetEngine()
+    eng.set_cpu_param("libcfs.cpu_npartitions", str(ncpts))
+    eng.configure()
+    eng.net_add(Net.parse("tcp"), "eth0", NID.parse("10.10.0.1@tcp"))
+    for nid in adds:
+        eng.peer_add(NID.parse(nid), [])  # Multi-Rail, behind our ping buffer's sequence
+    assert eng.dc.request == []
+    eng.net_add(Net.parse("tcp"), "eth1", NID.parse("10.11.0.1@tcp"))  # buffer seq + 1
+    return [str(p.primary_nid) for p in eng.dc.request]
+
+
+def test_pushes_after_an_ni_add_are_queued_cpt_by_cpt() -> None:
+    """``lnet_push_update_to_peers`` walks the peer tables CPT by CPT: the MR peers needing
+    our new ping buffer join the discovery request queue (and are pushed) in that order."""
+    adds = ["10.10.0.3@tcp", "10.10.0.2@tcp", "10.10.0.4@tcp"]
+    assert _push_queue_order(2, adds) == ["10.10.0.2@tcp", "10.10.0.4@tcp", "10.10.0.3@tcp"]
+    assert _push_queue_order(1, adds) == adds
