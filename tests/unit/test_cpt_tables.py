@@ -49,13 +49,19 @@ def test_large_nid_hash_takes_its_bits_from_the_node() -> None:
     assert cpt.nid_cpt_hash(four, 2, 4) == cpt.nid_cpt_hash(four, 2) == (2 + 23) % 2
 
 
-def _peer_show_order(ncpts: int, adds: list[str]) -> list[str]:
+def _engine(ncpts: int, adds: list[str]) -> LNetEngine:
+    """A node with ``ncpts`` CPTs, one NI, and a Multi-Rail peer per NID of ``adds``."""
     eng = LNetEngine()
     eng.set_cpu_param("libcfs.cpu_npartitions", str(ncpts))
     eng.configure()
     eng.net_add(Net.parse("tcp"), "eth0", NID.parse("10.10.0.1@tcp"))
     for nid in adds:
         eng.peer_add(NID.parse(nid), [])
+    return eng
+
+
+def _peer_show_order(ncpts: int, adds: list[str]) -> list[str]:
+    eng = _engine(ncpts, adds)
     view: Any = eng.view("peer", nid=None, verbose=0)["peer"]
     return [str(p["primary nid"]) for p in view]
 
@@ -73,10 +79,7 @@ def test_peer_show_walks_the_peer_tables_cpt_by_cpt() -> None:
 def test_a_peer_stays_in_the_table_of_its_first_nid() -> None:
     """``lp_cpt`` is fixed at ``lnet_peer_alloc``: a peer whose first NID hashed to CPT 1
     stays in CPT 1's table with NIDs of CPT 0 added to it."""
-    eng = LNetEngine()
-    eng.set_cpu_param("libcfs.cpu_npartitions", "2")
-    eng.configure()
-    eng.net_add(Net.parse("tcp"), "eth0", NID.parse("10.10.0.1@tcp"))
+    eng = _engine(2, [])
     eng.peer_add(NID.parse("10.10.0.3@tcp"), [NID.parse("10.10.0.2@tcp")])
     eng.peer_add(NID.parse("10.10.0.4@tcp"), [])
     assert [p.cpt for p in eng.peers.walk()] == [0, 1]
@@ -84,12 +87,7 @@ def test_a_peer_stays_in_the_table_of_its_first_nid() -> None:
 
 
 def _push_queue_order(ncpts: int, adds: list[str]) -> list[str]:
-    eng = LNetEngine()
-    eng.set_cpu_param("libcfs.cpu_npartitions", str(ncpts))
-    eng.configure()
-    eng.net_add(Net.parse("tcp"), "eth0", NID.parse("10.10.0.1@tcp"))
-    for nid in adds:
-        eng.peer_add(NID.parse(nid), [])  # Multi-Rail, behind our ping buffer's sequence
+    eng = _engine(ncpts, adds)  # its peers behind our ping buffer's sequence
     assert eng.dc.request == []
     eng.net_add(Net.parse("tcp"), "eth1", NID.parse("10.11.0.1@tcp"))  # buffer seq + 1
     return [str(p.primary_nid) for p in eng.dc.request]
