@@ -347,7 +347,7 @@ class Discovery:
         (dyn-010)."""
         if not self.node.multi_rail or not self.node.configured:
             return
-        for peer in list(self.peers.peers):
+        for peer in list(self.peers.walk()):  # CPT by CPT, as the kernel walks its tables
             if force and peer.state & MULTI_RAIL:
                 fire(peer, PeerEvent.FORCE_PUSH)
             if needs_push(self, peer):

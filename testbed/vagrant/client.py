@@ -161,10 +161,6 @@ class VagrantTestbed(CtlTestbed):
         observe = observe_args(record_period, trace_messages)
         plan = load_topology(topology_path, name=name)
         name = check_name(plan.name)
-        v6 = [s.name for s in plan.segments if s.subnet6 is not None]
-        if v6:  # the host agent adds IPv4 addresses only (agentnet.make_node)
-            raise TestbedError(f"network {v6[0]}: subnet6 (IPv6 addresses) is not supported "
-                               f"on the {backend} backend yet; use mininet or sim")
         try:
             placement.place(plan, backend)
         except placement.PlacementError as exc:
