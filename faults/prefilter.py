@@ -29,8 +29,10 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from faults.flowtrack import PORTAL_OFF as _PORTAL_OFF  # lnet_hdr_nid4's PUT/GET ptl_index
 from faults.flowtrack import LNetMsg
 from faults.spec import Match
+from faults.unit6 import PORTAL_OFF16 as _PORTAL_OFF16  # lnet_hdr_nid16's
 from faults.unit6 import nid16_key, nid_key
 from nodes.lnd.wire import (
     KSOCK_MSG_HDR_SIZE,
@@ -47,13 +49,8 @@ _TYPES = {int(t): t.name for t in MsgType}
 _TYPE_NAMES = {t: t.name for t in MsgType}  # (Enum.name is a property: slow per message)
 _PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
 _NIDS = struct.Struct("<QQ")
-#: ptl_index offset in lnet_hdr_nid4: after ack_wmd, match_bits, hdr_data (PUT) or
-#: return_wmd, match_bits (GET), in the union that starts at byte 32
-_PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _U32 = struct.Struct("<I")
 _SEQ = struct.Struct("!I")
-#: lnet_hdr_nid16: the PUT/GET ptl_index (the union starts after two 20-byte NIDs and 16 bytes)
-_PORTAL_OFF16 = {int(MsgType.PUT): 56 + 32, int(MsgType.GET): 56 + 24}
 
 
 @dataclass(slots=True)

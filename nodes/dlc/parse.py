@@ -22,8 +22,7 @@ from nodes.dlc.nidlist import MAX_ROUTE_GATEWAYS, PEER_NID_LIMIT, NidListError, 
 from nodes.dlc.output import Result, error, exit_code, parser_error
 from nodes.dlc.tunables import ENGINE_ONLY, TUNABLES, c_int, parse_long
 from nodes.echo import clip
-from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import NID, Net
+from nodes.lnet.nid import NID, Net, parse_net, parse_nid
 
 Parsed = C.Command | Result
 
@@ -34,19 +33,11 @@ def _einval(stdout: str) -> Result:
 
 
 def _net_ok(text: str) -> bool:
-    try:
-        Net.parse(text)
-    except LNetConfigError:
-        return False
-    return True
+    return parse_net(text) is not None  # what Net.parse accepts, without its error
 
 
 def _nid_ok(text: str) -> bool:
-    try:
-        NID.parse(text)
-    except LNetConfigError:
-        return False
-    return True
+    return parse_nid(text) is not None  # what NID.parse accepts, without its error
 
 
 def _lnet_configure(args: list[str]) -> Parsed:

@@ -254,28 +254,25 @@ class Console(GroupOps, BatchOps):
     def op_debug(self, key: int, kind: str, name: str | None = None,
                  nids: list[str] | None = None, timeout: int = 5) -> Gen:
         """``lstcon_*_debug``: who is in which session (``lst ping``)."""
-        got = self._nodes_of(kind, name, nids, create=True)
-        if isinstance(got, int):
-            return {"rc": got}
-        nodes, tmp = got
-        result = yield from self._query(nodes, Op.SESQRY, conreply.sesqry_readent, timeout)
-        for nd in tmp:
-            self.node_put(nd)
-        return result
+        return (yield from self._query(kind, name, nids, True, Op.SESQRY,
+                                       conreply.sesqry_readent, timeout))
 
     def op_stat(self, key: int, name: str | None = None, nids: list[str] | None = None,
                 timeout: int = 5) -> Gen:
         """``lstcon_group_stat``/``lstcon_nodes_stat`` (nodes must be in the session)."""
-        got = self._nodes_of("nodes" if nids else "group", name, nids, create=False)
+        return (yield from self._query("nodes" if nids else "group", name, nids, False,
+                                       Op.STATQRY, conreply.stat_readent, timeout))
+
+    def _query(self, kind: str, name: str | None, nids: list[str] | None, create: bool, op: Op,
+               readent: Callable[[Any], dict[str, Any]], timeout: int) -> Gen:
+        """One ``op`` RPC to each node ``_nodes_of`` names, read by ``readent``; the nodes it
+        made for the query alone (``create``: NIDs outside the session) are put after."""
+        got = self._nodes_of(kind, name, nids, create=create)
         if isinstance(got, int):
             return {"rc": got}
         nodes, tmp = got
-        result = yield from self._query(nodes, Op.STATQRY, conreply.stat_readent, timeout)
+        trans = self.conrpc.ndlist(nodes, None, op, self._session_req)
+        result = yield from self.conrpc.run(trans, contypes.validate_timeout(timeout), readent)
         for nd in tmp:
             self.node_put(nd)
         return result
-
-    def _query(self, nodes: list[ConNode], op: Op,
-               readent: Callable[[Any], dict[str, Any]], timeout: int) -> Gen:
-        trans = self.conrpc.ndlist(nodes, None, op, self._session_req)
-        return (yield from self.conrpc.run(trans, contypes.validate_timeout(timeout), readent))
