@@ -121,3 +121,20 @@ def test_ui_feed_asks_the_backend_registry() -> None:
         if isinstance(node, ast.Compare):
             consts = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)}
             assert not consts & names, ast.unparse(node)
+
+
+# -- modules split by responsibility ------------------------------------------------------------
+
+def test_the_lnet_header_codec_is_apart_from_the_socklnd_framing() -> None:
+    """``lnet_hdr_nid4`` is LNet's header, carried by both LNDs: its codec is
+    ``nodes/lnd/lnethdr.py``; ``wire.py`` keeps the socklnd's connreq, hello and ksock_msg, and
+    the o2iblnd does not reach into the socklnd's codec for the header."""
+    from nodes.lnd import lnethdr, wire
+
+    own = {n.name for n in ast.parse((ROOT / "nodes/lnd/wire.py").read_text()).body
+           if isinstance(n, ast.FunctionDef)}
+    assert not own & {"pack_hdr", "unpack_hdr", "bad_frame", "swab32"}
+    assert {"pack_hello", "unpack_msg", "pack_connreq"} <= own
+    assert wire.unpack_hdr is lnethdr.unpack_hdr  # (wire's frames use it, not a copy)
+    msg = (ROOT / "nodes/o2ib/msg.py").read_text()
+    assert "from nodes.lnd import lnethdr" in msg and "wire." not in msg
