@@ -32,7 +32,7 @@ from typing import Any
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from faults.resources import read_counters  # noqa: E402
+from faults.nfqproc import read_counters  # noqa: E402
 from faults.timely import NICE, RT_PRIORITY  # noqa: E402
 from testbed.runstate import runroot  # noqa: E402
 

@@ -138,3 +138,30 @@ def test_the_lnet_header_codec_is_apart_from_the_socklnd_framing() -> None:
     assert wire.unpack_hdr is lnethdr.unpack_hdr  # (wire's frames use it, not a copy)
     msg = (ROOT / "nodes/o2ib/msg.py").read_text()
     assert "from nodes.lnd import lnethdr" in msg and "wire." not in msg
+
+
+def test_resources_leave_the_interposer_process_to_nfqproc() -> None:
+    """``faults/resources.py`` holds the typed changes; signalling, reaping and reading an
+    interposer process is ``faults/nfqproc.py``'s (one place, one command-line check)."""
+    text = (ROOT / "faults/resources.py").read_text()
+    for word in ("waitpid", "SIGUSR1", "SIGTERM", "SIGKILL", "/cmdline", "json.loads"):
+        assert word not in text, word  # (SIGSTOP/SIGCONT are StoppedProcess's own change)
+
+
+def test_a_fresh_counter_read_signals_only_an_interposer(tmp_path: Path) -> None:
+    """``read_counters(fresh=True)`` sends SIGUSR1 only to a process whose command line is an
+    interposer: this test process's own pid in the file must not be signalled (SIGUSR1 would
+    end it), and what the file says comes back as it is; a half-written file reads as {}."""
+    import json
+    import os
+
+    from faults import nfqproc
+
+    path = tmp_path / "c.json"
+    data = {"pid": os.getpid(), "writes": 3, "t": 0.0, "matched": 7}
+    path.write_text(json.dumps(data))
+    assert not nfqproc.is_interposer(os.getpid())
+    assert nfqproc.read_counters(path, fresh=True) == data
+    path.write_text('{"pid": 1, "wri')
+    assert nfqproc.read_counters(path) == {}
+    assert nfqproc.read_counters(tmp_path / "absent.json") == {}
