@@ -78,7 +78,7 @@ _CONNREQ_NID = struct.Struct("<Q")
 _HELLO_NIDS = struct.Struct("<QQ")
 _TYPES = {int(t): t.name for t in MsgType}
 #: ptl_index offset in lnet_hdr_nid4 of a PUT / GET: after ack_wmd, match_bits, hdr_data (PUT)
-#: or return_wmd, match_bits (GET), in the union that starts at byte 32 (``prefilter`` too)
+#: or return_wmd, match_bits (GET), in the union that starts at byte 32
 PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _PATTERNS = (_U32.pack(KSOCK_MSG_LNET), _U32.pack(LNET_PROTO_ACCEPTOR_MAGIC),
              _U32.pack(LNET_PROTO_MAGIC))

@@ -29,11 +29,9 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from faults.flowtrack import PORTAL_OFF as _PORTAL_OFF  # lnet_hdr_nid4's PUT/GET ptl_index
 from faults.flowtrack import LNetMsg
 from faults.spec import Match
-from faults.unit6 import PORTAL_OFF16 as _PORTAL_OFF16  # lnet_hdr_nid16's
-from faults.unit6 import nid16_key, nid_key
+from faults.unit6 import PORTAL_OFF16, nid16_key, nid_key
 from nodes.lnd.wire import (
     KSOCK_MSG_HDR_SIZE,
     KSOCK_MSG_LNET,
@@ -49,6 +47,9 @@ _TYPES = {int(t): t.name for t in MsgType}
 _TYPE_NAMES = {t: t.name for t in MsgType}  # (Enum.name is a property: slow per message)
 _PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
 _NIDS = struct.Struct("<QQ")
+#: ptl_index offset in lnet_hdr_nid4: after ack_wmd, match_bits, hdr_data (PUT) or
+#: return_wmd, match_bits (GET), in the union that starts at byte 32
+_PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _U32 = struct.Struct("<I")
 _SEQ = struct.Struct("!I")
 
@@ -130,7 +131,7 @@ def _peek_lnet(data: bytes, pkt: Pkt) -> None:
         return
     if pkt.v6:
         pkt.dst_nid, pkt.src_nid = nid16_key(data, h), nid16_key(data, h + 20)
-        poff = _PORTAL_OFF16.get(mtype)
+        poff = PORTAL_OFF16.get(mtype)
     else:
         pkt.dst_nid, pkt.src_nid = _NIDS.unpack_from(data, h)
         poff = _PORTAL_OFF.get(mtype)

@@ -22,7 +22,8 @@ from nodes.dlc.nidlist import MAX_ROUTE_GATEWAYS, PEER_NID_LIMIT, NidListError, 
 from nodes.dlc.output import Result, error, exit_code, parser_error
 from nodes.dlc.tunables import ENGINE_ONLY, TUNABLES, c_int, parse_long
 from nodes.echo import clip
-from nodes.lnet.nid import NID, Net, parse_net, parse_nid
+from nodes.lnet.errors import LNetConfigError
+from nodes.lnet.nid import NID, Net
 
 Parsed = C.Command | Result
 
@@ -33,11 +34,19 @@ def _einval(stdout: str) -> Result:
 
 
 def _net_ok(text: str) -> bool:
-    return parse_net(text) is not None  # what Net.parse accepts, without its error
+    try:
+        Net.parse(text)
+    except LNetConfigError:
+        return False
+    return True
 
 
 def _nid_ok(text: str) -> bool:
-    return parse_nid(text) is not None  # what NID.parse accepts, without its error
+    try:
+        NID.parse(text)
+    except LNetConfigError:
+        return False
+    return True
 
 
 def _lnet_configure(args: list[str]) -> Parsed:
