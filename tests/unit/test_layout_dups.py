@@ -163,3 +163,15 @@ def test_a_fresh_counter_read_signals_only_an_interposer(tmp_path: Path) -> None
     path.write_text('{"pid": 1, "wri')
     assert nfqproc.read_counters(path) == {}
     assert nfqproc.read_counters(tmp_path / "absent.json") == {}
+
+
+def test_the_checkers_state_and_its_invariants_are_apart() -> None:
+    """``check_state.py`` is the state followed through a log; the health and route_down
+    invariants that read it are ``check_health.py`` and ``check_route.py``."""
+    from testbed.observe import check_health, check_route, check_state
+
+    classes = {n.name for n in ast.parse((ROOT / "testbed/observe/check_state.py").read_text()
+                                         ).body if isinstance(n, ast.ClassDef)}
+    assert classes == {"NodeState", "Tracker"}
+    assert check_health.HealthCheck.handle and check_route.RouteCheck.evidence
+    assert check_route.Tracker is check_state.Tracker
