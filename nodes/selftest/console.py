@@ -20,7 +20,7 @@ no ioctl came for the console's own timeout (``lstcon_rpc_pinger``). Groups are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from errno import E2BIG, EACCES, EEXIST, EINVAL, ENOENT, EPROTO, ESHUTDOWN, ESRCH
 from typing import Any
@@ -30,7 +30,7 @@ from nodes.selftest import conreply, contypes
 from nodes.selftest.conbatch import BatchOps, ConBatch, Group
 from nodes.selftest.congroup import GroupOps
 from nodes.selftest.conrpc import Conrpc
-from nodes.selftest.contypes import ACTIVE, LST_PING_INTERVAL, ConNode, Op, Trans
+from nodes.selftest.contypes import ACTIVE, LST_PING_INTERVAL, ConNode, Gen, Op, Trans
 from nodes.selftest.rpc import Srpc
 from nodes.selftest.rpcclient import SrpcClient
 from nodes.selftest.wire import INVALID_SID, LST_FEATS_MASK, LST_NAME_SIZE
@@ -38,8 +38,6 @@ from nodes.selftest.wire import INVALID_SID, LST_FEATS_MASK, LST_NAME_SIZE
 LST_CONSOLE_TIMEOUT = 300
 LST_DEFAULT_BATCH = "batch"
 _PINGER = ("pinger",)
-
-Gen = Generator[Trans, None, dict[str, Any]]
 
 
 @dataclass(eq=False)

@@ -1,8 +1,8 @@
 """Issue 29, ``duplicates`` on nodes/testbed/faults: what was written twice is written once.
 
 Each test holds one merge in place (a second copy coming back fails it) or checks the shared
-code's behaviour for every user it now serves. The pairs ``duplicates`` still lists and why
-they are not the same logic: docs/dups-remaining.md.
+code's behaviour for every user it now serves. The pairs ``duplicates`` still lists, and why
+they are not the same logic, are in issue 29's closing note.
 """
 
 from __future__ import annotations
