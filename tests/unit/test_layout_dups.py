@@ -175,3 +175,13 @@ def test_the_checkers_state_and_its_invariants_are_apart() -> None:
     assert classes == {"NodeState", "Tracker"}
     assert check_health.HealthCheck.handle and check_route.RouteCheck.evidence
     assert check_route.Tracker is check_state.Tracker
+
+
+def test_lnetctl_argv_checks_use_the_engines_non_raising_parsers() -> None:
+    """``parse.py``'s "is this a net / NID" is ``nid.parse_net``/``parse_nid``, not a second
+    try/except around ``Net.parse``/``NID.parse``."""
+    from nodes.dlc import parse
+    from nodes.lnet import nid
+
+    assert parse._net is nid.parse_net and parse._nid is nid.parse_nid
+    assert "except LNetConfigError" not in (ROOT / "nodes/dlc/parse.py").read_text()
