@@ -22,8 +22,9 @@ from nodes.dlc.nidlist import MAX_ROUTE_GATEWAYS, PEER_NID_LIMIT, NidListError, 
 from nodes.dlc.output import Result, error, exit_code, parser_error
 from nodes.dlc.tunables import ENGINE_ONLY, TUNABLES, c_int, parse_long
 from nodes.echo import clip
-from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
+from nodes.lnet.nid import parse_net as _net  # text as a net (once), None when it is not one
+from nodes.lnet.nid import parse_nid as _nid  # text as a NID (once), None when it is not one
 
 Parsed = C.Command | Result
 
@@ -31,22 +32,6 @@ Parsed = C.Command | Result
 def _einval(stdout: str) -> Result:
     """A check that prints on stdout and returns -EINVAL (``fprintf(stdout, ...)``)."""
     return exit_code(-E.EINVAL), stdout, ""
-
-
-def _net(text: str) -> Net | None:
-    """``text`` as a net (parsed here, once), None when it is not one."""
-    try:
-        return Net.parse(text)
-    except LNetConfigError:
-        return None
-
-
-def _nid(text: str) -> NID | None:
-    """``text`` as a NID (parsed here, once), None when it is not one."""
-    try:
-        return NID.parse(text)
-    except LNetConfigError:
-        return None
 
 
 def _lnet_configure(args: list[str]) -> Parsed:

@@ -70,22 +70,11 @@ from nodes.lnet.hdr import (
     Payload,
 )
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.lpstate import (  # noqa: F401  (re-exported: the bits)
-    BAD_CONFIG,
-    CONFIGURED,
-    DATA_PRESENT,
-    DISCOVERED,
+from nodes.lnet.lpstate import (
     DISCOVERING,
-    FORCE_PING,
-    FORCE_PUSH,
-    MARK_DELETED,
     MULTI_RAIL,
-    NIDS_UPTODATE,
-    NO_DISCOVERY,
     PING_SENT,
     PUSH_SENT,
-    REDISCOVER,
-    RTR_DISCOVERED,
     RTR_DISCOVERY,
     PeerEvent,
     fire,
