@@ -26,7 +26,7 @@ Counters (seen, matched, accepted, dropped, delayed, reordered, duplicated, corr
 stalled, rst, v6_fragments, v6_unclassified, held now; with a tracker also lnet_segments,
 messages, messages_matched, resyncs, gaps, rescanned, evicted, flows, flow_bytes) and the
 first :data:`DECISION_LOG` verdict letters go to ``COUNTERS.json`` twice a second, at exit,
-and at once on SIGUSR1 (``faults.resources.read_counters(fresh=True)``: counters current
+and at once on SIGUSR1 (``faults.nfqproc.read_counters(fresh=True)``: counters current
 when read; each write bumps ``writes``). SIGTERM: release held packets (a stall ends by
 letting its packets go), write counters, unbind, exit 0. Timing: a held packet's release
 lateness (``late_us_p50``/``p95``/``max`` over the last :data:`LATE_KEPT`); the timed kinds'

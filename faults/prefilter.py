@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faults import ip6ext
-from faults.flowtrack import LNetMsg
+from faults.flowtrack import PORTAL_OFF, LNetMsg
 from faults.spec import Match
 from faults.unit6 import PORTAL_OFF16, nid16_key, nid_key
 from nodes.lnd.wire import (
@@ -51,9 +51,6 @@ _TYPES = {int(t): t.name for t in MsgType}
 _TYPE_NAMES = {t: t.name for t in MsgType}  # (Enum.name is a property: slow per message)
 _PORTAL_TYPES = (MsgType.PUT, MsgType.GET)
 _NIDS = struct.Struct("<QQ")
-#: ptl_index offset in lnet_hdr_nid4: after ack_wmd, match_bits, hdr_data (PUT) or
-#: return_wmd, match_bits (GET), in the union that starts at byte 32
-_PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _U32 = struct.Struct("<I")
 _SEQ = struct.Struct("!I")
 
@@ -149,7 +146,7 @@ def _peek_lnet(data: bytes, pkt: Pkt) -> None:
         poff = PORTAL_OFF16.get(mtype)
     else:
         pkt.dst_nid, pkt.src_nid = _NIDS.unpack_from(data, h)
-        poff = _PORTAL_OFF.get(mtype)
+        poff = PORTAL_OFF.get(mtype)
     pkt.lnet_type = name
     if poff is not None and len(data) >= h + poff + 4:
         pkt.portal = _U32.unpack_from(data, h + poff)[0]
