@@ -12,6 +12,10 @@ addresses, port 987; docs/o2ib.md), and measures, ``--runs`` times each, alterna
   GET_DONE -ENODATA, as the kernel does, so ``lst`` counts them as errors);
 * 8 B message rate: c1 PUTs ``--small`` messages of 8 bytes (64 in flight), messages/s.
 
+Each figure also prints the CPU both daemons spent per MiB (brw: per 1 MiB iteration) or per
+message, and socklnd's over o2iblnd's: on a shared, loaded box the rates follow the CPU each
+message costs more than anything else, and the CPU figure moves less with the load.
+
 ``--what put,rate`` measures only those figures; ``--peer-credits N`` gives both nets that
 ``peer_credits`` (the LNet peer credits and, on o2ib, the queue depth; default 8);
 ``--profile DIR`` records both daemons of each testbed with py-spy during one extra 1 MiB PUT
@@ -107,6 +111,9 @@ def main() -> int:
     try:
         res: dict[str, dict[str, list[float]]] = {k: {"put": [], "brw": [], "rate": []}
                                                   for k in NIDS}
+        #: CPU seconds of c1 + s1 per MiB (put, brw) or per message (rate): less load-bound
+        cpu: dict[str, dict[str, list[float]]] = {k: {"put": [], "brw": [], "rate": []}
+                                                  for k in NIDS}
         what = set(args.what.split(","))
         for lnd, nid in NIDS.items():  # warm up: connections made, buffers allocated
             tbs[lnd].node("c1").put(nid, count=64, size=lb.MIB)
@@ -114,14 +121,20 @@ def main() -> int:
             for lnd, nid in NIDS.items():
                 c1, s1 = tbs[lnd].node("c1"), tbs[lnd].node("s1")
                 if "put" in what:
-                    secs = lb.burst_load(c1, nid, "write", lb.MIB, args.count)
+                    secs, used = lb.with_cpu((c1, s1), lambda c1=c1, nid=nid: lb.burst_load(
+                        c1, nid, "write", lb.MIB, args.count))
                     res[lnd]["put"].append(args.count * lb.MIB / secs / 1e6)
+                    cpu[lnd]["put"].append(sum(used) / args.count)
                 if "brw" in what:
-                    res[lnd]["brw"].append(brw_mbps(c1, s1, nid, args.loop))
+                    mbps, used = lb.with_cpu((c1, s1), lambda c1=c1, s1=s1, nid=nid: brw_mbps(
+                        c1, s1, nid, args.loop))
+                    res[lnd]["brw"].append(mbps)
+                    cpu[lnd]["brw"].append(sum(used) / args.loop)
                 if "rate" in what:
-                    t0 = time.perf_counter()
-                    lb.burst_load(c1, nid, "write", 8, args.small)
-                    res[lnd]["rate"].append(args.small / (time.perf_counter() - t0))
+                    secs, used = lb.with_cpu((c1, s1), lambda c1=c1, nid=nid: lb.burst_load(
+                        c1, nid, "write", 8, args.small))
+                    res[lnd]["rate"].append(args.small / secs)
+                    cpu[lnd]["rate"].append(sum(used) / args.small)
         if args.profile:  # runs of ~5 s at the measured median rate, 3 s recorded
             for lnd, nid in NIDS.items():
                 c1, s1 = tbs[lnd].node("c1"), tbs[lnd].node("s1")
@@ -137,6 +150,11 @@ def main() -> int:
             o2, so = res["o2iblnd"][fig], res["socklnd"][fig]
             print(f"{fig:5s} socklnd {lb.fmt(so, unit)}  o2iblnd {lb.fmt(o2, unit)}  "
                   f"ratio {lb.ratio(o2, so):.2f} (target >= 0.90)")
+            c_o2, c_so = cpu["o2iblnd"][fig], cpu["socklnd"][fig]
+            per = "MiB" if fig != "rate" else "msg"
+            print(f"      CPU us/{per} (c1 + s1) socklnd {lb.fmt([c * 1e6 for c in c_so])}  "
+                  f"o2iblnd {lb.fmt([c * 1e6 for c in c_o2])}  "
+                  f"ratio {lb.ratio(c_so, c_o2):.2f}")
     finally:
         for tb in tbs.values():
             tb.down()

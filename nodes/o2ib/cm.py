@@ -251,9 +251,11 @@ class CmId:
                     else self._reader.buffer_updated(n))
             for p in pkts:
                 out += self._on_packet(p, now)
+            out += self._out(self.qp.flush_ack())  # one ACK for the read's requests
             if self._reader.error is not None:
                 raise self._reader.error
         except WireProtocolError as e:
+            out += self._out(self.qp.flush_ack())  # the good packets before it
             self.error, self.state, self._deadline = e, CmState.CLOSED, None
             if self.qp.state is not QpState.RESET:
                 out += self._out(self.qp.modify(QpState.ERROR))
