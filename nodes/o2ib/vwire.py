@@ -73,6 +73,9 @@ _FIXED: Final[dict[Kind, struct.Struct]] = {
     Kind.ACK: struct.Struct("<I"), Kind.NAK: struct.Struct("<IB"),
 }
 
+#: each kind's fixed-field bytes after the kind byte (testbed/observe/o2ibcap.py's dissector)
+FIELD_SIZES: Final[dict[Kind, int]] = {k: s.size for k, s in _FIXED.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class Packet:
