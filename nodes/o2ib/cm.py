@@ -147,6 +147,8 @@ class CmId:
         return prev
 
     def _out(self, acts: list[Action]) -> list[CmAction]:
+        if not acts:
+            return []
         return [SendBytes(*vwire.pack_parts(a.packet)) if isinstance(a, Transmit) else a
                 for a in acts]
 

@@ -222,7 +222,8 @@ class QueuePair:
 
     def post_recv(self, wr_id: int, length: int) -> list[Action]:
         """``ib_post_recv``: one receive buffer of ``length`` bytes."""
-        self._step(In.POST_RECV)
+        if self.state is not Q.RTS:  # (RTS: the table's answer is RTS; the common case)
+            self._step(In.POST_RECV)
         if self.state is Q.ERROR:
             return [WorkCompletion(wr_id, Opcode.RECV, WcStatus.WR_FLUSH_ERR)]
         if len(self._rq) >= self.max_recv_wr:
@@ -232,7 +233,8 @@ class QueuePair:
 
     def post_send(self, wr: SendWr, now: float) -> list[Action]:
         """``ib_post_send``: one signaled request."""
-        self._step(In.POST_SEND)
+        if self.state is not Q.RTS:  # (as post_recv)
+            self._step(In.POST_SEND)
         if self.state is Q.ERROR:
             return [WorkCompletion(wr.wr_id, wr.opcode, WcStatus.WR_FLUSH_ERR)]
         if len(self._sq) >= self.max_send_wr:

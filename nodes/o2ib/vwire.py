@@ -73,6 +73,7 @@ _FIXED: Final[dict[Kind, struct.Struct]] = {
     Kind.ACK: struct.Struct("<I"), Kind.NAK: struct.Struct("<IB"),
 }
 
+_KIND_OF: Final[dict[int, Kind]] = {int(k): k for k in Kind}
 #: each kind's fixed-field bytes after the kind byte (testbed/observe/o2ibcap.py's dissector)
 FIELD_SIZES: Final[dict[Kind, int]] = {k: s.size for k, s in _FIXED.items()}
 
@@ -119,15 +120,15 @@ def unpack_head(buf: bytes | bytearray | memoryview, at: int,
     its kind and fields are there) and where its data starts, relative to ``at``."""
     if size <= 0:
         raise _bad("empty packet")
-    if buf[at] not in Kind._value2member_map_:
+    kind = _KIND_OF.get(buf[at])
+    if kind is None:
         raise _bad(f"unknown packet kind {buf[at]}")
-    kind = Kind(buf[at])
     fx = _FIXED.get(kind)
     if fx is None:
         return kind, (), 1
     if size < 1 + fx.size:
         raise _bad(f"short {kind.name}: {size} < {1 + fx.size} bytes")
-    fields = tuple(int(v) for v in fx.unpack_from(buf, at + 1))
+    fields: tuple[int, ...] = fx.unpack_from(buf, at + 1)
     if kind is Kind.NAK and fields[1] not in Syndrome._value2member_map_:
         raise _bad(f"unknown NAK syndrome {fields[1]}")
     return kind, fields, 1 + fx.size
