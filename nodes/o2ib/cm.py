@@ -133,7 +133,7 @@ class CmId:
         self.active, self.state, self.qp = active, CmState.IDLE, qp
         self.cm_timeout, self.timewait = cm_timeout, timewait
         self._deadline: float | None = None
-        self._reader = vwire.PacketReader(qp.pd.pool)
+        self._reader = vwire.PacketReader(qp.pd.pool, qp.placement)
         self.error: WireProtocolError | None = None
 
     def _step(self, inp: CmInput) -> CmState:

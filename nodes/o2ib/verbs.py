@@ -281,6 +281,14 @@ class QueuePair:
         return out
 
     # --- the peer's packets ---------------------------------------------------------------
+    def placement(self, kind: Kind, fields: tuple[int, ...], n: int) -> memoryview | None:
+        """Where the stream reader puts a large RDMA WRITE's data as it arrives: the target
+        region itself, when the WRITE will be accepted (the HCA's DMA; no copy later)."""
+        if kind is not Kind.WRITE or self.state not in (Q.RTR, Q.RTS) or self._fail_rdma:
+            return None
+        mr = self.pd.check(fields[1], fields[2], n, write=True)
+        return None if mr is None else memoryview(mr.buf)[fields[2]:fields[2] + n]
+
     def flush_ack(self) -> list[Action]:
         """Responder: the coalesced ACK of the requests accepted since the last one sent."""
         seq, self._ack_due = self._ack_due, 0
@@ -316,7 +324,8 @@ class QueuePair:
                     *self._to_error()]
         addr = p.fields[2]
         if write:
-            mr.buf[addr:addr + length] = p.data
+            if not p.placed:  # (placed: it is in mr.buf already, ``placement``)
+                mr.buf[addr:addr + length] = p.data
             self._ack_due = seq
             return []
         return [*self.flush_ack(),

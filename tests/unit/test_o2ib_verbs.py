@@ -419,3 +419,35 @@ def test_coalesced_ack_skips_a_request_waiting_out_rnr() -> None:
     pr.tick(0.5)
     assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [
         (10, WcStatus.SUCCESS), (11, WcStatus.SUCCESS), (12, WcStatus.SUCCESS)]
+
+
+@pytest.mark.parametrize("split", [0, 7, 4096])
+def test_large_rdma_write_is_received_into_its_target_region(split: int) -> None:
+    """An HCA DMAs an RDMA WRITE into the registered region: the reader receives a large
+    WRITE's data straight into the MR at the given address (no staging buffer of the pool,
+    no copy at completion), whole reads or reads of ``split`` bytes; a WRITE the responder
+    will NAK (fail_next_rdma) is not placed and leaves the region untouched."""
+    pr = Pair()
+    pr.establish()
+    mr = pr.pd_p.reg_mr(1 << 16)
+    mr.buf[:] = bytes(len(mr.buf))
+    body = bytes(range(256)) * 80  # 20480 bytes > vwire.DIRECT_MIN
+    acts = pr.a.post_send(SendWr(wr_id=1, opcode=Opcode.RDMA_WRITE, data=body, rkey=mr.rkey,
+                                 remote_addr=1000), 0.0)
+    data = b"".join(bytes(a.data) + bytes(a.tail) for a in acts if isinstance(a, SendBytes))
+    pooled = pr.pd_p.pool.size
+    back: list[CmAction] = []
+    for i in range(0, len(data), split or len(data)):
+        back += pr.p.receive_data(data[i:i + (split or len(data))], 0.0)
+    assert bytes(mr.buf[1000:1000 + len(body)]) == body and not any(mr.buf[:1000])
+    assert pr.pd_p.pool.size == pooled  # no pooled body buffer was taken
+    pr.run(back, False)
+    assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [(1, WcStatus.SUCCESS)]
+    pr.p.qp.fail_next_rdma(1)
+    acts = pr.a.post_send(SendWr(wr_id=2, opcode=Opcode.RDMA_WRITE, data=bytes(len(body)),
+                                 rkey=mr.rkey, remote_addr=1000), 0.0)
+    data = b"".join(bytes(a.data) + bytes(a.tail) for a in acts if isinstance(a, SendBytes))
+    pr.run(pr.p.receive_data(data, 0.0), False)
+    assert bytes(mr.buf[1000:1000 + len(body)]) == body  # REM_OP: not placed, not written
+    assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [
+        (1, WcStatus.SUCCESS), (2, WcStatus.REM_OP_ERR)]
