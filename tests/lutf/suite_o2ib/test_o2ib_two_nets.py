@@ -2,7 +2,8 @@
 (``kiblnd_dev_start``: one cm_id on the device's address, port 987) and
 ``kiblnd_passive_connect`` finds the NI by the CONNREQ's destination NID, so ``o2ib1`` added
 on ``ib0`` next to ``o2ib`` takes its own connections on the same port; traffic on both nets
-completes, and deleting one net leaves the other's connections and listener working."""
+completes, and deleting one net leaves the other's connections working (the listener
+outliving one of its NIs: tests/unit/test_o2ibio.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,4 @@ def test_two_o2ib_nets_share_one_ib_interface(topology: Any) -> None:
     ni = s1.lnetctl_yaml("net show -v --net o2ib1")["net"][0]["local NI(s)"][0]
     assert ni["statistics"]["recv_count"] >= 16
     assert s1.lnetctl("net del --net o2ib").rc == 0  # o2ib1 keeps the address's listener
-    assert c1.lnetctl("net del --net o2ib1").rc == 0
-    assert c1.lnetctl("net add --net o2ib1 --if ib0").rc == 0
-    assert c1.put(S1B, count=8, size=8)["completed"] == 8  # a new connection, accepted
+    assert c1.put(S1B, count=8, size=8)["completed"] == 8
