@@ -33,7 +33,7 @@ _FIXED_SIZES: Final = ", ".join(f"[{int(k)}]={n}" for k, n in FIELD_SIZES.items(
 _KINDS: Final = ", ".join(f'[{int(k)}]="{k.name}"' for k in Kind)
 _SYNDROMES: Final = ", ".join(f'[{int(s)}]="{s.name}"' for s in Syndrome)
 
-O2IB_LUA: Final = f"""-- lnet-testbed: the EMULATED o2ib fabric (nodes/o2ib/vwire.py), TCP {IBLND_SERVICE}.
+O2IB_LUA: Final = f"""-- lnet-testbed: the EMULATED o2ib fabric (vwire.py), TCP {IBLND_SERVICE}.
 -- An emulation, not InfiniBand: the o2iblnd messages inside are real (packet-lnet.c).
 local p = Proto("o2ibemu", "lnet-testbed emulated IB (an emulation, not InfiniBand)")
 local kinds = {{{_KINDS}}}
