@@ -30,3 +30,6 @@ def test_two_o2ib_nets_share_one_ib_interface(topology: Any) -> None:
     assert ni["statistics"]["recv_count"] >= 16
     assert s1.lnetctl("net del --net o2ib").rc == 0  # o2ib1 keeps the address's listener
     assert c1.put(S1B, count=8, size=8)["completed"] == 8
+    assert c1.lnetctl("net del --net o2ib1").rc == 0
+    assert c1.lnetctl("net add --net o2ib1 --if ib0").rc == 0
+    assert c1.put(S1B, count=8, size=8)["completed"] == 8  # a new connection, accepted
