@@ -99,6 +99,7 @@ def set_o2ib_tunables(rt: Runtime, nid: NID, given: tuple[str, ...]) -> None:
     except TunableError as e:
         raise LNetConfigError(-EINVAL, f"cannot add network: {e}") from None
     ni.lnd_o2ib, ni.conns_per_peer = tun.lnetctl(), tun.conns_per_peer
+    t.peer_credits = tun.peer_credits  # written back, as into lct_peer_tx_credits
     rt.set_o2ib_tunables(nid, tun)
 
 

@@ -133,7 +133,7 @@ class CmId:
         self.active, self.state, self.qp = active, CmState.IDLE, qp
         self.cm_timeout, self.timewait = cm_timeout, timewait
         self._deadline: float | None = None
-        self._reader = vwire.PacketReader(qp.pd.pool)
+        self._reader = vwire.PacketReader(qp.pd.pool, qp.placement)
         self.error: WireProtocolError | None = None
 
     def _step(self, inp: CmInput) -> CmState:
@@ -147,6 +147,8 @@ class CmId:
         return prev
 
     def _out(self, acts: list[Action]) -> list[CmAction]:
+        if not acts:
+            return []
         return [SendBytes(*vwire.pack_parts(a.packet)) if isinstance(a, Transmit) else a
                 for a in acts]
 
@@ -251,9 +253,11 @@ class CmId:
                     else self._reader.buffer_updated(n))
             for p in pkts:
                 out += self._on_packet(p, now)
+            out += self._out(self.qp.flush_ack())  # one ACK for the read's requests
             if self._reader.error is not None:
                 raise self._reader.error
         except WireProtocolError as e:
+            out += self._out(self.qp.flush_ack())  # the good packets before it
             self.error, self.state, self._deadline = e, CmState.CLOSED, None
             if self.qp.state is not QpState.RESET:
                 out += self._out(self.qp.modify(QpState.ERROR))

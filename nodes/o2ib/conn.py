@@ -82,6 +82,8 @@ class Conn:
     # --- verbs plumbing ----------------------------------------------------------------------
     def run(self, acts: list[CmAction]) -> None:
         """Carry out the CM's outputs: bytes to the stream, completions, CM events kept."""
+        if not acts:
+            return
         for a in acts:  # the HCA's packets (ACKs) leave before software polls the CQ
             if isinstance(a, SendBytes):
                 self.out.append(Write(self.stream, a.data, a.tail))

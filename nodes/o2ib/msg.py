@@ -225,6 +225,9 @@ def _pack(m: KibMsg, o: str, checksum: bool) -> bytes:
     nob = KIB_MSG_HEAD + len(body)
     if nob > IBLND_MSG_SIZE:
         raise ValueError(f"{m.type.name} of {nob} bytes > IBLND_MSG_SIZE {IBLND_MSG_SIZE}")
+    if not checksum and o == "<":  # (the common case: one compiled Struct)
+        return _HEAD_LE.pack(IBLND_MSG_MAGIC, m.version, m.type, m.credits, nob, 0,
+                             m.srcnid, m.srcstamp, m.dstnid, m.dststamp) + body
     head = [IBLND_MSG_MAGIC, m.version, int(m.type), m.credits, nob, 0,
             m.srcnid, m.srcstamp, m.dstnid, m.dststamp]
     frame = struct.pack(o + _HEAD, *head) + body
@@ -234,14 +237,21 @@ def _pack(m: KibMsg, o: str, checksum: bool) -> bytes:
     return struct.pack(o + _HEAD, *head) + body
 
 
+#: ``kiblnd_msgtype2size``'s table: each type's least ``ibm_nob``
+_MIN_NOB: Final[dict[int, int]] = {
+    **{int(t): KIB_MSG_HEAD + n for t, n in (
+        (MsgType.CONNREQ, _CS), (MsgType.CONNACK, _CS), (MsgType.NOOP, 0),
+        (MsgType.IMMEDIATE, LNET_HDR_SIZE), (MsgType.PUT_REQ, LNET_HDR_SIZE + 8),
+        (MsgType.PUT_ACK, 16 + 8), (MsgType.GET_REQ, LNET_HDR_SIZE + 8 + 8))},
+    **{int(t): KIB_MSG_HEAD + 12 for t in _COMPLETION_TYPES},
+}
+_TYPE_OF: Final[dict[int, MsgType]] = {int(t): t for t in MsgType}
+_HEAD_LE: Final = struct.Struct("<" + _HEAD)
+
+
 def kiblnd_msgtype2size(t: int) -> int:
     """``kiblnd_msgtype2size``: the least ``ibm_nob`` of a type (-1: unknown)."""
-    fixed = {MsgType.CONNREQ: _CS, MsgType.CONNACK: _CS, MsgType.NOOP: 0,
-             MsgType.IMMEDIATE: LNET_HDR_SIZE, MsgType.PUT_REQ: LNET_HDR_SIZE + 8,
-             MsgType.PUT_ACK: 16 + 8, MsgType.GET_REQ: LNET_HDR_SIZE + 8 + 8}
-    if t in _COMPLETION_TYPES:
-        return KIB_MSG_HEAD + 12
-    return KIB_MSG_HEAD + fixed[MsgType(t)] if t in fixed else -1
+    return _MIN_NOB.get(t, -1)
 
 
 def kiblnd_unpack_msg(frame: bytes | bytearray | memoryview) -> KibMsg:
@@ -267,8 +277,8 @@ def kiblnd_unpack_msg(frame: bytes | bytearray | memoryview) -> KibMsg:
         raise _bad(f"bad version {version:x}")
     if nob < KIB_MSG_HEAD:
         raise _bad(f"short message: {nob} < {KIB_MSG_HEAD} bytes")
-    _m, _v, mtype, credits, msg_nob, cksum, src, sstamp, dst, dstamp = struct.unpack_from(
-        o + _HEAD, frame, 0)
+    _m, _v, mtype, credits, msg_nob, cksum, src, sstamp, dst, dstamp = (
+        _HEAD_LE.unpack_from(frame, 0) if o == "<" else struct.unpack_from(o + _HEAD, frame, 0))
     if msg_nob > nob:
         raise _bad(f"short message: got {nob}, wanted {msg_nob}")
     if cksum != 0:
@@ -283,7 +293,7 @@ def kiblnd_unpack_msg(frame: bytes | bytearray | memoryview) -> KibMsg:
         raise _bad(f"short {MsgType(mtype).name}: {msg_nob}({need})")
     if need < 0:
         raise _bad(f"unknown message type {mtype:x}")
-    t = MsgType(mtype)
+    t = _TYPE_OF[mtype]
     body = _unpack_body(t, memoryview(frame)[KIB_MSG_HEAD:msg_nob], o)
     return KibMsg(type=t, body=body, version=version, credits=credits, srcnid=src,
                   srcstamp=sstamp, dstnid=dst, dststamp=dstamp)

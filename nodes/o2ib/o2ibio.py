@@ -99,7 +99,8 @@ class O2ibIO:
         self.port = port
         self._on_rx, self._on_tx_done, self._on_notify = on_rx, on_tx_done, on_notify
         self.streams: dict[int, _Stream] = {}
-        self._servers: dict[NID, asyncio.AbstractServer] = {}
+        #: one listener per address, shared by the NIs on it: (server, how many NIs)
+        self._listeners: dict[str, tuple[asyncio.AbstractServer, int]] = {}
         self._ips: dict[NID, str] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -121,21 +122,32 @@ class O2ibIO:
 
     # --- NIs --------------------------------------------------------------------------------
     async def startup_ni(self, ni: NID, ip: str, tun: O2ibTunables | None = None) -> None:
-        """Listen on ``ip``:987 for ``ni``. Raises OSError if it cannot bind."""
-        server = await self.loop.create_server(lambda: _Stream(self, None), ip, self.port,
-                                               reuse_address=True)
-        self._servers[ni], self._ips[ni] = server, ip
+        """Listen on ``ip``:987 for ``ni``, or share the listener already there: ko2iblnd
+        listens once per IB device (``kiblnd_dev_start``: one cm_id on the device's address)
+        and ``kiblnd_passive_connect`` finds the NI by the CONNREQ's destination NID, so
+        two nets on one ``ib*`` interface take connections on one port. Raises OSError if
+        it cannot bind."""
+        held = self._listeners.get(ip)
+        if held is None:
+            server = await self.loop.create_server(lambda: _Stream(self, None), ip, self.port,
+                                                   reuse_address=True)
+            held = (server, 0)
+        self._listeners[ip] = (held[0], held[1] + 1)
+        self._ips[ni] = ip
         self.lnd.startup_ni(ni, tun)
 
     async def shutdown_ni(self, ni: NID) -> None:
-        server = self._servers.pop(ni, None)
-        self._ips.pop(ni, None)
-        if server is not None:
-            server.close()
+        ip = self._ips.pop(ni, None)
+        held = self._listeners.pop(ip, None) if ip is not None else None
+        if ip is not None and held is not None:
+            if held[1] > 1:
+                self._listeners[ip] = (held[0], held[1] - 1)
+            else:
+                held[0].close()
         self.feed(self.lnd.shutdown_ni(ni, self.now()))
 
     def has(self, ni: NID) -> bool:
-        return ni in self._servers
+        return ni in self._ips
 
     # --- the engine's sends -----------------------------------------------------------------
     def send(self, tx_id: int, ni: NID, peer: NID, hdr: LNetHdr, payload: Any) -> None:
@@ -251,7 +263,7 @@ class O2ibIO:
         self.feed(self.lnd.handle_timer(self.now()))
 
     async def close(self) -> None:
-        for ni in list(self._servers):
+        for ni in list(self._ips):
             await self.shutdown_ni(ni)
         if self._timer is not None:
             self._timer.cancel()

@@ -86,6 +86,7 @@ class O2ibLND:
         self._next_stream = 1
         self._cookie = 0
         self._tick: float | None = None
+        self._starts = 0  # NIs started so far (each its own incarnation)
         self.forced_reject: M.RejectReason | None = None  # the cm-reject fault kind
         self.forced_reject_ni: NID | None = None  # ... on CONNREQs to this NI (None: any)
         self.listening: dict[int, CmId] = {}
@@ -96,7 +97,12 @@ class O2ibLND:
 
     # --- NIs -----------------------------------------------------------------------------------
     def startup_ni(self, ni: NID, tun: O2ibTunables | None = None) -> None:
-        self.nets[ni] = _Net(tun or O2ibTunables.from_params({}), self.incarnation)
+        """``kiblnd_startup``: each start of an NI is a new ``ibn_incarnation`` (the kernel's
+        is the time in microseconds; here the node's stamp, then one more per start), so a
+        peer tells an NI deleted and added again from the one it knew (CONN_STALE)."""
+        self.nets[ni] = _Net(tun or O2ibTunables.from_params({}),
+                             (self.incarnation + self._starts) & (1 << 64) - 1)
+        self._starts += 1
 
     def set_tunables(self, ni: NID, tun: O2ibTunables) -> None:
         """The NI's tunables (``lnetctl net add``, ``lnd tunables:``): connections made from

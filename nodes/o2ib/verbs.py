@@ -12,6 +12,12 @@ ERROR. A local call with no entry raises ``VerbsError`` (the -EINVAL ``ib_post_s
 with ``WR_FLUSH_ERR`` (what ``kiblnd_close_conn`` drains, seed 003 hlth-lnd-drain-qp).
 Packets reaching a QP that is not RTR/RTS are dropped, as an HCA drops them.
 
+Responder ACKs are coalesced, as IBA allows (9.7.5.1.2: an ACK acknowledges every request
+up to its PSN): one read's SENDs and RDMA WRITEs are answered by one ACK of the last, sent
+at the end of the read (``flush_ack``) or before a NAK or READ response, which would
+otherwise overtake it; the requester completes, in order, every request up to the ACKed
+sequence number but one waiting out an RNR NAK (resent, acknowledged on its own).
+
 Requester side: each send WR gets a sequence number and a deadline. The emulated stream is
 already reliable, so a missing ACK means the peer is gone: after ``retry_count`` + 1 ack
 timeouts the WR completes ``RETRY_EXC_ERR``. An RNR NAK (no receive posted at the peer)
@@ -197,6 +203,7 @@ class QueuePair:
         self._sq: dict[int, _Outstanding] = {}  # seq -> WR awaiting its ACK (IBA order)
         self._seq = 0
         self._fail_rdma = 0
+        self._ack_due = 0  # responder: the last request accepted, its ACK not yet sent
         self.rnr_until = 0.0  # receiver not ready before then (the ``rnr`` fault kind)
 
     def _step(self, inp: QpInput) -> None:
@@ -215,7 +222,8 @@ class QueuePair:
 
     def post_recv(self, wr_id: int, length: int) -> list[Action]:
         """``ib_post_recv``: one receive buffer of ``length`` bytes."""
-        self._step(In.POST_RECV)
+        if self.state is not Q.RTS:  # (RTS: the table's answer is RTS; the common case)
+            self._step(In.POST_RECV)
         if self.state is Q.ERROR:
             return [WorkCompletion(wr_id, Opcode.RECV, WcStatus.WR_FLUSH_ERR)]
         if len(self._rq) >= self.max_recv_wr:
@@ -225,7 +233,8 @@ class QueuePair:
 
     def post_send(self, wr: SendWr, now: float) -> list[Action]:
         """``ib_post_send``: one signaled request."""
-        self._step(In.POST_SEND)
+        if self.state is not Q.RTS:  # (as post_recv)
+            self._step(In.POST_SEND)
         if self.state is Q.ERROR:
             return [WorkCompletion(wr.wr_id, wr.opcode, WcStatus.WR_FLUSH_ERR)]
         if len(self._sq) >= self.max_send_wr:
@@ -272,7 +281,21 @@ class QueuePair:
         return out
 
     # --- the peer's packets ---------------------------------------------------------------
+    def placement(self, kind: Kind, fields: tuple[int, ...], n: int) -> memoryview | None:
+        """Where the stream reader puts a large RDMA WRITE's data as it arrives: the target
+        region itself, when the WRITE will be accepted (the HCA's DMA; no copy later)."""
+        if kind is not Kind.WRITE or self.state not in (Q.RTR, Q.RTS) or self._fail_rdma:
+            return None
+        mr = self.pd.check(fields[1], fields[2], n, write=True)
+        return None if mr is None else memoryview(mr.buf)[fields[2]:fields[2] + n]
+
+    def flush_ack(self) -> list[Action]:
+        """Responder: the coalesced ACK of the requests accepted since the last one sent."""
+        seq, self._ack_due = self._ack_due, 0
+        return [Transmit(Packet(Kind.ACK, (seq,)))] if seq else []
+
     def on_packet(self, p: Packet, now: float) -> list[Action]:
+        """One packet; a request accepted is ACKed by the next ``flush_ack``."""
         if self.state not in (Q.RTR, Q.RTS):
             return []  # an HCA drops packets for a QP not ready to receive
         if p.kind in (Kind.ACK, Kind.NAK, Kind.READ_RESP):
@@ -280,27 +303,33 @@ class QueuePair:
         seq = p.fields[0]
         if p.kind is Kind.SEND:
             if not self._rq or now < self.rnr_until:
-                return [Transmit(Packet(Kind.NAK, (seq, Syndrome.RNR)))]
+                return [*self.flush_ack(), Transmit(Packet(Kind.NAK, (seq, Syndrome.RNR)))]
             wr_id, length = self._rq.popleft()
             if len(p.data) > length:
                 wc = WorkCompletion(wr_id, Opcode.RECV, WcStatus.LOC_LEN_ERR)
-                return [wc, Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_INV_REQ))),
+                return [wc, *self.flush_ack(),
+                        Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_INV_REQ))),
                         *self._to_error()]
-            return [WorkCompletion(wr_id, Opcode.RECV, WcStatus.SUCCESS, len(p.data), p.data),
-                    Transmit(Packet(Kind.ACK, (seq,)))]
+            self._ack_due = seq
+            return [WorkCompletion(wr_id, Opcode.RECV, WcStatus.SUCCESS, len(p.data), p.data)]
         if self._fail_rdma:
             self._fail_rdma -= 1  # a responder error: its QP enters ERROR too (IBA 9.9.3)
-            return [Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_OP))), *self._to_error()]
+            return [*self.flush_ack(), Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_OP))),
+                    *self._to_error()]
         write = p.kind is Kind.WRITE
         length = len(p.data) if write else p.fields[3]
         mr = self.pd.check(p.fields[1], p.fields[2], length, write=write)
         if mr is None:
-            return [Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_ACCESS))), *self._to_error()]
+            return [*self.flush_ack(), Transmit(Packet(Kind.NAK, (seq, Syndrome.REM_ACCESS))),
+                    *self._to_error()]
         addr = p.fields[2]
         if write:
-            mr.buf[addr:addr + length] = p.data
-            return [Transmit(Packet(Kind.ACK, (seq,)))]
-        return [Transmit(Packet(Kind.READ_RESP, (seq,), bytes(mr.buf[addr:addr + length])))]
+            if not p.placed:  # (placed: it is in mr.buf already, ``placement``)
+                mr.buf[addr:addr + length] = p.data
+            self._ack_due = seq
+            return []
+        return [*self.flush_ack(),
+                Transmit(Packet(Kind.READ_RESP, (seq,), bytes(mr.buf[addr:addr + length])))]
 
     def _on_response(self, p: Packet, now: float) -> list[Action]:
         o = self._sq.get(p.fields[0])
@@ -316,11 +345,23 @@ class QueuePair:
             return []
         if p.kind is Kind.NAK:
             return self._fail(o, _NAK_STATUS[Syndrome(p.fields[1])])
-        del self._sq[o.seq]
-        n = o.wr.length if o.wr.opcode is Opcode.RDMA_READ else len(o.wr.data)
-        if p.kind is Kind.READ_RESP and o.wr.local is not None:
-            o.wr.local.buf[o.wr.local_addr:o.wr.local_addr + len(p.data)] = p.data
-        return [WorkCompletion(o.wr.wr_id, o.wr.opcode, WcStatus.SUCCESS, n)]
+        if p.kind is Kind.READ_RESP:
+            del self._sq[o.seq]
+            if o.wr.local is not None:
+                o.wr.local.buf[o.wr.local_addr:o.wr.local_addr + len(p.data)] = p.data
+            return [WorkCompletion(o.wr.wr_id, o.wr.opcode, WcStatus.SUCCESS, o.wr.length)]
+        acked: list[_Outstanding] = []
+        for x in self._sq.values():  # in sequence order
+            if x.seq > o.seq:
+                break
+            if not x.rnr_wait:
+                acked.append(x)
+        out: list[Action] = []
+        for x in acked:  # a coalesced ACK: every request up to its PSN, in order
+            del self._sq[x.seq]
+            n = x.wr.length if x.wr.opcode is Opcode.RDMA_READ else len(x.wr.data)
+            out.append(WorkCompletion(x.wr.wr_id, x.wr.opcode, WcStatus.SUCCESS, n))
+        return out
 
     def _fail(self, o: _Outstanding, status: WcStatus) -> list[Action]:
         del self._sq[o.seq]

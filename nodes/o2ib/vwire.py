@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -73,12 +74,24 @@ _FIXED: Final[dict[Kind, struct.Struct]] = {
     Kind.ACK: struct.Struct("<I"), Kind.NAK: struct.Struct("<IB"),
 }
 
+_KIND_OF: Final[dict[int, Kind]] = {int(k): k for k in Kind}
+#: each kind's fixed-field bytes after the kind byte (testbed/observe/o2ibcap.py's dissector)
+FIELD_SIZES: Final[dict[Kind, int]] = {k: s.size for k, s in _FIXED.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class Packet:
+    """One packet; ``placed``: its data was received straight into the memory its
+    ``placer`` named (an RDMA WRITE's target region, as an HCA's DMA)."""
+
     kind: Kind
     fields: tuple[int, ...] = ()
     data: bytes | memoryview = b""
+    placed: bool = False
+
+
+#: where a large body goes, given its kind, fields and length (None: a buffer of the pool)
+Placer = Callable[[Kind, tuple[int, ...], int], "memoryview | None"]
 
 
 def _bad(descr: str) -> WireProtocolError:
@@ -116,15 +129,15 @@ def unpack_head(buf: bytes | bytearray | memoryview, at: int,
     its kind and fields are there) and where its data starts, relative to ``at``."""
     if size <= 0:
         raise _bad("empty packet")
-    if buf[at] not in Kind._value2member_map_:
+    kind = _KIND_OF.get(buf[at])
+    if kind is None:
         raise _bad(f"unknown packet kind {buf[at]}")
-    kind = Kind(buf[at])
     fx = _FIXED.get(kind)
     if fx is None:
         return kind, (), 1
     if size < 1 + fx.size:
         raise _bad(f"short {kind.name}: {size} < {1 + fx.size} bytes")
-    fields = tuple(int(v) for v in fx.unpack_from(buf, at + 1))
+    fields: tuple[int, ...] = fx.unpack_from(buf, at + 1)
     if kind is Kind.NAK and fields[1] not in Syndrome._value2member_map_:
         raise _bad(f"unknown NAK syndrome {fields[1]}")
     return kind, fields, 1 + fx.size
@@ -132,9 +145,10 @@ def unpack_head(buf: bytes | bytearray | memoryview, at: int,
 
 class PacketReader:
     """Bytes in, packets out; at most one packet buffered. ``pool``: where bodies above
-    ``DIRECT_MIN`` are received (a fresh buffer each without one)."""
+    ``DIRECT_MIN`` are received (a fresh buffer each without one), unless ``placer`` names
+    the memory they are for (the QP's: an RDMA WRITE's registered target)."""
 
-    def __init__(self, pool: BufferPool | None = None) -> None:
+    def __init__(self, pool: BufferPool | None = None, placer: Placer | None = None) -> None:
         self._stage = bytearray(STAGE)
         self._view = memoryview(self._stage)
         self._start = self._end = 0  # the staged bytes not yet parsed
@@ -142,6 +156,7 @@ class PacketReader:
         self._got = 0  # ... bytes of it so far
         self._head: tuple[Kind, tuple[int, ...]] = (Kind.SEND, ())  # ... its kind, fields
         self._pool = pool
+        self._placer, self._placed = placer, False
         self.error: WireProtocolError | None = None
 
     def get_buffer(self) -> memoryview:
@@ -196,7 +211,7 @@ class PacketReader:
             if self._got < len(body):
                 return
             self._body = None
-            out.append(Packet(self._head[0], self._head[1], body.toreadonly()))
+            out.append(Packet(self._head[0], self._head[1], body.toreadonly(), self._placed))
             return
         self._end += n
         view, end = self._view, self._end
@@ -214,8 +229,10 @@ class PacketReader:
                 # its own (at most LNET_MTU for an RDMA: a pooled one)
                 kind, fields, off = unpack_head(view, start + 4, size)
                 n = size - off
-                body = (self._pool.get(n) if self._pool is not None
-                        else memoryview(bytearray(n)))
+                target = self._placer(kind, fields, n) if self._placer is not None else None
+                self._placed = target is not None
+                body = (target if target is not None else self._pool.get(n)
+                        if self._pool is not None else memoryview(bytearray(n)))
                 have = end - start - 4 - off
                 body[:have] = view[start + 4 + off:end]
                 self._body, self._got, self._head = body, have, (kind, fields)

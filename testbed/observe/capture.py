@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed import needs, sh
+from testbed.observe.o2ibcap import O2IB_LUA
 
 DUMPCAP = "dumpcap"
 TSHARK = "tshark"
@@ -122,7 +123,7 @@ def tshark_check(path: Path, *, data_portals: bool = True) -> TsharkView:
     ``data_portals`` maps ``DATA_PORTALS`` to Wireshark's ``data`` dissector first (see the
     module docstring); False shows stock tshark's view."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", prefix="lnet-selftest-") as lua:
-        lua.write(DATA_PORTALS_LUA)
+        lua.write(DATA_PORTALS_LUA + O2IB_LUA)  # + the emulated o2ib framing (o2ibcap.py)
         lua.flush()
         extra = ["-X", f"lua_script:{lua.name}"] if data_portals else []
         base = [TSHARK, "-n", "-r", str(path), *extra]

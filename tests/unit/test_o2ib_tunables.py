@@ -111,3 +111,20 @@ def test_bad_lnd_tunables_are_one_line(lnd: str, why: str) -> None:
         parse_topology(text, source="o2tun.yaml")
     line = str(e.value)
     assert why in line and "o2tun.yaml:" in line and "Traceback" not in line
+
+
+def test_kiblnd_tunables_setup_peer_credits_shown_clamped(tmp_path: Path) -> None:
+    """kiblnd_tunables_setup writes the clamped lct_peer_tx_credits back into the net's
+    tunables (at least IBLND_CREDITS_DEFAULT = 8, at most the net's credits): lnetctl net show
+    prints that value, and LNet's peer NI credits on the net are the clamped ones."""
+    t = up(tmp_path, TOPO.replace("{peer_credits: 32, credits: 512}",
+                                  "{peer_credits: 4, credits: 512}"))
+    ni = ni_show(t, "c1", "o2ib")
+    assert ni["tunables"]["peer_credits"] == 8
+    assert ni["lnd tunables"]["peercredits_hiw"] == 7  # 16 given: below the clamped 8
+    assert t.node("c1").put(S1, count=4, size=8)["completed"] == 4
+    (lpni,) = t.node("c1").lnetctl_yaml(f"peer show --nid {S1} -v")["peer"][0]["peer ni"]
+    assert lpni["max_ni_tx_credits"] == 8
+    n = t.node("c1")
+    assert n.lnetctl("net add --net o2ib1 --if ib0 --peer-credits 64 --credits 32").rc == 0
+    assert ni_show(t, "c1", "o2ib1")["tunables"]["peer_credits"] == 32  # <= credits

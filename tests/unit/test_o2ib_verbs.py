@@ -368,3 +368,86 @@ def test_wire_error_while_connecting_cancels_the_cm_timer() -> None:
     pr.a.receive_data(b"\x01\x00\x00\x00\xee", 0.1)
     assert pr.a.error is not None and "unknown packet kind 238" in str(pr.a.error)
     assert pr.a.next_deadline() is None and pr.a.handle_timer(10.0) == []
+
+
+def _one_read(pr: Pair, acts: list[CmAction]) -> list[CmAction]:
+    """The bytes of ``acts`` (the active side's) reach the passive side as one read."""
+    data = b"".join(bytes(a.data) + bytes(a.tail) for a in acts if isinstance(a, SendBytes))
+    return pr.p.receive_data(data, pr.now)
+
+
+def test_coalesced_ack_completes_every_request_up_to_its_psn() -> None:
+    """IBA 9.7.5.1.2: one ACK acknowledges every request up to its PSN. One read of eight
+    SENDs and an RDMA WRITE is answered by a single ACK; the requester completes all nine,
+    in order (kiblnd_complete sees each tx's completion)."""
+    pr = Pair()
+    pr.establish()
+    for i in range(8):
+        pr.run(pr.p.post_recv(100 + i, 64), False)
+    mr = pr.pd_p.reg_mr(16)
+    acts: list[CmAction] = []
+    for i in range(8):
+        acts += pr.a.post_send(SendWr(wr_id=i, opcode=Opcode.SEND, data=b"m%d" % i), 0.0)
+    acts += pr.a.post_send(SendWr(wr_id=8, opcode=Opcode.RDMA_WRITE, data=b"w" * 16,
+                                  rkey=mr.rkey), 0.0)
+    back = _one_read(pr, acts)
+    acks = [vwire.unpack(bytes(a.data)[4:]) for a in back if isinstance(a, SendBytes)]
+    assert [(p.kind, p.fields) for p in acks] == [(vwire.Kind.ACK, (9,))]
+    assert [w.wr_id for w in back if isinstance(w, WorkCompletion)] == list(range(100, 108))
+    pr.run(back, False)
+    assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [
+        (i, WcStatus.SUCCESS) for i in range(9)]
+    assert pr.a.next_deadline() is None and bytes(mr.buf) == b"w" * 16
+
+
+def test_coalesced_ack_skips_a_request_waiting_out_rnr() -> None:
+    """Two receives posted, three SENDs in one read: ACK 2 leaves before the RNR NAK of the
+    third, which is resent after rnr_delay and acknowledged on its own."""
+    pr = Pair(rnr_delay=0.5)
+    pr.establish()
+    pr.run(pr.p.post_recv(1, 64), False)
+    pr.run(pr.p.post_recv(2, 64), False)
+    acts: list[CmAction] = []
+    for i in range(3):
+        acts += pr.a.post_send(SendWr(wr_id=10 + i, opcode=Opcode.SEND, data=b"x"), 0.0)
+    back = _one_read(pr, acts)
+    kinds = [vwire.unpack(bytes(a.data)[4:]) for a in back if isinstance(a, SendBytes)]
+    assert [(p.kind, p.fields[0]) for p in kinds] == [(vwire.Kind.ACK, 2), (vwire.Kind.NAK, 3)]
+    pr.run(back, False)
+    assert [w.wr_id for w in pr.wcs(True)] == [10, 11]
+    pr.run(pr.p.post_recv(3, 64), False)
+    pr.tick(0.5)
+    assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [
+        (10, WcStatus.SUCCESS), (11, WcStatus.SUCCESS), (12, WcStatus.SUCCESS)]
+
+
+@pytest.mark.parametrize("split", [0, 7, 4096])
+def test_large_rdma_write_is_received_into_its_target_region(split: int) -> None:
+    """An HCA DMAs an RDMA WRITE into the registered region: the reader receives a large
+    WRITE's data straight into the MR at the given address (no staging buffer of the pool,
+    no copy at completion), whole reads or reads of ``split`` bytes; a WRITE the responder
+    will NAK (fail_next_rdma) is not placed and leaves the region untouched."""
+    pr = Pair()
+    pr.establish()
+    mr = pr.pd_p.reg_mr(1 << 16)
+    mr.buf[:] = bytes(len(mr.buf))
+    body = bytes(range(256)) * 80  # 20480 bytes > vwire.DIRECT_MIN
+    acts = pr.a.post_send(SendWr(wr_id=1, opcode=Opcode.RDMA_WRITE, data=body, rkey=mr.rkey,
+                                 remote_addr=1000), 0.0)
+    data = b"".join(bytes(a.data) + bytes(a.tail) for a in acts if isinstance(a, SendBytes))
+    pooled = pr.pd_p.pool.size
+    back: list[CmAction] = []
+    for i in range(0, len(data), split or len(data)):
+        back += pr.p.receive_data(data[i:i + (split or len(data))], 0.0)
+    assert bytes(mr.buf[1000:1000 + len(body)]) == body and not any(mr.buf[:1000])
+    assert pr.pd_p.pool.size == pooled  # no pooled body buffer was taken
+    pr.run(back, False)
+    assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [(1, WcStatus.SUCCESS)]
+    pr.p.qp.fail_next_rdma(1)
+    acts = pr.a.post_send(SendWr(wr_id=2, opcode=Opcode.RDMA_WRITE, data=bytes(len(body)),
+                                 rkey=mr.rkey, remote_addr=1000), 0.0)
+    data = b"".join(bytes(a.data) + bytes(a.tail) for a in acts if isinstance(a, SendBytes))
+    pr.run(pr.p.receive_data(data, 0.0), False)
+    assert bytes(mr.buf[1000:1000 + len(body)]) == body  # REM_OP: not placed, not written
+    assert [(w.wr_id, w.status) for w in pr.wcs(True)] == [
+        (1, WcStatus.SUCCESS), (2, WcStatus.REM_OP_ERR)]

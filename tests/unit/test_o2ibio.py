@@ -67,3 +67,52 @@ def test_o2ibio_loopback_immediate_and_rdma_put() -> None:
     assert sorted(done) == [(1, 0), (2, 0), (3, 0)]
     # each delivery came inside a batch (hold ... release) of B's node driver
     assert batches and batches.count(True) == batches.count(False)
+
+
+async def run_two_nets_one_address() -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:
+    port = free_port()
+    rx: list[tuple[str, str]] = []
+    done: list[tuple[int, int]] = []
+
+    def on_rx(ni: NID, peer: NID, hdr: object, payload: bytes | memoryview) -> None:
+        rx.append((str(ni), str(peer)))
+
+    a = O2ibIO(incarnation=1, on_rx=lambda *_: None,
+               on_tx_done=lambda t, rc, hs: done.append((t, rc)), on_notify=lambda *_: None,
+               port=port)
+    b = O2ibIO(incarnation=2, on_rx=on_rx, on_tx_done=lambda *_: None,
+               on_notify=lambda *_: None, port=port)
+    a0, a1 = NID.parse(A), NID.parse("127.0.0.1@o2ib1")
+    b0, b1 = NID.parse(B), NID.parse("127.0.0.2@o2ib1")
+    for io, nis, ip in ((a, (a0, a1), "127.0.0.1"), (b, (b0, b1), "127.0.0.2")):
+        for ni in nis:
+            await io.startup_ni(ni, ip)  # the second NI on the address shares its listener
+
+    async def put(tx: int, src: NID, dst: NID) -> None:
+        a.send(tx, src, dst, put_hdr(str(src), str(dst), 2), b"hi")
+        for _ in range(500):
+            if (tx, 0) in done:
+                return
+            await asyncio.sleep(0.01)
+
+    try:
+        await put(1, a0, b0)
+        await put(2, a1, b1)
+        await b.shutdown_ni(b0)  # the listener stays for o2ib1's NI
+        await a.shutdown_ni(a1)  # (a's o2ib1 connection goes: b1 must accept a new one)
+        await a.startup_ni(a1, "127.0.0.1")
+        await put(3, a1, b1)
+    finally:
+        await a.close()
+        await b.close()
+    return rx, done
+
+
+def test_o2ibio_two_nets_on_one_address_share_port_987() -> None:
+    """kiblnd_dev_start listens once per IB device; kiblnd_passive_connect picks the NI by
+    the CONNREQ's destination NID: o2ib and o2ib1 on one address both take connections
+    (one bind of port 987), and the listener outlives one of its NIs."""
+    rx, done = asyncio.run(run_two_nets_one_address())
+    assert sorted(done) == [(1, 0), (2, 0), (3, 0)]
+    assert rx == [(B, A), ("127.0.0.2@o2ib1", "127.0.0.1@o2ib1"),
+                  ("127.0.0.2@o2ib1", "127.0.0.1@o2ib1")]

@@ -408,3 +408,22 @@ def test_kiblnd_tunables_setup_clamps() -> None:
     assert (t.peer_credits, t.peer_credits_hiw, t.concurrent_sends) == (32, 31, 64)
     t = O2ibTunables.from_params({"peer_credits": 4})
     assert (t.peer_credits, t.peer_credits_hiw, t.concurrent_sends) == (8, 4, 8)
+
+
+def test_kiblnd_startup_new_incarnation_per_ni_start() -> None:
+    """kiblnd_startup sets ibn_incarnation at every NI start: an NI deleted and added again
+    is a new incarnation, and the peer that knew the old one rejects its CONNREQ CONN_STALE
+    (kiblnd_passive_connect), after which the active side reconnects at once and the send
+    completes (flaky on Mininet with one stamp per daemon: a re-added NI's PUTs failed)."""
+    b = pair()
+    b.send("a", 1, B, put_hdr(A, B, 5), b"hello")
+    lnd = b.nodes["a"].lnd
+    ni = NID.parse(A)
+    first = lnd.nets[ni].stamp
+    b.feed("a", lnd.shutdown_ni(ni, b.now))
+    lnd.startup_ni(ni, O2ibTunables.from_params({}))
+    assert lnd.nets[ni].stamp != first
+    b.send("a", 2, B, put_hdr(A, B, 5), b"again")
+    assert [(d.tx_id, d.rc) for d in b.nodes["a"].done][-1] == (2, 0)
+    assert [d.payload for d in b.nodes["b"].delivered] == [b"hello", b"again"]
+    assert b.nodes["b"].lnd.rejects_sent.get(int(M.RejectReason.CONN_STALE), 0) == 1

@@ -35,8 +35,8 @@ def test_topology_tunables_shown_and_used(topology: Any) -> None:
 
 
 def test_lnetctl_net_add_o2ib_tunables(topology: Any) -> None:
-    """The net again by hand (one listener per ib* address and port 987: the NI is deleted
-    first), with lnetctl's flags; kiblnd_tunables_setup: hiw = peer_credits / 2."""
+    """The net again by hand (deleted first: it exists already), with lnetctl's
+    flags; kiblnd_tunables_setup: hiw = peer_credits / 2."""
     c1 = topology.node("c1")
     assert c1.lnetctl("net del --net o2ib").rc == 0
     res = c1.lnetctl("net add --net o2ib --if ib0 --peer-credits 64 --credits 1024 "
