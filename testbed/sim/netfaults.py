@@ -194,9 +194,6 @@ class SimFaults:
                 return self.clear()
         return {"ok": False, "error": f"unknown request {cmd!r}"}
 
-    def _log(self, kind: str, **fields: Any) -> None:
-        self.tb.fabric.record_global(kind, **fields)
-
     @never_raise
     def add(self, raw: Any) -> dict[str, Any]:
         try:
@@ -210,7 +207,7 @@ class SimFaults:
         if isinstance(rec, str):
             return {"ok": False, "error": rec}
         fid = rec.fid
-        self._log("fault_added", id=fid, spec=spec.as_dict(), seed=rec.seed)
+        self.tb.fabric.record_global("fault_added", id=fid, spec=spec.as_dict(), seed=rec.seed)
         self.tick(rec)
         if rec.error:
             self.faults.pop(fid, None)
@@ -243,7 +240,7 @@ class SimFaults:
         if f.timeline.active:
             self._revert(f, f.timeline.index)
         del self.faults[f.fid]
-        self._log("fault_deleted", id=f.fid, counters=dict(f.totals))
+        self.tb.fabric.record_global("fault_deleted", id=f.fid, counters=dict(f.totals))
         final = self.describe(f)
         final["counters"] = dict(f.totals)
         return {"ok": True, "fault": final}
@@ -264,11 +261,11 @@ class SimFaults:
             return
         nxt = rec.timeline.next_deadline()
         if nxt is not None:
-            fab._at(max(nxt, fab.now), lambda: self.tick(rec))
+            fab.at(max(nxt, fab.now), lambda: self.tick(rec))
 
     def _failed(self, f: FaultRecord) -> None:
         """A transition raised (``FaultBook.advance``): the event log says so."""
-        self._log("fault_failed", id=f.fid, error=f.error)
+        self.tb.fabric.record_global("fault_failed", id=f.fid, error=f.error)
 
     def _apply(self, f: FaultRecord, k: int) -> None:
         f.activations += 1
@@ -285,7 +282,7 @@ class SimFaults:
         else:
             self.rules[f.fid] = Rule(f, k, tb)
             tb.fabric.rules = list(self.rules.values())
-        self._log("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
+        self.tb.fabric.record_global("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
                   spec=spec.as_dict(), seed=f.seed)
 
     def _revert(self, f: FaultRecord, k: int) -> None:
@@ -306,7 +303,7 @@ class SimFaults:
             tb.fabric.rules = list(self.rules.values())
         for key, v in counters.items():
             f.totals[key] = f.totals.get(key, 0) + v
-        self._log("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
+        self.tb.fabric.record_global("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
                   counters=counters, seed=f.seed)
 
     def _ib(self, spec: FaultSpec, on: bool) -> None:
@@ -316,24 +313,24 @@ class SimFaults:
 
 
 def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
-    """The fabric's ``_transmit`` with faults active (``fab.rules``): a message may vanish
+    """The fabric's ``transmit`` with faults active (``fab.rules``): a message may vanish
     (its tx fails at the sending NI's LND timeout, as the socklnd's would) or be held up
     (TCP retransmissions, delay), or a packet kind's model takes it (``netmodels.py``).
     (Its lambdas here: compiled, their environment is allocated on every call of the
     function holding them, so not per message.)"""
     link = fab.link(act.ni, act.lpni)
     if link.rc or fab.hold or link.dst is None:
-        fab._transmit(name, act)
+        fab.transmit(name, act)
         return
     ni = fab.engines[name].ni_by_nid(act.ni)
     timeout = float(ni.lnd_timeout) if ni is not None else 50.0
     rules = fab.rules
     if any(rule.vanishes(act, fab.connected, link.dst) for rule in rules):
         if fab.established(name, act):  # the write is taken, then lost (paths.py)
-            fab._at(fab.now + link.latency, lambda: fab._lost(name, act))
+            fab.at(fab.now + link.latency, lambda: fab.lost(name, act))
             return
         rc, hstatus = vanish_failure(False)
-        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        fab.fail_at(fab.now + timeout, name, act, rc, hstatus)
         return
     for rule in rules:  # the packet kinds' models (netmodels.py)
         model = rule.model
@@ -346,10 +343,10 @@ def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
     extra = sum(rule.delay(act) for rule in rules)
     if extra >= timeout:  # the socklnd gave up on the connection first
         rc, hstatus = errmap.FAILURES["posted_timeout"]
-        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        fab.fail_at(fab.now + timeout, name, act, rc, hstatus)
         return
     delay = link.latency + extra + (fab.rng.uniform(0, fab.jitter) if fab.jitter else 0.0)
-    fab._at_deliver(fab.now + delay, name, act)
+    fab.at_deliver(fab.now + delay, name, act)
 
 
 def vanish_failure(connected: bool) -> tuple[int, Any]:
