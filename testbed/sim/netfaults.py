@@ -282,8 +282,8 @@ class SimFaults:
         else:
             self.rules[f.fid] = Rule(f, k, tb)
             tb.fabric.rules = list(self.rules.values())
-        self.tb.fabric.record_global("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
-                  spec=spec.as_dict(), seed=f.seed)
+        tb.fabric.record_global("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
+                                spec=spec.as_dict(), seed=f.seed)
 
     def _revert(self, f: FaultRecord, k: int) -> None:
         spec, tb = f.spec, self.tb
@@ -303,8 +303,8 @@ class SimFaults:
             tb.fabric.rules = list(self.rules.values())
         for key, v in counters.items():
             f.totals[key] = f.totals.get(key, 0) + v
-        self.tb.fabric.record_global("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
-                  counters=counters, seed=f.seed)
+        tb.fabric.record_global("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
+                                counters=counters, seed=f.seed)
 
     def _ib(self, spec: FaultSpec, on: bool) -> None:
         """An IB kind on its node's o2iblnd (nodes/o2ib/ibfaults.py ``apply``)."""
