@@ -106,12 +106,13 @@ boxes: venv vagrant-deps
 	vagrant/build-box
 
 # The Vagrant smoke suite: LXC guests (client and server, two rails each; the crash path; two
-# hosts over VXLAN), then every packet fault kind on LXC guests (test_fault_kinds.py). Serial, after `make test`: guest boots want both cores.
+# hosts over VXLAN), then every packet fault kind on LXC guests (test_fault_kinds.py) and large
+# (IPv6) NIDs on them (test_ipv6_guests.py). Serial, after `make test`: guest boots want both cores.
 smoke-vagrant: boxes
 	$(PY) -m pytest vagrant/tests -m "not libvirt" -p no:cacheprovider --timeout 1800 \
 	  --junitxml=reports/junit-vagrant.xml
-	$(PY) -m pytest tests/lutf/suite_faults/test_fault_kinds.py -m lxc_guests -p no:cacheprovider \
-	  --timeout 1800 --junitxml=reports/junit-vagrant-faults.xml
+	$(PY) -m pytest tests/lutf/suite_faults/test_fault_kinds.py tests/lutf/suite_ipv6/test_ipv6_guests.py \
+	  -m lxc_guests -p no:cacheprovider --timeout 1800 --junitxml=reports/junit-vagrant-faults.xml
 
 # The same smoke on libvirt VMs (QEMU TCG here, KVM where it works): minutes, ~1.5 GiB per VM.
 smoke-vagrant-libvirt: boxes

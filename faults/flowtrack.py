@@ -77,8 +77,9 @@ _FIXED = struct.Struct("<QQIIII")  # dest_nid, src_nid, dest_pid, src_pid, type,
 _CONNREQ_NID = struct.Struct("<Q")
 _HELLO_NIDS = struct.Struct("<QQ")
 _TYPES = {int(t): t.name for t in MsgType}
-#: ptl_index offset in the lnet_hdr of a PUT / GET (the union starts at byte 32)
-_PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
+#: ptl_index offset in lnet_hdr_nid4 of a PUT / GET: after ack_wmd, match_bits, hdr_data (PUT)
+#: or return_wmd, match_bits (GET), in the union that starts at byte 32
+PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _PATTERNS = (_U32.pack(KSOCK_MSG_LNET), _U32.pack(LNET_PROTO_ACCEPTOR_MAGIC),
              _U32.pack(LNET_PROTO_MAGIC))
 #: an OrderedDict entry: hash table slot and linked-list node (CPython 3.11, measured)
@@ -126,7 +127,7 @@ def parse_unit(b: bytes | memoryview, off: int, strict: bool = False, wide: bool
         if name is None or dest is None or src is None or plen > LNET_MTU \
                 or (strict and not (_pid_ok(dpid) and _pid_ok(spid))):
             return _BAD, None
-        poff = (PORTAL_OFF16 if wide else _PORTAL_OFF).get(mtype)
+        poff = (PORTAL_OFF16 if wide else PORTAL_OFF).get(mtype)
         portal = None if poff is None else _U32.unpack_from(b, h + poff)[0]
         return head + plen, LNetMsg(name, src, dest, portal)
     if first == KSOCK_MSG_NOOP and not strict:

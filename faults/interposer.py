@@ -12,8 +12,9 @@ RSTs) carry ``fwmark`` :data:`MARK` and the rules skip that mark.
 Per packet: :func:`faults.prefilter.classify` (struct only), the rule's
 :class:`~faults.prefilter.Matcher`, then :class:`faults.decide.Decider`; non-matching
 packets are accepted at once, and so is a segment an ``rst`` fault could not reset with
-(:func:`resettable`: a SYN, FIN or RST). An IPv6 packet with extension headers is classified
-past its chain (``faults/ip6ext.py``); a fragment is not (counted ``v6_fragments``). When
+(:func:`resettable`: a SYN, FIN or RST). ``classify`` walks an IPv6 packet's extension
+headers itself (``faults/ip6ext.py``); a fragment is not classified (counted
+``v6_fragments``), nor ESP or a bad chain (``v6_unclassified``), and is let through. When
 the rule has LNet keys (type, NIDs, portal, forwarded), every segment of a socklnd
 connection goes through :class:`faults.flowtrack.FlowTracker`, and the segment matches when
 one of the messages it carries bytes of does (issue 32 item 2). Held packets (delay,
@@ -93,8 +94,9 @@ class Interposer:
         self.counters["seen"] += 1
         data = qpkt.get_payload()
         pkt = classify(data)
-        if pkt is not None and pkt.v6 and data[6] in ip6ext.EXT_HEADERS:
-            pkt = self._classify_ext(data)
+        if pkt is not None and pkt.unclassified is not None:  # a fragment, ESP, bad chain
+            self.counters[pkt.unclassified] += 1
+            pkt = None
         if pkt is None or not self._matches(pkt, data) \
                 or (self.rst and not resettable(pkt)):
             self._release(qpkt)
@@ -105,21 +107,6 @@ class Interposer:
         if len(self.decisions) < DECISION_LOG:
             self.decisions.append(v.action)
         self._apply(qpkt, data, pkt, v, now)
-
-    def _classify_ext(self, data: bytes) -> Pkt | None:
-        """An IPv6 packet with extension headers: classified past its chain
-        (``faults/ip6ext.py``), offsets into ``data``; a fragment or an unreadable chain is
-        counted and not classified."""
-        chain = ip6ext.walk(data)
-        if isinstance(chain, str):
-            self.counters[chain] += 1
-            return None
-        pkt = classify(ip6ext.strip(data, chain))
-        if pkt is not None:
-            shift = chain.off - ip6ext.FIXED
-            pkt.l4_off += shift
-            pkt.tcp_off += shift if pkt.tcp_off else 0
-        return pkt
 
     def _matches(self, pkt: Pkt, data: bytes) -> bool:
         tracker = self.tracker

@@ -2,7 +2,9 @@
 NIDs: a segment behind hop-by-hop, routing or destination options is still classified).
 
 Theory of operation (sans-I/O, struct only: STYLE rule 7 keeps scapy off the per-packet path;
-the tests forge the packets with scapy's ``IPv6ExtHdr*`` layers). RFC 8200 §4: the fixed
+the tests forge the packets with scapy's ``IPv6ExtHdr*`` layers). Its users read the packet as
+queued, at the offsets :func:`walk` gives (``faults.prefilter.classify``, ``faults.csum``):
+nothing is copied. RFC 8200 §4: the fixed
 header's Next Header names the first extension header; each extension header starts with its
 own Next Header byte and a length byte, in 8-octet units not counting the first 8 (AH, RFC
 4302 §2.2: in 4-octet units not counting the first 2). The walk is bounded: at most
@@ -85,8 +87,3 @@ def _final_destination(data: bytes | memoryview, off: int, length: int) -> bytes
         return bytes(data[off + 8:off + 24])
     return None
 
-
-def strip(data: bytes, chain: Chain) -> bytes:
-    """``data`` as if it had no extension header: the fixed header naming ``chain.proto``,
-    then the upper-layer header and payload (offsets in it are ``chain.off - 40`` less)."""
-    return data[:6] + bytes((chain.proto,)) + data[7:FIXED] + data[chain.off:]

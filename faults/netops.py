@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from faults.resources import TAG, FaultApplyError, Resource, load, read_counters
+from faults.nfqproc import read_counters
+from faults.resources import TAG, FaultApplyError, Resource, load
 from faults.spec import FaultError
 
 __all__ = ["TAG", "FaultApplyError", "create", "make", "read_counters", "recorded",

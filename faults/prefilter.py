@@ -1,9 +1,12 @@
 """Struct prefilter: classify an IPv4 or IPv6 packet from NFQUEUE without scapy (STYLE rule 7).
 
 Theory of operation: every queued packet goes through :func:`classify`, which reads the IPv4
-header (or the fixed 40-byte IPv6 one; a packet with extension headers is not classified),
-the TCP/UDP ports or ICMP, and, for TCP port 988 (``LNET_ACCEPTOR_PORT``), peeks at the start
-of the TCP payload with the offsets of ``nodes/lnd/wire.py``:
+header (or the fixed 40-byte IPv6 one and, behind it, the extension header chain walked by
+``faults/ip6ext.py``, bounded: offsets stay those of the packet as queued; a fragment, ESP or
+an unreadable chain leaves the packet unclassified, its ``unclassified`` naming the
+interposer's counter), the TCP/UDP ports or ICMP, and, for TCP port 988
+(``LNET_ACCEPTOR_PORT``), peeks at the start of the TCP payload with the offsets of
+``nodes/lnd/wire.py``:
 
 * ``0xacce7100`` (acceptor connreq, 16 bytes) optionally followed by a hello, or
   ``LNET_PROTO_MAGIC`` (ksock hello) -> LNet type ``HELLO``;
@@ -29,9 +32,10 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from faults import ip6ext
 from faults.flowtrack import LNetMsg
 from faults.spec import Match
-from faults.unit6 import nid16_key, nid_key
+from faults.unit6 import PORTAL_OFF16, nid16_key, nid_key
 from nodes.lnd.wire import (
     KSOCK_MSG_HDR_SIZE,
     KSOCK_MSG_LNET,
@@ -52,8 +56,6 @@ _NIDS = struct.Struct("<QQ")
 _PORTAL_OFF = {int(MsgType.PUT): 32 + 32, int(MsgType.GET): 32 + 24}
 _U32 = struct.Struct("<I")
 _SEQ = struct.Struct("!I")
-#: lnet_hdr_nid16: the PUT/GET ptl_index (the union starts after two 20-byte NIDs and 16 bytes)
-_PORTAL_OFF16 = {int(MsgType.PUT): 56 + 32, int(MsgType.GET): 56 + 24}
 
 
 @dataclass(slots=True)
@@ -74,6 +76,10 @@ class Pkt:
     tcp_flags: int = 0
     seq: int = 0
     v6: bool = False  # IPv6: its socklnd stream is V4 (lnet_hdr_nid16)
+    #: IPv6 whose extension chain gives no upper-layer header: why (``ip6ext.FRAGMENTED``,
+    #: ``ip6ext.UNREADABLE``, the interposer's counter names); nothing past the fixed header
+    #: was read and ``proto`` names the header the walk stopped at
+    unclassified: str | None = None
 
     @property
     def is_lnet(self) -> bool:
@@ -85,11 +91,18 @@ def _ip(b: bytes, off: int) -> str:
 
 
 def classify(data: bytes) -> Pkt | None:
-    """Classify raw IPv4 or IPv6 bytes; None for other or truncated headers."""
+    """Classify raw IPv4 or IPv6 bytes; None for other or truncated headers. IPv6 extension
+    headers are walked (``ip6ext.walk``): the upper-layer header is read where the chain ends,
+    or the packet comes back ``unclassified`` (a fragment, ESP, a hostile chain)."""
     if len(data) >= 40 and data[0] >> 4 == 6:
         ihl, nxt = 40, data[6]
-        pkt = Pkt(_IP_PROTO.get(nxt, f"ip{nxt}"), str(ipaddress.IPv6Address(data[8:24])),
-                  str(ipaddress.IPv6Address(data[24:40])), l4_off=40, v6=True)
+        src, dst = str(ipaddress.IPv6Address(data[8:24])), str(ipaddress.IPv6Address(data[24:40]))
+        if nxt in ip6ext.EXT_HEADERS:
+            chain = ip6ext.walk(data)
+            if isinstance(chain, str):
+                return Pkt(f"ip{nxt}", src, dst, l4_off=40, v6=True, unclassified=chain)
+            ihl, nxt = chain.off, chain.proto
+        pkt = Pkt(_IP_PROTO.get(nxt, f"ip{nxt}"), src, dst, l4_off=ihl, v6=True)
     elif len(data) >= 20 and data[0] >> 4 == 4:
         ihl = (data[0] & 0x0F) * 4
         pkt = Pkt(_IP_PROTO.get(data[9], f"ip{data[9]}"), _ip(data, 12), _ip(data, 16),
@@ -133,7 +146,7 @@ def _peek_lnet(data: bytes, pkt: Pkt) -> None:
         return
     if pkt.v6:
         pkt.dst_nid, pkt.src_nid = nid16_key(data, h), nid16_key(data, h + 20)
-        poff = _PORTAL_OFF16.get(mtype)
+        poff = PORTAL_OFF16.get(mtype)
     else:
         pkt.dst_nid, pkt.src_nid = _NIDS.unpack_from(data, h)
         poff = _PORTAL_OFF.get(mtype)

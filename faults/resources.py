@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faults import sh
+from faults import nfqproc, sh
 from faults.interposer_spec import InterposerSpec
 from faults.spec import FaultError
 
@@ -39,8 +39,6 @@ TAG = "lntb:"
 #: a host agent on an emulated guest, where Python starts ten times slower under load).
 READY_TIMEOUT = 10.0
 READY_ENV = "LNET_TESTBED_INTERPOSER_READY"
-#: Seconds a reader waits for an interposer to write its counters on request.
-FRESH_TIMEOUT = 0.5
 
 
 class FaultApplyError(Exception):
@@ -73,42 +71,6 @@ def tagged_rules(ns_pid: int, fid: str | None = None) -> list[str]:
 def tagged_qdiscs(dev: str, ns_pid: int | None) -> list[str]:
     res = sh.run(["tc", "qdisc", "show", "dev", dev], ns_pid=ns_pid, timeout=15.0)
     return [ln for ln in res.out.splitlines() if ln.startswith("qdisc tbf")]
-
-
-def read_counters(path: str | Path, fresh: bool = False) -> dict[str, Any]:
-    """An interposer's counters file ({} while it does not exist or is half written).
-
-    ``fresh``: counters current when read (issue 32 item 3). A running interposer writes
-    its file every ``COUNTER_PERIOD``; here it is sent SIGUSR1, on which it takes the packets
-    already queued and writes at once, and the file is read again once its ``t`` is past the
-    request (at most :data:`FRESH_TIMEOUT`). Only a live process whose command line is an
-    interposer, and whose file has ``writes`` (it handles SIGUSR1), is signalled."""
-    data = _load_counters(path)
-    pid = data.get("pid")
-    if not fresh or data.get("exited") or "writes" not in data or not isinstance(pid, int):
-        return data
-    try:
-        if b"faults.interposer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return data
-        asked = time.time()
-        os.kill(pid, signal.SIGUSR1)
-    except OSError:
-        return data
-    deadline = time.monotonic() + FRESH_TIMEOUT
-    while time.monotonic() < deadline:
-        time.sleep(0.002)
-        now = _load_counters(path)
-        if now.get("exited") or float(now.get("t", 0)) >= asked:
-            return now
-    return _load_counters(path) or data
-
-
-def _load_counters(path: str | Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _ns_alive(pid: int | None) -> bool:
@@ -291,11 +253,11 @@ class Interposer(Resource):
         return dataclasses.replace(self, pid=_start_interposer(self, env))
 
     def undo(self) -> str | None:
-        stop_interposer(self.pid)
+        nfqproc.stop(self.pid)
         return None
 
     def present(self) -> str | None:
-        return f"interposer process {self.pid}" if _pid_is_interposer(self.pid) else None
+        return f"interposer process {self.pid}" if nfqproc.is_interposer(self.pid) else None
 
 
 #: record tag -> resource type (``load``).
@@ -318,7 +280,7 @@ def load(record: Any) -> Resource:
         raise FaultError(f"{cls.type} record: bad or missing field {exc}") from None
 
 
-# -- interposer processes ---------------------------------------------------------------------
+# -- the interposer process ------------------------------------------------------------------
 
 def _start_interposer(res: Interposer, env: dict[str, str]) -> int:
     """Start the interposer of ``res`` in its node's namespace; wait until its queue is bound."""
@@ -338,54 +300,10 @@ def _start_interposer(res: Interposer, env: dict[str, str]) -> int:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise FaultApplyError(f"interposer exited with rc {proc.returncode}: "
-                                  f"{_tail(res.log)}")
-        if read_counters(counters).get("ready"):
+                                  f"{nfqproc.tail(res.log)}")
+        if nfqproc.read_counters(counters).get("ready"):
             return proc.pid
         time.sleep(0.02)
-    stop_interposer(proc.pid)
+    nfqproc.stop(proc.pid)
     raise FaultApplyError(f"interposer did not bind queue {res.interposer.queue} "
-                          f"within {ready:g}s: {_tail(res.log)}")
-
-
-def _tail(log: str) -> str:
-    try:
-        lines = Path(log).read_text(errors="replace").strip().splitlines()[-3:]
-    except OSError:
-        lines = []
-    return " | ".join(lines) or "(no output)"
-
-
-def stop_interposer(pid: int | None, grace: float = 2.0) -> None:
-    """SIGTERM (it releases held packets and writes its counters), then SIGKILL; reap."""
-    if not pid:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # not our child (after a supervisor restart, or
-                # started by a host agent that has exited): gone, or a zombie to its reaper
-                done = pid if not pid_running(pid) else 0
-            if done:
-                return
-            time.sleep(0.02)
-
-
-def pid_running(pid: int) -> bool:
-    """``pid`` exists and is no zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def _pid_is_interposer(pid: Any) -> bool:
-    try:
-        with open(f"/proc/{int(pid)}/cmdline", "rb") as fh:
-            return b"faults.interposer" in fh.read()
-    except (OSError, ValueError, TypeError):
-        return False
+                          f"within {ready:g}s: {nfqproc.tail(res.log)}")

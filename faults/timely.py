@@ -29,8 +29,11 @@ def prioritise(kind: str) -> bool:
     cores at 14 runnable tasks (benchmarks/README.md, ``fault_delay.py``): a 21 ms sleep
     overslept p50 217 / p95 11,639 us at nice -10, 75 / 270 us SCHED_FIFO. Only the timed
     kinds: a real-time interposer busy with bulk traffic would take its core (the kernel's
-    RT throttling leaves others 5 %). Where not permitted (a guest without CAP_SYS_NICE):
-    nice alone."""
+    RT throttling leaves others 5 %). Where not permitted, nice alone (counter ``realtime``
+    0): a task in a cpu cgroup with no real-time budget gets EPERM whatever its capabilities
+    (``CONFIG_RT_GROUP_SCHED``, cgroup v1: every group but the root starts at
+    ``cpu.rt_runtime_us`` 0). LXC guests get a budget from their config
+    (testbed/vagrant/rtbudget.py); measured there before it: 7.3 ms p95 lateness."""
     with contextlib.suppress(OSError):
         os.nice(NICE)
     if kind not in TIMED_KINDS:

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import yaml
 
 from nodes.echo import shown
+from nodes.limits import argv_refusal
 from testbed import shellwords
 from testbed.plan.model import NAME_RE, RESERVED_NAMES
 from testbed.sh import Completed
@@ -134,6 +135,23 @@ class NodeVerbs:
     name: str
 
     def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
+        """Send daemon verb ``cmd`` ("lnetctl", "lctl") with ``argv`` exactly as given; an
+        argv beyond ``ARG_MAX`` is refused here, as the daemon would (``argv_refusal``)."""
+        refused = argv_refusal(cmd, list(argv))
+        if refused is not None:
+            return Completed(*refused)
+        reply = self._request({"cmd": cmd, "argv": list(argv)}, timeout)
+        return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
+                         str(reply.get("err", "")))
+
+    def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One request to this node's daemon, its reply: a backend's own channel (a socket
+        on this machine, CURVE over TCP, ...). ``verb`` and the bursts go through it.
+
+        Raises:
+            TestbedError: the daemon cannot be reached (one line naming the node).
+            TypeError, ValueError: an argument JSON cannot carry.
+        """
         raise NotImplementedError
 
     def lnetctl(self, *argv: str, timeout: float = 60.0) -> Completed:
@@ -202,7 +220,14 @@ class NodeVerbs:
 
     def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
                numa: int | None) -> dict[str, Any]:
-        raise NotImplementedError
+        """The daemon's ``put``/``get`` request (``nodes/burst.py`` runs it there)."""
+        req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
+        if numa is not None:
+            req["numa"] = numa
+        try:
+            return self._request(req, timeout)
+        except (TypeError, ValueError) as exc:  # an argument JSON cannot carry
+            return {"ok": False, "error": f"{op}: bad argument: {exc}"}
 
     def lnd_link(self, nid: str, up: bool) -> bool:
         """Have the node's LND report a link down/up event on local NI ``nid``, as on a

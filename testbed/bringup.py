@@ -15,8 +15,9 @@ default) later, so a routed ping fails for a minute after ``testbed up`` returne
    still down is reported with its gateway peer NI's state and health (``peer show``).
 
 A backend supplies ``send(node, step) -> Completed`` (one configuration step of
-``testbed.plan.verbs``, sent as the typed request ``verbs.request(step)``: fields, never argv
-the daemon parses again), ``verb(node, argv) -> Completed`` (an lnetctl query: ``route show``,
+``testbed.plan.verbs``: a daemon's backend sends the typed request ``verbs.request(step)``,
+fields, never argv the daemon parses again; the simulator hands the typed command to the
+front end in-process), ``verb(node, argv) -> Completed`` (an lnetctl query: ``route show``,
 ``peer show``), ``advance(seconds)`` (sleep on Mininet, virtual time on the sim) and ``now()``.
 """
 

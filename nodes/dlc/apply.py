@@ -100,42 +100,38 @@ async def _net_add(rt: NodeRuntime, cmd: C.NetAdd) -> None:
         if not done:
             raise LNetConfigError(-E.ENOENT, "cannot add network: no ip2net rule matched")
         return
-    if cmd.nids:
-        for text in cmd.nids:
-            nid = NID.parse(text)
-            await _add_nis(rt, nid.net, [glue.interface_of(rt, nid)], cmd,
-                           nid.ip if nid.is_large else None)
-        return
-    assert cmd.net is not None  # NetAdd validates: net, nids or ip2net
-    await _add_nis(rt, Net.parse(cmd.net), list(cmd.interfaces), cmd)
+    for nid in cmd.nids:
+        await _add_nis(rt, nid.net, [glue.interface_of(rt, nid)], cmd,
+                       nid.ip if nid.is_large else None)
+    if cmd.net is not None:  # NetAdd validates: net, nids or ip2net (net not with nids)
+        await _add_nis(rt, cmd.net, list(cmd.interfaces), cmd)
 
 
 async def _net_del(rt: NodeRuntime, cmd: C.NetDel) -> None:
     if cmd.nids:
-        for text in cmd.nids:
-            ni = rt.engine.ni_by_nid(NID.parse(text))
+        for nid in cmd.nids:
+            ni = rt.engine.ni_by_nid(nid)
             if ni is None or ni.is_lo:
                 raise LNetConfigError(-E.ENOENT, "cannot delete network: No such file or "
                                                  "directory")
             await rt.net_del(ni.nid.net, ni.interface)
         return
     assert cmd.net is not None
-    net = Net.parse(cmd.net)
     for iface in cmd.interfaces or (None,):
-        await rt.net_del(net, iface)
+        await rt.net_del(cmd.net, iface)
 
 
 def _net_set(rt: NodeRuntime, cmd: C.NetSet) -> None:
     if cmd.lnd_timeout >= 0:  # yaml_lnet_config_ni_value returns after it
         assert cmd.net is not None
-        if not rt.timeouts.set_lnd_timeout(Net.parse(cmd.net), cmd.lnd_timeout):
+        if not rt.timeouts.set_lnd_timeout(cmd.net, cmd.lnd_timeout):
             raise LNetConfigError(-E.ENOENT, f"no NI on net {cmd.net}")
         return
     if cmd.health == -1 and cmd.conns_per_peer == -1:
         return
     if not cmd.all and cmd.nid is None:
         raise LNetConfigError(-E.EINVAL, "missing --nid or --all")
-    nid = None if cmd.all else NID.parse(cmd.nid or "")
+    nid = None if cmd.all else cmd.nid
     if cmd.health != -1:
         rt.engine.net_set_health(nid, cmd.health, rt.now())
         rt.execute([])  # re-arm the timer: recovery may now be due
@@ -149,29 +145,26 @@ def _peer_set(rt: NodeRuntime, cmd: C.PeerSet) -> None:
     if cmd.state != -1:
         if cmd.nid is None:
             raise LNetConfigError(-E.EINVAL, "invalid peer state param")
-        glue.peer_set_state(rt.engine, NID.parse(cmd.nid), cmd.state)
+        glue.peer_set_state(rt.engine, cmd.nid, cmd.state)
     if cmd.health != -1:
         if not cmd.all and cmd.nid is None:
             raise LNetConfigError(-E.EINVAL, "missing --nid or --all")
-        nid = None if cmd.all else NID.parse(cmd.nid or "")
-        rt.engine.peer_set_health(nid, cmd.health, rt.now())
+        rt.engine.peer_set_health(None if cmd.all else cmd.nid, cmd.health, rt.now())
         rt.execute([])
 
 
 async def _route_add(rt: NodeRuntime, cmd: C.RouteAdd) -> None:
     """One ``lnet_add_route`` per gateway, each a step: other requests are served between
     (issue 27: at most ``nidlist.MAX_ROUTE_GATEWAYS``)."""
-    net = Net.parse(cmd.net)
     for gw in cmd.gateways:
         await rt.share()
-        rt.execute(rt.engine.router.add(net, NID.parse(gw), None if cmd.hop == -1 else cmd.hop,
+        rt.execute(rt.engine.router.add(cmd.net, gw, None if cmd.hop == -1 else cmd.hop,
                                         max(cmd.priority, 0), rt.now()))
 
 
 def _route_del(rt: NodeRuntime, cmd: C.RouteDel) -> None:
-    net = Net.parse(cmd.net) if cmd.net is not None else None
     for gw in cmd.gateways or (None,):
-        rt.engine.router.delete(net, NID.parse(gw) if gw is not None else None)
+        rt.engine.router.delete(cmd.net, gw)
 
 
 def _udsp_add(rt: NodeRuntime, cmd: C.UdspAdd) -> None:
@@ -239,10 +232,10 @@ async def apply(rt: NodeRuntime, cmd: C.Command) -> Result:
         elif isinstance(cmd, C.NetSet):
             _net_set(rt, cmd)
         elif isinstance(cmd, C.PeerAdd):
-            eng.peer_add(NID.parse(cmd.prim_nid), [NID.parse(n) for n in cmd.nids],
+            eng.peer_add(cmd.prim_nid, list(cmd.nids),
                          non_mr=cmd.non_mr, lock_prim=cmd.lock_prim)
         elif isinstance(cmd, C.PeerDel):
-            eng.peer_del(NID.parse(cmd.prim_nid), [NID.parse(n) for n in cmd.nids],
+            eng.peer_del(cmd.prim_nid, list(cmd.nids),
                          force=cmd.force)
         elif isinstance(cmd, C.PeerSet):
             _peer_set(rt, cmd)

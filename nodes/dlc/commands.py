@@ -1,17 +1,20 @@
 """Typed DLC commands: one frozen dataclass per configuration verb (issue 12 item 4).
 
 Theory of operation: ``lnetctl`` argv is parsed once (``nodes/dlc/parse.py``) into one of these
-commands; the orchestrator sends the same commands as fields over the control socket; one
-function (``nodes/dlc/apply.py`` ``apply``) carries any of them out on a node runtime. A
-command is data that has already been checked: field types and syntax (NIDs, nets, option
-ranges lnetctl itself enforces) are validated on construction, so a bad request is a one-line
-``CommandError`` naming the verb and field, never a traceback. ``argv()`` renders the command
+commands; the orchestrator makes the same commands from its typed plan and sends them as
+fields over the control socket (``fields()``, at the process edge), where the daemon's
+``nodes/dlc/request.py`` ``from_fields`` parses them back once; one function
+(``nodes/dlc/apply.py`` ``apply``) carries any of them out on a node runtime. A command is
+data that has already been checked: nets and NIDs are typed (``Net``, ``NID``: parsed where
+their text entered, never again), field types and the option ranges lnetctl itself enforces
+are validated on construction, so a bad request is a one-line ``CommandError`` naming the
+verb and field, never a traceback. ``argv()`` renders the command
 as the lnetctl words that stand for it -- for ``export``, logs and the round-trip test
 (``parse(cmd.argv()) == cmd``).
 
 Field conventions follow lnetctl's own: an integer option that was not given is ``-1`` (as
 ``jt_add_ni`` initialises ``pto = pc = pbc = cre = cpp = tos = -1``); NID and gateway lists
-are already expanded from ranges (``nidlist.expand_nids``) and canonical.
+are already expanded from ranges (``nidlist.expand_nids``).
 
 Control socket request (``nodes/dlc/request.py``)::
 
@@ -40,16 +43,19 @@ class CommandError(ValueError):
     """A typed command that does not validate (one line: verb, field, reason)."""
 
 
-def _check_nid(verb: str, field: str, text: str) -> None:
+def parse_nid_field(verb: str, field: str, text: str) -> NID:
+    """``text`` as the NID of ``verb``'s ``field``: where a NID enters as text (the wire's
+    ``from_fields``, an import file), parsed once; a ``CommandError`` naming both otherwise."""
     try:
-        NID.parse(text)
+        return NID.parse(text)
     except LNetConfigError:
         raise CommandError(f"dlc {verb}: {field}: cannot parse NID '{clip(str(text))}'") from None
 
 
-def _check_net(verb: str, field: str, text: str) -> None:
+def parse_net_field(verb: str, field: str, text: str) -> Net:
+    """``text`` as the net of ``verb``'s ``field`` (see ``parse_nid_field``)."""
     try:
-        Net.parse(text)
+        return Net.parse(text)
     except LNetConfigError:
         raise CommandError(f"dlc {verb}: {field}: cannot parse net '{clip(str(text))}'") from None
 
@@ -59,15 +65,16 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
+    if hint in (str, Net, NID):
+        return isinstance(value, hint)
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         return any(_type_ok(value, h) for h in typing.get_args(hint))
     if hint is type(None):
         return value is None
     if origin is tuple:
-        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+        return isinstance(value, tuple) and all(_type_ok(v, typing.get_args(hint)[0])
+                                                for v in value)
     return False
 
 
@@ -76,50 +83,49 @@ class Command:
     """Base of every typed DLC command."""
 
     verb: ClassVar[str] = ""
-    #: fields holding one NID / a list of NIDs / one net name
-    nid_fields: ClassVar[tuple[str, ...]] = ()
-    nid_list_fields: ClassVar[tuple[str, ...]] = ()
-    net_fields: ClassVar[tuple[str, ...]] = ()
     #: int fields with a bounded range: name -> (lo, hi)
     ranges: ClassVar[dict[str, tuple[int, int]]] = {}
 
     def __post_init__(self) -> None:
-        hints = _hints(type(self))
+        hints = field_types(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not _type_ok(value, hints[f.name]):
                 raise CommandError(f"dlc {self.verb}: {f.name}: expected "
                                    f"{_type_name(hints[f.name])}, not {value!r:.60}")
-        for name in self.nid_fields:
-            if getattr(self, name) is not None:
-                _check_nid(self.verb, name, getattr(self, name))
-        for name in self.nid_list_fields:
-            for nid in getattr(self, name):
-                _check_nid(self.verb, name, nid)
-        for name in self.net_fields:
-            if getattr(self, name) is not None:
-                _check_net(self.verb, name, getattr(self, name))
         for name, (lo, hi) in self.ranges.items():
             value = getattr(self, name)
             if value is not None and not lo <= value <= hi:
                 raise CommandError(f"dlc {self.verb}: {name}: {value} not in {lo}..{hi}")
 
     def fields(self) -> dict[str, Any]:
-        """The request fields (JSON-able) without the ``cmd``/``verb`` keys."""
-        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-                for f in dataclasses.fields(self)}
+        """The request fields (JSON-able) without the ``cmd``/``verb`` keys: a net or NID as
+        lnetctl prints it (``from_fields`` parses it back)."""
+        return {f.name: [_text(x) for x in v] if isinstance(v := getattr(self, f.name), tuple)
+                else _text(v) for f in dataclasses.fields(self)}
 
     def argv(self) -> list[str]:  # pragma: no cover - every subclass renders itself
         raise NotImplementedError
 
 
+def _text(value: Any) -> Any:
+    return str(value) if type(value) in (Net, NID) else value
+
+
 def _type_name(hint: Any) -> str:
-    return {bool: "a boolean", int: "an integer", str: "a string"}.get(
-        hint, "a list of strings" if typing.get_origin(hint) is tuple else str(hint))
+    names = {bool: "a boolean", int: "an integer", str: "a string", Net: "a net", NID: "a NID"}
+    if typing.get_origin(hint) is tuple:
+        return "a list of " + {str: "strings", NID: "NIDs"}[typing.get_args(hint)[0]]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return names.get(args[0] if len(args) == 1 else hint) or str(hint)
 
 
 def _opt(flag: str, value: int) -> list[str]:
     return [] if value == -1 else [flag, str(value)]
+
+
+def _joined(nids: tuple[NID, ...]) -> str:
+    return ",".join(map(str, nids))
 
 
 def _flag(flag: str, on: bool) -> list[str]:
@@ -150,13 +156,11 @@ class NetAdd(Command):
     NUMA node of the interface (docs/differences.md)."""
 
     verb: ClassVar[str] = "net_add"
-    net_fields: ClassVar[tuple[str, ...]] = ("net",)
-    nid_list_fields: ClassVar[tuple[str, ...]] = ("nids",)
     ranges: ClassVar[dict[str, tuple[int, int]]] = {
         "conns_per_peer": (-1, 127), "tos": (-1, 255), "numa": (0, 2**31 - 1)}
-    net: str | None = None
+    net: Net | None = None
     interfaces: tuple[str, ...] = ()
-    nids: tuple[str, ...] = ()
+    nids: tuple[NID, ...] = ()
     ip2net: str | None = None
     peer_timeout: int = -1
     peer_credits: int = -1
@@ -178,9 +182,9 @@ class NetAdd(Command):
 
     def argv(self) -> list[str]:
         out = ["net", "add"]
-        out += ["--net", self.net] if self.net is not None else []
+        out += ["--net", str(self.net)] if self.net is not None else []
         out += ["--if", ",".join(self.interfaces)] if self.interfaces else []
-        out += ["--nid", ",".join(self.nids)] if self.nids else []
+        out += ["--nid", _joined(self.nids)] if self.nids else []
         out += ["--ip2net", self.ip2net] if self.ip2net is not None else []
         out += _opt("--peer-timeout", self.peer_timeout) + _opt("--peer-credits",
                                                                  self.peer_credits)
@@ -195,16 +199,14 @@ class NetAdd(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NetDel(Command):
     verb: ClassVar[str] = "net_del"
-    net_fields: ClassVar[tuple[str, ...]] = ("net",)
-    nid_list_fields: ClassVar[tuple[str, ...]] = ("nids",)
-    net: str | None = None
+    net: Net | None = None
     interfaces: tuple[str, ...] = ()
-    nids: tuple[str, ...] = ()
+    nids: tuple[NID, ...] = ()
 
     def argv(self) -> list[str]:
-        out = ["net", "del"] + (["--net", self.net] if self.net is not None else [])
+        out = ["net", "del"] + (["--net", str(self.net)] if self.net is not None else [])
         out += ["--if", ",".join(self.interfaces)] if self.interfaces else []
-        return out + (["--nid", ",".join(self.nids)] if self.nids else [])
+        return out + (["--nid", _joined(self.nids)] if self.nids else [])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,19 +214,17 @@ class NetSet(Command):
     """``lnetctl net set`` (``set_value_helper`` for LNET_CMD_NETS)."""
 
     verb: ClassVar[str] = "net_set"
-    nid_fields: ClassVar[tuple[str, ...]] = ("nid",)
-    net_fields: ClassVar[tuple[str, ...]] = ("net",)
     ranges: ClassVar[dict[str, tuple[int, int]]] = {"conns_per_peer": (-2**63, 127)}
-    nid: str | None = None
+    nid: NID | None = None
     all: bool = False
-    net: str | None = None
+    net: Net | None = None
     lnd_timeout: int = -1
     health: int = -1
     conns_per_peer: int = -1
 
     def argv(self) -> list[str]:
-        out = ["net", "set"] + (["--nid", self.nid] if self.nid is not None else [])
-        out += _flag("--all", self.all) + (["--net", self.net] if self.net is not None else [])
+        out = ["net", "set"] + (["--nid", str(self.nid)] if self.nid is not None else [])
+        out += _flag("--all", self.all) + (["--net", str(self.net)] if self.net is not None else [])
         out += _opt("--lnd-timeout", self.lnd_timeout) + _opt("--health", self.health)
         return out + _opt("--conns-per-peer", self.conns_per_peer)
 
@@ -232,31 +232,27 @@ class NetSet(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PeerAdd(Command):
     verb: ClassVar[str] = "peer_add"
-    nid_fields: ClassVar[tuple[str, ...]] = ("prim_nid",)
-    nid_list_fields: ClassVar[tuple[str, ...]] = ("nids",)
-    prim_nid: str
-    nids: tuple[str, ...] = ()
+    prim_nid: NID
+    nids: tuple[NID, ...] = ()
     non_mr: bool = False
     lock_prim: bool = False
 
     def argv(self) -> list[str]:
-        return ["peer", "add", "--prim_nid", self.prim_nid,
-                *(["--nid", ",".join(self.nids)] if self.nids else []),
+        return ["peer", "add", "--prim_nid", str(self.prim_nid),
+                *(["--nid", _joined(self.nids)] if self.nids else []),
                 *_flag("--non_mr", self.non_mr), *_flag("--lock_prim", self.lock_prim)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PeerDel(Command):
     verb: ClassVar[str] = "peer_del"
-    nid_fields: ClassVar[tuple[str, ...]] = ("prim_nid",)
-    nid_list_fields: ClassVar[tuple[str, ...]] = ("nids",)
-    prim_nid: str
-    nids: tuple[str, ...] = ()
+    prim_nid: NID
+    nids: tuple[NID, ...] = ()
     force: bool = False
 
     def argv(self) -> list[str]:
-        return ["peer", "del", "--prim_nid", self.prim_nid,
-                *(["--nid", ",".join(self.nids)] if self.nids else []),
+        return ["peer", "del", "--prim_nid", str(self.prim_nid),
+                *(["--nid", _joined(self.nids)] if self.nids else []),
                 *_flag("--force", self.force)]
 
 
@@ -265,14 +261,13 @@ class PeerSet(Command):
     """``lnetctl peer set`` (``set_value_helper`` for LNET_CMD_PEERS)."""
 
     verb: ClassVar[str] = "peer_set"
-    nid_fields: ClassVar[tuple[str, ...]] = ("nid",)
-    nid: str | None = None
+    nid: NID | None = None
     all: bool = False
     health: int = -1
     state: int = -1
 
     def argv(self) -> list[str]:
-        out = ["peer", "set"] + (["--nid", self.nid] if self.nid is not None else [])
+        out = ["peer", "set"] + (["--nid", str(self.nid)] if self.nid is not None else [])
         return out + _flag("--all", self.all) + _opt("--health", self.health) + _opt(
             "--state", self.state)
 
@@ -282,29 +277,25 @@ class RouteAdd(Command):
     """``lnetctl route add``: one route per gateway (a range gives several)."""
 
     verb: ClassVar[str] = "route_add"
-    net_fields: ClassVar[tuple[str, ...]] = ("net",)
-    nid_list_fields: ClassVar[tuple[str, ...]] = ("gateways",)
-    net: str
-    gateways: tuple[str, ...]
+    net: Net
+    gateways: tuple[NID, ...]
     hop: int = -1
     priority: int = -1
 
     def argv(self) -> list[str]:
-        return ["route", "add", "--net", self.net, "--gateway", ",".join(self.gateways),
+        return ["route", "add", "--net", str(self.net), "--gateway", _joined(self.gateways),
                 *_opt("--hop", self.hop), *_opt("--priority", self.priority)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteDel(Command):
     verb: ClassVar[str] = "route_del"
-    net_fields: ClassVar[tuple[str, ...]] = ("net",)
-    nid_list_fields: ClassVar[tuple[str, ...]] = ("gateways",)
-    net: str | None = None
-    gateways: tuple[str, ...] = ()
+    net: Net | None = None
+    gateways: tuple[NID, ...] = ()
 
     def argv(self) -> list[str]:
-        out = ["route", "del"] + (["--net", self.net] if self.net is not None else [])
-        return out + (["--gateway", ",".join(self.gateways)] if self.gateways else [])
+        out = ["route", "del"] + (["--net", str(self.net)] if self.net is not None else [])
+        return out + (["--gateway", _joined(self.gateways)] if self.gateways else [])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -364,33 +355,13 @@ COMMANDS: dict[str, type[Command]] = {c.verb: c for c in (
     RouteAdd, RouteDel, UdspAdd, UdspDel, SetTunable)}
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_TYPES: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     """``typing.get_type_hints(cls)``, once per class: evaluating the string annotations
     was three quarters of the simulator's bring-up (every node's every configuration command)."""
-    hints = _HINTS.get(cls)
+    hints = _TYPES.get(cls)
     if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
+        hints = _TYPES[cls] = typing.get_type_hints(cls)
     return hints
-
-
-def from_fields(verb: object, fields: dict[str, Any]) -> Command:
-    """Build the command ``verb`` from request fields (lists become tuples).
-
-    Raises:
-        CommandError: unknown verb, unknown/missing field, or a field that does not validate.
-    """
-    cls = COMMANDS.get(verb) if isinstance(verb, str) else None
-    if cls is None:
-        raise CommandError(f"dlc: unknown verb {verb!r:.40} (known: {', '.join(COMMANDS)})")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(k for k in fields if k not in known)
-    if unknown:
-        raise CommandError(f"dlc {cls.verb}: unknown field '{unknown[0]:.40}'")
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    try:
-        return cls(**kw)
-    except TypeError as e:  # a required field is missing
-        raise CommandError(f"dlc {cls.verb}: {e}") from None

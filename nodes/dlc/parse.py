@@ -22,8 +22,9 @@ from nodes.dlc.nidlist import MAX_ROUTE_GATEWAYS, PEER_NID_LIMIT, NidListError, 
 from nodes.dlc.output import Result, error, exit_code, parser_error
 from nodes.dlc.tunables import ENGINE_ONLY, TUNABLES, c_int, parse_long
 from nodes.echo import clip
-from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID, Net
+from nodes.lnet.nid import parse_net as _net  # text as a net (once), None when it is not one
+from nodes.lnet.nid import parse_nid as _nid  # text as a NID (once), None when it is not one
 
 Parsed = C.Command | Result
 
@@ -31,22 +32,6 @@ Parsed = C.Command | Result
 def _einval(stdout: str) -> Result:
     """A check that prints on stdout and returns -EINVAL (``fprintf(stdout, ...)``)."""
     return exit_code(-E.EINVAL), stdout, ""
-
-
-def _net_ok(text: str) -> bool:
-    try:
-        Net.parse(text)
-    except LNetConfigError:
-        return False
-    return True
-
-
-def _nid_ok(text: str) -> bool:
-    try:
-        NID.parse(text)
-    except LNetConfigError:
-        return False
-    return True
 
 
 def _lnet_configure(args: list[str]) -> Parsed:
@@ -87,15 +72,12 @@ def _split_list(text: str) -> tuple[str, ...]:
     return tuple(x for x in [*out, cur] if x)
 
 
-def _nid_list_net(nids: tuple[str, ...], what: str) -> tuple[str | None, tuple[str, ...]]:
-    """``--nid`` of net add/del: the net of the (last) NID, and the canonical NIDs."""
-    net = None
-    for nid in nids:
-        if "@" in nid:
-            net = nid.split("@", 1)[1]
-    if not all(_nid_ok(n) for n in nids):
+def _nid_list(texts: tuple[str, ...], what: str) -> tuple[NID, ...]:
+    """``--nid`` of net add/del: the NIDs."""
+    nids = tuple(_nid(n) for n in texts)
+    if None in nids:
         raise Stop((exit_code(-1), "", parser_error("ni", what, "bad NID list")))
-    return net, tuple(str(NID.parse(n)) for n in nids)
+    return nids  # type: ignore[return-value]  # (no None: checked above)
 
 
 def _net_add(args: list[str]) -> Parsed:
@@ -143,14 +125,15 @@ def _net_add(args: list[str]) -> Parsed:
     if nids and net is not None:
         return _einval("--net is invalid with --nid option\n")
     if nids:
-        net, kw["nids"] = _nid_list_net(nids, "add")
-    if net is None and kw.get("ip2net") is None:
+        kw["nids"] = _nid_list(nids, "add")
+    if net is None and not nids and kw.get("ip2net") is None:
         return _einval("missing mandatory parameters in NI config: 'network'\n")
     if not kw.get("interfaces") and not kw.get("nids") and kw.get("ip2net") is None:
         return _einval("creating a local NI needs at least one interface\n")
-    if net is not None and not _net_ok(net):
+    typed = None if net is None else _net(net)
+    if net is not None and typed is None:
         return error("add", "net", -E.EINVAL, "cannot parse net")
-    return C.NetAdd(net=None if kw.get("nids") else net, **kw)  # type: ignore[arg-type]
+    return C.NetAdd(net=typed, **kw)  # type: ignore[arg-type]
 
 
 def _net_del(args: list[str]) -> Parsed:
@@ -163,13 +146,13 @@ def _net_del(args: list[str]) -> Parsed:
     if nids and net is not None:
         return _einval("--net is invalid with --nid option\n")
     if nids:
-        _net, nids = _nid_list_net(nids, "del")
-        return C.NetDel(nids=nids)
+        return C.NetDel(nids=_nid_list(nids, "del"))
     if net is None:
         return _einval("missing mandatory parameters in NI config: 'network'\n")
-    if not _net_ok(net):
+    typed = _net(net)
+    if typed is None:
         return error("del", "net", -E.EINVAL, "cannot parse net")
-    return C.NetDel(net=net, interfaces=ifs)
+    return C.NetDel(net=typed, interfaces=ifs)
 
 
 _SET_VALUE = (LongOpt("all", NO, "a"), LongOpt("net", REQ, "i"),
@@ -187,15 +170,17 @@ def _set_value(group: str, args: list[str]) -> Parsed:
     check_cmd(group, "set", args, 0)
     bad = error("net", "set", -E.EINVAL, "Invalid option or missing argument")
     opts, _ = options("set", args, "ai:l:m:n:s:t:", _SET_VALUE, fail=bad)
-    nid, all_, net, lnd_to, cpp, state, health = None, False, None, -1, -1, -1, -1
+    nid: str | None = None
+    net: Net | None = None
+    all_, lnd_to, cpp, state, health = False, -1, -1, -1, -1
     for o, v in opts:
         text = v or ""
         if o == "a":
             all_ = True
         elif o == "i":
-            if not _net_ok(text):
+            net = _net(text)
+            if net is None:
                 raise _set_fail(-E.EINVAL, f"Invalid network type: {clip(text)}")
-            net = str(Net.parse(text))
         elif o == "l":
             lnd_to = c_int(int(text.strip()) if text.strip().lstrip("+-").isdigit() else 0)
             if lnd_to < 0:  # atoi
@@ -215,14 +200,14 @@ def _set_value(group: str, args: list[str]) -> Parsed:
             health = long_or(text)
     if lnd_to >= 0 and net is None:
         raise _set_fail(-E.EINVAL, "Specified --lnd-timeout without --net option")
-    if nid is not None and not _nid_ok(nid):
+    typed = None if nid is None else _nid(nid)
+    if nid is not None and typed is None:
         raise _set_fail(-E.EINVAL, f"cannot parse NID '{clip(nid)}'")
-    nid = None if nid is None else str(NID.parse(nid))
     if group == "peer":
-        return C.PeerSet(nid=nid, all=all_, health=c_int(health), state=c_int(state))
-    if all_ and nid is not None:
+        return C.PeerSet(nid=typed, all=all_, health=c_int(health), state=c_int(state))
+    if all_ and typed is not None:
         raise _set_fail(-E.EINVAL, "")
-    return C.NetSet(nid=nid, all=all_, net=net, lnd_timeout=lnd_to, health=c_int(health),
+    return C.NetSet(nid=typed, all=all_, net=net, lnd_timeout=lnd_to, health=c_int(health),
                     conns_per_peer=max(cpp, -2**63))
 
 
@@ -230,9 +215,11 @@ _PEER = (LongOpt("prim_nid", REQ, "k"), LongOpt("non_mr", NO, "m"), LongOpt("nid
          LongOpt("force", NO, "f"), LongOpt("lock_prim", NO, "l"))
 
 
-def _expand(text: str, cmd: str, entity: str, limit: int) -> tuple[str, ...]:
+def _expand(text: str, cmd: str, entity: str, limit: int) -> tuple[NID, ...]:
+    """A NID list expanded (``nidlist.expand_nids``: each NID parsed there; its canonical
+    text made a ``NID`` again here -- the one string parsed twice, docs/ARCHITECTURE.md)."""
     try:
-        return tuple(expand_nids(text, limit))
+        return tuple(NID.parse(n) for n in expand_nids(text, limit))
     except NidListError as e:
         out = f"can't parse nidrange: \"{clip(text)}\"\n" if entity == "peer" else ""
         raise Stop((exit_code(e.errno), out, error(cmd, entity, e.errno, e.descr)[2])) \
@@ -261,12 +248,12 @@ def _peer_add_del(sub: str, args: list[str]) -> Parsed:
     nids = _expand(nidstr, cmd, "peer", PEER_NID_LIMIT) if nidstr is not None else ()
     if prim is None:
         return error(cmd, "peer", -E.EINVAL, "missing required primary NID")
-    if not _nid_ok(prim):
+    prim_nid = _nid(prim)
+    if prim_nid is None:
         return error(cmd, "peer", -E.EINVAL, f"invalid primary NID '{clip(prim)}'")
-    prim = str(NID.parse(prim))
     if sub == "add":
-        return C.PeerAdd(prim_nid=prim, nids=nids, non_mr=non_mr, lock_prim=excl)
-    return C.PeerDel(prim_nid=prim, nids=nids, force=excl)
+        return C.PeerAdd(prim_nid=prim_nid, nids=nids, non_mr=non_mr, lock_prim=excl)
+    return C.PeerDel(prim_nid=prim_nid, nids=nids, force=excl)
 
 
 _ROUTE = (LongOpt("net", REQ, "n"), LongOpt("gateway", REQ, "g"), LongOpt("hop", REQ, "c"),
@@ -300,12 +287,12 @@ def _route(sub: str, args: list[str]) -> Parsed:
         return error(sub, "route", -E.EINVAL, "invalid hop count must be between 1 and 255")
     if prio < -1:
         return error(sub, "route", -E.EINVAL, "invalid priority, must not be negative")
-    if not _net_ok(net):
+    remote = _net(net)
+    if remote is None:
         return error(sub, "route", -E.ENODEV, "cannot parse remote net")
-    net = str(Net.parse(net))
     if sub == "add":
-        return C.RouteAdd(net=net, gateways=gws, hop=hop, priority=prio)
-    return C.RouteDel(net=net, gateways=gws)
+        return C.RouteAdd(net=remote, gateways=gws, hop=hop, priority=prio)
+    return C.RouteDel(net=remote, gateways=gws)
 
 
 def _index(text: str | None, lo: int, what: str = "index") -> int:

@@ -39,7 +39,7 @@ it, so a driver checks ``error`` after handling the events of each chunk.
 
 from __future__ import annotations
 
-from nodes.lnd import framehead, wire, wire6
+from nodes.lnd import framehead, lnethdr, wire, wire6
 from nodes.lnd.bufpool import BufferPool
 from nodes.lnd.connstate import (
     HANDSHAKE_RX,
@@ -107,7 +107,7 @@ class KsockConnection:
             prev = self.state
             self.state = S.ERROR
             if inp in RX_INPUTS:
-                raise wire.bad_frame(f"{inp.value} in state '{prev.value}'")
+                raise lnethdr.bad_frame(f"{inp.value} in state '{prev.value}'")
             raise LocalProtocolError(f"cannot {inp.value} in state '{prev.value}'")
         self.state = nxt
 
@@ -166,9 +166,9 @@ class KsockConnection:
                 self._parse_handshake(events)
             elif self.state is S.P_HELLO_RECEIVED:
                 if self._end == STAGE_SIZE:
-                    raise wire.bad_frame("peer sent too much before our hello reply")
+                    raise lnethdr.bad_frame("peer sent too much before our hello reply")
             elif self._end > self._start:
-                raise wire.bad_frame(f"unexpected data in state '{self.state.value}'")
+                raise lnethdr.bad_frame(f"unexpected data in state '{self.state.value}'")
         except WireProtocolError as exc:
             self.state = S.ERROR
             self.error = exc
@@ -199,7 +199,7 @@ class KsockConnection:
                 return events
             if n == 0:  # no room left: the stage holds a unit that cannot complete
                 self.state = S.ERROR
-                self.error = wire.bad_frame("peer sent too much before our hello reply")
+                self.error = lnethdr.bad_frame("peer sent too much before our hello reply")
                 if not events:
                     raise self.error
                 return events
@@ -266,7 +266,7 @@ class KsockConnection:
         payload begun here continues in its own buffer."""
         mv, start, end, flip = self._mv, self._start, self._end, self.flip
         head = self._head
-        unpack = wire6.unpack_hdr if head != _HEAD else wire.unpack_hdr
+        unpack = wire6.unpack_hdr if head != _HEAD else lnethdr.unpack_hdr
         try:
             while end - start >= _KSM:
                 t, csum, c0, c1 = wire.unpack_ksm_hdr(mv, flip, start)

@@ -5,11 +5,7 @@ it keeps no state. ``framing.py`` decides *when* each structure is legal on a co
 
 Layouts (all ``__packed``):
 
-* ``struct _lnet_hdr_nid4`` (include/uapi/linux/lnet/lnet-idl.h), 72 bytes: dest_nid u64,
-  src_nid u64, dest_pid u32, src_pid u32, type u32, payload_length u32, then the 40-byte
-  ``union lnet_cmd_hdr`` (ack / put / get / reply / hello); bytes a member does not use are 0.
-  The LNet header is always little-endian, whatever the sender's byte order (``lnet_parse``
-  reads it with le*_to_cpu).
+* ``struct _lnet_hdr_nid4``: ``lnethdr.py`` (the LNet header, carried by every LND).
 * ``struct lnet_acceptor_connreq`` (lnet-idl.h), 16 bytes: magic 0xacce7100, version 1, nid4.
   ``lnet_connect`` sends it before the LND hello; ``lnet_accept`` accepts a byte-swapped magic.
 * ``struct ksock_hello_msg_nid4`` (lnet/klnds/socklnd/socklnd-idl.h), 56 bytes + nips*4. For
@@ -33,10 +29,9 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from nodes.lnet.errors import WireProtocolError
-from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNetHdr, MsgType, WireHandle
-from nodes.lnet.hstatus import HStatus
-from nodes.lnet.nid import LNET_NID_ANY, NID, nid4_cached
+from nodes.lnd.lnethdr import bad_frame, pack_hdr, swab32, unpack_hdr
+from nodes.lnet.hdr import LNET_HDR_SIZE, LNET_MTU, LNetHdr
+from nodes.lnet.nid import LNET_NID_ANY, NID
 
 # --- lnet-idl.h -------------------------------------------------------------------------
 LNET_PROTO_TCP_MAGIC = 0xEEBC0DED
@@ -68,14 +63,6 @@ KSOCK_PROTO_V4 = 4
 KSOCK_MSG_NOOP = 0xC0
 KSOCK_MSG_LNET = 0xC1
 
-_U64 = 0xFFFF_FFFF_FFFF_FFFF
-_HDR_FIXED = struct.Struct("<QQIIII")  # 32 bytes before the union
-_WMD = struct.Struct("<QQ")
-_ACK = struct.Struct("<QQQI")  # dst_wmd, match_bits, mlength
-_PUT = struct.Struct("<QQQQII")  # ack_wmd, match_bits, hdr_data, ptl_index, offset
-_GET = struct.Struct("<QQQIII")  # return_wmd, match_bits, ptl_index, src_offset, sink_length
-_HELLO_U = struct.Struct("<QI")  # incarnation, type
-_UNION_SIZE = LNET_HDR_SIZE - _HDR_FIXED.size  # 40
 _CONNREQ = struct.Struct("<IIQ")
 _HELLO_LE = struct.Struct("<IIQQIIQQiI")
 _HELLO_BE = struct.Struct(">IIQQIIQQiI")
@@ -87,77 +74,6 @@ HELLO_SIZE = _HELLO_LE.size  # 56, without the ips[]
 KSOCK_MSG_HDR_SIZE = _KSM_HDR_LE.size  # 24
 #: Largest frame a connection ever buffers: ksock_msg_hdr + lnet_hdr_nid4 + LNET_MTU.
 MAX_FRAME_SIZE = KSOCK_MSG_HDR_SIZE + LNET_HDR_SIZE + LNET_MTU
-
-_REMOTE_ERROR = int(HStatus.REMOTE_ERROR)
-
-
-def bad_frame(descr: str) -> WireProtocolError:
-    return WireProtocolError(descr, _REMOTE_ERROR)
-
-
-def swab32(v: int) -> int:
-    """``__swab32``."""
-    return int.from_bytes(v.to_bytes(4, "little"), "big")
-
-
-# --- lnet_hdr_nid4 ----------------------------------------------------------------------
-def pack_hdr(h: LNetHdr) -> bytes:
-    """Pack ``h`` into the 72 bytes of ``struct _lnet_hdr_nid4``; the union per ``h.type``."""
-    fixed = _HDR_FIXED.pack(h.dest_nid.nid4, h.src_nid.nid4, h.dest_pid, h.src_pid,
-                            int(h.type), h.payload_length)
-    w = (h.wmd.interface_cookie, h.wmd.object_cookie)
-    if h.type == MsgType.ACK:
-        union = _ACK.pack(*w, h.match_bits, h.mlength)
-    elif h.type == MsgType.PUT:
-        union = _PUT.pack(*w, h.match_bits, h.hdr_data, h.ptl_index, h.offset)
-    elif h.type == MsgType.GET:
-        union = _GET.pack(*w, h.match_bits, h.ptl_index, h.offset, h.sink_length)
-    elif h.type == MsgType.REPLY:
-        union = _WMD.pack(*w)
-    else:
-        union = _HELLO_U.pack(h.incarnation, h.hello_type)
-    return fixed + union + bytes(_UNION_SIZE - len(union))
-
-
-def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
-    """Unpack the first 72 bytes of ``b`` (``lnet_parse``'s checks on type and length).
-
-    Raises:
-        WireProtocolError: short buffer, unknown type, payload_length > LNET_MTU, or an ACK/GET
-            carrying a payload (spec §4.1).
-    """
-    if len(b) < LNET_HDR_SIZE:
-        raise bad_frame(f"short lnet_hdr: {len(b)} < {LNET_HDR_SIZE} bytes")
-    dest, src, dpid, spid, mtype, plen = _HDR_FIXED.unpack_from(b, 0)
-    if (t := _MSG_TYPES.get(mtype)) is None:  # (a dict: the enum call was a tenth of it)
-        raise bad_frame(f"bad LNet message type {mtype}")
-    if plen > LNET_MTU:
-        raise bad_frame(f"payload_length {plen} > LNET_MTU {LNET_MTU}")
-    if (t is MsgType.ACK or t is MsgType.GET) and plen != 0:
-        raise bad_frame(f"{t.name} with payload_length {plen}")
-    off = _HDR_FIXED.size
-    dnid, snid = nid4_cached(dest), nid4_cached(src)
-    # positional, in LNetHdr's field order (its ``readdressed`` lists it)
-    if t is MsgType.ACK:
-        ic, oc, mb, mlen = _ACK.unpack_from(b, off)
-        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, mlength=mlen)
-    if t is MsgType.PUT:
-        ic, oc, mb, hd, ptl, offset = _PUT.unpack_from(b, off)
-        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, hd, ptl,
-                       offset)
-    if t is MsgType.GET:
-        ic, oc, mb, ptl, offset, sink = _GET.unpack_from(b, off)
-        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc), mb, 0, ptl,
-                       offset, sink)
-    if t is MsgType.REPLY:
-        ic, oc = _WMD.unpack_from(b, off)
-        return LNetHdr(dnid, snid, dpid, spid, t, plen, WireHandle(ic, oc))
-    inc, htype = _HELLO_U.unpack_from(b, off)
-    return LNetHdr(dnid, snid, dpid, spid, t, plen, incarnation=inc, hello_type=htype)
-
-
-_MSG_TYPES = {int(t): t for t in MsgType}
-
 
 # --- acceptor connreq -------------------------------------------------------------------
 def pack_connreq(nid: NID) -> bytes:

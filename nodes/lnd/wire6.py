@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from nodes.lnd import wire
+from nodes.lnd import lnethdr, wire
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNetHdr
 from nodes.lnet.nid import NID, NID_SIZE_IPV6, Net
 
@@ -61,7 +61,7 @@ def unpack_nid(b: bytes | bytearray | memoryview, off: int = 0) -> NID:
     """
     size, lnd, num = _NID_HEAD.unpack_from(b, off)
     if size not in (0, NID_SIZE_IPV6):
-        raise wire.bad_frame(f"struct lnet_nid: nid_size {size}")
+        raise lnethdr.bad_frame(f"struct lnet_nid: nid_size {size}")
     addr = int.from_bytes(bytes(b[off + 4:off + 8 + size]), "big")
     return NID(Net(lnd, num), addr, size)
 
@@ -84,7 +84,7 @@ def connreq_size(version: int) -> int:
         return _CONNREQ1_SIZE
     if version == LNET_PROTO_ACCEPTOR_VERSION_16:
         return CONNREQ2_SIZE
-    raise wire.bad_frame(f"acceptor: unsupported connreq version {version}")
+    raise lnethdr.bad_frame(f"acceptor: unsupported connreq version {version}")
 
 
 def unpack_connreq(b: bytes | bytearray | memoryview, flip: bool) -> NID:
@@ -115,27 +115,27 @@ def unpack_hello(b: bytes | bytearray | memoryview, flip: bool) -> wire.KsockHel
         WireProtocolError: short, a bad NID, or src_nid LNET_ANY_NID.
     """
     if len(b) < HELLO4_SIZE:
-        raise wire.bad_frame(f"short ksock V4 hello: {len(b)} bytes")
+        raise lnethdr.bad_frame(f"short ksock V4 hello: {len(b)} bytes")
     src, dst = unpack_nid(b, 8), unpack_nid(b, 8 + NID_STRUCT_SIZE)
     spid, dpid, sinc, dinc, ctype, _nips = (_HELLO_TAIL_BE if flip else _HELLO_TAIL_LE
                                             ).unpack_from(b, 8 + 2 * NID_STRUCT_SIZE)
     if src.nid4 == 0xFFFF_FFFF_FFFF_FFFF and not src.is_large:
-        raise wire.bad_frame("ksock hello: src_nid is LNET_ANY_NID")
+        raise lnethdr.bad_frame("ksock hello: src_nid is LNET_ANY_NID")
     return wire.KsockHello(src, dst, spid, dpid, sinc, dinc, ctype, (), wire.KSOCK_PROTO_V4)
 
 
 def pack_hdr(h: LNetHdr) -> bytes:
     """``lnet_hdr_to_nid16``: the two NIDs as ``struct lnet_nid``, the rest as nid4's."""
-    return pack_nid(h.dest_nid) + pack_nid(h.src_nid) + wire.pack_hdr(h)[_NID4_HEAD:]
+    return pack_nid(h.dest_nid) + pack_nid(h.src_nid) + lnethdr.pack_hdr(h)[_NID4_HEAD:]
 
 
 def unpack_hdr(b: bytes | bytearray | memoryview) -> LNetHdr:
-    """``lnet_hdr_from_nid16`` with ``lnet_parse``'s checks (``wire.unpack_hdr``'s)."""
+    """``lnet_hdr_from_nid16`` with ``lnet_parse``'s checks (``lnethdr.unpack_hdr``'s)."""
     if len(b) < LNET_HDR16_SIZE:
-        raise wire.bad_frame(f"short lnet_hdr_nid16: {len(b)} < {LNET_HDR16_SIZE} bytes")
+        raise lnethdr.bad_frame(f"short lnet_hdr_nid16: {len(b)} < {LNET_HDR16_SIZE} bytes")
     dest, src = unpack_nid(b, 0), unpack_nid(b, NID_STRUCT_SIZE)
     rest = bytes(_NID4_HEAD) + bytes(b[2 * NID_STRUCT_SIZE:LNET_HDR16_SIZE])
-    return wire.unpack_hdr(rest).readdressed(src, dest)
+    return lnethdr.unpack_hdr(rest).readdressed(src, dest)
 
 
 def v3_view(h: LNetHdr) -> LNetHdr:

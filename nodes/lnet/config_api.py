@@ -173,6 +173,7 @@ class ConfigAPI:
             pattern = value
         self.local.cpt_table = cpt.table(npart, pattern)
         self.local.cpt_params = (npart, pattern)
+        self.peers.ncpts = self.local.cpt_table.ncpts  # one peer table per CPT
 
     def set_fail_loc(self, loc: int, val: int | None = None) -> None:
         """``lctl set_param fail_loc=LOC [fail_val=VAL]`` (E11, ``failloc.py``)."""

@@ -15,8 +15,12 @@ some. Its TX credits are split in one queue per CPT (``ni_tx_queues``), each
 ``lnet_ni_tq_credits``: ``credits / ncpts``, at least 8 x ``peer_credits``, at most
 ``credits``. A message takes its NI credit from the queue of ``lnet_cpt_of_nid(peer NI, NI)``:
 ``ni_cpts[hash(nid, ncpts)]``, the hash of a 4-byte NID being the sum of its 8 bytes (net and
-address, ``lnet_nid4_cpt_hash``'s pair sums) modulo the count; ``lnetctl cpt-of-nid`` asks the
-same function without an NI (the net's CPTs, else all).
+address, ``lnet_nid4_cpt_hash``'s pair sums) modulo the count, of a large (IPv6) NID the
+kernel's ``hash_32`` chained over its four address words and then its net
+(``lnet_nid_cpt_hash``'s large branch); ``lnetctl cpt-of-nid`` asks the same function without
+an NI (the net's CPTs, else all). A peer lives in the peer table of the CPT its first NID
+hashes to (``lnet_peer_alloc``: ``lp_cpt``), and whatever walks the tables (``peer show``,
+``lnet_get_peer_list``, ``lnet_push_update_to_peers``) goes CPT by CPT (``PeerTable.walk``).
 """
 
 from __future__ import annotations
@@ -106,17 +110,38 @@ def table(npartitions: int, pattern: str) -> CptTable:
     return CptTable(tuple(cpus), tuple(nodes))
 
 
-def nid_cpt_hash(nid: NID, number: int) -> int:
-    """``lnet_nid_cpt_hash`` of a 4-byte NID: its 8 bytes summed, modulo ``number``."""
+#: include/linux/hash.h ``GOLDEN_RATIO_32``: ``hash_32`` multiplies by it (32-bit wrap)
+GOLDEN_RATIO_32 = 0x61C88647
+_U32 = 0xFFFF_FFFF
+
+
+def hash_32(value: int, bits: int) -> int:
+    """Linux ``hash_32``: the value times GOLDEN_RATIO_32 in 32 bits, its top ``bits``."""
+    return ((value * GOLDEN_RATIO_32) & _U32) >> (32 - bits)
+
+
+def nid_cpt_hash(nid: NID, number: int, total: int = 0) -> int:
+    """``lnet_nid_cpt_hash``: of a 4-byte NID its 8 bytes summed, modulo ``number``; of a
+    large one ``hash_32`` chained over the four address words (each ``__be32`` as an x86
+    kernel reads it: little-endian) and then the net, cut to ``LNET_CPT_BITS`` (the bits
+    that count the node's ``total`` CPTs; 0: ``number``), folded into ``number``."""
     if number <= 1:
         return 0
-    key = nid.nid4
-    return sum((key >> s) & 0xFF for s in range(0, 64, 8)) % number
+    if not nid.is_large:
+        key = nid.nid4
+        return sum((key >> s) & 0xFF for s in range(0, 64, 8)) % number
+    raw, h = nid.addr.to_bytes(16, "big"), 0
+    for i in range(0, 16, 4):
+        h = hash_32(int.from_bytes(raw[i:i + 4], "little") ^ h, 32)
+    val = hash_32(nid.net.net_id ^ h, (max(total, number) - 1).bit_length())
+    return val if val < number else ((h + val + (val >> 1)) & _U32) % number
 
 
-def cpt_of_nid(nid: NID, cpts: tuple[int, ...]) -> int:
-    """``lnet_cpt_of_nid_locked`` given the CPTs of the NI (or net) in question."""
-    return cpts[nid_cpt_hash(nid, len(cpts))]
+def cpt_of_nid(nid: NID, cpts: tuple[int, ...], total: int = 0) -> int:
+    """``lnet_cpt_of_nid_locked`` given the CPTs of the NI (or net) in question; ``total``:
+    the node's CPT count where it differs from ``len(cpts)`` (an NI on some CPTs only: the
+    large-NID hash takes its bit count from the node's, ``nid_cpt_hash``)."""
+    return cpts[nid_cpt_hash(nid, len(cpts), total)]
 
 
 def tq_credits(credits: int, peer_credits: int, ncpts: int) -> int:
@@ -126,5 +151,5 @@ def tq_credits(credits: int, peer_credits: int, ncpts: int) -> int:
     return min(max(credits // ncpts, 8 * peer_credits), credits)
 
 
-__all__ = ["CPT_PARAMS", "MAX_CPTS", "CptTable", "cpt_of_nid", "nid_cpt_hash", "table",
-           "tq_credits"]
+__all__ = ["CPT_PARAMS", "GOLDEN_RATIO_32", "MAX_CPTS", "CptTable", "cpt_of_nid", "hash_32",
+           "nid_cpt_hash", "table", "tq_credits"]

@@ -228,19 +228,24 @@ def stale(dc: Discovery, peer: Peer, now: float, **kw: object) -> tuple[int, lis
 def _ping_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
                      **kw: object) -> tuple[int, list[Action]]:
     fire(peer, PeerEvent.PING_EVENT_FAILED)
-    peer.ping_error = status or -ETIMEDOUT
-    peer.ping_mdh = 0
-    queue(dc, peer)
-    return 0, [Log(level="info", text=f"discovery ping to {peer.primary_nid} failed: {status}")]
+    peer.ping_error, peer.ping_mdh = status or -ETIMEDOUT, 0
+    return _requeue_failed(dc, peer, "ping", status)
 
 
 def _push_failed_evt(dc: Discovery, peer: Peer, now: float, *, status: int = -ETIMEDOUT,
                      **kw: object) -> tuple[int, list[Action]]:
     fire(peer, PeerEvent.PUSH_EVENT_FAILED)
-    peer.push_error = status or -ETIMEDOUT
-    peer.push_mdh = 0
+    peer.push_error, peer.push_mdh = status or -ETIMEDOUT, 0
+    return _requeue_failed(dc, peer, "push", status)
+
+
+def _requeue_failed(dc: Discovery, peer: Peer, what: str,
+                    status: int) -> tuple[int, list[Action]]:
+    """The tail of ``lnet_discovery_event_send|unlink`` for a failed ping or push (``what``):
+    the error is kept on the peer and the peer goes back on the request queue, where
+    ``lnet_peer_ping_failed|push_failed`` (rules 3 and 4) hand it on."""
     queue(dc, peer)
-    return 0, [Log(level="info", text=f"discovery push to {peer.primary_nid} failed: {status}")]
+    return 0, [Log(level="info", text=f"discovery {what} to {peer.primary_nid} failed: {status}")]
 
 
 def _push_acked(dc: Discovery, peer: Peer, now: float,

@@ -70,22 +70,11 @@ from nodes.lnet.hdr import (
     Payload,
 )
 from nodes.lnet.hstatus import HStatus
-from nodes.lnet.lpstate import (  # noqa: F401  (re-exported: the bits)
-    BAD_CONFIG,
-    CONFIGURED,
-    DATA_PRESENT,
-    DISCOVERED,
+from nodes.lnet.lpstate import (
     DISCOVERING,
-    FORCE_PING,
-    FORCE_PUSH,
-    MARK_DELETED,
     MULTI_RAIL,
-    NIDS_UPTODATE,
-    NO_DISCOVERY,
     PING_SENT,
     PUSH_SENT,
-    REDISCOVER,
-    RTR_DISCOVERED,
     RTR_DISCOVERY,
     PeerEvent,
     fire,
@@ -347,7 +336,7 @@ class Discovery:
         (dyn-010)."""
         if not self.node.multi_rail or not self.node.configured:
             return
-        for peer in list(self.peers.peers):
+        for peer in list(self.peers.walk()):  # CPT by CPT, as the kernel walks its tables
             if force and peer.state & MULTI_RAIL:
                 fire(peer, PeerEvent.FORCE_PUSH)
             if needs_push(self, peer):

@@ -1,6 +1,6 @@
 """The LNet message header (``struct lnet_hdr_nid4`` of lnet-idl.h) as a value object.
 
-Theory of operation: the engine builds and reads headers as ``LNetHdr``; ``nodes/lnd/wire.py``
+Theory of operation: the engine builds and reads headers as ``LNetHdr``; ``nodes/lnd/lnethdr.py``
 packs them into the 72 little-endian bytes of the real header and back. The type-specific union
 (``lnet_ack``/``lnet_put``/``lnet_get``/``lnet_reply``/``lnet_hello``) is flattened into named
 fields; which ones are meaningful depends on ``type`` (spec §4.1).

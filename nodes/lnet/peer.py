@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nodes.lnet.counters import IfaceStats
+from nodes.lnet.cpt import nid_cpt_hash
 from nodes.lnet.errors import EBUSY, EEXIST, EINVAL, ENODEV, ENOENT, ENOTUNIQ, LNetConfigError
 from nodes.lnet.lpstate import CONFIGURED, LOCK_PRIMARY, MULTI_RAIL, PeerEvent, fire
 from nodes.lnet.nid import NID, Net
@@ -122,6 +123,9 @@ class Peer:
     # order, not a time) and lp_merge_primary_nid (LNetAddPeer's forced merge, addpeer.py)
     prim_lock_ts: int = 0
     merge_primary_nid: NID | None = None
+    #: lp_cpt: the peer table it lives in, its first NID's ``lnet_nid_cpt_hash`` over the
+    #: node's CPTs at creation (``lnet_peer_alloc``), kept when the primary NID changes
+    cpt: int = 0
 
     @property
     def multi_rail(self) -> bool:
@@ -163,6 +167,25 @@ class PeerTable:
         # UDSP application on creation (spec §7.3), wired by the engine
         self.on_new_lpn: Callable[[PeerNet], None] | None = None
         self.on_new_lpni: Callable[[PeerNI], None] | None = None
+        #: LNET_CPT_NUMBER: one peer table per CPT (``ln_peer_tables``), set with the CPT
+        #: table (libcfs's module parameters, before any NI, so before any peer)
+        self.ncpts = 1
+
+    def walk(self) -> list[Peer]:
+        """Every peer as the kernel walks its peer tables (``cfs_percpt_for_each`` over
+        ``ln_peer_tables``, each ``pt_peer_list`` in the order its peers were added:
+        ``lnet_peer_ni_show_start``'s ``peer show`` list, ``lnet_get_peer_list``,
+        ``lnet_push_update_to_peers``): CPT by CPT. ``peers`` itself is that order when the
+        node has one CPT."""
+        if self.ncpts <= 1:
+            return self.peers
+        return sorted(self.peers, key=_peer_cpt)
+
+    def _new_peer(self, nid: NID) -> Peer:
+        """``lnet_peer_alloc(nid)``: a peer in the table of ``nid``'s CPT, at its tail."""
+        peer = Peer(nid, cpt=nid_cpt_hash(nid, self.ncpts))
+        self.peers.append(peer)
+        return peer
 
     def find_lpni(self, nid: NID) -> PeerNI | None:
         return self.by_nid.get(nid)
@@ -210,9 +233,7 @@ class PeerTable:
 
     def traffic_add(self, nid: NID, peer_credits: int) -> PeerNI:
         """``lnet_peer_ni_traffic_add``: a new non-MR peer whose primary is ``nid``."""
-        peer = Peer(nid)
-        self.peers.append(peer)
-        return self.add_nid(peer, nid, peer_credits)
+        return self.add_nid(self._new_peer(nid), nid, peer_credits)
 
     def user_add(self, prim: NID, nids: list[NID], non_mr: bool, lock_prim: bool,
                  credits_for: dict[Net, int]) -> Peer:
@@ -232,9 +253,8 @@ class PeerTable:
             # a traffic-created peer becomes configured (DLC wins)
             fire(peer, PeerEvent.CONFIGURE)
         if peer is None:
-            peer = Peer(prim)
+            peer = self._new_peer(prim)
             fire(peer, PeerEvent.CONFIGURE)
-            self.peers.append(peer)
             self.add_nid(peer, prim, credits_for.get(prim.net, 0))
         if not non_mr:
             if not peer.multi_rail:
@@ -330,3 +350,7 @@ class PeerTable:
         self.peers.clear()
         self.by_nid.clear()
         self.version += 1
+
+
+def _peer_cpt(peer: Peer) -> int:
+    return peer.cpt

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from nodes.lnet.actions import Action, Log
 from nodes.lnet.hdr import Payload
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 #: ``ni_recovery_state`` / ``lpni_state`` recovery bits
 RECOVERY_PENDING: Final = 0x1
 RECOVERY_FAILED: Final = 0x2
+#: a recovery queue's entry: a local NI or a peer NI
+_Entry = TypeVar("_Entry", bound="LNetNI | PeerNI")
 #: the monitor thread's period (spec §0)
 MONITOR_PERIOD: Final = 1.0
 _KEY: Final = (MONITOR, 0)
@@ -181,20 +183,29 @@ class Recovery:
     def _unlink(self, md: MD | None, now: float) -> list[Action]:
         return [] if md is None else self.unlink(now, md.handle)
 
+    def _due(self, entry: _Entry, queue: list[_Entry], gone: bool, now: float,
+             actions: list[Action]) -> bool:
+        """The steps ``lnet_recover_local_nis`` and ``lnet_recover_peer_nis`` share for one
+        queued NI or peer NI: a healthy or deleted (``gone``) one leaves ``queue``, its pending
+        ping unlinked (``lnet_unlink_ni|lpni_recovery_mdh_locked``); a failed
+        ping's MD is unlinked and FAILED cleared. True when a ping is due now: none pending
+        and ``next_ping`` reached. The unlinks' actions are added to ``actions``."""
+        if entry.healthv >= LNET_MAX_HEALTH_VALUE or gone:
+            queue.remove(entry)
+            if entry.recovery_state & RECOVERY_PENDING:
+                actions.extend(self._unlink(entry.ping_md, now))
+            entry.recovery_state = 0
+            return False
+        if entry.recovery_state & RECOVERY_FAILED:
+            actions.extend(self._unlink(entry.ping_md, now))
+            entry.recovery_state &= ~RECOVERY_FAILED
+        return not (now < entry.next_ping or entry.recovery_state & RECOVERY_PENDING)
+
     def _recover_local(self, now: float) -> list[Action]:
         """``lnet_recover_local_nis``: one pass over the local NI recovery queue."""
         actions: list[Action] = []
         for ni in list(self.ni_queue):
-            if ni.healthv >= LNET_MAX_HEALTH_VALUE or self.ni_by_nid(ni.nid) is not ni:
-                self.ni_queue.remove(ni)
-                if ni.recovery_state & RECOVERY_PENDING:
-                    actions += self._unlink(ni.ping_md, now)  # unlink_ni_recovery_mdh
-                ni.recovery_state = 0
-                continue
-            if ni.recovery_state & RECOVERY_FAILED:
-                actions += self._unlink(ni.ping_md, now)
-                ni.recovery_state &= ~RECOVERY_FAILED
-            if now < ni.next_ping or ni.recovery_state & RECOVERY_PENDING:
+            if not self._due(ni, self.ni_queue, self.ni_by_nid(ni.nid) is not ni, now, actions):
                 continue
             if self.tunables.testbed_seed_recovery_interval:
                 actions += self._seed_ping(ni, now)
@@ -249,17 +260,8 @@ class Recovery:
         assert self.peers is not None
         actions: list[Action] = []
         for lpni in list(self.lpni_queue):
-            if (lpni.healthv >= LNET_MAX_HEALTH_VALUE
-                    or self.peers.find_lpni(lpni.nid) is not lpni):
-                self.lpni_queue.remove(lpni)
-                if lpni.recovery_state & RECOVERY_PENDING:
-                    actions += self._unlink(lpni.ping_md, now)
-                lpni.recovery_state = 0
-                continue
-            if lpni.recovery_state & RECOVERY_FAILED:
-                actions += self._unlink(lpni.ping_md, now)
-                lpni.recovery_state &= ~RECOVERY_FAILED
-            if now < lpni.next_ping or lpni.recovery_state & RECOVERY_PENDING:
+            gone = self.peers.find_lpni(lpni.nid) is not lpni
+            if not self._due(lpni, self.lpni_queue, gone, now, actions):
                 continue
             lpni.recovery_state |= RECOVERY_PENDING
             self.lpni_queue.remove(lpni)

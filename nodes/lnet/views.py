@@ -125,7 +125,7 @@ class Views:
 
 
     def peer_show(self, nid: str | None = None, verbose: int = 0) -> dict[str, Any]:
-        peers = self.peers.peers
+        peers = self.peers.walk()  # the per-CPT peer tables' order (lnet_peer_ni_show_start)
         if nid is not None:
             peer = self.peers.find_peer(NID.parse(nid))
             if peer is None:

@@ -24,7 +24,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from nodes.lnd import wire
+from nodes.lnd import lnethdr
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hdr import LNET_HDR_SIZE, LNetHdr
 from nodes.lnet.hstatus import HStatus
@@ -182,13 +182,13 @@ def _body_bytes(m: KibMsg, o: str) -> bytes:
     if isinstance(b, ConnParams):
         return struct.pack(o + _CONNPARAMS, b.queue_depth, b.max_frags, b.max_msg_size)
     if isinstance(b, Immediate):
-        return wire.pack_hdr(b.hdr) + b.payload
+        return lnethdr.pack_hdr(b.hdr) + b.payload
     if isinstance(b, PutReq):
-        return wire.pack_hdr(b.hdr) + struct.pack(o + _COOKIE, b.cookie)
+        return lnethdr.pack_hdr(b.hdr) + struct.pack(o + _COOKIE, b.cookie)
     if isinstance(b, PutAck):
         return struct.pack(o + _PUTACK_HEAD, b.src_cookie, b.dst_cookie) + _rd_bytes(b.rd, o)
     if isinstance(b, GetReq):
-        return (wire.pack_hdr(b.hdr) + struct.pack(o + _COOKIE, b.cookie)
+        return (lnethdr.pack_hdr(b.hdr) + struct.pack(o + _COOKIE, b.cookie)
                 + _rd_bytes(b.rd, o))
     if isinstance(b, Completion):
         return struct.pack(o + _COMPLETION, b.cookie, b.status)
@@ -258,7 +258,7 @@ def kiblnd_unpack_msg(frame: bytes | bytearray | memoryview) -> KibMsg:
     magic = int.from_bytes(frame[0:4], "little")
     if magic == IBLND_MSG_MAGIC:
         o = "<"
-    elif magic == wire.swab32(IBLND_MSG_MAGIC):
+    elif magic == lnethdr.swab32(IBLND_MSG_MAGIC):
         o = ">"
     else:
         raise _bad(f"bad magic {magic:08x}")
@@ -301,7 +301,7 @@ def _unpack_body(t: MsgType, b: memoryview, o: str) -> Body:
     if t is MsgType.PUT_ACK:
         src_c, dst_c = struct.unpack_from(o + _PUTACK_HEAD, b, 0)
         return PutAck(src_cookie=src_c, dst_cookie=dst_c, rd=_unpack_rd(t, b, 16, o))
-    hdr = wire.unpack_hdr(b)  # its own WireProtocolError on a bad LNet header
+    hdr = lnethdr.unpack_hdr(b)  # its own WireProtocolError on a bad LNet header
     if t is MsgType.IMMEDIATE:
         return Immediate(hdr=hdr, payload=bytes(b[LNET_HDR_SIZE:]))
     (cookie,) = struct.unpack_from(o + _COOKIE, b, LNET_HDR_SIZE)
@@ -339,8 +339,8 @@ def unpack_rej(data: bytes | bytearray | memoryview) -> KibRej:
     magic = int.from_bytes(data[0:4], "little")
     if magic in _REJ_MAGICS:
         o = "<"
-    elif wire.swab32(magic) in _REJ_MAGICS:
-        o, magic = ">", wire.swab32(magic)
+    elif lnethdr.swab32(magic) in _REJ_MAGICS:
+        o, magic = ">", lnethdr.swab32(magic)
     else:
         raise _bad(f"reject with bad magic {magic:08x} (consumer defined fatal error)")
     _m, version, why = struct.unpack_from(o + "IHB", data, 0)

@@ -16,14 +16,13 @@ client nodes (also with ``--server``, as the console does) how many test units a
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from errno import E2BIG, EEXIST, EINVAL, ENETDOWN, ENOENT
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.hdr import LNET_PID_LUSTRE
 from nodes.selftest import conreply, conrpc, contypes, wire
-from nodes.selftest.contypes import ACTIVE, BUSY, DOWN, ConNode, Op, Trans
+from nodes.selftest.contypes import ACTIVE, BUSY, DOWN, ConNode, Gen, Op, Trans
 from nodes.selftest.rpc import Bulk
 from nodes.selftest.wire import LST_FEAT_BULK_LEN, LST_NAME_SIZE, Service
 
@@ -31,7 +30,6 @@ BATCH_IDLE = 0xB0
 BATCH_RUNNING = 0xB1
 LST_TEST_BULK = 1
 LST_TEST_PING = 2
-Gen = Generator[Trans, None, dict[str, Any]]
 
 
 @dataclass(eq=False)

@@ -12,17 +12,14 @@ generators that yield the transaction they wait for (see ``console.py``).
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from errno import E2BIG, EBUSY, EEXIST, EINTR, EINVAL, ENOENT
 from typing import TYPE_CHECKING, Any
 
 from nodes.lnet.nid import NID
 from nodes.selftest import conrpc, contypes
 from nodes.selftest.conbatch import Group
-from nodes.selftest.contypes import ACTIVE, ConNode, Op, Trans
+from nodes.selftest.contypes import ACTIVE, ConNode, Gen, Op
 from nodes.selftest.wire import LST_NAME_SIZE
-
-Gen = Generator[Trans, None, dict[str, Any]]
 
 
 class GroupOps:

@@ -20,7 +20,7 @@ no ioctl came for the console's own timeout (``lstcon_rpc_pinger``). Groups are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from errno import E2BIG, EACCES, EEXIST, EINVAL, ENOENT, EPROTO, ESHUTDOWN, ESRCH
 from typing import Any
@@ -30,7 +30,7 @@ from nodes.selftest import conreply, contypes
 from nodes.selftest.conbatch import BatchOps, ConBatch, Group
 from nodes.selftest.congroup import GroupOps
 from nodes.selftest.conrpc import Conrpc
-from nodes.selftest.contypes import ACTIVE, LST_PING_INTERVAL, ConNode, Op, Trans
+from nodes.selftest.contypes import ACTIVE, LST_PING_INTERVAL, ConNode, Gen, Op, Trans
 from nodes.selftest.rpc import Srpc
 from nodes.selftest.rpcclient import SrpcClient
 from nodes.selftest.wire import INVALID_SID, LST_FEATS_MASK, LST_NAME_SIZE
@@ -38,8 +38,6 @@ from nodes.selftest.wire import INVALID_SID, LST_FEATS_MASK, LST_NAME_SIZE
 LST_CONSOLE_TIMEOUT = 300
 LST_DEFAULT_BATCH = "batch"
 _PINGER = ("pinger",)
-
-Gen = Generator[Trans, None, dict[str, Any]]
 
 
 @dataclass(eq=False)
@@ -254,28 +252,25 @@ class Console(GroupOps, BatchOps):
     def op_debug(self, key: int, kind: str, name: str | None = None,
                  nids: list[str] | None = None, timeout: int = 5) -> Gen:
         """``lstcon_*_debug``: who is in which session (``lst ping``)."""
-        got = self._nodes_of(kind, name, nids, create=True)
-        if isinstance(got, int):
-            return {"rc": got}
-        nodes, tmp = got
-        result = yield from self._query(nodes, Op.SESQRY, conreply.sesqry_readent, timeout)
-        for nd in tmp:
-            self.node_put(nd)
-        return result
+        return (yield from self._query(kind, name, nids, True, Op.SESQRY,
+                                       conreply.sesqry_readent, timeout))
 
     def op_stat(self, key: int, name: str | None = None, nids: list[str] | None = None,
                 timeout: int = 5) -> Gen:
         """``lstcon_group_stat``/``lstcon_nodes_stat`` (nodes must be in the session)."""
-        got = self._nodes_of("nodes" if nids else "group", name, nids, create=False)
+        return (yield from self._query("nodes" if nids else "group", name, nids, False,
+                                       Op.STATQRY, conreply.stat_readent, timeout))
+
+    def _query(self, kind: str, name: str | None, nids: list[str] | None, create: bool, op: Op,
+               readent: Callable[[Any], dict[str, Any]], timeout: int) -> Gen:
+        """One ``op`` RPC to each node ``_nodes_of`` names, read by ``readent``; the nodes it
+        made for the query alone (``create``: NIDs outside the session) are put after."""
+        got = self._nodes_of(kind, name, nids, create=create)
         if isinstance(got, int):
             return {"rc": got}
         nodes, tmp = got
-        result = yield from self._query(nodes, Op.STATQRY, conreply.stat_readent, timeout)
+        trans = self.conrpc.ndlist(nodes, None, op, self._session_req)
+        result = yield from self.conrpc.run(trans, contypes.validate_timeout(timeout), readent)
         for nd in tmp:
             self.node_put(nd)
         return result
-
-    def _query(self, nodes: list[ConNode], op: Op,
-               readent: Callable[[Any], dict[str, Any]], timeout: int) -> Gen:
-        trans = self.conrpc.ndlist(nodes, None, op, self._session_req)
-        return (yield from self.conrpc.run(trans, contypes.validate_timeout(timeout), readent))

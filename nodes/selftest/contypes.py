@@ -8,7 +8,7 @@ their replies.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,10 @@ class Trans:
     stat: TransStat = field(default_factory=lambda: TransStat())
     #: the waiting lst went away (a signal in ``wait_event_interruptible``): -EINTR
     interrupted: bool = False
+
+
+#: a console operation (``lstcon_*``): yields the transactions it waits on, returns the reply
+Gen = Generator[Trans, None, dict[str, Any]]
 
 
 SERVICE = {Op.SESNEW: Service.MAKE_SESSION, Op.SESEND: Service.REMOVE_SESSION,

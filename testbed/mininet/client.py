@@ -21,7 +21,6 @@ from typing import Any
 
 from nodes.daemon.client import ENV_CTL, DaemonUnreachable, request
 from nodes.echo import shown
-from nodes.limits import argv_refusal
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import needs, runstate, sh
 from testbed.base import Completed, NodeVerbs, TestbedError
@@ -66,18 +65,12 @@ class MininetNode(NodeVerbs):
             return None
         return f"its daemon (pid {self.pid}) is dead (testbed status: DEAD)"
 
-    def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
-        """Send daemon verb ``cmd`` ("lnetctl", "lctl") with ``argv`` exactly as given."""
-        refused = argv_refusal(cmd, list(argv))  # ARG_MAX, as the daemon checks it
-        if refused is not None:
-            return Completed(*refused)
+    def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Over the daemon's socket in the run directory; a dead daemon fails at once."""
         try:
-            reply = request(self.sock, {"cmd": cmd, "argv": list(argv)}, timeout=timeout,
-                            alive=self._gone)
+            return request(self.sock, msg, timeout=timeout, alive=self._gone)
         except DaemonUnreachable as exc:
             raise TestbedError(f"node {self.name}: {exc}") from exc
-        return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
-                         str(reply.get("err", "")))
 
     def log(self) -> str:
         """The node daemon's log, ``<rundir>/nodes/<node>.log``: the engine's console lines at
@@ -110,18 +103,6 @@ class MininetNode(NodeVerbs):
         output."""
         return sh.run(argv, ns_pid=self.host_pid, input=input, timeout=timeout,
                       env=self.exec_env(), mount=True)
-
-    def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
-               numa: int | None) -> dict[str, Any]:
-        req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
-        if numa is not None:
-            req["numa"] = numa
-        try:
-            return request(self.sock, req, timeout=timeout, alive=self._gone)
-        except DaemonUnreachable as exc:
-            raise TestbedError(f"node {self.name}: {exc}") from exc
-        except (TypeError, ValueError) as exc:  # an argument JSON cannot carry
-            return {"ok": False, "error": f"{op}: bad argument: {exc}"}
 
 
 class MininetTestbed(CtlTestbed):

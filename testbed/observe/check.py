@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from testbed.observe import eventlog
+from testbed.observe.check_health import HealthCheck
 from testbed.observe.check_msg import MsgCheck
-from testbed.observe.check_state import HealthCheck, RouteCheck, Tracker
+from testbed.observe.check_route import RouteCheck
+from testbed.observe.check_state import Tracker
 from testbed.observe.checktypes import Inv, Item, Result
 
 #: name -> (title, what the log must hold to check it)

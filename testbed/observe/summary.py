@@ -19,9 +19,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.lnet.tunables import LNET_MAX_HEALTH_VALUE as MAX_HEALTH
 from testbed.observe.recfile import Rec
 
-MAX_HEALTH = 1000
 Event = dict[str, Any]
 
 

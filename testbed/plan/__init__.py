@@ -22,12 +22,13 @@ from testbed.plan.model import (
 )
 from testbed.plan.schema import MAX_NODES, TUNABLES
 from testbed.plan.source import builtin_names, builtin_topology, default_topology
-from testbed.plan.verbs import Step, config_steps, config_verbs, request
+from testbed.plan.verbs import ImportFile, Step, config_steps, config_verbs, request
 
 #: ``topologies/default.yaml`` (installed: the ``testbed.topologies`` package's copy)
 DEFAULT_TOPOLOGY = default_topology()
 
 __all__ = ["DEFAULT_TOPOLOGY", "MAX_NODES", "NAME_RE", "RESERVED_NAMES", "TUNABLES",
-           "IfacePlan", "NodePlan", "PeerPlan", "Plan", "RoutePlan", "SegmentPlan", "Step",
+           "IfacePlan", "ImportFile", "NodePlan", "PeerPlan", "Plan", "RoutePlan",
+           "SegmentPlan", "Step",
            "TopologyError", "builtin_names", "builtin_topology", "config_steps",
            "config_verbs", "default_topology", "load_topology", "parse_topology", "request"]

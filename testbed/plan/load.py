@@ -203,7 +203,7 @@ def _node_plan(doc: Doc, node: NodeIn, top: dict[str, Tunable],
         kind = "ib" if seg.lnet.startswith("o2ib") else "eth"
         name = f"{kind}{count[kind]}"
         count[kind] += 1
-        ifaces.append(IfacePlan(name, seg.name, seg.lnet, iface.ip, seg.subnet.prefixlen,
+        ifaces.append(IfacePlan(name, seg.name, seg.net, iface.ip, seg.subnet.prefixlen,
                                 iface.numa, seg.ip6_of(iface.ip),
                                 seg.subnet6.prefixlen if seg.subnet6 else 0, seg.ipv4,
                                 seg.tunables, seg.lnd_tunables))

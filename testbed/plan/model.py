@@ -15,7 +15,7 @@ from typing import Any
 
 from nodes.dlc.commands import PeerAdd, RouteAdd, UdspAdd
 from nodes.echo import shown
-from nodes.lnet.nid import NID
+from nodes.lnet.nid import NID, NID_SIZE_IPV6, Net
 
 #: Testbed, node and network names: they reach commands, interface names and paths.
 #: Match with ``NAME_RE.fullmatch`` (``$`` alone would accept a trailing newline).
@@ -84,7 +84,8 @@ class SegmentPlan:
     IPv6 subnet as well (``subnet6``: every interface on it gets an address in both)."""
 
     name: str
-    lnet: str
+    #: the ``lnet:`` net, parsed once by the validator (``schema.py``)
+    net: Net
     subnet: ipaddress.IPv4Network
     subnet6: ipaddress.IPv6Network | None = None
     #: False: an IPv6-only network (``subnet6`` without ``subnet``): interfaces get only their
@@ -102,13 +103,23 @@ class SegmentPlan:
             return None
         return self.subnet6.network_address + (int(ip) - int(self.subnet.network_address))
 
-    def nid_of(self, ip: ipaddress.IPv4Address) -> str:
+    @property
+    def lnet(self) -> str:
+        """The net as the topology file and lnetctl print it."""
+        return str(self.net)
+
+    def nid_of(self, ip: ipaddress.IPv4Address) -> NID:
         """The NID ``lnetctl net add`` gives that interface: IPv4, or IPv6 on an IPv6-only
-        network (printed as lnetctl prints it)."""
-        ip6 = self.ip6_of(ip)
-        if self.ipv4 or ip6 is None:
-            return f"{ip}@{self.lnet}"
-        return str(NID.parse(f"{ip6}@{self.lnet}"))
+        network."""
+        return nid_on(self.net, ip, None if self.ipv4 else self.ip6_of(ip))
+
+
+def nid_on(net: Net, ip: ipaddress.IPv4Address, ip6: ipaddress.IPv6Address | None) -> NID:
+    """The NID of an interface numbered ``ip`` (``ip6``: its address on an IPv6-only network,
+    a large NID), made from the typed parts: nothing parsed."""
+    if ip6 is None:
+        return NID(net, int(ip))
+    return NID(net, int(ip6), size=NID_SIZE_IPV6)
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,7 @@ class IfacePlan:
 
     name: str
     segment: str
-    net: str
+    net: Net
     ip: ipaddress.IPv4Address
     prefixlen: int
     numa: int | None = None  # emulated NUMA node of the device (lnetctl net add --numa)
@@ -129,9 +140,12 @@ class IfacePlan:
 
     @property
     def nid(self) -> str:
-        if self.ipv4 or self.ip6 is None:
-            return f"{self.ip}@{self.net}"
-        return str(NID.parse(f"{self.ip6}@{self.net}"))
+        """The NI's NID as lnetctl prints it (``nid_value``'s text)."""
+        return str(self.nid_value)
+
+    @property
+    def nid_value(self) -> NID:
+        return nid_on(self.net, self.ip, None if self.ipv4 else self.ip6)
 
     @property
     def address(self) -> str:
@@ -144,8 +158,8 @@ class PeerPlan:
     """A long-form static peer: ``lnetctl peer add --prim_nid P [--nid ...] [--non_mr]
     [--lock_prim]`` (cfg-070)."""
 
-    prim_nid: str
-    nids: tuple[str, ...] = ()
+    prim_nid: NID
+    nids: tuple[NID, ...] = ()
     non_mr: bool = False
     lock_prim: bool = False
 
@@ -161,8 +175,8 @@ class PeerPlan:
 class RoutePlan:
     """``lnetctl route add --net N --gateway NID [--hop H] [--priority P]`` (spec §6.1)."""
 
-    net: str
-    gateway: str
+    net: Net
+    gateway: NID
     hop: int | None = None
     priority: int | None = None
 
@@ -205,6 +219,11 @@ class NodePlan:
     @property
     def nids(self) -> tuple[str, ...]:
         return tuple(i.nid for i in self.interfaces)
+
+    @property
+    def nid_values(self) -> tuple[NID, ...]:
+        """``nids`` typed (what a peer's ``peer add`` names)."""
+        return tuple(i.nid_value for i in self.interfaces)
 
     @property
     def udsp(self) -> tuple[tuple[str, ...], ...]:

@@ -15,7 +15,7 @@ from typing import Any
 from nodes.dlc.commands import CommandError, UdspAdd
 from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import ipv6_problem, parse_net, parse_nid
+from nodes.lnet.nid import NID, ipv6_problem, parse_net, parse_nid
 from testbed.plan.model import PeerPlan, RoutePlan, SegmentPlan
 from testbed.plan.schema import (
     BUFFER_KEYS,
@@ -130,21 +130,21 @@ def _parse_multi_rail(doc: Doc, spec: LocDict, fld: str, node: NodeIn) -> None:
         nets[net] = iface.field
 
 
-def _nid(doc: Doc, value: Any, line: int, fld: str) -> str:
+def _nid(doc: Doc, value: Any, line: int, fld: str) -> NID:
     text = doc.string(value, line, fld)
     nid = parse_nid(text)
     if nid is None or "@" not in text:
         why = ipv6_problem(text)
         doc.fail(line, fld, f"bad NID {shown(text)} " + (f"({why})" if why else
                  "(expected address@net, e.g. 10.10.0.2@tcp or 2001:db8::2@tcp)"))
-    return str(nid)
+    return nid
 
 
 def _parse_peer(doc: Doc, m: LocDict, line: int, fld: str) -> PeerPlan:
     """``{prim_nid: NID, nids: [NID...], non_mr: bool, lock_prim: bool}`` (cfg-070)."""
     doc.mapping(m, line, fld, PEER_KEYS)
     prim = _nid(doc, m["prim_nid"], m.vline("prim_nid"), f"{fld}.prim_nid")
-    nids: list[str] = []
+    nids: list[NID] = []
     if "nids" in m:
         items = _list(doc, m, "nids", fld)
         nids = [_nid(doc, n, items.lines[i], f"{fld}.nids[{i}]") for i, n in enumerate(items)]
@@ -343,7 +343,7 @@ def _route_plan(doc: Doc, node: NodeIn, m: LocDict, fld: str, by_name: dict[str,
     gfld, gline = f"{fld}.gateway", m.vline("gateway")
     if "@" in gw_text:
         gw = _nid(doc, gw_text, gline, gfld)
-        gw_net = gw.split("@", 1)[1]
+        gw_net = str(gw.net)
         if gw in {i.segment.nid_of(i.ip) for i in node.ifaces if i.ip is not None}:
             doc.fail(gline, gfld, f"gateway {gw} is a NID of node {shown(node.name)} itself: "
                      "a route's gateway is another node, a router on a net they share")
@@ -368,12 +368,12 @@ def _route_plan(doc: Doc, node: NodeIn, m: LocDict, fld: str, by_name: dict[str,
                  f"({', '.join(sorted(own))})")
     if gw_net == str(net):
         doc.fail(gline, gfld, f"gateway {gw} is on the route's own net {net}")
-    if (str(net), gw) in seen:
+    if (str(net), str(gw)) in seen:
         doc.fail(m.line, fld, f"route to {net} through {gw} listed twice")
-    seen.add((str(net), gw))
+    seen.add((str(net), str(gw)))
     hop = _int_in(doc, m, "hop", fld, 1, 255) if "hop" in m else None
     prio = _int_in(doc, m, "priority", fld, 0, 2**32 - 1) if "priority" in m else None
-    return RoutePlan(str(net), gw, hop, prio)
+    return RoutePlan(net, gw, hop, prio)
 
 
 def check_peers(doc: Doc, nodes: list[NodeIn]) -> None:

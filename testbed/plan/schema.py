@@ -17,7 +17,7 @@ from nodes.lnd.modparams import LND_PARAMS, lnd_param_value
 from nodes.lnet import cpt
 from nodes.lnet.cpt import CPT_PARAMS
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import parse_net
+from nodes.lnet.nid import Net, parse_net
 from nodes.lnet.tunables import MODULE_PARAMS, RANGES, STRING_MODULE_PARAMS, module_param_value
 from nodes.o2ib.kibtx import LNETCTL_KEYS, O2ibTunables, TunableError
 from testbed.plan.model import SegmentPlan
@@ -196,7 +196,7 @@ def _parse_network(doc: Doc, m: LocDict, seg_name: Any, body: Any,
         if "subnet6" not in spec:
             doc.fail(m.vline(seg_name), f"{fld}.subnet", "missing key 'subnet' (an IPv4 "
                      "network; or 'subnet6' alone for an IPv6-only network)")
-        return _ipv6_only(doc, spec, fld, seg_name, str(net), out)
+        return _ipv6_only(doc, spec, fld, seg_name, net, out)
     subnet = _parse_subnet(doc, spec, f"{fld}.subnet")
     for other in out.values():
         if subnet.overlaps(other.subnet):
@@ -205,7 +205,7 @@ def _parse_network(doc: Doc, m: LocDict, seg_name: Any, body: Any,
     subnet6 = _parse_subnet6(doc, spec, f"{fld}.subnet6", subnet, out) if "subnet6" in spec \
         else None
     tun, lnd = _net_tunables(doc, spec, fld, str(net))
-    return SegmentPlan(seg_name, str(net), subnet, subnet6, tunables=tun, lnd_tunables=lnd)
+    return SegmentPlan(seg_name, net, subnet, subnet6, tunables=tun, lnd_tunables=lnd)
 
 
 def _net_tunables(doc: Doc, spec: LocDict, fld: str, net: str
@@ -243,7 +243,7 @@ def _net_tunables(doc: Doc, spec: LocDict, fld: str, net: str
     return out[0], out[1]
 
 
-def _ipv6_only(doc: Doc, spec: LocDict, fld: str, seg_name: str, lnet: str,
+def _ipv6_only(doc: Doc, spec: LocDict, fld: str, seg_name: str, net: Net,
                 out: dict[str, SegmentPlan]) -> SegmentPlan:
     """An IPv6-only network: ``subnet6`` alone. Its hosts are numbered in an internal
     ``0.N.0.0`` block (the "this network" range, refused as a ``subnet``), as many as
@@ -260,7 +260,7 @@ def _ipv6_only(doc: Doc, spec: LocDict, fld: str, seg_name: str, lnet: str,
                  if index > 255 else f"subnet6 {shown(text)} is too small (/126 at most)")
     numbering = ipaddress.IPv4Network(f"0.{index}.0.0/{32 - min(host_bits, 16)}")
     subnet6 = _parse_subnet6(doc, spec, f"{fld}.subnet6", numbering, out)
-    return SegmentPlan(seg_name, lnet, numbering, subnet6, ipv4=False)
+    return SegmentPlan(seg_name, net, numbering, subnet6, ipv4=False)
 
 
 def _parse_subnet6(doc: Doc, spec: LocDict, fld: str, subnet: ipaddress.IPv4Network,

@@ -3,8 +3,10 @@
 Theory of operation (issue 12 item 4): a node's configuration is a list of steps, each a typed
 DLC command (``nodes/dlc/commands.py``: ``LnetConfigure``, ``NetAdd``, ``SetTunable``,
 ``PeerAdd``, ``RouteAdd``, ``UdspAdd``) or, for a raw ``lnet:`` block, an :class:`ImportFile`.
-A backend sends each as the control-socket request :func:`request` builds -- a typed command as
-fields (``{"cmd": "dlc", "verb": ..., <field>: ...}``), never as argv the daemon parses again;
+A daemon's backend sends each as the control-socket request :func:`request` builds -- a typed
+command as fields (``{"cmd": "dlc", "verb": ..., <field>: ...}``: its nets and NIDs written as
+text here, the process edge, and parsed back once by the daemon), never as argv the daemon
+parses again; the simulator hands the typed command to the front end in-process as it is;
 ``step.argv()`` renders the lnetctl words for logs, errors, export and tests
 (``config_verbs``). One list for every backend, so the Mininet supervisor and the simulator
 configure a node identically, in two phases, as a real cluster comes up
@@ -89,7 +91,8 @@ def remote_steps(plan: Plan, node: NodePlan, lnet_dir: Path) -> list[Step]:
     for peer_name in node.peers:
         peer = plan.node(peer_name)
         # lnet_add_peer_ni keeps a configured MR peer MR, so a downrev one is --non_mr (bck-025)
-        steps.append(C.PeerAdd(prim_nid=peer.nids[0], nids=tuple(peer.nids[1:]),
+        nids = peer.nid_values
+        steps.append(C.PeerAdd(prim_nid=nids[0], nids=nids[1:],
                                non_mr=not peer.multi_rail))
     steps += [p.command() for p in node.static_peers]       # long-form peers (cfg-070)
     steps += [r.command() for r in node.routes]             # route add (spec §6.1)
@@ -115,11 +118,11 @@ def awaited_routes(plan: Plan) -> dict[str, list[tuple[str, str, str]]]:
     """The routes bring-up waits for: node -> [(net, gateway NID, gateway node)], those whose
     gateway is a node of this testbed that forwards (``routing: true``). A route through a
     NID no node has, or through a node that does not forward, can never come up."""
-    owner = {nid: n for n in plan.nodes for nid in n.nids}
+    owner = {nid: n for n in plan.nodes for nid in n.nid_values}
     out: dict[str, list[tuple[str, str, str]]] = {}
     for node in plan.nodes:
         for r in node.routes:
             gw = owner.get(r.gateway)
             if gw is not None and dict(gw.tunables).get("forwarding"):
-                out.setdefault(node.name, []).append((r.net, r.gateway, gw.name))
+                out.setdefault(node.name, []).append((str(r.net), str(r.gateway), gw.name))
     return out

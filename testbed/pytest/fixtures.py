@@ -28,9 +28,9 @@ from testbed.base import TestbedError
 from testbed.pytest import observing, trace
 
 _UNSET = object()
-#: the fixtures that bring up a topology (on --lnet-backend=sim they need no root)
-#: fixtures that bring a test's topology up on ``--lnet-backend`` (``explore_testbed``: the
-#: regressions ``testbed explore --out`` writes, testbed/explore/testkit.py)
+#: fixtures that bring a test's topology up on ``--lnet-backend`` (on the sim they need no
+#: root; ``explore_testbed``: the regressions ``testbed explore --out`` writes,
+#: testbed/explore/testkit.py)
 TOPOLOGY_FIXTURES = frozenset({"topology", "module_topology", "session_topology",
                                "explore_testbed"})
 #: the testbeds a test made, for the evidence sections of its failure report

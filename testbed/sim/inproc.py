@@ -37,7 +37,7 @@ from typing import Any
 from nodes.dlc.verbs import lnetctl_config
 from nodes.echo import shown
 from nodes.lnet.errors import LNetConfigError
-from nodes.lnet.nid import NID, O2IBLND
+from nodes.lnet.nid import O2IBLND
 from nodes.recorder import DEFAULT_PERIOD
 from testbed import bringup, modload
 from testbed.base import TestbedError
@@ -75,7 +75,7 @@ class SimTestbed:
         self.started = 0.0  # virtual time of ``up``
         for n in plan.nodes:  # L2 segments, and which host routes each interface's traffic
             for i in n.interfaces:
-                self.fabric.add_interface(NID.parse(i.nid), i.segment, n.name)
+                self.fabric.add_interface(i.nid_value, i.segment, n.name)
         #: a server's pacing task drives the clock (``wait_final`` awaits instead of stepping)
         self.paced = False
         self.kick: Callable[[], None] = lambda: None
@@ -186,7 +186,7 @@ class SimTestbed:
         with self.lock:
             self.check_alive(node)
             self.dead[node] = why
-            self.fabric.kill(node, [NID.parse(n) for n in self.plan.node(node).nids])
+            self.fabric.kill(node, list(self.plan.node(node).nid_values))
 
     def reload_modules(self, node: str, modules: dict[str, dict[str, str]]) -> None:
         """``lnet unconfigure``, then a new incarnation with ``modules``' parameters and LNet
@@ -197,7 +197,7 @@ class SimTestbed:
             plan = modload.reloaded_plan(old.plan, modules)
             self.node(node).lnetctl("lnet", "unconfigure")
             self.kill(node, "module reload")
-            self.fabric.revive(node, [NID.parse(n) for n in plan.nids])
+            self.fabric.revive(node, list(plan.nid_values))
             self.runtimes[node] = SimRuntime(self, plan, self.seed, old.generation + 1)
             del self.dead[node]
             self.fabric.record("node_restarted", node, incarnation=self.runtimes[node].incarnation)
@@ -211,7 +211,7 @@ class SimTestbed:
             if node not in self.dead:
                 self.kill(node, "restarting")
             old = self.runtimes[node]
-            self.fabric.revive(node, [NID.parse(n) for n in self.plan.node(node).nids])
+            self.fabric.revive(node, list(self.plan.node(node).nid_values))
             self.runtimes[node] = SimRuntime(self, old.plan, self.seed, old.generation + 1)
             del self.dead[node]
             # before its configuration's events: a new process, then what it does
@@ -263,7 +263,7 @@ class SimTestbed:
         down = self.fabric.down
         for name, rt in self.runtimes.items():
             ifaces = {i.name: {"nid": i.nid, "segment": i.segment,
-                               "state": "down" if NID.parse(i.nid) in down else "up",
+                               "state": "down" if i.nid_value in down else "up",
                                "kernel": "sim"} for i in rt.plan.interfaces}
             nodes[name] = {"pid": os.getpid(), "host_pid": os.getpid(), "sock": "",
                            "alive": self.is_up and name not in self.dead,
@@ -301,7 +301,7 @@ class SimTestbed:
                                f"(interfaces: {', '.join(i.name for i in plan.interfaces)})")
         if state not in ("up", "down"):
             raise TestbedError(f"link state must be up or down, not {shown(state)}")
-        nid, up = NID.parse(match.nid), state == "up"
+        nid, up = match.nid_value, state == "up"
         self.fabric.lnd_down.discard(nid)  # a real link change ends a simulated one
         self.fabric.set_link(nid, up, iface=iface, by=by)
         rt = self.runtimes[node]

@@ -23,7 +23,7 @@ class (issue 29: no sim class inherits another): each holds its rule's ``Knobs``
 * ``corrupt``: with ``csum: bad`` the receiver's kernel drops the segment and TCP retransmits
   it (one retransmission timeout, 200 ms, added). With ``csum: fix`` the bits flipped (in the
   frame's ``offset``/``span`` if given, else anywhere in its 24 + 72 + payload bytes) reach
-  the socklnd: in the ksock_msg type (bytes 0-3) or an lnet_hdr that ``wire.unpack_hdr``
+  the socklnd: in the ksock_msg type (bytes 0-3) or an lnet_hdr that ``lnethdr.unpack_hdr``
   refuses or whose ``payload_length`` changed, the receiver closes the connection with a
   protocol error (the sender sees the reset); in the other ksock_msg bytes nothing; in the
   rest of the header or the payload the message is delivered with those bits flipped.
@@ -48,7 +48,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nodes.lnd import errmap, wire
+from nodes.lnd import errmap, lnethdr, wire
 from nodes.lnet.actions import Transmit
 from nodes.lnet.errors import WireProtocolError
 from nodes.lnet.hstatus import HStatus
@@ -236,7 +236,7 @@ class Corrupt:
             else:
                 fab.at_deliver(fab.now + link.latency + RTO_MIN, name, act)
             return True
-        head = bytearray(wire.pack_hdr(act.hdr))
+        head = bytearray(lnethdr.pack_hdr(act.hdr))
         payload = bytearray(bytes(act.payload))
         lo = int(self.k.p["offset"] or 0)
         size = wire.KSOCK_MSG_HDR_SIZE + len(head) + len(payload)
@@ -257,7 +257,7 @@ class Corrupt:
         hdr = act.hdr
         if not broken:
             try:
-                hdr = wire.unpack_hdr(bytes(head))
+                hdr = lnethdr.unpack_hdr(bytes(head))
             except WireProtocolError as exc:
                 why = f"protocol error: {exc}"
             else:

@@ -28,7 +28,7 @@ from nodes.lnet.actions import MDEvent
 from testbed import shellwords
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.bringup import completed
-from testbed.plan import Step
+from testbed.plan import ImportFile, Step
 from testbed.plan import request as step_request
 from testbed.sim import sysfs_exec
 from testbed.sim.runtime import SimRuntime, run_sync
@@ -119,11 +119,15 @@ class SimNodeHandle(NodeVerbs):
             return run_sync(self.averb(cmd, argv))  # type: ignore[no-any-return]
 
     async def asend(self, step: Step) -> Completed:
-        """One configuration step as the typed request a daemon gets on its control socket
-        (``testbed.plan.request``), handled by the daemon's own front end
-        (``nodes.dlc.request.handle``): fields, validated on receipt, never argv."""
+        """One configuration step, handed to the daemon's own front end in-process: a typed
+        command as it is (``nodes.dlc.request.apply_command``, the reply a daemon gives: no
+        request built, nothing serialised or parsed again), a raw ``lnet:`` block as the
+        ``lnetctl import FILE`` argv a daemon gets (``testbed.plan.request``)."""
         self.testbed.check_alive(self.name)
-        reply = await frontend.handle(self.rt, step_request(step))
+        if isinstance(step, ImportFile):
+            reply = await frontend.handle(self.rt, step_request(step))
+        else:
+            reply = await frontend.apply_command(self.rt, step)
         self.rt.driver.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
         self.testbed.fabric.flush(self.name)
         return completed(reply)

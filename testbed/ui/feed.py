@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed import runstate
+from testbed import backends, runstate
 from testbed.base import TestbedError
 from testbed.observe import eventlog
 from testbed.ui.model import LiveModel
@@ -42,8 +42,9 @@ class Feed:
         self.rdir = rdir
         self.lock = threading.Lock()
         status = dict(tb.status())
-        self.backend = str(status.get("backend", "mininet"))
-        self.virtual = self.backend == "sim"
+        backend = backends.of(status.get("backend"))
+        self.virtual = backend.virtual_time  # the sim server: rows held until a flush
+        self.remote = backend.remote  # vagrant/hosts: files copied from the hosts when asked
         self._flushed = 0.0
         self._flush()
         self.log = JsonlTail(rdir / runstate.EVENTS_FILE)
@@ -125,9 +126,9 @@ class Feed:
         return {"now": float(reply["now"]) - self.model.t0, "speed": reply.get("speed")}
 
     def _flush(self) -> None:
-        if self.backend == "mininet":
-            return
-        if self.backend != "sim" and time.monotonic() - self._flushed < REMOTE_FLUSH:
+        if not (self.virtual or self.remote):
+            return  # local daemons (Mininet) write their rows by themselves
+        if self.remote and time.monotonic() - self._flushed < REMOTE_FLUSH:
             return
         self._flushed = time.monotonic()
         eventlog.flush_writers(self.rdir)

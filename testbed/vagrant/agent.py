@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from faults.resources import pid_running as _alive
+from faults.nfqproc import pid_running as _alive
 from testbed.vagrant import agentfaults, agentnet
 
 ROOT = Path(os.environ.get("LNET_TESTBED_HOSTS_ROOT", "/run/lnet-testbed-hosts"))

@@ -2,9 +2,12 @@
 
 Theory of operation: every node of a host lives in its own network namespace (``ip netns``,
 named ``lntb-<hash>-<node>``) holding exactly its planned interfaces, named as the plan names
-them (eth0, eth1...), its addresses, no default route, IPv6 off and Mininet's ARP sysctls
-(``arp_ignore=1``/``arp_announce=2``: several interfaces on one subnet answer only for
-themselves, as LNet's Multi-Rail needs). An interface comes from one of two places:
+them (eth0, eth1...), its addresses, no default route, IPv6 off but on the interfaces the plan
+gives an IPv6 address (``address6``: no link-local address, no DAD, no router advertisements,
+as ``testbed/mininet/netbuild.py`` does; an IPv6-only network's interface has no IPv4
+``address``) and Mininet's ARP sysctls (``arp_ignore=1``/``arp_announce=2``: several
+interfaces on one subnet answer only for themselves, as LNet's Multi-Rail needs). An
+interface comes from one of two places:
 
 * a guest NIC (Vagrant private network) found by its MAC and *moved* into the namespace: the
   host side of the guest (libvirt's ``domif-setlink``, LXC's veth) then controls the carrier
@@ -24,6 +27,8 @@ from typing import Any
 
 NODE_SYSCTLS = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
                 "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
+#: per interface with a planned IPv6 address (after the ``all`` switch above)
+IPV6_IF_SYSCTLS = ("addr_gen_mode=1", "accept_dad=0", "accept_ra=0", "disable_ipv6=0")
 SYS_NET = Path("/sys/class/net")
 
 Record = Callable[..., None]
@@ -101,7 +106,12 @@ def make_node(node: dict[str, Any], guest: bool, record: Record) -> None:
         dev = iface["name"]
         sh("ip", "-n", ns, "link", "set", "dev", f"lntbmv{k}", "name", dev)
         sh("ip", "-n", ns, "link", "set", "dev", dev, "mtu", str(iface["mtu"]))
-        sh("ip", "-n", ns, "addr", "add", iface["address"], "dev", dev)
+        if iface.get("address"):  # none on an IPv6-only network (large NIDs)
+            sh("ip", "-n", ns, "addr", "add", iface["address"], "dev", dev)
+        if iface.get("address6"):  # before the link is up: no link-local, no DAD wait
+            sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+               *(f"net.ipv6.conf.{dev}.{kv}" for kv in IPV6_IF_SYSCTLS))
+            sh("ip", "-n", ns, "addr", "add", iface["address6"], "dev", dev, "nodad")
         sh("ip", "-n", ns, "link", "set", "dev", dev, "up")
 
 

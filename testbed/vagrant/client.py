@@ -61,26 +61,6 @@ class VagrantNode(NodeVerbs):
         except DaemonUnreachable as exc:
             raise TestbedError(f"node {self.name}: {exc}") from exc
 
-    def verb(self, cmd: str, argv: Sequence[str], timeout: float = 60.0) -> Completed:
-        reply = self._request({"cmd": cmd, "argv": list(argv)}, timeout)
-        return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
-                         str(reply.get("err", "")))
-
-    def put(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            numa: int | None = None) -> dict[str, Any]:
-        return self._burst("put", dst, count, size, timeout, numa)
-
-    def get(self, dst: str, count: int = 1, size: int = 0, timeout: float = 120.0,
-            numa: int | None = None) -> dict[str, Any]:
-        return self._burst("get", dst, count, size, timeout, numa)
-
-    def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
-               numa: int | None) -> dict[str, Any]:
-        req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
-        if numa is not None:
-            req["numa"] = numa
-        return self._request(req, timeout)
-
     # -- on the node's host -----------------------------------------------------------------
     def _shell(self) -> Shell:
         rec = runstate.read_state(self.testbed.rundir)["hosts"][self.host]
@@ -161,10 +141,6 @@ class VagrantTestbed(CtlTestbed):
         observe = observe_args(record_period, trace_messages)
         plan = load_topology(topology_path, name=name)
         name = check_name(plan.name)
-        v6 = [s.name for s in plan.segments if s.subnet6 is not None]
-        if v6:  # the host agent adds IPv4 addresses only (agentnet.make_node)
-            raise TestbedError(f"network {v6[0]}: subnet6 (IPv6 addresses) is not supported "
-                               f"on the {backend} backend yet; use mininet or sim")
         try:
             placement.place(plan, backend)
         except placement.PlacementError as exc:

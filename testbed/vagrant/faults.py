@@ -39,6 +39,14 @@ def _counts(totals: dict[str, int], more: dict[str, Any]) -> None:
             totals[k] = totals.get(k, 0) + v
 
 
+def _ips(node: Any) -> list[str]:
+    """The addresses a node's traffic carries: each interface's IPv4 address unless its network
+    is IPv6-only, and its IPv6 one where the plan gives one (``faults.realise`` then writes
+    ip6tables rules for those, as on Mininet)."""
+    return [a for i in node.interfaces
+            for a in ([str(i.ip)] if i.ipv4 else []) + ([str(i.ip6)] if i.ip6 else [])]
+
+
 class FaultTable:
     """Faults of one testbed, driven by its supervisor's loop."""
 
@@ -178,7 +186,7 @@ class FaultTable:
         body = {"spec": f.spec.as_dict(), "fid": f.fid, "k": k, "seed": f.seed,
                 "queue": self.next_queue,
                 "nodes": {n.name: {"interfaces": [i.name for i in n.interfaces],
-                                   "ips": [str(i.ip) for i in n.interfaces],
+                                   "ips": _ips(n),
                                    "nids": list(n.nids)} for n in self.sup.plan.nodes}}
         self.next_queue += 1
         for host in self._involved(f.spec):
@@ -190,7 +198,7 @@ class FaultTable:
         sup = self.sup
         nodes = {n.name: NodeSite(
             name=n.name, ns_pid=0, interfaces=tuple(i.name for i in n.interfaces),
-            ips=tuple(str(i.ip) for i in n.interfaces), nids=tuple(n.nids),
+            ips=tuple(_ips(n)), nids=tuple(n.nids),
             ports={i.name: sup.guests.host_port(n.name, i.name) for i in n.interfaces
                    if n.name == f.spec.node}) for n in sup.plan.nodes}
         site = Site(nodes=nodes, fault_dir=str(sup.rdir))

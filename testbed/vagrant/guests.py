@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import names
-from testbed.vagrant import boxes, services
+from testbed.vagrant import boxes, rtbudget, services
 from testbed.vagrant import vagrantfile as vf
 from testbed.vagrant.hostset import HostRuntime
 from testbed.vagrant.placement import Host
@@ -154,7 +154,9 @@ class Guests:
                         mgmt_bridge=f"tb{self.hash}m0", mgmt_prefixlen=net.prefixlen,
                         mgmt_network=f"{self.prefix}mgmt", mgmt_cidr=str(net),
                         libvirt_driver="kvm" if services.kvm_usable() else "qemu",
-                        domain_prefix=self.prefix)
+                        domain_prefix=self.prefix,
+                        lxc_rt_us=rtbudget.guest_rt_us(len(guests))
+                        if self.provider == "lxc" else 0)
         return lay, guests
 
     def prepare(self) -> list[HostRuntime]:

@@ -126,8 +126,12 @@ class HostSet:
         seg_index = {s.name: i for i, s in enumerate(self.plan.segments)}
         ifaces = []
         for iface in node.interfaces:
-            spec = {"name": iface.name, "address": f"{iface.ip}/{iface.prefixlen}",
+            spec = {"name": iface.name,
                     "mtu": segs[iface.segment].mtu if iface.segment in segs else vxlan.ETH_MTU}
+            if iface.ipv4:  # an IPv6-only network's ``ip`` only numbers the host
+                spec["address"] = f"{iface.ip}/{iface.prefixlen}"
+            if iface.ip6 is not None:  # the segment's subnet6 (agentnet: no DAD)
+                spec["address6"] = f"{iface.ip6}/{iface.prefixlen6}"
             if host.kind == "guest":
                 spec["mac"] = host.macs[(node.name, iface.name)]
             else:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import names, runstate
-from testbed.vagrant import boxes, guests
+from testbed.vagrant import boxes, guests, rtbudget
 from testbed.vagrant import vagrantfile as vf
 
 
@@ -63,7 +63,8 @@ class Sandbox:
             gl = [vf.Guest(g, f"lntb-{h}-{g}", str(ips[9 + i]), (), vf.mac_for(h, i, 0xFF))
                   for i, g in enumerate(hosts)]
             lay = vf.Layout(name, "lxc", box, mgmt_bridge=bridge,
-                            mgmt_prefixlen=net.prefixlen)
+                            mgmt_prefixlen=net.prefixlen,
+                            lxc_rt_us=rtbudget.guest_rt_us(len(gl)))  # as guests.py
             vdir = rdir / "vagrant"
             vdir.mkdir(mode=0o700)
             (vdir / "Vagrantfile").write_text(vf.render(lay, gl))

@@ -11,7 +11,9 @@ goes in as wheels over SSH. Settings follow the measured notes
 * LXC: the management NIC sits on the testbed's own bridge with a fixed address
   (``ssh_ip_addr``: no DHCP, no lxc-net, no NAT) and a fixed MAC (measured: with LXC's
   random one, the host's ARP entry first learns a transient address and SSH waits ~45 s for
-  it to expire); ``uts.name`` instead of ``vm.hostname``;
+  it to expire); ``uts.name`` instead of ``vm.hostname``; a real-time budget for the
+  guest's cpu cgroup (``cgroup.cpu.rt_runtime_us``, sized by ``rtbudget.py``), so a timed
+  fault's interposer runs SCHED_FIFO there as on Mininet;
   every NIC through ``lxc.customize`` (vagrant-lxc's ``private_network`` needs pipework,
   which looks for LXC 4 cgroup names); the host-side veth of each segment NIC is named
   (``veth.pair``) so a link fault can take its carrier away;
@@ -60,6 +62,7 @@ class Layout:
     mgmt_cidr: str = ""     # libvirt network, e.g. 10.214.7.0/24
     libvirt_driver: str = "qemu"
     domain_prefix: str = ""
+    lxc_rt_us: int = 0      # LXC: each guest's cpu.rt_runtime_us (rtbudget.py); 0: none
 
 
 def mac_for(testbed_hash: str, guest_index: int, nic_index: int) -> str:
@@ -91,6 +94,8 @@ def _lxc(layout: Layout, g: Guest) -> list[str]:
               f'      lxc.customize "net.{k}.name", "eth{k}"',
               f"      lxc.customize \"net.{k}.hwaddr\", {_q(nic.mac)}",
               f"      lxc.customize \"net.{k}.veth.pair\", {_q(nic.host_name)}"]
+    if layout.lxc_rt_us > 0:  # a timed fault's interposer may run SCHED_FIFO (rtbudget.py)
+        c.append(f'      lxc.customize "cgroup.cpu.rt_runtime_us", "{layout.lxc_rt_us}"')
     return ["    m.vm.provider :lxc do |lxc|", *c, "    end"]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from nodes.dlc import commands as C
 from nodes.dlc.parse import parse
+from nodes.dlc.request import from_fields
 from testbed.plan import config_steps, load_topology, parse_topology, request
 from testbed.plan.verbs import ImportFile
 
@@ -53,7 +54,7 @@ def test_every_step_is_typed_and_round_trips(source: Path | str, tmp_path: Path)
             assert isinstance(step, C.Command) and "argv" not in req
             assert req["cmd"] == "dlc" and req["verb"] == step.verb
             fields = {k: v for k, v in req.items() if k not in ("cmd", "verb")}
-            assert C.from_fields(req["verb"], fields) == step  # the daemon's receipt
+            assert from_fields(req["verb"], fields) == step  # the daemon's receipt
             assert _parsed(step.argv()) == step  # rendering is lnetctl's words for it
             kinds.add(step.verb)
     if source == "extra":

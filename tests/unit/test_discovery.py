@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodes.lnet import discovery as dc
+from nodes.lnet import lpstate
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.hdr import LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL, MsgType
@@ -118,7 +119,8 @@ def test_first_put_waits_for_ping_then_push_and_peer_fills() -> None:
     c1 = fab.engines["c1"]
     peer = c1.peers.find_peer(S[0])
     assert peer is not None and [p.nid for p in peer.lpnis] == S[:2]
-    assert peer.state == dc.MULTI_RAIL | dc.DISCOVERED | dc.NIDS_UPTODATE  # 0x111 (§1.3)
+    assert peer.state == (lpstate.MULTI_RAIL | lpstate.DISCOVERED
+                          | lpstate.NIDS_UPTODATE)  # 0x111 (§1.3)
     view = c1.view("peer", verbose=3)["peer"][0]
     assert view["peer state"] == 273 and view["Multi-Rail"] is True
     # the push made s1 know c1's two NIDs too, without s1 ever pinging (dyn-055)
@@ -143,7 +145,7 @@ def test_discovery_disabled_still_one_ping_round() -> None:
     assert _final(fab, "c1", h) == ("ACK", 0)
     peer = c1.peers.find_peer(S[0])
     assert peer is not None and not peer.multi_rail and peer.nnis == 1
-    assert peer.state & dc.NO_DISCOVERY and peer.state & dc.DISCOVERED
+    assert peer.state & lpstate.NO_DISCOVERY and peer.state & lpstate.DISCOVERED
 
 
 def test_failed_discovery_fails_pending_messages() -> None:
@@ -157,8 +159,8 @@ def test_failed_discovery_fails_pending_messages() -> None:
     kind, status = _final(fab, "c1", h)
     assert status < 0 and kind == "SEND"
     peer = fab.engines["c1"].peers.find_peer(S[0])
-    assert peer is not None and peer.state & dc.REDISCOVER and peer.dc_error == status
-    assert not peer.state & dc.DISCOVERING and not peer.dc_pendq
+    assert peer is not None and peer.state & lpstate.REDISCOVER and peer.dc_error == status
+    assert not peer.state & lpstate.DISCOVERING and not peer.dc_pendq
 
 
 def test_consolidation_of_peers_learned_under_two_nids() -> None:
@@ -221,7 +223,7 @@ def test_configured_peer_discovered_on_first_use_dlc_wins() -> None:
     assert _final(fab, "c1", h) == ("ACK", 0)
     assert [p.nid for p in peer.lpnis] == [S[0], ghost, S[1]]  # S[1] learnt, ghost kept
     assert c1.peers.find_lpni(ghost).ns_status == DOWN  # type: ignore[union-attr]
-    want = dc.CONFIGURED | dc.MULTI_RAIL | dc.DISCOVERED | dc.NIDS_UPTODATE
+    want = lpstate.CONFIGURED | lpstate.MULTI_RAIL | lpstate.DISCOVERED | lpstate.NIDS_UPTODATE
     assert peer.state == want and dc.is_uptodate(c1.discovery, peer)
     n = len(_types(fab, "c1"))
     _put(fab, S[1])  # up to date now: at once
@@ -241,7 +243,7 @@ def test_configured_peer_with_discovery_off_waits_one_ping_round() -> None:
     assert _final(fab, "c1", h) == ("ACK", 0)
     peer = c1.peers.find_peer(S[0])
     assert peer is not None and [p.nid for p in peer.lpnis] == [S[0]] and peer.multi_rail
-    assert peer.state & dc.NO_DISCOVERY and dc.is_uptodate(c1.discovery, peer)
+    assert peer.state & lpstate.NO_DISCOVERY and dc.is_uptodate(c1.discovery, peer)
 
 
 def test_discovery_is_on_by_default_in_every_engine() -> None:
@@ -290,7 +292,7 @@ def test_clash_with_configured_peer_is_flagged() -> None:
     _put(fab, S[0])
     fab.run_until(2)
     peer = c1.peers.find_peer(S[0])
-    assert peer is not None and peer.state & dc.BAD_CONFIG and peer.clash_nids == [S[1]]
+    assert peer is not None and peer.state & lpstate.BAD_CONFIG and peer.clash_nids == [S[1]]
     assert c1.peers.find_peer(S[1]) is not peer
     assert any("dyn-060" in text for _, n, text in fab.log if n == "c1")
 
@@ -374,10 +376,10 @@ def test_router_discovery_entry_point() -> None:
     c1 = fab.engines["c1"]
     lpni = c1.peers.traffic_add(S[0], 8)
     acts = c1.discovery.start(lpni.peer, fab.now, force_ping=True, force_push=True, rtr_net=TCP)
-    assert lpni.peer.state & dc.RTR_DISCOVERY
+    assert lpni.peer.state & lpstate.RTR_DISCOVERY
     fab.apply("c1", acts)
     fab.run_until(fab.now + 1)
-    assert lpni.peer.state & dc.RTR_DISCOVERED and not lpni.peer.state & dc.RTR_DISCOVERY
+    assert lpni.peer.state & lpstate.RTR_DISCOVERED and not lpni.peer.state & lpstate.RTR_DISCOVERY
 
 
 # ---------------------------------------------------------------------------- the table
@@ -389,7 +391,7 @@ def test_every_state_input_pair_has_a_defined_outcome(state: int, inp: dc.Input)
     eng = _node(1, C)
     lpni = eng.peers.traffic_add(S[0], 8)
     peer = lpni.peer
-    peer.state = state & ~(dc.MARK_DELETED)
+    peer.state = state & ~(lpstate.MARK_DELETED)
     kw: dict[str, object] = {}
     if inp is dc.Input.PUSH_RX:
         kw["info"] = PingInfo(LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL, 12345, 5,
@@ -402,7 +404,7 @@ def test_every_state_input_pair_has_a_defined_outcome(state: int, inp: dc.Input)
         assert rc < 0
     else:
         assert isinstance(actions, list)
-    both = dc.PING_SENT | dc.PUSH_SENT
+    both = lpstate.PING_SENT | lpstate.PUSH_SENT
     assert peer.state & both != both or state & both == both  # never both from one step
     eng.dc.running = False
     eng.discovery.run_queue(0.0)  # whatever the state, the thread's loop terminates

@@ -61,6 +61,19 @@ def _segment(exts: list[Any], payload: bytes = b"", flags: str = "PA", seq: int 
     return bytes(pkt / TCP(sport=1023, dport=988, flags=flags, seq=seq, ack=5) / Raw(payload))
 
 
+def _hostile() -> dict[str, bytes]:
+    """Chains no walk may read past: too long, truncated (inside a header, inside the fixed
+    header), ESP, "no next header"."""
+    routed = _segment(CHAINS["routing"], b"x")
+    esp = bytearray(_segment([], b"x" * 40))
+    esp[6] = ip6ext.ESP
+    nothing = bytearray(_segment([IPv6ExtHdrDestOpt()], b""))
+    nothing[40] = ip6ext.NO_NEXT
+    return {"long": _segment([IPv6ExtHdrDestOpt() for _ in range(ip6ext.MAX_EXT + 1)], b"x"),
+            "truncated": routed[:50], "esp": bytes(esp), "no next": bytes(nothing),
+            "short": routed[:39]}
+
+
 def _interposer(kind: str, match: dict[str, Any], **params: Any) -> Interposer:
     return Interposer(InterposerSpec(kind=kind, params=parse_params(kind, params), seed=1,
                                      match=parse_match(match), queue=1,
@@ -74,8 +87,58 @@ def test_chain_is_walked_to_the_tcp_header_where_scapy_finds_it(name: str) -> No
     assert isinstance(chain, ip6ext.Chain), chain
     tcp_at = len(raw) - len(IPv6(raw)[TCP])
     assert (chain.proto, chain.off, chain.count) == (6, tcp_at, len(CHAINS[name]))
-    assert classify(raw) is not None and classify(raw).proto != "tcp"  # the fixed header alone
-    assert classify(ip6ext.strip(raw, chain)).proto == "tcp"
+    pkt = classify(raw)  # the walk inside the one classifier, offsets into the packet as is
+    assert pkt is not None and pkt.unclassified is None
+    assert (pkt.proto, pkt.tcp_off, pkt.l4_off) == ("tcp", tcp_at, tcp_at + 20)
+    assert (pkt.sport, pkt.dport, pkt.seq) == (1023, 988, 1000)
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_classify_peeks_the_put_behind_the_chain(name: str) -> None:
+    """``prefilter.classify`` itself reads the V4 PUT behind any chain: its type, NIDs and
+    portal, as on the same segment without extension headers."""
+    bare, behind = classify(_segment([], _put())), classify(_segment(CHAINS[name], _put()))
+    assert bare is not None and behind is not None
+    for pkt in (bare, behind):
+        assert (pkt.lnet_type, pkt.portal) == ("PUT", 52)
+    assert (behind.src_nid, behind.dst_nid) == (bare.src_nid, bare.dst_nid)
+    assert behind.src_nid is not None and behind.src_nid != behind.dst_nid
+
+
+def test_classify_hostile_chains_come_back_unclassified() -> None:
+    """Hostile input to the classifier directly: truncated chains, a chain longer than
+    MAX_EXT, ESP, "no next header", a fragment: one ``Pkt`` naming why (the interposer's
+    counter) with nothing past the fixed header read; a packet shorter than the fixed header
+    is None. Then 3,000 seeded random chains: never an exception, always bounded."""
+    import random
+
+    frag = bytes(IPv6(src="2001:db8:16::1", dst="2001:db8:16::2") / IPv6ExtHdrFragment(m=1)
+                 / TCP(sport=1023, dport=988) / Raw(_put()))
+    hostile = _hostile()
+    assert classify(hostile.pop("short")) is None
+    for name, raw in [*hostile.items(), ("fragment", frag)]:
+        pkt = classify(raw)
+        why = ip6ext.FRAGMENTED if name == "fragment" else ip6ext.UNREADABLE
+        assert pkt is not None and pkt.unclassified == why, (name, pkt)
+        assert (pkt.sport, pkt.dport, pkt.lnet_type) == (0, 0, None)
+    rng = random.Random(26)
+    heads = sorted(ip6ext.EXT_HEADERS | {6, 17, 58, ip6ext.NO_NEXT})
+    seen: set[str] = set()
+    for _ in range(3000):
+        body = bytearray(rng.randbytes(rng.randrange(0, 200)))
+        for k in range(0, len(body), 8):  # chains of extension headers, lengths at random
+            body[k] = rng.choice(heads)
+        raw = bytes(_segment([])[:6]) + bytes((rng.choice(heads),)) + bytes(33) + bytes(body)
+        pkt, chain = classify(raw), ip6ext.walk(raw)
+        assert pkt is not None
+        if raw[6] not in ip6ext.EXT_HEADERS:  # no chain: the fixed header names the protocol
+            assert pkt.unclassified is None and pkt.l4_off >= 40
+        elif isinstance(chain, str):
+            assert pkt.unclassified == chain
+        else:
+            assert pkt.unclassified is None and pkt.l4_off >= chain.off >= 48
+            seen.add(pkt.proto)
+    assert {"tcp", "udp"} <= seen, seen  # the fuzz reached upper-layer headers behind chains
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
@@ -104,16 +167,11 @@ def test_fragment_is_counted_and_not_classified() -> None:
 def test_hostile_chains_end_in_a_reason() -> None:
     """Truncated headers, a chain longer than MAX_EXT, ESP, "no next header": bounded walks,
     counted ``v6_unclassified`` by the interposer, the packet let through."""
-    long_chain = _segment([IPv6ExtHdrDestOpt() for _ in range(ip6ext.MAX_EXT + 1)], b"x")
-    routed = _segment(CHAINS["routing"], b"x")
-    esp = bytearray(_segment([], b"x" * 40))
-    esp[6] = ip6ext.ESP
-    nothing = bytearray(_segment([IPv6ExtHdrDestOpt()], b""))
-    nothing[40] = ip6ext.NO_NEXT
-    for raw in (long_chain, routed[:50], bytes(esp), bytes(nothing), routed[:39]):
+    hostile = _hostile()
+    for raw in hostile.values():
         assert ip6ext.walk(raw) == ip6ext.UNREADABLE
     ip = _interposer("loss", {"proto": "tcp"}, rate=1.0)
-    q = _Queued(long_chain)
+    q = _Queued(hostile["long"])
     ip.on_packet(q)
     assert q.verdict == "accept" and ip.snapshot()["v6_unclassified"] == 1
     assert ip6ext.walk(_segment([IPv6ExtHdrDestOpt() for _ in range(ip6ext.MAX_EXT)],

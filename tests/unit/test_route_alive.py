@@ -13,7 +13,6 @@ import itertools
 import pytest
 
 from nodes.lnet.actions import NotifyPeerDown, Transmit
-from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
 from nodes.lnet.faultrule import MSG_BITS, FaultAttr
@@ -25,6 +24,7 @@ from nodes.lnet.hdr import (
     WireHandle,
 )
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.lpstate import DISCOVERED, NIDS_UPTODATE
 from nodes.lnet.lpstate import ROUTER_ENABLED as LNET_PEER_ROUTER_ENABLED
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.rtrstate import MACHINES, RouterStateError, step

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from nodes.lnet.actions import MDEvent, MsgTrace, Transmit
-from nodes.lnet.discovery import DISCOVERED, NIDS_UPTODATE, PUSH_SENT
 from nodes.lnet.engine import LNetEngine
 from nodes.lnet.errors import EEXIST, EHOSTUNREACH, EINVAL, LNetConfigError
 from nodes.lnet.events import MessageReceived, PeerNotify, TxCompleted
@@ -22,6 +21,7 @@ from nodes.lnet.hdr import (
     WireHandle,
 )
 from nodes.lnet.hstatus import HStatus
+from nodes.lnet.lpstate import DISCOVERED, NIDS_UPTODATE, PUSH_SENT
 from nodes.lnet.nid import NID, Net
 from nodes.lnet.ping import LNET_PING_FEAT_RTE_DISABLED
 from nodes.lnet.router import ROUTING_ENABLED, ROUTING_STARTING

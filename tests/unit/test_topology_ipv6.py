@@ -34,8 +34,8 @@ def test_mixed_routed_topology_routes_across_families() -> None:
     plan = load_topology("mixed-v4v6-routed")
     c1, r1, s1 = plan.node("c1"), plan.node("r1"), plan.node("s1")
     assert r1.nids == ("2001:db8:16::2@tcp6", "10.40.0.1@tcp")
-    assert [(r.net, r.gateway) for r in c1.routes] == [("tcp", "2001:db8:16::2@tcp6")]
-    assert [(r.net, r.gateway) for r in s1.routes] == [("tcp6", "10.40.0.1@tcp")]
+    assert [(str(r.net), str(r.gateway)) for r in c1.routes] == [("tcp", "2001:db8:16::2@tcp6")]
+    assert [(str(r.net), str(r.gateway)) for r in s1.routes] == [("tcp6", "10.40.0.1@tcp")]
     assert local_steps(c1)[0] == C.LnetConfigure(large=True)
     assert local_steps(r1)[0] == C.LnetConfigure(large=True)
     assert local_steps(s1)[0] == C.LnetConfigure(large=False)  # no IPv6-only interface

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodes.lnd import framehead, wire
+from nodes.lnd import framehead, lnethdr, wire
 from nodes.lnd.connstate import ConnState, LocalProtocolError
 from nodes.lnd.framing import (
     ConnreqReceived,
@@ -49,7 +49,7 @@ HEADERS = [
 
 
 def test_put_header_exact_bytes() -> None:
-    b = wire.pack_hdr(_put())
+    b = lnethdr.pack_hdr(_put())
     assert len(b) == LNET_HDR_SIZE == 72
     assert b[0:8] == B.nid4.to_bytes(8, "little")
     assert b[0:8] == bytes([3, 1, 168, 192, 1, 0, 2, 0])  # 192.168.1.3, net (tcp=2, 1)
@@ -67,9 +67,9 @@ def test_put_header_exact_bytes() -> None:
 
 @pytest.mark.parametrize("hdr", HEADERS, ids=lambda h: h.type.name)
 def test_hdr_round_trip(hdr: LNetHdr) -> None:
-    b = wire.pack_hdr(hdr)
+    b = lnethdr.pack_hdr(hdr)
     assert len(b) == 72
-    assert wire.unpack_hdr(b) == hdr
+    assert lnethdr.unpack_hdr(b) == hdr
 
 
 @pytest.mark.parametrize("hdr", HEADERS, ids=lambda h: h.type.name)
@@ -79,7 +79,7 @@ def test_frame_head_is_ksock_msg_hdr_then_packed_lnet_hdr(hdr: LNetHdr) -> None:
     ``wire.pack_lnet_head`` builds it; the connection machine sends it."""
     payload = bytes(hdr.payload_length)
     head = framehead.pack_head(hdr)
-    assert head == struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + wire.pack_hdr(hdr)
+    assert head == struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + lnethdr.pack_hdr(hdr)
     assert head == wire.pack_lnet_head(hdr, payload)
     assert len(head) == wire.LNET_FRAME_HEAD == 96
     if hdr.type is not MsgType.HELLO:
@@ -89,7 +89,7 @@ def test_frame_head_is_ksock_msg_hdr_then_packed_lnet_hdr(hdr: LNetHdr) -> None:
 
 
 def test_union_padding_zero() -> None:
-    ack, _, get, reply, hello = (wire.pack_hdr(h) for h in HEADERS)
+    ack, _, get, reply, hello = (lnethdr.pack_hdr(h) for h in HEADERS)
     assert ack[60:] == bytes(12)
     assert get[68:] == bytes(4)
     assert reply[48:] == bytes(24)
@@ -103,16 +103,16 @@ def test_union_padding_zero() -> None:
 ])
 def test_unpack_hdr_rejects(mutate, what) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WireProtocolError) as ei:
-        wire.unpack_hdr(mutate(wire.pack_hdr(_put())))
+        lnethdr.unpack_hdr(mutate(lnethdr.pack_hdr(_put())))
     assert ei.value.hstatus == HStatus.REMOTE_ERROR, what
 
 
 @pytest.mark.parametrize("t", [MsgType.ACK, MsgType.GET])
 def test_ack_get_with_payload_rejected(t: MsgType) -> None:
-    b = bytearray(wire.pack_hdr(_put()))
+    b = bytearray(lnethdr.pack_hdr(_put()))
     b[24:32] = struct.pack("<II", t, 1)
     with pytest.raises(WireProtocolError):
-        wire.unpack_hdr(bytes(b))
+        lnethdr.unpack_hdr(bytes(b))
 
 
 def _hello(**kw: object) -> wire.KsockHello:
@@ -285,7 +285,7 @@ def test_buffer_is_bounded() -> None:
     big = LNetHdr(**{**{f.name: getattr(hdr, f.name) for f in fields(hdr)},
                      "payload_length": LNET_MTU})
     head = wire.pack_msg(wire.KsockMsg(wire.KSOCK_MSG_NOOP))
-    frame = struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + wire.pack_hdr(big)
+    frame = struct.pack("<IIQQ", wire.KSOCK_MSG_LNET, 0, 0, 0) + lnethdr.pack_hdr(big)
     conn.receive_data(head + frame + b"x" * 1000)
     assert len(conn._buf) <= wire.MAX_FRAME_SIZE
     evs = conn.receive_data(b"x" * (LNET_MTU - 1000) + head)

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from nodes.lnd import wire, wire6
+from nodes.lnd import lnethdr, wire, wire6
 from nodes.lnd.framing import ConnreqReceived, HelloReceived, KsockConnection, LNetMessageReceived
 from nodes.lnd.handshake import protocol
 from nodes.lnet.errors import WireProtocolError
@@ -68,7 +68,7 @@ def test_hdr_nid16_round_trip_and_size() -> None:
     for hdr in (_put(A, B, 100), _put(A, V4NID, 0)):
         data = wire6.pack_hdr(hdr)
         assert len(data) == wire6.LNET_HDR16_SIZE == 96
-        assert data[40:] == wire.pack_hdr(hdr)[16:]
+        assert data[40:] == lnethdr.pack_hdr(hdr)[16:]
         back = wire6.unpack_hdr(data)
         assert (back.src_nid, back.dest_nid) == (hdr.src_nid, hdr.dest_nid)
         assert (back.match_bits, back.payload_length, back.offset) == (0xABC, hdr.payload_length,

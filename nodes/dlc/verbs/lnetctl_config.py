@@ -100,7 +100,7 @@ async def _ip2nets(rt: NodeRuntime, block: Ip2netsBlock) -> Result:
             continue  # LUSTRE_CFG_RC_NO_MATCH is fine for one rule
         if rule.net in done:
             continue  # a second rule for a configured net changes nothing
-        cmd: C.Command = (C.NetDel(net=rule.net, interfaces=ifaces) if block.delete else
+        cmd: C.Command = (C.NetDel(net=add.net, interfaces=ifaces) if block.delete else
                           dataclasses.replace(add, ip2net=None, interfaces=ifaces))
         rc, out, err = await apply(rt, cmd)
         if rc:

@@ -141,14 +141,14 @@ def _net_steps(entries: Any, delete: bool) -> list[Step]:
     for i, net in enumerate(_seq(entries, "net")):
         name = _s(_key(net, "net type", f"net[{i}]"))
         try:
-            Net.parse(name)
+            typed = Net.parse(name)
         except LNetConfigError:
             raise _bad(f"net[{i}]: Invalid network ID '{clip(_s(name))}'") from None
         if name == "lo":
             continue
         nis = net.get("local NI(s)") or []
         if delete and not nis:
-            steps.append(C.NetDel(net=name))
+            steps.append(C.NetDel(net=typed))
         base = _tunables(net, {})  # tunables set directly in the net apply to its NIs
         for j, ni in enumerate(_seq(nis, f"net[{i}].local NI(s)")):
             where = f"net[{i}].local NI(s)[{j}]"
@@ -158,14 +158,14 @@ def _net_steps(entries: Any, delete: bool) -> list[Step]:
             if not ifaces:
                 raise _bad(f"{where}: no interfaces")
             if delete:
-                steps.append(C.NetDel(net=name, interfaces=ifaces))
+                steps.append(C.NetDel(net=typed, interfaces=ifaces))
                 continue
             kw = _tunables(ni, base)
             if not name.startswith("o2ib"):  # lnetctl ignores o2iblnd's keys elsewhere
                 kw.pop("lnd_tunables", None)
             cpt = _cpt(ni.get("CPT"), where)
             try:
-                steps.append(C.NetAdd(net=name, interfaces=ifaces, cpt=cpt, **kw))
+                steps.append(C.NetAdd(net=typed, interfaces=ifaces, cpt=cpt, **kw))
             except C.CommandError as e:
                 raise _bad(f"{where}: {str(e).split(': ', 2)[-1]}") from None
     return steps
@@ -181,7 +181,7 @@ def _ip2nets_steps(entries: Any, delete: bool) -> list[Step]:
             raise _bad("local NI(s)' not valid for ip2nets")
         net = _s(rule["net-spec"])
         try:
-            Net.parse(net)
+            typed = Net.parse(net)
         except LNetConfigError:
             raise _bad(f"Invalid network ID '{clip(_s(net))}'") from None
         ifaces = _values(rule.get("interfaces") or {}, f"ip2nets[{i}].interfaces")
@@ -189,7 +189,7 @@ def _ip2nets_steps(entries: Any, delete: bool) -> list[Step]:
         for text in ranges:
             parse_pattern(text)
         spec = net + (f"({','.join(ifaces)})" if ifaces else "")
-        add = C.NetAdd(net=net, ip2net=" ".join([spec, *ranges]),
+        add = C.NetAdd(net=typed, ip2net=" ".join([spec, *ranges]),
                        cpt=_cpt(rule.get("CPT"), f"ip2nets[{i}]"), **_tunables(rule, {}))
         rules.append((Rule(net, ifaces, ranges), add))
     return [Ip2netsBlock(tuple(rules), delete)] if rules else []
@@ -198,8 +198,11 @@ def _ip2nets_steps(entries: Any, delete: bool) -> list[Step]:
 def _route_steps(entries: Any, delete: bool) -> list[Step]:
     steps: list[Step] = []
     for i, r in enumerate(_seq(entries, "route")):
-        net, gw = _s(_key(r, "net", f"route[{i}]")), _s(_key(r, "gateway", f"route[{i}]"))
+        net_s, gw_s = _s(_key(r, "net", f"route[{i}]")), _s(_key(r, "gateway", f"route[{i}]"))
+        verb = (C.RouteDel if delete else C.RouteAdd).verb
         try:
+            net = C.parse_net_field(verb, "net", net_s)
+            gw = C.parse_nid_field(verb, "gateways", gw_s)
             if delete:
                 steps.append(C.RouteDel(net=net, gateways=(gw,)))
             else:
@@ -214,13 +217,16 @@ def _route_steps(entries: Any, delete: bool) -> list[Step]:
 def _peer_steps(entries: Any, delete: bool) -> list[Step]:
     steps: list[Step] = []
     for i, p in enumerate(_seq(entries, "peer")):
-        prim = _s(_key(p, "primary nid", f"peer[{i}]"))
+        prim_s = _s(_key(p, "primary nid", f"peer[{i}]"))
+        verb = (C.PeerDel if delete else C.PeerAdd).verb
         mr = p.get("Multi-Rail", True)
         if not isinstance(mr, bool):
             raise _bad(f"peer[{i}]: invalid MR flag param '{clip(_s(mr))}'")
-        listed = [_s(n.get("nid")) for n in _seq(p.get("peer ni") or [], f"peer[{i}].peer ni")
-                  if isinstance(n, dict) and n.get("nid") is not None]
+        listed_s = [_s(n.get("nid")) for n in _seq(p.get("peer ni") or [], f"peer[{i}].peer ni")
+                    if isinstance(n, dict) and n.get("nid") is not None]
         try:
+            prim = C.parse_nid_field(verb, "prim_nid", prim_s)
+            listed = [C.parse_nid_field(verb, "nids", n) for n in listed_s]
             if delete:
                 steps.append(C.PeerDel(prim_nid=prim, nids=tuple(listed)))
                 continue

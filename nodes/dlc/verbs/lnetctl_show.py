@@ -10,7 +10,8 @@ lnetctl's cYAML layout (``nodes/tools/yamlfmt.py``). A view that is empty prints
 from __future__ import annotations
 
 import errno as E
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from nodes.dlc import debuglog
 from nodes.dlc.cmdline import OPT, REQ, LongOpt, Stop, check_cmd, is_level, options, verbose_level
@@ -27,43 +28,40 @@ if TYPE_CHECKING:
 
 async def net_show(rt: NodeRuntime, args: list[str]) -> Result:
     check_cmd("net", "show", args, 0)
-    opts, _ = options("show", args, "n:v", (LongOpt("net", REQ, "n"),
-                                             LongOpt("verbose", OPT, "v")),
-                      help_of=("net", "show"), lookahead={"v": is_level})
-    net, level = None, 0
-    for o, v in opts:
-        if o == "n":
-            net = v
-        else:
-            level = verbose_level(v)
-    try:
-        doc = rt.engine.view("net", net=net, verbose=level)
-    except LNetConfigError as e:
-        return error("show", "net", e.errno, e.descr)
-    return 0, dump(doc) if doc["net"] else "", ""
+    return _show(rt, "net", "net", args, "n:v", (LongOpt("net", REQ, "n"),
+                                                LongOpt("verbose", OPT, "v")))
 
 
 async def peer_show(rt: NodeRuntime, args: list[str]) -> Result:
     check_cmd("peer", "show", args, 1)
-    opts, _ = options("show", args, "hn:v::", (LongOpt("help", 0, "h"), LongOpt("nid", REQ, "n"),
-                                               LongOpt("verbose", OPT, "v")),
-                      help_of=("peer", "show"), lookahead={"v": is_level})
-    nid, level = None, 0
+    # api-ni.c lnet_peer_ni_show_dump skips a peer whose primary NID is 0@lo (the node's own
+    # peer that `discover 0@lo` leaves while only the loopback NI exists); `export` reads this
+    return _show(rt, "peer", "nid", args, "hn:v::",
+                 (LongOpt("help", 0, "h"), LongOpt("nid", REQ, "n"), LongOpt("verbose", OPT, "v")),
+                 keep=lambda p: p["primary nid"] != "0@lo")
+
+
+def _show(rt: NodeRuntime, obj: str, key: str, args: list[str], short: str,
+          longs: tuple[LongOpt, ...], keep: Callable[[Any], bool] | None = None) -> Result:
+    """``jt_show_net``/``jt_show_peer``: ``-n`` names one ``key`` (net, NID), ``-v [N]`` the
+    level; the engine's view of ``obj``, the entries ``keep`` says, printed unless empty."""
+    opts, _ = options("show", args, short, longs, help_of=(obj, "show"),
+                      lookahead={"v": is_level})
+    name, level = None, 0
     for o, v in opts:
         if o == "h":
             return 0, "", ""  # jt_show_peer has no case for it: default, return 0
         if o == "n":
-            nid = v
+            name = v
         else:
             level = verbose_level(v)
     try:
-        doc = rt.engine.view("peer", nid=nid, verbose=level)
+        doc = rt.engine.view(obj, **{key: name}, verbose=level)
     except LNetConfigError as e:
-        return error("show", "peer", e.errno, e.descr)
-    # api-ni.c lnet_peer_ni_show_dump skips a peer whose primary NID is 0@lo (the node's own
-    # peer that `discover 0@lo` leaves while only the loopback NI exists); `export` reads this
-    doc["peer"] = [p for p in doc["peer"] if p["primary nid"] != "0@lo"]
-    return 0, dump(doc) if doc["peer"] else "", ""
+        return error("show", obj, e.errno, e.descr)
+    if keep is not None:
+        doc[obj] = [entry for entry in doc[obj] if keep(entry)]  # type: ignore[attr-defined]
+    return 0, dump(doc) if doc[obj] else "", ""
 
 
 async def peer_list(rt: NodeRuntime, args: list[str]) -> Result:
