@@ -24,6 +24,9 @@ requests, and this module does the rest:
   asked for it has left; ``should_stop`` is polled at each tick (a flag a signal handler set).
 
 Handlers may be plain functions or coroutine functions (the sim server's node verbs).
+The loop itself (sockets read, a task per request or one at a time, the tick, the stop) is
+``nodes/daemon/ctlloop.py`` ``ServeLoop``, the node daemon's too; this module is what a
+testbed's ``ctl.sock`` adds: its path and mode, ``ctlproto``'s checks, the handler table.
 """
 
 from __future__ import annotations
@@ -37,10 +40,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import zmq
 import zmq.asyncio
 
-from nodes.daemon.clientwatch import ClientWatch, ClosedClients, source_fd
+from nodes.daemon.ctlloop import ServeLoop, router
 from nodes.echo import shown
 from testbed import ctlproto, runstate
 
@@ -48,21 +50,11 @@ Reply = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
 #: Longest wait (seconds) between two ticks while no request arrives.
 IDLE_WAIT = 0.5
-#: What a reply gets after ``stop`` before the socket closes (seconds).
-LINGER_AFTER_STOP = 0.05
 
 
 def one_line(text: str) -> str:
     """An error reply's text on one line (a handler's message may hold newlines)."""
     return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
-
-
-def _plain(sock: zmq.asyncio.Socket) -> zmq.Socket[bytes]:
-    """A blocking socket over ``sock``'s (``ClosedClients`` drains its monitor without
-    waiting, which an asyncio socket cannot do), with a context to make that monitor in."""
-    plain: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
-    plain.context = zmq.Context.shadow(sock.context.underlying)
-    return plain
 
 
 class CtlServer:
@@ -81,11 +73,14 @@ class CtlServer:
         self.should_stop = should_stop
         self.after = after
         self.refusals: tuple[type[BaseException], ...] = (ctlproto.RequestError, *refusals)
-        self.skipped = 0  # requests not served: their client went away before their turn
         self._stop: asyncio.Event | None = None
         self._stop_early = False
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.watch: ClientWatch | None = None
+        self.loop: ServeLoop | None = None  # (while serving)
+
+    @property
+    def skipped(self) -> int:
+        """Requests not served: their client went away before their turn (serial)."""
+        return self.loop.skipped if self.loop is not None else 0
 
     def stop(self) -> None:
         """End the loop once the current reply has left (a ``down`` handler, a signal)."""
@@ -121,9 +116,9 @@ class CtlServer:
             self.after()
         return reply
 
-    async def _reply(self, sock: zmq.asyncio.Socket, frames: list[Any]) -> None:
+    async def _reply(self, frames: list[Any]) -> list[bytes]:
         reply = await self.answer(frames[-1].bytes)
-        await sock.send_multipart([*(f.bytes for f in frames[:-1]), json.dumps(reply).encode()])
+        return [*(f.bytes for f in frames[:-1]), json.dumps(reply).encode()]
 
     def _wait(self) -> float:
         """Run the tick; how long to wait for a request before the next one."""
@@ -132,58 +127,22 @@ class CtlServer:
         return max(0.0, min(IDLE_WAIT, self.tick()))
 
     async def serve(self) -> None:
-        """Serve until :meth:`stop` or ``should_stop``."""
+        """Serve until :meth:`stop` or ``should_stop`` (``ServeLoop``)."""
         self._stop = asyncio.Event()
         if self._stop_early:
             self._stop.set()
         ctx = zmq.asyncio.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.MAXMSGSIZE, ctlproto.MAX_FRAME_BYTES)  # larger: dropped unread
+        sock = router(ctx, linger=1000, max_frame=ctlproto.MAX_FRAME_BYTES)
         ctl = runstate.ctl_sock(self.rdir)
-        closed: ClosedClients | None = None
-        if self.concurrent:
-            self.watch = ClientWatch(sock)  # a client that goes away cancels its request
-        else:  # gone before its turn: not served (a plain socket over the same one)
-            closed = ClosedClients(_plain(sock))
+        # serial: gone before its turn, not served; concurrent: a client that goes away
+        # cancels its request
+        self.loop = ServeLoop([sock], self._reply, stop=self._stop, stopping=self.stopping,
+                              tick=self._wait, serial=not self.concurrent)
         sock.bind(f"ipc://{ctl}")
         os.chmod(ctl, 0o600)
-        if self.watch is not None:
-            self.watch.start()
         try:
-            while not self.stopping():
-                wait = self._wait()
-                if self.stopping():
-                    break
-                poll = asyncio.ensure_future(sock.poll(int(wait * 1000)))
-                stop = asyncio.ensure_future(self._stop.wait())
-                await asyncio.wait({poll, stop}, return_when=asyncio.FIRST_COMPLETED)
-                stop.cancel()
-                if not poll.done():
-                    poll.cancel()
-                    break
-                if not poll.result():
-                    continue
-                frames = await sock.recv_multipart(copy=False)
-                if closed is not None:
-                    if closed.gone(source_fd(frames)):
-                        self.skipped += 1
-                        continue
-                    await self._reply(sock, frames)
-                    continue
-                task = asyncio.ensure_future(self._reply(sock, frames))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-                assert self.watch is not None
-                self.watch.track(source_fd(frames), task)
-            await asyncio.sleep(LINGER_AFTER_STOP)  # let the last reply leave
+            await self.loop.serve()
         finally:
-            for task in list(self._tasks):
-                task.cancel()
-            if self.watch is not None:
-                self.watch.close()
-            if closed is not None:
-                closed.close()
             sock.close(linger=1000)
             ctx.term()
 

@@ -10,8 +10,12 @@ to the backend's part, which only applies an activation's resources (``apply(f, 
 undoes them (``revert(f, k)``); a transition that raises marks the fault failed and calls the
 backend's ``fail(f)``, which undoes what the fault left. The backends' managers: Mininet's
 ``testbed/mininet/faultctl.py`` (resources in the node's namespace), vagrant/hosts'
-``testbed/vagrant/faults.py`` (through each host's agent). The simulator's
-(``testbed/sim/netfaults.py``) still runs its own per-fault tick on the virtual clock."""
+``testbed/vagrant/faults.py`` (through each host's agent), and the simulator's
+``testbed/sim/netfaults.py`` (the fabric's rules and links, on the virtual clock: it runs
+one fault's transitions at a time, :meth:`FaultBook.advance`, each at that fault's own
+deadline on the fabric's queue, so applies and undoes keep their order among the fabric's
+other events; a fault without a seed gets one derived from the testbed's seed and its id,
+``draw``, so a replay is exact)."""
 
 from __future__ import annotations
 
@@ -78,10 +82,17 @@ class FaultBook:
     ``apply``, ``revert`` and ``fail``."""
 
     def __init__(self, apply: Transition, revert: Transition,
-                 fail: Callable[[FaultRecord], None]) -> None:
+                 fail: Callable[[FaultRecord], None],
+                 draw: Callable[[str], int] | None = None, quiet: bool = False) -> None:
         self.faults: dict[str, FaultRecord] = {}
         self.next_id = 1
         self.apply, self.revert, self.fail = apply, revert, fail
+        #: a failed transition's traceback not printed (the simulator: a fault that fails
+        #: is an event of its log, ``fault_failed``; explore's swarms fail some on purpose)
+        self.quiet = quiet
+        #: the seed of a fault (by id) that has none: drawn at random unless given
+        self.draw = draw if draw is not None else \
+            (lambda _fid: random.SystemRandom().randrange(2**31))
 
     def create(self, spec: FaultSpec, now: float,
                seed: int | None = None) -> FaultRecord | str:
@@ -89,11 +100,10 @@ class FaultBook:
         ``seed``, else the spec's, else drawn (and recorded in the fault's events)."""
         if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
             return f"a fault named {spec.name} exists"
-        if seed is None:
-            seed = spec.seed if spec.seed is not None else \
-                random.SystemRandom().randrange(2**31)
         fid = f"f{self.next_id}"
         self.next_id += 1
+        if seed is None:
+            seed = spec.seed if spec.seed is not None else self.draw(fid)
         fault = self.faults[fid] = FaultRecord(fid, spec, seed, now)
         return fault
 
@@ -109,17 +119,23 @@ class FaultBook:
         return min(times, default=None)
 
     def tick(self, now: float) -> None:
-        """Every fault's due transitions up to ``now``, in order; one that raises fails its
-        fault (the process goes on: a fault's failure must not stop the testbed)."""
+        """Every fault's due transitions up to ``now``, in order (:meth:`advance`)."""
         for f in list(self.faults.values()):
-            if f.error:
-                continue
-            try:
-                for what, k in f.timeline.due(now):
-                    (self.apply if what == "apply" else self.revert)(f, k)
-                    if f.state == "failed":  # (the backend's part set ``error``)
-                        break
-            except Exception as exc:
+            self.advance(f, now)
+
+    def advance(self, f: FaultRecord, now: float) -> None:
+        """The one fault-manager tick of one fault: its due transitions up to ``now``, in
+        order, each handed to the backend's part; one that raises fails the fault (the
+        process goes on: a fault's failure must not stop the testbed)."""
+        if f.error:
+            return
+        try:
+            for what, k in f.timeline.due(now):
+                (self.apply if what == "apply" else self.revert)(f, k)
+                if f.state == "failed":  # (the backend's part set ``error``)
+                    break
+        except Exception as exc:
+            if not self.quiet:
                 traceback.print_exc()
-                f.error = f"{type(exc).__name__}: {exc}"
-                self.fail(f)
+            f.error = f"{type(exc).__name__}: {exc}"
+            self.fail(f)

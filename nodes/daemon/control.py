@@ -4,6 +4,8 @@ Theory of operation: a ROUTER socket on ``ipc://<rundir>/nodes/<node>.sock``; ev
 handled in its own task (a long ``lnetctl ping`` does not block ``net show``) and answered with
 exactly one reply. Malformed requests get ``{"ok": false, "error": ...}``; nothing a client
 sends can stop the daemon except the ``shutdown`` verb. Never pickle (pyzmq's own advice).
+The loop is the one every control socket of the project runs (``ctlloop.py`` ``ServeLoop``,
+a testbed's ``ctl.sock`` too); this module is the daemon's request check and its verbs.
 
 Networked control (a node in a VM, a container or on another host, testbed/vagrant/): a second
 ROUTER on ``tcp://ADDR:PORT`` with CURVE (:class:`CurveServer`): the daemon is a CURVE server
@@ -29,7 +31,7 @@ import zmq
 import zmq.asyncio
 
 from nodes.burst import MAX_INFLIGHT, Burst, burst_args
-from nodes.daemon.clientwatch import ClientWatch, source_fd
+from nodes.daemon.ctlloop import ServeLoop, router
 from nodes.daemon.eventlog import EventLog
 from nodes.daemon.runtime import NodeRuntime
 from nodes.limits import MAX_REQUEST_BYTES
@@ -121,18 +123,15 @@ class ControlServer:
         self.frontend = frontend
         self.node = node
         self.ctx = zmq.asyncio.Context()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
         # a frame past this is dropped by ZeroMQ itself, never buffered whole (issue 11)
-        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * MAX_REQUEST_BYTES)
+        self.sock = router(self.ctx, linger=0, max_frame=4 * MAX_REQUEST_BYTES)
         self.sock.bind(f"ipc://{sock_path}")
         self.socks = [self.sock]
         self.auth: Any = None
         if curve is not None:
             self.socks.append(self._bind_curve(curve))
         self.stopping = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.watches: list[ClientWatch] = []
+        self.loop: ServeLoop | None = None  # (while serving)
         # health notices and workload events -> events.jsonl (hlth-lnt-udev, issue 16)
         self.events = EventLog.from_env(node)
         if self.events is not None:
@@ -145,8 +144,7 @@ class ControlServer:
         self.auth = AsyncioAuthenticator(self.ctx)
         self.auth.start()
         self.auth.configure_curve(domain=ZAP_DOMAIN, location=str(curve.clients_dir))
-        sock = self.ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
+        sock = router(self.ctx, linger=0)
         sock.curve_server = True
         sock.curve_publickey = curve.public_key
         sock.curve_secretkey = curve.secret_key
@@ -157,36 +155,17 @@ class ControlServer:
         return sock
 
     async def serve(self) -> None:
-        # a client that goes away cancels its requests (nodes/daemon/clientwatch.py)
-        watches = {s: ClientWatch(s) for s in self.socks}
-        for w in watches.values():
-            w.start()
-        self.watches = list(watches.values())
-        recvs = {asyncio.ensure_future(s.recv_multipart(copy=False)): s for s in self.socks}
-        stop = asyncio.ensure_future(self.stopping.wait())
-        try:
-            while not self.stopping.is_set():
-                done, _ = await asyncio.wait({*recvs, stop},
-                                             return_when=asyncio.FIRST_COMPLETED)
-                for recv in [r for r in recvs if r in done]:
-                    sock = recvs.pop(recv)
-                    frames = recv.result()
-                    task = asyncio.create_task(self._handle([f.bytes for f in frames], sock))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
-                    watches[sock].track(source_fd(frames), task)
-                    recvs[asyncio.ensure_future(sock.recv_multipart(copy=False))] = sock
-        finally:
-            for fut in (*recvs, stop):
-                fut.cancel()
-            for w in watches.values():
-                w.close()
+        """Serve every socket until ``shutdown`` or a signal (``ServeLoop``: a request per
+        task; a client that goes away cancels its requests, nodes/daemon/clientwatch.py)."""
+        self.loop = ServeLoop(self.socks, self._handle, stop=self.stopping)
+        await self.loop.serve()
 
-    async def _handle(self, frames: list[bytes], sock: zmq.asyncio.Socket | None = None
-                      ) -> None:
+    async def _handle(self, frames: list[Any]) -> list[bytes] | None:
+        """One request's frames -> its reply's (None: not a REQ envelope, nothing to
+        answer to); bounded before any parsing, every refusal one line."""
         if len(frames) < 3:
-            return  # not a REQ envelope: nothing to answer to
-        ident, body = frames[0], frames[-1]
+            return None
+        ident, body = frames[0].bytes, frames[-1].bytes
         try:
             if len(body) > MAX_REQUEST_BYTES:  # checked before any parsing (issue 11 item 2)
                 raise ValueError(f"request of {len(body)} bytes is larger than "
@@ -203,7 +182,7 @@ class ControlServer:
         except Exception as e:
             log.exception("request failed")
             reply = {"ok": False, "error": f"internal error: {e!r}"}
-        await (sock or self.sock).send_multipart([ident, b"", json.dumps(reply).encode()])
+        return [ident, b"", json.dumps(reply).encode()]
 
     async def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req["cmd"]
@@ -321,8 +300,6 @@ class ControlServer:
             self.events.write(kind, fields)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
         if self.auth is not None:
             self.auth.stop()
         for sock in self.socks:

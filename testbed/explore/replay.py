@@ -200,7 +200,7 @@ class Replay:
         self._start(run, dst, size)
         if k + 1 < count:
             fab = self.tb.fabric
-            fab._at(fab.now + every,  # the fabric's own queue: deterministic order
+            fab.at(fab.now + every,  # the fabric's own queue: deterministic order
                     lambda: self._sim_op(run, dst, every, count, size, k + 1))
 
     def _wall_stream(self, run: StreamRun, every: float, count: int, size: int) -> None:

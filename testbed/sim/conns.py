@@ -1,7 +1,7 @@
 """The socklnd's connections on the in-memory fabric: which (node, NI, peer NI) pairs are
 connected, and what LNet hears when one comes up or goes (``lnet_notify``).
 
-Theory of operation: a pair is connected at its first delivery (``Fabric._deliver`` calls
+Theory of operation: a pair is connected at its first delivery (``Fabric.deliver`` calls
 ``conn_up``: the "connection up" lines the daemon logs, ``socktables.py``); the accepting end
 is in ``passive``, since a socklnd connection carries both ways (``established``). A pair's
 end is told to its engine as ``PeerNotify`` (``notify``; ``reset`` when the peer's incarnation
@@ -39,7 +39,7 @@ class Conns:
         self.passive: set[tuple[str, NID, NID]] = set()
         self.conn_cbs: dict[tuple[str, NID, NID], int] = {}  # pairs made by their node: when
         #: peers' connections to a killed node: reset (not refused) on their next use
-        self._reset_pending: set[tuple[str, NID, NID]] = set()
+        self.reset_pending: set[tuple[str, NID, NID]] = set()
         self._seen_inc: dict[tuple[str, NID], int] = {}  # (node, peer NID) -> incarnation
 
     def forget(self, name: str) -> None:
@@ -66,13 +66,13 @@ class Conns:
     def hang_up(self, name: str, gone: set[NID], whole: bool, after: float = 1.0) -> None:
         """Node ``name``'s kernel closed its sockets of NIDs ``gone`` (``whole``: every one;
         its process was killed) or its socklnd those of deleted NIs: each peer gets a FIN. A
-        peer's tx before it reads it is reset (LOCAL_ERROR, ``_fail``), else it reads EOF
+        peer's tx before it reads it is reset (LOCAL_ERROR, ``fail``), else it reads EOF
         ``after`` latencies later (``_eof``): the FIN's flight when the socklnd closed them
         (``ksocknal_shutdown`` before LNet pushes the NI's removal, which arrives after it),
         2.5 after a kill (the round trip of a tx that meets the dead host, as on Mininet)."""
         closing = sorted((c for c in self.connected if c[2] in gone and c[0] != name),
                          key=lambda c: (c[0], str(c[1]), str(c[2])))
-        self._reset_pending |= set(closing)
+        self.reset_pending |= set(closing)
         self.connected = {c for c in self.connected if c[2] not in gone and
                           not (c[0] == name and (whole or c[1] in gone))}
         self.passive = {c for c in self.passive if c[2] not in gone and
@@ -85,14 +85,14 @@ class Conns:
         """The peer read EOF on ``key`` (node, NI, peer NI), unless a tx met the reset first:
         ksocklnd closes it with a clean EOF's error (``errmap.close_error``: 0, LU-20023), so
         LNet is not told the peer NI died; its next send connects and is refused."""
-        if key in self._reset_pending:
-            self._reset_pending.discard(key)
+        if key in self.reset_pending:
+            self.reset_pending.discard(key)
             if key[0] in self.engines:
                 self.fab.log.append((self.sched.now, key[0],
                                      f"socklnd: connection {key[1]} -> {key[2]} "
                                      "down: peer closed the connection"))
                 if errmap.close_error(None) != 0:
-                    self.connected.add(key)  # (so that _notify reports it closed)
+                    self.connected.add(key)  # (so that notify reports it closed)
                     self.notify(key[0], key[1], key[2], False)
 
     def conns_per_peer(self, name: str, ni: NID) -> int:

@@ -101,9 +101,9 @@ class Fabric:
         self.changed, self.link, self.set_latency = links.changed, links.link, \
             links.set_latency
         #: the timeline (``tracked``: every engine change reaches a driver, flush or refresh)
-        self.sched = sched = Scheduler(self.engines, self.drivers, self._deliver,
+        self.sched = sched = Scheduler(self.engines, self.drivers, self.deliver,
                                        tracked=tracked)
-        self._records = sched.compact_log()  # the event-log store (appended, never rebound)
+        self.records = sched.compact_log()  # the event-log store (appended, never rebound)
         self.conns = conns = Conns(self, sched, self.engines)  # the socklnd's connections
         self.paths = paths = Paths(self, sched, conns, self.owner, self.engines)
         links.verdict = paths.path_error
@@ -116,7 +116,7 @@ class Fabric:
         #: active fault activations (``netfaults.Rule``), set by ``SimFaults``
         self.rules: list[Rule] = []
         # the parts' members, bound once (a call costs no extra frame)
-        self._at, self._at_deliver, self.touch = sched.at, sched.at_deliver, sched.touch
+        self.at, self.at_deliver, self.touch = sched.at, sched.at_deliver, sched.touch
         self.step, self.run_until, self.run_guarded = sched.step, sched.run_until, \
             sched.run_guarded
         self.next_time, self.stamp, self.compact_log = sched.next_time, sched.stamp, \
@@ -129,8 +129,8 @@ class Fabric:
             paths.held
         self.conns_per_peer, self.add_interface = conns.conns_per_peer, paths.add_interface
         self.set_link, self.revive = paths.set_link, paths.revive
-        self._fail_at, self._lost = paths._fail_at, paths._lost
-        self._notify, self._peer_down = conns.notify, conns.peer_down
+        self.fail_at, self.lost = paths.fail_at, paths.lost
+        self.notify, self.peer_down = conns.notify, conns.peer_down
         #: keep every MD event per node and every Transmit (tests read them); a long-lived
         #: server turns it off and flushes ``event_log``/``log`` to files instead
         self.keep_history = True
@@ -140,9 +140,9 @@ class Fabric:
         self.log: list[tuple[float, str, str]] = []
         self.transmits: list[tuple[float, str, Transmit]] = []
         self.hold = False  # when true, transmissions are queued but never delivered
-        self._sending: tuple[Transmit | None, Any] = (None, None)  # _send's decision
+        self._sending: tuple[Transmit | None, Any] = (None, None)  # send's decision
         #: a test's hand on the wire: given each message sent (after its ``send`` record),
-        #: returns the one to carry, or None if it disposed of it (dropped, failed on _at)
+        #: returns the one to carry, or None if it disposed of it (dropped, failed on at)
         self.interpose: Callable[[str, Transmit], Transmit | None] | None = None
         self.o2ib = O2ibSim(self)  # the o2iblnd of nodes with o2ib NIs
 
@@ -248,11 +248,11 @@ class Fabric:
 
     def record(self, kind: str, node: str, /, **fields: Any) -> None:
         """Append ``{"t", "kind", "node", **fields}`` to ``event_log`` (events.jsonl schema)."""
-        self._records.append({"t": self.stamp(), "kind": kind, "node": node, **fields})
+        self.records.append({"t": self.stamp(), "kind": kind, "node": node, **fields})
 
     def record_global(self, kind: str, /, **fields: Any) -> None:
         """An event of the testbed, not of one node (faults): ``{"t", "kind", ...}``."""
-        self._records.append({"t": self.stamp(), "kind": kind, **fields})
+        self.records.append({"t": self.stamp(), "kind": kind, **fields})
 
     def flush(self, name: str) -> None:
         """After direct engine calls (a verb's DLC call): node ``name``'s health notices go
@@ -272,7 +272,7 @@ class Fabric:
         """Run an engine API call on node ``name`` now; returns the call's value if any."""
         return self.drivers[name].run(fn, *args, **kw)
 
-    def _send(self, name: str, act: Transmit) -> None:
+    def send(self, name: str, act: Transmit) -> None:
         if self.keep_transmits and self.keep_history:
             self.transmits.append((self.sched.now, name, act))
         links = self.links
@@ -281,7 +281,7 @@ class Fabric:
             link = links.link(act.ni, act.lpni)
         hdr = act.hdr
         src, dst = hdr.src_nid, hdr.dest_nid
-        self._records.append((  # ``record``'s fields, compact (sched.py ``as_event``)
+        self.records.append((  # ``record``'s fields, compact (sched.py ``as_event``)
             "send", self.stamp(), name, act.tx_id, _TYPE_NAME[hdr.type], link.ni_text,
             link.lpni_text,
             # (unrouted, the header's NIDs are the pair's own objects: their text is cached)
@@ -294,50 +294,50 @@ class Fabric:
             act = carried
         if act.ni.net.lnd == O2IBLND:  # o2iblnd's own connections (o2ibsim.py)
             return self.o2ib.transmit(name, act)
-        self._sending = (act, link)  # (``_transmit`` need not decide the pair again)
+        self._sending = (act, link)  # (``transmit`` need not decide the pair again)
         if self.rules:  # faults active (netfaults.py)
             transmit_ruled(self, name, act)
         else:
-            self._transmit(name, act)
+            self.transmit(name, act)
 
-    def _md(self, name: str, ev: MDEvent) -> None:
+    def md_event(self, name: str, ev: MDEvent) -> None:
         if self.keep_history:
             self.events[name].append(ev)
-        self._records.append(("md", self.stamp(), name, ev.handle, ev.kind, ev.status,
-                              ev.unlinked))
+        self.records.append(("md", self.stamp(), name, ev.handle, ev.kind, ev.status,
+                             ev.unlinked))
 
-    def _fail(self, name: str, act: Transmit, rc: int,
-              hstatus: HStatus | None = None) -> None:
+    def fail(self, name: str, act: Transmit, rc: int,
+             hstatus: HStatus | None = None) -> None:
         """The tx fails as the socklnd fails it: ``rc`` and, unless given, the hstatus
         ``ksocknal_connect``/``ksocknal_txlist_done`` give that errno (errmap.py)."""
         if name not in self.engines:
             return  # the sender itself is gone (killed)
         key = (name, act.ni, act.lpni)
         conns = self.conns
-        if hstatus is None and rc == -ECONNREFUSED and key in conns._reset_pending:
-            conns._reset_pending.discard(key)
+        if hstatus is None and rc == -ECONNREFUSED and key in conns.reset_pending:
+            conns.reset_pending.discard(key)
             rc, hstatus = errmap.FAILURES["conn_closed"]  # reset by the dead peer's kernel
-            conns.connected.add(key)  # (so that _notify reports it closed)
-        self._notify(name, act.ni, act.lpni, False)
+            conns.connected.add(key)  # (so that notify reports it closed)
+        self.notify(name, act.ni, act.lpni, False)
         if hstatus is None:
             rc, hstatus = errmap.connect_failure(rc)
-        self._complete(name, act.tx_id, rc, hstatus)
+        self.complete(name, act.tx_id, rc, hstatus)
 
-    def _complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
+    def complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
         engine = self.engines.get(name)
         if engine is None:
             return
-        self._records.append(("tx_done", self.stamp(), name, tx_id, rc, _HS_NAME[hstatus]))
+        self.records.append(("tx_done", self.stamp(), name, tx_id, rc, _HS_NAME[hstatus]))
         self.apply(name, engine.handle(TxCompleted(tx_id=tx_id, rc=rc, hstatus=hstatus),
                                        self.sched.now))
 
-    def _transmit(self, name: str, act: Transmit) -> None:
+    def transmit(self, name: str, act: Transmit) -> None:
         sending = self._sending
         link = sending[1] if sending[0] is act else self.link(act.ni, act.lpni)
         delay = link.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
         rc = link.rc
         if rc in UNANSWERED:  # nobody answers: known only later (paths.py)
-            self.paths._unanswered(name, act, rc, delay)
+            self.paths.unanswered(name, act, rc, delay)
             return
         now = self.sched.now
         if rc:  # -ENETDOWN fails at once (dead interface), no route after the latency...
@@ -346,32 +346,32 @@ class Fabric:
                     and paths.routed_pair(act):
                 paths.held(name, act, delay)  # ...but on a conn the host has no route for: held
             else:
-                paths._fail_at(now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
+                paths.fail_at(now + (0.0 if rc == -ENETDOWN else delay), name, act, rc)
             return
         if not self.hold:  # (held: queued for ever) the pair's decision goes with it
             self.sched.at_deliver(now + delay, name, act, link)
 
-    def _deliver(self, name: str, act: Transmit, link: Link | None = None) -> None:
+    def deliver(self, name: str, act: Transmit, link: Link | None = None) -> None:
         """``act`` arrives (``link``: the pair's decision made at send time, unless since
         stale), or fails as the path now says."""
         if link is None or link.version != self.links.version:
             link = self.links.link(act.ni, act.lpni)
         paths = self.paths
         if link.rc in UNANSWERED:  # the peer stopped answering in flight (paths.py)
-            paths._unanswered(name, act, link.rc, 0.0)
+            paths.unanswered(name, act, link.rc, 0.0)
             return
         if link.rc:  # a link went down in flight: the conn closed under the tx
-            self._fail(name, act, link.rc)
+            self.fail(name, act, link.rc)
             return
         if name not in self.engines:
             return  # the sender died with the message on the wire: nobody to complete
         dst = link.dst
         assert dst is not None  # rc 0: owned
-        if paths._stalled:  # a write got through: the connection is not stuck
-            paths._stalled.discard((name, act.ni, act.lpni))
+        if paths.stalled:  # a write got through: the connection is not stuck
+            paths.stalled.discard((name, act.ni, act.lpni))
         conns = self.conns
         if (name, act.ni, act.lpni) not in conns.connected:  # a connection comes up
-            conns._reset_pending.discard((name, act.ni, act.lpni))
+            conns.reset_pending.discard((name, act.ni, act.lpni))
             conns.notify(name, act.ni, act.lpni, True,
                          conns.incarnation_changed(name, act.lpni, dst))
             if conns.incarnation_changed(dst, act.ni, name):  # the passive side's hello
@@ -381,16 +381,16 @@ class Fabric:
         if (hdr.src_nid.size or hdr.dest_nid.size) and not act.ni.size:
             hdr = v3_view(hdr)  # an IPv4 hop speaks socklnd V3 (nid4 headers)
         src, final = hdr.src_nid, hdr.dest_nid
-        self._records.append(("recv", self.stamp(), dst, _TYPE_NAME[hdr.type],
-                              link.lpni_text, link.ni_text,
-                              link.ni_text if src is act.ni else self.links.nid_str(src),
-                              link.lpni_text if final is act.lpni
-                              else self.links.nid_str(final)))
+        self.records.append(("recv", self.stamp(), dst, _TYPE_NAME[hdr.type],
+                             link.lpni_text, link.ni_text,
+                             link.ni_text if src is act.ni else self.links.nid_str(src),
+                             link.lpni_text if final is act.lpni
+                             else self.links.nid_str(final)))
         self.drivers[dst].receive(MessageReceived(ni=act.lpni, peer_nid=act.ni, hdr=hdr,
                                                   payload=act.payload))
-        written = paths._written
+        written = paths.written
         if written and act.tx_id in written:  # held: completed when written
             written.discard(act.tx_id)
             return
-        self._complete(name, act.tx_id, 0, HStatus.OK)
+        self.complete(name, act.tx_id, 0, HStatus.OK)
 

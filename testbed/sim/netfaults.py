@@ -6,7 +6,12 @@ Theory of operation: the requests and events are the Mininet supervisor's
 ``fault_applied``, ``fault_reverted``, ``fault_deleted`` events with the same fields, in the
 sim's event log with virtual ``t``. ``start``/``at``/``duration``/flap times are virtual
 seconds; a fault without a seed gets one derived from the testbed's seed and its id, so a
-replay is exact. Transitions are scheduled on the fabric's own queue (``Fabric._at``).
+replay is exact. The faults and their schedule are the one fault manager's
+(``testbed/faultbook.py`` ``FaultBook``: ids, names, seeds, the walk of each fault's due
+transitions); this module is the sim's part, which only applies and undoes an activation
+(a ``Rule`` with its packet model installed on the fabric's links, a link, a process, an
+o2iblnd fault), and schedules each fault's next transition on the fabric's own queue
+(``Fabric.at``), where ``FaultBook.advance`` runs it.
 
 What each kind does to a message the rule matches (direction ``out``: sent by the node, from
 ``iface`` if given; ``in``: received by it; ``both``), as the socklnd over TCP would see it:
@@ -49,7 +54,7 @@ from nodes.echo import shown
 from nodes.lnd import errmap
 from nodes.lnd.wire import LNET_ACCEPTOR_PORT
 from nodes.lnet.nid import NID
-from testbed.faultbook import FaultRecord, never_raise
+from testbed.faultbook import FaultBook, FaultRecord, never_raise
 from testbed.sim.faultapi import SimFaultAPI
 from testbed.sim.netmodels import MODELS, Knobs, Model
 
@@ -165,9 +170,11 @@ class SimFaults:
 
     def __init__(self, tb: SimTestbed) -> None:
         self.tb = tb
-        self.faults: dict[str, FaultRecord] = {}
+        #: the faults and their schedule (the one tick); this class applies and undoes them
+        self.book = FaultBook(self._apply, self._revert, self._failed, self._draw,
+                              quiet=True)
+        self.faults = self.book.faults
         self.rules: dict[str, Rule] = {}  # fault id -> its active activation
-        self.next_id = 1
         self.api = SimFaultAPI(self)  # ``tb.fault``: no control request to itself
 
     # -- requests (the ctl protocol) ------------------------------------------------------------
@@ -187,9 +194,6 @@ class SimFaults:
                 return self.clear()
         return {"ok": False, "error": f"unknown request {cmd!r}"}
 
-    def _log(self, kind: str, **fields: Any) -> None:
-        self.tb.fabric.record_global(kind, **fields)
-
     @never_raise
     def add(self, raw: Any) -> dict[str, Any]:
         try:
@@ -199,19 +203,21 @@ class SimFaults:
             ib_nid(spec, self.tb.plan)  # an IB kind only on an o2ib NI (faults/ibspec.py)
         except FaultError as exc:
             return {"ok": False, "error": str(exc)}
-        if spec.name and any(f.spec.name == spec.name for f in self.faults.values()):
-            return {"ok": False, "error": f"a fault named {spec.name} exists"}
-        fid = f"f{self.next_id}"
-        self.next_id += 1
-        seed = spec.seed if spec.seed is not None else \
-            random.Random(f"{self.tb.seed}:{fid}").randrange(2**31)
-        rec = self.faults[fid] = FaultRecord(fid, spec, seed, self.tb.fabric.now)
-        self._log("fault_added", id=fid, spec=spec.as_dict(), seed=seed)
+        rec = self.book.create(spec, self.tb.fabric.now)
+        if isinstance(rec, str):
+            return {"ok": False, "error": rec}
+        fid = rec.fid
+        self.tb.fabric.record_global("fault_added", id=fid, spec=spec.as_dict(), seed=rec.seed)
         self.tick(rec)
         if rec.error:
             self.faults.pop(fid, None)
             return {"ok": False, "error": f"{fid} ({spec.kind}): {rec.error}"}
         return {"ok": True, "fault": self.describe(rec)}
+
+    def _draw(self, fid: str) -> int:
+        """The seed of fault ``fid`` given none: from the testbed's seed, so a replay is
+        exact (``FaultBook.draw``)."""
+        return random.Random(f"{self.tb.seed}:{fid}").randrange(2**31)
 
     def describe(self, f: FaultRecord) -> dict[str, Any]:
         counters = dict(f.totals)
@@ -227,15 +233,14 @@ class SimFaults:
 
     @never_raise
     def delete(self, key: Any) -> dict[str, Any]:
-        f = self.faults.get(str(key)) or next(
-            (f for f in self.faults.values() if f.spec.name == str(key)), None)
+        f = self.book.find(str(key))
         if f is None:
             return {"ok": False, "error": f"no fault {shown(key)} (have: "
                                           f"{', '.join(self.faults) or 'none'})"}
         if f.timeline.active:
             self._revert(f, f.timeline.index)
         del self.faults[f.fid]
-        self._log("fault_deleted", id=f.fid, counters=dict(f.totals))
+        self.tb.fabric.record_global("fault_deleted", id=f.fid, counters=dict(f.totals))
         final = self.describe(f)
         final["counters"] = dict(f.totals)
         return {"ok": True, "fault": final}
@@ -245,20 +250,22 @@ class SimFaults:
 
     # -- virtual-time schedule ------------------------------------------------------------------
     def tick(self, rec: FaultRecord) -> None:
-        """Run ``rec``'s due transitions, then schedule its next one on the fabric."""
+        """``rec``'s due transitions (``FaultBook.advance``), then its next one scheduled on
+        the fabric's queue at its own virtual time (one entry per fault, as before the
+        book: the order of applies and undoes among the fabric's events is the same)."""
         if rec.fid not in self.faults or rec.error:
             return
         fab = self.tb.fabric
-        try:
-            for what, k in rec.timeline.due(fab.now):
-                (self._apply if what == "apply" else self._revert)(rec, k)
-        except Exception as exc:  # a fault's failure must not stop the testbed
-            rec.error = f"{type(exc).__name__}: {exc}"
-            self._log("fault_failed", id=rec.fid, error=rec.error)
+        self.book.advance(rec, fab.now)
+        if rec.state == "failed":  # (``_failed`` logged it)
             return
         nxt = rec.timeline.next_deadline()
         if nxt is not None:
-            fab._at(max(nxt, fab.now), lambda: self.tick(rec))
+            fab.at(max(nxt, fab.now), lambda: self.tick(rec))
+
+    def _failed(self, f: FaultRecord) -> None:
+        """A transition raised (``FaultBook.advance``): the event log says so."""
+        self.tb.fabric.record_global("fault_failed", id=f.fid, error=f.error)
 
     def _apply(self, f: FaultRecord, k: int) -> None:
         f.activations += 1
@@ -275,8 +282,8 @@ class SimFaults:
         else:
             self.rules[f.fid] = Rule(f, k, tb)
             tb.fabric.rules = list(self.rules.values())
-        self._log("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
-                  spec=spec.as_dict(), seed=f.seed)
+        tb.fabric.record_global("fault_applied", id=f.fid, activation=k, fault_kind=spec.kind,
+                                spec=spec.as_dict(), seed=f.seed)
 
     def _revert(self, f: FaultRecord, k: int) -> None:
         spec, tb = f.spec, self.tb
@@ -296,8 +303,8 @@ class SimFaults:
             tb.fabric.rules = list(self.rules.values())
         for key, v in counters.items():
             f.totals[key] = f.totals.get(key, 0) + v
-        self._log("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
-                  counters=counters, seed=f.seed)
+        tb.fabric.record_global("fault_reverted", id=f.fid, activation=k, fault_kind=spec.kind,
+                                counters=counters, seed=f.seed)
 
     def _ib(self, spec: FaultSpec, on: bool) -> None:
         """An IB kind on its node's o2iblnd (nodes/o2ib/ibfaults.py ``apply``)."""
@@ -306,24 +313,24 @@ class SimFaults:
 
 
 def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
-    """The fabric's ``_transmit`` with faults active (``fab.rules``): a message may vanish
+    """The fabric's ``transmit`` with faults active (``fab.rules``): a message may vanish
     (its tx fails at the sending NI's LND timeout, as the socklnd's would) or be held up
     (TCP retransmissions, delay), or a packet kind's model takes it (``netmodels.py``).
     (Its lambdas here: compiled, their environment is allocated on every call of the
     function holding them, so not per message.)"""
     link = fab.link(act.ni, act.lpni)
     if link.rc or fab.hold or link.dst is None:
-        fab._transmit(name, act)
+        fab.transmit(name, act)
         return
     ni = fab.engines[name].ni_by_nid(act.ni)
     timeout = float(ni.lnd_timeout) if ni is not None else 50.0
     rules = fab.rules
     if any(rule.vanishes(act, fab.connected, link.dst) for rule in rules):
         if fab.established(name, act):  # the write is taken, then lost (paths.py)
-            fab._at(fab.now + link.latency, lambda: fab._lost(name, act))
+            fab.at(fab.now + link.latency, lambda: fab.lost(name, act))
             return
         rc, hstatus = vanish_failure(False)
-        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        fab.fail_at(fab.now + timeout, name, act, rc, hstatus)
         return
     for rule in rules:  # the packet kinds' models (netmodels.py)
         model = rule.model
@@ -336,10 +343,10 @@ def transmit_ruled(fab: Fabric, name: str, act: Transmit) -> None:
     extra = sum(rule.delay(act) for rule in rules)
     if extra >= timeout:  # the socklnd gave up on the connection first
         rc, hstatus = errmap.FAILURES["posted_timeout"]
-        fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+        fab.fail_at(fab.now + timeout, name, act, rc, hstatus)
         return
     delay = link.latency + extra + (fab.rng.uniform(0, fab.jitter) if fab.jitter else 0.0)
-    fab._at_deliver(fab.now + delay, name, act)
+    fab.at_deliver(fab.now + delay, name, act)
 
 
 def vanish_failure(connected: bool) -> tuple[int, Any]:

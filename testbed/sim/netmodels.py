@@ -119,12 +119,12 @@ def reset(fab: Fabric, pair: Pair, dst: str, why: str, lost: Transmit | None) ->
     reset on the sending end); ``lost``: its message was written, so its tx is done."""
     name, ni, lpni = pair
     if lost is not None:
-        fab._complete(name, lost.tx_id, 0, HStatus.OK)
+        fab.complete(name, lost.tx_id, 0, HStatus.OK)
     for node, a, b, text in ((dst, lpni, ni, why), (name, ni, lpni, RESET_TEXT)):
         if node in fab.engines:
             fab.log.append((fab.now, node, f"socklnd: connection down: {a} -> {b} {text}"))
-            fab.connected.add((node, a, b))  # (so that _notify reports it closed)
-            fab._notify(node, a, b, False)
+            fab.connected.add((node, a, b))  # (so that notify reports it closed)
+            fab.notify(node, a, b, False)
 
 
 class Rst:
@@ -141,7 +141,7 @@ class Rst:
             return False
         self.left -= 1
         self.k.count("rst")
-        fab._at(fab.now + link.latency, functools.partial(
+        fab.at(fab.now + link.latency, functools.partial(
             reset, fab, (name, act.ni, act.lpni), link.dst, RESET_TEXT, act))
         return True
 
@@ -168,7 +168,7 @@ class HeldQueues:
             return  # (released or expired already)
         del self.held[pair]
         for act in h.acts:
-            fab._at_deliver(fab.now + h.latency, pair[0], act)
+            fab.at_deliver(fab.now + h.latency, pair[0], act)
 
     def close(self, fab: Fabric) -> None:
         for pair, h in list(self.held.items()):
@@ -199,8 +199,8 @@ class Reorder:
         self.k.count("reordered")
         h = self.q.held[pair] = _Held(link.latency, int(self.k.p["gap"]))
         h.acts.append(act)
-        fab._at(fab.now + float(self.k.p["hold"]) / 1000.0,
-                functools.partial(self.q.release, fab, pair, h))
+        fab.at(fab.now + float(self.k.p["hold"]) / 1000.0,
+               functools.partial(self.q.release, fab, pair, h))
         return True
 
 class Duplicate:
@@ -232,9 +232,9 @@ class Corrupt:
         if self.k.p["csum"] == "bad":  # dropped by the receiving kernel, sent again
             if timeout <= RTO_MIN:
                 rc, hstatus = errmap.FAILURES["posted_timeout"]
-                fab._fail_at(fab.now + timeout, name, act, rc, hstatus)
+                fab.fail_at(fab.now + timeout, name, act, rc, hstatus)
             else:
-                fab._at_deliver(fab.now + link.latency + RTO_MIN, name, act)
+                fab.at_deliver(fab.now + link.latency + RTO_MIN, name, act)
             return True
         head = bytearray(lnethdr.pack_hdr(act.hdr))
         payload = bytearray(bytes(act.payload))
@@ -264,10 +264,10 @@ class Corrupt:
                 if hdr.payload_length != act.hdr.payload_length:
                     why = "protocol error: frame length changed"
         if why:
-            fab._at(fab.now + link.latency, functools.partial(
+            fab.at(fab.now + link.latency, functools.partial(
                 reset, fab, (name, act.ni, act.lpni), link.dst, why, act))
             return True
-        fab._at_deliver(fab.now + link.latency, name, Transmit(
+        fab.at_deliver(fab.now + link.latency, name, Transmit(
             tx_id=act.tx_id, ni=act.ni, lpni=act.lpni, hdr=hdr, payload=bytes(payload)))
         return True
 
@@ -287,7 +287,7 @@ class Stall:
             if not matched:
                 return False
             h = self.q.held[pair] = _Held(link.latency, 0)
-            fab._at(fab.now + timeout, functools.partial(self.expire, fab, pair, h))
+            fab.at(fab.now + timeout, functools.partial(self.expire, fab, pair, h))
         self.k.count("stalled")
         h.acts.append(act)
         return True
@@ -303,7 +303,7 @@ class Stall:
                                            f"network or that node may be down"))
         rc, hstatus = errmap.FAILURES["posted_timeout"]
         for act in h.acts:
-            fab._fail(name, act, rc, hstatus)
+            fab.fail(name, act, rc, hstatus)
 
 
 class Bandwidth:
@@ -330,7 +330,7 @@ class Bandwidth:
             t += (size - tokens) / self.rate
             b[0], b[1] = 0.0, t
         self.k.count("shaped")
-        fab._at_deliver(t + link.latency, name, act)
+        fab.at_deliver(t + link.latency, name, act)
         return True
 
 

@@ -103,7 +103,7 @@ class SimNodeHandle(NodeVerbs):
             raise TestbedError(f"node {self.name}: unknown verb {cmd!r}")
         self.testbed.check_alive(self.name)
         rc, out, err = await module.run(self.rt, list(argv))
-        self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
+        self.rt.driver.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
         self.testbed.fabric.flush(self.name)  # health notices of direct engine calls
         return Completed(rc, out, err)
 
@@ -128,7 +128,7 @@ class SimNodeHandle(NodeVerbs):
             reply = await frontend.handle(self.rt, step_request(step))
         else:
             reply = await frontend.apply_command(self.rt, step)
-        self.rt.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
+        self.rt.driver.sync_lnd_timeouts()  # `set transaction_timeout|retry_count` moves them
         self.testbed.fabric.flush(self.name)
         return completed(reply)
 

@@ -99,7 +99,7 @@ class O2ibSim:
             if isinstance(o, Write):
                 self._write(name, o)
             elif isinstance(o, TxDone):
-                fab._complete(name, o.tx_id, o.rc, o.hstatus)
+                fab.complete(name, o.tx_id, o.rc, o.hstatus)
             elif isinstance(o, Deliver):
                 self._deliver(name, o)
             elif isinstance(o, Connect):
@@ -109,7 +109,7 @@ class O2ibSim:
                 self._lat.pop((name, o.stream), None)
                 self._last.pop((name, o.stream), None)
             elif isinstance(o, Notify) and name in fab.engines:
-                fab._notify(name, o.ni, o.peer, o.alive)
+                fab.notify(name, o.ni, o.peer, o.alive)
         self._rearm(name)
 
     def _deliver(self, name: str, o: Deliver) -> None:
@@ -130,7 +130,7 @@ class O2ibSim:
             return  # the CM REQ is never answered: the LND's connreq timeout
         if link.rc or link.dst is None or o.peer in fab.dead:
             rc = link.rc or -ECONNREFUSED
-            fab._at(fab.now + lat, functools.partial(self._failed, name, o.stream, rc))
+            fab.at(fab.now + lat, functools.partial(self._failed, name, o.stream, rc))
             return
         dst = link.dst
         ps = self._next_passive
@@ -138,8 +138,8 @@ class O2ibSim:
         self.ends[(name, o.stream)] = (dst, ps)
         self.ends[(dst, ps)] = (name, o.stream)
         self._lat[(name, o.stream)] = self._lat[(dst, ps)] = lat
-        fab._at(fab.now + lat, functools.partial(self._accept, dst, ps))
-        fab._at(fab.now + 2 * lat, functools.partial(self._connected, name, o.stream))
+        fab.at(fab.now + lat, functools.partial(self._accept, dst, ps))
+        fab.at(fab.now + 2 * lat, functools.partial(self._connected, name, o.stream))
 
     def _failed(self, name: str, stream: int, rc: int) -> None:
         lnd = self.lnds.get(name)
@@ -165,7 +165,7 @@ class O2ibSim:
         t = max(fab.now + self._lat.get(key, fab.latency), self._last.get(key, 0.0))
         self._last[key] = t
         data = o.data + bytes(o.tail) if o.tail else o.data  # head + large body, one arrival
-        fab._at(t, functools.partial(self._arrive, name, peer, data))
+        fab.at(t, functools.partial(self._arrive, name, peer, data))
 
     def _arrive(self, src: str, peer: tuple[str, int], data: bytes) -> None:
         """Bytes reach ``peer`` unless the path failed in flight or its node is gone."""
@@ -188,7 +188,7 @@ class O2ibSim:
         if d is None or self._armed.get(name, float("inf")) <= d:
             return
         self._armed[name] = d
-        self.fab._at(max(d, self.fab.now), functools.partial(self._timer, name, d))
+        self.fab.at(max(d, self.fab.now), functools.partial(self._timer, name, d))
 
     def _timer(self, name: str, d: float) -> None:
         if self._armed.get(name) != d:

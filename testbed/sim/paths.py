@@ -6,8 +6,10 @@ NID ``b`` now, decided from link states, segments and hosts (``Fabric`` caches i
 ``Link``); ``Paths`` turns the two slow verdicts into timed outcomes on the virtual
 clock. ``Paths`` is one of the fabric's parts (``Fabric.paths``), not its base: it owns the
 wiring the verdicts read (segments, hosts, link states) and the writes in flight (held
-and stalled); the fabric's own moves (deliver, fail, complete) it calls back on the fabric
-it was given, the connections (``conns.py``) on ``Conns``. Measured with a real socket
+and stalled); the fabric's own moves (deliver, fail, complete) it calls back through
+``Wire``, the small typed interface the fabric implements (public members only: no part
+reaches into another's private state, ``tests/unit/test_layout_sim2.py``), the connections
+(``conns.py``) on ``Conns``. Measured with a real socket
 bound to the NI's address in a network namespace (bridge + veth per segment,
 ``arp_ignore=1``/``arp_announce=2``, Linux 6.18, defaults ``mcast_solicit=3``, ``retrans_time=1 s``,
 ``ignore_routes_with_linkdown=0``); a carrier fault is ``ip link set IF down`` in the node,
@@ -54,7 +56,7 @@ shorter; it only matters with an LND timeout above 3 s).
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodes.lnet.errors import ENETDOWN, ENETUNREACH
 from nodes.lnet.hstatus import HStatus
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
     from nodes.lnet.engine import LNetEngine
     from nodes.lnet.nid import NID
     from testbed.sim.conns import Conns
-    from testbed.sim.fabric import Fabric
+    from testbed.sim.links import Link
     from testbed.sim.sched import Scheduler
 
 #: Linux's neighbour resolution gives up after mcast_solicit (3) probes retrans_time (1 s)
@@ -87,11 +89,33 @@ UNANSWERED = frozenset({EHOSTUNREACH, NO_WAY_BACK})
 DEFAULT_LND_TIMEOUT = 50.0
 
 
+class Wire(Protocol):
+    """What ``Paths`` asks of the fabric it is a part of (``Fabric`` implements it): the
+    pair's current decision, the path cache's invalidation, the event log, and the fabric's
+    own moves on one message, which a timed outcome ends in."""
+
+    def link(self, ni: NID, lpni: NID) -> Link: ...
+
+    def changed(self) -> None: ...
+
+    def record(self, kind: str, node: str, /, **fields: Any) -> None: ...
+
+    def deliver(self, name: str, act: Transmit, link: Link | None = None) -> None:
+        """``act`` arrives at its peer (or fails as the path now says)."""
+
+    def fail(self, name: str, act: Transmit, rc: int,
+             hstatus: HStatus | None = None) -> None:
+        """``act``'s tx fails as the socklnd fails it (``errmap.py``)."""
+
+    def complete(self, name: str, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        """Node ``name``'s tx ``tx_id`` completes (``TxCompleted``)."""
+
+
 class Paths:
     """The fabric's path verdicts and the timed outcome of an unanswered send (a part of
     ``Fabric``: ``fab.paths``)."""
 
-    def __init__(self, fab: Fabric, sched: Scheduler, conns: Conns, owner: dict[NID, str],
+    def __init__(self, fab: Wire, sched: Scheduler, conns: Conns, owner: dict[NID, str],
                  engines: dict[str, LNetEngine]) -> None:
         self.fab, self.sched, self.conns, self.owner, self.engines = \
             fab, sched, conns, owner, engines
@@ -104,9 +128,9 @@ class Paths:
         self.segment: dict[NID, str] = {}  # L2 segment per NID; unknown NIDs reach everyone
         self.host: dict[NID, str] = {}  # host of each interface NID (default: its owner)
         self._host_seg: dict[tuple[str, str], list[NID]] = {}  # (host, segment) -> its NIDs
-        self._stalled: set[tuple[str, NID, NID]] = set()  # conns whose close is pending
+        self.stalled: set[tuple[str, NID, NID]] = set()  # conns whose close is pending
         self._held: dict[tuple[str, NID, NID], list[Transmit]] = {}  # (``held``)
-        self._written: set[int] = set()  # txs completed when written (``held``)
+        self.written: set[int] = set()  # txs completed when written (``held``)
 
     def add_interface(self, nid: NID, segment: str, host: str) -> None:
         """Interface ``nid`` of ``host`` is on L2 ``segment`` (whether or not a NI is on it)."""
@@ -185,12 +209,12 @@ class Paths:
         nis = eng.ni_by_nid(ni) if eng is not None else None
         return float(nis.lnd_timeout) if nis is not None else DEFAULT_LND_TIMEOUT
 
-    def _unanswered(self, name: str, act: Transmit, rc: int, delay: float) -> None:
+    def unanswered(self, name: str, act: Transmit, rc: int, delay: float) -> None:
         """A send whose peer does not answer (``rc`` in ``UNANSWERED``), ``delay`` seconds
         from now: on an established connection the write completes OK and is lost; a
         connect fails at ``ARP_FAIL`` (-EHOSTUNREACH) or at the NI's deadline (module doc)."""
         if self.conns.established(name, act):
-            self.sched.at(self.sched.now + delay, lambda: self._lost(name, act))
+            self.sched.at(self.sched.now + delay, lambda: self.lost(name, act))
             return
         timeout = self._lnd_timeout(name, act.ni)
         if rc == EHOSTUNREACH and timeout > ARP_FAIL:
@@ -215,9 +239,9 @@ class Paths:
             return
         done[0] = True
         if rc == 0:
-            self.fab._deliver(name, act)
+            self.fab.deliver(name, act)
         else:
-            self.fab._fail(name, act, rc)
+            self.fab.fail(name, act, rc)
 
     def _connect_outcome(self, name: str, act: Transmit, rc: int, done: list[bool]) -> None:
         """The unanswered connect's time is up: delivered if the path healed just now, else
@@ -226,20 +250,20 @@ class Paths:
             return
         done[0] = True
         if self.fab.link(act.ni, act.lpni).rc == 0:
-            self.fab._deliver(name, act)
+            self.fab.deliver(name, act)
             return
-        self.fab._fail(name, act, rc)
+        self.fab.fail(name, act, rc)
 
-    def _lost(self, name: str, act: Transmit) -> None:
+    def lost(self, name: str, act: Transmit) -> None:
         """A write on an established connection whose peer no longer answers: the tx is done
         (its bytes are in the socket buffer); the connection is closed once its queue made
         no progress for the LND timeout."""
         if name not in self.engines:
             return
         key = (name, act.ni, act.lpni)
-        self.fab._complete(name, act.tx_id, 0, HStatus.OK)
-        if key not in self._stalled:
-            self._stalled.add(key)
+        self.fab.complete(name, act.tx_id, 0, HStatus.OK)
+        if key not in self.stalled:
+            self.stalled.add(key)
             self.sched.at(self.sched.now + self._lnd_timeout(name, act.ni),
                           lambda: self._stall(key))
 
@@ -250,9 +274,9 @@ class Paths:
         when its queue made no progress for the LND timeout (``_stall``)."""
         key = (name, act.ni, act.lpni)
         queue = self._held.get(key)
-        self._written.add(act.tx_id)
+        self.written.add(act.tx_id)
         self.sched.at(self.sched.now + delay,
-                      lambda: self.fab._complete(name, act.tx_id, 0, HStatus.OK))
+                      lambda: self.fab.complete(name, act.tx_id, 0, HStatus.OK))
         if queue is not None:
             queue.append(act)
             return
@@ -260,8 +284,8 @@ class Paths:
         start = self.sched.now + delay
         for r in TCP_RETRANSMITS:
             self.sched.at(start + r, lambda: self._retransmit(key))
-        if key not in self._stalled:
-            self._stalled.add(key)
+        if key not in self.stalled:
+            self.stalled.add(key)
             self.sched.at(start + self._lnd_timeout(name, act.ni), lambda: self._stall(key))
 
     def close_routed(self, name: str, nid: NID) -> None:
@@ -285,8 +309,8 @@ class Paths:
         conns.passive = {c for c in conns.passive if not gone(c)}
         for key in [k for k in self._held if gone(k)]:
             for act in self._held.pop(key):
-                self._written.discard(act.tx_id)
-            self._stalled.discard(key)
+                self.written.discard(act.tx_id)
+            self.stalled.discard(key)
 
     def _retransmit(self, key: tuple[str, NID, NID]) -> None:
         """TCP sends the held queue again: delivered, in order, if the route is back."""
@@ -295,25 +319,25 @@ class Paths:
             return
         del self._held[key]
         for act in queue:
-            self.fab._deliver(key[0], act)
+            self.fab.deliver(key[0], act)
 
     def _stall(self, key: tuple[str, NID, NID]) -> None:
         """``ksocknal_find_timed_out_conn``: unacknowledged data for the timeout closes the
-        connection (``lnet_notify`` dead), unless a write got through since (``_deliver``
-        takes the key out of ``_stalled``)."""
-        if key not in self._stalled:
+        connection (``lnet_notify`` dead), unless a write got through since (``deliver``
+        takes the key out of ``stalled``)."""
+        if key not in self.stalled:
             return
-        self._stalled.discard(key)
+        self.stalled.discard(key)
         for act in self._held.pop(key, ()):  # the connection's queue goes with it
-            self._written.discard(act.tx_id)
+            self.written.discard(act.tx_id)
         name, ni, lpni = key
         if name in self.engines:
             self.conns.connected.add(key)  # (so that notify reports it closed)
             self.conns.notify(name, ni, lpni, False)
 
-    def _fail_at(self, t: float, name: str, act: Transmit, rc: int,
-                 hstatus: HStatus | None = None) -> None:
-        """``_fail(name, act, rc, hstatus)`` at ``t``. (A lambda in its own method: compiled,
+    def fail_at(self, t: float, name: str, act: Transmit, rc: int,
+                hstatus: HStatus | None = None) -> None:
+        """``fail(name, act, rc, hstatus)`` at ``t``. (A lambda in its own method: compiled,
         a function holding a lambda allocates the lambda's environment on every call, here
-        once per message if the fabric's ``_transmit`` held it.)"""
-        self.sched.at(t, lambda: self.fab._fail(name, act, rc, hstatus))
+        once per message if the fabric's ``transmit`` held it.)"""
+        self.sched.at(t, lambda: self.fab.fail(name, act, rc, hstatus))

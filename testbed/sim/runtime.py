@@ -213,10 +213,6 @@ class SimRuntime:
         fabric.dead.update(gone)
         self.execute([])
 
-    def sync_lnd_timeouts(self) -> None:
-        """``NodeDriver.sync_lnd_timeouts`` (hlth-lnd-tx-timeout-from-lnet)."""
-        self.driver.sync_lnd_timeouts()
-
     def lnd_link(self, nid: NID, up: bool) -> bool:
         """``NodeRuntime.lnd_link`` (hlth-dbg-sim-ni-down/up): a link event reported by the
         LND, the interface untouched; until a real link change the NI's sends fail with

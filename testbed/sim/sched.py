@@ -214,7 +214,7 @@ class Scheduler:
         n = len(entry)
         if n == 3:
             entry[2]()
-        else:  # (its path decision, if the fabric's ``_transmit`` gave one)
+        else:  # (its path decision, if the fabric's ``transmit`` gave one)
             self._deliver(entry[2], entry[3], entry[4] if n == 5 else None)
         return True
 

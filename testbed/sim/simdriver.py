@@ -2,8 +2,8 @@
 
 Theory of operation: ``NodeDriver`` carries out an engine's actions through the callbacks its
 runtime gives it (the daemon's loop clock and socklnd, or the fabric's). On the fabric four of
-them run per message or per batch: the clock, the wire (``Fabric._send``), the MD event log
-(``Fabric._md``) and the deferred re-arm (``Scheduler.dirty``). Compiled (nodes/native.py),
+them run per message or per batch: the clock, the wire (``Fabric.send``), the MD event log
+(``Fabric.md_event``) and the deferred re-arm (``Scheduler.dirty``). Compiled (nodes/native.py),
 a call through a callable object (a ``functools.partial``, a lambda) goes through Python's
 calling convention and argument parsing, a call to an overriding method does not: so the
 fabric's driver overrides those four to call the fabric itself; the callbacks, the same
@@ -33,12 +33,12 @@ timer heap are the fabric's scheduler (``Fabric.sched``), held here."""
     def __init__(self, fab: Fabric, name: str, engine: LNetEngine) -> None:
         sched = fab.sched
         super().__init__(
-            engine, now=lambda: sched.now, transmit=functools.partial(fab._send, name),
+            engine, now=lambda: sched.now, transmit=functools.partial(fab.send, name),
             arm_timer=functools.partial(sched.arm, name),
             defer_rearm=functools.partial(sched.dirty, name),  # (asked in ``_step``)
-            notify_peer_down=functools.partial(fab._peer_down, name),
+            notify_peer_down=functools.partial(fab.peer_down, name),
             log=lambda act: fab.log.append((sched.now, name, act.text)),
-            md_sink=functools.partial(fab._md, name))
+            md_sink=functools.partial(fab.md_event, name))
         self.fab, self.sched, self.name = fab, sched, name
         #: the trace sink is the fabric's event log (``SimFabric``): records appended here
         self.trace_to_log = False
@@ -50,7 +50,7 @@ timer heap are the fabric's scheduler (``Fabric.sched``), held here."""
     def sink_trace(self, rec: MsgTrace) -> None:
         if self.trace_to_log:  # ``SimFabric``'s sink, without the call through a lambda
             fab = self.fab
-            fab._records.append(rec.record(self.sched.stamp(), self.name))
+            fab.records.append(rec.record(self.sched.stamp(), self.name))
         elif self.trace_sink is not None:
             self.trace_sink(rec)
 
@@ -58,11 +58,11 @@ timer heap are the fabric's scheduler (``Fabric.sched``), held here."""
         return self.sched.now
 
     def transmit(self, act: Transmit) -> None:
-        self.fab._send(self.name, act)
+        self.fab.send(self.name, act)
 
     def sink_md(self, ev: MDEvent) -> None:
         if self.md_sink is not None:
-            self.fab._md(self.name, ev)
+            self.fab.md_event(self.name, ev)
 
     def batch_done(self) -> None:
         if self._defer_rearm is not None:

@@ -53,7 +53,7 @@ class Observers:
     def _attach_recorder(self, fab: Fabric, name: str, drv: NodeDriver, rdir: Path) -> None:
         drv.recorder = Recorder(drv.engine, rec_path(rdir, name), node=name,
                                 period=self.record_period, clock="virtual")
-        drv.arm_sample = lambda at: fab._at(at, lambda: self._sample_due(fab, name, drv))
+        drv.arm_sample = lambda at: fab.at(at, lambda: self._sample_due(fab, name, drv))
 
     def start_recording(self, fab: Fabric, rdir: Path, period: float = DEFAULT_PERIOD) -> None:
         """Record every node of ``fab``, present and future, into ``rdir/nodes/NODE.rec``."""

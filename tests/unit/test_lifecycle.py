@@ -31,9 +31,9 @@ class Chaos:
         fab, r = self.fab, self.chaos.random()
         if r < self.p_fail:
             hs = self.chaos.choice([h for h in HStatus if h != HStatus.OK])
-            fab._at(fab.now + 0.001, lambda: fab._complete(name, act.tx_id, -EIO, hs))
+            fab.at(fab.now + 0.001, lambda: fab.complete(name, act.tx_id, -EIO, hs))
         elif r < self.p_fail + self.p_lost:
-            fab._at(fab.now + 0.001, lambda: fab._complete(name, act.tx_id, 0, HStatus.OK))
+            fab.at(fab.now + 0.001, lambda: fab.complete(name, act.tx_id, 0, HStatus.OK))
         else:
             return act
         return None

@@ -79,7 +79,7 @@ def test_qp_error_in_sim_fails_posted_tx_remote_dropped(pair: SimTestbed) -> Non
     fab, o2 = tb.fabric, tb.fabric.o2ib
     lnd = o2.lnds["c1"]
     start = len(tb.events())
-    fab._at(fab.now + 0.0025, lambda: o2.run("c1", ibfaults.qp_error(lnd)))
+    fab.at(fab.now + 0.0025, lambda: o2.run("c1", ibfaults.qp_error(lnd)))
     assert tb.node("c1").put(S1_IB, count=4, size=1 << 20)["failed"] == 4
     done = [e for e in tb.events()[start:] if e["kind"] == "tx_done" and e["node"] == "c1"]
     assert lnd.qp_errors == 1

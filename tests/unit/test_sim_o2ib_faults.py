@@ -53,7 +53,7 @@ def run_fault(tb: SimTestbed, inject: Callable[[], None], *, count: int = 4) -> 
     complete them all."""
     fab = tb.fabric
     start = len(tb.events())
-    fab._at(fab.now + 0.0025, inject)
+    fab.at(fab.now + 0.0025, inject)
     assert tb.node("c1").put(S0, count=count, size=MIB)["completed"] == count
     return start
 

@@ -88,17 +88,17 @@ def test_a_guarded_run_stops_at_its_end_its_condition_or_a_livelock() -> None:
 
     def tick() -> None:
         ticks.append(fab.now)
-        fab._at(fab.now + 1.0, tick)
+        fab.at(fab.now + 1.0, tick)
 
-    fab._at(0.5, tick)
+    fab.at(0.5, tick)
     assert fab.run_guarded(3.0, None, 50) and (fab.now, ticks) == (3.0, [0.5, 1.5, 2.5])
     assert fab.run_guarded(10.0, lambda: len(ticks) == 5, 50) and fab.now == 4.5
     stuck = Fabric()
 
     def again() -> None:
-        stuck._at(stuck.now, again)
+        stuck.at(stuck.now, again)
 
-    stuck._at(1.0, again)
+    stuck.at(1.0, again)
     assert not stuck.run_guarded(5.0, None, 50) and stuck.now == 1.0
 
 
@@ -106,9 +106,9 @@ def test_a_replay_whose_fabric_livelocks_raises_instead_of_hanging() -> None:
     fab = Fabric()
 
     def again() -> None:
-        fab._at(fab.now, again)
+        fab.at(fab.now, again)
 
-    fab._at(2.0, again)
+    fab.at(2.0, again)
     tb = SimpleNamespace(fabric=fab, runtimes={}, lock=threading.Lock(), now=0.0)
     with pytest.raises(Livelock, match=r"stuck at t=2\.000000: 50000 steps"):
         Replay(tb).advance(5.0)
