@@ -77,3 +77,22 @@ def test_rte_ipv6_netmask_picks_the_large_gateway(tb: Any) -> None:
     finally:
         ok(c1, "lnetctl", "udsp del --all")
         c1.lnetctl(f"peer del --prim_nid {S1}")
+
+
+def test_debug_nidlist_matches_each_family_by_its_own_masks(tb: Any) -> None:
+    """``lnetctl debug nidlist`` on r1 (``lustre_lnet_debug_nidlist``: ``cfs_parse_nidlist``,
+    ``cfs_print_nidlist``, ``cfs_match_nid``): one list with an IPv6 and an IPv4 netmask on
+    each net holds r1's large NID by the first and its 4-byte NID by the second only."""
+    r1 = tb.node("r1")
+    nidlist = "0.0.0.0/1@tcp6 2001:db8:16::/64@tcp6 ::/1@tcp 10.40.0.0/24@tcp"
+    for nid, verb in ((R1_V6, "matches"), (R1_V4, "matches"), ("2001:db8:17::2@tcp6",
+                                                               "does not match"),
+                      ("10.40.1.1@tcp", "does not match")):
+        out = ok(r1, "lnetctl", f"debug nidlist '{nidlist}' {nid}")
+        assert out == f"nidlist parsed to: {nidlist}\n{nid} {verb} nidlist {nidlist}\n", nid
+    for nid in (R1_V6, R1_V4):  # each only through the other family's mask: no match
+        crossed = "0.0.0.0/1@tcp6 ::/1@tcp"
+        out = ok(r1, "lnetctl", f"debug nidlist '{crossed}' {nid}")
+        assert out.endswith(f"{nid} does not match nidlist {crossed}\n"), nid
+    res = r1.lnetctl("debug nidlist 2001:db8:16::/129@tcp6")
+    assert res.rc != 0 and res.err == "Unable to parse nidlist from: 2001:db8:16::/129@tcp6\n"
