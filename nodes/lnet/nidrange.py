@@ -145,12 +145,13 @@ class NIDMask:
 
 
 def _pton4(text: str) -> int | None:
-    """``in4_pton`` as ``rpc_pton`` calls it: four decimal octets, each <= 255."""
+    """``in4_pton`` as ``rpc_pton`` calls it: four decimal octets, each <= 255 (leading
+    zeros taken; a long run of them costs no big-number parse)."""
     parts = text.split(".")
-    if len(parts) != 4 or not all(_NUM.match(p) and len(p) <= 3 and int(p) <= 255
-                                  for p in parts):
+    values = [int(p.lstrip("0")[:4] or "0") for p in parts if _NUM.match(p)]
+    if len(values) != 4 or max(values) > 255:
         return None
-    return (int(parts[0]) << 24) | (int(parts[1]) << 16) | (int(parts[2]) << 8) | int(parts[3])
+    return (values[0] << 24) | (values[1] << 16) | (values[2] << 8) | values[3]
 
 
 def parse_mask(text: str, whole: str) -> NIDMask:
@@ -160,7 +161,7 @@ def parse_mask(text: str, whole: str) -> NIDMask:
     family = 6 if ":" in text else 4
     name = "IPv6" if family == 6 else "IPv4"
     addr_s, slash, prefix_s = text.partition("/")
-    if "[" in addr_s or "]" in addr_s:
+    if "[" in addr_s:
         raise _bad(whole, f"an {name} netmask takes no '[...]' range in '{clip(text)}'; "
                    f"write the range as a prefix, e.g. "
                    f"{'2001:db8::/64' if family == 6 else '10.0.0.0/24'}")

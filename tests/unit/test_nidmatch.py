@@ -67,6 +67,7 @@ def test_a_netmask_on_a_numeric_lnd_parses_and_never_matches() -> None:
     ("10.0.0.9/32@tcp0x10 2001:db8::1/128@tcp010", "10.0.0.9@tcp16 2001:db8::1@tcp8"),
     ("10.0.0.1@tcp *@tcp", "*@tcp"),
     ("10.0.0.[1,3-5]@tcp", "10.0.0.[1,3-5]@tcp"),
+    ("10.0.0.1@tcp4294967295", "10.0.0.1@tcp4294967295"),  # kstrtouint's largest
 ])
 def test_cfs_print_nidlist_groups_by_net(text: str, shown: str) -> None:
     """``cfs_print_nidlist``: per ``struct nidrange`` its ``print_nidmask`` forms (no /32,
@@ -87,7 +88,7 @@ def test_cfs_print_nidlist_groups_by_net(text: str, shown: str) -> None:
     ("2001:db8:::1@tcp", "'2001:db8:::1' is not an IPv6 address"),
     ("10.0.[0-1].0/24@tcp", "an IPv4 netmask takes no '[...]' range"),
     ("2001:db8::[1-2]@tcp", "an IPv6 netmask takes no '[...]' range"),
-    ("10.0.0@tcp", "'10.0.0' needs four parts"),
+    ("10.0.0@tcp", "invalid NID list '10.0.0@tcp': '10.0.0' needs four parts"),
     ("10.0.0.[1-3@tcp", "cannot parse '[1-3'"),
     ("[5-1]@gni", "bad range '5-1'"),
 ])

@@ -156,6 +156,7 @@ def test_a_netmask_never_matches_the_other_family(mask: str, nid: str) -> None:
     ("10.0.0.0/24@tcp", "10.0.0.0/24@tcp"),
     ("10.0.0.77/24@tcp1", "10.0.0.77/24@tcp1"),   # print_nidmask: the address as given
     ("010.000.000.001/016@tcp", "10.0.0.1/16@tcp"),
+    ("0" * 5000 + "10.0.0.1/8@tcp", "10.0.0.1/8@tcp"),   # bounded: no 5000-digit int
     ("10.0.0.9/32@tcp", "10.0.0.9@tcp"),          # no /32: the family's maximum
     ("10.0.0.0/8@tcp[1-3]", "10.0.0.0/8@tcp[1-3]"),
 ])
@@ -179,6 +180,10 @@ def test_ipv4_netmask_prints_as_print_nidmask(text: str, shown: str) -> None:
     ("10.0.0.256/24@tcp", "'10.0.0.256' is not an IPv4 address"),
     ("10.0.[0-1].0/24@tcp", "an IPv4 netmask takes no '[...]' range"),  # mixed forms
     ("*/24@tcp", "'*' is not an IPv4 address"),
+    ("/24@tcp", "'' is not an IPv4 address"),
+    ("10.0.0.0]/24@tcp", "'10.0.0.0]' is not an IPv4 address"),
+    ("10.0.0.1000/24@tcp", "'10.0.0.1000' is not an IPv4 address"),
+    ("10.0.0.-1/24@tcp", "'10.0.0.-1' is not an IPv4 address"),
     ("2001:db8::/64/3@tcp", "IPv6 prefix length '64/3'"),
 ])
 def test_malformed_ipv4_netmasks_name_what_and_where(text: str, names: str) -> None:
@@ -211,3 +216,10 @@ def test_ipv4_netmask_is_a_prefix_compare_and_round_trips(addr: int, prefix: int
     assert parse_nidrange(str(r)) == r
     same = (addr >> (32 - prefix)) == (probe >> (32 - prefix))
     assert r.matches_nid(NID.parse(f"{dotted(probe)}@tcp")) == same
+
+
+def test_a_huge_octet_is_one_line_not_a_big_number_parse() -> None:
+    """5000 significant digits in an octet: -EINVAL at once (no ``int`` of the whole run)."""
+    with pytest.raises(LNetConfigError) as e:
+        parse_nidrange("10.0.0." + "1" * 5000 + "/8@tcp")
+    assert e.value.errno == -22 and "is not an IPv4 address" in e.value.descr
