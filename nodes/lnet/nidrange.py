@@ -9,15 +9,18 @@ numeric ones). Each range list ("expr list") is a union of ``lo[-hi[/stride]]`` 
     *@o2ib              every address on o2ib0       10.1.1.[1-10/2]@tcp   .1 .3 .5 .7 .9
     [22-25]@gni         numeric addresses 22..25     10.0.[0-1].*@tcp1
     2001:db8::/64@tcp   large NIDs in 2001:db8::/64  2001:db8::7@tcp    that one large NID
+    10.0.0.0/24@tcp     4-byte NIDs in 10.0.0.0/24
 
-An address part holding ``:`` is an IPv6 netmask, the ``<netmask>``/``<ipv6_addr>`` forms of
-the kernel's NID-list grammar (nidstrings.c ``parse_nidmask``, ``parse_prefix_len``; lnetctl's
-``lustre_lnet_add_ip_range``): one address, ``/prefix`` 1..128, none meaning /128. It matches
-large NIDs only (``match_nidmask``: a nid4 never matches an IPv6 mask) by
-``libcfs_ip_in_netmask``, and prints back as ``print_nidmask`` does: the address as given, in
-``%pI6c`` form, then ``/prefix`` when it is under 128. Real ``lnetctl udsp`` parses addresses
-with the IPv4-only ``cfs_ip_addr_parse``; taking the NID-list form here is listed in
-docs/differences.md. ``[a-b]`` ranges inside an IPv6 address exist in no real grammar and are
+An address part holding ``:``, or a ``/`` outside ``[...]``, is a netmask: the ``<netmask>``
+(CIDR, IPv4 or IPv6) and ``<ipv6_addr>`` forms of the kernel's NID-list grammar (nidstrings.c
+``parse_nidrange`` picks the form so, then ``parse_nidmask``, ``parse_prefix_len``): an IPv4
+mask needs ``/prefix`` 1..32 (``10.0.0.0/24@tcp``), an IPv6 one takes 1..128, none meaning
+/128. ``match_nidmask`` never crosses families: an IPv4 mask matches 4-byte NIDs only, an
+IPv6 one large NIDs only, each by ``libcfs_ip_in_netmask``. It prints back as
+``print_nidmask`` does: the address as given (dotted, or ``%pI6c``), then ``/prefix`` under
+32 or 128. Real ``lnetctl udsp`` parses addresses with the IPv4-range-only
+``cfs_ip_addr_parse``; taking the NID-list forms here is listed in docs/differences.md.
+``[a-b]`` ranges inside a netmask exist in no real grammar (``rpc_pton`` refuses them) and are
 refused, naming the CIDR form.
 
 ``str()`` prints the form ``lnetctl udsp show`` prints (``lustre_lnet_nid_descr2str``) and
@@ -108,40 +111,71 @@ def parse_expr(text: str, maximum: int, whole: str) -> ExprList:
 
 
 @dataclass(frozen=True, slots=True)
-class NIDMask6:
-    """One IPv6 ``struct nidmask``: the address as given and its prefix length."""
+class NIDMask:
+    """One ``struct nidmask``: the address as given, its prefix length and its family
+    (``nm_family``: 4 for AF_INET, 6 for AF_INET6)."""
 
     addr: int
-    prefix: int = 128
+    prefix: int
+    family: int = 6
+
+    @property
+    def bits(self) -> int:
+        return 128 if self.family == 6 else 32
 
     @property
     def netmask(self) -> int:
-        return ((1 << 128) - 1) ^ ((1 << (128 - self.prefix)) - 1)
+        """``init_ipv6_nidmask`` / ``init_ipv4_nidmask`` (``inet_make_mask``)."""
+        return ((1 << self.bits) - 1) ^ ((1 << (self.bits - self.prefix)) - 1)
 
-    def matches(self, addr: int) -> bool:
-        """``libcfs_ip_in_netmask`` on a 16-byte address."""
-        return (addr & self.netmask) == (self.addr & self.netmask)
+    def matches(self, nid: NID) -> bool:
+        """``match_nidmask``: an IPv4 mask matches 4-byte NIDs only, an IPv6 mask large NIDs
+        only; then ``libcfs_ip_in_netmask`` compares the masked address."""
+        if nid.is_large != (self.family == 6):
+            return False
+        return (nid.addr & self.netmask) == (self.addr & self.netmask)
 
     def __str__(self) -> str:
-        return ntop6(self.addr) + (f"/{self.prefix}" if self.prefix < 128 else "")
+        """``print_nidmask``: the address as given, ``/prefix`` under the family's maximum."""
+        if self.family == 6:
+            text = ntop6(self.addr)
+        else:
+            text = ".".join(str((self.addr >> s) & 0xFF) for s in (24, 16, 8, 0))
+        return text + (f"/{self.prefix}" if self.prefix < self.bits else "")
 
 
-def parse_mask6(text: str, whole: str) -> NIDMask6:
-    """``parse_nidmask`` of an IPv6 ``ADDR[/PREFIX]`` (``parse_prefix_len``: 1..128)."""
-    if "[" in text or "]" in text:
-        raise _bad(whole, f"an IPv6 address takes no '[...]' range in '{clip(text)}'; "
-                   "write the range as a prefix, e.g. 2001:db8::/64")
+def _pton4(text: str) -> int | None:
+    """``in4_pton`` as ``rpc_pton`` calls it: four decimal octets, each <= 255 (leading
+    zeros taken; a long run of them costs no big-number parse)."""
+    parts = text.split(".")
+    values = [int(p.lstrip("0")[:4] or "0") for p in parts if _NUM.match(p)]
+    if len(values) != 4 or max(values) > 255:
+        return None
+    return (values[0] << 24) | (values[1] << 16) | (values[2] << 8) | values[3]
+
+
+def parse_mask(text: str, whole: str) -> NIDMask:
+    """``parse_nidmask``: ``ADDR/PREFIX`` (IPv4: the prefix is required, 1..32) or an IPv6
+    ``ADDR[/PREFIX]`` (1..128, none meaning /128), as ``parse_prefix_len`` and ``rpc_pton``
+    take them."""
+    family = 6 if ":" in text else 4
+    name = "IPv6" if family == 6 else "IPv4"
     addr_s, slash, prefix_s = text.partition("/")
-    prefix = 128
+    if "[" in addr_s:
+        raise _bad(whole, f"an {name} netmask takes no '[...]' range in '{clip(text)}'; "
+                   f"write the range as a prefix, e.g. "
+                   f"{'2001:db8::/64' if family == 6 else '10.0.0.0/24'}")
+    maximum = 128 if family == 6 else 32
+    prefix = maximum
     if slash:
         digits = prefix_s.lstrip("0")
-        if not _NUM.match(prefix_s) or len(digits) > 3 or not 1 <= int(digits or "0") <= 128:
-            raise _bad(whole, f"IPv6 prefix length '{clip(prefix_s)}' is not in 1-128")
+        if not _NUM.match(prefix_s) or len(digits) > 3 or not 1 <= int(digits or "0") <= maximum:
+            raise _bad(whole, f"{name} prefix length '{clip(prefix_s)}' is not in 1-{maximum}")
         prefix = int(prefix_s)
-    addr = pton6(addr_s)
+    addr = pton6(addr_s) if family == 6 else _pton4(addr_s)
     if addr is None:
-        raise _bad(whole, f"'{clip(addr_s)}' is not an IPv6 address")
-    return NIDMask6(addr, prefix)
+        raise _bad(whole, f"'{clip(addr_s)}' is not an {name} address")
+    return NIDMask(addr, prefix, family)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,12 +185,12 @@ class NIDRange:
     lnd: int
     net_nums: ExprList
     addr: tuple[ExprList, ...] | None = None
-    mask6: NIDMask6 | None = None  # an IPv6 netmask instead of ``addr``
+    mask: NIDMask | None = None  # an IPv4 or IPv6 netmask (CIDR) instead of ``addr``
 
     @property
     def is_net_rule(self) -> bool:
         """``lnet_udsp_is_net_rule``: no address part, the descriptor names whole nets."""
-        return self.addr is None and self.mask6 is None
+        return self.addr is None and self.mask is None
 
     @property
     def lnd_name(self) -> str:
@@ -168,8 +202,8 @@ class NIDRange:
 
     def matches_nid(self, nid: NID) -> bool:
         """``cfs_match_nid_net``: the net matches and so does every address part."""
-        if self.mask6 is not None:
-            return nid.is_large and self.matches_net(nid.net) and self.mask6.matches(nid.addr)
+        if self.mask is not None:
+            return self.matches_net(nid.net) and self.mask.matches(nid)
         if self.addr is None or not self.matches_net(nid.net):
             return False
         if len(self.addr) == 4:
@@ -181,8 +215,8 @@ class NIDRange:
     def __str__(self) -> str:
         nums = "" if str(self.net_nums) == "0" else str(self.net_nums)
         net = f"{self.lnd_name}{nums}"
-        if self.mask6 is not None:
-            return f"{self.mask6}@{net}"
+        if self.mask is not None:
+            return f"{self.mask}@{net}"
         if self.addr is None:
             return net
         if all(e.star for e in self.addr):
@@ -213,8 +247,9 @@ def parse_nidrange(text: str) -> NIDRange:
         return NIDRange(lnd, nums)
     lnd, nums = _parse_net_range(net_s, whole)
     ip = LND_NAMES[next(n for n, (t, _i) in LND_NAMES.items() if t == lnd)][1]
-    if ip and ":" in addr_s:
-        return NIDRange(lnd, nums, mask6=parse_mask6(addr_s, whole))
+    slash = addr_s.find("/")
+    if ip and (":" in addr_s or (slash >= 0 and "]" not in addr_s[slash:])):
+        return NIDRange(lnd, nums, mask=parse_mask(addr_s, whole))
     star = ["*"] * (4 if ip else 1)
     parts = star if addr_s == "*" else addr_s.split(".") if ip else [addr_s]
     if ip and len(parts) != 4:

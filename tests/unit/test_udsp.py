@@ -243,3 +243,49 @@ def test_failover_policy_prefers_tcp_then_falls_back_to_tcp1() -> None:
     after = sends()
     assert after[1] - before[1] >= 45                  # moved to tcp1
     tb.down()
+
+
+# ------------------------------------------------- IPv4 netmasks (CIDR) in rules (issue 26)
+@pytest.mark.requirement("cfg-115")
+def test_ipv4_netmask_rules_set_priorities_and_preferences_by_prefix() -> None:
+    """``--src 10.0.1.0/24@tcp`` / ``--dst 10.0.0.0/24@tcp`` (nidstrings.c ``parse_nidmask``;
+    matched by ``match_nidmask``/``libcfs_ip_in_netmask``) pick NIs and peer NIs by prefix,
+    and ``udsp show`` prints them as ``print_nidmask`` does (no /32)."""
+    eng = _engine()
+    _add(eng, src="10.0.1.9/24@tcp", prio=4)
+    prios = {str(ni.nid): ni.sel_priority for ni in eng.local_nis()}
+    assert prios == {"10.0.0.1@tcp": U, "10.0.1.1@tcp": 4, "10.1.0.1@tcp1": U}
+    _add(eng, dst="10.0.0.0/23@tcp", prio=2)
+    assert [_lpni(eng, n).sel_priority for n in ("10.0.0.2@tcp", "10.0.1.2@tcp",
+                                                 "10.1.0.2@tcp1")] == [2, 2, U]
+    _add(eng, src="10.0.0.1/32@tcp", dst="10.0.1.2/31@tcp")
+    assert _lpni(eng, "10.0.1.2@tcp").pref_nids == [NID.parse("10.0.0.1@tcp")]
+    assert _lpni(eng, "10.0.0.2@tcp").pref_nids == []
+    assert [(r.get("src"), r.get("dst")) for r in udsp.show(eng)["udsp"]] == [
+        ("10.0.1.9/24@tcp", None), (None, "10.0.0.0/23@tcp"),
+        ("10.0.0.1@tcp", "10.0.1.2/31@tcp")]
+
+
+def test_rte_ipv4_netmask_picks_gateways_by_prefix() -> None:
+    """``--rte 10.0.0.8/30@tcp``: a gateway's primary NID inside the prefix is preferred."""
+    eng = _engine()
+    for gw_s in ("10.0.0.9@tcp", "10.0.0.13@tcp"):
+        eng.peer_add(NID.parse(gw_s), [])
+        gw = eng.peers.find_peer(NID.parse(gw_s))
+        assert gw is not None
+        gw.rtr_refcount = 1
+    _add(eng, dst="10.0.0.2@tcp", rte="10.0.0.8/30@tcp")
+    assert _lpni(eng, "10.0.0.2@tcp").rtr_pref_nids == [NID.parse("10.0.0.9@tcp")]
+
+
+@pytest.mark.parametrize(("arg", "names"), [
+    ("10.0.0.0/33@tcp", "IPv4 prefix length '33' is not in 1-32"),
+    ("10.0.[0-1].0/24@tcp", "takes no '[...]' range"),
+])
+def test_bad_ipv4_netmask_rule_is_one_einval_line(arg: str, names: str) -> None:
+    """A malformed netmask: -EINVAL naming the argument and the part, no rule added."""
+    eng = _engine()
+    with pytest.raises(LNetConfigError) as e:
+        _add(eng, dst=arg, prio=1)
+    assert e.value.errno == -22 and names in e.value.descr and "\n" not in e.value.descr
+    assert udsp.show(eng).get("udsp", []) == []

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from nodes.dlc import debuglog
 from nodes.dlc.cmdline import OPT, REQ, LongOpt, Stop, check_cmd, is_level, options, verbose_level
-from nodes.dlc.nidlist import NidListError, expand_nids
 from nodes.dlc.output import Result, error, exit_code
 from nodes.lnet import cpt as cpts_
+from nodes.lnet import nidmatch
 from nodes.lnet.errors import LNetConfigError
 from nodes.lnet.nid import NID
 from nodes.tools.yamlfmt import dump
@@ -132,19 +132,20 @@ async def debug_peer(rt: NodeRuntime, args: list[str]) -> Result:
 
 async def debug_nidlist(rt: NodeRuntime, args: list[str]) -> Result:
     """``lnetctl debug nidlist NIDLIST [NID]`` (``lustre_lnet_debug_nidlist``: the list as
-    ``cfs_print_nidlist`` prints it, and whether NID matches it)."""
+    ``cfs_print_nidlist`` prints it, and whether NID matches it by ``cfs_match_nid``;
+    netmasks and IPv6 addresses included: ``nodes/lnet/nidmatch.py``)."""
     if not args:
         return exit_code(-E.EINVAL), "", "Missing nidlist argument\n"
     if len(args) > 2:
         return exit_code(-E.EINVAL), "", "Too many arguments\n"
     try:
-        nids = expand_nids(args[0])
-    except NidListError:
+        nets = nidmatch.parse_nidlist(args[0])
+    except LNetConfigError:
         return exit_code(-E.EINVAL), "", f"Unable to parse nidlist from: {args[0]}\n"
-    out = f"nidlist parsed to: {args[0]}\n"
+    out = f"nidlist parsed to: {nidmatch.print_nidlist(nets)}\n"
     if len(args) == 2:
         try:
-            match = str(NID.parse(args[1])) in nids
+            match = nidmatch.match_nid(nets, NID.parse(args[1]))
         except LNetConfigError:
             return exit_code(-E.EINVAL), out, f"Invalid nid for matching {args[1]}\n"
         out += (f"{args[1]} matches nidlist {args[0]}\n" if match else
