@@ -187,6 +187,7 @@ class _Outstanding:
     rnr_retries: int
     packet: Packet
     rnr_wait: bool = False
+    fatal: bool = False  # the QP errs with this one in flight, at its deadline (qp-error)
 
 
 class QueuePair:
@@ -205,6 +206,7 @@ class QueuePair:
         self._fail_rdma = 0
         self._ack_due = 0  # responder: the last request accepted, its ACK not yet sent
         self.rnr_until = 0.0  # receiver not ready before then (the ``rnr`` fault kind)
+        self.error_armed = False  # the ``qp-error`` fault waits for a send in flight
 
     def _step(self, inp: QpInput) -> None:
         nxt = _QP.get((self.state, inp))
@@ -254,7 +256,21 @@ class QueuePair:
             pkt = Packet(Kind.READ_REQ, (self._seq, wr.rkey, wr.remote_addr, wr.length))
         self._sq[self._seq] = _Outstanding(wr, self._seq, now + self.ack_timeout,
                                            self.retry_count, self.rnr_retry_count, pkt)
+        if self.error_armed:  # the fatal error comes with this request in flight: the
+            self.error_armed = False  # CQ reports it later, as the HCA does, not in the post
+            self._sq[self._seq].fatal = True
+            self._sq[self._seq].deadline = now
+            return []
         return [Transmit(pkt)]
+
+    def async_error(self) -> list[Action]:
+        """A fatal QP error with a send in flight (the ``qp-error`` fault; a fabric's come
+        so, and over loopback a send is outstanding only for microseconds): now if one is
+        outstanding, else the next one posted errs at the next CQ poll (``handle_timer``)."""
+        if self._sq or self.state is Q.ERROR:
+            return self.modify(Q.ERROR)
+        self.error_armed = True
+        return []
 
     def fail_next_rdma(self, n: int) -> None:
         """Responder: the next ``n`` RDMA requests fail with REM_OP (fault injection)."""
@@ -269,6 +285,8 @@ class QueuePair:
         for o in list(self._sq.values()):
             if o.deadline > now or self.state is Q.ERROR:
                 continue
+            if o.fatal:
+                return out + self._to_error()
             if o.rnr_wait:  # an RNR wait ended: resend
                 o.rnr_wait = False
                 o.deadline = now + self.ack_timeout
