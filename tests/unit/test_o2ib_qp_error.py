@@ -16,7 +16,8 @@ from o2ibpair import Bench, put_hdr
 from nodes.lnet.hstatus import HStatus
 from nodes.o2ib import ibfaults
 from nodes.o2ib.kibtx import ConnState
-from nodes.o2ib.verbs import Opcode, ProtectionDomain, QpState, QueuePair, SendWr, WcStatus
+from nodes.o2ib.pd import ProtectionDomain
+from nodes.o2ib.verbs import Opcode, QpState, QueuePair, SendWr, WcStatus
 
 A, B = "10.70.0.1@o2ib", "10.70.0.2@o2ib"
 
