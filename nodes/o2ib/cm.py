@@ -205,6 +205,10 @@ class CmId:
         request flushes; the CM state is left to the disconnect that follows."""
         return self._out(self.qp.modify(QpState.ERROR))
 
+    def qp_error_in_flight(self) -> list[CmAction]:
+        """The QP enters ERROR with a send in flight (``QueuePair.async_error``)."""
+        return self._out(self.qp.async_error())
+
     def post_recv(self, wr_id: int, length: int) -> list[CmAction]:
         return self._out(self.qp.post_recv(wr_id, length))
 

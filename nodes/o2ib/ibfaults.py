@@ -1,7 +1,9 @@
 """The IB fault kinds on one node's o2iblnd (issue 28): what each does to the emulated HCA.
 
-* ``qp_error``: the QPs of matching connections enter ERROR (an asynchronous QP error):
-  everything posted flushes (WR_FLUSH_ERR → -EIO, REMOTE_DROPPED) and the connection closes;
+* ``qp_error``: the QPs of matching connections enter ERROR with a send in flight (now if
+  one is outstanding, else with the next one posted: ``QueuePair.async_error``): everything
+  posted flushes (WR_FLUSH_ERR → ``kiblnd_tx_complete``: -EIO, REMOTE_DROPPED) and the
+  connection closes; ``fault del`` disarms a QP that has not posted since;
 * ``rnr``: this node's QPs answer SENDs Receiver Not Ready for a while; the sender retries
   every 10 ms up to ``rnr_retry_count`` times (7: forever), then RNR_RETRY_EXC_ERR;
 * ``fail_next_rdma``: the next n RDMAs this node serves fail REM_OP_ERR (both QPs to ERROR);
@@ -24,15 +26,23 @@ ENETDOWN = 100
 
 
 def qp_error(lnd: O2ibLND, ni: NID | None = None, peer: NID | None = None) -> list[Output]:
-    """The ``qp-error`` fault: the QPs of matching connections enter ERROR (everything
-    posted flushes; the connection closes); ``qp_errors`` counts them."""
+    """The ``qp-error`` fault: the QPs of matching connections enter ERROR with a send in
+    flight (everything posted flushes; the connection closes); ``qp_errors`` counts them."""
     for c in list(lnd.streams.values()):
         if c.state == ConnState.ESTABLISHED and (ni is None or c.ni == ni) and (
                 peer is None or c.peer == peer):
             c.now = lnd.now
-            c.run(c.cm.qp_error())
+            c.run(c.cm.qp_error_in_flight())
             lnd.qp_errors += 1
     return lnd.drain()
+
+
+def qp_error_off(lnd: O2ibLND, ni: NID | None = None) -> None:
+    """``fault del`` of ``qp-error``: a QP still waiting for a send to err with is left
+    alone."""
+    for c in lnd.streams.values():
+        if ni is None or c.ni == ni:
+            c.cm.qp.error_armed = False
 
 
 def rnr(lnd: O2ibLND, seconds: float, ni: NID | None = None) -> None:
@@ -77,7 +87,10 @@ def apply(lnd: O2ibLND, kind: str, ni: NID, params: dict[str, object], on: bool,
     link path (it marks the NI fatal first, then calls :func:`port_down`)."""
     lnd.now = max(lnd.now, now)
     if kind == "qp-error":
-        return qp_error(lnd, ni) if on else []
+        if not on:
+            qp_error_off(lnd, ni)
+            return []
+        return qp_error(lnd, ni)
     if kind == "rnr":
         rnr(lnd, float(str(params["ms"])) / 1000.0 if on else 0.0, ni)
     elif kind == "rdma-error":

@@ -22,7 +22,7 @@ from nodes.lnet.hdr import LNetHdr
 from nodes.lnet.hstatus import HStatus
 from nodes.lnet.nid import NID
 from nodes.o2ib.msg import IBLND_MAX_RDMA_FRAGS, IBLND_MSG_VERSION_1, Body, MsgType, RdmaDesc
-from nodes.o2ib.verbs import MemoryRegion
+from nodes.o2ib.pd import MemoryRegion
 
 if TYPE_CHECKING:
     from nodes.o2ib.conn import Conn
@@ -130,7 +130,8 @@ class O2ibTunables:
                       "map_on_demand": t.map_on_demand or 1})
 
 
-@dataclass(eq=False, slots=True)
+# init written out: mypyc compiles it (a dataclass's generated __init__ runs interpreted)
+@dataclass(init=False, eq=False, slots=True)
 class Tx:
     """``kib_tx``. ``lnet_tx``: the engine's tx id finalised by ``TxDone``; ``deliver``: a
     received PUT/GET reply delivered (``Deliver``) once its data is in ``sink``."""
@@ -151,6 +152,18 @@ class Tx:
     deliver: LNetHdr | None = None  # PUT_ACK / GET_REQ: the message to hand to LNet
     credits_sent: int = 0
     wr_ids: list[int] = field(default_factory=list)
+
+    def __init__(self, type: MsgType, body: Body, lnet_tx: int | None = None, cookie: int = 0,
+                 *, waiting: bool = False, status: int = 0, hstatus: HStatus = HStatus.OK,
+                 deadline: float = 0.0, payload: bytes | memoryview = b"",
+                 rdma: RdmaDesc | None = None, sink: MemoryRegion | None = None,
+                 deliver: LNetHdr | None = None) -> None:
+        self.type, self.body, self.lnet_tx, self.cookie = type, body, lnet_tx, cookie
+        self.queued, self.sending, self.waiting, self.status = False, 0, waiting, status
+        self.hstatus, self.deadline, self.payload, self.rdma = (hstatus, deadline,
+                                                                payload, rdma)
+        self.sink, self.deliver, self.credits_sent = sink, deliver, 0
+        self.wr_ids = []
 
 
 class ConnState(enum.IntEnum):
@@ -204,7 +217,7 @@ class Connect:
     peer: NID
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Write:
     """``data`` then ``tail`` (a large RDMA body, written as it is: not joined) on ``stream``."""
 
@@ -212,13 +225,16 @@ class Write:
     data: bytes
     tail: bytes | memoryview = b""
 
+    def __init__(self, stream: int, data: bytes, tail: bytes | memoryview = b"") -> None:
+        self.stream, self.data, self.tail = stream, data, tail
+
 
 @dataclass(frozen=True, slots=True)
 class Close:
     stream: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Deliver:
     """``lnet_parse`` of a message whose payload is all here."""
 
@@ -227,14 +243,20 @@ class Deliver:
     hdr: LNetHdr
     payload: bytes | memoryview
 
+    def __init__(self, ni: NID, peer: NID, hdr: LNetHdr, payload: bytes | memoryview) -> None:
+        self.ni, self.peer, self.hdr, self.payload = ni, peer, hdr, payload
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class TxDone:
     """``lnet_finalize`` of the engine's tx, with ``msg_health_status``."""
 
     tx_id: int
     rc: int
     hstatus: HStatus
+
+    def __init__(self, tx_id: int, rc: int, hstatus: HStatus) -> None:
+        self.tx_id, self.rc, self.hstatus = tx_id, rc, hstatus
 
 
 @dataclass(frozen=True, slots=True)

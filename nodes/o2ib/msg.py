@@ -103,10 +103,14 @@ class RdmaDesc:
     frags: tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# init written out: mypyc compiles it (a dataclass's generated __init__ runs interpreted)
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class Immediate:
     hdr: LNetHdr
     payload: bytes
+
+    def __init__(self, *, hdr: LNetHdr, payload: bytes) -> None:
+        self.hdr, self.payload = hdr, payload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,7 +144,8 @@ class Completion:
 Body = ConnParams | Immediate | PutReq | PutAck | GetReq | Completion | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# init written out: mypyc compiles it (a dataclass's generated __init__ runs interpreted)
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class KibMsg:
     """``struct kib_msg``; ``body`` is the ``ibm_u`` member ``type`` selects (None for NOOP)."""
 
@@ -152,6 +157,13 @@ class KibMsg:
     srcstamp: int = 0
     dstnid: int = 0
     dststamp: int = 0
+
+    def __init__(self, *, type: MsgType, body: Body, version: int = IBLND_MSG_VERSION,
+                 credits: int = 0, srcnid: int = 0, srcstamp: int = 0, dstnid: int = 0,
+                 dststamp: int = 0) -> None:
+        self.type, self.body, self.version, self.credits = type, body, version, credits
+        self.srcnid, self.srcstamp, self.dstnid, self.dststamp = (srcnid, srcstamp, dstnid,
+                                                                  dststamp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,7 +56,8 @@ from nodes.o2ib.kibtx import (
     Tx,
     TxDone,
 )
-from nodes.o2ib.verbs import ProtectionDomain, QueuePair
+from nodes.o2ib.pd import ProtectionDomain
+from nodes.o2ib.verbs import QueuePair
 
 _log = logging.getLogger("lnet.o2iblnd")
 EHOSTUNREACH, ENETDOWN = 113, 100

@@ -38,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
-from nodes.lnd.bufpool import BufferPool
+from nodes.o2ib.pd import MemoryRegion, ProtectionDomain
 from nodes.o2ib.vwire import Kind, Packet, Syndrome
 
 
@@ -105,46 +105,8 @@ _NAK_STATUS: Final = {Syndrome.REM_INV_REQ: WcStatus.REM_INV_REQ_ERR,
                       Syndrome.REM_OP: WcStatus.REM_OP_ERR}
 
 
-@dataclass(slots=True)
-class MemoryRegion:
-    """``ib_reg_mr``: a buffer, its keys and the remote access it grants."""
-
-    rkey: int
-    buf: bytearray | memoryview
-    remote_write: bool = True
-    remote_read: bool = True
-
-
-class ProtectionDomain:
-    """The node's registered regions, by rkey (``ib_alloc_pd`` + the regions in it). Their
-    memory comes from ``pool`` (the pages of a real node's MDs are mapped already: a fresh
-    1 MiB allocation per message faulted in 256 pages, 19 % of a receiver's samples), and
-    is reused once nobody holds a view of it (``BufferPool``)."""
-
-    def __init__(self) -> None:
-        self._mrs: dict[int, MemoryRegion] = {}
-        self._next_key = 0x100
-        self.pool = BufferPool()
-
-    def reg_mr(self, length: int, *, remote_write: bool = True,
-               remote_read: bool = True) -> MemoryRegion:
-        self._next_key += 1
-        mr = MemoryRegion(self._next_key, self.pool.get(length), remote_write, remote_read)
-        self._mrs[mr.rkey] = mr
-        return mr
-
-    def dereg_mr(self, mr: MemoryRegion) -> None:
-        self._mrs.pop(mr.rkey, None)
-
-    def check(self, rkey: int, addr: int, length: int, *, write: bool) -> MemoryRegion | None:
-        """The region an RDMA may touch, or None (bad key, right or bounds)."""
-        mr = self._mrs.get(rkey)
-        if mr is None or not (mr.remote_write if write else mr.remote_read):
-            return None
-        return mr if addr >= 0 and addr + length <= len(mr.buf) else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+# init written out: mypyc compiles it (a dataclass's generated __init__ runs interpreted)
+@dataclass(init=False, slots=True, unsafe_hash=True, kw_only=True)
 class SendWr:
     """``ib_send_wr``: SEND of ``data``; RDMA_WRITE of ``data`` to (rkey, remote_addr);
     RDMA_READ of ``length`` bytes from (rkey, remote_addr) into ``local`` at ``local_addr``."""
@@ -158,13 +120,23 @@ class SendWr:
     local: MemoryRegion | None = None
     local_addr: int = 0
 
+    def __init__(self, *, wr_id: int, opcode: Opcode, data: bytes | memoryview = b"",
+                 rkey: int = 0, remote_addr: int = 0, length: int = 0,
+                 local: MemoryRegion | None = None, local_addr: int = 0) -> None:
+        self.wr_id, self.opcode, self.data, self.rkey = wr_id, opcode, data, rkey
+        self.remote_addr, self.length, self.local, self.local_addr = (remote_addr, length,
+                                                                      local, local_addr)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Transmit:
     packet: Packet
 
+    def __init__(self, packet: Packet) -> None:
+        self.packet = packet
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class WorkCompletion:
     """``ib_wc`` as ``kiblnd_complete`` receives it."""
 
@@ -174,11 +146,16 @@ class WorkCompletion:
     byte_len: int = 0
     data: bytes | memoryview = b""
 
+    def __init__(self, wr_id: int, opcode: Opcode, status: WcStatus, byte_len: int = 0,
+                 data: bytes | memoryview = b"") -> None:
+        self.wr_id, self.opcode, self.status = wr_id, opcode, status
+        self.byte_len, self.data = byte_len, data
+
 
 Action = Transmit | WorkCompletion
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class _Outstanding:
     wr: SendWr
     seq: int
@@ -187,6 +164,13 @@ class _Outstanding:
     rnr_retries: int
     packet: Packet
     rnr_wait: bool = False
+    fatal: bool = False  # the QP errs with this one in flight, at its deadline (qp-error)
+
+    def __init__(self, wr: SendWr, seq: int, deadline: float, retries: int,
+                 rnr_retries: int, packet: Packet) -> None:
+        self.wr, self.seq, self.deadline, self.retries = wr, seq, deadline, retries
+        self.rnr_retries, self.packet, self.rnr_wait, self.fatal = (rnr_retries, packet,
+                                                                    False, False)
 
 
 class QueuePair:
@@ -205,6 +189,7 @@ class QueuePair:
         self._fail_rdma = 0
         self._ack_due = 0  # responder: the last request accepted, its ACK not yet sent
         self.rnr_until = 0.0  # receiver not ready before then (the ``rnr`` fault kind)
+        self.error_armed = False  # the ``qp-error`` fault waits for a send in flight
 
     def _step(self, inp: QpInput) -> None:
         nxt = _QP.get((self.state, inp))
@@ -254,7 +239,21 @@ class QueuePair:
             pkt = Packet(Kind.READ_REQ, (self._seq, wr.rkey, wr.remote_addr, wr.length))
         self._sq[self._seq] = _Outstanding(wr, self._seq, now + self.ack_timeout,
                                            self.retry_count, self.rnr_retry_count, pkt)
+        if self.error_armed:  # the fatal error comes with this request in flight: the
+            self.error_armed = False  # CQ reports it later, as the HCA does, not in the post
+            self._sq[self._seq].fatal = True
+            self._sq[self._seq].deadline = now
+            return []
         return [Transmit(pkt)]
+
+    def async_error(self) -> list[Action]:
+        """A fatal QP error with a send in flight (the ``qp-error`` fault; a fabric's come
+        so, and over loopback a send is outstanding only for microseconds): now if one is
+        outstanding, else the next one posted errs at the next CQ poll (``handle_timer``)."""
+        if self._sq or self.state is Q.ERROR:
+            return self.modify(Q.ERROR)
+        self.error_armed = True
+        return []
 
     def fail_next_rdma(self, n: int) -> None:
         """Responder: the next ``n`` RDMA requests fail with REM_OP (fault injection)."""
@@ -269,6 +268,8 @@ class QueuePair:
         for o in list(self._sq.values()):
             if o.deadline > now or self.state is Q.ERROR:
                 continue
+            if o.fatal:
+                return out + self._to_error()
             if o.rnr_wait:  # an RNR wait ended: resend
                 o.rnr_wait = False
                 o.deadline = now + self.ack_timeout

@@ -79,7 +79,8 @@ _KIND_OF: Final[dict[int, Kind]] = {int(k): k for k in Kind}
 FIELD_SIZES: Final[dict[Kind, int]] = {k: s.size for k, s in _FIXED.items()}
 
 
-@dataclass(frozen=True, slots=True)
+# init written out: mypyc compiles it (a dataclass's generated __init__ runs interpreted)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Packet:
     """One packet; ``placed``: its data was received straight into the memory its
     ``placer`` named (an RDMA WRITE's target region, as an HCA's DMA)."""
@@ -88,6 +89,10 @@ class Packet:
     fields: tuple[int, ...] = ()
     data: bytes | memoryview = b""
     placed: bool = False
+
+    def __init__(self, kind: Kind, fields: tuple[int, ...] = (),
+                 data: bytes | memoryview = b"", placed: bool = False) -> None:
+        self.kind, self.fields, self.data, self.placed = kind, fields, data, placed
 
 
 #: where a large body goes, given its kind, fields and length (None: a buffer of the pool)

@@ -24,10 +24,10 @@ from nodes.o2ib.cm import (
     CmState,
     SendBytes,
 )
+from nodes.o2ib.pd import ProtectionDomain
 from nodes.o2ib.verbs import (
     _QP,
     Opcode,
-    ProtectionDomain,
     QpInput,
     QpState,
     QueuePair,

@@ -106,13 +106,19 @@ def test_ib_fault_is_remote_dropped_and_lnet_moves_to_rail1(
 
 
 def test_cm_reject_fatal_is_remote_dropped_on_reconnect(mr: SimTestbed) -> None:
-    """s1 rejects every CONNREQ (FATAL); c1's rail-0 connection is gone (a QP error with
-    nothing in flight), so the burst's rail-0 txs wait for a connection that is refused:
-    kiblnd_peer_connect_failed(-ECONNREFUSED): REMOTE_DROPPED, lnet_notify(dead)."""
+    """s1 rejects every CONNREQ to its rail-0 NI (FATAL); c1's rail-0 connection is gone
+    (a qp-error took the first SEND of a burst; health then reset by hand), so the next
+    burst's rail-0 txs wait for a connection that is refused:
+    kiblnd_peer_connect_failed(-ECONNREFUSED):
+    REMOTE_DROPPED, lnet_notify(dead)."""
     tb = mr
     o2 = tb.fabric.o2ib
     o2.lnds["s1"].forced_reject = M.RejectReason.FATAL
+    o2.lnds["s1"].forced_reject_ni = NID.parse(S0)
     o2.run("c1", ibfaults.qp_error(o2.lnds["c1"], NID.parse(C0)))
+    tb.node("c1").put(S0, count=4, size=MIB)
+    assert not [c for c in o2.lnds["c1"].streams.values() if c.peer == NID.parse(S0)]
+    assert tb.node("c1").lnetctl("peer set --all --health 1000").rc == 0
     tb.advance(1.0)
     start = len(tb.events())
     tb.node("c1").put(S0, count=4, size=MIB)

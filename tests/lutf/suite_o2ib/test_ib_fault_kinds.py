@@ -8,10 +8,13 @@ the hit tx with the hstatus ``o2iblnd_cb.c`` gives it, LNet lowers the health of
 hit, and the next messages avoid rail 0 (rail 1 and the tcp rail take them):
 
 * ``rdma-error`` (s1 serves the RDMA WRITE of c1's PUT with REM_OP_ERR), ``rnr`` (s1's QP not
-  ready: c1's SEND runs out of RNR retries), ``qp-error`` (c1's QP flushes what it posted):
+  ready: c1's SEND runs out of RNR retries), ``qp-error`` (c1's QP errs with a SEND in
+  flight, the burst's first on rail 0, so it flushes; an error at a wall-clock instant would
+  find a request outstanding or not by chance over loopback sockets):
   ``kiblnd_complete`` -> ``kiblnd_tx_complete``: -EIO, REMOTE_DROPPED, the peer NI blamed
   (its ``dropped`` counter, its health down: ``lnet_handle_remote_failure_locked``);
-* ``cm-reject`` (s1 rejects every CONNREQ, reason fatal; c1's rail-0 connection was closed):
+* ``cm-reject`` (s1 rejects every CONNREQ to its rail-0 NI, reason fatal; c1's rail-0
+  connection closed by a qp-error in a first burst, health reset by hand before the next):
   ``kiblnd_rejected`` -> ``kiblnd_peer_connect_failed``: -ECONNREFUSED, REMOTE_DROPPED;
 * ``port-down`` (IB_EVENT_PORT_ERR on c1's ib0: ``kiblnd_event_handler`` ->
   ``kiblnd_set_ni_fatal_on``): c1's NI fatal (``fatal_error``: 1, status down), LNet selects
@@ -94,20 +97,16 @@ def test_ib_fault_is_remote_dropped_and_lnet_moves_to_rail1(topology: Any, kind:
     tb = topology
     _setup(tb)
     before = _lpni(tb)
-    if kind == "qp-error":  # while c1's PUTs are in flight on rail 0
-        if not _sim(tb):
-            pytest.skip("qp-error on a wall clock: a work request is posted and not yet "
-                        "complete for microseconds over loopback sockets, so whether the "
-                        "flush finds one (REMOTE_DROPPED) or only txs awaiting PUT_ACK "
-                        "(aborted) is a race (two CI runs, 2026-12-03); the simulator "
-                        "places it exactly")
-        f = tb.fault.add(kind, node="c1", iface="ib0", start=0.002)
+    if kind == "qp-error":  # c1's rail-0 QP errs with the burst's first SEND in flight
+        f = tb.fault.add(kind, node="c1", iface="ib0")
         _burst(tb, 8)
-    elif kind == "cm-reject":  # c1's idle rail-0 connection closed, its reconnect refused
+    elif kind == "cm-reject":  # c1's rail-0 connection closed (qp-error), its reconnect refused
         f = tb.fault.add(kind, node="s1", iface="ib0", reason="fatal")
         qp = tb.fault.add("qp-error", node="c1", iface="ib0")
-        tb.advance(1.0)
+        _burst(tb, all_ok=False)
         tb.fault.delete(qp["id"])
+        ok(tb.node("c1"), "lnetctl", "peer set --all --health 1000")
+        before = _lpni(tb)  # what the refused reconnects do, not the qp-error's drop
         _burst(tb, all_ok=False)  # ib1 -> s1's rail-0 NID has no path: -EHOSTUNREACH
     else:
         f = tb.fault.add(kind, node="s1", iface="ib0", **({"ms": 2000} if kind == "rnr"
@@ -155,7 +154,3 @@ def test_ib_fault_on_a_tcp_ni_is_one_line(topology: Any, kind: str) -> None:
     assert msg.endswith(f"{kind}: node c1 interface eth0 is not an o2ib NI (10.52.0.1@tcp); "
                         "IB faults act on an o2ib NI's ib* interface"), msg
     assert topology.fault.list() == []
-
-
-def _sim(tb: Any) -> bool:
-    return type(tb).__name__.startswith("Sim")
