@@ -50,9 +50,17 @@ RETRIES = 1
 CONNECT_TIMEOUT = 30.0
 _RELAXED: list[bool] = []
 #: dask configuration of the local cluster's workers: no statistical profiler (it samples
-#: the running task's stack every 10 ms: a seed is one long task of pure Python); workers
-#: elsewhere: DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False (docs/explore.md)
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+#: the running task's stack every 10 ms: a seed is one long task of pure Python), and the
+#: worker's periodic checks less often (its event loop's health every 20 ms, its memory
+#: every 100 ms, the host's every 500 ms: each wakes the worker's event loop thread, which
+#: takes the GIL from the seed's thread; on a loaded box a thread that holds the GIL and
+#: loses its core stalls the seed meanwhile); workers elsewhere: the same as environment
+#: variables (docs/explore.md)
+WORKER_CONFIG: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s"}
 
 
 class ClusterError(Exception):
