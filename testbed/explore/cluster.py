@@ -12,10 +12,15 @@ address, result)`` as tasks finish (``distributed.as_completed``), ``close()``.
 start one and its workers); ``--cluster local:N`` starts a ``LocalCluster`` of N worker
 processes of one thread each on this machine. dask gives every worker it spawns the same
 ``PYTHONHASHSEED`` (6640, for its own consistent hashing), which would hide a run that
-depends on str hash order; the local cluster's workers are started one after another, each
-with its own (``pool.HASH_SEED_BASE + i``), so the determinism check compares runs under
-different hashes. Every result carries ``hashprobe``, the hash of a fixed str in the process
-that ran it: two runs are known to have run under different hashes only when it differs.
+depends on str hash order; the local cluster's workers each get their own
+(``pool.HASH_SEED_BASE + i``), so the determinism check compares runs under different
+hashes. A Nanny puts the variable in this process's environment just before it spawns its
+worker process; the Nannies start together (dask's ``LocalCluster.scale``), each holding one
+lock from setting the variable until its process exists (``HashSeedNanny.instantiate``):
+the spawns, a few ms each, take turns, and the workers' start (an interpreter and its
+imports, ~2 s) runs in parallel, as the process pool's does. Every result carries
+``hashprobe``, the hash of a fixed str in the process that ran it: two runs are known to have
+run under different hashes only when it differs.
 
 A seed needs its worker process to itself (the runner sets process environment variables
 around each run: ``runner.environment``): a worker with more than one thread is refused
@@ -24,6 +29,7 @@ with one line per seed (``dask worker --nthreads 1``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import itertools
@@ -44,9 +50,17 @@ RETRIES = 1
 CONNECT_TIMEOUT = 30.0
 _RELAXED: list[bool] = []
 #: dask configuration of the local cluster's workers: no statistical profiler (it samples
-#: the running task's stack every 10 ms: a seed is one long task of pure Python); workers
-#: elsewhere: DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False (docs/explore.md)
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+#: the running task's stack every 10 ms: a seed is one long task of pure Python), and the
+#: worker's periodic checks less often (its event loop's health every 20 ms, its memory
+#: every 100 ms, the host's every 500 ms: each wakes the worker's event loop thread, which
+#: takes the GIL from the seed's thread; on a loaded box a thread that holds the GIL and
+#: loses its core stalls the seed meanwhile); workers elsewhere: the same as environment
+#: variables (docs/explore.md)
+WORKER_CONFIG: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s"}
 
 
 class ClusterError(Exception):
@@ -83,8 +97,20 @@ def run_on_worker(task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return worker.address, pool.safe_run_task(task)
 
 
+#: seconds between two looks at whether a Nanny's worker process exists yet
+SPAWN_POLL = 0.005
+
+
+def spawned(nanny: Any) -> bool:
+    """Whether ``nanny``'s worker process exists (dask's ``AsyncProcess.pid`` is set once
+    ``multiprocessing``'s spawn has run: the child's environment is fixed from then on)."""
+    proc = getattr(nanny, "process", None)
+    return getattr(getattr(proc, "process", None), "pid", None) is not None
+
+
 def _nanny_class() -> Any:
     nanny: Any = _dd().Nanny
+    locks: dict[int, asyncio.Lock] = {}  # one per event loop (a cluster's)
 
     class HashSeedNanny(nanny):  # type: ignore[misc]
         """A Nanny whose worker process starts with its own ``PYTHONHASHSEED``."""
@@ -94,13 +120,23 @@ def _nanny_class() -> Any:
             self.pre_spawn_env["PYTHONHASHSEED"] = str(hash_seed)
             self.env["PYTHONHASHSEED"] = str(hash_seed)
 
+        async def instantiate(self) -> Any:
+            """dask's ``Nanny.instantiate`` (spawn the worker, wait until it registers),
+            the spawn under the lock (module doc); the wait for the worker outside it."""
+            lock = locks.setdefault(id(asyncio.get_running_loop()), asyncio.Lock())
+            async with lock:
+                start = asyncio.ensure_future(super().instantiate())
+                while not start.done() and not spawned(self):
+                    await asyncio.sleep(SPAWN_POLL)
+            return await start
+
     return HashSeedNanny
 
 
 def local_cluster(n: int) -> Any:
     """A ``LocalCluster`` of ``n`` one-thread worker processes, worker ``i`` started with
-    ``PYTHONHASHSEED`` ``pool.HASH_SEED_BASE + i``, one after another (a Nanny sets the
-    variable in this process just before it spawns: started together, they would race)."""
+    ``PYTHONHASHSEED`` ``pool.HASH_SEED_BASE + i``, all at once (their spawns take turns:
+    ``HashSeedNanny``); returns once every worker is up."""
     nanny = _nanny_class()
     old = os.environ.get("PYTHONHASHSEED")
     quiet = importlib.import_module("dask").config.set(WORKER_CONFIG)
@@ -115,8 +151,8 @@ def local_cluster(n: int) -> Any:
                 # task's error (an errored seed); at ERROR a worker still closing after a
                 # Ctrl-C printed a heartbeat traceback once the scheduler had gone (CI)
                 "silence_logs": logging.CRITICAL}}
-            with pool.sigint_ignored():  # Ctrl-C is the caller's (pool.sigint_ignored)
-                cluster.sync(cluster._correct_state)
+        with pool.sigint_ignored():  # Ctrl-C is the caller's (pool.sigint_ignored)
+            cluster.sync(cluster._correct_state)
     except BaseException:
         cluster.close()
         raise

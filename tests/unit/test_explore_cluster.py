@@ -34,6 +34,42 @@ def test_a_local_cluster_checks_determinism_across_workers_with_their_own_hash_s
         str(pool.HASH_SEED_BASE), str(pool.HASH_SEED_BASE + 1)}
 
 
+def _spawn_and_seed() -> tuple[float, str, int]:
+    """In a worker: when its process was spawned, its PYTHONHASHSEED, its str hash."""
+    import os
+
+    import psutil
+
+    return psutil.Process().create_time(), os.environ.get("PYTHONHASHSEED", ""), \
+        pool.hash_probe()
+
+
+def test_local_workers_start_together_each_with_its_own_hash_seed() -> None:
+    """The local cluster's Nannies start at once (dask's ``_correct_state``), their spawns
+    taking turns on one lock (``HashSeedNanny.instantiate``): every worker still gets its own
+    PYTHONHASHSEED (without the lock the Nannies race on this process's environment and a
+    worker may get another's or share one), and the last worker is spawned before the first
+    has finished starting (started one after another, it waited for the one before to
+    register)."""
+    t0 = time.time()
+    engine = cluster.DaskWorkers("local:3")
+    try:
+        up = time.time()
+        names = {a: w["name"] for a, w in engine.client.scheduler_info()["workers"].items()}
+        got = {names[a]: v for a, v in engine.client.run(_spawn_and_seed).items()}
+    finally:
+        engine.close()
+    # worker explore-i has its own Nanny's hash seed (not another's: the race)
+    assert {n: v[1] for n, v in got.items()} == {
+        f"explore-{i}": str(pool.HASH_SEED_BASE + i) for i in range(3)}
+    assert len({v[2] for v in got.values()}) == 3
+    # all spawned within a third of the start: one worker's start (interpreter, imports,
+    # registering) did not hold back the next one's spawn (differences of spawn times only:
+    # the kernel's are counted from a boot time known to the second)
+    spread = max(v[0] for v in got.values()) - min(v[0] for v in got.values())
+    assert spread < (up - t0) / 3, (spread, up - t0)
+
+
 def test_explore_submits_seeds_to_a_scheduler_by_address_and_failures_stream_back() -> None:
     """A scheduler started apart (as on another machine; dask's own workers, which all get
     dask's PYTHONHASHSEED 6640): seed 5 with a planted bug fails on a worker and its proof
