@@ -20,6 +20,7 @@ control port lives on the management network only. Same JSON protocol on both so
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Coroutine, Sequence
@@ -274,8 +275,9 @@ class ControlServer:
         """``_burst`` through ``wait_final``: 64 workers take messages off the burst."""
         async def worker() -> None:
             while burst.started < burst.count:
-                started = burst.start(self.rt.now())  # (counted before the wait)
-                burst.final((await self.rt.wait_final(lambda s=started: s))[-1])
+                # wait_final calls ``start`` at once: the message is counted before the wait
+                start = functools.partial(burst.start, self.rt.now())
+                burst.final((await self.rt.wait_final(start))[-1])
 
         await asyncio.gather(*(worker() for _ in range(min(MAX_INFLIGHT, burst.count))))
 

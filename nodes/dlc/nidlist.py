@@ -215,16 +215,16 @@ Resolver = Callable[[str], str | None]
 HOSTS: ContextVar[Resolver | None] = ContextVar("lnet_hosts", default=None)
 
 
-def nid_or_host(text: str, resolve: Resolver | None = None) -> str | None:
-    """``libcfs_strnid``: one NID's canonical string, its address possibly a host name; None
-    when it is not a NID."""
+def nid_or_host(text: str, resolve: Resolver | None = None) -> NID | None:
+    """``libcfs_strnid``: one NID, its address possibly a host name; None when it is not a
+    NID."""
     try:
-        return str(NID.parse(text))
+        return NID.parse(text)
     except LNetConfigError:
         return _hostname_nid(text.strip(), resolve or HOSTS.get())
 
 
-def _hostname_nid(nidstr: str, resolve: Resolver | None) -> str | None:
+def _hostname_nid(nidstr: str, resolve: Resolver | None) -> NID | None:
     """``libcfs_strnid`` on a host-name address: an IP-addressed net and an address starting
     with a letter go through ``resolve`` (``libcfs_ip_str2addr_size``'s getaddrinfo)."""
     addr, _, net_s = nidstr.rpartition("@")
@@ -233,12 +233,12 @@ def _hostname_nid(nidstr: str, resolve: Resolver | None) -> str | None:
             or not addr[:1].isalpha():
         return None
     ip = resolve(addr)
-    return None if ip is None else str(NID.parse(f"{ip}@{net_s}"))
+    return None if ip is None else NID.parse(f"{ip}@{net_s}")
 
 
 def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS,
-                resolve: Resolver | None = None) -> list[str]:
-    """Expand a NID list to canonical NID strings, in order, duplicates kept; an address
+                resolve: Resolver | None = None) -> list[NID]:
+    """Expand a NID list to its NIDs (each parsed once, here), in order, duplicates kept; an address
     that is a host name is looked up with ``resolve`` (default: ``HOSTS``; none: invalid).
 
     Raises:
@@ -250,7 +250,7 @@ def expand_nids(text: str, limit: int = MAX_EXPANDED_NIDS,
         raise _bad("LNET_ANY_NID is unsupported")
     if "@" not in text:
         raise _bad("no valid NIDs in string")
-    out: list[str] = []
+    out: list[NID] = []
     for expr in _split_top(text):
         if not expr:
             continue

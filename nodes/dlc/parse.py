@@ -216,10 +216,9 @@ _PEER = (LongOpt("prim_nid", REQ, "k"), LongOpt("non_mr", NO, "m"), LongOpt("nid
 
 
 def _expand(text: str, cmd: str, entity: str, limit: int) -> tuple[NID, ...]:
-    """A NID list expanded (``nidlist.expand_nids``: each NID parsed there; its canonical
-    text made a ``NID`` again here -- the one string parsed twice, docs/ARCHITECTURE.md)."""
+    """A NID list expanded (``nidlist.expand_nids``: each NID parsed there, once)."""
     try:
-        return tuple(NID.parse(n) for n in expand_nids(text, limit))
+        return tuple(expand_nids(text, limit))
     except NidListError as e:
         out = f"can't parse nidrange: \"{clip(text)}\"\n" if entity == "peer" else ""
         raise Stop((exit_code(e.errno), out, error(cmd, entity, e.errno, e.descr)[2])) \

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from nodes.lnet.nid import Net
 from nodes.lnet.tunables import MODULE_PARAMS, TUNABLE_NAMES, Tunables
 from testbed.plan import Plan, load_topology
 from testbed.plan.source import resolve
@@ -51,13 +52,13 @@ class Topo:
     def ifaces(self, node: str) -> list[str]:
         return [i.name for i in self.plan.node(node).interfaces]
 
-    def nets(self, node: str) -> set[str]:
+    def nets(self, node: str) -> set[Net]:
         return {i.net for i in self.plan.node(node).interfaces}
 
     def nids(self, node: str) -> list[str]:
         return list(self.plan.node(node).nids)
 
-    def routed_nets(self, node: str) -> set[str]:
+    def routed_nets(self, node: str) -> set[Net]:
         return {r.net for r in self.plan.node(node).routes}
 
     def mr_peers(self, node: str) -> list[str]:
@@ -78,7 +79,7 @@ class Topo:
     def _large(self, node: str) -> bool:
         return any(":" in nid.partition("@")[0] for nid in self.nids(node))
 
-    def nids_on(self, node: str, nets: set[str]) -> list[str]:
+    def nids_on(self, node: str, nets: set[Net]) -> list[str]:
         return [i.nid for i in self.plan.node(node).interfaces if i.net in nets]
 
     def dst_nids(self, node: str, peer: str) -> list[str]:

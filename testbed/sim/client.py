@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from nodes.echo import shown
-from nodes.limits import argv_refusal
 from nodes.recorder import DEFAULT_PERIOD
 from testbed.base import Completed, NodeVerbs, TestbedError
 from testbed.ctlclient import CtlTestbed
@@ -42,18 +41,13 @@ class SimClientNode(NodeVerbs):
         return f"<SimClientNode {self.testbed.name}/{self.name}>"
 
     def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-        reply = self.testbed._ctl({**msg, "node": self.name}, timeout=timeout)
+        """One request on the server's socket (``NodeVerbs`` builds the verbs and bursts on
+        it); ``timeout`` is at least ``VERB_TIMEOUT``: a paced verb waits on the wall clock."""
+        reply = self.testbed._ctl({**msg, "node": self.name},
+                                  timeout=max(timeout, VERB_TIMEOUT))
         if not reply.get("ok", True) and "rc" not in reply and msg["cmd"] not in ("put", "get"):
             raise TestbedError(str(reply.get("error", f"node {self.name}: failed")))
         return reply
-
-    def verb(self, cmd: str, argv: Sequence[str], timeout: float = VERB_TIMEOUT) -> Completed:
-        refused = argv_refusal(cmd, list(argv))  # ARG_MAX, as the server checks it
-        if refused is not None:
-            return Completed(*refused)
-        reply = self._request({"cmd": cmd, "argv": list(argv)}, max(timeout, VERB_TIMEOUT))
-        return Completed(int(reply.get("rc", 1)), str(reply.get("out", "")),
-                         str(reply.get("err", "")))
 
     def exec(self, argv: Sequence[str], *, input: str | None = None,
              timeout: float = 60.0) -> Completed:
@@ -63,13 +57,6 @@ class SimClientNode(NodeVerbs):
 
     def log(self) -> str:
         return str(self._request({"cmd": "log"}, 60.0).get("text", ""))
-
-    def _burst(self, op: str, dst: str, count: int, size: int, timeout: float,
-               numa: int | None) -> dict[str, Any]:
-        req: dict[str, Any] = {"cmd": op, "dst": dst, "count": count, "size": size}
-        if numa is not None:
-            req["numa"] = numa
-        return self._request(req, max(timeout, VERB_TIMEOUT))
 
 
 class SimClient(CtlTestbed):

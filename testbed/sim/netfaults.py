@@ -83,11 +83,11 @@ class Rule:
         self.counters: dict[str, int] = {}
         plan = tb.plan
         if spec.kind == "partition":
-            self.a = {NID.parse(n) for name in spec.params["a"] for n in plan.node(name).nids}
-            self.b = {NID.parse(n) for name in spec.params["b"] for n in plan.node(name).nids}
+            self.a = {n for name in spec.params["a"] for n in plan.node(name).nid_values}
+            self.b = {n for name in spec.params["b"] for n in plan.node(name).nid_values}
             return
         node = plan.node(spec.node or "")
-        self.nids = {NID.parse(i.nid) for i in node.interfaces
+        self.nids = {i.nid_value for i in node.interfaces
                      if spec.iface is None or i.name == spec.iface}
         model = MODELS.get(spec.kind)
         self.model = model(Knobs(dict(spec.params), self.rng, self.counters, self.nids)) \

@@ -6,8 +6,9 @@ socklnd's byte stream, which is what LNet can observe. A model is consulted by
 ``netfaults.transmit_ruled`` for every message of an active rule (``take``; ``matched``
 says whether the rule's keys hold) and either leaves the message to the fabric (False) or
 disposes of it itself (True: scheduled, held, lost or failed). The models share no base
-class (issue 29: no sim class inherits another): each holds its rule's ``Knobs``, and
-``Reorder`` and ``Stall`` their ``HeldQueues``; ``Model`` is the protocol they satisfy.
+class (issue 29: no sim class inherits another): each holds its rule's ``Knobs``; ``reorder``
+and ``stall`` are one ``Holding`` model (the held queues) composed with their ``Reorder`` or
+``Stall`` policy; ``Model`` is the protocol they satisfy.
 
 * ``rst``: the first ``count`` matching messages are written (the tx completes OK, as
   ksocklnd finalizes a tx once its bytes are in the socket) and lost with the connection,
@@ -156,12 +157,20 @@ class _Held:
         self.latency, self.left = latency, left
 
 
-class HeldQueues:
-    """Messages held per connection, in order (head-of-line), until released (a part of
-    ``Reorder`` and ``Stall``)."""
+class Holding:
+    """The model of a kind that holds messages per connection, in order (head-of-line), until
+    released (``reorder``, ``stall``): it keeps the held queues and its ``policy`` (composed,
+    issue 29) decides what each message does given its connection's queue."""
 
-    def __init__(self) -> None:
+    def __init__(self, k: Knobs, policy: HoldPolicy) -> None:
+        self.k, self.policy = k, policy
         self.held: dict[Pair, _Held] = {}
+
+    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
+             matched: bool) -> bool:
+        pair = (name, act.ni, act.lpni)
+        return self.policy.take(self, fab, pair, self.held.get(pair), act, link, timeout,
+                                matched)
 
     def release(self, fab: Fabric, pair: Pair, h: _Held) -> None:
         if self.held.get(pair) is not h:
@@ -175,32 +184,36 @@ class HeldQueues:
             self.release(fab, pair, h)
 
 
+class HoldPolicy(Protocol):
+    """What a holding kind does with a message of ``pair``, ``h`` its held queue if any."""
+
+    def take(self, q: Holding, fab: Fabric, pair: Pair, h: _Held | None, act: Transmit,
+             link: Link, timeout: float, matched: bool) -> bool:
+        ...
+
+
 class Reorder:
-    def __init__(self, k: Knobs) -> None:
-        self.k, self.q = k, HeldQueues()
+    """``reorder``'s policy: a selected message opens a hole that ``gap`` messages or ``hold``
+    ms close."""
 
-    def close(self, fab: Fabric) -> None:
-        self.q.close(fab)
-
-    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
-             matched: bool) -> bool:
-        pair = (name, act.ni, act.lpni)
-        h = self.q.held.get(pair)
+    def take(self, q: Holding, fab: Fabric, pair: Pair, h: _Held | None, act: Transmit,
+             link: Link, timeout: float, matched: bool) -> bool:
+        k = q.k
         if h is not None:  # behind a held segment: TCP delivers nothing past the hole
-            if matched and self.k.rng.random() < self.k.p["rate"]:
-                self.k.count("reordered")  # held too: it goes with the hole's release
+            if matched and k.rng.random() < k.p["rate"]:
+                k.count("reordered")  # held too: it goes with the hole's release
             h.acts.append(act)
             h.left -= 1
             if h.left <= 0:
-                self.q.release(fab, pair, h)
+                q.release(fab, pair, h)
             return True
-        if not matched or self.k.rng.random() >= self.k.p["rate"]:
+        if not matched or k.rng.random() >= k.p["rate"]:
             return False
-        self.k.count("reordered")
-        h = self.q.held[pair] = _Held(link.latency, int(self.k.p["gap"]))
+        k.count("reordered")
+        h = q.held[pair] = _Held(link.latency, int(k.p["gap"]))
         h.acts.append(act)
-        fab.at(fab.now + float(self.k.p["hold"]) / 1000.0,
-               functools.partial(self.q.release, fab, pair, h))
+        fab.at(fab.now + float(k.p["hold"]) / 1000.0,
+               functools.partial(q.release, fab, pair, h))
         return True
 
 class Duplicate:
@@ -273,30 +286,25 @@ class Corrupt:
 
 
 class Stall:
-    def __init__(self, k: Knobs) -> None:
-        self.k, self.q = k, HeldQueues()
+    """``stall``'s policy: matching messages, and every later one of their connection, wait
+    for the revert or the LND timeout."""
 
-    def close(self, fab: Fabric) -> None:
-        self.q.close(fab)
-
-    def take(self, fab: Fabric, name: str, act: Transmit, link: Link, timeout: float,
-             matched: bool) -> bool:
-        pair = (name, act.ni, act.lpni)
-        h = self.q.held.get(pair)
+    def take(self, q: Holding, fab: Fabric, pair: Pair, h: _Held | None, act: Transmit,
+             link: Link, timeout: float, matched: bool) -> bool:
         if h is None:
             if not matched:
                 return False
-            h = self.q.held[pair] = _Held(link.latency, 0)
-            fab.at(fab.now + timeout, functools.partial(self.expire, fab, pair, h))
-        self.k.count("stalled")
+            h = q.held[pair] = _Held(link.latency, 0)
+            fab.at(fab.now + timeout, functools.partial(self.expire, q, fab, pair, h))
+        q.k.count("stalled")
         h.acts.append(act)
         return True
 
-    def expire(self, fab: Fabric, pair: Pair, h: _Held) -> None:
+    def expire(self, q: Holding, fab: Fabric, pair: Pair, h: _Held) -> None:
         """The socklnd's monitor: no progress for the LND timeout closes the connection."""
-        if self.q.held.get(pair) is not h:
+        if q.held.get(pair) is not h:
             return
-        del self.q.held[pair]
+        del q.held[pair]
         name, _ni, lpni = pair
         if name in fab.engines:
             fab.log.append((fab.now, name, f"socklnd: timeout sending data to {lpni}; the "
@@ -335,6 +343,6 @@ class Bandwidth:
 
 
 MODELS: dict[str, Callable[[Knobs], Model]] = {
-    "rst": Rst, "reorder": Reorder, "duplicate": Duplicate,
-    "corrupt": Corrupt, "stall": Stall, "bandwidth": Bandwidth}
+    "rst": Rst, "reorder": lambda k: Holding(k, Reorder()), "duplicate": Duplicate,
+    "corrupt": Corrupt, "stall": lambda k: Holding(k, Stall()), "bandwidth": Bandwidth}
 __all__ = ["MODELS", "Knobs", "Model", "rate_bits", "size_bytes", "wire_bytes"]

@@ -32,8 +32,8 @@ def test_expand_nids_resolves_host_names_on_ip_nets_only() -> None:
     def hosts(name: str) -> str | None:
         return etchosts.lookup_text(TEXT, name)
 
-    assert expand_nids("oss1@tcp1,mds1@o2ib", resolve=hosts) == ["10.0.0.5@tcp1",
-                                                                 "10.0.0.6@o2ib"]
+    assert list(map(str, expand_nids("oss1@tcp1,mds1@o2ib", resolve=hosts))) == [
+        "10.0.0.5@tcp1", "10.0.0.6@o2ib"]
     for bad in ("oss1@tcp", "nosuch@tcp", "oss1@gni", "1oss@tcp"):
         with pytest.raises(NidListError, match="invalid NID in nidstr"):
             expand_nids(bad, resolve=hosts if bad != "oss1@tcp" else None)
@@ -45,8 +45,8 @@ def test_nid_or_host_uses_the_running_commands_hosts_view() -> None:
     assert nid_or_host("oss1@tcp") is None  # no hosts view: not a NID
     token = HOSTS.set(lambda name: etchosts.lookup_text(TEXT, name))
     try:
-        assert nid_or_host("oss1@tcp") == "10.0.0.5@tcp"
-        assert nid_or_host("10.1.1.1@tcp") == "10.1.1.1@tcp"
-        assert expand_nids("mds1@tcp") == ["10.0.0.6@tcp"]
+        assert str(nid_or_host("oss1@tcp")) == "10.0.0.5@tcp"
+        assert str(nid_or_host("10.1.1.1@tcp")) == "10.1.1.1@tcp"
+        assert list(map(str, expand_nids("mds1@tcp"))) == ["10.0.0.6@tcp"]
     finally:
         HOSTS.reset(token)

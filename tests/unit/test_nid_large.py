@@ -126,11 +126,11 @@ def test_pton_accepts_what_glibc_accepts(text: str) -> None:
 def test_ipv6_nid_range_hex_in_decimal_out() -> None:
     """liblnetconfig.c ``unroll_nid_range_scan``: with a ':' in the NID the bracket numbers
     are read base 16 and printed with ``%u``; ``2001:db8::[a-b]`` is ::10 and ::11."""
-    assert expand_nids("2001:db8::[1-3]@tcp") == [
+    assert list(map(str, expand_nids("2001:db8::[1-3]@tcp"))) == [
         "2001:db8::1@tcp", "2001:db8::2@tcp", "2001:db8::3@tcp"]
-    assert expand_nids("2001:db8::[a-b]@tcp1,10.0.0.[1-2]@tcp") == [
+    assert list(map(str, expand_nids("2001:db8::[a-b]@tcp1,10.0.0.[1-2]@tcp"))) == [
         "2001:db8::10@tcp1", "2001:db8::11@tcp1", "10.0.0.1@tcp", "10.0.0.2@tcp"]
-    assert expand_nids("2001:db8::[0-4/2]@tcp") == [
+    assert list(map(str, expand_nids("2001:db8::[0-4/2]@tcp"))) == [
         "2001:db8::@tcp", "2001:db8::2@tcp", "2001:db8::4@tcp"]
 
 

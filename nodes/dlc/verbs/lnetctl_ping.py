@@ -49,8 +49,8 @@ def ping_timeout(arg: str | None) -> float:
     return ms / 1000
 
 
-def _targets(rt: NodeRuntime, verb: str, operands: list[str], errors: Errors) -> list[str]:
-    out: list[str] = []
+def _targets(rt: NodeRuntime, verb: str, operands: list[str], errors: Errors) -> list[NID]:
+    out: list[NID] = []
     for arg in operands:
         try:
             out += expand_nids(arg, resolve=rt.host.resolve_host)
@@ -84,8 +84,7 @@ async def ping(rt: NodeRuntime, args: list[str]) -> Result:
     errors = Errors()
     src = None
     if opts.get("s") is not None:
-        src_text = nid_or_host(opts["s"] or "")  # libcfs_strnid: a host name resolves
-        src = None if src_text is None else NID.parse(src_text)
+        src = nid_or_host(opts["s"] or "")  # libcfs_strnid: a host name resolves
         if src is None:
             return errors.add("manage", "ping", -E.EINVAL,
                               f"cannot parse source NID '{opts['s']}'").result()
@@ -99,8 +98,8 @@ async def ping(rt: NodeRuntime, args: list[str]) -> Result:
     if not targets and not errors:
         return 255, "", "lnetctl ping: no NID given\n"
     ok: list[dict[str, Any]] = []
-    for target in targets:
-        nid = NID.parse(target)
+    for nid in targets:
+        target = str(nid)
         events = await rt.wait_final(lambda n=nid: rt.engine.ping(
             rt.now(), n, timeout=timeout, src=src, numa=numa))
         final = events[-1]
@@ -133,8 +132,8 @@ async def discover(rt: NodeRuntime, args: list[str]) -> Result:
         return exit_code(-1), "Missing nid argument\n", ""
     errors = Errors()
     ok: list[dict[str, Any]] = []
-    for target in _targets(rt, "discover", operands, errors):
-        nid = NID.parse(target)
+    for nid in _targets(rt, "discover", operands, errors):
+        target = str(nid)
         final = (await rt.wait_final(lambda n=nid: discovery.discover(
             rt.engine, n, rt.now(), force="f" in opts)))[-1]
         peer = rt.engine.peers.find_peer(nid)

@@ -56,18 +56,19 @@ def _show(rt: NodeRuntime, obj: str, key: str, args: list[str], short: str,
         else:
             level = verbose_level(v)
     try:
-        doc = rt.engine.view(obj, **{key: name}, verbose=level)
+        doc: dict[str, Any] = rt.engine.view(obj, **{key: name}, verbose=level)  # (YAML)
     except LNetConfigError as e:
         return error("show", obj, e.errno, e.descr)
     if keep is not None:
-        doc[obj] = [entry for entry in doc[obj] if keep(entry)]  # type: ignore[attr-defined]
+        doc[obj] = [entry for entry in doc[obj] if keep(entry)]
     return 0, dump(doc) if doc[obj] else "", ""
 
 
 async def peer_list(rt: NodeRuntime, args: list[str]) -> Result:
     """``lnetctl peer list`` (``jt_list_peer``): the primary NID of every peer."""
     check_cmd("peer", "list", args, 0)
-    peers = rt.engine.view("peer", nid=None, verbose=0)["peer"]
+    view: dict[str, Any] = rt.engine.view("peer", nid=None, verbose=0)  # (YAML)
+    peers = view["peer"]
     doc = {"peer list": [{"nid": p["primary nid"]} for p in peers]}
     return 0, dump(doc) if peers else "", ""
 
@@ -104,7 +105,8 @@ def _peer_line(rt: NodeRuntime, nid: NID) -> str:
     lpni = rt.engine.peers.find_lpni(nid)
     if lpni is None:
         return f"No peer {nid}"
-    show = rt.engine.view("peer", nid=str(nid), verbose=1)["peer"][0]
+    view: dict[str, Any] = rt.engine.view("peer", nid=str(nid), verbose=1)  # (YAML)
+    show = view["peer"][0]
     mine = next(p for p in show["peer ni"] if p["nid"] == str(nid))
     alive = mine.get("state", "NA")
     return (f"{nid!s:<24} {mine['refcount']:4d} {alive:>5} {mine['max_ni_tx_credits']:5d} "
