@@ -27,6 +27,7 @@ from typing import Any
 
 from faults.sched import Timeline
 from faults.spec import FaultSpec
+from nodes.echo import shown
 
 
 def never_raise(method: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -112,6 +113,17 @@ class FaultBook:
         if key in self.faults:
             return self.faults[key]
         return next((f for f in self.faults.values() if f.spec.name == key), None)
+
+    def withdraw(self, key: str) -> FaultRecord | str:
+        """``fault del``: the fault with id or name ``key`` taken off the book, its active
+        window undone first by the backend's ``revert``; or why not, in one line."""
+        f = self.find(key)
+        if f is None:
+            return f"no fault {shown(key)} (have: {', '.join(self.faults) or 'none'})"
+        if f.timeline.active:
+            self.revert(f, f.timeline.index)
+        del self.faults[f.fid]
+        return f
 
     def next_deadline(self) -> float | None:
         times = [t for f in self.faults.values() if not f.error

@@ -28,7 +28,6 @@ from faults.ibspec import IB, ib_nid
 from faults.resources import Resource
 from faults.spec import FaultError, parse_fault
 from nodes.daemon.client import DaemonUnreachable, request
-from nodes.echo import shown
 from testbed import modload, runstate
 from testbed.base import TestbedError
 from testbed.faultbook import FaultBook
@@ -109,13 +108,10 @@ class FaultManager(FaultResources):
 
     @_never_raise
     def delete(self, key: Any) -> dict[str, Any]:
-        f = self.book.find(str(key))
-        if f is None:
-            return {"ok": False, "error": f"no fault {shown(key)} (have: "
-                                          f"{', '.join(self.faults) or 'none'})"}
+        f = self.book.withdraw(str(key))
+        if isinstance(f, str):
+            return {"ok": False, "error": f}
         final = self.describe(f)
-        if f.timeline.active:
-            self._revert(f, f.timeline.index)
         self._forget(f)
         runstate.append_event(self.sup.rdir, "fault_deleted", id=f.fid,
                               counters=f.totals)

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from faults.ibspec import IB, ib_nid
 from faults.prefilter import Matcher
 from faults.spec import FaultError, FaultSpec, parse_fault
-from nodes.echo import shown
 from nodes.lnd import errmap
 from nodes.lnd.wire import LNET_ACCEPTOR_PORT
 from nodes.lnet.nid import NID
@@ -233,13 +232,9 @@ class SimFaults:
 
     @never_raise
     def delete(self, key: Any) -> dict[str, Any]:
-        f = self.book.find(str(key))
-        if f is None:
-            return {"ok": False, "error": f"no fault {shown(key)} (have: "
-                                          f"{', '.join(self.faults) or 'none'})"}
-        if f.timeline.active:
-            self._revert(f, f.timeline.index)
-        del self.faults[f.fid]
+        f = self.book.withdraw(str(key))
+        if isinstance(f, str):
+            return {"ok": False, "error": f}
         self.tb.fabric.record_global("fault_deleted", id=f.fid, counters=dict(f.totals))
         final = self.describe(f)
         final["counters"] = dict(f.totals)
